@@ -1,0 +1,106 @@
+"""Identifiers and handles shared by tasks, the coordinator and the stores.
+
+`checkpoint` sits below `runtime` in the layering: nothing in this package imports `runtime`,
+so plain values (ids, paths, numbers) cross the boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class TaskId:
+    """One parallel instance (`subtask`) of a job vertex."""
+
+    vertex: str
+    subtask: int
+
+    def __str__(self) -> str:
+        return f"{self.vertex}[{self.subtask}]"
+
+    @classmethod
+    def parse(cls, text: str) -> TaskId:
+        vertex, _, rest = text.rpartition("[")
+        if not vertex or not rest.endswith("]"):
+            raise ValueError(f"not a task id: {text!r}")
+        return cls(vertex, int(rest[:-1]))
+
+
+@dataclass(frozen=True, slots=True)
+class StateHandle:
+    """A written piece of state: where it is, how big, and its checksum (verified on restore).
+
+    `offset`/`length` address a segment inside a shared physical file (file merging); a
+    handle for a whole file has offset 0 and length == size.
+    """
+
+    path: str
+    size: int
+    checksum: str
+    offset: int = 0
+    length: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "size": self.size,
+            "checksum": self.checksum,
+            "offset": self.offset,
+            "length": self.length,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StateHandle:
+        return cls(data["path"], int(data["size"]), data["checksum"], int(data.get("offset", 0)),
+                   data.get("length"))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskAcknowledgement:
+    """What a task reports for one checkpoint: its state handles and its own stats.
+
+    `handles` maps a kind ("keyed", "operator", "input_channels", "output_channels") to the
+    handles written for it; a task without state of a kind omits it.
+    """
+
+    task_id: TaskId
+    checkpoint_id: int
+    handles: dict[str, tuple[StateHandle, ...]] = field(default_factory=dict)
+    state_bytes: int = 0
+    persisted_bytes: int = 0
+    alignment_time: float = 0.0
+    bytes_buffered: int = 0
+    unaligned: bool = False
+    sync_duration: float = 0.0
+    async_duration: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task_id": str(self.task_id),
+            "checkpoint_id": self.checkpoint_id,
+            "handles": {k: [h.to_json() for h in hs] for k, hs in sorted(self.handles.items())},
+            "state_bytes": self.state_bytes,
+            "persisted_bytes": self.persisted_bytes,
+            "alignment_time": self.alignment_time,
+            "bytes_buffered": self.bytes_buffered,
+            "unaligned": self.unaligned,
+            "sync_duration": self.sync_duration,
+            "async_duration": self.async_duration,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskAcknowledgement:
+        return cls(
+            task_id=TaskId.parse(data["task_id"]),
+            checkpoint_id=int(data["checkpoint_id"]),
+            handles={k: tuple(StateHandle.from_json(h) for h in hs) for k, hs in data["handles"].items()},
+            state_bytes=int(data.get("state_bytes", 0)),
+            persisted_bytes=int(data.get("persisted_bytes", 0)),
+            alignment_time=float(data.get("alignment_time", 0.0)),
+            bytes_buffered=int(data.get("bytes_buffered", 0)),
+            unaligned=bool(data.get("unaligned", False)),
+            sync_duration=float(data.get("sync_duration", 0.0)),
+            async_duration=float(data.get("async_duration", 0.0)),
+        )

@@ -1,0 +1,566 @@
+"""Checkpoint storage: the I/O adapter for checkpoint files (DESIGN §4 "Storage layout").
+
+Theory of operation
+-------------------
+Two layers, so the protocol code never sees a filesystem:
+
+* a `BlobStore` is a flat key → bytes store with five operations (`put`, `get`, `delete`,
+  `exists`, `list`). `MemoryBlobStore` keeps a dict (the default, and the simulator's);
+  `FsBlobStore` maps keys onto any `pyarrow.fs` filesystem (a local directory, S3, GCS, HDFS...)
+  and writes each file under a temporary name before moving it into place, so a reader never
+  sees half a file. `FailingBlobStore` wraps another store and fails writes on demand (faults).
+* `CheckpointStorage` knows the layout and the checksums::
+
+      <root>/<job_id>/chk-<id>/_metadata           JSON: {"format", "version", "checksum", "body"}
+      <root>/<job_id>/chk-<id>/taskowned/<name>    files written for one task in one checkpoint
+      <root>/<job_id>/shared/<name>                files referenced across checkpoints
+
+  Every file is checksummed (SHA-256, hex) when written: the checksum of a task file travels in
+  its `StateHandle`, the checksum of the metadata is embedded next to the body it covers (over the
+  body's canonical JSON encoding). Reading verifies; a mismatch, a missing file or unparsable
+  metadata raises `CorruptCheckpointError` naming the file, which is what lets recovery skip a
+  corrupt checkpoint for the previous one.
+
+Nothing is pickled: metadata is JSON and task files are whatever bytes (Arrow IPC) the state
+backends hand over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import threading
+import uuid
+import zlib
+from collections.abc import Iterable
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from checkpoint.completed import CheckpointMetadataError, CompletedCheckpoint, canonical_json
+from checkpoint.handles import StateHandle
+
+METADATA_FILE = "_metadata"
+METADATA_FORMAT = "barrierflow-checkpoint-metadata"
+METADATA_VERSION = 1
+TASK_OWNED_DIR = "taskowned"
+SHARED_DIR = "shared"
+
+_CHK_DIR = re.compile(r"^chk-(\d+)$")
+_METADATA_PATH = re.compile(r"(?:^|/)chk-(\d+)/" + METADATA_FILE + r"$")
+_TMP_MARKER = ".tmp-"
+
+
+class StorageError(OSError):
+    """Reading or writing checkpoint storage failed (names the path)."""
+
+
+class BlobNotFoundError(StorageError):
+    """No file at the given path."""
+
+
+class CorruptCheckpointError(StorageError):
+    """A checkpoint file is missing, truncated, unparsable or fails its checksum.
+
+    Attributes:
+        path: the offending file.
+    """
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):  # keep `path` when pickled (Ray ships exceptions between actors)
+        return (type(self), (self.args[0], self.path))
+
+
+# -- checksums ---------------------------------------------------------------------------------
+
+
+def compute_checksum(data: bytes) -> str:
+    """SHA-256 of `data`, lower-case hex (the checksum every handle written here carries)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def checksum_matches(data: bytes, checksum: str) -> bool:
+    """Verify `data` against `checksum`.
+
+    Accepts SHA-256 (``"<64 hex>"`` or ``"sha256:<hex>"``) and CRC-32 (``"<8 hex>"`` or
+    ``"crc32:<hex>"``) so state files checksummed by other writers verify too.
+    """
+    algo, _, digest = checksum.rpartition(":")
+    algo = algo.lower() or ("crc32" if len(digest) == 8 else "sha256")
+    digest = digest.lower()
+    if algo == "sha256":
+        return hashlib.sha256(data).hexdigest() == digest
+    if algo == "crc32":
+        return f"{zlib.crc32(data) & 0xFFFFFFFF:08x}" == digest
+    return False
+
+
+# -- blob stores -------------------------------------------------------------------------------
+
+
+def _check_key(path: str) -> str:
+    if not isinstance(path, str) or not path or path.startswith("/") or path.endswith("/"):
+        raise ValueError(f"invalid storage path {path!r}: must be a non-empty relative path")
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        raise ValueError(f"invalid storage path {path!r}: empty, '.' or '..' segment")
+    return path
+
+
+class BlobStore(Protocol):
+    """A flat store of files addressed by relative '/'-separated paths."""
+
+    def put(self, path: str, data: bytes) -> None:
+        """Write (replace) the file at `path`. Raises: StorageError."""
+        ...
+
+    def get(self, path: str) -> bytes:
+        """Read the file at `path`. Raises: BlobNotFoundError, StorageError."""
+        ...
+
+    def delete(self, path: str) -> None:
+        """Delete the file at `path`; deleting a missing file is not an error."""
+        ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def list(self, prefix: str) -> list[str]:
+        """Every file path starting with `prefix`, sorted."""
+        ...
+
+
+class MemoryBlobStore:
+    """A blob store in a dict (checkpoints survive a coordinator restart, not the process)."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def put(self, path: str, data: bytes) -> None:
+        _check_key(path)
+        with self._lock:
+            self._files[path] = bytes(data)
+
+    def get(self, path: str) -> bytes:
+        with self._lock:
+            try:
+                return self._files[path]
+            except KeyError:
+                raise BlobNotFoundError(f"no file at {path!r}") from None
+
+    def delete(self, path: str) -> None:
+        with self._lock:
+            self._files.pop(path, None)
+
+    def exists(self, path: str) -> bool:
+        with self._lock:
+            return path in self._files
+
+    def list(self, prefix: str) -> list[str]:
+        with self._lock:
+            return sorted(p for p in self._files if p.startswith(prefix))
+
+    def __repr__(self) -> str:
+        return f"MemoryBlobStore(files={len(self._files)})"
+
+
+class FsBlobStore:
+    """A blob store on a `pyarrow.fs` filesystem.
+
+    Args:
+        uri_or_path: a filesystem URI (``file:///tmp/x``, ``s3://bucket/prefix``...) or a local
+            path (relative paths are made absolute). The base directory is created if missing.
+
+    Raises:
+        StorageError: the URI cannot be resolved or the base directory cannot be created.
+    """
+
+    def __init__(self, uri_or_path: str) -> None:
+        if not isinstance(uri_or_path, str) or not uri_or_path.strip():
+            raise ValueError(f"checkpoint storage location must be a URI or a path, got {uri_or_path!r}")
+        try:
+            if "://" in uri_or_path:
+                self._fs, base = pafs.FileSystem.from_uri(uri_or_path)
+            else:
+                self._fs, base = pafs.LocalFileSystem(), os.path.abspath(uri_or_path)
+            self._base = base.rstrip("/")
+            self._fs.create_dir(self._base, recursive=True)
+        except (OSError, pa.ArrowException) as exc:
+            raise StorageError(f"cannot open checkpoint storage {uri_or_path!r}: {exc}") from exc
+        self.uri = uri_or_path
+
+    def _full(self, path: str) -> str:
+        return f"{self._base}/{_check_key(path)}"
+
+    def put(self, path: str, data: bytes) -> None:
+        full = self._full(path)
+        parent, _, name = full.rpartition("/")
+        tmp = f"{parent}/.{name}{_TMP_MARKER}{uuid.uuid4().hex}"
+        try:
+            for attempt in range(2):  # a concurrent prune may remove the parent between the steps
+                try:
+                    self._fs.create_dir(parent, recursive=True)
+                    with self._fs.open_output_stream(tmp) as out:
+                        out.write(data)
+                    break
+                except FileNotFoundError:
+                    if attempt:
+                        raise
+            self._fs.move(tmp, full)
+        except (OSError, pa.ArrowException) as exc:
+            self._quiet_delete(tmp)
+            raise StorageError(f"cannot write {full}: {exc}") from exc
+
+    def get(self, path: str) -> bytes:
+        full = self._full(path)
+        try:
+            with self._fs.open_input_file(full) as f:
+                return f.read()
+        except FileNotFoundError:
+            raise BlobNotFoundError(f"no file at {full}") from None
+        except (OSError, pa.ArrowException) as exc:
+            raise StorageError(f"cannot read {full}: {exc}") from exc
+
+    def delete(self, path: str) -> None:
+        full = self._full(path)
+        try:
+            self._fs.delete_file(full)
+        except FileNotFoundError:
+            return
+        except (OSError, pa.ArrowException) as exc:
+            raise StorageError(f"cannot delete {full}: {exc}") from exc
+        self._prune(full.rpartition("/")[0])
+
+    def _prune(self, directory: str) -> None:
+        """Remove directories left empty by a delete, up to (not including) the base."""
+        while directory.startswith(self._base + "/"):
+            try:
+                if self._fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True)):
+                    return
+                self._fs.delete_dir(directory)
+            except (OSError, pa.ArrowException):
+                return
+            directory = directory.rpartition("/")[0]
+
+    def _quiet_delete(self, full: str) -> None:
+        with contextlib.suppress(OSError, pa.ArrowException):
+            self._fs.delete_file(full)
+
+    def exists(self, path: str) -> bool:
+        try:
+            return self._fs.get_file_info(self._full(path)).type == pafs.FileType.File
+        except (OSError, pa.ArrowException) as exc:
+            raise StorageError(f"cannot stat {path!r} in {self._base}: {exc}") from exc
+
+    def list(self, prefix: str) -> list[str]:
+        directory = prefix if prefix.endswith("/") or not prefix else prefix.rpartition("/")[0] + "/"
+        root = f"{self._base}/{directory}".rstrip("/")
+        try:
+            infos = self._fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+        except (OSError, pa.ArrowException) as exc:
+            raise StorageError(f"cannot list {root}: {exc}") from exc
+        start = len(self._base) + 1
+        keys = []
+        for info in infos:
+            if info.type != pafs.FileType.File or _TMP_MARKER in info.base_name:
+                continue
+            key = info.path[start:]
+            if key.startswith(prefix):
+                keys.append(key)
+        return sorted(keys)
+
+    def __repr__(self) -> str:
+        return f"FsBlobStore({self.uri!r})"
+
+
+class FailingBlobStore:
+    """Wraps a blob store and makes writes fail on demand (storage fault injection).
+
+    `fail_writes(count, matching=...)` makes the next `count` writes (None: every write until
+    `heal()`) whose path contains `matching` raise `StorageError`; reads and deletes pass through.
+    """
+
+    def __init__(self, inner: BlobStore) -> None:
+        self.inner = inner
+        self._remaining: int | None = 0
+        self._matching: str | None = None
+        self.num_failed_writes = 0
+
+    def fail_writes(self, count: int | None = None, *, matching: str | None = None) -> None:
+        if count is not None and count < 0:
+            raise ValueError(f"count must be >= 0 or None, got {count!r}")
+        self._remaining = count
+        self._matching = matching
+
+    def heal(self) -> None:
+        self._remaining = 0
+        self._matching = None
+
+    @property
+    def failing(self) -> bool:
+        return self._remaining is None or self._remaining > 0
+
+    def put(self, path: str, data: bytes) -> None:
+        if self.failing and (self._matching is None or self._matching in path):
+            if self._remaining is not None:
+                self._remaining -= 1
+            self.num_failed_writes += 1
+            raise StorageError(f"injected write failure for {path}")
+        self.inner.put(path, data)
+
+    def get(self, path: str) -> bytes:
+        return self.inner.get(path)
+
+    def delete(self, path: str) -> None:
+        self.inner.delete(path)
+
+    def exists(self, path: str) -> bool:
+        return self.inner.exists(path)
+
+    def list(self, prefix: str) -> list[str]:
+        return self.inner.list(prefix)
+
+
+# -- checkpoint layout -------------------------------------------------------------------------
+
+
+def _check_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not job_id or "/" in job_id or job_id in (".", ".."):
+        raise ValueError(f"invalid job_id {job_id!r}: must be a non-empty name without '/'")
+    return job_id
+
+
+def _check_checkpoint_id(checkpoint_id: int) -> int:
+    if not isinstance(checkpoint_id, int) or isinstance(checkpoint_id, bool) or checkpoint_id < 1:
+        raise ValueError(f"invalid checkpoint_id {checkpoint_id!r}: must be an integer >= 1")
+    return checkpoint_id
+
+
+class CheckpointStorage:
+    """Checkpoint files on a `BlobStore`, in the DESIGN §4 layout, checksummed.
+
+    Args:
+        blob_store: where the bytes go.
+        root: a path prefix inside the blob store ("" = its top).
+    """
+
+    def __init__(self, blob_store: BlobStore, root: str = "") -> None:
+        self.blob_store = blob_store
+        self.root = root.strip("/")
+        if self.root:
+            _check_key(self.root)
+
+    # -- paths --
+
+    def _join(self, *parts: str) -> str:
+        return "/".join(p for p in (self.root, *parts) if p)
+
+    def job_dir(self, job_id: str) -> str:
+        return self._join(_check_job_id(job_id))
+
+    def checkpoint_dir(self, job_id: str, checkpoint_id: int) -> str:
+        return self._join(_check_job_id(job_id), f"chk-{_check_checkpoint_id(checkpoint_id)}")
+
+    def metadata_path(self, job_id: str, checkpoint_id: int) -> str:
+        return f"{self.checkpoint_dir(job_id, checkpoint_id)}/{METADATA_FILE}"
+
+    def task_owned_dir(self, job_id: str, checkpoint_id: int) -> str:
+        return f"{self.checkpoint_dir(job_id, checkpoint_id)}/{TASK_OWNED_DIR}"
+
+    def shared_dir(self, job_id: str) -> str:
+        return self._join(_check_job_id(job_id), SHARED_DIR)
+
+    # -- state files --
+
+    def write_file(self, path: str, data: bytes) -> StateHandle:
+        """Write `data` at `path` (relative to the blob store) and return its checksummed handle.
+
+        Raises:
+            StorageError: the write failed.
+        """
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"state file {path} must be written as bytes, got {type(data).__name__}")
+        data = bytes(data)
+        self.blob_store.put(_check_key(path), data)
+        return StateHandle(path=path, size=len(data), checksum=compute_checksum(data))
+
+    def write_task_file(self, job_id: str, checkpoint_id: int, name: str, data: bytes) -> StateHandle:
+        """Write a file owned by one checkpoint (`<job>/chk-<id>/taskowned/<name>`).
+
+        Raises:
+            ValueError: `name` is empty, absolute or contains '..'.
+            StorageError: the write failed.
+        """
+        try:
+            _check_key(name)
+        except ValueError:
+            raise ValueError(f"invalid task file name {name!r}: must be a non-empty relative path") from None
+        return self.write_file(f"{self.task_owned_dir(job_id, checkpoint_id)}/{name}", data)
+
+    def write_shared_file(self, job_id: str, name: str, data: bytes) -> StateHandle:
+        """Write a file that checkpoints may share (`<job>/shared/<name>`); its deletion is up to
+        the shared-state registry, never to the checkpoint store."""
+        try:
+            _check_key(name)
+        except ValueError:
+            raise ValueError(f"invalid shared file name {name!r}: must be a non-empty relative path") from None
+        return self.write_file(f"{self.shared_dir(job_id)}/{name}", data)
+
+    def read_task_file(self, handle: StateHandle) -> bytes:
+        """Read the bytes a handle addresses (its segment, for merged files) and verify them.
+
+        Raises:
+            CorruptCheckpointError: the file is missing, too short, or fails its checksum.
+            StorageError: the read itself failed.
+        """
+        path = handle.path
+        try:
+            data = self.blob_store.get(path)
+        except BlobNotFoundError:
+            raise CorruptCheckpointError(f"checkpoint state file {path} is missing", path) from None
+        if handle.length is not None:
+            segment = data[handle.offset : handle.offset + handle.length]
+            if len(segment) != handle.length:
+                raise CorruptCheckpointError(
+                    f"checkpoint state file {path} is truncated: segment at {handle.offset} needs "
+                    f"{handle.length} bytes, file has {len(data)}",
+                    path,
+                )
+        else:
+            segment = data[handle.offset :]
+            if handle.offset == 0 and len(data) != handle.size:
+                raise CorruptCheckpointError(
+                    f"checkpoint state file {path} has {len(data)} bytes, expected {handle.size}", path
+                )
+        if not checksum_matches(segment, handle.checksum):
+            raise CorruptCheckpointError(f"checkpoint state file {path} fails its checksum", path)
+        return segment
+
+    def delete_file(self, path: str) -> None:
+        self.blob_store.delete(path)
+
+    # -- metadata --
+
+    def write_metadata(self, completed: CompletedCheckpoint) -> str:
+        """Write the checkpoint's `_metadata` (checksummed JSON) and return its path.
+
+        Raises:
+            StorageError: the write failed.
+            ValueError: the checkpoint's properties are not JSON-representable.
+        """
+        path = self.metadata_path(completed.job_id, completed.checkpoint_id)
+        body = completed.to_json()
+        try:
+            encoded = canonical_json(body)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"checkpoint {completed.checkpoint_id} metadata is not JSON-representable: {exc}"
+            ) from exc
+        document = {
+            "format": METADATA_FORMAT,
+            "version": METADATA_VERSION,
+            "checksum": compute_checksum(encoded),
+            "body": body,
+        }
+        self.blob_store.put(path, canonical_json(document))
+        return path
+
+    def read_metadata(self, path: str) -> CompletedCheckpoint:
+        """Read and verify a `_metadata` file.
+
+        Raises:
+            CorruptCheckpointError: missing, unparsable, wrong format, checksum mismatch, or its
+                content does not match its location.
+            StorageError: the read itself failed.
+        """
+        try:
+            raw = self.blob_store.get(path)
+        except BlobNotFoundError:
+            raise CorruptCheckpointError(f"checkpoint metadata {path} is missing", path) from None
+        try:
+            document = json.loads(raw.decode("utf-8"))
+            if not isinstance(document, dict):
+                raise ValueError("not a JSON object")
+            if document.get("format") != METADATA_FORMAT or document.get("version") != METADATA_VERSION:
+                raise ValueError(
+                    f"unknown format {document.get('format')!r} version {document.get('version')!r}"
+                )
+            body = document["body"]
+            checksum = document["checksum"]
+            if not isinstance(checksum, str) or compute_checksum(canonical_json(body)) != checksum:
+                raise CorruptCheckpointError(f"checkpoint metadata {path} fails its checksum", path)
+            completed = CompletedCheckpoint.from_json(body)
+        except CorruptCheckpointError:
+            raise
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, CheckpointMetadataError) as exc:
+            raise CorruptCheckpointError(f"checkpoint metadata {path} is unreadable: {exc}", path) from exc
+        match = _METADATA_PATH.search(path)
+        if match and int(match.group(1)) != completed.checkpoint_id:
+            raise CorruptCheckpointError(
+                f"checkpoint metadata {path} describes checkpoint {completed.checkpoint_id}", path
+            )
+        completed.metadata_path = path
+        return completed
+
+    # -- listing and cleanup --
+
+    def list_checkpoint_ids(self, job_id: str) -> list[int]:
+        """Ids of every `chk-<id>` directory of the job (with or without metadata), ascending."""
+        prefix = self.job_dir(job_id) + "/"
+        ids = set()
+        for key in self.blob_store.list(prefix):
+            match = _CHK_DIR.match(key[len(prefix) :].split("/", 1)[0])
+            if match:
+                ids.add(int(match.group(1)))
+        return sorted(ids)
+
+    def list_checkpoint_files(self, job_id: str, checkpoint_id: int) -> list[str]:
+        return self.blob_store.list(self.checkpoint_dir(job_id, checkpoint_id) + "/")
+
+    def discard_checkpoint(self, job_id: str, checkpoint_id: int, *, keep: Iterable[str] = ()) -> list[str]:
+        """Delete every file in `<job>/chk-<id>/` except the paths in `keep`, metadata first (so
+        an interrupted discard leaves no metadata pointing at deleted state).
+
+        Returns:
+            The deleted paths.
+
+        Raises:
+            StorageError: a delete failed (files deleted before it stay deleted).
+        """
+        keep_set = frozenset(keep)
+        metadata = self.metadata_path(job_id, checkpoint_id)
+        files = self.list_checkpoint_files(job_id, checkpoint_id)
+        ordered = sorted(files, key=lambda p: (p != metadata, p))
+        deleted = []
+        for path in ordered:
+            if path in keep_set:
+                continue
+            self.blob_store.delete(path)
+            deleted.append(path)
+        return deleted
+
+    def __repr__(self) -> str:
+        return f"CheckpointStorage({self.blob_store!r}, root={self.root!r})"
+
+
+def storage_from_uri(uri: str | None, root: str = "") -> CheckpointStorage:
+    """Checkpoint storage for a `CheckpointConfig.storage` value.
+
+    Args:
+        uri: None or ``"memory://"`` for memory; otherwise a `pyarrow.fs` URI or a local path.
+
+    Raises:
+        StorageError: the location cannot be opened.
+    """
+    if uri is None or uri == "memory://":
+        return CheckpointStorage(MemoryBlobStore(), root)
+    return CheckpointStorage(FsBlobStore(uri), root)

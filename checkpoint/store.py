@@ -1,0 +1,200 @@
+"""Completed-checkpoint stores (Flink's `CompletedCheckpointStore`, DESIGN §1 "Recovery & HA").
+
+Theory of operation
+-------------------
+The store is the coordinator's memory of what completed. `add_checkpoint` first makes the
+checkpoint durable (its `_metadata` through `CheckpointStorage`), and only then counts it as
+retained: if the write fails the store is unchanged and the `StorageError` propagates, so the
+coordinator aborts that checkpoint with STORAGE_FAILURE. Once more than `retained` checkpoints are
+kept, the oldest are dropped and their files deleted.
+
+Deleting files obeys one rule: *no file reachable from a retained checkpoint is deleted*. A dropped
+checkpoint's own directory (`chk-<id>/`) goes, except for files a retained checkpoint still
+references; files it references elsewhere in the job directory go too unless still referenced;
+files under `shared/` are never touched here (their reference counts belong to the shared-state
+registry in `state/`). Cleanup failures are logged, not raised: the new checkpoint is complete
+whether or not an old file could be deleted (the orphan cleaner gets the rest).
+
+`recover()` rebuilds the store after a coordinator restart from the metadata in storage: newest
+first, verifying the metadata and every state file it references; a corrupt or missing file is
+skipped with a warning naming it, so recovery falls back to the previous checkpoint.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+
+from checkpoint.completed import CompletedCheckpoint
+from checkpoint.storage import CheckpointStorage, CorruptCheckpointError, StorageError
+
+log = logging.getLogger(__name__)
+
+
+class CompletedCheckpointStore(abc.ABC):
+    """Keeps the latest `retained` completed checkpoints of one job."""
+
+    @property
+    @abc.abstractmethod
+    def retained(self) -> int:
+        """How many completed checkpoints are kept."""
+
+    @abc.abstractmethod
+    def recover(self) -> list[CompletedCheckpoint]:
+        """Reload the retained checkpoints from durable storage (oldest first) and return them."""
+
+    @abc.abstractmethod
+    def add_checkpoint(self, completed: CompletedCheckpoint) -> list[CompletedCheckpoint]:
+        """Make `completed` durable and retain it.
+
+        Returns:
+            The older checkpoints dropped to stay within `retained` (their files are deleted).
+
+        Raises:
+            StorageError: it could not be made durable; the store is unchanged.
+            ValueError: wrong job, or not newer than the latest retained checkpoint.
+        """
+
+    @abc.abstractmethod
+    def get_all_checkpoints(self) -> list[CompletedCheckpoint]:
+        """Retained checkpoints, oldest first."""
+
+    @abc.abstractmethod
+    def discard_all_checkpoints(self) -> None:
+        """Forget every retained checkpoint and delete its files."""
+
+    def get_latest_checkpoint(self) -> CompletedCheckpoint | None:
+        checkpoints = self.get_all_checkpoints()
+        return checkpoints[-1] if checkpoints else None
+
+    @property
+    def num_checkpoints(self) -> int:
+        return len(self.get_all_checkpoints())
+
+    @property
+    def highest_checkpoint_id_seen(self) -> int:
+        """The highest checkpoint id this store knows was ever used (0 if none), including
+        ones found in storage but skipped as corrupt; new ids must be above it."""
+        latest = self.get_latest_checkpoint()
+        return latest.checkpoint_id if latest else 0
+
+    def shutdown(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (the checkpoints stay in durable storage)."""
+
+
+class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
+    """A store whose memory is one process, whose durability is `CheckpointStorage`.
+
+    Args:
+        storage: where metadata (and the checkpoints' state files) live.
+        job_id: the job whose checkpoints it keeps.
+        retained: how many completed checkpoints to keep (>= 1).
+    """
+
+    def __init__(self, storage: CheckpointStorage, job_id: str, retained: int = 1) -> None:
+        if not isinstance(retained, int) or isinstance(retained, bool) or retained < 1:
+            raise ValueError(f"retained must be an integer >= 1, got {retained!r}")
+        storage.job_dir(job_id)  # validates the job id
+        self.storage = storage
+        self.job_id = job_id
+        self._retained = retained
+        self._checkpoints: list[CompletedCheckpoint] = []
+        self._highest_seen = 0
+
+    @property
+    def retained(self) -> int:
+        return self._retained
+
+    def get_all_checkpoints(self) -> list[CompletedCheckpoint]:
+        return list(self._checkpoints)
+
+    @property
+    def highest_checkpoint_id_seen(self) -> int:
+        return max(self._highest_seen, super().highest_checkpoint_id_seen)
+
+    def add_checkpoint(self, completed: CompletedCheckpoint) -> list[CompletedCheckpoint]:
+        if completed.job_id != self.job_id:
+            raise ValueError(f"checkpoint {completed.checkpoint_id} of job {completed.job_id!r} "
+                             f"added to the store of job {self.job_id!r}")
+        latest = self.get_latest_checkpoint()
+        if latest is not None and completed.checkpoint_id <= latest.checkpoint_id:
+            raise ValueError(
+                f"checkpoint {completed.checkpoint_id} is not newer than the latest retained "
+                f"checkpoint {latest.checkpoint_id}"
+            )
+        completed.metadata_path = self.storage.write_metadata(completed)
+        self._checkpoints.append(completed)
+        self._highest_seen = max(self._highest_seen, completed.checkpoint_id)
+        dropped = self._checkpoints[: -self._retained]
+        del self._checkpoints[: -self._retained]
+        for old in dropped:
+            self._discard(old)
+        return dropped
+
+    def discard_all_checkpoints(self) -> None:
+        checkpoints, self._checkpoints = self._checkpoints, []
+        for old in checkpoints:
+            self._discard(old)
+
+    def recover(self) -> list[CompletedCheckpoint]:
+        """Rebuild from storage: the newest `retained` checkpoints whose metadata and state files
+        verify; older valid ones are discarded, corrupt ones are skipped (and left for inspection).
+
+        Raises:
+            StorageError: storage could not be read (not corruption: that is skipped).
+        """
+        ids = self.storage.list_checkpoint_ids(self.job_id)
+        self._highest_seen = max([self._highest_seen, *ids])
+        valid: list[CompletedCheckpoint] = []
+        for checkpoint_id in reversed(ids):
+            completed = self._load_verified(checkpoint_id)
+            if completed is not None:
+                valid.append(completed)
+        valid.reverse()
+        self._checkpoints = valid[-self._retained :]
+        for old in valid[: -self._retained]:
+            self._discard(old)
+        if self._checkpoints:
+            log.info("recovered checkpoints %s of job %s",
+                     [c.checkpoint_id for c in self._checkpoints], self.job_id)
+        return list(self._checkpoints)
+
+    def _load_verified(self, checkpoint_id: int) -> CompletedCheckpoint | None:
+        path = self.storage.metadata_path(self.job_id, checkpoint_id)
+        try:
+            completed = self.storage.read_metadata(path)
+            if completed.job_id != self.job_id:
+                raise CorruptCheckpointError(
+                    f"checkpoint metadata {path} belongs to job {completed.job_id!r}", path
+                )
+            verified: set[tuple[str, int, int | None, str]] = set()
+            for handle in completed.state_handles():
+                key = (handle.path, handle.offset, handle.length, handle.checksum)
+                if key not in verified:
+                    self.storage.read_task_file(handle)
+                    verified.add(key)
+        except CorruptCheckpointError as exc:
+            log.warning("skipping checkpoint %d of job %s: %s (file %s)",
+                        checkpoint_id, self.job_id, exc, exc.path)
+            return None
+        return completed
+
+    def _discard(self, checkpoint: CompletedCheckpoint) -> None:
+        """Delete a dropped checkpoint's files that no retained checkpoint references."""
+        keep = {p for c in self._checkpoints for p in c.referenced_paths()}
+        job_prefix = self.storage.job_dir(self.job_id) + "/"
+        shared_prefix = self.storage.shared_dir(self.job_id) + "/"
+        own_prefix = self.storage.checkpoint_dir(self.job_id, checkpoint.checkpoint_id) + "/"
+        try:
+            self.storage.discard_checkpoint(self.job_id, checkpoint.checkpoint_id, keep=keep)
+            for path in checkpoint.referenced_paths():
+                if (path.startswith(job_prefix) and not path.startswith(own_prefix)
+                        and not path.startswith(shared_prefix) and path not in keep):
+                    self.storage.delete_file(path)
+        except StorageError as exc:
+            log.warning("could not delete the files of checkpoint %d of job %s: %s",
+                        checkpoint.checkpoint_id, self.job_id, exc)
+
+    def __repr__(self) -> str:
+        ids = [c.checkpoint_id for c in self._checkpoints]
+        return f"StandaloneCompletedCheckpointStore(job={self.job_id!r}, retained={self._retained}, ids={ids})"

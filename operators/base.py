@@ -1,0 +1,102 @@
+"""The operator contract: what a task's operator chain is made of.
+
+A task runs a chain of `StreamOperator`s (DESIGN §3). Records travel through the chain as lists
+of dicts, one input buffer at a time (`process_batch`), so per-buffer costs stay off the
+per-record path; `map_batches` converts to a `pyarrow.RecordBatch` only where the user asked.
+
+State is reached through the `OperatorContext` the task hands to `open()`: keyed state for keyed
+operators (scoped to the current key), operator (non-keyed) state, and the sink committer — the
+"external system" a two-phase-commit sink commits to, which outlives task restarts.
+
+Operators are pure: no I/O, no clocks except `ctx.clock`, no ray/pyspark/kazoo.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from state.keyed import KeyedStateBackend
+
+Record = dict[str, Any]
+
+
+class OperatorError(RuntimeError):
+    """A user function failed; names the operator and the record."""
+
+    def __init__(self, operator: str, record: Any, cause: BaseException) -> None:
+        super().__init__(f"operator {operator!r} failed on record {record!r}: {cause!r}")
+        self.operator = operator
+        self.record = record
+        self.cause = cause
+
+
+class SinkCommitter(Protocol):
+    """The external system behind a sink: commits are idempotent per transaction id."""
+
+    def commit(self, sink: str, transaction_id: str, records: list[Record]) -> None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+
+@dataclass
+class OperatorContext:
+    """Everything an operator instance may use, handed over by its task in `open()`."""
+
+    operator_name: str
+    subtask: int
+    parallelism: int
+    max_parallelism: int
+    clock: Clock
+    committer: SinkCommitter
+    keyed_backend: KeyedStateBackend | None = None
+    #: True when checkpointing is on; a 2PC sink without checkpoints commits at end of input
+    checkpointing: bool = True
+    #: the completed checkpoint this task attempt was restored from (None: fresh start)
+    restored_checkpoint_id: int | None = None
+
+
+class StreamOperator(abc.ABC):
+    """One operator of a chain. Subclasses override what they need."""
+
+    name: str = "operator"
+
+    def open(self, ctx: OperatorContext) -> None:
+        self.ctx = ctx
+
+    @abc.abstractmethod
+    def process_batch(self, records: list[Record]) -> list[Record]:
+        """Process one input buffer's records, return the output records (in order)."""
+
+    def end_input(self) -> list[Record]:
+        """All input consumed; return any final records."""
+        return []
+
+    def snapshot_state(self, checkpoint_id: int) -> dict[str, list[Any]]:
+        """Operator (non-keyed) state as named lists of Arrow-representable values.
+
+        Called synchronously when the checkpoint triggers; the result must not be mutated later.
+        Keyed state is snapshotted by the task through the keyed backend, not here.
+        """
+        return {}
+
+    def restore_state(self, state: dict[str, list[Any]]) -> None:  # noqa: B027
+        """Restore from the merged operator state of the checkpoint (all subtasks' lists,
+        redistributed by the task when parallelism changed)."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
+        pass
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:  # noqa: B027
+        pass
+
+    def close(self) -> None:  # noqa: B027
+        pass
+
+
+KeySelector = Callable[[Record], Any]

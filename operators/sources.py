@@ -1,0 +1,368 @@
+"""Sources: deterministic, replayable inputs split into offset-addressed splits.
+
+Theory of operation
+-------------------
+A `Source` describes *what* to read: a deterministic list of `SourceSplit`s (the same list on
+every call, in every process). A source task reads the splits assigned to it
+(`assign_splits`: split `index % parallelism == subtask`) through one `SplitReader` per split.
+
+A reader is an offset cursor. `position` is the number of records it has emitted so far; that
+number is the split's checkpointed state (the task snapshots `{split_id: position}`). Restoring is
+`seek(position)`: the reader then emits exactly the records it would have emitted after its first
+`position` records, which is what makes replay after a failure exact (DESIGN §1 "sources rewind
+to the checkpointed offsets").
+
+Readers are pure: time comes from the `clock` handed to `Source.reader`, never from `time`.
+A rate-limited reader returns `[]` from `read` when nothing is due yet and tells the task when
+to come back through `next_ready_time()`.
+
+Records handed out are fresh dicts (shallow copies for collections), so an operator that
+mutates its input cannot change what a later replay reads.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from operators.base import Clock, OperatorError, Record
+
+#: tolerance when turning elapsed time into a number of due records (float round-off must not
+#: make a record due "at" t appear undue when the clock is set to exactly t)
+_DUE_EPSILON = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSplit:
+    """One independently readable, offset-addressed part of a source.
+
+    Attributes:
+        split_id: stable identifier; the key of the split's offset in checkpoints.
+        index: position in `Source.splits()`; decides which subtask reads it.
+        start: first record (collection splits: index into the rows).
+        end: one past the last record, or None when unbounded / decided by the reader.
+    """
+
+    split_id: str
+    index: int
+    start: int = 0
+    end: int | None = None
+
+
+class SplitReader(abc.ABC):
+    """Reads one split. `position` = records emitted so far = the checkpointed offset."""
+
+    split: SourceSplit
+    position: int = 0
+
+    @abc.abstractmethod
+    def seek(self, position: int) -> None:
+        """Continue as if `position` records had been emitted already (restore).
+
+        Raises:
+            ValueError: `position` is negative or beyond the end of the split.
+        """
+
+    @abc.abstractmethod
+    def read(self, max_records: int) -> list[Record]:
+        """Up to `max_records` next records; `[]` when nothing is due yet or the split ended."""
+
+    @abc.abstractmethod
+    def finished(self) -> bool:
+        """True once every record of the split was emitted."""
+
+    def next_ready_time(self) -> float | None:
+        """When `read` will return data again, if it would return nothing now.
+
+        Returns None when a record is available now or the split is finished; otherwise the clock
+        time (seconds) at which the next record becomes due.
+        """
+        return None
+
+
+class Source(abc.ABC):
+    """A replayable input: a deterministic list of splits and a reader per split."""
+
+    name: str = "source"
+
+    @abc.abstractmethod
+    def splits(self) -> list[SourceSplit]:
+        """All splits, in a deterministic order (`split.index` == position in the list)."""
+
+    @abc.abstractmethod
+    def reader(self, split: SourceSplit, clock: Clock) -> SplitReader:
+        """A fresh reader positioned at the start of `split`."""
+
+    def columns(self) -> list[str] | None:
+        """The record fields, when known before running (used to validate `key_by("col")`)."""
+        return None
+
+    def expected_records(self) -> int:
+        """Total records over all splits in a failure-free run, or 0 when unknown (unbounded).
+
+        Executors use it to place faults and report progress, never for correctness.
+        """
+        return 0
+
+
+def assign_splits(splits: Sequence[SourceSplit], parallelism: int, subtask: int) -> list[SourceSplit]:
+    """The splits subtask `subtask` of `parallelism` reads: those with `index % parallelism == subtask`.
+
+    Raises:
+        ValueError: `subtask` is not in `range(parallelism)`.
+    """
+    if parallelism < 1 or not 0 <= subtask < parallelism:
+        raise ValueError(f"subtask {subtask} is not in range(parallelism={parallelism})")
+    return [s for s in splits if s.index % parallelism == subtask]
+
+
+def _check_position(reader: SplitReader, position: int, limit: int | None) -> None:
+    if not isinstance(position, int) or position < 0 or (limit is not None and position > limit):
+        bound = "" if limit is None else f" (the split has {limit} records)"
+        raise ValueError(f"cannot seek split {reader.split.split_id!r} to position {position!r}{bound}")
+
+
+# ---------------------------------------------------------------------------------- collection
+
+
+class CollectionSource(Source):
+    """A list of dict rows cut into `splits` contiguous chunks (sizes differ by at most one).
+
+    Args:
+        rows: the records; each must be a dict.
+        splits: number of splits (>= 1); more splits than rows leaves some splits empty.
+        name: the source name (`"collection"`).
+
+    Raises:
+        TypeError: a row is not a dict (names its index).
+        ValueError: `splits` < 1.
+    """
+
+    def __init__(self, rows: Sequence[Record], splits: int = 1, name: str = "collection") -> None:
+        if isinstance(splits, bool) or not isinstance(splits, int) or splits < 1:
+            raise ValueError(f"from_collection: splits must be an integer >= 1, got {splits!r}")
+        rows = list(rows)
+        for index, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise TypeError(
+                    f"from_collection: row {index} is a {type(row).__name__}, not a dict: {row!r}"
+                )
+        self.rows = rows
+        self.num_splits = splits
+        self.name = name
+
+    def splits(self) -> list[SourceSplit]:
+        size, extra = divmod(len(self.rows), self.num_splits)
+        out, start = [], 0
+        for index in range(self.num_splits):
+            end = start + size + (1 if index < extra else 0)
+            out.append(SourceSplit(f"{self.name}-{index}", index, start, end))
+            start = end
+        return out
+
+    def reader(self, split: SourceSplit, clock: Clock) -> CollectionSplitReader:
+        return CollectionSplitReader(self.rows, split)
+
+    def expected_records(self) -> int:
+        return len(self.rows)
+
+    def columns(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for row in self.rows:
+            for key in row:
+                seen.setdefault(key, None)
+        return list(seen)
+
+
+class CollectionSplitReader(SplitReader):
+    """Reads rows `[split.start, split.end)` of a collection."""
+
+    def __init__(self, rows: list[Record], split: SourceSplit) -> None:
+        assert split.end is not None and 0 <= split.start <= split.end <= len(rows), split
+        self.rows = rows
+        self.split = split
+        self.position = 0
+        self._size = split.end - split.start
+
+    def seek(self, position: int) -> None:
+        _check_position(self, position, self._size)
+        self.position = position
+
+    def read(self, max_records: int) -> list[Record]:
+        begin = self.split.start + self.position
+        end = min(begin + max(0, max_records), self.split.start + self._size)
+        batch = [dict(row) for row in self.rows[begin:end]]
+        self.position += len(batch)
+        return batch
+
+    def finished(self) -> bool:
+        return self.position >= self._size
+
+    def __repr__(self) -> str:
+        return f"CollectionSplitReader({self.split.split_id}, position={self.position}/{self._size})"
+
+
+# ---------------------------------------------------------------------------------- generator
+
+
+class GeneratorSource(Source):
+    """Generates record `i` as `fn(i)` (default `{"i": i}`), optionally rate limited.
+
+    The record indices are interleaved over the splits: split `j` of `n` produces `j, j+n, j+2n,
+    ...`, so the union over all splits is `0 .. count-1` whatever the number of splits.
+
+    Args:
+        count: total number of records, or None for unbounded.
+        rate: total records per second over all splits (each split gets `rate / splits`); None =
+            as fast as the task reads. Record `k` of a split is due `k / (rate / splits)` seconds
+            after the reader started (or after the position it was restored to).
+        fn: `fn(i) -> dict`; it must be deterministic for replay to be exact.
+        duration: stop after this many seconds. With `rate` this is a record budget
+            (`floor(rate * duration)` records in total, deterministic); without `rate` it is
+            measured on the task clock from the reader's creation (not deterministic under replay).
+        splits: number of splits (>= 1).
+        name: source name.
+        timestamp_field: field stamped with the creation time (the task clock at read time), or
+            None for no stamp. The stamp is *not* deterministic: a replayed record gets a new one.
+
+    Raises:
+        ValueError: an argument out of range (the message names it).
+    """
+
+    def __init__(
+        self,
+        count: int | None = None,
+        rate: float | None = None,
+        fn: Callable[[int], Record] | None = None,
+        duration: float | None = None,
+        *,
+        splits: int = 1,
+        name: str = "generator",
+        timestamp_field: str | None = "created_at",
+    ) -> None:
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+            raise ValueError(f"generate: count must be an integer >= 0 or None, got {count!r}")
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0):
+            raise ValueError(f"generate: rate must be a number > 0 (records/s) or None, got {rate!r}")
+        if duration is not None and (
+            isinstance(duration, bool) or not isinstance(duration, int | float) or not duration >= 0
+        ):
+            raise ValueError(f"generate: duration must be a number >= 0 (seconds) or None, got {duration!r}")
+        if isinstance(splits, bool) or not isinstance(splits, int) or splits < 1:
+            raise ValueError(f"generate: splits must be an integer >= 1, got {splits!r}")
+        if fn is not None and not callable(fn):
+            raise ValueError(f"generate: fn must be callable, got {fn!r}")
+        self.count = count
+        self.rate = float(rate) if rate is not None else None
+        self.fn = fn
+        self.duration = float(duration) if duration is not None else None
+        self.num_splits = splits
+        self.name = name
+        self.timestamp_field = timestamp_field
+
+    def total_records(self) -> int | None:
+        """The total number of records over all splits, when bounded by count or rate * duration."""
+        limits = []
+        if self.count is not None:
+            limits.append(self.count)
+        if self.rate is not None and self.duration is not None:
+            limits.append(int(self.rate * self.duration + _DUE_EPSILON))
+        return min(limits) if limits else None
+
+    def splits(self) -> list[SourceSplit]:
+        total = self.total_records()
+        out = []
+        for index in range(self.num_splits):
+            end = None if total is None else len(range(index, total, self.num_splits))
+            out.append(SourceSplit(f"{self.name}-{index}", index, 0, end))
+        return out
+
+    def expected_records(self) -> int:
+        return self.total_records() or 0
+
+    def reader(self, split: SourceSplit, clock: Clock) -> GeneratorSplitReader:
+        return GeneratorSplitReader(self, split, clock)
+
+    def columns(self) -> list[str] | None:
+        if self.fn is not None:
+            return None
+        return ["i"] + ([self.timestamp_field] if self.timestamp_field else [])
+
+
+class GeneratorSplitReader(SplitReader):
+    """Reads one split of a `GeneratorSource`; see there for the rate and duration rules."""
+
+    def __init__(self, source: GeneratorSource, split: SourceSplit, clock: Clock) -> None:
+        self.source = source
+        self.split = split
+        self.clock = clock
+        self.position = 0
+        self._stride = source.num_splits
+        self._limit = split.end  # records in this split, None = unbounded
+        self._rate = source.rate / source.num_splits if source.rate is not None else None
+        self._started_at = clock.now()
+        # wall-clock duration only applies without a rate (with a rate it became `_limit`)
+        self._deadline = (
+            self._started_at + source.duration if source.duration is not None and source.rate is None else None
+        )
+
+    def seek(self, position: int) -> None:
+        _check_position(self, position, self._limit)
+        self.position = position
+        if self._rate is not None:
+            # the next record (number `position`) is due now; the pace continues from here
+            self._started_at = self.clock.now() - position / self._rate
+
+    def _due(self, now: float) -> int:
+        """How many records of this split may have been emitted by `now`."""
+        due = self._limit if self._limit is not None else self.position + (1 << 62)
+        if self._rate is not None:
+            due = min(due, int((now - self._started_at) * self._rate + _DUE_EPSILON) + 1)
+        return due
+
+    def read(self, max_records: int) -> list[Record]:
+        if self.finished():
+            return []
+        now = self.clock.now()
+        n = max(0, min(max_records, self._due(now) - self.position))
+        if n == 0:
+            return []
+        fn, field, source_name = self.source.fn, self.source.timestamp_field, self.source.name
+        first = self.split.index + self.position * self._stride
+        out: list[Record] = []
+        for i in range(first, first + n * self._stride, self._stride):
+            if fn is None:
+                record: Record = {"i": i}
+            else:
+                try:
+                    record = fn(i)
+                except Exception as exc:
+                    raise OperatorError(f"Source: {source_name}", i, exc) from exc
+                if not isinstance(record, dict):
+                    raise OperatorError(
+                        f"Source: {source_name}",
+                        i,
+                        TypeError(f"generator fn returned {type(record).__name__} {record!r}, expected a dict"),
+                    )
+                if field is not None:
+                    record = dict(record)
+            if field is not None:
+                record[field] = now
+            out.append(record)
+        self.position += n
+        return out
+
+    def finished(self) -> bool:
+        if self._limit is not None and self.position >= self._limit:
+            return True
+        return self._deadline is not None and self.clock.now() >= self._deadline
+
+    def next_ready_time(self) -> float | None:
+        if self._rate is None or self.finished():
+            return None
+        due_at = self._started_at + self.position / self._rate
+        return due_at if due_at > self.clock.now() else None
+
+    def __repr__(self) -> str:
+        return f"GeneratorSplitReader({self.split.split_id}, position={self.position}, limit={self._limit})"

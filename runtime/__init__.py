@@ -1,0 +1,72 @@
+"""barrierflow runtime: the public API (DESIGN §5) is importable from here."""
+
+from checkpoint.handles import TaskId
+from checkpoint.options import CheckpointingMode, RestartStrategy
+from checkpoint.reasons import CheckpointFailureReason
+from runtime.api import DataStream, KeyedStream, StreamEnvironment
+from runtime.barriers import (
+    AlignmentStats,
+    BarrierAligner,
+    BarrierHandler,
+    BarrierProtocolError,
+    BarrierTracker,
+    CheckpointListener,
+    UnalignedBarrierHandler,
+)
+from runtime.faults import (
+    ChannelStall,
+    CoordinatorCrash,
+    FaultPlan,
+    LostAcknowledgement,
+    StorageWriteFailure,
+    TaskCrash,
+)
+from runtime.graph import JobGraph, JobGraphError
+from runtime.input_gate import CheckpointedInputGate
+from runtime.messages import (
+    Buffer,
+    BufferOrEvent,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    CheckpointOptions,
+    CheckpointType,
+    EndOfPartition,
+    RecordConversionError,
+)
+from runtime.result import JobFailedError, JobResult
+
+__all__ = [
+    "AlignmentStats",
+    "BarrierAligner",
+    "BarrierHandler",
+    "BarrierProtocolError",
+    "BarrierTracker",
+    "Buffer",
+    "BufferOrEvent",
+    "CancelCheckpointMarker",
+    "ChannelStall",
+    "CheckpointBarrier",
+    "CheckpointFailureReason",
+    "CheckpointListener",
+    "CheckpointOptions",
+    "CheckpointType",
+    "CheckpointedInputGate",
+    "CheckpointingMode",
+    "CoordinatorCrash",
+    "DataStream",
+    "EndOfPartition",
+    "FaultPlan",
+    "JobFailedError",
+    "JobGraph",
+    "JobGraphError",
+    "JobResult",
+    "KeyedStream",
+    "LostAcknowledgement",
+    "RecordConversionError",
+    "RestartStrategy",
+    "StorageWriteFailure",
+    "StreamEnvironment",
+    "TaskCrash",
+    "TaskId",
+    "UnalignedBarrierHandler",
+]

@@ -1,0 +1,669 @@
+"""`SimExecutor`: runs a job graph deterministically in one process, in virtual time.
+
+Theory of operation
+-------------------
+Everything that happens is an event on one heap, ordered by (virtual time, sequence number);
+the sequence number makes ties deterministic, and every random choice (network delays, fault
+targets) comes from one `random.Random(seed)`, so a seed replays the identical run.
+
+* Tasks are the pure `runtime.task.Task`. Running a task is an event: one `step()`, whose
+  records are charged `CostModel` virtual seconds; the task is busy until then.
+* The network: one FIFO per channel with a seeded delay per message (delivery no earlier than
+  the previous message of that channel). Data consumes credits; a consumed buffer sends its
+  credit back after a network delay; a task whose outputs are out of credit stops stepping, so
+  backpressure reaches the sources.
+* The coordinator is the pure `CheckpointCoordinator`; this executor is its gateway (trigger
+  sources, notifications) and each task's `TaskPorts` (acks, declines, snapshot writes).
+  Snapshot writes take virtual time proportional to their size and go to a real
+  `CheckpointStorage` (in memory unless the job names one).
+* Failover: a task failure bumps the execution *epoch* (events of the old epoch are dropped),
+  aborts pending checkpoints, and after the restart delay redeploys every task from the latest
+  completed checkpoint (global failover), as long as the restart strategy allows.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkpoint.coordinator import CheckpointCoordinator
+from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.ids import StandaloneCheckpointIDCounter
+from checkpoint.reasons import CheckpointFailureReason
+from checkpoint.storage import StorageError, storage_from_uri
+from checkpoint.store import StandaloneCompletedCheckpointStore
+from runtime.faults import (
+    ChannelStall,
+    CoordinatorCrash,
+    FaultPlan,
+    LostAcknowledgement,
+    StorageWriteFailure,
+    TaskCrash,
+    resolve_task,
+)
+from runtime.graph import JobGraph
+from runtime.messages import BufferOrEvent, CheckpointOptions
+from runtime.restore import build_restores
+from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult
+from runtime.snapshot_writer import SnapshotWriter
+from runtime.task import Task, TaskSnapshot
+
+log = logging.getLogger("barrierflow.sim")
+
+
+@dataclass(frozen=True)
+class NetworkOptions:
+    """Virtual network and storage timing (seconds)."""
+
+    #: per-message delay, drawn uniformly per message (FIFO per channel is kept regardless)
+    delay_min: float = 0.0002
+    delay_max: float = 0.002
+    #: delay of control messages (triggers, acks, notifications)
+    control_delay: float = 0.0005
+    #: snapshot write: fixed latency plus size / bandwidth
+    write_latency: float = 0.002
+    write_bandwidth: float = 200e6
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Virtual CPU time a task spends per step."""
+
+    per_record: float = 2e-6
+    per_step: float = 2e-5
+    #: task name ("vertex[i]") or vertex name -> slowdown factor (backpressure scenarios)
+    slow_tasks: dict[str, float] = field(default_factory=dict)
+
+    def factor(self, task: TaskId) -> float:
+        return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))
+
+
+class _Ports:
+    """`TaskPorts` of one task in one epoch."""
+
+    def __init__(self, sim: SimExecutor, task_id: TaskId, epoch: int) -> None:
+        self.sim, self.task_id, self.epoch = sim, task_id, epoch
+
+    def acknowledge(self, ack: TaskAcknowledgement) -> None:
+        self.sim._on_ack(self.epoch, ack)
+
+    def decline(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        self.sim._control(self.epoch, lambda: self.sim.coordinator.receive_decline(task_id, checkpoint_id, reason))
+
+    def source_finished(self, task_id: TaskId) -> None:
+        self.sim._control(self.epoch, lambda: self.sim.coordinator.source_finished(task_id))
+
+    def write_snapshot(self, snapshot: TaskSnapshot) -> None:
+        self.sim._write_snapshot(self.epoch, snapshot)
+
+    def buffer_consumed(self, task_id: TaskId, input_channel: int) -> None:
+        self.sim._return_credit(self.epoch, task_id, input_channel)
+
+
+class _SimClock:
+    def __init__(self, sim: SimExecutor) -> None:
+        self.sim = sim
+
+    def now(self) -> float:
+        return self.sim.now
+
+
+class _Timer:
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _SimTimers:
+    def __init__(self, sim: SimExecutor, epoch_bound: bool) -> None:
+        self.sim, self.epoch_bound = sim, epoch_bound
+
+    def schedule(self, delay: float, callback: Callable[[], None]) -> _Timer:
+        timer = _Timer()
+        epoch = self.sim.epoch if self.epoch_bound else None
+
+        def fire() -> None:
+            if not timer.cancelled:
+                callback()
+
+        self.sim._at(self.sim.now + max(0.0, delay), fire, epoch, "timer")
+        return timer
+
+
+class SimExecutor:
+    """Deterministic discrete-event executor. See the module docstring."""
+
+    def __init__(
+        self,
+        graph: JobGraph,
+        *,
+        seed: int = 0,
+        faults: FaultPlan | None = None,
+        network: NetworkOptions | None = None,
+        costs: CostModel | None = None,
+        job_id: str | None = None,
+        trace: bool = False,
+        max_time: float = 3600.0,
+        max_events: int = 20_000_000,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+        restore_from: tuple[Any, Any] | None = None,
+        checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
+    ) -> None:
+        self.graph = graph
+        #: (CompletedCheckpoint, CheckpointStorage) the first deployment starts from, if any
+        self.restore_from = restore_from
+        #: called with (completed, storage) whenever a checkpoint completes (e.g. Spark landing)
+        self.checkpoint_listeners = list(checkpoint_listeners)
+        self.seed = seed
+        self.faults = faults or FaultPlan()
+        self.network = network or NetworkOptions()
+        self.costs = costs or CostModel()
+        self.job_id = job_id or graph.job_name
+        self.tracing = trace
+        self.max_time = max_time
+        self.max_events = max_events
+        self.progress = progress
+        self.rng = random.Random(seed)
+        self.now = 0.0
+        self.epoch = 0
+        self._heap: list[tuple[float, int, Callable[[], None], int | None, str]] = []
+        self._seq = itertools.count()
+        self.trace: list[tuple] = []
+        self.events = 0
+
+        config = graph.checkpoint_config
+        self.checkpointing = config is not None and config.interval is not None
+        self.storage = storage_from_uri(config.storage if config else None)
+        self.writer = SnapshotWriter(self.storage, self.job_id)
+        self.committer = CollectCommitter()
+        self.metrics = JobMetrics()
+        self.failures: list[str] = []
+        self.restarts_left = graph.restart_strategy.attempts if graph.restart_strategy else 0
+        self.restart_delay = graph.restart_strategy.delay if graph.restart_strategy else 0.0
+        self.error: JobFailedError | None = None
+        self.done = False
+
+        self.task_ids = [
+            TaskId(v.name, s) for v in graph.vertices for s in range(v.parallelism)
+        ]
+        self.source_ids = [t for t in self.task_ids if graph.vertex(t.vertex).source is not None]
+        self.tasks: dict[TaskId, Task] = {}
+        self._busy_until: dict[TaskId, float] = {}
+        self._scheduled: set[TaskId] = set()
+        self._flush_scheduled: set[TaskId] = set()
+        self._routes: dict[tuple[TaskId, int], tuple[TaskId, int]] = {}
+        self._reverse: dict[tuple[TaskId, int], tuple[TaskId, int]] = {}
+        self._last_delivery: dict[tuple[TaskId, int], float] = {}
+        self._stalled_until: dict[TaskId, float] = {}
+        self._acks_sent: dict[TaskId, int] = {}
+        self._writes: dict[TaskId, int] = {}
+        self._records: dict[TaskId, int] = {}
+        self._pending_crashes: list[tuple[TaskId, TaskCrash, int | None]] = []
+        self.stats_history: list[Any] = []
+
+        self.id_counter = StandaloneCheckpointIDCounter()
+        self.id_counter.start()
+        if restore_from is not None:  # ids continue after the restored checkpoint's
+            self.id_counter.set_count(restore_from[0].checkpoint_id + 1)
+        self.store = StandaloneCompletedCheckpointStore(
+            self.storage, self.job_id, config.retained if config else 1
+        )
+        self.coordinator = self._new_coordinator()
+
+    # ------------------------------------------------------------------ scheduling
+
+    def _at(self, when: float, fn: Callable[[], None], epoch: int | None, kind: str) -> None:
+        heapq.heappush(self._heap, (when, next(self._seq), fn, epoch, kind))
+
+    def _control(self, epoch: int | None, fn: Callable[[], None]) -> None:
+        self._at(self.now + self.network.control_delay, fn, epoch, "control")
+
+    def _schedule_run(self, task_id: TaskId, when: float | None = None) -> None:
+        if task_id in self._scheduled:
+            return
+        self._scheduled.add(task_id)
+        at = max(when if when is not None else self.now, self._busy_until.get(task_id, 0.0))
+        self._at(at, lambda: self._run_task(task_id), self.epoch, "run")
+
+    # ------------------------------------------------------------------ setup
+
+    def _new_coordinator(self) -> CheckpointCoordinator:
+        config = self.graph.checkpoint_config
+        return CheckpointCoordinator(
+            self.job_id,
+            config,
+            clock=_SimClock(self),
+            timers=_SimTimers(self, epoch_bound=False),
+            gateway=self,
+            store=self.store,
+            id_counter=self.id_counter,
+            source_tasks=list(self.source_ids),
+            all_tasks=list(self.task_ids),
+        )
+
+    def _deploy(self) -> None:
+        """Create every task of the current epoch, restored from the latest completed checkpoint."""
+        latest = self.store.get_latest_checkpoint()
+        if latest is not None:
+            restores = build_restores(self.graph, latest, self.storage)
+        elif self.restore_from is not None:
+            restores = build_restores(self.graph, *self.restore_from)
+        else:
+            restores = {}
+        epoch = self.epoch
+        self.tasks = {}
+        self._busy_until.clear()
+        self._scheduled.clear()
+        self._flush_scheduled.clear()
+        self._last_delivery.clear()
+        for task_id in self.task_ids:
+            vertex = self.graph.vertex(task_id.vertex)
+            self.tasks[task_id] = Task(
+                task_id, self.graph, vertex,
+                clock=_SimClock(self), timers=_SimTimers(self, epoch_bound=True),
+                ports=_Ports(self, task_id, epoch), committer=self.committer,
+                restore=restores.get(task_id),
+            )
+        self._build_routes()
+        for task_id in self.task_ids:
+            self._send_outputs(task_id)  # restored output channel state goes first
+            self._schedule_run(task_id)
+        self._trace("deploy", epoch, latest.checkpoint_id if latest else None)
+
+    def _build_routes(self) -> None:
+        self._routes.clear()
+        self._reverse.clear()
+        in_index: dict[TaskId, dict[tuple[str, int], int]] = {}
+        for task_id in self.task_ids:
+            channels = self.graph.input_channels(task_id.vertex, task_id.subtask)
+            in_index[task_id] = {(edge.source, upstream): i for i, (edge, upstream) in enumerate(channels)}
+        for task_id, task in self.tasks.items():
+            for out in task.outputs:
+                receiver = out.target
+                in_ch = in_index[receiver][(task_id.vertex, task_id.subtask)]
+                self._routes[(task_id, out.index)] = (receiver, in_ch)
+                self._reverse[(receiver, in_ch)] = (task_id, out.index)
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> JobResult:
+        self._resolve_faults()
+        log.info(
+            "barrierflow sim: job %r seed=%s faults=%r — replay: env.execute(%r, executor='sim', "
+            "seed=%s, faults=%r)", self.graph.job_name, self.seed, self.faults, self.graph.job_name,
+            self.seed, self.faults,
+        )
+        self._deploy()
+        if self.checkpointing:
+            self.coordinator.start()
+        while self._heap and not self.done:
+            when, _, fn, epoch, kind = heapq.heappop(self._heap)
+            if epoch is not None and epoch != self.epoch:
+                continue
+            if when > self.max_time or self.events >= self.max_events:
+                self._fail_for_good(f"job did not finish within {self.max_time} virtual seconds / "
+                                    f"{self.max_events} events (seed={self.seed})", None)
+                break
+            self.now = when
+            self.events += 1
+            if self.tracing:
+                self.trace.append((round(when, 9), kind))
+            fn()
+            if self.progress is not None and self.events % 5000 == 0:
+                self.progress(self._progress_info())
+        if not self.done and self.error is None:
+            stuck = [str(t) for t, task in self.tasks.items() if not task.is_finished]
+            self._fail_for_good(f"job stalled with unfinished tasks {stuck} (seed={self.seed})", None)
+        self.coordinator.stop()
+        if self.error is not None:
+            raise self.error
+        return self._result()
+
+    def _result(self) -> JobResult:
+        self.metrics.duration = self.now
+        self.metrics.events = self.events
+        self.metrics.restarts = len(self.failures)
+        sinks = [name for v in self.graph.vertices for name in v.sink_names]
+        self.metrics.records_out = sum(len(self.committer.output(s)) for s in sinks)
+        final_state: dict[str, dict[str, dict[Any, Any]]] = {}
+        for task_id in self.task_ids:
+            for name, entries in self.tasks[task_id].keyed_state().items():
+                final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
+        for task in self.tasks.values():
+            self.metrics.latencies.extend(task.latencies)
+        return JobResult(
+            job_name=self.graph.job_name,
+            executor="sim",
+            seed=self.seed,
+            committer=self.committer,
+            checkpoints=list(self.coordinator_history()),
+            metrics=self.metrics,
+            final_state=final_state,
+            failures=list(self.failures),
+            trace=self.trace,
+            replay=f"env.execute({self.graph.job_name!r}, executor='sim', seed={self.seed}, faults={self.faults!r})",
+            sink_names=sinks,
+        )
+
+    def _progress_info(self) -> dict[str, Any]:
+        history = self.coordinator_history()
+        completed = [c for c in history if c.completed]
+        last = completed[-1] if completed else None
+        return {
+            "virtual time": f"{self.now:.4f} s",
+            "records in": self.metrics.records_in,
+            "checkpoints completed": len(completed),
+            "checkpoints aborted": len(history) - len(completed),
+            "last checkpoint duration": f"{last.duration * 1e3:.2f} ms" if last else "-",
+            "last alignment time": f"{last.alignment_time * 1e3:.2f} ms" if last else "-",
+            "restarts": len(self.failures),
+        }
+
+    def coordinator_history(self) -> list[Any]:
+        return self.stats_history + list(self.coordinator.stats.history)
+
+    def _trace(self, *event: Any) -> None:
+        if self.tracing:
+            self.trace.append((round(self.now, 9), *event))
+
+    # ------------------------------------------------------------------ tasks
+
+    def _run_task(self, task_id: TaskId) -> None:
+        self._scheduled.discard(task_id)
+        task = self.tasks.get(task_id)
+        if task is None:
+            return
+        busy = self._busy_until.get(task_id, 0.0)
+        if busy > self.now:
+            self._schedule_run(task_id, busy)
+            return
+        try:
+            handled = task.step()
+        except Exception as exc:  # a user function or protocol error: the task fails
+            self._task_failed(task_id, exc)
+            return
+        self._send_outputs(task_id)
+        cost = self.costs.per_step + handled * self.costs.per_record
+        self._busy_until[task_id] = self.now + cost * self.costs.factor(task_id)
+        if handled:
+            self.metrics.records_in += handled if task.is_source else 0
+            self._records[task_id] = self._records.get(task_id, 0) + handled
+            if self._check_crash(task_id):
+                return
+        if task.has_work():
+            ready = task.next_ready_time() if (task.is_source and handled == 0) else None
+            self._schedule_run(task_id, ready)
+        if task.pending_output() and task_id not in self._flush_scheduled:
+            self._flush_scheduled.add(task_id)
+            self._at(self.now + self.graph.buffer_timeout, lambda: self._flush(task_id), self.epoch, "flush")
+        if task.is_finished:
+            self._check_done()
+
+    def _flush(self, task_id: TaskId) -> None:
+        self._flush_scheduled.discard(task_id)
+        task = self.tasks.get(task_id)
+        if task is not None:
+            task.flush()
+            self._send_outputs(task_id)
+
+    def _send_outputs(self, task_id: TaskId) -> None:
+        task = self.tasks.get(task_id)
+        if task is None:
+            return
+        for out_index, payload in task.drain_sendable():
+            receiver, in_ch = self._routes[(task_id, out_index)]
+            key = (task_id, out_index)
+            delay = self.rng.uniform(self.network.delay_min, self.network.delay_max)
+            when = max(self.now + delay, self._last_delivery.get(key, 0.0),
+                       self._stalled_until.get(receiver, 0.0))
+            self._last_delivery[key] = when
+            self._at(when, lambda r=receiver, c=in_ch, p=payload: self._deliver(r, c, p), self.epoch, "net")
+
+    def _deliver(self, receiver: TaskId, channel: int, payload: Any) -> None:
+        task = self.tasks.get(receiver)
+        if task is None:
+            return
+        try:
+            task.push(BufferOrEvent(channel, payload))
+        except Exception as exc:
+            self._task_failed(receiver, exc)
+            return
+        self._send_outputs(receiver)  # an overtaking (unaligned) barrier may have been forwarded
+        self._schedule_run(receiver)
+
+    def _return_credit(self, epoch: int, receiver: TaskId, in_ch: int) -> None:
+        sender, out_index = self._reverse[(receiver, in_ch)]
+
+        def give() -> None:
+            task = self.tasks.get(sender)
+            if task is None:
+                return
+            task.add_credit(out_index)
+            self._send_outputs(sender)
+            self._schedule_run(sender)
+
+        self._at(self.now + self.rng.uniform(self.network.delay_min, self.network.delay_max), give, epoch, "credit")
+
+    def _check_done(self) -> None:
+        if self.tasks and all(t.is_finished for t in self.tasks.values()):
+            self.done = True
+            self._trace("finished")
+
+    # ------------------------------------------------------------------ checkpoint plumbing
+
+    def trigger_source(self, task_id: TaskId, checkpoint_id: int, timestamp: float,
+                       unaligned: bool = False, alignment_timeout: float | None = None) -> None:
+        options = CheckpointOptions(unaligned=unaligned, alignment_timeout=alignment_timeout)
+
+        def trigger() -> None:
+            task = self.tasks.get(task_id)
+            if task is None:
+                return
+            task.trigger_source_checkpoint(checkpoint_id, timestamp, options)
+            self._send_outputs(task_id)
+            self._schedule_run(task_id)
+
+        self._trace("trigger", checkpoint_id, str(task_id))
+        self._control(self.epoch, trigger)
+
+    def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
+        coordinator = self.coordinator
+        final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
+
+        def notify() -> None:
+            task = self.tasks.get(task_id)
+            if task is None:
+                return
+            task.notify_checkpoint_complete(checkpoint_id, final=final)
+            self._send_outputs(task_id)
+            self._schedule_run(task_id)
+            if task.is_finished:
+                self._check_done()
+
+        self._control(self.epoch, notify)
+
+    def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        def notify() -> None:
+            task = self.tasks.get(task_id)
+            if task is not None:
+                task.notify_checkpoint_aborted(checkpoint_id, reason)
+                self._schedule_run(task_id)
+
+        self._control(self.epoch, notify)
+
+    def fail_job(self, error: Exception) -> None:
+        self._global_failover(f"checkpoint failures: {error}", error)
+
+    def on_checkpoint_completed(self, completed: Any) -> None:
+        self._trace("completed", completed.checkpoint_id)
+        for listener in self.checkpoint_listeners:
+            listener(completed, self.storage)
+
+    def _on_ack(self, epoch: int, ack: TaskAcknowledgement) -> None:
+        n = self._acks_sent.get(ack.task_id, 0)
+        self._acks_sent[ack.task_id] = n + 1
+        for fault in self.faults.faults:
+            if isinstance(fault, LostAcknowledgement) and self._fault_target(fault) == ack.task_id and fault.nth == n:
+                self._trace("ack-lost", ack.checkpoint_id, str(ack.task_id))
+                return
+        self._control(epoch, lambda: self.coordinator.receive_acknowledge(ack))
+
+    def _write_snapshot(self, epoch: int, snapshot: TaskSnapshot) -> None:
+        task_id = snapshot.task_id
+        n = self._writes.get(task_id, 0)
+        self._writes[task_id] = n + 1
+        fail = any(
+            isinstance(f, StorageWriteFailure) and self._fault_target(f) == task_id and f.nth == n
+            for f in self.faults.faults
+        )
+        files = self.writer.prepare(snapshot)
+        size = sum(len(data) for data in files.values())
+        duration = self.network.write_latency + size / self.network.write_bandwidth
+
+        def done() -> None:
+            task = self.tasks.get(task_id)
+            if task is None:
+                return
+            if task.is_cancelled(snapshot.checkpoint_id):
+                return  # cancelled in flight: nothing is written
+            try:
+                if fail:
+                    raise StorageError(f"injected storage failure writing {task_id} chk-{snapshot.checkpoint_id}")
+                handles = self.writer.write(snapshot, files)
+            except StorageError as exc:
+                task.on_snapshot_failed(snapshot.checkpoint_id, exc)
+                return
+            if not task.on_snapshot_written(snapshot.checkpoint_id, handles, duration):
+                self.writer.discard(handles)
+
+        self._at(self.now + duration, done, epoch, "write")
+
+    # ------------------------------------------------------------------ faults and failover
+
+    def _fault_target(self, fault: Any) -> TaskId:
+        return self._fault_targets[id(fault)]
+
+    def _resolve_faults(self) -> None:
+        rng = random.Random(self.faults.seed)
+        names = [str(t) for t in self.task_ids]
+        self._fault_targets: dict[int, TaskId] = {}
+        expected = self._expected_records()
+        for fault in self.faults.faults:
+            if hasattr(fault, "task"):
+                self._fault_targets[id(fault)] = TaskId.parse(resolve_task(fault.task, names, rng))
+            if isinstance(fault, TaskCrash):
+                target = self._fault_targets[id(fault)]
+                if fault.at is not None:
+                    self._at(fault.at, lambda t=target: self._crash(t, "TaskCrash"), None, "fault")
+                else:
+                    after = fault.after_records
+                    if after is None:
+                        after = max(1, int((fault.at_fraction or 0.5) * expected.get(target, 1)))
+                    self._pending_crashes.append((target, fault, after))
+            elif isinstance(fault, CoordinatorCrash):
+                at = fault.at if fault.at is not None else (fault.at_fraction or 0.5) * self._expected_duration()
+                self._at(at, self._crash_coordinator, None, "fault")
+            elif isinstance(fault, ChannelStall):
+                at = fault.at if fault.at is not None else (fault.at_fraction or 0.5) * self._expected_duration()
+                target = self._fault_targets[id(fault)]
+                self._at(at, lambda t=target, d=fault.duration: self._stall(t, d), None, "fault")
+
+    def _expected_records(self) -> dict[TaskId, int]:
+        """Records each task handles in a failure-free run, roughly (fault placement only)."""
+        total = 0
+        for vertex in self.graph.vertices:
+            if vertex.source is not None:
+                total += vertex.source.expected_records()
+        return {t: max(1, total // max(1, self.graph.vertex(t.vertex).parallelism)) for t in self.task_ids}
+
+    def _expected_duration(self) -> float:
+        per_task = max(self._expected_records().values(), default=1)
+        return max(0.01, per_task * (self.costs.per_record + self.costs.per_step / max(1, self.graph.buffer_size)) * 3)
+
+    def _check_crash(self, task_id: TaskId) -> bool:
+        done = self._records.get(task_id, 0)
+        for entry in list(self._pending_crashes):
+            target, fault, after = entry
+            if target == task_id and after is not None and done >= after:
+                self._pending_crashes.remove(entry)
+                self._crash(task_id, f"TaskCrash after {after} records")
+                return True
+        return False
+
+    def _crash(self, task_id: TaskId, what: str) -> None:
+        if self.done:
+            return
+        self._task_failed(task_id, RuntimeError(f"injected fault: {what} of task {task_id}"))
+
+    def _stall(self, task_id: TaskId, duration: float) -> None:
+        self._stalled_until[task_id] = self.now + duration
+        self._trace("stall", str(task_id), duration)
+
+    def _crash_coordinator(self) -> None:
+        if self.done:
+            return
+        self._trace("coordinator-crash")
+        self.coordinator.stop()
+        self.stats_history.extend(self.coordinator.stats.history)
+        # standalone mode: the coordinator's memory is gone; what survives is the storage
+        self.store = StandaloneCompletedCheckpointStore(
+            self.storage, self.job_id, self.graph.checkpoint_config.retained
+        )
+        self.store.recover()
+        latest = self.store.get_latest_checkpoint()
+        self.id_counter = StandaloneCheckpointIDCounter()
+        self.id_counter.start()
+        restored = self.restore_from[0].checkpoint_id if self.restore_from is not None else 0
+        self.id_counter.set_count(max(latest.checkpoint_id if latest else 0, restored) + 1)
+        self.coordinator = self._new_coordinator()
+        self._global_failover("coordinator crash", None, reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
+
+    def _task_failed(self, task_id: TaskId, exc: BaseException) -> None:
+        self._global_failover(f"task {task_id} failed: {exc}", exc)
+
+    def _global_failover(self, why: str, exc: BaseException | None,
+                         reason: CheckpointFailureReason = CheckpointFailureReason.TASK_FAILURE) -> None:
+        if self.done:
+            return
+        self.failures.append(why)
+        self._trace("failover", why)
+        self.coordinator.stop()
+        # notifications of these aborts belong to the dying execution: they are dropped with it
+        self.coordinator.abort_all_pending(reason)
+        self.epoch += 1
+        self.tasks = {}  # nothing of the failed execution may run, send or be delivered to again
+        if self.restarts_left <= 0:
+            attempts = len(self.failures) - 1
+            self._fail_for_good(
+                f"job {self.graph.job_name!r} failed after {attempts} restart(s): {why} "
+                f"(replay: seed={self.seed}, faults={self.faults!r})", exc,
+            )
+            return
+        self.restarts_left -= 1
+        epoch = self.epoch
+
+        def restart() -> None:
+            self.coordinator.restart(list(self.source_ids), list(self.task_ids))
+            self._deploy()
+            if self.checkpointing:
+                self.coordinator.start()
+
+        self._at(self.now + self.restart_delay, restart, epoch, "restart")
+
+    def _fail_for_good(self, message: str, exc: BaseException | None) -> None:
+        self.error = JobFailedError(message, exc)
+        self.done = True
+
+
+def run_job(graph: JobGraph, *, seed: int = 0, faults: FaultPlan | None = None, **options: Any) -> JobResult:
+    """Run `graph` on the simulator (what `env.execute(..., executor="sim")` calls)."""
+    return SimExecutor(graph, seed=seed, faults=faults, **options).run()

@@ -1,0 +1,657 @@
+"""`Task`: one parallel instance of a job vertex — gate, barrier handler, operator chain, outputs.
+
+Theory of operation
+-------------------
+A task is a pure state machine driven by its executor (the simulator or a Ray actor):
+
+* `push(boe)` hands it input from the network; `step()` does one unit of work (one input buffer
+  through the chain, or one buffer read from a source split) and returns how many records it
+  handled so the executor can charge (virtual) time; `drain_sendable()` returns the output the
+  executor may send now (data only while the channel has credits; events always);
+  `add_credit(ch)` returns a credit when the receiver consumed a buffer.
+* Checkpoints: a source is triggered by the coordinator (`trigger_source_checkpoint`); other
+  tasks are triggered by their barrier handler, for which the task is the `CheckpointListener`.
+  Either way the task takes a synchronous snapshot (operator state, keyed state, and — unaligned —
+  the output buffers still queued, which the barrier overtakes), forwards the barrier, and hands
+  a `TaskSnapshot` to `ports.write_snapshot`. The executor serialises and writes it off the task's
+  hot path and calls `on_snapshot_written`, upon which the task acknowledges. The barrier leaves
+  before the write finishes (DESIGN §1, seed 001/003).
+* Unaligned: the snapshot is written only once the handler reports the input channel state
+  complete (`finish_input_channel_state`).
+* Aborts (`abort_checkpoint` from the handler, `notify_checkpoint_aborted` from the coordinator)
+  cancel the task's in-flight snapshot: a write that finishes for a cancelled checkpoint is
+  reported back as discarded and never acknowledged.
+* End of input: a source whose splits are exhausted reports `source_finished` and keeps taking
+  part in checkpoints until the job's *final* checkpoint — one the coordinator triggered after
+  every source finished — completes (`notify_checkpoint_complete(id, final=True)`); only then it
+  emits `EndOfPartition`, so every record is covered by a completed checkpoint and no task ends
+  while others still need its acknowledgements (Flink FLIP-147). Without checkpointing it ends
+  at once.
+
+The task never blocks and never does I/O; the executor owns threads, time and the network.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
+from checkpoint.options import CheckpointingMode
+from checkpoint.reasons import CheckpointFailureReason
+from operators.base import OperatorContext, Record, SinkCommitter, StreamOperator
+from operators.sources import SplitReader, assign_splits
+from runtime.barriers import (
+    AlignmentStats,
+    BarrierAligner,
+    BarrierTracker,
+    UnalignedBarrierHandler,
+)
+from runtime.barriers.handler import BarrierHandler
+from runtime.input_gate import CheckpointedInputGate
+from runtime.messages import (
+    Buffer,
+    BufferOrEvent,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    CheckpointOptions,
+    EndOfPartition,
+)
+from runtime.ports import Clock, Timers
+from state.key_groups import key_group_range_for_subtask
+from state.keyed import KeyedStateBackend
+from state.serialization import (
+    buffers_to_bytes,
+    operator_state_to_bytes,
+)
+
+if TYPE_CHECKING:
+    from runtime.graph import JobGraph, JobVertex
+
+
+class TaskState(enum.Enum):
+    RUNNING = "running"
+    #: a source that read all its splits, waiting for its final checkpoint to complete
+    AWAITING_FINAL_CHECKPOINT = "awaiting final checkpoint"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+class TaskPorts(Protocol):
+    """What a task asks of its executor."""
+
+    def acknowledge(self, ack: TaskAcknowledgement) -> None: ...
+
+    def decline(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None: ...
+
+    def source_finished(self, task_id: TaskId) -> None: ...
+
+    def write_snapshot(self, snapshot: TaskSnapshot) -> None:
+        """Serialise (`snapshot.to_files()`) and write off the hot path, then call
+        `task.on_snapshot_written(...)` or `task.on_snapshot_failed(...)`."""
+        ...
+
+    def buffer_consumed(self, task_id: TaskId, input_channel: int) -> None:
+        """A buffer from `input_channel` was consumed: give its sender a credit back."""
+        ...
+
+
+@dataclass
+class TaskSnapshot:
+    """The synchronous part of a task's checkpoint; `to_files()` is the asynchronous part."""
+
+    task_id: TaskId
+    checkpoint_id: int
+    barrier_timestamp: float
+    stats: AlignmentStats
+    keyed: Any | None = None  # state.keyed snapshot object (immutable copy)
+    operator_states: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    input_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
+    output_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
+    sync_time: float = 0.0
+
+    @property
+    def persisted_bytes(self) -> int:
+        """Bytes of channel state (in-flight data) in this snapshot."""
+        return sum(b.size_bytes for bs in self.input_channel_state.values() for b in bs) + sum(
+            b.size_bytes for bs in self.output_channel_state.values() for b in bs
+        )
+
+    def to_files(self) -> dict[str, bytes]:
+        """Serialise to Arrow IPC, one blob per kind (called by the executor, off the hot path)."""
+        files: dict[str, bytes] = {}
+        if self.keyed is not None and self.keyed.num_entries:
+            files["keyed"] = self.keyed.to_bytes()
+        if any(self.operator_states.values()):
+            flat: dict[str, list[Any]] = {}
+            for op_key, states in sorted(self.operator_states.items()):
+                for name, values in sorted(states.items()):
+                    flat[f"{op_key}::{name}"] = values
+            files["operator"] = operator_state_to_bytes(flat)
+        if any(self.input_channel_state.values()):
+            files["input_channels"] = buffers_to_bytes(
+                {ch: [b.batch for b in bs] for ch, bs in self.input_channel_state.items() if bs}
+            )
+        if any(self.output_channel_state.values()):
+            files["output_channels"] = buffers_to_bytes(
+                {ch: [b.batch for b in bs] for ch, bs in self.output_channel_state.items() if bs}
+            )
+        return files
+
+
+@dataclass
+class TaskRestore:
+    """State a task starts from (built by `runtime.restore` from a completed checkpoint)."""
+
+    checkpoint_id: int
+    keyed_snapshots: list[bytes] = field(default_factory=list)
+    #: op_key -> name -> values, the union over all old subtasks of the vertex
+    operator_states: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    input_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
+    output_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
+
+
+class OutputChannel:
+    """One outgoing channel: a record builder, a queue of ready payloads, and credits."""
+
+    __slots__ = ("index", "credits", "queue", "builder", "target")
+
+    def __init__(self, index: int, credits: int, target: TaskId) -> None:
+        self.index = index
+        self.credits = credits
+        self.queue: deque[Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition] = deque()
+        self.builder: list[Record] = []
+        self.target = target
+
+    def queued_buffers(self) -> int:
+        return sum(1 for p in self.queue if isinstance(p, Buffer))
+
+
+@dataclass
+class _InFlightSnapshot:
+    snapshot: TaskSnapshot
+    awaiting_channel_state: bool
+    write_started: bool = False
+
+
+SOURCE_OP_KEY = "source"
+
+
+class Task:
+    """One parallel instance of a vertex. See the module docstring."""
+
+    def __init__(
+        self,
+        task_id: TaskId,
+        graph: JobGraph,
+        vertex: JobVertex,
+        *,
+        clock: Clock,
+        timers: Timers,
+        ports: TaskPorts,
+        committer: SinkCommitter,
+        restore: TaskRestore | None = None,
+        spill_bound_bytes: int = 64 << 20,
+        spiller: Any = None,
+    ) -> None:
+        self.task_id = task_id
+        self.graph = graph
+        self.vertex = vertex
+        self.clock = clock
+        self.timers = timers
+        self.ports = ports
+        self.config = graph.checkpoint_config
+        self.checkpointing = self.config is not None and self.config.interval is not None
+        self.buffer_size = graph.buffer_size
+        self.state = TaskState.RUNNING
+        self.restored_from = restore.checkpoint_id if restore else None
+
+        subtask, parallelism = task_id.subtask, vertex.parallelism
+        self.keyed_backend = self._create_keyed_backend(restore)
+        self.context = OperatorContext(
+            operator_name=vertex.name,
+            subtask=subtask,
+            parallelism=parallelism,
+            max_parallelism=vertex.max_parallelism,
+            clock=clock,
+            committer=committer,
+            keyed_backend=self.keyed_backend,
+            checkpointing=self.checkpointing,
+            restored_checkpoint_id=restore.checkpoint_id if restore else None,
+        )
+        self.operators: list[StreamOperator] = [factory() for factory in vertex.operator_factories]
+        for op in self.operators:
+            op.open(self.context)
+
+        # outputs: one channel per (edge, downstream subtask), in the graph's order
+        self.outputs: list[OutputChannel] = []
+        self._edge_routes: list[tuple[Any, list[int]]] = []  # (partitioner instance, out channels)
+        credits = graph.credits
+        for edge, targets in self._output_groups():
+            channels = []
+            for downstream in targets:
+                ch = OutputChannel(len(self.outputs), credits, TaskId(edge.target, downstream))
+                self.outputs.append(ch)
+                channels.append(ch.index)
+            self._edge_routes.append((edge.partitioner.create(subtask), channels))
+
+        # inputs
+        self.num_inputs = len(graph.input_channels(vertex.name, subtask))
+        self.gate: CheckpointedInputGate | None = None
+        self.handler: BarrierHandler | None = None
+        if vertex.source is None:
+            self.handler = self._create_handler()
+            self.gate = CheckpointedInputGate(
+                self.num_inputs, self.handler, clock=clock,
+                spill_bound_bytes=spill_bound_bytes, spiller=spiller,
+            )
+
+        # sources
+        self.readers: list[SplitReader] = []
+        self._reader_index = 0
+        self._reported_finished = False
+        if vertex.source is not None:
+            splits = assign_splits(vertex.source.splits(), parallelism, subtask)
+            self.readers = [vertex.source.reader(split, clock) for split in splits]
+
+        self._replay: deque[list[Record]] = deque()  # restored input channel state, before new input
+        self._in_flight: dict[int, _InFlightSnapshot] = {}
+        self._cancelled: set[int] = set()
+        self._latest_checkpoint_id = 0
+        self.records_in = 0
+        self.records_out = 0
+        #: end-to-end latencies (seconds) of records reaching this task's sink, when stamped
+        self.latencies: list[float] = []
+        self._measures_latency = bool(vertex.sink_names)
+        self.error: BaseException | None = None
+        if restore is not None:
+            self._restore(restore)
+
+    # ------------------------------------------------------------------ construction helpers
+
+    def _output_groups(self) -> list[tuple[Any, list[int]]]:
+        groups: dict[int, tuple[Any, list[int]]] = {}
+        order: list[int] = []
+        for edge, downstream in self.graph.output_channels(self.vertex.name, self.task_id.subtask):
+            key = id(edge)
+            if key not in groups:
+                groups[key] = (edge, [])
+                order.append(key)
+            groups[key][1].append(downstream)
+        return [groups[k] for k in order]
+
+    def _create_keyed_backend(self, restore: TaskRestore | None) -> KeyedStateBackend:
+        key_groups = key_group_range_for_subtask(
+            self.vertex.max_parallelism, self.vertex.parallelism, self.task_id.subtask
+        )
+        if restore is not None and restore.keyed_snapshots:
+            return KeyedStateBackend.restore(
+                self.vertex.name, key_groups, self.vertex.max_parallelism, restore.keyed_snapshots
+            )
+        return KeyedStateBackend(self.vertex.name, key_groups, self.vertex.max_parallelism)
+
+    def _create_handler(self) -> BarrierHandler:
+        config = self.config
+        if config is None or config.mode is CheckpointingMode.EXACTLY_ONCE:
+            if config is not None and config.unaligned:
+                return UnalignedBarrierHandler(self.num_inputs, self, clock=self.clock, timers=self.timers)
+            return BarrierAligner(
+                self.num_inputs, self, clock=self.clock, timers=self.timers,
+                max_held_bytes=config.max_aligned_bytes if config else None,
+                alignment_timeout=config.alignment_timeout if config else None,
+            )
+        return BarrierTracker(self.num_inputs, self, clock=self.clock, timers=self.timers)
+
+    def _restore(self, restore: TaskRestore) -> None:
+        for index, op in enumerate(self.operators):
+            op.restore_state(restore.operator_states.get(self._op_key(index), {}))
+        if self.readers:
+            offsets = restore.operator_states.get(SOURCE_OP_KEY, {}).get("offsets", [])
+            positions = {entry["split"]: entry["position"] for entry in offsets}
+            for reader in self.readers:
+                reader.seek(positions.get(reader.split.split_id, 0))
+            while self._reader_index < len(self.readers) and self.readers[self._reader_index].finished():
+                self._reader_index += 1
+        for ch in sorted(restore.input_channel_state):
+            for buffer in restore.input_channel_state[ch]:
+                self._replay.append(buffer.to_records())
+        for ch in sorted(restore.output_channel_state):
+            self.outputs[ch].queue.extend(restore.output_channel_state[ch])
+
+    def _op_key(self, index: int) -> str:
+        return f"{index}:{self.vertex.operator_names[index]}"
+
+    # ------------------------------------------------------------------ input / output
+
+    @property
+    def is_source(self) -> bool:
+        return self.vertex.source is not None
+
+    def push(self, boe: BufferOrEvent) -> None:
+        """Input from the network (the executor keeps per-channel FIFO order)."""
+        assert self.gate is not None, f"source task {self.task_id} has no inputs"
+        self.gate.push(boe)
+
+    def add_credit(self, out_channel: int) -> None:
+        self.outputs[out_channel].credits += 1
+
+    def drain_sendable(self) -> list[tuple[int, Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition]]:
+        """Pop everything that may be sent now: buffers while credits last, events always
+        (an event behind a buffer without credit waits, keeping channel FIFO)."""
+        out = []
+        for ch in self.outputs:
+            queue = ch.queue
+            while queue:
+                head = queue[0]
+                if isinstance(head, Buffer):
+                    if ch.credits <= 0:
+                        break
+                    ch.credits -= 1
+                out.append((ch.index, queue.popleft()))
+        return out
+
+    @property
+    def is_backpressured(self) -> bool:
+        """True when some output channel has more ready buffers than it has credits for."""
+        return any(ch.queued_buffers() > 1 and ch.credits <= 0 for ch in self.outputs)
+
+    def has_work(self) -> bool:
+        if self.state in (TaskState.FINISHED, TaskState.FAILED):
+            return False
+        if self.is_backpressured:
+            return False
+        if self._replay:
+            return True
+        if self.is_source:
+            return self.state is TaskState.RUNNING
+        return self.gate is not None and (self.gate.has_data or self.gate.is_finished)
+
+    def next_ready_time(self) -> float | None:
+        """For a rate-limited source with nothing due now: when to step again."""
+        if self.is_source and self._reader_index < len(self.readers):
+            return self.readers[self._reader_index].next_ready_time()
+        return None
+
+    def pending_output(self) -> bool:
+        return any(ch.builder for ch in self.outputs)
+
+    # ------------------------------------------------------------------ the work
+
+    def step(self) -> int:
+        """Do one unit of work; return the number of records handled (0 = nothing to do now)."""
+        if self.state in (TaskState.FINISHED, TaskState.FAILED) or self.is_backpressured:
+            return 0
+        if self._replay:
+            return self._run_chain(self._replay.popleft(), count_in=True)
+        if self.is_source:
+            return self._source_step()
+        return self._input_step()
+
+    def _input_step(self) -> int:
+        gate = self.gate
+        assert gate is not None
+        boe = gate.poll()
+        if boe is None:
+            if gate.is_finished and self.state is TaskState.RUNNING:
+                self._end_of_input()
+            return 0
+        payload = boe.payload
+        if isinstance(payload, Buffer):
+            self.ports.buffer_consumed(self.task_id, boe.channel)
+            return self._run_chain(payload.to_records(), count_in=True) or 1
+        if gate.is_finished and self.state is TaskState.RUNNING:
+            self._end_of_input()
+        return 0
+
+    def _source_step(self) -> int:
+        if self.state is not TaskState.RUNNING:
+            return 0
+        while self._reader_index < len(self.readers):
+            reader = self.readers[self._reader_index]
+            records = reader.read(self.buffer_size)
+            if records:
+                handled = self._run_chain(records, count_in=True)
+                if reader.finished():
+                    self._reader_index += 1
+                self.flush()
+                return handled or len(records)
+            if reader.finished():
+                self._reader_index += 1
+                continue
+            return 0  # rate-limited: nothing due yet
+        self._source_exhausted()
+        return 0
+
+    def _source_exhausted(self) -> None:
+        self.flush()
+        if not self.checkpointing:
+            self._emit_end_of_partition()
+            return
+        self.state = TaskState.AWAITING_FINAL_CHECKPOINT
+        if not self._reported_finished:
+            self._reported_finished = True
+            self.ports.source_finished(self.task_id)
+
+    def _run_chain(self, records: list[Record], *, count_in: bool) -> int:
+        if count_in:
+            self.records_in += len(records)
+        n = len(records)
+        if self._measures_latency and records and "created_at" in records[0]:
+            now = self.clock.now()
+            self.latencies.extend(now - r["created_at"] for r in records)
+        for op in self.operators:
+            if not records:
+                break
+            records = op.process_batch(records)
+        if records:
+            self._emit(records)
+        return n
+
+    def _emit(self, records: list[Record]) -> None:
+        self.records_out += len(records)
+        size = self.buffer_size
+        outputs = self.outputs
+        for partitioner, channels in self._edge_routes:
+            parts = partitioner.partition(records, len(channels))
+            for part, index in zip(parts, channels):
+                if not part:
+                    continue
+                builder = outputs[index].builder
+                builder.extend(part)
+                if len(builder) >= size:
+                    self._cut(outputs[index])
+
+    def _cut(self, ch: OutputChannel) -> None:
+        records, ch.builder = ch.builder, []
+        size = self.buffer_size
+        for start in range(0, len(records), size):
+            ch.queue.append(Buffer.from_records(records[start:start + size]))
+
+    def flush(self) -> None:
+        """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
+        for ch in self.outputs:
+            if ch.builder:
+                self._cut(ch)
+
+    def _end_of_input(self) -> None:
+        for op_index, op in enumerate(self.operators):
+            tail = op.end_input()
+            for later in self.operators[op_index + 1:]:
+                if not tail:
+                    break
+                tail = later.process_batch(tail)
+            if tail:
+                self._emit(tail)
+        self._emit_end_of_partition()
+
+    def _emit_end_of_partition(self) -> None:
+        self.flush()
+        for ch in self.outputs:
+            ch.queue.append(EndOfPartition())
+        for op in self.operators:
+            op.close()
+        self.state = TaskState.FINISHED
+
+    # ------------------------------------------------------------------ checkpoints: sources
+
+    def trigger_source_checkpoint(self, checkpoint_id: int, timestamp: float, options: CheckpointOptions) -> None:
+        """The coordinator triggers checkpoint `checkpoint_id` on this source task."""
+        if self.state is TaskState.FINISHED:
+            # A source that already ended (its own final checkpoint completed) still takes part
+            # in the checkpoints slower sources need: it acknowledges its final state (all splits
+            # read) and sends no barrier, its channels being closed (as Flink's FLIP-147).
+            # Declining instead would abort every checkpoint until the slowest source finished.
+            barrier = CheckpointBarrier(checkpoint_id, timestamp, options)
+            self.trigger_checkpoint(barrier, AlignmentStats(checkpoint_id), emit_barrier=False)
+            return
+        if self.state is TaskState.FAILED:
+            self.ports.decline(self.task_id, checkpoint_id, CheckpointFailureReason.DECLINED)
+            return
+        barrier = CheckpointBarrier(checkpoint_id, timestamp, options)
+        self.trigger_checkpoint(barrier, AlignmentStats(checkpoint_id, unaligned=options.unaligned))
+
+    # ------------------------------------------------------------------ CheckpointListener
+
+    def trigger_checkpoint(self, barrier: CheckpointBarrier, stats: AlignmentStats, *,
+                           emit_barrier: bool = True) -> None:
+        """Snapshot synchronously, forward the barrier (unless `emit_barrier` is False: a
+        finished source), hand the snapshot over for writing."""
+        checkpoint_id = barrier.id
+        self._latest_checkpoint_id = max(self._latest_checkpoint_id, checkpoint_id)
+        self.flush()
+        snapshot = TaskSnapshot(
+            task_id=self.task_id,
+            checkpoint_id=checkpoint_id,
+            barrier_timestamp=barrier.timestamp,
+            stats=stats,
+            keyed=self.keyed_backend.snapshot(checkpoint_id),
+            sync_time=self.clock.now(),
+        )
+        for index, op in enumerate(self.operators):
+            op_state = op.snapshot_state(checkpoint_id)
+            if op_state:
+                snapshot.operator_states[self._op_key(index)] = op_state
+        if self.readers:
+            snapshot.operator_states[SOURCE_OP_KEY] = {
+                "offsets": [{"split": r.split.split_id, "position": r.position} for r in self.readers]
+            }
+        overtaking = stats.unaligned
+        for ch in self.outputs if emit_barrier else ():
+            if overtaking:
+                # the barrier overtakes queued output; that output becomes channel state
+                queued = [p for p in ch.queue if isinstance(p, Buffer)]
+                if queued:
+                    snapshot.output_channel_state[ch.index] = queued
+                ch.queue.appendleft(barrier)
+            else:
+                ch.queue.append(barrier)
+        awaiting = overtaking and self.num_inputs > 0
+        self._in_flight[checkpoint_id] = _InFlightSnapshot(snapshot, awaiting_channel_state=awaiting)
+        if not awaiting:
+            self._start_write(checkpoint_id)
+
+    def abort_checkpoint(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        """The handler gave up on a checkpoint: tell downstream and the coordinator."""
+        for ch in self.outputs:
+            ch.queue.append(CancelCheckpointMarker(checkpoint_id))
+        self._cancel(checkpoint_id)
+        if reason is not CheckpointFailureReason.CANCELLED:
+            self.ports.decline(self.task_id, checkpoint_id, reason)
+
+    def add_input_channel_state(self, checkpoint_id: int, channel: int, buffers: Sequence[Buffer]) -> None:
+        entry = self._in_flight.get(checkpoint_id)
+        if entry is None or not buffers:
+            return
+        entry.snapshot.input_channel_state.setdefault(channel, []).extend(buffers)
+
+    def finish_input_channel_state(self, checkpoint_id: int) -> None:
+        entry = self._in_flight.get(checkpoint_id)
+        if entry is None or not entry.awaiting_channel_state:
+            return
+        entry.awaiting_channel_state = False
+        self._start_write(checkpoint_id)
+
+    def _start_write(self, checkpoint_id: int) -> None:
+        entry = self._in_flight[checkpoint_id]
+        entry.write_started = True
+        self.ports.write_snapshot(entry.snapshot)
+
+    def on_snapshot_written(
+        self, checkpoint_id: int, handles: dict[str, tuple[StateHandle, ...]], async_duration: float = 0.0
+    ) -> bool:
+        """The executor finished writing; acknowledge unless the checkpoint was cancelled.
+
+        Returns False when the write was for a cancelled checkpoint (the executor then deletes
+        the files it wrote).
+        """
+        entry = self._in_flight.pop(checkpoint_id, None)
+        if entry is None or checkpoint_id in self._cancelled:
+            return False
+        snap = entry.snapshot
+        state_bytes = sum(h.length or h.size for hs in handles.values() for h in hs)
+        self.ports.acknowledge(
+            TaskAcknowledgement(
+                task_id=self.task_id,
+                checkpoint_id=checkpoint_id,
+                handles=handles,
+                state_bytes=state_bytes,
+                persisted_bytes=snap.persisted_bytes,
+                alignment_time=snap.stats.alignment_time,
+                bytes_buffered=snap.stats.bytes_buffered,
+                unaligned=snap.stats.unaligned,
+                sync_duration=0.0,
+                async_duration=async_duration,
+            )
+        )
+        return True
+
+    def on_snapshot_failed(self, checkpoint_id: int, error: BaseException) -> None:
+        entry = self._in_flight.pop(checkpoint_id, None)
+        if entry is None or checkpoint_id in self._cancelled:
+            return
+        self.ports.decline(self.task_id, checkpoint_id, CheckpointFailureReason.STORAGE_FAILURE)
+
+    def _cancel(self, checkpoint_id: int) -> None:
+        self._cancelled.add(checkpoint_id)
+        self._in_flight.pop(checkpoint_id, None)
+
+    def is_cancelled(self, checkpoint_id: int) -> bool:
+        return checkpoint_id in self._cancelled
+
+    # ------------------------------------------------------------------ notifications
+
+    def notify_checkpoint_complete(self, checkpoint_id: int, *, final: bool = False) -> None:
+        """Checkpoint `checkpoint_id` completed. `final`: it is the job's final checkpoint
+        (triggered after every source finished), so a source waiting for it may end its output."""
+        if self.state is TaskState.FAILED:
+            return
+        for op in self.operators:
+            op.notify_checkpoint_complete(checkpoint_id)
+        self._cancelled = {c for c in self._cancelled if c > checkpoint_id}
+        if final and self.state is TaskState.AWAITING_FINAL_CHECKPOINT:
+            self._emit_end_of_partition()
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        if self.state is TaskState.FAILED:
+            return
+        self._cancel(checkpoint_id)
+        for op in self.operators:
+            op.notify_checkpoint_aborted(checkpoint_id)
+
+    # ------------------------------------------------------------------ inspection
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state is TaskState.FINISHED
+
+    def keyed_state(self) -> dict[str, dict[Any, Any]]:
+        return self.keyed_backend.dump()
+
+    def __repr__(self) -> str:
+        return (
+            f"Task({self.task_id}, state={self.state.value}, in={self.records_in}, "
+            f"out={self.records_out}, in_flight={sorted(self._in_flight)})"
+        )

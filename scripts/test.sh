@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install everything the suite needs (system packages included) and run the whole test suite.
+# Usage: bash scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+
+# ZooKeeper (Debian package; the tests start and stop their own server by PID).
+if [ ! -f /usr/share/java/zookeeper.jar ]; then
+  echo "== installing zookeeper (apt) =="
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zookeeper >/dev/null
+fi
+command -v java >/dev/null || { echo "java (17) is required for Spark and ZooKeeper" >&2; exit 1; }
+
+echo "== installing barrierflow with test extras =="
+python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+
+export RAY_AUTH_MODE=disabled RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 RAY_USAGE_STATS_ENABLED=0
+
+echo "== ruff =="
+python3 -m ruff check .
+
+echo "== pytest =="
+python3 -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,212 @@
+"""CollectSink two-phase commit: stage, snapshot (pre-commit), complete, abort, restore-and-commit."""
+
+from __future__ import annotations
+
+import pytest
+from api_fakes import RecordingCommitter, make_ctx
+
+from operators import CollectSink
+
+
+def sink_with(committer: RecordingCommitter, *, subtask: int = 0, checkpointing: bool = True) -> CollectSink:
+    sink = CollectSink("pv")
+    sink.open(make_ctx(committer=committer, subtask=subtask, checkpointing=checkpointing, keyed=False))
+    return sink
+
+
+def recs(*vs):
+    return [{"v": v} for v in vs]
+
+
+def test_nothing_is_committed_before_the_checkpoint_completes():
+    committer = RecordingCommitter()
+    sink = sink_with(committer)
+    assert sink.process_batch(recs(1, 2)) == []
+    state = sink.snapshot_state(1)
+    assert state == {"pending": [{"txn": "pv/0/1", "checkpoint": 1, "records": recs(1, 2)}]}
+    sink.process_batch(recs(3))  # after barrier 1: goes to the next transaction
+    assert committer.calls == []
+    sink.notify_checkpoint_complete(1)
+    assert committer.calls == ["pv/0/1"] and committer.output("pv") == recs(1, 2)
+    assert sink.num_staged == 1 and sink.pending_transactions == []
+
+
+def test_snapshot_is_not_changed_by_later_records_or_commits():
+    sink = sink_with(RecordingCommitter())
+    sink.process_batch(recs(1))
+    state = sink.snapshot_state(1)
+    sink.process_batch(recs(2))
+    sink.snapshot_state(2)
+    sink.notify_checkpoint_complete(2)
+    assert state == {"pending": [{"txn": "pv/0/1", "checkpoint": 1, "records": recs(1)}]}
+
+
+def test_aborted_checkpoint_transaction_is_committed_by_a_later_completion():
+    committer = RecordingCommitter()
+    sink = sink_with(committer)
+    sink.process_batch(recs(1))
+    sink.snapshot_state(1)
+    sink.notify_checkpoint_aborted(1)
+    assert sink.pending_transactions == ["pv/0/1"]
+    sink.process_batch(recs(2))
+    state = sink.snapshot_state(2)
+    assert [t["txn"] for t in state["pending"]] == ["pv/0/1", "pv/0/2"]  # 2 carries the aborted 1
+    sink.notify_checkpoint_complete(2)
+    assert committer.calls == ["pv/0/1", "pv/0/2"] and committer.output("pv") == recs(1, 2)
+
+
+def test_completion_commits_only_transactions_up_to_that_checkpoint():
+    committer = RecordingCommitter()
+    sink = sink_with(committer)
+    for k in (1, 2, 3):
+        sink.process_batch(recs(k))
+        sink.snapshot_state(k)
+    sink.notify_checkpoint_complete(2)
+    assert committer.calls == ["pv/0/1", "pv/0/2"] and sink.pending_transactions == ["pv/0/3"]
+
+
+def test_empty_transactions_are_not_created():
+    sink = sink_with(RecordingCommitter())
+    assert sink.snapshot_state(1) == {}
+
+
+def test_restore_commits_pending_transactions_of_the_completed_checkpoint():
+    committer = RecordingCommitter()
+    before = sink_with(committer)
+    before.process_batch(recs(1))
+    before.snapshot_state(1)
+    before.notify_checkpoint_complete(1)  # committed
+    before.process_batch(recs(2))
+    state = before.snapshot_state(2)  # checkpoint 2 completes, but the task dies before the notify
+    before.process_batch(recs(3))  # staged after 2: lost with the task, replayed by the source
+
+    after = sink_with(committer)
+    after.restore_state(state)
+    assert committer.output("pv") == recs(1, 2)
+    assert after.pending_transactions == [] and after.num_staged == 0
+
+
+def test_restore_before_open_commits_on_open():
+    committer = RecordingCommitter()
+    sink = CollectSink("pv")
+    sink.restore_state({"pending": [{"txn": "pv/1/4", "checkpoint": 4, "records": recs(9)}]})
+    assert committer.calls == []
+    sink.open(make_ctx(committer=committer, keyed=False))
+    assert committer.output("pv") == recs(9)
+
+
+def test_commit_is_idempotent_by_transaction_id():
+    committer = RecordingCommitter()
+    sink = sink_with(committer)
+    sink.process_batch(recs(1))
+    state = sink.snapshot_state(1)
+    sink.notify_checkpoint_complete(1)
+    sink_with(committer).restore_state(state)  # restore re-commits txn pv/0/1
+    sink_with(committer, subtask=1).restore_state(state)  # and so does another subtask after rescaling
+    assert committer.calls == ["pv/0/1"] * 3
+    assert committer.output("pv") == recs(1)
+    sink.notify_checkpoint_complete(1)  # a duplicate notification commits nothing new
+    assert committer.calls == ["pv/0/1"] * 3
+
+
+def test_without_checkpointing_end_input_commits_the_open_transaction():
+    committer = RecordingCommitter()
+    sink = sink_with(committer, subtask=2, checkpointing=False)
+    sink.process_batch(recs(1, 2))
+    assert sink.end_input() == []
+    assert committer.calls == ["pv/2/final"] and committer.output("pv") == recs(1, 2)
+
+
+def test_with_checkpointing_end_input_commits_what_arrived_after_the_final_checkpoint():
+    # input ends only after the final checkpoint completed; what arrived after its barrier (with
+    # unaligned checkpoints: its channel state) is committed under an id derived from it
+    committer = RecordingCommitter()
+    sink = sink_with(committer)
+    sink.process_batch(recs(1))
+    sink.snapshot_state(5)  # the final checkpoint: pending txn 5
+    sink.process_batch(recs(2))  # replayed channel state, processed after the snapshot
+    sink.end_input()
+    assert committer.calls == ["pv/0/5", "pv/0/end-after-5"]
+    assert committer.output("pv") == recs(1, 2)
+    sink.notify_checkpoint_complete(5)  # late notification: nothing twice
+    assert committer.output("pv") == recs(1, 2)
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", 3, None])
+def test_sink_name_must_be_a_plain_non_empty_string(bad):
+    with pytest.raises(ValueError, match="CollectSink name must be a non-empty string"):
+        CollectSink(bad)
+
+
+# ------------------------------------------------------------------ model-based
+
+
+from hypothesis import settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule  # noqa: E402
+
+
+class SinkTwoPhaseCommit(RuleBasedStateMachine):
+    """A replaying source feeds the sink; checkpoints are taken, completed (with or without the
+    notification arriving), aborted; the task crashes and restores from the latest completed
+    checkpoint. Committed output must always be a duplicate-free prefix of the input, and exactly
+    the prefix covered by the latest completed checkpoint right after a restore."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.committer = RecordingCommitter()
+        self.sink = sink_with(self.committer)
+        self.offset = 0  # next record the source emits
+        self.next_id = 1
+        self.taken: dict[int, tuple[dict, int]] = {}  # id -> (sink state, source offset)
+        self.completed = 0  # latest completed checkpoint id (0 = none)
+
+    @rule(n=st.integers(0, 4))
+    def stage(self, n):
+        self.sink.process_batch([{"v": v} for v in range(self.offset, self.offset + n)])
+        self.offset += n
+
+    @rule()
+    def snapshot(self):
+        self.taken[self.next_id] = (self.sink.snapshot_state(self.next_id), self.offset)
+        self.next_id += 1
+
+    @precondition(lambda self: any(k > self.completed for k in self.taken))
+    @rule(data=st.data(), notify=st.booleans())
+    def complete(self, data, notify):
+        k = data.draw(st.sampled_from(sorted(k for k in self.taken if k > self.completed)))
+        self.completed = k
+        if notify:
+            self.sink.notify_checkpoint_complete(k)
+
+    @precondition(lambda self: self.taken)
+    @rule(data=st.data())
+    def abort(self, data):
+        k = data.draw(st.sampled_from(sorted(self.taken)))
+        if k != self.completed:
+            self.sink.notify_checkpoint_aborted(k)
+
+    @rule()
+    def crash_and_restore(self):
+        self.sink = sink_with(self.committer)
+        self.taken = {k: v for k, v in self.taken.items() if k <= self.completed}
+        if self.completed:
+            state, self.offset = self.taken[self.completed]
+            self.sink.restore_state(state)
+        else:
+            self.offset = 0
+        assert self.committed_values() == list(range(self.offset))
+
+    def committed_values(self):
+        return sorted(r["v"] for r in self.committer.output("pv"))
+
+    @invariant()
+    def committed_is_a_duplicate_free_prefix_covered_by_a_completed_checkpoint(self):
+        values = self.committed_values()
+        assert values == list(range(len(values)))
+        covered = self.taken[self.completed][1] if self.completed else 0
+        assert len(values) <= covered
+
+
+SinkTwoPhaseCommit.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+TestSinkTwoPhaseCommit = SinkTwoPhaseCommit.TestCase

@@ -1,0 +1,74 @@
+"""The seed-003 page-view job (two partitions, map to app id, keyBy, count, sink), with crashes."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from checkpoint.options import CheckpointingMode, RestartStrategy
+from operators import CollectSink
+from runtime import FaultPlan, StreamEnvironment
+from runtime.sim.workloads import CountPerKey, multiset
+
+ROWS = [{"user": i, "app": f"app{(i * 7) % 5}", "ts": i} for i in range(600)]
+APPS = Counter(r["app"] for r in ROWS)
+EXPECTED = multiset([{"app": app, "count": c} for app, n in APPS.items() for c in range(1, n + 1)])
+
+
+def pageview(mode: CheckpointingMode, *, unaligned: bool = False) -> StreamEnvironment:
+    env = StreamEnvironment(parallelism=2, buffer_size=8, credits=2, buffer_timeout=0.001)
+    env.enable_checkpointing(interval=0.002, mode=mode, unaligned=unaligned, tolerable_failures=1000)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=20, delay=0.001))
+    (
+        env.from_collection(ROWS, splits=2)
+        .map(lambda r: {"app": r["app"]}, name="to-app")
+        .key_by("app")
+        .process(CountPerKey("app"), name="count")
+        .sink_to(CollectSink("pv"))
+    )
+    return env
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_pageview_aligned_exactly_once_with_crashes(seed: int) -> None:
+    result = pageview(CheckpointingMode.EXACTLY_ONCE).execute(
+        "pv", executor="sim", seed=seed, faults=FaultPlan.random(seed=seed, crashes=2)
+    )
+    assert result.restarts >= 1, "the plan should have crashed the job at least once"
+    assert multiset(result.output("pv")) == EXPECTED, result.replay
+    counts = {app: v for app, v in result.final_state["count"]["count"].items()}
+    assert counts == dict(APPS)
+    assert any(c.completed for c in result.checkpoints)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_pageview_at_least_once_loses_nothing_with_crashes(seed: int) -> None:
+    result = pageview(CheckpointingMode.AT_LEAST_ONCE).execute(
+        "pv", executor="sim", seed=seed, faults=FaultPlan.random(seed=seed, crashes=2)
+    )
+    assert not (EXPECTED - multiset(result.output("pv"))), result.replay
+
+
+def _duplicates(result) -> int:
+    return sum((multiset(result.output("pv")) - EXPECTED).values())
+
+
+# Found by searching seeds; kept first so the test stays fast (a failing seed is a gift).
+KNOWN_DUPLICATING_SEEDS = [2, 3, 5]
+
+
+def test_tracker_duplicates_where_aligner_does_not_under_the_same_faults() -> None:
+    found = None
+    for seed in KNOWN_DUPLICATING_SEEDS + list(range(100, 160)):
+        faults = FaultPlan.random(seed=seed, crashes=2)
+        tracked = pageview(CheckpointingMode.AT_LEAST_ONCE).execute("pv", executor="sim", seed=seed, faults=faults)
+        if _duplicates(tracked) > 0:
+            found = (seed, faults, tracked)
+            break
+    assert found is not None, "no fault schedule made the at-least-once tracker duplicate"
+    seed, faults, tracked = found
+    assert not (EXPECTED - multiset(tracked.output("pv")))  # still nothing lost
+    aligned = pageview(CheckpointingMode.EXACTLY_ONCE).execute("pv", executor="sim", seed=seed, faults=faults)
+    assert aligned.restarts >= 1, "the same plan must crash the aligned run too"
+    assert multiset(aligned.output("pv")) == EXPECTED, aligned.replay
