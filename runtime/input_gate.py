@@ -180,6 +180,9 @@ class CheckpointedInputGate:
             self._dispatch(ch, payload)
         else:
             self._enqueue(ch, boe)
+            if isinstance(payload, CheckpointBarrier):
+                # queued behind data: the handler may still start an alignment timer now
+                self.handler.on_barrier_announced(ch, payload)
         if isinstance(payload, EndOfPartition):
             self._eop_pushed[ch] = True
 

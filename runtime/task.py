@@ -33,6 +33,7 @@ The task never blocks and never does I/O; the executor owns threads, time and th
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import deque
 from collections.abc import Sequence
@@ -175,6 +176,9 @@ class _InFlightSnapshot:
     snapshot: TaskSnapshot
     awaiting_channel_state: bool
     write_started: bool = False
+    #: an aligned barrier with an alignment timeout still queued behind output buffers
+    awaiting_output: bool = False
+    output_timer: Any = None
 
 
 SOURCE_OP_KEY = "source"
@@ -351,6 +355,10 @@ class Task:
                         break
                     ch.credits -= 1
                 out.append((ch.index, queue.popleft()))
+        if self._in_flight:
+            for _, payload in out:
+                if isinstance(payload, CheckpointBarrier):
+                    self._barrier_left_outputs(payload.id)
         return out
 
     @property
@@ -549,9 +557,17 @@ class Task:
             else:
                 ch.queue.append(barrier)
         awaiting = overtaking and self.num_inputs > 0
-        self._in_flight[checkpoint_id] = _InFlightSnapshot(snapshot, awaiting_channel_state=awaiting)
-        if not awaiting:
-            self._start_write(checkpoint_id)
+        entry = _InFlightSnapshot(snapshot, awaiting_channel_state=awaiting)
+        self._in_flight[checkpoint_id] = entry
+        timeout = barrier.options.alignment_timeout
+        if not overtaking and timeout is not None and self._barrier_queued_behind_data(barrier):
+            # Flink applies the alignment timeout to output buffers too: if the barrier is still
+            # stuck behind queued output when it expires, it overtakes that output, which becomes
+            # channel state; so the write waits until the barrier left or overtook.
+            entry.awaiting_output = True
+            delay = max(0.0, barrier.timestamp + timeout - self.clock.now())
+            entry.output_timer = self.timers.schedule(delay, lambda: self._output_timed_out(checkpoint_id))
+        self._maybe_start_write(checkpoint_id)
 
     def abort_checkpoint(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         """The handler gave up on a checkpoint: tell downstream and the coordinator."""
@@ -572,12 +588,55 @@ class Task:
         if entry is None or not entry.awaiting_channel_state:
             return
         entry.awaiting_channel_state = False
-        self._start_write(checkpoint_id)
+        self._maybe_start_write(checkpoint_id)
 
-    def _start_write(self, checkpoint_id: int) -> None:
-        entry = self._in_flight[checkpoint_id]
+    def _maybe_start_write(self, checkpoint_id: int) -> None:
+        entry = self._in_flight.get(checkpoint_id)
+        if entry is None or entry.write_started or entry.awaiting_channel_state or entry.awaiting_output:
+            return
         entry.write_started = True
         self.ports.write_snapshot(entry.snapshot)
+
+    def _barrier_queued_behind_data(self, barrier: CheckpointBarrier) -> bool:
+        for ch in self.outputs:
+            for payload in ch.queue:
+                if payload is barrier:
+                    break
+                if isinstance(payload, Buffer):
+                    return True
+        return False
+
+    def _barrier_left_outputs(self, checkpoint_id: int) -> None:
+        entry = self._in_flight.get(checkpoint_id)
+        if entry is None or not entry.awaiting_output:
+            return
+        barrier_id = checkpoint_id
+        if any(isinstance(p, CheckpointBarrier) and p.id == barrier_id for ch in self.outputs for p in ch.queue):
+            return
+        entry.awaiting_output = False
+        if entry.output_timer is not None:
+            entry.output_timer.cancel()
+        self._maybe_start_write(checkpoint_id)
+
+    def _output_timed_out(self, checkpoint_id: int) -> None:
+        entry = self._in_flight.get(checkpoint_id)
+        if entry is None or not entry.awaiting_output or self.state is TaskState.FAILED:
+            return
+        snapshot = entry.snapshot
+        for ch in self.outputs:
+            index = next((i for i, p in enumerate(ch.queue)
+                          if isinstance(p, CheckpointBarrier) and p.id == checkpoint_id), None)
+            if index is None:
+                continue
+            ahead = [p for p in list(ch.queue)[:index] if isinstance(p, Buffer)]
+            barrier = ch.queue[index]
+            del ch.queue[index]
+            ch.queue.appendleft(barrier)
+            if ahead:
+                snapshot.output_channel_state[ch.index] = ahead
+        snapshot.stats = dataclasses.replace(snapshot.stats, unaligned=True)
+        entry.awaiting_output = False
+        self._maybe_start_write(checkpoint_id)
 
     def on_snapshot_written(
         self, checkpoint_id: int, handles: dict[str, tuple[StateHandle, ...]], async_duration: float = 0.0

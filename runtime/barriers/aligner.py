@@ -32,6 +32,7 @@ from runtime.barriers.states import (
     WAITING,
     BarrierHandlerState,
     CollectingBarriers,
+    CollectingChannelState,
 )
 from runtime.messages import Buffer, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
 from runtime.ports import Cancellable, Clock, Timers
@@ -82,6 +83,8 @@ class BarrierAligner(HandlerCore):
         self._bytes_buffered = 0
         self._first_barrier_time = 0.0
         self._timer: Cancellable | None = None
+        #: a barrier seen queued whose alignment timer runs before it reaches the head
+        self._announced: CheckpointBarrier | None = None
         self.num_timeouts = 0
 
     # -- BarrierHandler ------------------------------------------------------------------
@@ -109,6 +112,20 @@ class BarrierAligner(HandlerCore):
         if self.max_held_bytes is not None and self._bytes_buffered > self.max_held_bytes:
             self._state = self._state.buffer_limit_exceeded(self)
 
+    def on_barrier_announced(self, channel: int, barrier: CheckpointBarrier) -> None:
+        """Start the alignment timer of a new checkpoint as soon as its barrier arrives, even
+        while it is queued behind data (Flink's barrier announcement): under backpressure the
+        barrier may take longer than the timeout to reach the head of its channel."""
+        if (
+            self._timer is None
+            and self._state.checkpoint_id is None
+            and barrier.id > self.latest_checkpoint_id
+            and self._timeout_of(barrier) is not None
+        ):
+            self._first_barrier_time = self.clock.now()
+            self._announced = barrier
+            self._schedule_timeout(barrier)
+
     def is_blocked(self, channel: int) -> bool:
         return channel in self._blocked
 
@@ -133,9 +150,13 @@ class BarrierAligner(HandlerCore):
     # -- Controller (called by the states) -------------------------------------------------
 
     def start(self, channel: int, barrier: CheckpointBarrier) -> BarrierHandlerState:
-        self._first_barrier_time = self.clock.now()
+        announced = self._announced is not None and self._announced.id == barrier.id
+        if not announced:
+            self._cancel_timer()
+            self._first_barrier_time = self.clock.now()
+        self._announced = None
         state = CollectingBarriers(barrier).barrier_received(self, channel, barrier)
-        if isinstance(state, CollectingBarriers):
+        if isinstance(state, CollectingBarriers) and self._timer is None:
             self._schedule_timeout(barrier)
         return state
 
@@ -162,6 +183,9 @@ class BarrierAligner(HandlerCore):
     def end_alignment(self) -> None:
         self._blocked.clear()
         self._bytes_buffered = 0
+        self._cancel_timer()
+
+    def _cancel_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -195,6 +219,19 @@ class BarrierAligner(HandlerCore):
 
     def _on_timeout(self, checkpoint_id: int) -> None:
         self._timer = None
+        announced, self._announced = self._announced, None
+        if (
+            announced is not None
+            and announced.id == checkpoint_id
+            and self._state.checkpoint_id is None
+            and checkpoint_id > self.latest_checkpoint_id
+        ):
+            # timed out before its first barrier reached the head of any channel: unaligned now,
+            # every channel's data before the (queued or future) barrier is channel state
+            self.latest_checkpoint_id = checkpoint_id
+            self.trigger_unaligned(announced)
+            self._state = CollectingChannelState.begin(self, announced, frozenset())
+            return
         self._state = self._state.timed_out(self, checkpoint_id)
 
     def _repr_extra(self) -> str:

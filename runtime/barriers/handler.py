@@ -118,6 +118,11 @@ class BarrierHandler(abc.ABC):
     def on_buffer_held(self, channel: int, buffer: Buffer) -> None:  # noqa: B027
         """The gate held `buffer` because `channel` is blocked (the aligner counts bytes)."""
 
+    def on_barrier_announced(self, channel: int, barrier: CheckpointBarrier) -> None:  # noqa: B027
+        """`barrier` arrived and was queued behind data on `channel` (it is handed to
+        `on_barrier` when dequeued). Flink's barrier announcement: lets an aligned checkpoint
+        with an alignment timeout start its timer before the barrier reaches the head."""
+
     def is_blocked(self, channel: int) -> bool:
         return False
 

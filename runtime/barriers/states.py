@@ -244,13 +244,19 @@ class CollectingChannelState(BarrierHandlerState):
             buffers, barrier_queued = ctl.queued_before_barrier(ch, barrier.id)
             if barrier_queued:
                 ctl.add_channel_state(barrier.id, ch, buffers)
-                awaiting.add(ch)
+                # only a queued barrier of *this* checkpoint completes the channel; a newer one
+                # means this checkpoint's barrier never comes on it (it will be subsumed)
+                later, later_queued = ctl.queued_before_barrier(ch, barrier.id + 1)
+                if not (later_queued and len(later) == len(buffers)):
+                    awaiting.add(ch)
             else:
                 recording[ch] = buffers
         return cls(barrier, received, recording, frozenset(awaiting))._progress(ctl)
 
     def _progress(self, ctl: Controller) -> BarrierHandlerState:
-        if ctl.all_arrived(self.received):
+        # a channel whose barrier is already queued (`awaiting`) has its channel state complete:
+        # no need to wait until the backlog in front of that barrier is processed
+        if ctl.all_arrived(self.received | self.awaiting):
             assert not self.recording, f"checkpoint {self.checkpoint_id}: channels still recording"
             ctl.finish_channel_state(self.checkpoint_id)
             return WAITING

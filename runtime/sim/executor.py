@@ -48,7 +48,7 @@ from runtime.faults import (
 )
 from runtime.graph import JobGraph
 from runtime.messages import BufferOrEvent, CheckpointOptions
-from runtime.restore import build_restores
+from runtime.restore import NoValidCheckpointError, build_restores, restore_latest_valid
 from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskSnapshot
@@ -183,7 +183,7 @@ class SimExecutor:
         config = graph.checkpoint_config
         self.checkpointing = config is not None and config.interval is not None
         self.storage = storage_from_uri(config.storage if config else None)
-        self.writer = SnapshotWriter(self.storage, self.job_id)
+        self.writer = SnapshotWriter(self.storage, self.job_id, config)
         self.committer = CollectCommitter()
         self.metrics = JobMetrics()
         self.failures: list[str] = []
@@ -252,13 +252,14 @@ class SimExecutor:
 
     def _deploy(self) -> None:
         """Create every task of the current epoch, restored from the latest completed checkpoint."""
-        latest = self.store.get_latest_checkpoint()
-        if latest is not None:
-            restores = build_restores(self.graph, latest, self.storage)
-        elif self.restore_from is not None:
+        try:  # newest retained checkpoint that verifies (corrupt ones are skipped, with a warning)
+            latest, restores = restore_latest_valid(self.graph, self.store, self.storage)
+        except NoValidCheckpointError as exc:
+            self._fail_for_good(f"job {self.graph.job_name!r} cannot recover: {exc}", exc)
+            return
+        self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
+        if latest is None and self.restore_from is not None:
             restores = build_restores(self.graph, *self.restore_from)
-        else:
-            restores = {}
         epoch = self.epoch
         self.tasks = {}
         self._busy_until.clear()
@@ -484,6 +485,7 @@ class SimExecutor:
             if task is None:
                 return
             task.notify_checkpoint_complete(checkpoint_id, final=final)
+            self.writer.notify_checkpoint_complete(task_id, checkpoint_id)
             self._send_outputs(task_id)
             self._schedule_run(task_id)
             if task.is_finished:
@@ -496,6 +498,7 @@ class SimExecutor:
             task = self.tasks.get(task_id)
             if task is not None:
                 task.notify_checkpoint_aborted(checkpoint_id, reason)
+                self.writer.notify_checkpoint_aborted(task_id, checkpoint_id)
                 self._schedule_run(task_id)
 
         self._control(self.epoch, notify)
