@@ -33,7 +33,9 @@ class StateHandle:
     """A written piece of state: where it is, how big, and its checksum (verified on restore).
 
     `offset`/`length` address a segment inside a shared physical file (file merging); a
-    handle for a whole file has offset 0 and length == size.
+    handle for a whole file has offset 0 and length == size. `key` is the logical id of a
+    piece of state the shared-state registry counts references to (incremental checkpoints);
+    None for state owned by one checkpoint.
     """
 
     path: str
@@ -41,20 +43,24 @@ class StateHandle:
     checksum: str
     offset: int = 0
     length: int | None = None
+    key: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "path": self.path,
             "size": self.size,
             "checksum": self.checksum,
             "offset": self.offset,
             "length": self.length,
         }
+        if self.key is not None:  # absent when unset, so older metadata keeps its checksum
+            data["key"] = self.key
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StateHandle:
         return cls(data["path"], int(data["size"]), data["checksum"], int(data.get("offset", 0)),
-                   data.get("length"))
+                   data.get("length"), data.get("key"))
 
 
 @dataclass(frozen=True, slots=True)

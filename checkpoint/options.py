@@ -74,6 +74,10 @@ def _check_int(option: str, value: Any, *, minimum: int, optional: bool = False)
         raise InvalidOptionError(option, value, f"must be >= {minimum}{none_ok}")
 
 
+#: values of `CheckpointConfig.state_backend`
+STATE_BACKENDS = ("memory", "incremental")
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointConfig:
     """How a job checkpoints. Validated on construction (`validate()` re-checks).
@@ -90,6 +94,12 @@ class CheckpointConfig:
         retained: completed checkpoints kept by the store.
         storage: a `pyarrow.fs` URI or local path for checkpoint files; None keeps them in memory.
         max_aligned_bytes: bytes an aligning task may hold back before the checkpoint aborts.
+        state_backend: "memory" (full snapshots) or "incremental" (changed key groups only, the
+            rest shared across checkpoints through the shared-state registry).
+        file_merging: pack each task's snapshot pieces into one physical file per checkpoint.
+        max_file_size: bytes per merged physical file before another is started.
+        compaction_threshold: merged shared files whose space amplification exceeds this are
+            compacted at the next checkpoint (None: never).
     """
 
     interval: float | None = None
@@ -103,6 +113,10 @@ class CheckpointConfig:
     retained: int = 1
     storage: str | None = None
     max_aligned_bytes: int | None = None
+    state_backend: str = "memory"
+    file_merging: bool = False
+    max_file_size: int = 64 << 20
+    compaction_threshold: float | None = 2.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", CheckpointingMode.parse(self.mode))
@@ -152,6 +166,16 @@ class CheckpointConfig:
                 "storage", self.storage, "must be a pyarrow.fs URI or a local path (or None for memory)"
             )
         _check_int("max_aligned_bytes", self.max_aligned_bytes, minimum=1, optional=True)
+        if self.state_backend not in STATE_BACKENDS:
+            raise InvalidOptionError("state_backend", self.state_backend,
+                                     f"must be one of {', '.join(repr(b) for b in STATE_BACKENDS)}")
+        if not isinstance(self.file_merging, bool):
+            raise InvalidOptionError("file_merging", self.file_merging, "must be True or False")
+        _check_int("max_file_size", self.max_file_size, minimum=1)
+        threshold = self.compaction_threshold
+        if threshold is not None and (not _is_number(threshold) or threshold <= 1):
+            raise InvalidOptionError("compaction_threshold", threshold,
+                                     "must be a space amplification > 1 (or None to disable compaction)")
 
 
 @dataclass(frozen=True, slots=True)

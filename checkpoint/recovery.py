@@ -262,6 +262,27 @@ class StandaloneCheckpointRecoveryFactory(CheckpointRecoveryFactory):
         return f"StandaloneCheckpointRecoveryFactory(jobs={sorted(self._counters)})"
 
 
+@dataclass(frozen=True)
+class HighAvailabilityConfig:
+    """What `env.set_high_availability(...)` configured."""
+
+    mode: RecoveryMode = RecoveryMode.STANDALONE
+    hosts: str | None = None
+    cluster_id: str = "default"
+    session_timeout: float = 10.0
+
+    @classmethod
+    def of(cls, mode: RecoveryMode | str, *, hosts: str | None = None, cluster_id: str = "default",
+           session_timeout: float = 10.0) -> HighAvailabilityConfig:
+        if session_timeout <= 0:
+            raise ValueError(f"high availability: session_timeout must be > 0 seconds, got {session_timeout!r}")
+        return cls(RecoveryMode.parse(mode), hosts, check_name("cluster_id", cluster_id), float(session_timeout))
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode is not RecoveryMode.STANDALONE
+
+
 def create_recovery_factory(mode: RecoveryMode | str = RecoveryMode.STANDALONE, *,
                             hosts: str | None = None, cluster_id: str = "default",
                             session_timeout: float = 10.0,

@@ -11,8 +11,8 @@ kept, the oldest are dropped and their files deleted.
 Deleting files obeys one rule: *no file reachable from a retained checkpoint is deleted*. A dropped
 checkpoint's own directory (`chk-<id>/`) goes, except for files a retained checkpoint still
 references; files it references elsewhere in the job directory go too unless still referenced;
-files under `shared/` are never touched here (their reference counts belong to the shared-state
-registry in `state/`). Cleanup failures are logged, not raised: the new checkpoint is complete
+files under `shared/` are deleted only when the store's `SharedStateRegistry` says no retained
+checkpoint (and no task that may still reuse them) needs them. Cleanup failures are logged, not raised: the new checkpoint is complete
 whether or not an old file could be deleted (the orphan cleaner gets the rest).
 
 `recover()` rebuilds the store after a coordinator restart from the metadata in storage: newest
@@ -23,10 +23,13 @@ skipped with a warning naming it, so recovery falls back to the previous checkpo
 from __future__ import annotations
 
 import abc
+import dataclasses
 import logging
 
 from checkpoint.completed import CompletedCheckpoint
+from checkpoint.handles import StateHandle
 from checkpoint.storage import CheckpointStorage, CorruptCheckpointError, StorageError
+from state.registry import SharedStateRegistry
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,8 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
         self._retained = retained
         self._checkpoints: list[CompletedCheckpoint] = []
         self._highest_seen = 0
+        #: reference counts of shared (incremental) state files; rebuilt by `recover`
+        self.registry = SharedStateRegistry()
 
     @property
     def retained(self) -> int:
@@ -122,19 +127,28 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
                 f"checkpoint {completed.checkpoint_id} is not newer than the latest retained "
                 f"checkpoint {latest.checkpoint_id}"
             )
-        completed.metadata_path = self.storage.write_metadata(completed)
+        replaced = self.registry.register_checkpoint(completed.checkpoint_id, completed.state_handles())
+        if replaced:
+            _replace_handles(completed, replaced)
+        try:
+            completed.metadata_path = self.storage.write_metadata(completed)
+        except BaseException:
+            self.registry.release_checkpoint(completed.checkpoint_id)
+            raise
         self._checkpoints.append(completed)
         self._highest_seen = max(self._highest_seen, completed.checkpoint_id)
         dropped = self._checkpoints[: -self._retained]
         del self._checkpoints[: -self._retained]
         for old in dropped:
             self._discard(old)
+        self._collect_shared()
         return dropped
 
     def discard_all_checkpoints(self) -> None:
         checkpoints, self._checkpoints = self._checkpoints, []
         for old in checkpoints:
             self._discard(old)
+        self._collect_shared(ignore_horizon=True)
 
     def recover(self) -> list[CompletedCheckpoint]:
         """Rebuild from storage: the newest `retained` checkpoints whose metadata and state files
@@ -151,9 +165,12 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
             if completed is not None:
                 valid.append(completed)
         valid.reverse()
+        # reference counts are rebuilt from what storage says completed (seed 001 §2.4.1)
+        self.registry.rebuild((c.checkpoint_id, list(c.state_handles()), ()) for c in valid)
         self._checkpoints = valid[-self._retained :]
         for old in valid[: -self._retained]:
             self._discard(old)
+        self._collect_shared()
         if self._checkpoints:
             log.info("recovered checkpoints %s of job %s",
                      [c.checkpoint_id for c in self._checkpoints], self.job_id)
@@ -179,8 +196,17 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
             return None
         return completed
 
+    def _collect_shared(self, *, ignore_horizon: bool = False) -> None:
+        """Delete the shared files the registry released (after a whole completion or drop)."""
+        for path in self.registry.collect(ignore_horizon=ignore_horizon):
+            try:
+                self.storage.delete_file(path)
+            except StorageError as exc:
+                log.warning("could not delete shared state file %s of job %s: %s", path, self.job_id, exc)
+
     def _discard(self, checkpoint: CompletedCheckpoint) -> None:
         """Delete a dropped checkpoint's files that no retained checkpoint references."""
+        self.registry.release_checkpoint(checkpoint.checkpoint_id)
         keep = {p for c in self._checkpoints for p in c.referenced_paths()}
         job_prefix = self.storage.job_dir(self.job_id) + "/"
         shared_prefix = self.storage.shared_dir(self.job_id) + "/"
@@ -198,3 +224,11 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
     def __repr__(self) -> str:
         ids = [c.checkpoint_id for c in self._checkpoints]
         return f"StandaloneCompletedCheckpointStore(job={self.job_id!r}, retained={self._retained}, ids={ids})"
+
+
+def _replace_handles(completed: CompletedCheckpoint, replaced: dict[StateHandle, StateHandle]) -> None:
+    """Point a checkpoint's handles at the copies the registry registered first."""
+    for task, ack in completed.acks.items():
+        handles = {kind: tuple(replaced.get(h, h) for h in group) for kind, group in ack.handles.items()}
+        if handles != ack.handles:
+            completed.acks[task] = dataclasses.replace(ack, handles=handles)

@@ -35,6 +35,7 @@ from typing import Any
 import cloudpickle
 
 from checkpoint.options import CheckpointConfig, CheckpointingMode, RestartStrategy
+from checkpoint.recovery import HighAvailabilityConfig
 from operators.base import Record, StreamOperator
 from operators.keyed import (
     ColumnKeySelector,
@@ -341,6 +342,7 @@ class StreamEnvironment:
         self.credits = credits
         self.checkpoint_config = CheckpointConfig()
         self.restart_strategy: RestartStrategy | None = None
+        self.high_availability: HighAvailabilityConfig | None = None
         self.chaining = True
         self._nodes: list[_Node] = []
         self._ids = itertools.count()
@@ -363,6 +365,10 @@ class StreamEnvironment:
         retained: int = 1,
         storage: str | None = None,
         max_aligned_bytes: int | None = None,
+        state_backend: str = "memory",
+        file_merging: bool = False,
+        compaction_threshold: float | None = 2.0,
+        max_file_size: int = 64 << 20,
     ) -> StreamEnvironment:
         """Checkpoint every `interval` seconds (see `checkpoint.options.CheckpointConfig`).
 
@@ -377,10 +383,28 @@ class StreamEnvironment:
             interval=interval, mode=mode, unaligned=unaligned, alignment_timeout=alignment_timeout,
             timeout=timeout, min_pause=min_pause, max_concurrent=max_concurrent,
             tolerable_failures=tolerable_failures, retained=retained, storage=storage,
-            max_aligned_bytes=max_aligned_bytes,
+            max_aligned_bytes=max_aligned_bytes, state_backend=state_backend, file_merging=file_merging,
+            compaction_threshold=compaction_threshold, max_file_size=max_file_size,
         )
         config.validate()
         self.checkpoint_config = config
+        return self
+
+    def set_high_availability(
+        self, mode: str = "zookeeper", *, hosts: str | None = None, cluster_id: str = "default",
+        session_timeout: float = 10.0,
+    ) -> StreamEnvironment:
+        """Make the checkpoint coordinator highly available (seed 002): checkpoint ids and
+        completed checkpoints live in the HA services and a standby coordinator takes over by
+        leader election. `mode`: "zookeeper" (needs `hosts`; the simulator plays ZooKeeper's
+        role with its in-memory HA services, same interface) or "standalone".
+
+        Raises:
+            ValueError: an unknown mode, or "zookeeper" without `hosts` on a real executor
+                (checked when the job starts).
+        """
+        self.high_availability = HighAvailabilityConfig.of(mode, hosts=hosts, cluster_id=cluster_id,
+                                                           session_timeout=session_timeout)
         return self
 
     def set_restart_strategy(self, strategy: RestartStrategy) -> StreamEnvironment:
@@ -515,6 +539,26 @@ class StreamEnvironment:
         self._checkpoint_listeners.append(CheckpointLander(spark, target))
         return self
 
+    def restore_from(self, checkpoints: str, job_id: str | None = None,
+                     checkpoint_id: int | None = None) -> StreamEnvironment:
+        """Start the next `execute` from a checkpoint in a checkpoint directory (any parallelism:
+        key groups and source splits are redistributed).
+
+        Args:
+            checkpoints: the checkpoint storage (a local path or `pyarrow.fs` URI), as given to
+                `enable_checkpointing(storage=...)`.
+            job_id: the job whose checkpoints to use (default: the only job there).
+            checkpoint_id: which checkpoint (default: the newest that verifies; corrupt newer ones
+                are skipped with a warning naming the file).
+
+        Raises:
+            checkpoint.tools.CheckpointToolError: no such job or checkpoint, or none valid.
+        """
+        from checkpoint.tools import load_checkpoint
+
+        self._restore_from = load_checkpoint(checkpoints, job_id=job_id, checkpoint_id=checkpoint_id)
+        return self
+
     def restore_from_landed(self, spark: Any, target: str, checkpoint_id: int | None = None) -> StreamEnvironment:
         """Start the next `execute` from checkpoint `checkpoint_id` (default: the latest) landed at
         `target` by the Spark bridge, instead of from scratch.
@@ -588,6 +632,7 @@ class _GraphBuilder:
             credits=env.credits,
             checkpoint_config=env.checkpoint_config,
             restart_strategy=self._restart_strategy(),
+            high_availability=env.high_availability,
         )
 
     def _live_nodes(self) -> list[_Node]:

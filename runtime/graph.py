@@ -146,6 +146,8 @@ class JobGraph:
     credits: int = 8
     checkpoint_config: CheckpointConfig | None = None
     restart_strategy: RestartStrategy | None = None
+    #: `checkpoint.recovery.HighAvailabilityConfig`, or None (standalone)
+    high_availability: Any = None
 
     def __post_init__(self) -> None:
         validate_settings(

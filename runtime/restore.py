@@ -6,26 +6,48 @@ offsets, pending sink transactions): the union over the old subtasks; a source s
 the splits it is assigned, a sink re-commits pending transactions idempotently. Channel state
 (unaligned) belongs to one channel of one subtask, so it is restored only when the vertex kept
 its parallelism; otherwise restoring is refused with a clear error.
+
+Incremental keyed state (a manifest handle first under "keyed", see `runtime.state_files`) is
+rebuilt chain by chain (`state.incremental.restore_keyed_snapshot`) into one snapshot per old
+subtask, so rescaling treats it exactly like a full snapshot.
+
+`restore_latest_valid` is what executors call on (re)deployment: it tries the retained
+checkpoints newest first, re-reading each `_metadata` and verifying every file it needs; a
+corrupt or missing file makes it fall back to the previous retained checkpoint with a warning
+naming the file, and if none is valid it raises `NoValidCheckpointError` listing them all.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
+from checkpoint.handles import StateHandle, TaskId
+from checkpoint.storage import CorruptCheckpointError
 from runtime.messages import Buffer
 from runtime.task import TaskRestore
-from state.serialization import buffers_from_bytes, operator_state_from_bytes
+from state.errors import StateFormatError
+from state.incremental import Manifest, restore_keyed_snapshot
+from state.registry import reuse_floor_of
+from state.serialization import KeyedStateSnapshot, buffers_from_bytes, operator_state_from_bytes
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
     from checkpoint.storage import CheckpointStorage
+    from checkpoint.store import CompletedCheckpointStore
     from runtime.graph import JobGraph
+
+log = logging.getLogger(__name__)
 
 
 class RestoreError(RuntimeError):
     """A checkpoint cannot be restored into this job (names the vertex and the reason)."""
+
+
+class NoValidCheckpointError(RestoreError):
+    """Every retained checkpoint is corrupt or incomplete (the message names each bad file)."""
 
 
 def build_restores(
@@ -51,12 +73,16 @@ def build_restores(
     restores: dict[TaskId, TaskRestore] = {}
     for vertex in graph.vertices:
         acks = by_vertex.get(vertex.name, [])
-        keyed: list[bytes] = []
+        keyed: list[bytes | KeyedStateSnapshot] = []
         op_states: dict[str, dict[str, list[Any]]] = {}
         channel_state: dict[int, tuple[dict[int, list[Buffer]], dict[int, list[Buffer]]]] = {}
         for ack in acks:
-            for handle in ack.handles.get("keyed", ()):
-                keyed.append(storage.read_task_file(handle))
+            keyed_handles = ack.handles.get("keyed", ())
+            manifest = next((h for h in keyed_handles if h.key and reuse_floor_of(h.key) is not None), None)
+            if manifest is not None:
+                keyed.append(_read_incremental(storage, manifest, keyed_handles))
+            else:
+                keyed.extend(storage.read_task_file(handle) for handle in keyed_handles)
             for handle in ack.handles.get("operator", ()):
                 flat = operator_state_from_bytes(storage.read_task_file(handle))
                 for composite, values in flat.items():
@@ -76,7 +102,7 @@ def build_restores(
             inputs, outputs = channel_state.get(subtask, ({}, {}))
             restores[TaskId(vertex.name, subtask)] = TaskRestore(
                 checkpoint_id=completed.checkpoint_id,
-                keyed_snapshots=keyed,
+                keyed_snapshots=keyed,  # type: ignore[arg-type]  # Task restores accept both
                 operator_states=op_states,
                 input_channel_state=inputs,
                 output_channel_state=outputs,
@@ -90,3 +116,59 @@ def _read_channels(storage: CheckpointStorage, handles: Any) -> dict[int, list[B
         for channel, batches in buffers_from_bytes(storage.read_task_file(handle)).items():
             channels.setdefault(int(channel), []).extend(Buffer.of(b) for b in batches)
     return channels
+
+
+def _read_incremental(storage: CheckpointStorage, manifest_handle: StateHandle,
+                      handles: Sequence[StateHandle]) -> KeyedStateSnapshot:
+    by_path = {h.path: h for h in handles}
+    try:
+        manifest = Manifest.from_bytes(storage.read_task_file(manifest_handle))
+    except StateFormatError as exc:
+        raise CorruptCheckpointError(f"manifest in {manifest_handle.path}: {exc}", manifest_handle.path) from exc
+
+    def read_file(path: str) -> bytes:
+        handle = by_path.get(path)
+        if handle is None:
+            raise CorruptCheckpointError(
+                f"shared state file {path} is used by the manifest in {manifest_handle.path} but not "
+                "listed in the checkpoint metadata", path)
+        return storage.read_task_file(handle)
+
+    try:
+        return restore_keyed_snapshot(manifest, read_file)
+    except StateFormatError as exc:
+        raise CorruptCheckpointError(f"incremental state of {manifest.task}: {exc}", manifest_handle.path) from exc
+
+
+def restore_latest_valid(graph: JobGraph, store: CompletedCheckpointStore, storage: CheckpointStorage
+                         ) -> tuple[CompletedCheckpoint | None, dict[TaskId, TaskRestore]]:
+    """The restores of the newest retained checkpoint that verifies, falling back to older ones.
+
+    Returns:
+        `(checkpoint, restores)`; `(None, {})` when the store retains nothing.
+
+    Raises:
+        NoValidCheckpointError: the store retains checkpoints but none verifies.
+        RestoreError: the checkpoint does not fit the job (not a corruption: no fallback).
+    """
+    problems: list[str] = []
+    for completed in reversed(store.get_all_checkpoints()):
+        try:
+            if completed.metadata_path is not None:
+                on_disk = storage.read_metadata(completed.metadata_path)
+                if on_disk.checkpoint_id != completed.checkpoint_id:
+                    raise CorruptCheckpointError(
+                        f"checkpoint metadata {completed.metadata_path} describes checkpoint "
+                        f"{on_disk.checkpoint_id}", completed.metadata_path)
+                on_disk.metadata_path = completed.metadata_path
+                completed = on_disk
+            restores = build_restores(graph, completed, storage)
+        except CorruptCheckpointError as exc:
+            log.warning("cannot restore checkpoint %d of job %s: %s (file %s); falling back to the "
+                        "previous retained checkpoint", completed.checkpoint_id, completed.job_id, exc, exc.path)
+            problems.append(f"checkpoint {completed.checkpoint_id}: {exc}")
+            continue
+        return completed, restores
+    if problems:
+        raise NoValidCheckpointError("no retained checkpoint can be restored: " + "; ".join(problems))
+    return None, {}

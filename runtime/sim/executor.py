@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkpoint.coordinator import CheckpointCoordinator
+from checkpoint.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.ids import StandaloneCheckpointIDCounter
+from checkpoint.ids import StorageCheckpointIDCounter
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError, storage_from_uri
 from checkpoint.store import StandaloneCompletedCheckpointStore
@@ -47,7 +48,7 @@ from runtime.faults import (
     resolve_task,
 )
 from runtime.graph import JobGraph
-from runtime.messages import BufferOrEvent, CheckpointOptions
+from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
 from runtime.restore import NoValidCheckpointError, build_restores, restore_latest_valid
 from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult
 from runtime.snapshot_writer import SnapshotWriter
@@ -152,6 +153,7 @@ class SimExecutor:
         costs: CostModel | None = None,
         job_id: str | None = None,
         trace: bool = False,
+        trace_barriers: bool = False,
         max_time: float = 3600.0,
         max_events: int = 20_000_000,
         progress: Callable[[dict[str, Any]], None] | None = None,
@@ -169,6 +171,8 @@ class SimExecutor:
         self.costs = costs or CostModel()
         self.job_id = job_id or graph.job_name
         self.tracing = trace
+        #: record only the barrier timeline (barrier-in / snapshot / ack events) in `trace`
+        self.trace_barriers = trace or trace_barriers
         self.max_time = max_time
         self.max_events = max_events
         self.progress = progress
@@ -210,14 +214,38 @@ class SimExecutor:
         self._pending_crashes: list[tuple[TaskId, TaskCrash, int | None]] = []
         self.stats_history: list[Any] = []
 
-        self.id_counter = StandaloneCheckpointIDCounter()
+        self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
         self.id_counter.start()
         if restore_from is not None:  # ids continue after the restored checkpoint's
             self.id_counter.set_count(restore_from[0].checkpoint_id + 1)
         self.store = StandaloneCompletedCheckpointStore(
             self.storage, self.job_id, config.retained if config else 1
         )
+        self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
+        if self.ha is not None:
+            self._setup_high_availability()
         self.coordinator = self._new_coordinator()
+
+    def _setup_high_availability(self) -> None:
+        """ZooKeeper mode, simulated: the ID counter and the completed-checkpoint store live in
+        in-memory HA services shared by two coordinator contenders; the leader's store is fenced
+        by its leadership."""
+        self.ha_services = InMemoryHighAvailabilityServices()
+        self.elections = [
+            self.ha_services.create_leader_election(self.job_id, f"coordinator-{i}") for i in range(2)
+        ]
+        for election in self.elections:
+            election.start()
+        self.id_counter = self.ha_services.create_id_counter(self.job_id)
+        self.id_counter.start()
+        if self.restore_from is not None:
+            self.id_counter.set_count(self.restore_from[0].checkpoint_id + 1)
+        self.store = self._ha_store()
+
+    def _ha_store(self) -> Any:
+        leader = next(e for e in self.elections if e.is_leader)
+        retained = self.graph.checkpoint_config.retained if self.graph.checkpoint_config else 1
+        return self.ha_services.create_store(self.job_id, self.storage, retained, leader_election=leader)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -376,6 +404,10 @@ class SimExecutor:
         if self.tracing:
             self.trace.append((round(self.now, 9), *event))
 
+    def _trace_barrier(self, *event: Any) -> None:
+        if self.trace_barriers:
+            self.trace.append((round(self.now, 9), *event))
+
     # ------------------------------------------------------------------ tasks
 
     def _run_task(self, task_id: TaskId) -> None:
@@ -433,6 +465,8 @@ class SimExecutor:
         task = self.tasks.get(receiver)
         if task is None:
             return
+        if isinstance(payload, CheckpointBarrier):
+            self._trace_barrier("barrier-in", payload.id, str(receiver), channel)
         try:
             task.push(BufferOrEvent(channel, payload))
         except Exception as exc:
@@ -512,6 +546,7 @@ class SimExecutor:
             listener(completed, self.storage)
 
     def _on_ack(self, epoch: int, ack: TaskAcknowledgement) -> None:
+        self._trace_barrier("ack", ack.checkpoint_id, str(ack.task_id))
         n = self._acks_sent.get(ack.task_id, 0)
         self._acks_sent[ack.task_id] = n + 1
         for fault in self.faults.faults:
@@ -522,6 +557,7 @@ class SimExecutor:
 
     def _write_snapshot(self, epoch: int, snapshot: TaskSnapshot) -> None:
         task_id = snapshot.task_id
+        self._trace_barrier("snapshot", snapshot.checkpoint_id, str(task_id), snapshot.sync_time)
         n = self._writes.get(task_id, 0)
         self._writes[task_id] = n + 1
         fail = any(
@@ -617,16 +653,29 @@ class SimExecutor:
         self._trace("coordinator-crash")
         self.coordinator.stop()
         self.stats_history.extend(self.coordinator.stats.history)
+        if self.ha is not None:
+            # the leader's process died: its session expires, the standby is elected and takes
+            # over the shared store (fenced by its own leadership) and the shared ID counter
+            leader = next(e for e in self.elections if e.is_leader)
+            leader.expire_session()
+            self.store = self._ha_store()
+            self.store.recover()
+            self._trace("leader", next(e.contender_id for e in self.elections if e.is_leader))
+            self.coordinator = self._new_coordinator()
+            self._global_failover("coordinator crash (standby took over)", None,
+                                  reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
+            return
         # standalone mode: the coordinator's memory is gone; what survives is the storage
         self.store = StandaloneCompletedCheckpointStore(
             self.storage, self.job_id, self.graph.checkpoint_config.retained
         )
         self.store.recover()
         latest = self.store.get_latest_checkpoint()
-        self.id_counter = StandaloneCheckpointIDCounter()
-        self.id_counter.start()
+        self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
+        self.id_counter.start()  # continues from the id the crashed coordinator persisted
         restored = self.restore_from[0].checkpoint_id if self.restore_from is not None else 0
-        self.id_counter.set_count(max(latest.checkpoint_id if latest else 0, restored) + 1)
+        floor = max(latest.checkpoint_id if latest else 0, restored) + 1
+        self.id_counter.set_count(max(self.id_counter.get(), floor))
         self.coordinator = self._new_coordinator()
         self._global_failover("coordinator crash", None, reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
 

@@ -1,0 +1,44 @@
+"""The Spark bridge: the only package that imports pyspark (DESIGN §2).
+
+- `from_spark(env, df, splits=N)`: a replayable source seeded from a DataFrame.
+- `SparkSink(path, format="parquet")`: a two-phase-commit file sink Spark reads.
+- `land_checkpoint(spark, checkpoint_dir, checkpoint_id, target)` / `read_checkpoint(spark,
+  target, checkpoint_id=None)`: checkpoints as Parquet tables and back as DataFrames.
+- `checkpoint_from_landed(spark, target, checkpoint_id)`: what
+  `env.restore_from_landed(...)` restores from.
+"""
+
+from spark_bridge.landing import (
+    CheckpointLander,
+    LandedCheckpoint,
+    LandingError,
+    land_checkpoint,
+    landed_checkpoint_ids,
+    read_checkpoint,
+)
+from spark_bridge.restore import checkpoint_from_landed
+from spark_bridge.schema import SchemaError, to_arrow_schema
+from spark_bridge.sink import SparkSink, SparkSinkError
+from spark_bridge.source import ParquetSplitSource, from_spark
+from spark_bridge.tables import TABLES
+from spark_bridge.values import ValueEncodingError, decode_value, encode_value
+
+__all__ = [
+    "TABLES",
+    "CheckpointLander",
+    "LandedCheckpoint",
+    "LandingError",
+    "ParquetSplitSource",
+    "SchemaError",
+    "SparkSink",
+    "SparkSinkError",
+    "ValueEncodingError",
+    "checkpoint_from_landed",
+    "decode_value",
+    "encode_value",
+    "from_spark",
+    "land_checkpoint",
+    "landed_checkpoint_ids",
+    "read_checkpoint",
+    "to_arrow_schema",
+]

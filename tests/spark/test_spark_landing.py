@@ -1,0 +1,163 @@
+"""Landing checkpoints with Spark, reading them back, and restoring jobs from landed checkpoints."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from checkpoint.options import CheckpointingMode
+from operators import CollectSink, KeyedProcessFunction
+from runtime import StreamEnvironment
+from runtime.sim.workloads import multiset
+from spark_bridge import LandingError, decode_value, land_checkpoint, landed_checkpoint_ids, read_checkpoint
+from spark_bridge.landing import resolve_checkpoint
+
+ROWS = [{"id": i, "app": f"app{(i * 7) % 5}", "region": i % 3, "v": i / 8} for i in range(3000)]
+
+
+class Profile(KeyedProcessFunction):
+    """Value, list and map state under tuple keys: every kind the landed tables must carry."""
+
+    def process_element(self, record, ctx):
+        count = ctx.value_state("count", default=0)
+        count.update(count.value() + 1)
+        recent = ctx.list_state("recent")
+        recent.add(record["id"])
+        if len(recent.get()) > 3:
+            recent.update(recent.get()[-3:])
+        ctx.map_state("last_v").put(str(record["id"] % 4), record["v"])
+        yield {"app": ctx.key[0], "region": ctx.key[1], "count": count.value()}
+
+
+def job(storage: str | None, *, unaligned: bool = False, interval: float = 0.002) -> StreamEnvironment:
+    env = StreamEnvironment(parallelism=2, buffer_size=16, credits=2, buffer_timeout=0.001)
+    env.enable_checkpointing(interval=interval, mode=CheckpointingMode.EXACTLY_ONCE, unaligned=unaligned,
+                             storage=storage, retained=1000)
+    (env.from_collection(ROWS, splits=2)
+     .key_by(lambda r: (r["app"], r["region"]))
+     .process(Profile(), name="profile")
+     .sink_to(CollectSink("out")))
+    return env
+
+
+def expected_counts() -> dict:
+    return dict(Counter((r["app"], r["region"]) for r in ROWS))
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """One unaligned run whose checkpoints are all retained on the local filesystem."""
+    storage = str(tmp_path_factory.mktemp("chk"))
+    result = job(storage, unaligned=True).execute("landjob", executor="sim", seed=5)
+    return storage, result
+
+
+def test_land_and_read_back_equals_the_state_the_job_reports(spark, finished, tmp_path) -> None:
+    storage, result = finished
+    target = str(tmp_path / "landed")
+    final_id = result.completed_checkpoints[-1].id
+    assert land_checkpoint(spark, storage, None, target) == final_id  # latest by default
+
+    landed = read_checkpoint(spark, target)
+    assert landed.checkpoint_id == final_id
+    keyed = landed.keyed_state.where("operator = 'profile'").collect()
+    state: dict = {}
+    for row in keyed:
+        key = decode_value(row["key"])
+        if row["state_kind"] == "map":
+            state.setdefault(row["state_name"], {}).setdefault(key, {})[decode_value(row["map_key"])] = \
+                decode_value(row["value"])
+        else:
+            state.setdefault(row["state_name"], {})[key] = decode_value(row["value"])
+    assert state == result.final_state["profile"]
+    assert state["count"] == expected_counts()
+    # counts are queryable with Spark SQL directly
+    total = landed.keyed_state.where("state_name = 'count'").selectExpr("sum(cast(value AS BIGINT))").first()[0]
+    assert total == len(ROWS)
+    offsets = {r["split"]: r["position"] for r in landed.source_offsets.collect()}
+    assert offsets == {"collection-0": 1500, "collection-1": 1500}
+    stats = landed.checkpoint_stats.collect()
+    assert sorted((r["operator"], r["subtask"]) for r in stats) == \
+        [("Source: collection", 0), ("Source: collection", 1), ("profile", 0), ("profile", 1)]
+    assert {r["job_id"] for r in stats} == {"landjob"}
+
+
+def test_relanding_replaces_partitions_and_never_duplicates(spark, finished, tmp_path) -> None:
+    storage, result = finished
+    target = str(tmp_path / "landed")
+    ids = [c.id for c in result.completed_checkpoints]
+    first, last = ids[len(ids) // 2], ids[-1]
+    land_checkpoint(spark, storage, first, target)
+    land_checkpoint(spark, storage, last, target)
+    before = {n: read_checkpoint(spark, target, first)[n].count() for n in ("keyed_state", "checkpoint_stats")}
+    land_checkpoint(spark, f"{storage}/landjob/chk-{first}", first, target)  # again, via the chk dir
+    land_checkpoint(spark, f"{storage}/landjob", first, target)  # and via the job dir
+    after = read_checkpoint(spark, target, first)
+    assert {n: after[n].count() for n in before} == before
+    assert after.keyed_state.distinct().count() == before["keyed_state"]
+    assert landed_checkpoint_ids(spark, target) == [first, last]  # the other checkpoint untouched
+    assert read_checkpoint(spark, target).checkpoint_id == last
+
+
+def test_unaligned_channel_state_is_landed_with_its_payload(spark, finished, tmp_path) -> None:
+    storage, result = finished
+    with_channels = [c.id for c in result.completed_checkpoints if c.persisted_bytes > 0]
+    assert with_channels, "the unaligned run should persist in-flight data in some checkpoint"
+    target = str(tmp_path / "landed")
+    land_checkpoint(spark, storage, with_channels[0], target)
+    channels = read_checkpoint(spark, target, with_channels[0]).channel_state.collect()
+    assert channels and all(r["records"] > 0 and r["buffers"] > 0 and r["payload"] for r in channels)
+    stats = read_checkpoint(spark, target, with_channels[0]).checkpoint_stats
+    assert stats.selectExpr("sum(persisted_bytes)").first()[0] == \
+        next(c.persisted_bytes for c in result.completed_checkpoints if c.id == with_channels[0])
+
+
+def test_restore_from_landed_equals_restore_from_native(spark, finished, tmp_path) -> None:
+    storage, result = finished
+    # a checkpoint in the middle of the run, with in-flight channel state when there is one
+    middle = [c for c in result.completed_checkpoints if 0 < c.id < result.completed_checkpoints[-1].id]
+    candidates = [c for c in middle if c.persisted_bytes > 0]
+    assert candidates, "the unaligned run should persist in-flight data in its middle checkpoints"
+    chosen = candidates[len(candidates) // 2].id
+    target = str(tmp_path / "landed")
+    land_checkpoint(spark, storage, chosen, target)
+
+    native = job(None, unaligned=True).execute(
+        "landjob", executor="sim", seed=9, restore_from=resolve_checkpoint(storage, chosen))
+    from_landed = job(None, unaligned=True).restore_from_landed(spark, target, chosen).execute(
+        "landjob", executor="sim", seed=9)
+    assert multiset(from_landed.output("out")) == multiset(native.output("out"))
+    assert from_landed.final_state == native.final_state
+    assert from_landed.final_state["profile"]["count"] == expected_counts()
+    assert native.metrics.records_in < len(ROWS)  # it really resumed instead of starting over
+    assert min(c.id for c in from_landed.checkpoints) > chosen  # ids continue after the restored one
+
+
+def test_automatic_landing_lands_every_completed_checkpoint(spark, tmp_path) -> None:
+    target = str(tmp_path / "auto")
+    env = job(None, interval=0.01)  # in-memory checkpoint storage, retained=1000
+    env.land_checkpoints_to(spark, target)
+    result = env.execute("autojob", executor="sim", seed=3)
+    completed = [c.id for c in result.completed_checkpoints]
+    assert landed_checkpoint_ids(spark, target) == completed
+    last = read_checkpoint(spark, target)
+    assert last.checkpoint_id == completed[-1]
+    count = last.keyed_state.where("state_name = 'count'").selectExpr("sum(cast(value AS BIGINT))").first()[0]
+    assert count == len(ROWS)
+
+
+def test_landing_errors_are_clear(spark, finished, tmp_path) -> None:
+    storage, _ = finished
+    target = str(tmp_path / "landed")
+    with pytest.raises(LandingError, match="no landed checkpoints"):
+        read_checkpoint(spark, target)
+    with pytest.raises(LandingError, match="checkpoint 999999 of job 'landjob' has no metadata"):
+        land_checkpoint(spark, storage, 999999, target)
+    land_checkpoint(spark, storage, None, target)
+    with pytest.raises(LandingError, match="checkpoint 999999 is not landed"):
+        read_checkpoint(spark, target, 999999)
+    other = job(str(tmp_path / "other")).execute("otherjob", executor="sim", seed=1)
+    assert other.completed_checkpoints
+    with pytest.raises(LandingError, match="holds checkpoints of job 'landjob'"):
+        land_checkpoint(spark, str(tmp_path / "other"), None, target)
