@@ -130,9 +130,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         mode = CheckpointingMode.AT_LEAST_ONCE if args.mode == "at-least-once" else CheckpointingMode.EXACTLY_ONCE
         env.enable_checkpointing(interval=args.interval or 0.1, mode=mode, unaligned=args.unaligned)
     kwargs: dict[str, Any] = {}
-    if args.executor == "sim":
-        kwargs.update(seed=args.seed, faults=FaultPlan.random(seed=args.seed, crashes=args.crashes))
-    elif args.address:
+    kwargs.update(seed=args.seed, faults=FaultPlan.random(seed=args.seed, crashes=args.crashes))
+    if args.executor == "ray" and args.address:
         kwargs["address"] = args.address
     result = env.execute(func_name, executor=args.executor, **kwargs)
     table = Table(title=f"{args.target} on {args.executor}")
@@ -151,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="run the page-view job with checkpoints and crashes, check exactly-once")
-    demo.add_argument("--executor", default="sim", choices=["sim", "ray"])
+    demo.add_argument("--executor", default="ray", choices=["sim", "ray"],
+                      help="ray (default: a local Ray is started and stopped) or sim (deterministic simulator)")
     demo.add_argument("--records", type=int, default=200_000)
     demo.add_argument("--apps", type=int, default=20)
     demo.add_argument("--parallelism", type=int, default=2)
@@ -172,6 +172,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--crashes", type=int, default=0)
     run.set_defaults(func=cmd_run)
+
+    from checkpoint.tools import add_cli as add_checkpoint_commands
+
+    add_checkpoint_commands(sub)  # checkpoints ls | show | gc
+
+    from benchmarks.checkpoint_modes import add_arguments as add_bench_arguments
+    from benchmarks.checkpoint_modes import run_from_args as run_bench
+
+    bench = sub.add_parser("bench", help="benchmark checkpoint modes (python -m benchmarks.checkpoint_modes)")
+    add_bench_arguments(bench)
+    bench.set_defaults(func=run_bench)
 
     args = parser.parse_args(argv)
     return args.func(args)

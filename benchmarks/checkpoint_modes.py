@@ -1,0 +1,651 @@
+"""Checkpoint modes compared: none, aligned, unaligned, aligned with timeout, at-least-once.
+
+    python -m benchmarks.checkpoint_modes [--quick] [--executor sim|ray|all] [--scenario NAME ...]
+                                          [--modes MODE ...] [--json PATH] [--out DIR] [--peers]
+    barrierflow bench ...   (the same)
+
+Theory of operation
+-------------------
+Every (executor, scenario, mode) combination runs the page-view shaped job
+
+    generator -> map "parse" -> key_by(key) -> keyed count "count" -> CollectSink "bench"
+
+twice:
+
+* a **latency run**: an open-loop generator at a target rate. Each record is stamped with the
+  time it was *due* (`ScheduledGenerator`), not the time the source got round to reading it, so a
+  source held back by backpressure does not hide the wait (no coordinated omission). The sink
+  measures `now - created_at`. Checkpoint statistics come from this run.
+* a **throughput run**: the same job reading as fast as it can (max rate); throughput is records
+  divided by the span from the first record created to the last record counted (deployment and
+  teardown excluded, so the figure is comparable across executors).
+
+Scenarios: `uniform` keys; `skewed` keys (Zipf); `backpressure` (keyed subtask 1 is slow: a
+`CostModel` slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is
+above what that subtask can take, so the job runs backpressured); `scale` (parallelism 1, 2, 4, 8,
+uniform keys). Executors: `sim` (virtual time: noise-free and deterministic, the same combination
+gives the same row every time) and `ray` (wall clock). A combination that fails gives a row with
+`status` saying why, never made-up numbers.
+
+Output (see `FIELDS` and `UNITS`): one JSON row per combination, a Markdown table (printed and saved
+as `checkpoint_modes.md`), and PNG plots (`benchmarks.plots`): latency CDF per mode, checkpoint
+duration over time, and a barrier timeline for one checkpoint (simulator runs record barrier
+arrivals per channel, snapshots and acknowledgements with `trace_barriers=True`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from benchmarks.report import markdown_table, percentile, write_json
+from operators import KeyedProcessFunction
+from operators.sources import GeneratorSource, GeneratorSplitReader
+
+MODES = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once")
+SCENARIOS = ("uniform", "skewed", "backpressure", "scale")
+EXECUTORS = ("sim", "ray")
+SINK = "bench"
+
+#: row fields, in table order (names as in issue 9; units in `UNITS`)
+FIELDS = (
+    "executor", "scenario", "mode", "parallelism", "status",
+    "throughput",
+    "latency_p50", "latency_p90", "latency_p99", "latency_p99_9", "latency_max",
+    "checkpoint_duration_p50", "checkpoint_duration_p99", "checkpoint_duration_max",
+    "alignment_time_p50", "alignment_time_max",
+    "persisted_bytes", "state_bytes",
+    "checkpoints_completed", "checkpoints_aborted", "abort_reasons",
+    "rate", "records",
+)
+UNITS = {
+    "throughput": "records/s (max-rate run)",
+    "latency_*": "ms, end to end, open-loop run at `rate`",
+    "checkpoint_duration_*": "ms, completed checkpoints of the open-loop run",
+    "alignment_time_*": "ms, longest task alignment per completed checkpoint",
+    "persisted_bytes": "bytes of channel state (in-flight data) persisted, summed over completed checkpoints",
+    "state_bytes": "bytes of operator state in the largest completed checkpoint",
+    "rate": "records/s offered by the open-loop generator",
+    "records": "records of the open-loop run",
+    "time": "virtual seconds on sim, wall seconds on ray",
+}
+#: the columns of the printed table (the JSON has every field)
+TABLE_COLUMNS = (
+    "executor", "scenario", "mode", "status", "throughput", "latency_p50", "latency_p99", "latency_p99_9",
+    "latency_max", "checkpoint_duration_p50", "checkpoint_duration_max", "alignment_time_max",
+    "persisted_bytes", "state_bytes", "checkpoints_completed", "checkpoints_aborted", "abort_reasons",
+)
+
+
+# ---------------------------------------------------------------------------- profiles
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How big the runs are for one executor.
+
+    Attributes:
+        rate: open-loop rate, records/s over all sources (latency run).
+        duration: length of the latency run (records = rate * duration).
+        max_rate_records: records of the throughput run.
+        parallelism: parallelism of every scenario but `scale`.
+        scale: parallelisms of the `scale` scenario.
+        interval: checkpoint interval (seconds).
+        alignment_timeout: the `aligned-timeout` mode's alignment timeout (seconds).
+        keys: number of distinct keys.
+        zipf_s: exponent of the `skewed` scenario's Zipf distribution.
+        slowdown: `backpressure` on sim: CostModel slowdown of the slow keyed subtask.
+        slow_delay: `backpressure` on Ray: seconds the slow keyed subtask sleeps per record.
+        backpressure_rate: open-loop rate of the `backpressure` scenario (above the slow
+            subtask's capacity).
+        buffer_size, credits, buffer_timeout: network settings of the job.
+        backpressure_buffer_size: buffer size of the `backpressure` scenario, if different.
+        scenarios: the only scenarios this profile runs (None: every one asked for).
+    """
+
+    rate: float
+    duration: float
+    max_rate_records: int
+    parallelism: int = 2
+    scale: tuple[int, ...] = (1, 2, 4, 8)
+    interval: float = 0.1
+    alignment_timeout: float = 0.01
+    keys: int = 128
+    zipf_s: float = 1.2
+    slowdown: float = 20.0
+    slow_delay: float = 2e-4
+    backpressure_rate: float = 100_000.0
+    buffer_size: int = 256
+    credits: int = 8
+    buffer_timeout: float = 0.005
+    #: buffer size of the `backpressure` scenario (None: `buffer_size`); on Ray a buffer is
+    #: processed as a whole before a barrier behind it is seen, so it bounds unaligned checkpoints
+    backpressure_buffer_size: int | None = None
+    #: the scenarios this profile runs (None: all that were asked for)
+    scenarios: tuple[str, ...] | None = None
+
+
+PROFILES: dict[tuple[str, bool], Profile] = {
+    # (executor, quick)
+    ("sim", True): Profile(rate=50_000, duration=0.6, max_rate_records=60_000, backpressure_rate=60_000),
+    ("sim", False): Profile(rate=50_000, duration=2.0, max_rate_records=300_000, backpressure_rate=60_000),
+    # quick on Ray: only uniform and backpressure (the targets' scenarios). Every Ray run costs
+    # seconds of actor start-up, and the whole quick matrix must stay within about 3 minutes
+    ("ray", True): Profile(rate=20_000, duration=0.8, max_rate_records=60_000, backpressure_rate=20_000,
+                           buffer_size=1000, backpressure_buffer_size=100, scenarios=("uniform", "backpressure")),
+    ("ray", False): Profile(rate=20_000, duration=4.0, max_rate_records=500_000, backpressure_rate=20_000,
+                            buffer_size=1000, backpressure_buffer_size=100),
+}
+
+
+# ---------------------------------------------------------------------------- the job
+
+
+class KeyedRecords:
+    """`fn(i)` of the generator: `{"i": i, "key": "k<n>"}`, keys uniform or Zipf(s) over `keys`.
+
+    The key is a pure function of `i` (a hashed uniform draw mapped through the Zipf CDF), so a
+    replayed record gets the same key and both executors see the same stream.
+    """
+
+    def __init__(self, keys: int, zipf_s: float | None = None) -> None:
+        if keys < 1:
+            raise ValueError(f"keys must be >= 1, got {keys!r}")
+        self.keys = keys
+        self.zipf_s = zipf_s
+        self.names = [f"k{n}" for n in range(keys)]
+        cdf: list[float] = []
+        if zipf_s is not None:
+            weights = [1.0 / (n + 1) ** zipf_s for n in range(keys)]
+            total, acc = sum(weights), 0.0
+            for w in weights:
+                acc += w
+                cdf.append(acc / total)
+        self.cdf = cdf
+
+    def __call__(self, i: int) -> dict[str, Any]:
+        h = (i * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 31
+        h = (h * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 29
+        if not self.cdf:
+            return {"i": i, "key": self.names[h % self.keys]}
+        u = h / 2.0**64
+        return {"i": i, "key": self.names[min(self.keys - 1, bisect_right(self.cdf, u))]}
+
+
+class ScheduledGenerator(GeneratorSource):
+    """A `GeneratorSource` whose `created_at` is each record's *due* time under the rate (the
+    open-loop schedule), so time spent waiting to be read counts as latency."""
+
+    def reader(self, split: Any, clock: Any) -> GeneratorSplitReader:
+        return _ScheduledReader(self, split, clock)
+
+
+class _ScheduledReader(GeneratorSplitReader):
+    def read(self, max_records: int) -> list[dict[str, Any]]:
+        first, started_at, rate = self.position, self._started_at, self._rate
+        records = super().read(max_records)
+        field_name = self.source.timestamp_field
+        if rate is not None and field_name is not None:
+            for k, record in enumerate(records):
+                record[field_name] = started_at + (first + k) / rate
+        return records
+
+
+def parse(record: dict[str, Any]) -> dict[str, Any]:
+    """The stateless step: keeps `created_at` so the sink can measure latency."""
+    return {"key": record["key"], "i": record["i"], "created_at": record["created_at"]}
+
+
+class CountKeepStamp(KeyedProcessFunction):
+    """Running count per key; forwards `created_at` and stamps `processed_at` (for throughput).
+
+    Args:
+        slow_subtask: the subtask that sleeps `delay` seconds per record (Ray backpressure), or None.
+        delay: seconds per record on `slow_subtask`; sleeps are batched into >= 1 ms naps.
+    """
+
+    def __init__(self, slow_subtask: int | None = None, delay: float = 0.0) -> None:
+        self.slow_subtask = slow_subtask
+        self.delay = delay
+        self._debt = 0.0
+
+    def process_element(self, record: dict[str, Any], ctx: Any) -> Iterable[dict[str, Any]]:
+        count = ctx.value_state("count", default=0)
+        n = count.value() + 1
+        count.update(n)
+        if self.slow_subtask is not None and ctx.subtask == self.slow_subtask:
+            self._debt += self.delay
+            if self._debt >= 1e-3:
+                time.sleep(self._debt)
+                self._debt = 0.0
+        yield {"key": ctx.key, "count": n, "created_at": record["created_at"], "processed_at": ctx.now()}
+
+
+# ---------------------------------------------------------------------------- one combination
+
+
+@dataclass(frozen=True)
+class Combination:
+    executor: str
+    scenario: str
+    mode: str
+    parallelism: int
+
+    @property
+    def label(self) -> str:
+        scenario = self.scenario if self.scenario != "scale" else f"scale-p{self.parallelism}"
+        return f"{self.executor}/{scenario}/{self.mode}"
+
+    @property
+    def scenario_label(self) -> str:
+        return self.scenario if self.scenario != "scale" else f"scale-p{self.parallelism}"
+
+
+@dataclass
+class Outcome:
+    """A combination's row plus the series the plots need."""
+
+    row: dict[str, Any]
+    latency_cdf: list[tuple[float, float]] = field(default_factory=list)  # (latency ms, fraction)
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    timeline: dict[str, Any] | None = None
+    wall_s: float = 0.0
+
+
+def plan(executors: Sequence[str], scenarios: Sequence[str], modes: Sequence[str],
+         quick: bool) -> list[Combination]:
+    """Every combination to run, in run order (executor, scenario, parallelism, mode)."""
+    combos = []
+    for executor in executors:
+        profile = PROFILES[(executor, quick)]
+        for scenario in scenarios:
+            if profile.scenarios is not None and scenario not in profile.scenarios:
+                continue
+            parallelisms = profile.scale if scenario == "scale" else (profile.parallelism,)
+            for p in parallelisms:
+                combos.extend(Combination(executor, scenario, mode, p) for mode in modes)
+    return combos
+
+
+def make_env(combo: Combination, profile: Profile) -> Any:
+    """A `StreamEnvironment` with the combination's checkpointing mode."""
+    from checkpoint.options import CheckpointingMode
+    from runtime import StreamEnvironment
+
+    buffer_size = profile.buffer_size
+    if combo.scenario == "backpressure" and profile.backpressure_buffer_size is not None:
+        buffer_size = profile.backpressure_buffer_size
+    env = StreamEnvironment(parallelism=combo.parallelism, buffer_size=buffer_size,
+                            credits=profile.credits, buffer_timeout=profile.buffer_timeout)
+    mode = combo.mode
+    if mode != "none":
+        env.enable_checkpointing(
+            interval=profile.interval,
+            mode=CheckpointingMode.AT_LEAST_ONCE if mode == "at-least-once" else CheckpointingMode.EXACTLY_ONCE,
+            unaligned=mode == "unaligned",
+            alignment_timeout=profile.alignment_timeout if mode == "aligned-timeout" else None,
+            tolerable_failures=1_000_000,
+        )
+    return env
+
+
+def build_job(env: Any, combo: Combination, profile: Profile, *, rate: float | None, count: int | None) -> None:
+    from operators import CollectSink
+
+    keys = KeyedRecords(profile.keys, profile.zipf_s if combo.scenario == "skewed" else None)
+    source = ScheduledGenerator(count=count, rate=rate, fn=keys, splits=combo.parallelism, name="generator")
+    slow = combo.scenario == "backpressure" and combo.executor == "ray" and combo.parallelism > 1
+    function = CountKeepStamp(slow_subtask=1 if slow else None, delay=profile.slow_delay)
+    (
+        env.from_source(source)
+        .map(parse, name="parse")
+        .key_by("key")
+        .process(function, name="count")
+        .sink_to(CollectSink(SINK))
+    )
+
+
+def execute(combo: Combination, profile: Profile, *, rate: float | None, count: int | None,
+            trace_barriers: bool = False) -> Any:
+    """Run the job once; returns the `JobResult`."""
+    env = make_env(combo, profile)
+    build_job(env, combo, profile, rate=rate, count=count)
+    if combo.executor == "sim":
+        from runtime.sim.executor import CostModel
+
+        slow = {"count[1]": profile.slowdown} if combo.scenario == "backpressure" and combo.parallelism > 1 else {}
+        return env.execute(combo.label.replace("/", "-"), executor="sim", seed=1, costs=CostModel(slow_tasks=slow),
+                           trace_barriers=trace_barriers)
+    return env.execute(combo.label.replace("/", "-"), executor="ray")
+
+
+def open_loop_rate(combo: Combination, profile: Profile) -> float:
+    return profile.backpressure_rate if combo.scenario == "backpressure" else profile.rate
+
+
+def run_combination(combo: Combination, profile: Profile) -> Outcome:
+    """Latency run + throughput run of one combination, summarised as a row (see `FIELDS`)."""
+    started = time.perf_counter()
+    rate = open_loop_rate(combo, profile)
+    records = int(rate * profile.duration)
+    trace = combo.executor == "sim"
+    latency_run = execute(combo, profile, rate=rate, count=records, trace_barriers=trace)
+    max_records = profile.max_rate_records
+    if combo.scenario == "backpressure":  # the slow subtask caps throughput: keep the run short
+        max_records = min(max_records, records)
+    throughput_run = execute(combo, profile, rate=None, count=max_records)
+    outcome = summarise(combo, latency_run, throughput_run, rate=rate, records=records)
+    if trace:
+        outcome.timeline = barrier_timeline(latency_run)
+    outcome.wall_s = time.perf_counter() - started
+    return outcome
+
+
+def _ms(values: Iterable[float]) -> list[float]:
+    return [v * 1e3 for v in values]
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    value = percentile(values, q)
+    return None if value is None else round(value, 6)
+
+
+def throughput_of(result: Any) -> float | None:
+    """Records per second from the first record created to the last record counted."""
+    output = result.output(SINK)
+    if not output:
+        return None
+    first = min(r["created_at"] for r in output)
+    last = max(r["processed_at"] for r in output)
+    return len(output) / (last - first) if last > first else None
+
+
+def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate: float, records: int) -> Outcome:
+    latencies = sorted(_ms(latency_run.metrics.latencies))
+    done = [c for c in latency_run.checkpoints if c.completed]
+    aborted = [c for c in latency_run.checkpoints if not c.completed]
+    durations = _ms(c.duration for c in done)
+    alignments = _ms(c.alignment_time for c in done)
+    reasons = Counter(c.failure_reason.value if c.failure_reason else "unknown" for c in aborted)
+    throughput = throughput_of(throughput_run)
+    row: dict[str, Any] = {
+        "executor": combo.executor,
+        "scenario": combo.scenario_label,
+        "mode": combo.mode,
+        "parallelism": combo.parallelism,
+        "status": "ok",
+        "throughput": None if throughput is None else round(throughput, 3),
+        "latency_p50": _pct(latencies, 50),
+        "latency_p90": _pct(latencies, 90),
+        "latency_p99": _pct(latencies, 99),
+        "latency_p99_9": _pct(latencies, 99.9),
+        "latency_max": _pct(latencies, 100),
+        "checkpoint_duration_p50": _pct(durations, 50),
+        "checkpoint_duration_p99": _pct(durations, 99),
+        "checkpoint_duration_max": _pct(durations, 100),
+        "alignment_time_p50": _pct(alignments, 50),
+        "alignment_time_max": _pct(alignments, 100),
+        "persisted_bytes": sum(c.persisted_bytes for c in done),
+        "state_bytes": max((c.state_bytes for c in done), default=0),
+        "checkpoints_completed": len(done),
+        "checkpoints_aborted": len(aborted),
+        "abort_reasons": dict(sorted(reasons.items())),
+        "rate": rate,
+        "records": records,
+    }
+    n = len(latencies)
+    cdf = [(latencies[min(n - 1, int(q * (n - 1) / 200))], q / 200) for q in range(201)] if n else []
+    timeline_points = [
+        {"id": c.id, "trigger_time": c.trigger_time, "duration": c.duration * 1e3, "completed": c.completed,
+         "failure_reason": c.failure_reason.value if c.failure_reason else None, "unaligned": c.unaligned}
+        for c in sorted(latency_run.checkpoints, key=lambda c: c.id)
+    ]
+    return Outcome(row=row, latency_cdf=cdf, checkpoints=timeline_points)
+
+
+def failed_outcome(combo: Combination, error: BaseException) -> Outcome:
+    row = {f: None for f in FIELDS}
+    row.update(executor=combo.executor, scenario=combo.scenario_label, mode=combo.mode,
+               parallelism=combo.parallelism, status=f"failed: {type(error).__name__}: {error}"[:300],
+               abort_reasons={})
+    return Outcome(row=row)
+
+
+def barrier_timeline(result: Any) -> dict[str, Any] | None:
+    """The barrier events of one completed checkpoint (the middle one) from a traced sim run.
+
+    Returns:
+        `{"checkpoint_id", "trigger_time", "end_time", "unaligned", "events": [[time, kind, task,
+        detail], ...]}` with kind `barrier-in` (detail: input channel), `snapshot` (detail: the
+        synchronous snapshot time; the event time is when the upload started) or `ack`; None
+        when no checkpoint completed.
+    """
+    done = [c for c in result.checkpoints if c.completed]
+    if not done:
+        return None
+    chosen = done[len(done) // 2]
+    events = [
+        [event[0], event[1], event[3], event[4] if len(event) > 4 else None]
+        for event in result.trace
+        if len(event) > 3 and event[1] in ("barrier-in", "snapshot", "ack") and event[2] == chosen.id
+    ]
+    return {"checkpoint_id": chosen.id, "trigger_time": chosen.trigger_time, "end_time": chosen.end_time,
+            "unaligned": chosen.unaligned, "events": events}
+
+
+# ---------------------------------------------------------------------------- the matrix
+
+
+def run_matrix(combos: Sequence[Combination], quick: bool, *, show_progress: bool = True,
+               on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Run every combination (Ray started once for the Ray ones), with a rich progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    outcomes: list[Outcome] = []
+    by_key: dict[tuple[str, str, str, int], Outcome] = {}
+    ray_started = False
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=not show_progress, transient=False) as progress:
+        bar = progress.add_task("checkpoint modes", total=len(combos))
+        ray_error: BaseException | None = None
+        try:
+            for combo in combos:
+                progress.update(bar, description=f"{combo.label:<40}")
+                if combo.executor == "ray" and not ray_started and ray_error is None:
+                    try:
+                        from runtime.ray.cluster import ensure_ray
+
+                        ray_started = ensure_ray()
+                    except Exception as exc:  # reported per row, never faked
+                        ray_error = exc
+                same = by_key.get((combo.executor, "uniform", combo.mode, combo.parallelism))
+                try:
+                    if combo.executor == "ray" and ray_error is not None:
+                        raise ray_error
+                    if combo.scenario == "scale" and same is not None:
+                        # scale at the default parallelism is the uniform scenario: same job, same row
+                        outcome = replace(same, row={**same.row, "scenario": combo.scenario_label})
+                    else:
+                        outcome = run_combination(combo, PROFILES[(combo.executor, quick)])
+                except Exception as exc:
+                    if os.environ.get("BARRIERFLOW_BENCH_DEBUG"):
+                        traceback.print_exc()
+                    outcome = failed_outcome(combo, exc)
+                outcomes.append(outcome)
+                by_key[(combo.executor, combo.scenario, combo.mode, combo.parallelism)] = outcome
+                if on_outcome is not None:
+                    on_outcome(outcome)
+                progress.advance(bar)
+        finally:
+            if ray_started:
+                import ray
+
+                ray.shutdown()
+    return outcomes
+
+
+def payload_of(outcomes: Sequence[Outcome], args: dict[str, Any]) -> dict[str, Any]:
+    """The JSON document: rows, units, the plot series and how it was run."""
+    series = {
+        "/".join((o.row["executor"], o.row["scenario"], o.row["mode"])): {
+            "latency_cdf": o.latency_cdf, "checkpoints": o.checkpoints, "timeline": o.timeline,
+        }
+        for o in outcomes
+    }
+    return {
+        "benchmark": "checkpoint_modes",
+        "rows": [o.row for o in outcomes],
+        "units": UNITS,
+        "series": series,
+        "wall_s": {"/".join((o.row["executor"], o.row["scenario"], o.row["mode"])): round(o.wall_s, 3)
+                   for o in outcomes},
+        "args": args,
+        "profiles": {f"{e}{'-quick' if q else ''}": _profile_json(p) for (e, q), p in PROFILES.items()},
+    }
+
+
+def _profile_json(profile: Profile) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in profile.__dict__.items()}
+
+
+def targets(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The issue's target ratios that these rows can answer, one line each."""
+    def get(executor: str, scenario: str, mode: str, name: str) -> Any:
+        for row in rows:
+            if (row["executor"], row["scenario"], row["mode"]) == (executor, scenario, mode):
+                return row.get(name)
+        return None
+
+    lines = []
+    for executor in EXECUTORS:
+        aligned = get(executor, "backpressure", "aligned", "checkpoint_duration_p50")
+        unaligned = get(executor, "backpressure", "unaligned", "checkpoint_duration_p50")
+        if aligned and unaligned is not None:
+            ratio = unaligned / aligned
+            lines.append(f"{executor} backpressure: unaligned/aligned checkpoint duration p50 = "
+                         f"{unaligned:.2f}/{aligned:.2f} ms = {ratio:.3f} (target <= 0.1: "
+                         f"{'met' if ratio <= 0.1 else 'NOT met'})")
+        p99 = {m: get(executor, "backpressure", m, "latency_p99") for m in ("aligned", "unaligned", "at-least-once")}
+        if all(v is not None for v in p99.values()):
+            ok = p99["unaligned"] <= p99["aligned"] and p99["at-least-once"] <= p99["aligned"]
+            lines.append(f"{executor} backpressure: latency p99 aligned {p99['aligned']:.2f} ms, unaligned "
+                         f"{p99['unaligned']:.2f} ms, at-least-once {p99['at-least-once']:.2f} ms "
+                         f"(target unaligned, at-least-once <= aligned: {'met' if ok else 'NOT met'})")
+        none = get(executor, "uniform", "none", "throughput")
+        aligned_tp = get(executor, "uniform", "aligned", "throughput")
+        if none and aligned_tp:
+            cost = 1 - aligned_tp / none
+            lines.append(f"{executor} uniform: aligned/none throughput = {aligned_tp:,.0f}/{none:,.0f} rec/s "
+                         f"= {aligned_tp / none:.3f} (cost {cost:.1%}; target cost <= 10%: "
+                         f"{'met' if cost <= 0.10 else 'NOT met'})")
+    return lines
+
+
+def render_table(rows: Sequence[dict[str, Any]]) -> str:
+    shown = []
+    for row in rows:
+        shown.append({
+            c: (", ".join(f"{k}: {v}" for k, v in (row.get(c) or {}).items()) if c == "abort_reasons" else row.get(c))
+            for c in TABLE_COLUMNS
+        })
+    header = ("throughput in records/s; latencies, checkpoint durations and alignment times in ms "
+              "(virtual on sim, wall on ray); bytes in bytes")
+    return header + "\n\n" + markdown_table(shown, TABLE_COLUMNS)
+
+
+def write_outputs(payload: dict[str, Any], json_path: str, out_dir: str, *, plots: bool = True) -> list[str]:
+    """Write the JSON, the Markdown table and (unless `plots` is False) the PNGs; returns the files."""
+    os.makedirs(out_dir, exist_ok=True)
+    write_json(json_path, payload)
+    table_path = os.path.join(out_dir, "checkpoint_modes.md")
+    with open(table_path, "w") as fh:
+        fh.write(render_table(payload["rows"]) + "\n")
+        lines = targets(payload["rows"])
+        if lines:
+            fh.write("\n" + "\n".join(f"- {line}" for line in lines) + "\n")
+    files = [json_path, table_path]
+    if plots:
+        from benchmarks.plots import make_plots
+
+        files += make_plots(payload, out_dir)
+    return files
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="small runs (whole matrix in a few minutes)")
+    parser.add_argument("--executor", choices=[*EXECUTORS, "all"], default="all")
+    parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS), metavar="SCENARIO",
+                        help=f"scenarios to run ({', '.join(SCENARIOS)}); default all")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), metavar="MODE",
+                        help=f"modes to run ({', '.join(MODES)}); default all")
+    parser.add_argument("--json", default=None, help="JSON output (default: OUT/checkpoint_modes.json)")
+    parser.add_argument("--out", default="bench-out", help="directory for the table and the plots")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--peers", action="store_true",
+                        help="also run PyFlink and Bytewax (optional extra: pip install -e .[peers])")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console()
+    executors = list(EXECUTORS) if args.executor == "all" else [args.executor]
+    combos = plan(executors, args.scenario, args.modes, args.quick)
+    for executor in executors:
+        only = PROFILES[(executor, args.quick)].scenarios
+        skipped = [s for s in args.scenario if only is not None and s not in only]
+        if skipped:
+            print(f"note: {executor}{' --quick' if args.quick else ''} runs only {', '.join(only)}; "
+                  f"skipped {', '.join(skipped)} (run without --quick for them)")
+    json_path = args.json or os.path.join(args.out, "checkpoint_modes.json")
+    started = time.perf_counter()
+    outcomes = run_matrix(combos, args.quick, show_progress=not args.no_progress)
+    if args.peers:
+        from benchmarks.peers import run_peers
+
+        outcomes += [Outcome(row=row) for row in run_peers(quick=args.quick, console=console)]
+    settings = {k: v for k, v in vars(args).items() if k != "func"}
+    payload = payload_of(outcomes, settings)
+    payload["total_wall_s"] = round(time.perf_counter() - started, 3)
+    files = write_outputs(payload, json_path, args.out, plots=not args.no_plots)
+    print(render_table(payload["rows"]))  # plain print: rich would wrap the wide table
+    lines = targets(payload["rows"])
+    if lines:
+        print("\ntargets:\n" + "\n".join(f"  {line}" for line in lines))
+    print(f"\n{len(combos)} combinations in {payload['total_wall_s']:.1f} s; wrote {', '.join(files)}")
+    failed = [o.row for o in outcomes if o.row["status"] != "ok"]
+    if failed:
+        print(f"{len(failed)} combination(s) failed (see the status column)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.checkpoint_modes",
+                                     description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run_from_args(parser.parse_args(argv))
+
+
+def replace_profile(executor: str, quick: bool, **changes: Any) -> Profile:
+    """A copy of a built-in profile with `changes` (tests and experiments)."""
+    return replace(PROFILES[(executor, quick)], **changes)
+
+
+if __name__ == "__main__":
+    # run the copy imported under the package name, so the job's classes pickle by reference
+    # (Ray workers import `benchmarks.checkpoint_modes`, they cannot import `__main__`)
+    from benchmarks.checkpoint_modes import main as _main
+
+    sys.exit(_main())

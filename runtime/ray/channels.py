@@ -1,0 +1,104 @@
+"""Data channels between task actors: ordered pushes, sequence checks, batched credits.
+
+Ordering. A data channel is one sender task -> one receiver task. The sender pushes with direct
+actor calls (`receiver.push.remote(channel, seq, payloads)`) and the receiver is a *synchronous,
+single-threaded* actor. Ray documents ("Actor Task Execution Order") that such an actor executes
+the calls of one submitter in submission order; a sender is one submitter and it submits under
+its actor lock, so a channel is FIFO. (Async or threaded actors give no such guarantee.) As a
+check, every push carries the sequence number of its first payload; the receiver verifies each
+channel's numbers are contiguous and fails the task with `ChannelOrderError` otherwise, which a
+failover repairs instead of corrupting state silently. Nothing on the data path uses
+`max_task_retries`: a retried call could duplicate or reorder data.
+
+Epochs. Task actors survive a failover and are redeployed for the next execution attempt, so
+every data and credit call carries the sender's epoch and a receiver drops calls of any other
+epoch (a push submitted just before a failover must not reach the restored task).
+
+Flow control. Credits are counted by the pure `Task` (an output channel holds at most `credits`
+buffers in flight). The receiver owes a credit for every buffer its task *consumed* (not merely
+received: a buffer held back by barrier alignment keeps its credit, as in Flink). Owed credits
+are returned in one `add_credits` call per sender after each round of work, so in steady state
+there is one credit call per data call, not one per buffer. Events (barriers, cancellation
+markers, end of partition) need no credit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+
+class ChannelOrderError(RuntimeError):
+    """A push arrived out of sequence on a channel (a transport bug, never expected)."""
+
+
+class OutputChannels:
+    """Sends a task's drained output: out channel -> (receiver actor, receiver's input channel),
+    tagged with `epoch`.
+
+    Consecutive payloads for one channel go in one call; each call carries the sequence number
+    of its first payload.
+    """
+
+    def __init__(self, routes: dict[int, tuple[Any, int]], epoch: int) -> None:
+        self._routes = routes
+        self._epoch = epoch
+        self._next_seq: dict[int, int] = dict.fromkeys(routes, 0)
+        self.calls = 0
+
+    def send(self, drained: list[tuple[int, Any]]) -> None:
+        if not drained:
+            return
+        grouped: dict[int, list[Any]] = {}
+        for out_index, payload in drained:
+            grouped.setdefault(out_index, []).append(payload)
+        for out_index, payloads in grouped.items():
+            receiver, in_channel = self._routes[out_index]
+            seq = self._next_seq[out_index]
+            self._next_seq[out_index] = seq + len(payloads)
+            receiver.push.remote(self._epoch, in_channel, seq, payloads)
+            self.calls += 1
+
+
+class InputChannels:
+    """Receiver side: sequence checks per input channel, and credits owed to the senders.
+
+    Args:
+        senders: input channel -> (sender name, sender actor, the sender's output channel).
+        receiver: this task's name (for error messages).
+        epoch: the execution attempt, sent with returned credits.
+    """
+
+    def __init__(self, senders: dict[int, tuple[str, Any, int]], receiver: str, epoch: int) -> None:
+        self._senders = senders
+        self._epoch = epoch
+        self._receiver = receiver
+        self._next_seq: dict[int, int] = dict.fromkeys(senders, 0)
+        self._owed: dict[int, int] = defaultdict(int)
+
+    def check(self, channel: int, seq: int, count: int) -> None:
+        """Raises: ChannelOrderError when `seq` is not the next number on `channel`."""
+        expected = self._next_seq.get(channel)
+        if expected is None:
+            raise ChannelOrderError(f"task {self._receiver}: push on unknown input channel {channel}")
+        if seq != expected:
+            sender = self._senders[channel][0]
+            raise ChannelOrderError(
+                f"task {self._receiver}: channel {channel} from {sender} delivered seq {seq}, expected {expected}"
+            )
+        self._next_seq[channel] = expected + count
+
+    def consumed(self, channel: int) -> None:
+        self._owed[channel] += 1
+
+    def return_credits(self) -> None:
+        """Send every owed credit, one call per sender."""
+        if not self._owed:
+            return
+        by_sender: dict[str, tuple[Any, dict[int, int]]] = {}
+        for channel, n in self._owed.items():
+            name, handle, out_index = self._senders[channel]
+            by_sender.setdefault(name, (handle, {}))[1][out_index] = n
+        self._owed.clear()
+        for handle, credits in by_sender.values():
+            handle.add_credits.remote(self._epoch, credits)

@@ -1,0 +1,174 @@
+"""`CoordinatorActor`: the pure `CheckpointCoordinator` in a Ray actor, as its gateway.
+
+Timers. The coordinator needs one-shot timers (periodic triggers, checkpoint timeouts, final
+checkpoint retries) but a synchronous actor cannot sleep. It gets a `ThreadTimers`: a daemon
+thread inside the actor fires due callbacks while holding the actor's lock, and every actor
+method takes the same lock, so the coordinator never sees two threads. (A driver-side ticker
+calling `tick()` would also work, but would put a driver round trip — ~1 ms plus the driver's
+poll period — into every trigger and timeout; the thread fires within a millisecond.)
+
+Gateway. Triggers and notifications are fire-and-forget calls to the task actors of the current
+epoch; the refs of completion notifications are kept so the driver can wait until every task
+has seen the final checkpoint's completion (its sinks have committed) before collecting results.
+Messages from tasks carry their epoch: anything from an earlier execution attempt is dropped,
+so a late "source finished" or acknowledgement of a killed task cannot leak into the next one.
+`fail_job` (too many checkpoint failures) is recorded and picked up by the driver, which owns
+failover.
+
+The completed-checkpoint store lives on the job's checkpoint storage (memory: the shared
+blob-store actor), so a replacement coordinator `recover()`s it and keeps ids increasing.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import ray
+
+from checkpoint.coordinator import CheckpointCoordinator
+from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.ids import StorageCheckpointIDCounter
+from checkpoint.reasons import CheckpointFailureReason
+from checkpoint.store import StandaloneCompletedCheckpointStore
+from runtime.ray.storage import StorageSpec, open_storage
+from runtime.ray.timers import ThreadTimers, WallClock
+from runtime.restore import restore_latest_valid
+from runtime.task import TaskRestore
+
+
+class CoordinatorActor:
+    """Hosts the job's `CheckpointCoordinator`. Wrapped with `ray.remote` by the executor."""
+
+    def __init__(self, job_id: str, graph: Any, storage: StorageSpec) -> None:
+        self._lock = threading.RLock()
+        self._timers = ThreadTimers(self._lock)
+        self.graph = graph
+        self.job_id = job_id
+        config = graph.checkpoint_config
+        self.storage = open_storage(storage)
+        self.store = StandaloneCompletedCheckpointStore(self.storage, job_id, config.retained)
+        self.store.recover()  # a replacement coordinator finds what its predecessor completed
+        self.id_counter = StorageCheckpointIDCounter(self.storage, job_id)
+        self.id_counter.start()  # continues from the id a crashed predecessor persisted
+        self.id_counter.set_count(max(self.id_counter.get(), self.store.highest_checkpoint_id_seen + 1))
+        self.epoch: int | None = None
+        self._handles: dict[TaskId, Any] = {}
+        self._notify_refs: list[Any] = []
+        self._fail_request: str | None = None
+        sources = graph.source_task_ids()
+        self.coordinator = CheckpointCoordinator(
+            job_id, config, clock=WallClock(), timers=self._timers, gateway=self, store=self.store,
+            id_counter=self.id_counter, source_tasks=sources, all_tasks=graph.task_ids(),
+        )
+
+    # ------------------------------------------------------------------ driver-facing
+
+    def deploy(self, epoch: int, handles: dict[TaskId, Any], first: bool) -> None:
+        """Tasks of `epoch` are up: route to them and (re)start periodic triggering."""
+        with self._lock:
+            self.epoch = epoch
+            self._handles = dict(handles)
+            self._notify_refs = []
+            self._fail_request = None
+            if not first:
+                self.coordinator.restart(self.graph.source_task_ids(), self.graph.task_ids())
+            self.coordinator.start()
+
+    def suspend(self, reason: CheckpointFailureReason = CheckpointFailureReason.TASK_FAILURE) -> None:
+        """Failover begins: stop triggering, abort what is pending, ignore the old epoch."""
+        with self._lock:
+            self.epoch = None
+            self.coordinator.stop()
+            self.coordinator.abort_all_pending(reason)
+
+    def restores(self) -> dict[TaskId, TaskRestore]:
+        """Restore state of every task from the newest retained checkpoint that verifies (empty:
+        none yet; a corrupt one is skipped for the previous retained one).
+
+        Raises:
+            runtime.restore.NoValidCheckpointError: checkpoints are retained but none verifies.
+            runtime.restore.RestoreError: the checkpoint does not fit the job.
+        """
+        with self._lock:
+            return restore_latest_valid(self.graph, self.store, self.storage)[1]
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            stats = self.coordinator.stats
+            last = stats.latest_completed
+            return {
+                "completed": stats.num_completed,
+                "aborted": stats.num_aborted,
+                "last_duration": last.duration if last else None,
+                "last_alignment": last.alignment_time if last else None,
+                "fail_request": self._fail_request,
+                "final_complete": self.coordinator.is_final_checkpoint_complete,
+                "latest_id": (self.store.get_latest_checkpoint() or _NoCheckpoint).checkpoint_id,
+            }
+
+    def history(self) -> list[Any]:
+        with self._lock:
+            return list(self.coordinator.stats.history)
+
+    def wait_notifications(self, timeout: float = 10.0) -> None:
+        """Wait until the completion notifications sent so far were executed by their tasks."""
+        with self._lock:
+            refs, self._notify_refs = self._notify_refs, []
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=timeout)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self.coordinator.shutdown()
+            self._timers.close()
+
+    # ------------------------------------------------------------------ task-facing
+
+    def acknowledge(self, epoch: int, ack: TaskAcknowledgement) -> None:
+        with self._lock:
+            if epoch == self.epoch:
+                self.coordinator.receive_acknowledge(ack)
+
+    def decline(self, epoch: int, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        with self._lock:
+            if epoch == self.epoch:
+                self.coordinator.receive_decline(task_id, checkpoint_id, reason)
+
+    def source_finished(self, epoch: int, task_id: TaskId) -> None:
+        with self._lock:
+            if epoch == self.epoch:
+                self.coordinator.source_finished(task_id)
+
+    # ------------------------------------------------------------------ CoordinatorGateway
+
+    def trigger_source(self, task_id: TaskId, checkpoint_id: int, timestamp: float,
+                       unaligned: bool = False, alignment_timeout: float | None = None) -> None:
+        handle = self._handles.get(task_id)
+        if handle is not None and self.epoch is not None:
+            handle.trigger_source.remote(self.epoch, checkpoint_id, timestamp, unaligned, alignment_timeout)
+
+    def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
+        handle = self._handles.get(task_id)
+        if handle is not None and self.epoch is not None:
+            coordinator = self.coordinator
+            final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
+            self._notify_refs.append(handle.notify_complete.remote(self.epoch, checkpoint_id, final))
+            if len(self._notify_refs) > 256:
+                _, self._notify_refs = ray.wait(self._notify_refs, num_returns=len(self._notify_refs), timeout=0)
+
+    def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        handle = self._handles.get(task_id)
+        if handle is not None and self.epoch is not None:
+            handle.notify_aborted.remote(self.epoch, checkpoint_id, reason)
+
+    def fail_job(self, error: Exception) -> None:
+        if self._fail_request is None:
+            self._fail_request = f"checkpoint failures: {error}"
+
+    def on_checkpoint_completed(self, completed: Any) -> None:
+        pass
+
+
+class _NoCheckpoint:
+    checkpoint_id = None

@@ -1,0 +1,533 @@
+"""`RayExecutor`: runs a job graph with every task and the coordinator as Ray actors.
+
+Theory of operation
+-------------------
+The driver process plays Flink's JobMaster: it places the actors, watches them and performs
+failover; the actors run the *same* pure classes as the simulator (`Task`, the barrier handlers,
+`CheckpointCoordinator`, `SnapshotWriter`, `build_restores`) — only the transport differs.
+
+* Actors. One `TaskActor` per task (fractional CPUs, so 10+ tasks fit on 2 cores; spread over
+  the nodes of a cluster), one `CoordinatorActor`, one `CommitterService` (the sinks' external
+  system, outliving task restarts) and, for in-memory checkpoints, one `BlobStoreService`. The
+  job-wide actors are pinned to the driver's node, so losing a worker node loses tasks only.
+  Data flows task-to-task (`runtime.ray.channels`); the driver is on no data path.
+* Watching. Every `heartbeat_interval` the driver polls each task (one outstanding heartbeat per
+  task) and the coordinator. A call to a dead actor (`ray.kill`, a crash, a lost node) raises
+  `RayActorError` within milliseconds to a few seconds (node loss: the health check period);
+  a heartbeat unanswered for `heartbeat_timeout` means a hung task; a task that raised reports
+  its error in its heartbeat; the coordinator reports "too many checkpoint failures" (which also
+  covers a task hanging inside a checkpoint: the checkpoint times out). Each of these starts a
+  global failover.
+* Failover, as the simulator: suspend the coordinator (stop triggering, abort pending checkpoints
+  with TASK_FAILURE), cancel every task, consult the restart strategy, wait its delay, and deploy
+  every task afresh from the latest completed checkpoint (`build_restores`, in the coordinator
+  actor next to the store) as a new epoch; then resume triggering. Actors that died are replaced
+  by new ones; the survivors host the new epoch's tasks (a new actor costs a process start, ~1 s).
+  Every call carries its epoch and anything from an older epoch is dropped, so nothing leaks
+  from the failed attempt into the restored one.
+  A dead coordinator is replaced by one that recovers the completed-checkpoint store.
+* Faults (`FaultPlan`): `TaskCrash` at a time is a `ray.kill` of that task's actor; after N
+  records (or at a fraction of the task's expected records) the actor freezes at that record
+  count and the driver kills it. `CoordinatorCrash` kills the coordinator actor (at a time or a
+  fraction of the expected source records), `ChannelStall` holds a task's input back, lost
+  acknowledgements and failing storage writes are applied inside the task actor.
+* End. When every task reports finished, the driver waits until the final checkpoint's
+  completion notifications have executed (the sinks committed), asks every task for its keyed
+  state and latencies, and reads the committed output from the committer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from checkpoint.handles import TaskId
+from checkpoint.reasons import CheckpointFailureReason
+from runtime.faults import (
+    ChannelStall,
+    CoordinatorCrash,
+    FaultPlan,
+    LostAcknowledgement,
+    StorageWriteFailure,
+    TaskCrash,
+    resolve_task,
+)
+from runtime.graph import JobGraph
+from runtime.ray.cluster import alive_nodes, ensure_ray
+from runtime.ray.coordinator_actor import CoordinatorActor
+from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
+from runtime.ray.storage import check_storage_for_cluster, is_memory
+from runtime.ray.task_actor import TaskActor
+from runtime.result import JobFailedError, JobMetrics, JobResult
+
+log = logging.getLogger("barrierflow.ray")
+
+_TaskActor = ray.remote(TaskActor)
+_CoordinatorActor = ray.remote(CoordinatorActor)
+_Committer = ray.remote(CommitterService)
+_BlobStore = ray.remote(BlobStoreService)
+
+
+class RayExecutor:
+    """Runs `graph` on Ray. See the module docstring; `run_job` is the entry point.
+
+    Args:
+        graph: the job.
+        address: a Ray cluster to join (None: the running Ray, else an embedded local one).
+        faults: what to break.
+        seed: picks unnamed fault targets (with the plan's seed); recorded in the result.
+        progress: called about four times a second with a dict of progress figures.
+        job_id: storage directory name (default: the job name).
+        task_cpus: CPUs each task actor requests.
+        heartbeat_interval: seconds between polls of the actors.
+        heartbeat_timeout: seconds a task may leave a heartbeat unanswered before it counts as hung.
+        max_duration: wall seconds before the job is failed as stuck.
+    """
+
+    def __init__(
+        self,
+        graph: JobGraph,
+        *,
+        address: str | None = None,
+        faults: FaultPlan | None = None,
+        seed: int = 0,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+        job_id: str | None = None,
+        task_cpus: float = 0.01,
+        heartbeat_interval: float = 0.02,
+        heartbeat_timeout: float = 30.0,
+        max_duration: float = 600.0,
+    ) -> None:
+        self.graph = graph
+        self.address = address
+        self.faults = faults or FaultPlan()
+        self.seed = seed
+        self.progress = progress
+        self.job_id = job_id or graph.job_name
+        self.task_cpus = task_cpus
+        self.heartbeat_interval = heartbeat_interval
+        self.heartbeat_timeout = heartbeat_timeout
+        self.max_duration = max_duration
+        config = graph.checkpoint_config
+        self.checkpointing = graph.checkpointing_enabled
+        self.storage_uri = config.storage if config is not None else None
+        strategy = graph.restart_strategy
+        self.restarts_left = strategy.attempts if strategy else 0
+        self.restart_delay = strategy.delay if strategy else 0.0
+        self.task_ids = graph.task_ids()
+        self.failures: list[str] = []
+        self.epoch = -1
+        self.tasks: dict[TaskId, Any] = {}
+        self._dead: set[TaskId] = set()
+        #: task name -> node id of its actor (current epoch)
+        self.placement: dict[str, str] = {}
+        self._heartbeats: dict[TaskId, tuple[Any, float]] = {}
+        self._status: dict[TaskId, dict[str, Any]] = {}
+        self._done_records: dict[TaskId, int] = dict.fromkeys(self.task_ids, 0)  # earlier epochs
+        self._done_source_records = 0
+        self._coord_status: dict[str, Any] = {}
+        self._coord_ref: Any = None
+        self._stats_history: list[Any] = []
+        self._fired: set[int] = set()
+        self.coordinator: Any = None
+        self.committer: Any = None
+        self.blob_store: Any = None
+
+    # ------------------------------------------------------------------ entry
+
+    def run(self) -> JobResult:
+        started_ray = ensure_ray(self.address)
+        try:
+            return self._run()
+        finally:
+            self._cleanup()
+            if started_ray:
+                ray.shutdown()
+
+    def _run(self) -> JobResult:
+        nodes = alive_nodes()
+        check_storage_for_cluster(self.storage_uri, len(nodes))
+        self._multi_node = len(nodes) > 1
+        self._pin = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.committer = _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote()
+        if is_memory(self.storage_uri):
+            self.blob_store = _BlobStore.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote()
+            self.storage_spec: tuple[str, Any] = ("memory", self.blob_store)
+        else:
+            self.storage_spec = ("uri", self.storage_uri)
+        self.graph_ref = ray.put(self.graph)
+        self._resolve_faults()
+        log.info("barrierflow ray: job %r on %d node(s), %d tasks, faults=%r", self.graph.job_name,
+                 len(nodes), len(self.task_ids), self.faults)
+        self.started = time.time()
+        if self.checkpointing:
+            self.coordinator = self._new_coordinator()
+        self._deploy({})
+        self.running_since = time.time()  # job time excludes starting Ray and the first actors
+        last_progress = 0.0
+        while True:
+            now = time.time()
+            if now - self.started > self.max_duration:
+                stuck = [str(t) for t in self.task_ids if not self._status.get(t, {}).get("finished")]
+                self._give_up(f"job did not finish within {self.max_duration} s; unfinished tasks {stuck}; "
+                              f"coordinator: {self._coord_status}", None)
+            self._inject_faults(now)
+            failure = self._poll_tasks(now) or self._poll_coordinator()
+            if failure is not None:
+                self._failover(*failure)
+                continue
+            if self._all_finished():
+                return self._finish()
+            if self.progress is not None and now - last_progress >= 0.25:
+                last_progress = now
+                self.progress(self._progress_info())
+            time.sleep(self.heartbeat_interval)
+
+    # ------------------------------------------------------------------ deployment
+
+    def _new_coordinator(self) -> Any:
+        return _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
+                                         max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec)
+
+    def _deploy(self, restores: dict[TaskId, Any]) -> None:
+        """Deploy a new epoch on the task actors, replacing the ones that died."""
+        for _ in range(5):
+            self.epoch += 1
+            epoch = self.epoch
+            for task_id in self.task_ids:
+                if task_id in self._dead or task_id not in self.tasks:
+                    self.tasks[task_id] = self._new_task_actor(task_id)
+            self._dead.clear()
+            self.placement = {}
+            outputs, inputs = self._routes()
+            self._status = {}
+            self._heartbeats = {}
+            refs = {t: self.tasks[t].deploy.remote(epoch, restores.get(t), self.tasks[t], outputs[t], inputs[t],
+                                                   self._task_faults(t), self.coordinator)
+                    for t in self.task_ids}
+            for task_id, ref in refs.items():
+                try:
+                    ray.get(ref, timeout=self.heartbeat_timeout)
+                except RayActorError:
+                    self._dead.add(task_id)  # died before or while deploying: replace it
+                except GetTimeoutError:
+                    self._kill(task_id)  # hung (still stuck in a user function): replace it
+            if self._dead:
+                continue
+            if self.coordinator is not None:
+                ray.get(self.coordinator.deploy.remote(epoch, self.tasks, epoch == 0), timeout=60)
+            for task_id in self.task_ids:
+                # not awaited: starting runs user code, and a task that fails or hangs there is
+                # caught by the heartbeats like anywhere else
+                self.tasks[task_id].start.remote(epoch)
+            return
+        self._give_up(f"could not deploy the tasks of job {self.graph.job_name!r}: actors kept dying", None)
+
+    def _new_task_actor(self, task_id: TaskId) -> Any:
+        options: dict[str, Any] = {"num_cpus": self.task_cpus, "max_restarts": 0, "max_task_retries": 0}
+        if self._multi_node:
+            options["scheduling_strategy"] = "SPREAD"
+        services = {"committer": self.committer,
+                    "storage": self.storage_spec, "job_id": self.job_id}
+        return _TaskActor.options(**options).remote(self.graph_ref, task_id, services)
+
+    def _routes(self) -> tuple[dict[TaskId, dict[int, tuple[Any, int]]], dict[TaskId, dict[int, tuple[str, Any, int]]]]:
+        graph = self.graph
+        outputs: dict[TaskId, dict[int, tuple[Any, int]]] = {t: {} for t in self.task_ids}
+        inputs: dict[TaskId, dict[int, tuple[str, Any, int]]] = {t: {} for t in self.task_ids}
+        for task_id in self.task_ids:
+            index = 0
+            for edge, targets in graph.output_groups(task_id.vertex, task_id.subtask):
+                for downstream in targets:
+                    receiver = TaskId(edge.target, downstream)
+                    in_ch = graph.input_channel_index(edge.target, downstream, edge, task_id.subtask)
+                    outputs[task_id][index] = (self.tasks[receiver], in_ch)
+                    inputs[receiver][in_ch] = (str(task_id), self.tasks[task_id], index)
+                    index += 1
+        return outputs, inputs
+
+    # ------------------------------------------------------------------ watching
+
+    def _poll_tasks(self, now: float) -> tuple[str, BaseException | None] | None:
+        for task_id, handle in self.tasks.items():
+            if task_id not in self._heartbeats:
+                self._heartbeats[task_id] = (handle.heartbeat.remote(), now)
+        refs = {ref: task_id for task_id, (ref, _) in self._heartbeats.items()}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
+        for ref in ready:
+            task_id = refs[ref]
+            del self._heartbeats[task_id]
+            try:
+                status = ray.get(ref)
+            except RayActorError as exc:
+                self._dead.add(task_id)
+                return f"task {task_id} died: {_short(exc)}", exc
+            if status["epoch"] != self.epoch:
+                continue
+            self._status[task_id] = status
+            self.placement[str(task_id)] = status["node"]
+            if status["error"]:
+                return status["error"], RemoteTaskError(status["error"])
+            if status["frozen"]:
+                self._kill(task_id)  # TaskCrash after N records: the poll sees it dead next
+        for task_id, (_, sent) in self._heartbeats.items():
+            if now - sent > self.heartbeat_timeout:
+                self._kill(task_id)
+                return f"task {task_id} is hung: no heartbeat for {now - sent:.1f} s", None
+        return None
+
+    def _kill(self, task_id: TaskId) -> None:
+        ray.kill(self.tasks[task_id], no_restart=True)
+        self._dead.add(task_id)
+
+    def _poll_coordinator(self) -> tuple[str, BaseException | None] | None:
+        if self.coordinator is None:
+            return None
+        if self._coord_ref is None:
+            self._coord_ref = self.coordinator.status.remote()
+        ready, _ = ray.wait([self._coord_ref], timeout=0)
+        if not ready:
+            return None
+        ref, self._coord_ref = self._coord_ref, None
+        try:
+            self._coord_status = ray.get(ref)
+        except RayActorError as exc:
+            self._replace_coordinator()
+            return f"checkpoint coordinator died: {_short(exc)}", exc
+        if self._coord_status.get("fail_request"):
+            return self._coord_status["fail_request"], None
+        return None
+
+    def _replace_coordinator(self) -> None:
+        ray.kill(self.coordinator, no_restart=True)
+        self.coordinator = self._new_coordinator()
+        self._coord_ref = None
+
+    def _all_finished(self) -> bool:
+        return len(self._status) == len(self.task_ids) and all(s["finished"] for s in self._status.values())
+
+    # ------------------------------------------------------------------ failover
+
+    def _failover(self, why: str, exc: BaseException | None) -> None:
+        self.failures.append(why)
+        log.info("barrierflow ray: failover (%s)", why)
+        reason = CheckpointFailureReason.TASK_FAILURE
+        if self.coordinator is not None:
+            try:
+                ray.get(self.coordinator.suspend.remote(reason), timeout=30)
+            except (RayActorError, GetTimeoutError):
+                self._replace_coordinator()
+        for task_id, handle in self.tasks.items():
+            self._done_records[task_id] += self._status.get(task_id, {}).get("records", 0)
+            self._done_source_records += self._status.get(task_id, {}).get("source_records", 0)
+            if task_id not in self._dead:
+                handle.cancel.remote()  # survivors stop now and are redeployed below
+        self._heartbeats.clear()
+        self._status = {}
+        if self.restarts_left <= 0:
+            attempts = len(self.failures) - 1
+            self._give_up(f"job {self.graph.job_name!r} failed after {attempts} restart(s): {why} "
+                          f"(executor=ray, faults={self.faults!r})", exc)
+        self.restarts_left -= 1
+        time.sleep(self.restart_delay)
+        restores = ray.get(self.coordinator.restores.remote(), timeout=120) if self.coordinator is not None else {}
+        self._deploy(restores)
+
+    def _give_up(self, message: str, exc: BaseException | None) -> None:
+        error = JobFailedError(message, exc)
+        # what the sinks committed before the job failed (committed output is never taken back)
+        error.committer = None
+        if self.committer is not None:
+            with contextlib.suppress(RayError):
+                error.committer = ray.get(self.committer.committer.remote(), timeout=30)
+        raise error
+
+    # ------------------------------------------------------------------ faults
+
+    def _resolve_faults(self) -> None:
+        rng = random.Random(self.faults.seed)
+        names = [str(t) for t in self.task_ids]
+        self._targets: dict[int, TaskId] = {}
+        self._crash_after: dict[TaskId, int] = {}
+        self._timed: list[tuple[int, Any]] = []
+        expected = self._expected_records()
+        total = sum(v.source.expected_records() for v in self.graph.vertices if v.source is not None)
+        for index, fault in enumerate(self.faults.faults):
+            if hasattr(fault, "task"):
+                self._targets[index] = TaskId.parse(resolve_task(fault.task, names, rng))
+            if isinstance(fault, TaskCrash) and fault.at is None:
+                after = fault.after_records
+                if after is None:
+                    after = max(1, int((fault.at_fraction or 0.5) * expected[self._targets[index]]))
+                target = self._targets[index]
+                # one crash per task at a time; a second waits for the first to fire
+                if target not in self._crash_after:
+                    self._crash_after[target] = after
+                else:
+                    self._timed.append((index, ("records", target, after)))
+            elif isinstance(fault, TaskCrash | CoordinatorCrash | ChannelStall):
+                if fault.at is not None:
+                    self._timed.append((index, ("time", fault.at)))
+                else:
+                    self._timed.append((index, ("progress", (fault.at_fraction or 0.5) * max(1, total))))
+
+    def _expected_records(self) -> dict[TaskId, int]:
+        total = sum(v.source.expected_records() for v in self.graph.vertices if v.source is not None)
+        return {t: max(1, total // max(1, self.graph.vertex(t.vertex).parallelism)) for t in self.task_ids}
+
+    def _task_faults(self, task_id: TaskId) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        after = self._crash_after.get(task_id)
+        if after is not None:
+            out["crash_after"] = max(1, after - self._done_records[task_id])
+        lost = [f.nth for i, f in enumerate(self.faults.faults)
+                if isinstance(f, LostAcknowledgement) and self._targets[i] == task_id and i not in self._fired]
+        failed = [f.nth for i, f in enumerate(self.faults.faults)
+                  if isinstance(f, StorageWriteFailure) and self._targets[i] == task_id and i not in self._fired]
+        if self.epoch == 0:  # acks and writes are counted per run in the simulator; here per first attempt
+            out["lost_acks"], out["failed_writes"] = lost, failed
+        return out
+
+    def _inject_faults(self, now: float) -> None:
+        elapsed = now - self.running_since
+        source_records = self._done_source_records + sum(s.get("source_records", 0) for s in self._status.values())
+        for task_id in list(self._crash_after):
+            if self._status.get(task_id, {}).get("frozen"):
+                del self._crash_after[task_id]  # fired (the poll kills it)
+                for entry in list(self._timed):
+                    index, trigger = entry
+                    if trigger[0] == "records" and trigger[1] == task_id:
+                        self._timed.remove(entry)
+                        self._crash_after[task_id] = trigger[2]
+                        break
+        for entry in list(self._timed):
+            index, trigger = entry
+            if trigger[0] == "time" and elapsed < trigger[1]:
+                continue
+            if trigger[0] == "progress" and source_records < trigger[1]:
+                continue
+            if trigger[0] == "records":
+                continue
+            self._timed.remove(entry)
+            self._fired.add(index)
+            self._fire(self.faults.faults[index], index)
+
+    def _fire(self, fault: Any, index: int) -> None:
+        if isinstance(fault, TaskCrash):
+            self._kill(self._targets[index])
+        elif isinstance(fault, CoordinatorCrash) and self.coordinator is not None:
+            with contextlib.suppress(RayError):
+                self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
+            ray.kill(self.coordinator, no_restart=True)
+        elif isinstance(fault, ChannelStall):
+            handle = self.tasks.get(self._targets[index])
+            if handle is not None:
+                handle.stall.remote(self.epoch, fault.duration)
+
+    # ------------------------------------------------------------------ the end
+
+    def _finish(self) -> JobResult:
+        if self.coordinator is not None:
+            ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
+        finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
+        committer = ray.get(self.committer.committer.remote(), timeout=60)
+        history: list[Any] = []
+        if self.coordinator is not None:
+            history = ray.get(self.coordinator.history.remote(), timeout=60)
+            ray.get(self.coordinator.shutdown.remote(), timeout=60)
+        metrics = JobMetrics()
+        metrics.duration = time.time() - self.running_since
+        metrics.restarts = len(self.failures)
+        final_state: dict[str, dict[str, dict[Any, Any]]] = {}
+        source_now = 0
+        for task_id, final in zip(self.task_ids, finals):
+            for name, entries in final["keyed_state"].items():
+                final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
+            metrics.latencies.extend(final["latencies"])
+            if self.graph.vertex(task_id.vertex).source is not None:
+                source_now += final["records_in"]
+        metrics.records_in = self._done_source_records + source_now
+        sinks = self.graph.sink_names
+        metrics.records_out = sum(len(committer.output(s)) for s in sinks)
+        return JobResult(
+            job_name=self.graph.job_name,
+            executor="ray",
+            seed=self.seed,
+            committer=committer,
+            checkpoints=self._stats_history + history,
+            metrics=metrics,
+            final_state=final_state,
+            failures=list(self.failures),
+            replay=f"env.execute({self.graph.job_name!r}, executor='ray', seed={self.seed}, faults={self.faults!r})",
+            sink_names=sinks,
+        )
+
+    def _progress_info(self) -> dict[str, Any]:
+        status = self._coord_status
+        last_d, last_a = status.get("last_duration"), status.get("last_alignment")
+        source_records = self._done_source_records + sum(s.get("source_records", 0) for s in self._status.values())
+        return {
+            "wall time": f"{time.time() - self.started:.2f} s",
+            "records in": source_records,
+            "checkpoints completed": status.get("completed", 0),
+            "checkpoints aborted": status.get("aborted", 0),
+            "last checkpoint duration": f"{last_d * 1e3:.2f} ms" if last_d is not None else "-",
+            "last alignment time": f"{last_a * 1e3:.2f} ms" if last_a is not None else "-",
+            "restarts": len(self.failures),
+            "task actors": len(self.tasks),
+        }
+
+    def _cleanup(self) -> None:
+        if not ray.is_initialized():
+            return
+        for handle in list(self.tasks.values()) + [self.coordinator, self.committer, self.blob_store]:
+            if handle is not None:
+                with contextlib.suppress(Exception):  # already gone
+                    ray.kill(handle, no_restart=True)
+        self.tasks = {}
+
+
+class RemoteTaskError(RuntimeError):
+    """A task actor's operator chain raised (the message names the task, operator and record)."""
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def run_job(
+    graph: JobGraph,
+    *,
+    address: str | None = None,
+    faults: FaultPlan | None = None,
+    seed: int = 0,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    **options: Any,
+) -> JobResult:
+    """Run `graph` on Ray (what `env.execute(..., executor="ray")` calls).
+
+    Args:
+        graph: the job.
+        address: a Ray cluster address to join; None uses the Ray this process is connected to,
+            or starts (and afterwards stops) an embedded local one.
+        faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor).
+        seed: picks unnamed fault targets together with the plan's seed.
+        progress: called periodically with a dict of progress figures.
+        options: `RayExecutor` tuning (job_id, task_cpus, heartbeat_interval, heartbeat_timeout,
+            max_duration).
+
+    Raises:
+        JobFailedError: the job failed for good (restart attempts exhausted).
+        runtime.ray.storage.StorageConfigError: node-local checkpoint storage on a multi-node cluster.
+        runtime.ray.cluster.RayStartError: Ray could not be started or joined.
+    """
+    return RayExecutor(graph, address=address, faults=faults, seed=seed, progress=progress, **options).run()

@@ -1,0 +1,117 @@
+"""Job-wide services that outlive task restarts: the sink committer and the in-memory blob store.
+
+Both are plain classes wrapped with `ray.remote(...)` (the pattern of Ray's `util/queue.py`),
+plus a client-side proxy that gives the pure core the interface it expects:
+
+* `CommitterService` holds the job's `CollectCommitter` — the "external system" of every
+  `CollectSink`. Commits are idempotent per transaction id, so a transaction re-committed by a
+  restored sink is not repeated. `RemoteCommitter` sends commits fire-and-forget and remembers
+  the calls, so a task can wait for its commits to land before it reports itself done.
+* `BlobStoreService` holds a `MemoryBlobStore` when the job keeps checkpoints "in memory":
+  the memory is this actor's, so every task actor and the coordinator see the same blobs and a
+  task or coordinator restart loses nothing. `RemoteBlobStore` is a `BlobStore` over it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from checkpoint.storage import MemoryBlobStore, StorageError
+from runtime.result import CollectCommitter
+
+SERVICE_CPUS = 0.01
+
+
+class CommitterService:
+    """The job's sink committer, as an actor."""
+
+    def __init__(self) -> None:
+        self._committer = CollectCommitter()
+
+    def commit(self, sink: str, transaction_id: str, records: list[dict[str, Any]]) -> None:
+        self._committer.commit(sink, transaction_id, records)
+
+    def committer(self) -> CollectCommitter:
+        return self._committer
+
+    def ping(self) -> bool:
+        return True
+
+
+class RemoteCommitter:
+    """`SinkCommitter` for a task actor: fire-and-forget commits, `drain()` waits for them."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self._refs: list[Any] = []
+
+    def commit(self, sink: str, transaction_id: str, records: list[dict[str, Any]]) -> None:
+        self._refs.append(self._handle.commit.remote(sink, transaction_id, records))
+        if len(self._refs) > 64:
+            _, self._refs = ray.wait(self._refs, num_returns=len(self._refs), timeout=0)
+
+    def drain(self) -> None:
+        refs, self._refs = self._refs, []
+        ray.get(refs)
+
+
+class BlobStoreService:
+    """A `MemoryBlobStore`, as an actor."""
+
+    def __init__(self) -> None:
+        self._store = MemoryBlobStore()
+
+    def put(self, path: str, data: bytes) -> None:
+        self._store.put(path, data)
+
+    def get(self, path: str) -> bytes:
+        return self._store.get(path)
+
+    def delete(self, path: str) -> None:
+        self._store.delete(path)
+
+    def exists(self, path: str) -> bool:
+        return self._store.exists(path)
+
+    def list(self, prefix: str) -> list[str]:
+        return self._store.list(prefix)
+
+
+class RemoteBlobStore:
+    """`BlobStore` over a `BlobStoreService` actor (blocking calls; for off-hot-path I/O).
+
+    Raises:
+        StorageError: the blob store actor is gone (or what the store itself raised).
+    """
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return ray.get(getattr(self._handle, method).remote(*args))
+        except RayActorError as exc:
+            raise StorageError(f"in-memory checkpoint storage actor is gone ({method}): {exc}") from exc
+        except RayTaskError as exc:  # re-raise what the store raised (BlobNotFoundError, ...)
+            raise (exc.cause if isinstance(exc.cause, Exception) else StorageError(str(exc))) from None
+
+    def put(self, path: str, data: bytes) -> None:
+        self._call("put", path, data)
+
+    def get(self, path: str) -> bytes:
+        return self._call("get", path)
+
+    def delete(self, path: str) -> None:
+        self._call("delete", path)
+
+    def exists(self, path: str) -> bool:
+        return self._call("exists", path)
+
+    def list(self, prefix: str) -> list[str]:
+        return self._call("list", prefix)
+
+    def __repr__(self) -> str:
+        return "RemoteBlobStore(memory, in a Ray actor)"

@@ -1,0 +1,407 @@
+"""`TaskActor`: one task slot as a Ray actor — a thin shell around the pure `runtime.task.Task`.
+
+Theory of operation
+-------------------
+The actor is *synchronous and single-threaded* as far as Ray calls go (so each channel is FIFO,
+see `runtime.ray.channels`), and it owns two helper threads: the timer thread
+(`runtime.ray.timers.ThreadTimers`) and one snapshot-writer thread. Every entry point takes the
+actor's lock, so the pure `Task` is touched by one thread at a time.
+
+* Epochs. An actor hosts one task for one execution attempt at a time. `deploy(epoch, ...)`
+  builds a fresh `Task` (restored from a checkpoint or not) — at job start and again after every
+  failover, so a global failover only starts new processes for actors that actually died. Every
+  call carries its epoch; calls of another epoch (in flight across a failover) are dropped, and
+  so are timer callbacks and snapshot writes started in an earlier epoch.
+* Work. After every input (`push`), returned credit (`add_credits`), control call or timer, the
+  actor *drives* the task: `step()` while it has work, sending what `drain_sendable()` allows and
+  returning owed credits at the end. A non-source task's work per call is bounded by its input
+  (at most `credits` buffers per channel). A source never loops forever: it steps for about
+  `SOURCE_SLICE` seconds, then schedules its next slice as a call to itself
+  (`self_handle.step.remote()`), so checkpoint triggers and notifications are served in between.
+  A rate-limited source is woken by a timer, at most every `buffer_timeout`, so it ships
+  batches rather than single records. A backpressured source schedules nothing; the credit that
+  ends the backpressure drives it again.
+* Ports. Acknowledgements, declines and "source finished" go to the coordinator actor, tagged
+  with the epoch. Snapshots are serialised and written by the writer thread through the shared
+  `SnapshotWriter` (off the data path); the completion re-enters the task under the lock. The
+  writer is used on that thread only (completion/abort notices are queued to it as well).
+* Faults. A `TaskCrash` after N records *freezes* the task at that point (it ignores every
+  later call) and reports it in its heartbeat; the driver then `ray.kill`s the actor. Lost
+  acknowledgements, storage write failures and channel stalls are applied here.
+* Failure. An exception from the task (a user function raising `OperatorError`, a protocol
+  error) stops the task and is reported by the next heartbeat; the driver fails over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import ray
+
+from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.reasons import CheckpointFailureReason
+from checkpoint.storage import StorageError
+from runtime.messages import BufferOrEvent, CheckpointOptions
+from runtime.ray.channels import InputChannels, OutputChannels
+from runtime.ray.services import RemoteCommitter
+from runtime.ray.storage import open_storage
+from runtime.ray.timers import ThreadTimers, WallClock
+from runtime.snapshot_writer import SnapshotWriter
+from runtime.task import Task, TaskRestore, TaskSnapshot
+
+#: seconds a source steps before yielding to other calls (bounds checkpoint trigger latency)
+SOURCE_SLICE = 0.002
+
+
+class _TaskTimers:
+    """The task's `Timers`: bound to one epoch; a callback is followed by a drive of the task."""
+
+    def __init__(self, actor: TaskActor, epoch: int) -> None:
+        self._actor, self._epoch = actor, epoch
+
+    def schedule(self, delay: float, callback: Any) -> Any:
+        def fire() -> None:
+            if self._actor._live(self._epoch):
+                callback()
+                self._actor._drive()
+
+        return self._actor._timers.schedule(delay, fire)
+
+
+class TaskActor:
+    """Hosts one task, redeployed per epoch. Wrapped with `ray.remote` by the executor.
+
+    Args:
+        graph: the job graph (shipped once through the object store).
+        task_id: which task this actor hosts.
+        services: ``committer`` (actor handle), ``storage`` (a spec for
+            `open_storage`) and ``job_id``.
+    """
+
+    def __init__(self, graph: Any, task_id: TaskId, services: dict[str, Any]) -> None:
+        self._lock = threading.RLock()
+        self._timers = ThreadTimers(self._lock, on_error=self._fail)
+        self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="barrierflow-writer")
+        self._clock = WallClock()
+        self._node = ray.get_runtime_context().get_node_id()
+        self.graph = graph
+        self.task_id = task_id
+        self.vertex = graph.vertex(task_id.vertex)
+        self._coordinator: Any = None
+        self._committer = RemoteCommitter(services["committer"])
+        self._writer = SnapshotWriter(open_storage(services["storage"]), services["job_id"], graph.checkpoint_config)
+        self._pace = graph.buffer_timeout
+        self._rate_limited = self.vertex.source is not None and getattr(self.vertex.source, "rate", None) is not None
+        self.epoch = -1
+        self.task: Task | None = None
+        self._dead = True  # no task deployed yet
+
+    # ------------------------------------------------------------------ deployment
+
+    def deploy(self, epoch: int, restore: TaskRestore | None, self_handle: Any,
+               outputs: dict[int, tuple[Any, int]], inputs: dict[int, tuple[str, Any, int]],
+               faults: dict[str, Any], coordinator: Any) -> None:
+        """Host a fresh task for `epoch`: restored from `restore`, wired to its peers.
+
+        Args:
+            outputs: out channel -> (receiver actor, its input channel).
+            inputs: input channel -> (sender name, sender actor, its out channel).
+            faults: ``crash_after`` (records), ``lost_acks`` and ``failed_writes`` (nth, 0-based).
+            coordinator: the coordinator actor (replaced if the previous one died).
+
+        Raises:
+            Whatever restoring the task raises (the driver then fails the job over).
+        """
+        with self._lock:
+            self._timers.clear()
+            # the writer is only ever used on the writer thread (it may keep per-task state)
+            self._write_pool.submit(self._writer.reset, [self.task_id])  # the attempt starts afresh
+            self.epoch = epoch
+            self._coordinator = coordinator
+            self._dead = False
+            self._error: str | None = None
+            self._frozen = False
+            self._records = 0
+            self._acks = 0
+            self._writes = 0
+            self._crash_after: int | None = faults.get("crash_after")
+            self._lost_acks = set(faults.get("lost_acks", ()))
+            self._failed_writes = set(faults.get("failed_writes", ()))
+            self._step_pending = False
+            self._wake_timer: Any = None
+            self._flush_timer: Any = None
+            self._stalled_until = 0.0
+            self._stalled: deque[tuple[int, int, list[Any]]] = deque()
+            self._self_handle = self_handle
+            self.outputs = OutputChannels(outputs, epoch)
+            self.inputs = InputChannels(inputs, str(self.task_id), epoch)
+            self.task = None
+            try:
+                self.task = Task(self.task_id, self.graph, self.vertex, clock=self._clock,
+                                 timers=_TaskTimers(self, epoch), ports=self, committer=self._committer,
+                                 restore=restore)
+            except Exception as exc:
+                self._fail(exc)
+
+    def start(self, epoch: int) -> None:
+        """Begin work (once every task of the epoch is deployed): restored output goes first."""
+        with self._lock:
+            if self._live(epoch):
+                self._drive()
+
+    def _live(self, epoch: int) -> bool:
+        return epoch == self.epoch and not self._dead
+
+    # ------------------------------------------------------------------ data path
+
+    def push(self, epoch: int, channel: int, seq: int, payloads: list[Any]) -> None:
+        """Input on `channel`; `seq` numbers the first payload (FIFO check)."""
+        with self._lock:
+            if not self._live(epoch):
+                return
+            if self._stalled or time.time() < self._stalled_until:
+                self._stalled.append((channel, seq, payloads))
+                return
+            self._accept(channel, seq, payloads)
+            self._drive()
+
+    def _accept(self, channel: int, seq: int, payloads: list[Any]) -> None:
+        try:
+            self.inputs.check(channel, seq, len(payloads))
+            for payload in payloads:
+                self.task.push(BufferOrEvent(channel, payload))
+        except Exception as exc:
+            self._fail(exc)
+
+    def add_credits(self, epoch: int, credits: dict[int, int]) -> None:
+        with self._lock:
+            if not self._live(epoch):
+                return
+            for out_index, n in credits.items():
+                for _ in range(n):
+                    self.task.add_credit(out_index)
+            self._drive()
+
+    def step(self, epoch: int) -> None:
+        """A source's next slice of work (scheduled by the actor itself)."""
+        with self._lock:
+            if epoch == self.epoch:
+                self._step_pending = False
+                self._drive()
+
+    def _drive(self) -> None:
+        if self._dead:
+            return
+        task = self.task
+        is_source = task.is_source
+        deadline = time.perf_counter() + SOURCE_SLICE
+        try:
+            while True:
+                self._send()
+                if not task.has_work():
+                    break
+                handled = task.step()
+                if handled:
+                    self._records += handled
+                    if self._crash_after is not None and self._records >= self._crash_after:
+                        self._freeze()
+                        return
+                if is_source and (handled == 0 or time.perf_counter() > deadline):
+                    break
+            self._send()
+        except Exception as exc:  # a user function or protocol error: the task fails
+            self._fail(exc)
+            return
+        self.inputs.return_credits()
+        if is_source:
+            self._schedule_source()
+        if task.pending_output() and self._flush_timer is None:
+            self._flush_timer = self._timers.schedule(self._pace, self._bound(self._on_flush))
+
+    def _bound(self, callback: Any) -> Any:
+        """A timer callback that only runs in the epoch it was scheduled in."""
+        epoch = self.epoch
+
+        def fire() -> None:
+            if self._live(epoch):
+                callback()
+
+        return fire
+
+    def _send(self) -> None:
+        drained = self.task.drain_sendable()
+        if drained:
+            self.outputs.send(drained)
+
+    def _on_flush(self) -> None:
+        self._flush_timer = None
+        self.task.flush()
+        self._drive()
+
+    def _schedule_source(self) -> None:
+        task = self.task
+        if self._step_pending or self._wake_timer is not None or not task.has_work():
+            return
+        ready = task.next_ready_time()
+        if ready is not None or self._rate_limited:
+            # rate limited: wake when records are due, at most every buffer_timeout
+            now = time.time()
+            delay = max((ready or now) - now, self._pace if self._rate_limited else 0.0)
+            self._wake_timer = self._timers.schedule(delay, self._bound(self._on_wake))
+            return
+        self._step_pending = True
+        self._self_handle.step.remote(self.epoch)
+
+    def _on_wake(self) -> None:
+        self._wake_timer = None
+        self._drive()
+
+    def stall(self, epoch: int, duration: float) -> None:
+        """`ChannelStall`: hold every input back for `duration` seconds, then deliver in order."""
+        with self._lock:
+            if self._live(epoch):
+                self._stalled_until = time.time() + duration
+                self._timers.schedule(duration, self._bound(self._unstall))
+
+    def _unstall(self) -> None:
+        while self._stalled and not self._dead:
+            self._accept(*self._stalled.popleft())
+        self._drive()
+
+    # ------------------------------------------------------------------ control path
+
+    def trigger_source(self, epoch: int, checkpoint_id: int, timestamp: float, unaligned: bool,
+                       alignment_timeout: float | None) -> None:
+        with self._lock:
+            if not self._live(epoch):
+                return
+            options = CheckpointOptions(unaligned=unaligned, alignment_timeout=alignment_timeout)
+            try:
+                self.task.trigger_source_checkpoint(checkpoint_id, timestamp, options)
+            except Exception as exc:
+                self._fail(exc)
+                return
+            self._drive()
+
+    def notify_complete(self, epoch: int, checkpoint_id: int, final: bool = False) -> None:
+        """Checkpoint `checkpoint_id` completed (`final`: the job's final checkpoint)."""
+        with self._lock:
+            if not self._live(epoch):
+                return
+            try:
+                self.task.notify_checkpoint_complete(checkpoint_id, final=final)
+                self._write_pool.submit(self._writer.notify_checkpoint_complete, self.task_id, checkpoint_id)
+            except Exception as exc:
+                self._fail(exc)
+                return
+            self._drive()
+
+    def notify_aborted(self, epoch: int, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        with self._lock:
+            if self._live(epoch):
+                self.task.notify_checkpoint_aborted(checkpoint_id, reason)
+                self._write_pool.submit(self._writer.notify_checkpoint_aborted, self.task_id, checkpoint_id)
+                self._drive()
+
+    # ------------------------------------------------------------------ TaskPorts
+
+    def acknowledge(self, ack: TaskAcknowledgement) -> None:
+        n, self._acks = self._acks, self._acks + 1
+        if n in self._lost_acks:
+            return  # LostAcknowledgement fault
+        self._coordinator.acknowledge.remote(self.epoch, ack)
+
+    def decline(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        self._coordinator.decline.remote(self.epoch, task_id, checkpoint_id, reason)
+
+    def source_finished(self, task_id: TaskId) -> None:
+        self._coordinator.source_finished.remote(self.epoch, task_id)
+
+    def buffer_consumed(self, task_id: TaskId, input_channel: int) -> None:
+        self.inputs.consumed(input_channel)
+
+    def write_snapshot(self, snapshot: TaskSnapshot) -> None:
+        n, self._writes = self._writes, self._writes + 1
+        self._write_pool.submit(self._write, self.epoch, snapshot, n in self._failed_writes)
+
+    def _write(self, epoch: int, snapshot: TaskSnapshot, fail: bool) -> None:
+        """On the writer thread: serialise and write, then report back under the lock."""
+        checkpoint_id = snapshot.checkpoint_id
+        with self._lock:
+            if not self._live(epoch) or self.task.is_cancelled(checkpoint_id):
+                return
+        started = time.time()
+        handles = None
+        error: BaseException | None = None
+        try:
+            if fail:
+                raise StorageError(f"injected storage failure writing {self.task_id} chk-{checkpoint_id}")
+            handles = self._writer.write(snapshot, self._writer.prepare(snapshot))
+        except Exception as exc:  # StorageError, or the storage actor gone
+            error = exc
+        with self._lock:
+            if not self._live(epoch):
+                if handles is not None:
+                    self._discard(handles)
+                return
+            if error is not None:
+                self.task.on_snapshot_failed(checkpoint_id, error)
+            elif not self.task.on_snapshot_written(checkpoint_id, handles, time.time() - started):
+                self._discard(handles)
+            self._drive()
+
+    def _discard(self, handles: Any) -> None:
+        with contextlib.suppress(Exception):  # best effort: an orphan file, never a wrong checkpoint
+            self._writer.discard(handles)
+
+    # ------------------------------------------------------------------ failure and status
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._dead:
+            return
+        self._dead = True
+        self._error = f"task {self.task_id} failed: {exc}"
+        self._timers.clear()
+
+    def cancel(self) -> None:
+        """Failover: stop the current task at once (it is redeployed or the job ends)."""
+        with self._lock:
+            self._dead = True
+            self._timers.clear()
+
+    def _freeze(self) -> None:
+        self._dead = True
+        self._frozen = True
+        self._timers.clear()
+
+    def heartbeat(self) -> dict[str, Any]:
+        """Liveness and progress of the current epoch, polled by the driver."""
+        with self._lock:
+            task = self.task
+            return {
+                "epoch": self.epoch,
+                "node": self._node,
+                "records": self._records,
+                "source_records": task.records_in if task is not None and task.is_source else 0,
+                "finished": task is not None and task.is_finished,
+                "error": self._error,
+                "frozen": self._frozen,
+                "calls": self.outputs.calls,
+            }
+
+    def finish(self) -> dict[str, Any]:
+        """After the job finished: wait for this task's commits, report final state and metrics."""
+        self._committer.drain()
+        with self._lock:
+            self._dead = True
+            self._timers.close()
+            return {
+                "keyed_state": self.task.keyed_state(),
+                "latencies": list(self.task.latencies),
+                "records_in": self.task.records_in,
+            }

@@ -1,0 +1,104 @@
+"""Wall-clock `Clock` and a thread-backed `Timers` for code running inside Ray actors.
+
+A synchronous Ray actor serves one call at a time on its main thread and must never sleep, yet
+the pure core needs one-shot timers (the coordinator's periodic trigger and checkpoint timeouts,
+a task's buffer timeout and alignment timeout, a rate-limited source's next record). `ThreadTimers`
+keeps a heap of due times served by one daemon thread per actor; a callback runs on that thread
+*holding the actor's lock*, and every actor method takes the same lock, so the pure objects are
+only ever touched by one thread at a time. Incoming calls keep Ray's per-submitter FIFO order: the
+timer thread never executes actor calls, it only runs callbacks between them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("barrierflow.ray")
+
+
+class WallClock:
+    """`time.time()`: comparable across the processes of one machine (latency stamps)."""
+
+    def now(self) -> float:
+        return time.time()
+
+
+class _Timer:
+    __slots__ = ("due", "callback", "cancelled")
+
+    def __init__(self, due: float, callback: Callable[[], None]) -> None:
+        self.due, self.callback, self.cancelled = due, callback, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ThreadTimers:
+    """One-shot timers fired on a daemon thread under `lock`.
+
+    Args:
+        lock: the actor's lock (an `RLock`, so a callback may call back into locked code).
+        on_error: called (under the lock) with any exception a callback raised.
+    """
+
+    def __init__(self, lock: threading.RLock, on_error: Callable[[BaseException], None] | None = None) -> None:
+        self._lock = lock
+        self._on_error = on_error
+        self._heap: list[tuple[float, int, _Timer]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition(threading.Lock())
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="barrierflow-timers", daemon=True)
+        self._thread.start()
+
+    def schedule(self, delay: float, callback: Callable[[], None]) -> _Timer:
+        timer = _Timer(time.time() + max(0.0, delay), callback)
+        with self._cond:
+            heapq.heappush(self._heap, (timer.due, next(self._seq), timer))
+            self._cond.notify()
+        return timer
+
+    def clear(self) -> None:
+        """Cancel every pending timer (a task actor redeployed for a new epoch)."""
+        with self._cond:
+            for _, _, timer in self._heap:
+                timer.cancelled = True
+            self._heap.clear()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._heap.clear()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed:
+                    if self._heap:
+                        wait = self._heap[0][0] - time.time()
+                        if wait <= 0:
+                            break
+                        self._cond.wait(wait)
+                    else:
+                        self._cond.wait()
+                if self._closed:
+                    return
+                _, _, timer = heapq.heappop(self._heap)
+            if timer.cancelled:
+                continue
+            with self._lock:
+                if timer.cancelled:
+                    continue
+                try:
+                    timer.callback()
+                except BaseException as exc:  # a timer must never kill the thread
+                    if self._on_error is None:
+                        log.exception("timer callback failed")
+                    else:
+                        self._on_error(exc)

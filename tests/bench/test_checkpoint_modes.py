@@ -1,0 +1,177 @@
+"""Smoke and determinism tests of the checkpoint-modes benchmark (simulator only, small runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from benchmarks import checkpoint_modes as cm
+from benchmarks import peers
+from benchmarks.plots import make_plots
+
+# a tiny profile: a few thousand records per run, well under a second each
+TINY = cm.replace_profile("sim", True, rate=20_000, duration=0.25, max_rate_records=4_000,
+                          backpressure_rate=40_000, scale=(1, 2))
+
+
+@pytest.fixture(autouse=True)
+def tiny_profiles(monkeypatch):
+    monkeypatch.setitem(cm.PROFILES, ("sim", True), TINY)
+
+
+def test_quick_matrix_on_sim_writes_json_table_and_plots(tmp_path) -> None:
+    out = tmp_path / "out"
+    json_path = tmp_path / "modes.json"
+    rc = cm.main(["--quick", "--executor", "sim", "--scenario", "uniform", "backpressure", "--out", str(out),
+                  "--json", str(json_path), "--no-progress"])
+    assert rc == 0
+    payload = json.loads(json_path.read_text())
+    rows = payload["rows"]
+    assert [(r["scenario"], r["mode"]) for r in rows] == [
+        (s, m) for s in ("uniform", "backpressure") for m in cm.MODES
+    ]
+    for row in rows:
+        assert row["status"] == "ok", row
+        assert set(cm.FIELDS) <= set(row)
+        assert row["throughput"] > 0
+        assert 0 < row["latency_p50"] <= row["latency_p90"] <= row["latency_p99"] <= row["latency_p99_9"] \
+            <= row["latency_max"]
+        if row["mode"] == "none":
+            assert row["checkpoints_completed"] == 0 and row["checkpoint_duration_p50"] is None
+        else:
+            assert row["checkpoints_completed"] > 0
+            assert row["checkpoint_duration_p50"] <= row["checkpoint_duration_p99"] <= row["checkpoint_duration_max"]
+            assert row["state_bytes"] > 0
+    by = {(r["scenario"], r["mode"]): r for r in rows}
+    # only unaligned checkpoints persist channel state; aligned ones wait for the backlog instead
+    assert by[("backpressure", "unaligned")]["persisted_bytes"] > 0
+    assert by[("backpressure", "aligned")]["persisted_bytes"] == 0
+    assert by[("backpressure", "aligned")]["alignment_time_max"] > 0
+    assert by[("backpressure", "unaligned")]["checkpoint_duration_p50"] < \
+        by[("backpressure", "aligned")]["checkpoint_duration_p50"]
+    table = (out / "checkpoint_modes.md").read_text()
+    assert "| sim | backpressure | unaligned | ok |" in table
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert pngs == sorted([
+        "sim_uniform_latency_cdf.png", "sim_uniform_checkpoint_durations.png",
+        "sim_backpressure_latency_cdf.png", "sim_backpressure_checkpoint_durations.png",
+        "sim_backpressure_barrier_timeline.png",
+    ])
+    for png in out.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
+    timeline = payload["series"]["sim/backpressure/aligned"]["timeline"]
+    kinds = {e[1] for e in timeline["events"]}
+    assert kinds == {"barrier-in", "snapshot", "ack"}
+    # every task acknowledged the chosen checkpoint, after it was triggered and before it completed
+    acks = [e for e in timeline["events"] if e[1] == "ack"]
+    assert len({e[2] for e in acks}) == 4
+    assert all(timeline["trigger_time"] <= e[0] <= timeline["end_time"] for e in acks)
+
+
+def test_the_same_sim_scenario_twice_gives_identical_numbers() -> None:
+    combo = cm.Combination("sim", "backpressure", "aligned-timeout", 2)
+    first = cm.run_combination(combo, TINY)
+    second = cm.run_combination(combo, TINY)
+    assert first.row == second.row
+    assert first.latency_cdf == second.latency_cdf
+    assert first.checkpoints == second.checkpoints
+    assert first.timeline == second.timeline
+    assert first.row["checkpoints_completed"] > 0
+
+
+def test_scale_runs_each_parallelism_and_reuses_uniform_for_the_default_one() -> None:
+    combos = cm.plan(["sim"], ["uniform", "scale"], ["aligned"], quick=True)
+    assert [(c.scenario_label, c.parallelism) for c in combos] == [("uniform", 2), ("scale-p1", 1), ("scale-p2", 2)]
+    outcomes = cm.run_matrix(combos, quick=True, show_progress=False)
+    uniform, p1, p2 = (o.row for o in outcomes)
+    assert p2 == {**uniform, "scenario": "scale-p2"}
+    assert p1["parallelism"] == 1 and p1["status"] == "ok" and p1["throughput"] != uniform["throughput"]
+
+
+def test_keys_are_deterministic_and_zipf_is_skewed() -> None:
+    uniform, zipf = cm.KeyedRecords(64), cm.KeyedRecords(64, zipf_s=1.2)
+    assert [uniform(i) for i in range(50)] == [cm.KeyedRecords(64)(i) for i in range(50)]
+    counts_u: dict[str, int] = {}
+    counts_z: dict[str, int] = {}
+    for i in range(20_000):
+        counts_u[uniform(i)["key"]] = counts_u.get(uniform(i)["key"], 0) + 1
+        counts_z[zipf(i)["key"]] = counts_z.get(zipf(i)["key"], 0) + 1
+    assert len(counts_u) == 64 and max(counts_u.values()) < 2 * 20_000 / 64
+    assert counts_z["k0"] > 0.15 * 20_000 and counts_z["k0"] == max(counts_z.values())
+    with pytest.raises(ValueError, match="keys"):
+        cm.KeyedRecords(0)
+
+
+def test_open_loop_stamps_are_the_schedule_not_the_read_time() -> None:
+    from runtime.ports import ManualClock
+
+    source = cm.ScheduledGenerator(count=10, rate=100.0, splits=1)
+    clock = ManualClock(0.0)
+    reader = source.reader(source.splits()[0], clock)
+    clock.advance(0.05)  # the source was busy: 6 records are due, the first since t=0
+    records = reader.read(100)
+    assert [r["i"] for r in records] == list(range(6))
+    assert [r["created_at"] for r in records] == pytest.approx([k / 100.0 for k in range(6)])
+
+
+def test_a_failing_combination_is_a_row_saying_so(monkeypatch) -> None:
+    def boom(*args, **kwargs):
+        raise RuntimeError("no cluster here")
+
+    monkeypatch.setattr(cm, "run_combination", boom)
+    outcomes = cm.run_matrix([cm.Combination("sim", "uniform", "aligned", 2)], quick=True, show_progress=False)
+    row = outcomes[0].row
+    assert row["status"] == "failed: RuntimeError: no cluster here"
+    assert row["throughput"] is None and row["latency_p99"] is None
+    assert "failed: RuntimeError" in cm.render_table([row])
+
+
+def test_targets_report_ratios() -> None:
+    rows = [
+        {"executor": "sim", "scenario": "backpressure", "mode": "aligned", "checkpoint_duration_p50": 100.0,
+         "latency_p99": 50.0},
+        {"executor": "sim", "scenario": "backpressure", "mode": "unaligned", "checkpoint_duration_p50": 5.0,
+         "latency_p99": 40.0},
+        {"executor": "sim", "scenario": "backpressure", "mode": "at-least-once", "checkpoint_duration_p50": 90.0,
+         "latency_p99": 60.0},
+        {"executor": "ray", "scenario": "uniform", "mode": "none", "throughput": 1000.0},
+        {"executor": "ray", "scenario": "uniform", "mode": "aligned", "throughput": 850.0},
+    ]
+    lines = cm.targets(rows)
+    assert any("= 0.050 (target <= 0.1: met)" in line for line in lines)
+    assert any("NOT met" in line and "latency p99" in line for line in lines)
+    assert any("cost 15.0%" in line and "NOT met" in line for line in lines)
+
+
+def test_plots_redraw_from_saved_json(tmp_path) -> None:
+    combo = cm.Combination("sim", "backpressure", "unaligned", 2)
+    payload = cm.payload_of([cm.run_combination(combo, TINY)], {})
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(payload, default=str))
+    from benchmarks.plots import main as plots_main
+
+    assert plots_main([str(path), "--out", str(tmp_path / "png")]) == 0
+    assert sorted(os.listdir(tmp_path / "png")) == [
+        "sim_backpressure_barrier_timeline.png", "sim_backpressure_checkpoint_durations.png",
+        "sim_backpressure_latency_cdf.png",
+    ]
+    assert make_plots({"rows": [], "series": {}}, str(tmp_path / "empty")) == []
+
+
+def test_peers_without_the_extra_say_how_to_install(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(peers, "available", lambda: {"flink": False, "bytewax": False})
+    assert peers.main([]) == 0
+    assert "pip install -e .[peers]" in capsys.readouterr().out
+    assert peers.run_peers(quick=True) == []
+
+
+def test_cli_has_a_bench_subcommand(tmp_path) -> None:
+    from runtime.cli import main as cli_main
+
+    rc = cli_main(["bench", "--quick", "--executor", "sim", "--scenario", "uniform", "--modes", "none",
+                   "--out", str(tmp_path), "--no-plots", "--no-progress"])
+    assert rc == 0
+    rows = json.loads((tmp_path / "checkpoint_modes.json").read_text())["rows"]
+    assert [(r["executor"], r["scenario"], r["mode"], r["status"]) for r in rows] == [("sim", "uniform", "none", "ok")]

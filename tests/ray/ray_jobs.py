@@ -1,0 +1,43 @@
+"""Jobs shared by the Ray tests (a plain module: Ray workers import it by name)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+from checkpoint.options import CheckpointingMode, RestartStrategy
+from operators import CollectSink
+from runtime import StreamEnvironment
+from runtime.sim.workloads import CountPerKey, multiset
+
+
+def pageview_rows(n: int, apps: int = 8, seed: int = 3) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    return [{"user": rng.randrange(1000), "app": f"app{rng.randrange(apps)}", "i": i} for i in range(n)]
+
+
+def expected_counts(rows: list[dict[str, Any]]) -> Counter:
+    apps = Counter(r["app"] for r in rows)
+    return multiset([{"app": a, "count": c} for a, n in apps.items() for c in range(1, n + 1)])
+
+
+def to_app(record: dict[str, Any]) -> dict[str, Any]:
+    return {"app": record["app"]}
+
+
+def pageview_env(rows: list[dict[str, Any]], *, mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE,
+                 interval: float = 0.05, attempts: int = 10, fn: Any = to_app, buffer_size: int = 64,
+                 storage: str | None = None) -> StreamEnvironment:
+    """The seed-003 page-view job: source -> map to app -> keyBy(app) -> count -> sink "pv"."""
+    env = StreamEnvironment(parallelism=2, buffer_size=buffer_size, credits=4, buffer_timeout=0.005)
+    env.enable_checkpointing(interval=interval, mode=mode, tolerable_failures=1000, storage=storage)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=attempts, delay=0.01))
+    (
+        env.from_collection(rows, splits=2)
+        .map(fn, name="to-app")
+        .key_by("app")
+        .process(CountPerKey("app"), name="count")
+        .sink_to(CollectSink("pv"))
+    )
+    return env

@@ -1,0 +1,68 @@
+"""Failures on Ray: a UDF that rejects a record, a hung task, checkpoint storage errors."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from ray_jobs import expected_counts, pageview_env, pageview_rows
+
+from runtime import FaultPlan
+from runtime.faults import StorageWriteFailure
+from runtime.result import JobFailedError
+from runtime.sim.workloads import multiset
+
+ROWS = pageview_rows(4000)
+BAD = 3000  # the index of the record the UDF rejects
+
+
+def reject_one(record: dict[str, Any]) -> dict[str, Any]:
+    if record["i"] == BAD:
+        raise ValueError("malformed page view")
+    return {"app": record["app"]}
+
+
+@pytest.mark.ray
+def test_udf_rejecting_a_record_restarts_then_fails_naming_operator_and_record(ray_session) -> None:
+    env = pageview_env(ROWS, attempts=2, fn=reject_one, interval=0.02)
+    with pytest.raises(JobFailedError) as info:
+        env.execute("bad", executor="ray")
+    message = str(info.value)
+    assert "after 2 restart(s)" in message
+    assert "'to-app'" in message and f"'i': {BAD}" in message and "malformed page view" in message
+    committed = info.value.committer.output("pv")
+    assert committed, "checkpoints before the bad record should have committed output"
+    seen = multiset(committed)
+    assert max(seen.values()) == 1, "a record was committed twice"
+    assert not (seen - expected_counts(ROWS)), "committed output that a correct run never produces"
+
+
+@pytest.mark.ray
+def test_hung_task_is_detected_by_heartbeats_and_replaced(ray_session, tmp_path) -> None:
+    marker = str(tmp_path / "hung")
+    env = pageview_env(ROWS, fn=lambda r, m=marker: _hang_with(m, r))
+    result = env.execute("hang", executor="ray", heartbeat_timeout=2.0)
+    assert os.path.exists(marker)
+    assert result.restarts == 1 and "hung" in result.failures[0], result.failures
+    assert multiset(result.output("pv")) == expected_counts(ROWS)
+
+
+def _hang_with(marker: str, record: dict[str, Any]) -> dict[str, Any]:
+    if record["i"] == 2000 and not os.path.exists(marker):
+        open(marker, "w").close()
+        time.sleep(3600)
+    return {"app": record["app"]}
+
+
+@pytest.mark.ray
+def test_storage_failures_decline_checkpoints_and_files_on_shared_storage(ray_session, tmp_path) -> None:
+    plan = FaultPlan.of(StorageWriteFailure(task="count[0]", nth=0), StorageWriteFailure(task="count[1]", nth=1))
+    env = pageview_env(ROWS, storage=str(tmp_path / "chk"))
+    result = env.execute("store", executor="ray", faults=plan)
+    reasons = Counter(c.failure_reason.value for c in result.aborted_checkpoints)
+    assert reasons.get("storage failure", 0) >= 1, reasons
+    assert multiset(result.output("pv")) == expected_counts(ROWS)
+    assert os.listdir(tmp_path / "chk" / "store"), "checkpoint files were not written to the storage path"
