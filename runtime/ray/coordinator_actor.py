@@ -17,10 +17,19 @@ failover.
 
 The completed-checkpoint store lives on the job's checkpoint storage (memory: the shared
 blob-store actor), so a replacement coordinator `recover()`s it and keeps ids increasing.
+
+High availability (`graph.high_availability` enabled, ZOOKEEPER). Each coordinator actor is a
+contender: it builds its own HA services (`create_recovery_factory`; kazoo runs in the actor
+process), joins the leader election, and uses the ZooKeeper ID counter and the ZooKeeper store
+fenced by its election. Only the leader triggers (`trigger_source` is a no-op otherwise). The
+driver `promote()`s a contender once it leads: it waits for the grant, then recovers the store
+from ZooKeeper. A revoked leadership (session lost or suspended) stops triggering at once, aborts
+what is pending and is reported in `status()["leader_lost"]`, so the driver fails over.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -30,28 +39,46 @@ from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
 from checkpoint.reasons import CheckpointFailureReason
+from checkpoint.recovery import HighAvailabilityError, create_recovery_factory
+from checkpoint.storage import StorageError
 from checkpoint.store import StandaloneCompletedCheckpointStore
 from runtime.ray.storage import StorageSpec, open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
 from runtime.restore import restore_latest_valid
 from runtime.task import TaskRestore
 
+log = logging.getLogger("barrierflow.ray")
+
 
 class CoordinatorActor:
     """Hosts the job's `CheckpointCoordinator`. Wrapped with `ray.remote` by the executor."""
 
-    def __init__(self, job_id: str, graph: Any, storage: StorageSpec) -> None:
+    def __init__(self, job_id: str, graph: Any, storage: StorageSpec, contender_id: str = "coordinator") -> None:
         self._lock = threading.RLock()
         self._timers = ThreadTimers(self._lock)
         self.graph = graph
         self.job_id = job_id
+        self.contender_id = contender_id
         config = graph.checkpoint_config
         self.storage = open_storage(storage)
-        self.store = StandaloneCompletedCheckpointStore(self.storage, job_id, config.retained)
-        self.store.recover()  # a replacement coordinator finds what its predecessor completed
-        self.id_counter = StorageCheckpointIDCounter(self.storage, job_id)
-        self.id_counter.start()  # continues from the id a crashed predecessor persisted
-        self.id_counter.set_count(max(self.id_counter.get(), self.store.highest_checkpoint_id_seen + 1))
+        ha = getattr(graph, "high_availability", None)
+        self.ha_factory: Any = None
+        self.election: Any = None
+        self._leader_lost = False
+        if ha is not None and ha.enabled:
+            self.ha_factory = create_recovery_factory(ha.mode, hosts=ha.hosts, cluster_id=ha.cluster_id,
+                                                      session_timeout=ha.session_timeout)
+            self.election = self.ha_factory.create_leader_election(job_id, contender_id, on_revoke=self._on_revoke)
+            self.store: Any = _HighAvailabilityStore(
+                self.ha_factory.create_store(job_id, self.storage, config.retained, leader_election=self.election))
+            self.id_counter: Any = self.ha_factory.create_id_counter(job_id)
+            self.id_counter.start()  # shared in ZooKeeper: ids keep increasing across leaders
+        else:
+            self.store = StandaloneCompletedCheckpointStore(self.storage, job_id, config.retained)
+            self.store.recover()  # a replacement coordinator finds what its predecessor completed
+            self.id_counter = StorageCheckpointIDCounter(self.storage, job_id)
+            self.id_counter.start()  # continues from the id a crashed predecessor persisted
+            self.id_counter.set_count(max(self.id_counter.get(), self.store.highest_checkpoint_id_seen + 1))
         self.epoch: int | None = None
         self._handles: dict[TaskId, Any] = {}
         self._notify_refs: list[Any] = []
@@ -61,6 +88,38 @@ class CoordinatorActor:
             job_id, config, clock=WallClock(), timers=self._timers, gateway=self, store=self.store,
             id_counter=self.id_counter, source_tasks=sources, all_tasks=graph.task_ids(),
         )
+        if self.election is not None:
+            self.election.start()
+
+    # ------------------------------------------------------------------ high availability
+
+    def promote(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for this contender to lead, then recover the completed
+        checkpoints from ZooKeeper. Returns whether it leads (always True without HA).
+
+        Raises:
+            checkpoint.recovery.HighAvailabilityError: ZooKeeper failed during recovery.
+        """
+        if self.election is None:
+            return True
+        if not self.election.await_leadership(timeout):  # not under the lock: the grant may need it
+            return False
+        with self._lock:
+            self.store.recover()
+            return bool(self.election.is_leader)
+
+    def is_leader(self) -> bool:
+        return self.election is None or bool(self.election.is_leader)
+
+    def _on_revoke(self) -> None:
+        # election thread: must not block on the actor lock, so the step-down runs on the timer thread
+        self._leader_lost = True
+        self._timers.schedule(0.0, self._step_down)
+
+    def _step_down(self) -> None:
+        log.warning("coordinator %r of job %s lost leadership: stops triggering", self.contender_id, self.job_id)
+        self.coordinator.stop()
+        self.coordinator.abort_all_pending(CheckpointFailureReason.COORDINATOR_SHUTDOWN)
 
     # ------------------------------------------------------------------ driver-facing
 
@@ -71,6 +130,7 @@ class CoordinatorActor:
             self._handles = dict(handles)
             self._notify_refs = []
             self._fail_request = None
+            self._leader_lost = False
             if not first:
                 self.coordinator.restart(self.graph.source_task_ids(), self.graph.task_ids())
             self.coordinator.start()
@@ -105,6 +165,9 @@ class CoordinatorActor:
                 "fail_request": self._fail_request,
                 "final_complete": self.coordinator.is_final_checkpoint_complete,
                 "latest_id": (self.store.get_latest_checkpoint() or _NoCheckpoint).checkpoint_id,
+                "leader": self.is_leader(),
+                "leader_lost": self._leader_lost,
+                "contender": self.contender_id,
             }
 
     def history(self) -> list[Any]:
@@ -122,6 +185,9 @@ class CoordinatorActor:
         with self._lock:
             self.coordinator.shutdown()
             self._timers.close()
+        if self.election is not None:  # ends the ZooKeeper session: a standby is elected at once
+            self.election.stop()
+            self.ha_factory.close()
 
     # ------------------------------------------------------------------ task-facing
 
@@ -145,6 +211,8 @@ class CoordinatorActor:
     def trigger_source(self, task_id: TaskId, checkpoint_id: int, timestamp: float,
                        unaligned: bool = False, alignment_timeout: float | None = None) -> None:
         handle = self._handles.get(task_id)
+        if self.election is not None and not self.election.is_leader:
+            return  # only the leader triggers
         if handle is not None and self.epoch is not None:
             handle.trigger_source.remote(self.epoch, checkpoint_id, timestamp, unaligned, alignment_timeout)
 
@@ -168,6 +236,23 @@ class CoordinatorActor:
 
     def on_checkpoint_completed(self, completed: Any) -> None:
         pass
+
+
+class _HighAvailabilityStore:
+    """The ZooKeeper store, with its failures (not leading, ZooKeeper unreachable) turned into the
+    `StorageError` the coordinator aborts a checkpoint for (STORAGE_FAILURE) instead of raising."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def add_checkpoint(self, completed: Any) -> Any:
+        try:
+            return self._store.add_checkpoint(completed)
+        except HighAvailabilityError as exc:
+            raise StorageError(f"registering checkpoint {completed.checkpoint_id} in ZooKeeper failed: {exc}") from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
 
 
 class _NoCheckpoint:

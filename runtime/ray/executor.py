@@ -26,6 +26,12 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   Every call carries its epoch and anything from an older epoch is dropped, so nothing leaks
   from the failed attempt into the restored one.
   A dead coordinator is replaced by one that recovers the completed-checkpoint store.
+* High availability (`graph.high_availability`, ZOOKEEPER): two coordinator actors contend in
+  ZooKeeper's leader election (see `coordinator_actor`); the driver deploys on the leader only.
+  When the leader dies (its session ends, after the session timeout) or reports lost leadership,
+  the driver waits for whichever contender leads now, `promote()`s it (it recovers the latest
+  completed checkpoint from ZooKeeper), fails over globally from it and starts a replacement
+  standby. Checkpoint ids come from ZooKeeper's counter, so they keep increasing.
 * Faults (`FaultPlan`): `TaskCrash` at a time is a `ray.kill` of that task's actor; after N
   records (or at a fraction of the task's expected records) the actor freezes at that record
   count and the driver kills it. `CoordinatorCrash` kills the coordinator actor (at a time or a
@@ -51,6 +57,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from checkpoint.handles import TaskId
 from checkpoint.reasons import CheckpointFailureReason
+from checkpoint.recovery import create_recovery_factory
 from runtime.faults import (
     ChannelStall,
     CoordinatorCrash,
@@ -138,6 +145,19 @@ class RayExecutor:
         self._stats_history: list[Any] = []
         self._fired: set[int] = set()
         self.coordinator: Any = None
+        #: HA only: the standby coordinator actor, and how many contenders were started so far
+        self.standby: Any = None
+        self._contenders = 0
+        #: HA only: wall times of CoordinatorCrash faults and of each promotion of a new leader
+        self.coordinator_crash_times: list[float] = []
+        self.promotion_times: list[float] = []
+        #: HA only: the latest completed checkpoint id each promoted leader recovered (None: none)
+        self.recovered_checkpoints: list[int | None] = []
+        ha = graph.high_availability
+        self.ha = ha if ha is not None and ha.enabled and self.checkpointing else None
+        if self.ha is not None:  # bad hosts/cluster id fail here, in the driver, not in an actor
+            create_recovery_factory(self.ha.mode, hosts=self.ha.hosts, cluster_id=self.ha.cluster_id,
+                                    session_timeout=self.ha.session_timeout).close()
         self.committer: Any = None
         self.blob_store: Any = None
 
@@ -170,6 +190,8 @@ class RayExecutor:
         self.started = time.time()
         if self.checkpointing:
             self.coordinator = self._new_coordinator()
+            if self.ha is not None:
+                self._await_leader(first=True)
         self._deploy({})
         self.running_since = time.time()  # job time excludes starting Ray and the first actors
         last_progress = 0.0
@@ -194,8 +216,60 @@ class RayExecutor:
     # ------------------------------------------------------------------ deployment
 
     def _new_coordinator(self) -> Any:
+        contender = f"coordinator-{self._contenders}"
+        self._contenders += 1
         return _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
-                                         max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec)
+                                         max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
+                                                                contender)
+
+    def _await_leader(self, first: bool = False) -> None:
+        """HA: make whichever contender leads now `self.coordinator` (promoted: it recovered the
+        completed checkpoints from ZooKeeper), and keep a live standby next to it.
+
+        Raises:
+            JobFailedError: no contender became leader within a few session timeouts.
+        """
+        assert self.ha is not None
+        if first:  # the first contender joins alone, so it leads; the standby joins after it
+            self.standby = None
+        deadline = time.time() + 4 * self.ha.session_timeout + 30
+        while time.time() < deadline:
+            for handle in (self.coordinator, self.standby):
+                if handle is None:
+                    continue
+                try:
+                    leads = ray.get(handle.promote.remote(0.2), timeout=30)
+                except (RayActorError, GetTimeoutError) as exc:
+                    log.warning("barrierflow ray: coordinator contender unusable: %s", _short(exc))
+                    self._replace_contender(handle)
+                    break
+                except RayError as exc:  # e.g. ZooKeeper unreachable while recovering: try again
+                    log.warning("barrierflow ray: promoting a coordinator failed: %s", _short(exc))
+                    time.sleep(0.2)
+                    continue
+                if leads:
+                    if handle is self.standby:
+                        self.coordinator, self.standby = self.standby, self.coordinator
+                    if self.standby is None:
+                        self.standby = self._new_coordinator()
+                    if not first:
+                        self.promotion_times.append(time.time())
+                        status = ray.get(self.coordinator.status.remote(), timeout=30)
+                        self.recovered_checkpoints.append(status["latest_id"])
+                    log.info("barrierflow ray: coordinator %s leads", "promoted" if not first else "elected")
+                    return
+        self._give_up(f"no coordinator of job {self.graph.job_name!r} became leader in ZooKeeper "
+                      f"({self.ha.hosts}) within {4 * self.ha.session_timeout + 30:.0f} s", None)
+
+    def _replace_contender(self, handle: Any) -> None:
+        with contextlib.suppress(Exception):
+            ray.kill(handle, no_restart=True)
+        if handle is self.coordinator:
+            self.coordinator, self.standby = self.standby, None
+        else:
+            self.standby = None
+        if self.coordinator is None:
+            self.coordinator = self._new_coordinator()
 
     def _deploy(self, restores: dict[TaskId, Any]) -> None:
         """Deploy a new epoch on the task actors, replacing the ones that died."""
@@ -304,12 +378,22 @@ class RayExecutor:
             return f"checkpoint coordinator died: {_short(exc)}", exc
         if self._coord_status.get("fail_request"):
             return self._coord_status["fail_request"], None
+        if self.ha is not None and self._coord_status.get("leader_lost"):
+            self._await_leader()
+            self._coord_ref = None
+            return "checkpoint coordinator lost its ZooKeeper leadership", None
         return None
 
     def _replace_coordinator(self) -> None:
         ray.kill(self.coordinator, no_restart=True)
-        self.coordinator = self._new_coordinator()
         self._coord_ref = None
+        if self.ha is not None:
+            self.coordinator, self.standby = self.standby, None
+            if self.coordinator is None:
+                self.coordinator = self._new_coordinator()
+            self._await_leader()
+            return
+        self.coordinator = self._new_coordinator()
 
     def _all_finished(self) -> bool:
         return len(self._status) == len(self.task_ids) and all(s["finished"] for s in self._status.values())
@@ -426,6 +510,7 @@ class RayExecutor:
         elif isinstance(fault, CoordinatorCrash) and self.coordinator is not None:
             with contextlib.suppress(RayError):
                 self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
+            self.coordinator_crash_times.append(time.time())
             ray.kill(self.coordinator, no_restart=True)
         elif isinstance(fault, ChannelStall):
             handle = self.tasks.get(self._targets[index])
@@ -443,6 +528,9 @@ class RayExecutor:
         if self.coordinator is not None:
             history = ray.get(self.coordinator.history.remote(), timeout=60)
             ray.get(self.coordinator.shutdown.remote(), timeout=60)
+        if self.standby is not None:
+            with contextlib.suppress(RayError):
+                ray.get(self.standby.shutdown.remote(), timeout=30)
         metrics = JobMetrics()
         metrics.duration = time.time() - self.running_since
         metrics.restarts = len(self.failures)
@@ -488,7 +576,7 @@ class RayExecutor:
     def _cleanup(self) -> None:
         if not ray.is_initialized():
             return
-        for handle in list(self.tasks.values()) + [self.coordinator, self.committer, self.blob_store]:
+        for handle in list(self.tasks.values()) + [self.coordinator, self.standby, self.committer, self.blob_store]:
             if handle is not None:
                 with contextlib.suppress(Exception):  # already gone
                     ray.kill(handle, no_restart=True)
