@@ -333,7 +333,7 @@ class GeneratorSplitReader(SplitReader):
         out: list[Record] = []
         for i in range(first, first + n * self._stride, self._stride):
             if fn is None:
-                record: Record = {"i": i}
+                record: Record = {"i": i} if field is None else {"i": i, field: now}
             else:
                 try:
                     record = fn(i)
@@ -345,10 +345,8 @@ class GeneratorSplitReader(SplitReader):
                         i,
                         TypeError(f"generator fn returned {type(record).__name__} {record!r}, expected a dict"),
                     )
-                if field is not None:
-                    record = dict(record)
-            if field is not None:
-                record[field] = now
+                if field is not None:  # a copy: fn may return a shared dict
+                    record = {**record, field: now}
             out.append(record)
         self.position += n
         return out
