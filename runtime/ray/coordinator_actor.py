@@ -168,6 +168,8 @@ class CoordinatorActor:
                 "leader": self.is_leader(),
                 "leader_lost": self._leader_lost,
                 "contender": self.contender_id,
+                "zk_session": self.ha_factory.session() if self.ha_factory is not None and hasattr(
+                    self.ha_factory, "session") else None,
             }
 
     def history(self) -> list[Any]:

@@ -388,12 +388,26 @@ class RayExecutor:
         ray.kill(self.coordinator, no_restart=True)
         self._coord_ref = None
         if self.ha is not None:
+            self._close_dead_leader_session()
             self.coordinator, self.standby = self.standby, None
             if self.coordinator is None:
                 self.coordinator = self._new_coordinator()
             self._await_leader()
             return
         self.coordinator = self._new_coordinator()
+
+    def _close_dead_leader_session(self) -> None:
+        """Ray confirmed the coordinator is dead: end its ZooKeeper session now rather than wait
+        for the session timeout, so the standby is elected at once."""
+        session = (self._coord_status or {}).get("zk_session")
+        if not session:
+            return
+        from checkpoint.zookeeper import close_session
+
+        try:
+            close_session(self.ha.hosts, session, timeout=self.ha.session_timeout)
+        except Exception as exc:  # the session timeout still ends it; this only speeds it up
+            log.warning("could not close the dead coordinator's ZooKeeper session: %s", exc)
 
     def _all_finished(self) -> bool:
         return len(self._status) == len(self.task_ids) and all(s["finished"] for s in self._status.values())
