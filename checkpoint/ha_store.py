@@ -39,7 +39,7 @@ from checkpoint.recovery import (
     check_retained,
 )
 from checkpoint.storage import CheckpointStorage, CorruptCheckpointError, StorageError, compute_checksum
-from checkpoint.store import CompletedCheckpointStore
+from checkpoint.store import CompletedCheckpointStore, discard_checkpoint_files
 
 log = logging.getLogger(__name__)
 
@@ -264,23 +264,10 @@ class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
             return
         keep = {p for c in self._checkpoints for p in c.referenced_paths()}
         try:
-            self.storage.discard_checkpoint(self.job_id, checkpoint_id, keep=keep)
-            if checkpoint is not None:
-                self._delete_outside_files(checkpoint, keep)
+            discard_checkpoint_files(self.storage, self.job_id, checkpoint_id, checkpoint, keep)
         except StorageError as exc:
             log.warning("could not delete the files of checkpoint %d of job %s: %s",
                         checkpoint_id, self.job_id, exc)
-
-    def _delete_outside_files(self, checkpoint: CompletedCheckpoint, keep: set[str]) -> None:
-        """Files the checkpoint references in the job directory but outside its own `chk-<id>/`
-        (never under `shared/`: the shared-state registry owns those), as the standalone store does."""
-        job_prefix = self.storage.job_dir(self.job_id) + "/"
-        shared_prefix = self.storage.shared_dir(self.job_id) + "/"
-        own_prefix = self.storage.checkpoint_dir(self.job_id, checkpoint.checkpoint_id) + "/"
-        for path in checkpoint.referenced_paths():
-            if (path.startswith(job_prefix) and not path.startswith((own_prefix, shared_prefix))
-                    and path not in keep):
-                self.storage.delete_file(path)
 
     def _quiet_delete(self, path: str) -> None:
         try:

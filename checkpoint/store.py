@@ -208,15 +208,8 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
         """Delete a dropped checkpoint's files that no retained checkpoint references."""
         self.registry.release_checkpoint(checkpoint.checkpoint_id)
         keep = {p for c in self._checkpoints for p in c.referenced_paths()}
-        job_prefix = self.storage.job_dir(self.job_id) + "/"
-        shared_prefix = self.storage.shared_dir(self.job_id) + "/"
-        own_prefix = self.storage.checkpoint_dir(self.job_id, checkpoint.checkpoint_id) + "/"
         try:
-            self.storage.discard_checkpoint(self.job_id, checkpoint.checkpoint_id, keep=keep)
-            for path in checkpoint.referenced_paths():
-                if (path.startswith(job_prefix) and not path.startswith(own_prefix)
-                        and not path.startswith(shared_prefix) and path not in keep):
-                    self.storage.delete_file(path)
+            discard_checkpoint_files(self.storage, self.job_id, checkpoint.checkpoint_id, checkpoint, keep)
         except StorageError as exc:
             log.warning("could not delete the files of checkpoint %d of job %s: %s",
                         checkpoint.checkpoint_id, self.job_id, exc)
@@ -224,6 +217,25 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
     def __repr__(self) -> str:
         ids = [c.checkpoint_id for c in self._checkpoints]
         return f"StandaloneCompletedCheckpointStore(job={self.job_id!r}, retained={self._retained}, ids={ids})"
+
+
+def discard_checkpoint_files(storage: CheckpointStorage, job_id: str, checkpoint_id: int,
+                             checkpoint: CompletedCheckpoint | None, keep: set[str]) -> None:
+    """Delete a dropped checkpoint's files that no retained checkpoint references (`keep`): its
+    own `chk-<id>/`, and files it references elsewhere in the job directory — never under
+    `shared/`, which the shared-state registry owns. Used by every completed-checkpoint store.
+
+    Raises:
+        StorageError: a delete failed (the caller logs it; nothing else depends on it).
+    """
+    storage.discard_checkpoint(job_id, checkpoint_id, keep=keep)
+    if checkpoint is None:
+        return
+    job_prefix = storage.job_dir(job_id) + "/"
+    skip = (storage.checkpoint_dir(job_id, checkpoint_id) + "/", storage.shared_dir(job_id) + "/")
+    for path in checkpoint.referenced_paths():
+        if path.startswith(job_prefix) and not path.startswith(skip) and path not in keep:
+            storage.delete_file(path)
 
 
 def _replace_handles(completed: CompletedCheckpoint, replaced: dict[StateHandle, StateHandle]) -> None:
