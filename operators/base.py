@@ -35,9 +35,18 @@ class OperatorError(RuntimeError):
 
 
 class SinkCommitter(Protocol):
-    """The external system behind a sink: commits are idempotent per transaction id."""
+    """The external system behind a sink (a transactional store, like Kafka's transactions).
 
-    def commit(self, sink: str, transaction_id: str, records: list[Record]) -> None: ...
+    `stage` is the pre-commit: the records are durable in the external system but invisible
+    until `commit`; commits are idempotent per transaction id. Executors must make a stage
+    durable before the checkpoint that staged it is acknowledged.
+    """
+
+    def stage(self, sink: str, transaction_id: str, records: list[Record]) -> None: ...
+
+    def commit(self, sink: str, transaction_id: str, records: list[Record] | None = None) -> None:
+        """Make a transaction visible: `records` given, or (None) the ones staged under its id."""
+        ...
 
 
 class Clock(Protocol):

@@ -2,17 +2,22 @@
 
 Theory of operation
 -------------------
-Records are staged in an *open transaction*. When checkpoint k's barrier reaches the sink,
-`snapshot_state(k)` closes the open transaction as *pending* transaction k (pre-commit) and puts
-every pending transaction into the operator state of checkpoint k. Only when the coordinator says
-checkpoint k completed (`notify_checkpoint_complete(k)`) are pending transactions with checkpoint
-<= k committed to the external system (`ctx.committer`), which deduplicates by transaction id.
+Records are collected in an *open transaction*. When checkpoint k's barrier reaches the sink,
+`snapshot_state(k)` pre-commits the open transaction: its records are *staged* in the external
+system (`ctx.committer.stage`, durable but invisible) as transaction k, and the ids of every
+pending transaction go into the operator state of checkpoint k — the records themselves never
+enter the checkpoint (as with Flink's Kafka sink, whose state holds transaction handles). Only
+when the coordinator says checkpoint k completed (`notify_checkpoint_complete(k)`) are pending
+transactions with checkpoint <= k committed (`ctx.committer.commit`), which deduplicates by
+transaction id.
 
 * Abort of k: its pending transaction stays pending; a later completed checkpoint k' > k contains
   it (snapshots include every uncommitted transaction) and commits it.
 * Failure: the task restores the state of the latest completed checkpoint c. Its pending
   transactions all belong to checkpoints <= c, which completed, so `restore_state` commits them
-  at once (Flink's recoverAndCommit); a commit that already happened is a no-op by txn id.
+  at once (Flink's recoverAndCommit) from what the external system staged; a commit that already
+  happened is a no-op by txn id. (State written before staging existed carries the records
+  themselves; they are committed from the state.)
   Records staged after c are replayed by the sources and staged again.
 * No checkpointing: nothing can ever complete, so `end_input` commits the open transaction.
 
@@ -43,7 +48,7 @@ class CollectSink(StreamOperator):
         self.sink_name = name
         self.name = f"Sink: {name}"
         self._open: list[Record] = []
-        #: pre-committed transactions, oldest first: {"txn", "checkpoint", "records"}
+        #: pre-committed (staged) transactions, oldest first: {"txn", "checkpoint"}
         self._pending: list[dict[str, Any]] = []
         #: restored before `open()` gave us a committer: commit them in `open()`
         self._restored: list[dict[str, Any]] = []
@@ -63,7 +68,8 @@ class CollectSink(StreamOperator):
         self._last_checkpoint = max(self._last_checkpoint, checkpoint_id)
         if self._open:
             txn = f"{self.sink_name}/{self.ctx.subtask}/{checkpoint_id}"
-            self._pending.append({"txn": txn, "checkpoint": checkpoint_id, "records": self._open})
+            self.ctx.committer.stage(self.sink_name, txn, self._open)
+            self._pending.append({"txn": txn, "checkpoint": checkpoint_id})
             self._open = []
         # entries are never mutated once pending, so a shallow copy of the list is immutable enough
         return {"pending": list(self._pending)} if self._pending else {}
@@ -111,7 +117,8 @@ class CollectSink(StreamOperator):
     def _commit_all(self, transactions: list[dict[str, Any]]) -> None:
         commit = self.ctx.committer.commit
         for txn in transactions:
-            commit(self.sink_name, txn["txn"], list(txn["records"]))
+            records = txn.get("records")  # only in state written before sinks staged
+            commit(self.sink_name, txn["txn"], None if records is None else list(records))
 
     @property
     def num_staged(self) -> int:

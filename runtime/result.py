@@ -6,7 +6,20 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 Record = dict[str, Any]
+#: a transaction's records: dicts, or one Arrow record batch (as the Ray committer receives them)
+Records = list[Record] | pa.RecordBatch
+
+
+def _rows(records: Records) -> list[Record]:
+    return records.to_pylist() if isinstance(records, pa.RecordBatch) else list(records)
+
+
+def _keep(records: Records) -> Records:
+    """What a committer stores: a batch as is (immutable), dicts as a private list."""
+    return records if isinstance(records, pa.RecordBatch) else list(records)
 
 
 class JobFailedError(RuntimeError):
@@ -17,23 +30,85 @@ class JobFailedError(RuntimeError):
         self.cause = cause
 
 
+class UnknownTransactionError(KeyError):
+    """A commit named a transaction that was never staged (its records would be lost)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class TransactionConflictError(RuntimeError):
+    """A sink staged a transaction id that is already committed."""
+
+
 class CollectCommitter:
-    """The "external system" behind `CollectSink`s: outlives task restarts; commits are
-    idempotent per transaction id, so a transaction re-committed after recovery is not repeated."""
+    """The "external system" behind `CollectSink`s: outlives task restarts. Staged transactions
+    are kept invisible until committed; commits are idempotent per transaction id, so a
+    transaction re-committed after recovery is not repeated. Transactions staged by an attempt
+    that failed before its checkpoint completed stay staged and invisible
+    (`staged_transactions`) until an attempt that replays their records stages that id again."""
 
     def __init__(self) -> None:
-        self._committed: dict[str, OrderedDict[str, list[Record]]] = {}
+        self._committed: dict[str, OrderedDict[str, Records]] = {}
+        self._staged: dict[str, dict[str, Records]] = {}
         self.duplicate_commits = 0
 
-    def commit(self, sink: str, transaction_id: str, records: list[Record]) -> None:
+    def stage(self, sink: str, transaction_id: str, records: Records) -> None:
+        """Stage `records` under `transaction_id`, replacing a lingering stage of that id (left by
+        an attempt whose checkpoint never completed: its records are replayed).
+
+        Raises:
+            TransactionConflictError: the id is already committed — this execution restored a
+                checkpoint older than what this external system has seen, so its output would
+                be duplicated or lost.
+        """
+        if transaction_id in self._committed.get(sink, ()):
+            raise TransactionConflictError(
+                f"sink {sink!r}: transaction {transaction_id!r} is already committed; the job restored a "
+                "checkpoint older than the output this committer holds (restore the latest checkpoint, "
+                "or give the job a fresh committer)"
+            )
+        self._staged.setdefault(sink, {})[transaction_id] = _keep(records)
+
+    def commit(self, sink: str, transaction_id: str, records: Records | None = None) -> None:
+        """Raises: UnknownTransactionError when `records` is None and nothing was staged."""
         txns = self._committed.setdefault(sink, OrderedDict())
         if transaction_id in txns:
             self.duplicate_commits += 1
             return
-        txns[transaction_id] = list(records)
+        staged = self._staged.get(sink, {}).pop(transaction_id, None)
+        if records is None:
+            if staged is None:
+                raise UnknownTransactionError(
+                    f"sink {sink!r}: transaction {transaction_id!r} was committed but never staged here "
+                    f"(staged: {sorted(self._staged.get(sink, {}))}). Restoring a checkpoint of an earlier "
+                    "execution? Its sinks staged their records in that execution's committer: pass it as "
+                    "execute(..., committer=earlier_result.committer)"
+                )
+            records = staged
+        txns[transaction_id] = _keep(records)
+
+    def records(self, sink: str, transaction_id: str) -> list[Record]:
+        """The records of a committed or staged transaction.
+
+        Raises:
+            UnknownTransactionError: `sink` has no such transaction.
+        """
+        for txns in (self._committed.get(sink, {}), self._staged.get(sink, {})):
+            if transaction_id in txns:
+                return _rows(txns[transaction_id])
+        raise UnknownTransactionError(f"sink {sink!r} has no transaction {transaction_id!r}")
+
+    def staged_transactions(self, sink: str) -> list[str]:
+        """Staged, never committed (invisible) transaction ids of `sink`."""
+        return sorted(self._staged.get(sink, {}))
 
     def output(self, sink: str) -> list[Record]:
-        return [r for records in self._committed.get(sink, {}).values() for r in records]
+        txns = self._committed.get(sink, {})
+        for txn, records in txns.items():
+            if isinstance(records, pa.RecordBatch):
+                txns[txn] = records.to_pylist()  # once: later reads reuse the dicts
+        return [r for records in txns.values() for r in records]
 
     def transactions(self, sink: str) -> list[str]:
         return list(self._committed.get(sink, {}))

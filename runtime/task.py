@@ -424,7 +424,6 @@ class Task:
                 handled = self._run_chain(records, count_in=True)
                 if reader.finished():
                     self._reader_index += 1
-                self.flush()
                 return handled or len(records)
             if reader.finished():
                 self._reader_index += 1

@@ -67,7 +67,7 @@ from runtime.faults import (
     TaskCrash,
     resolve_task,
 )
-from runtime.graph import JobGraph
+from runtime.graph import JobGraph, JobGraphError
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
@@ -112,8 +112,12 @@ class RayExecutor:
         heartbeat_interval: float = 0.02,
         heartbeat_timeout: float = 30.0,
         max_duration: float = 600.0,
+        committer: Any = None,
     ) -> None:
         self.graph = graph
+        #: an earlier execution's `CollectCommitter` (`result.committer`): this one restores its
+        #: checkpoint, so the transactions it staged must still be committable
+        self._initial_committer = committer
         self.address = address
         self.faults = faults or FaultPlan()
         self.seed = seed
@@ -177,7 +181,8 @@ class RayExecutor:
         check_storage_for_cluster(self.storage_uri, len(nodes))
         self._multi_node = len(nodes) > 1
         self._pin = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self.committer = _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote()
+        self.committer = _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote(
+            self._initial_committer)
         if is_memory(self.storage_uri):
             self.blob_store = _BlobStore.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote()
             self.storage_spec: tuple[str, Any] = ("memory", self.blob_store)
@@ -632,4 +637,11 @@ def run_job(
         runtime.ray.storage.StorageConfigError: node-local checkpoint storage on a multi-node cluster.
         runtime.ray.cluster.RayStartError: Ray could not be started or joined.
     """
+    for unsupported in ("restore_from", "checkpoint_listeners"):
+        if options.get(unsupported):
+            raise JobGraphError(
+                f"executor 'ray' does not support {unsupported} yet (env.restore_from / "
+                "land_checkpoints_to run on executor='sim')"
+            )
+        options.pop(unsupported, None)
     return RayExecutor(graph, address=address, faults=faults, seed=seed, progress=progress, **options).run()

@@ -4,9 +4,14 @@ Both are plain classes wrapped with `ray.remote(...)` (the pattern of Ray's `uti
 plus a client-side proxy that gives the pure core the interface it expects:
 
 * `CommitterService` holds the job's `CollectCommitter` — the "external system" of every
-  `CollectSink`. Commits are idempotent per transaction id, so a transaction re-committed by a
-  restored sink is not repeated. `RemoteCommitter` sends commits fire-and-forget and remembers
-  the calls, so a task can wait for its commits to land before it reports itself done.
+  `CollectSink`. Sinks stage (pre-commit) a checkpoint's records here and commit them by id when
+  it completes; commits are idempotent per transaction id, so a transaction re-committed by a
+  restored sink is not repeated. `RemoteCommitter` sends stages and commits fire-and-forget and
+  remembers the calls: a task waits for its stages to land before it acknowledges the checkpoint
+  that staged them (`take_staged`), and for its commits before it reports itself done. Records
+  travel as one Arrow record batch per transaction (`Buffer.from_records`, the data path's own
+  conversion), so the committer process deserialises columns instead of unpickling a dict per
+  record; it converts back to dicts only when the result is read.
 * `BlobStoreService` holds a `MemoryBlobStore` when the job keeps checkpoints "in memory":
   the memory is this actor's, so every task actor and the coordinator see the same blobs and a
   task or coordinator restart loses nothing. `RemoteBlobStore` is a `BlobStore` over it.
@@ -16,10 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from checkpoint.storage import MemoryBlobStore, StorageError
+from runtime.messages import Buffer
 from runtime.result import CollectCommitter
 
 SERVICE_CPUS = 0.01
@@ -28,10 +35,13 @@ SERVICE_CPUS = 0.01
 class CommitterService:
     """The job's sink committer, as an actor."""
 
-    def __init__(self) -> None:
-        self._committer = CollectCommitter()
+    def __init__(self, committer: CollectCommitter | None = None) -> None:
+        self._committer = committer if committer is not None else CollectCommitter()
 
-    def commit(self, sink: str, transaction_id: str, records: list[dict[str, Any]]) -> None:
+    def stage(self, sink: str, transaction_id: str, records: pa.RecordBatch) -> None:
+        self._committer.stage(sink, transaction_id, records)
+
+    def commit(self, sink: str, transaction_id: str, records: pa.RecordBatch | None = None) -> None:
         self._committer.commit(sink, transaction_id, records)
 
     def committer(self) -> CollectCommitter:
@@ -41,15 +51,32 @@ class CommitterService:
         return True
 
 
+def _as_batch(records: list[dict[str, Any]]) -> pa.RecordBatch:
+    """Raises: RecordConversionError naming a record Arrow cannot carry."""
+    return Buffer.from_records(records).batch
+
+
 class RemoteCommitter:
     """`SinkCommitter` for a task actor: fire-and-forget commits, `drain()` waits for them."""
 
     def __init__(self, handle: Any) -> None:
         self._handle = handle
         self._refs: list[Any] = []
+        self._staged: list[Any] = []
 
-    def commit(self, sink: str, transaction_id: str, records: list[dict[str, Any]]) -> None:
-        self._refs.append(self._handle.commit.remote(sink, transaction_id, records))
+    def stage(self, sink: str, transaction_id: str, records: list[dict[str, Any]]) -> None:
+        self._staged.append(self._handle.stage.remote(sink, transaction_id, _as_batch(records)))
+
+    def take_staged(self) -> list[Any]:
+        """Refs of the stages sent since the last call: the snapshot that staged them may be
+        acknowledged only once they succeeded (a stage lost with a dying process must fail the
+        checkpoint, not complete it)."""
+        refs, self._staged = self._staged, []
+        return refs
+
+    def commit(self, sink: str, transaction_id: str, records: list[dict[str, Any]] | None = None) -> None:
+        batch = None if records is None else _as_batch(records)
+        self._refs.append(self._handle.commit.remote(sink, transaction_id, batch))
         if len(self._refs) > 64:
             _, self._refs = ray.wait(self._refs, num_returns=len(self._refs), timeout=0)
 

@@ -13,13 +13,14 @@ actor's lock, so the pure `Task` is touched by one thread at a time.
   call carries its epoch; calls of another epoch (in flight across a failover) are dropped, and
   so are timer callbacks and snapshot writes started in an earlier epoch.
 * Work. After every input (`push`), returned credit (`add_credits`), control call or timer, the
-  actor *drives* the task: `step()` while it has work, sending what `drain_sendable()` allows and
-  returning owed credits at the end. A non-source task's work per call is bounded by its input
-  (at most `credits` buffers per channel). A source never loops forever: it steps for about
-  `SOURCE_SLICE` seconds, then schedules its next slice as a call to itself
-  (`self_handle.step.remote()`), so checkpoint triggers and notifications are served in between.
-  A rate-limited source is woken by a timer, at most every `buffer_timeout`, so it ships
-  batches rather than single records. A backpressured source schedules nothing; the credit that
+  actor *drives* the task (`_drive`): `step()` for one slice of about `WORK_SLICE` seconds,
+  sending what `drain_sendable()` allows and returning owed credits at the end; work left over
+  is continued by a call the actor queues to itself (`self_handle.step.remote()`), and until
+  that continuation runs, other calls only feed the task and send. So no call waits behind more
+  than one slice: checkpoint triggers reach a busy source within a few milliseconds, and an
+  unaligned barrier reaches a busy task's handler while the data before it still sits in the
+  gate. A rate-limited source is woken by a timer, at most every `buffer_timeout`, so it ships
+  batches rather than single records. A backpressured task schedules nothing; the credit that
   ends the backpressure drives it again.
 * Ports. Acknowledgements, declines and "source finished" go to the coordinator actor, tagged
   with the epoch. Snapshots are serialised and written by the writer thread through the shared
@@ -54,8 +55,8 @@ from runtime.ray.timers import ThreadTimers, WallClock
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskRestore, TaskSnapshot
 
-#: seconds a source steps before yielding to other calls (bounds checkpoint trigger latency)
-SOURCE_SLICE = 0.002
+#: seconds of work per call before the actor yields to queued calls (see `TaskActor._drive`)
+WORK_SLICE = 0.002
 
 
 class _TaskTimers:
@@ -195,31 +196,41 @@ class TaskActor:
                 self._drive()
 
     def _drive(self) -> None:
+        """Send what may go, do at most one slice of work, return credits, schedule the rest.
+
+        Work happens in slices of about `WORK_SLICE` seconds; what is left is continued by a
+        `step` call the actor queues to itself. While that continuation is queued, other calls
+        (pushes, credits, triggers, timers) only feed the task and send — they do no work — so
+        any call waits behind at most one slice plus the cheap calls ahead of it. That bounds
+        how long a trigger waits at a busy source, and lets an unaligned barrier reach the
+        handler while the data before it is still queued in the gate (in-flight data it
+        overtakes), instead of waiting until the task has processed it all.
+        """
         if self._dead:
             return
         task = self.task
         is_source = task.is_source
-        deadline = time.perf_counter() + SOURCE_SLICE
         try:
-            while True:
-                self._send()
-                if not task.has_work():
-                    break
-                handled = task.step()
-                if handled:
-                    self._records += handled
-                    if self._crash_after is not None and self._records >= self._crash_after:
-                        self._freeze()
-                        return
-                if is_source and (handled == 0 or time.perf_counter() > deadline):
-                    break
+            if not self._step_pending:
+                deadline = time.perf_counter() + WORK_SLICE
+                while True:
+                    self._send()
+                    if not task.has_work():
+                        break
+                    handled = task.step()
+                    if handled:
+                        self._records += handled
+                        if self._crash_after is not None and self._records >= self._crash_after:
+                            self._freeze()
+                            return
+                    if (is_source and handled == 0) or time.perf_counter() > deadline:
+                        break
             self._send()
         except Exception as exc:  # a user function or protocol error: the task fails
             self._fail(exc)
             return
         self.inputs.return_credits()
-        if is_source:
-            self._schedule_source()
+        self._schedule_continuation()
         if task.pending_output() and self._flush_timer is None:
             self._flush_timer = self._timers.schedule(self._pace, self._bound(self._on_flush))
 
@@ -243,11 +254,11 @@ class TaskActor:
         self.task.flush()
         self._drive()
 
-    def _schedule_source(self) -> None:
+    def _schedule_continuation(self) -> None:
         task = self.task
         if self._step_pending or self._wake_timer is not None or not task.has_work():
             return
-        ready = task.next_ready_time()
+        ready = task.next_ready_time() if task.is_source else None
         if ready is not None or self._rate_limited:
             # rate limited: wake when records are due, at most every buffer_timeout
             now = time.time()
@@ -327,10 +338,12 @@ class TaskActor:
 
     def write_snapshot(self, snapshot: TaskSnapshot) -> None:
         n, self._writes = self._writes, self._writes + 1
-        self._write_pool.submit(self._write, self.epoch, snapshot, n in self._failed_writes)
+        staged = self._committer.take_staged()  # the sinks' pre-commits of this snapshot
+        self._write_pool.submit(self._write, self.epoch, snapshot, n in self._failed_writes, staged)
 
-    def _write(self, epoch: int, snapshot: TaskSnapshot, fail: bool) -> None:
-        """On the writer thread: serialise and write, then report back under the lock."""
+    def _write(self, epoch: int, snapshot: TaskSnapshot, fail: bool, staged: list[Any]) -> None:
+        """On the writer thread: serialise and write, wait for the sinks' stages, then report
+        back under the lock."""
         checkpoint_id = snapshot.checkpoint_id
         with self._lock:
             if not self._live(epoch) or self.task.is_cancelled(checkpoint_id):
@@ -341,8 +354,10 @@ class TaskActor:
         try:
             if fail:
                 raise StorageError(f"injected storage failure writing {self.task_id} chk-{checkpoint_id}")
+            if staged:
+                ray.get(staged)
             handles = self._writer.write(snapshot, self._writer.prepare(snapshot))
-        except Exception as exc:  # StorageError, or the storage actor gone
+        except Exception as exc:  # StorageError, the storage or committer actor gone
             error = exc
         with self._lock:
             if not self._live(epoch):

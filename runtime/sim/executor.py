@@ -159,6 +159,7 @@ class SimExecutor:
         progress: Callable[[dict[str, Any]], None] | None = None,
         restore_from: tuple[Any, Any] | None = None,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
+        committer: CollectCommitter | None = None,
     ) -> None:
         self.graph = graph
         #: (CompletedCheckpoint, CheckpointStorage) the first deployment starts from, if any
@@ -188,7 +189,9 @@ class SimExecutor:
         self.checkpointing = config is not None and config.interval is not None
         self.storage = storage_from_uri(config.storage if config else None)
         self.writer = SnapshotWriter(self.storage, self.job_id, config)
-        self.committer = CollectCommitter()
+        #: the sinks' external system; an earlier execution's (`result.committer`) when this one
+        #: restores its checkpoint, so the transactions that one staged can still be committed
+        self.committer = committer if committer is not None else CollectCommitter()
         self.metrics = JobMetrics()
         self.failures: list[str] = []
         self.restarts_left = graph.restart_strategy.attempts if graph.restart_strategy else 0

@@ -15,10 +15,16 @@ class RecordingCommitter:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.staged: dict[str, list[dict[str, Any]]] = {}
         self.committed: dict[str, tuple[str, list[dict[str, Any]]]] = {}
 
-    def commit(self, sink: str, transaction_id: str, records: list[dict[str, Any]]) -> None:
+    def stage(self, sink: str, transaction_id: str, records: list[dict[str, Any]]) -> None:
+        self.staged.setdefault(transaction_id, list(records))
+
+    def commit(self, sink: str, transaction_id: str, records: list[dict[str, Any]] | None = None) -> None:
         self.calls.append(transaction_id)
+        if records is None:
+            records = self.staged[transaction_id]  # KeyError: committed but never staged
         self.committed.setdefault(transaction_id, (sink, list(records)))
 
     def output(self, sink: str) -> list[dict[str, Any]]:

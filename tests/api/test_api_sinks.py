@@ -23,7 +23,9 @@ def test_nothing_is_committed_before_the_checkpoint_completes():
     sink = sink_with(committer)
     assert sink.process_batch(recs(1, 2)) == []
     state = sink.snapshot_state(1)
-    assert state == {"pending": [{"txn": "pv/0/1", "checkpoint": 1, "records": recs(1, 2)}]}
+    # pre-commit: the records are staged in the external system, only the id is in the state
+    assert state == {"pending": [{"txn": "pv/0/1", "checkpoint": 1}]}
+    assert committer.staged == {"pv/0/1": recs(1, 2)}
     sink.process_batch(recs(3))  # after barrier 1: goes to the next transaction
     assert committer.calls == []
     sink.notify_checkpoint_complete(1)
@@ -38,7 +40,7 @@ def test_snapshot_is_not_changed_by_later_records_or_commits():
     sink.process_batch(recs(2))
     sink.snapshot_state(2)
     sink.notify_checkpoint_complete(2)
-    assert state == {"pending": [{"txn": "pv/0/1", "checkpoint": 1, "records": recs(1)}]}
+    assert state == {"pending": [{"txn": "pv/0/1", "checkpoint": 1}]}
 
 
 def test_aborted_checkpoint_transaction_is_committed_by_a_later_completion():
@@ -84,6 +86,13 @@ def test_restore_commits_pending_transactions_of_the_completed_checkpoint():
     after.restore_state(state)
     assert committer.output("pv") == recs(1, 2)
     assert after.pending_transactions == [] and after.num_staged == 0
+
+
+def test_state_written_before_staging_commits_its_records_from_the_state():
+    committer = RecordingCommitter()
+    sink = sink_with(committer)
+    sink.restore_state({"pending": [{"txn": "pv/0/3", "checkpoint": 3, "records": recs(7)}]})
+    assert committer.output("pv") == recs(7)
 
 
 def test_restore_before_open_commits_on_open():
@@ -210,3 +219,44 @@ class SinkTwoPhaseCommit(RuleBasedStateMachine):
 
 SinkTwoPhaseCommit.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 TestSinkTwoPhaseCommit = SinkTwoPhaseCommit.TestCase
+
+
+def test_collect_committer_keeps_staged_transactions_invisible_until_committed():
+    from runtime.result import CollectCommitter, UnknownTransactionError
+
+    committer = CollectCommitter()
+    committer.stage("pv", "pv/0/1", recs(1, 2))
+    committer.stage("pv", "pv/0/2", recs(3))
+    assert committer.output("pv") == [] and committer.staged_transactions("pv") == ["pv/0/1", "pv/0/2"]
+    committer.commit("pv", "pv/0/1")
+    committer.commit("pv", "pv/0/1")  # idempotent
+    assert committer.output("pv") == recs(1, 2) and committer.duplicate_commits == 1
+    assert committer.staged_transactions("pv") == ["pv/0/2"]
+    with pytest.raises(UnknownTransactionError, match="pv/0/7.*never staged"):
+        committer.commit("pv", "pv/0/7")
+
+
+def test_collect_committer_replaces_a_lingering_stage_and_refuses_to_restage_a_committed_id():
+    from runtime.result import CollectCommitter, TransactionConflictError
+
+    committer = CollectCommitter()
+    committer.stage("pv", "pv/0/2", recs(1))  # an attempt that failed before checkpoint 2 completed
+    committer.stage("pv", "pv/0/2", recs(1, 2))  # the attempt that replayed those records
+    committer.commit("pv", "pv/0/2")
+    assert committer.output("pv") == recs(1, 2)
+    with pytest.raises(TransactionConflictError, match="pv/0/2.*already committed"):
+        committer.stage("pv", "pv/0/2", recs(3))
+    assert committer.output("pv") == recs(1, 2)
+
+
+def test_collect_committer_takes_arrow_batches_and_reads_them_back_as_records():
+    import pyarrow as pa
+
+    from runtime.result import CollectCommitter
+
+    committer = CollectCommitter()
+    committer.stage("pv", "pv/0/1", pa.RecordBatch.from_pylist(recs(1, 2)))  # as the Ray committer gets them
+    committer.commit("pv", "pv/1/1", pa.RecordBatch.from_pylist(recs(3)))
+    committer.commit("pv", "pv/0/1")
+    assert committer.records("pv", "pv/0/1") == recs(1, 2)
+    assert committer.output("pv") == recs(3, 1, 2) and committer.output("pv") == recs(3, 1, 2)

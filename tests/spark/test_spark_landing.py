@@ -9,6 +9,7 @@ import pytest
 from checkpoint.options import CheckpointingMode
 from operators import CollectSink, KeyedProcessFunction
 from runtime import StreamEnvironment
+from runtime.result import CollectCommitter
 from runtime.sim.workloads import multiset
 from spark_bridge import LandingError, decode_value, land_checkpoint, landed_checkpoint_ids, read_checkpoint
 from spark_bridge.landing import resolve_checkpoint
@@ -123,10 +124,20 @@ def test_restore_from_landed_equals_restore_from_native(spark, finished, tmp_pat
     target = str(tmp_path / "landed")
     land_checkpoint(spark, storage, chosen, target)
 
+    def external_system_as_of_chosen() -> CollectCommitter:
+        """The sink's external system as it was at `chosen`: its transactions up to there staged
+        (the restore commits the ones `chosen` still had pending)."""
+        committer = CollectCommitter()
+        for txn in result.committer.transactions("out"):
+            if txn.rsplit("/", 1)[1].isdigit() and int(txn.rsplit("/", 1)[1]) <= chosen:
+                committer.stage("out", txn, result.committer.records("out", txn))
+        return committer
+
     native = job(None, unaligned=True).execute(
-        "landjob", executor="sim", seed=9, restore_from=resolve_checkpoint(storage, chosen))
+        "landjob", executor="sim", seed=9, restore_from=resolve_checkpoint(storage, chosen),
+        committer=external_system_as_of_chosen())
     from_landed = job(None, unaligned=True).restore_from_landed(spark, target, chosen).execute(
-        "landjob", executor="sim", seed=9)
+        "landjob", executor="sim", seed=9, committer=external_system_as_of_chosen())
     assert multiset(from_landed.output("out")) == multiset(native.output("out"))
     assert from_landed.final_state == native.final_state
     assert from_landed.final_state["profile"]["count"] == expected_counts()

@@ -5,7 +5,6 @@ backend, corruption fallback, rescaling from a checkpoint directory, snapshot ca
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from runtime import FaultPlan
 from runtime.api import StreamEnvironment
 from runtime.cli import main as cli
 from runtime.faults import TaskCrash
-from runtime.result import JobFailedError
+from runtime.result import CollectCommitter, JobFailedError, UnknownTransactionError
 from runtime.sim.executor import NetworkOptions, SimExecutor
 from runtime.sim.workloads import SINK, CountPerKey, build_job, make_env, multiset, random_spec
 
@@ -129,16 +128,16 @@ def test_no_valid_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- rescaling
 
 
-def partial_run(storage: Path, parallelism: int, **options) -> OrderedDict:
-    """Run until a task crashes for good halfway; return the committed transactions."""
+def partial_run(storage: Path, parallelism: int, **options) -> CollectCommitter:
+    """Run until a task crashes for good halfway; return its external system (the committer)."""
     env = count_env(storage, parallelism, interval=0.0005, **options)
     env.set_restart_strategy(RestartStrategy.no_restart())
-    crash = TaskCrash(task="count[0]", after_records=int(0.6 * len(ROWS) / parallelism))
+    crash = TaskCrash(task="count[0]", at=0.011)  # after checkpoint 1 completed, before the job ends
     sim = SimExecutor(env.get_job_graph("job"), seed=1, faults=FaultPlan.of(crash))
     with pytest.raises(JobFailedError):
         sim.run()
-    assert sim.store.get_latest_checkpoint() is not None
-    return sim.committer._committed.get("out", OrderedDict())
+    assert sim.store.get_latest_checkpoint() is not None, "the crash came before any checkpoint completed"
+    return sim.committer
 
 
 @pytest.mark.parametrize("backend", ["memory", "incremental+merge", "incremental"])
@@ -148,14 +147,19 @@ def test_rescale_from_a_checkpoint_directory_is_exactly_once(tmp_path: Path, bac
     options = {} if backend == "memory" else BACKENDS[backend]
     first = partial_run(tmp_path, before, **options)
     env = count_env(tmp_path / "second", after, **options).restore_from(str(tmp_path), job_id="job")
-    result = env.execute("job", executor="sim", seed=2)
-    merged = OrderedDict(first)  # the external system deduplicates transactions by id
-    for txn in result.committer.transactions("out"):
-        merged.setdefault(txn, result.committer._committed["out"][txn])
-    records = [r for rs in merged.values() for r in rs]
+    # the same external system: it holds what the first execution staged but did not commit
+    result = env.execute("job", executor="sim", seed=2, committer=first)
     expected = reference_run()
-    assert multiset(records) == multiset(expected.output("out"))
+    assert multiset(result.output("out")) == multiset(expected.output("out"))
     assert result.final_state == expected.final_state
+
+
+def test_restoring_staged_transactions_without_their_external_system_is_a_clear_error(tmp_path: Path) -> None:
+    first = partial_run(tmp_path, 2)
+    assert first.staged_transactions("out"), "the crash should leave a staged, uncommitted transaction"
+    env = count_env(tmp_path / "second", 2).restore_from(str(tmp_path), job_id="job")
+    with pytest.raises(UnknownTransactionError, match=r"'out/\d/1' was committed but never staged.*committer="):
+        env.execute("job", executor="sim", seed=2)  # a fresh committer: the staged records are elsewhere
 
 
 def test_restore_from_names_a_missing_job(tmp_path: Path) -> None:
@@ -208,7 +212,8 @@ def test_aborted_checkpoints_stop_their_uploads_on_every_task(tmp_path: Path, ba
 
 
 def test_checkpoints_cli_lists_shows_and_collects_orphans(tmp_path: Path, capsys) -> None:
-    count_env(tmp_path, **BACKENDS["incremental+merge"]).execute("job", executor="sim", seed=5)
+    first = count_env(tmp_path, **BACKENDS["incremental+merge"]).execute("job", executor="sim", seed=5)
+    committed = first.committer.transactions("out")
     orphan = tmp_path / "job" / "shared" / "count[0]" / "chk-999-0.merged"
     orphan.parent.mkdir(parents=True, exist_ok=True)
     orphan.write_bytes(b"left by a crashed task")
@@ -224,6 +229,8 @@ def test_checkpoints_cli_lists_shows_and_collects_orphans(tmp_path: Path, capsys
     assert "chk-999-0.merged" in out and not orphan.exists()
     assert cli(["checkpoints", "gc", str(tmp_path)]) == 0
     assert "removed 0 orphan" in capsys.readouterr().out
-    restored = count_env(tmp_path / "again").restore_from(str(tmp_path)).execute("job", executor="sim", seed=1)
-    assert restored.output("out") == []  # restored from the final checkpoint: nothing left to do
+    restored = count_env(tmp_path / "again").restore_from(str(tmp_path)).execute(
+        "job", executor="sim", seed=1, committer=first.committer)
+    # restored from the final checkpoint: nothing left to do (its pending commits are no-ops)
+    assert restored.committer.transactions("out") == committed
     assert cli(["checkpoints", "show", str(tmp_path), "12345"]) == 1
