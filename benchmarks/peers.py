@@ -1,21 +1,75 @@
 """The same page-view job on PyFlink (local MiniCluster) and Bytewax, as rows of the modes table.
 
     python -m benchmarks.peers [--quick] [--json PATH] [--out DIR]
+    python -m benchmarks.peers --setup-venv          (PyFlink + Bytewax into a separate venv)
     python -m benchmarks.checkpoint_modes --peers ...   (peers in the same run)
 
-Needs the optional extra `peers` (`pip install -e .[peers]`: the `apache-flink` and `bytewax`
-packages; Java 17 for Flink). Without it this prints how to install it and exits 0 — nothing in
-the test suite depends on it.
+Installing the peers
+--------------------
+* Bytewax: the optional extra `peers` (`pip install -e .[peers]`, bytewax 0.21).
+* PyFlink: NOT in the extra. apache-flink 2.3 (through apache-beam 2.61) pins numpy<2.2, pyarrow<17,
+  protobuf<6 and py4j==0.10.9.7, which would downgrade this environment's numpy/pyarrow/protobuf and
+  break pyspark (py4j 0.10.9.9, pyarrow>=18) and ray. `python -m benchmarks.peers --setup-venv`
+  creates a separate venv (default `../peers-venv` next to the repository, i.e. /work/peers-venv;
+  override with $BARRIERFLOW_PEERS_VENV) and installs `apache-flink==2.3.0` and `bytewax==0.21.1`
+  there. Flink also needs Java 17 (`java` on PATH or $JAVA_HOME).
+Without either this prints how to install them and exits 0; nothing in the test suite depends on them.
 
-Job: generator -> map to `(key, created)` -> key by -> running count -> sink, parallelism 2,
-checkpoints every 100 ms, run at max rate. Variants:
+How it runs
+-----------
+Every variant runs in a fresh child process of the interpreter that has the package (this one, else
+the venv's python) in its own process group and a temporary work directory (also the JVM's
+java.io.tmpdir). Once the child has exited, what is left of its group gets 15 s to exit by itself,
+then SIGTERM, then SIGKILL, so no JVM or Python UDF worker outlives its row. The child writes
+per-record stamps (or the Flink log) into the work directory and the driver computes the numbers.
+Java start-up, job planning and submission, task deployment and the final shutdown are never inside
+a measured span (for task initialisation see `flink-sql`).
 
-* `pyflink-udf`: DataStream API with Python UDFs (process execution mode, `python.executable` =
-  this interpreter), modes none / aligned / unaligned / at-least-once; the last UDF measures
-  end-to-end latency against the creation stamp.
-* `flink-sql`: a `datagen` table, `GROUP BY` count into a `blackhole` sink (throughput only).
-* `bytewax`: a keyed `stateful_map` count with recovery snapshots every 100 ms (`epoch_interval`)
-  and without recovery (mode none).
+Records per run (full / `--quick`): pyflink-udf 500,000 / 50,000; flink-sql 10,000,000 / 1,000,000;
+bytewax 10,000,000 / 1,000,000. The numbers are wall-clock on a (possibly shared) 2-core machine
+and so sensitive to whatever else runs there: the driver prints the load average after each row.
+
+Job: generator -> map to `(key, created)` -> key by (50 keys) -> running count -> sink, parallelism 2,
+checkpoints every 100 ms, run at max rate (closed loop: a saturated pipeline, so its latencies are
+latencies under full load, unlike barrierflow's open-loop latency rows at `rate`). Variants:
+
+* `pyflink-udf` (modes none / aligned / unaligned / at-least-once): DataStream API,
+  `NumberSequenceSource` (Java) -> Python `map` stamping `created = time.time()` -> `key_by` -> Python
+  `KeyedProcessFunction` keeping the count in `ValueState` and stamping `done = time.time()` ->
+  Java `DiscardingSink`; `python.execution-mode = process`, `python.executable` = the interpreter,
+  and `_python_worker_execution_mode=process` in the environment (otherwise PyFlink on a local
+  MiniCluster runs all Python UDFs in the client process, "loopback" mode, one GIL for both
+  subtasks; with it every slot gets its own Python worker process as on a cluster), other PyFlink
+  settings at their defaults (notably `python.fn-execution.bundle.size` 100000 and
+  `bundle.time` 1000 ms, which dominate the latency). Checkpoints use the default (JobManager heap)
+  storage. Latency per record = done - created (ms). Throughput = records /
+  (max(done) - min(created)). The driver checks that exactly `records` stamps came back.
+* `flink-sql` (modes none / aligned / unaligned / at-least-once): `datagen` table (`app INT`
+  random in 0..49, `number-of-rows` = records, `rows-per-second` = 10^9, i.e. unthrottled; its
+  default of 10000 rows/s would make it measure the rate limiter), `INSERT INTO blackhole SELECT
+  app, COUNT(*) FROM src GROUP BY app` (no mini-batch: one update per input row). No latency (there
+  is no per-record stamp without a UDF). Throughput = records / (first source subtask switching to
+  RUNNING -> last subtask switching to FINISHED), both read from the TaskManager's log (1 ms
+  resolution); this excludes JVM start, planning, submission, deployment and task initialisation
+  (code generation) of the source, but includes the time the source already runs while the
+  aggregate task is still initialising (a few hundred ms; its output waits in network buffers)
+  and draining and closing at the end of the input.
+* `bytewax` (modes none / aligned): 2 processes x 1 worker (`cluster_main` on 127.0.0.1; 2 processes
+  rather than 2 threads because worker threads share the GIL), a 2-partition generator source
+  (batches of 1000 ints) -> `map` stamping `created` -> `stateful_map` count stamping `done` ->
+  a sink collecting the stamps. `aligned` = a `RecoveryConfig` (SQLite recovery partitions in a
+  temp dir), so state and source positions are snapshotted at the end of every epoch, with
+  `epoch_interval` = 100 ms; `none` = no recovery, same 100 ms epochs. Latency and throughput as for
+  `pyflink-udf`.
+
+For the Flink variants `checkpoints_completed`, `checkpoint_duration_*` and `checkpoint_size_max`
+(JSON only: bytes of the largest completed checkpoint, operator state plus, when unaligned, the
+persisted in-flight data; the log does not split them, so `state_bytes`/`persisted_bytes` stay
+empty) come from the JobManager's "Completed checkpoint" log lines; `checkpoints_aborted` /
+`abort_reasons` count triggered checkpoints that failed (mostly ones declined because tasks were
+finishing at the end of the bounded input). The job's effective checkpoint settings (enabled, mode,
+unaligned, interval) are read back from the environment and a row whose job ran with other settings
+fails. Bytewax has no checkpoint columns (it keeps no such statistics).
 
 With `--json PATH` pointing at a `checkpoint_modes` JSON, the peer rows are added to it and its
 table and plots are rewritten, so barrierflow, Flink and Bytewax sit side by side.
@@ -24,13 +78,20 @@ table and plots are rewritten, so barrierflow, Flink and Bytewax sit side by sid
 from __future__ import annotations
 
 import argparse
+import array
+import contextlib
+import glob
 import importlib.util
 import json
 import os
+import re
+import signal
+import socket
+import subprocess
 import sys
 import tempfile
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from benchmarks.report import percentile
@@ -38,177 +99,522 @@ from benchmarks.report import percentile
 PARALLELISM = 2
 INTERVAL_MS = 100
 KEYS = 50
-INSTALL_HINT = "pip install -e .[peers]   (installs apache-flink and bytewax; Flink also needs Java 17)"
+BYTEWAX_BATCH = 1000
+FLINK_PIN = "apache-flink==2.3.0"
+BYTEWAX_PIN = "bytewax==0.21.1"
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INSTALL_HINT = ("pip install -e .[peers]   (Bytewax)  and  python -m benchmarks.peers --setup-venv   "
+                "(PyFlink and Bytewax in a separate venv; Flink also needs Java 17)")
+ROW_MARK = "BARRIERFLOW_PEER_ROW "
+CHILD_TIMEOUT_S = 1800
+FLINK_MODES = ("none", "aligned", "unaligned", "at-least-once")
+BYTEWAX_MODES = ("none", "aligned")
+
+
+def peers_venv() -> str:
+    return os.environ.get("BARRIERFLOW_PEERS_VENV") or os.path.join(os.path.dirname(REPO_ROOT), "peers-venv")
+
+
+def _venv_python() -> str:
+    return os.path.join(peers_venv(), "bin", "python")
+
+
+_INTERPRETERS: dict[str, str | None] = {}
+
+
+def interpreter_for(module: str) -> str | None:
+    """This interpreter if it can import `module`, else the peers venv's python if that can, else None."""
+    if module not in _INTERPRETERS:
+        found: str | None = None
+        if importlib.util.find_spec(module) is not None:
+            found = sys.executable
+        elif os.path.exists(_venv_python()):
+            probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                if subprocess.run([_venv_python(), "-c", probe], capture_output=True, timeout=60).returncode == 0:
+                    found = _venv_python()
+        _INTERPRETERS[module] = found
+    return _INTERPRETERS[module]
 
 
 def available() -> dict[str, bool]:
-    """Which peer systems can be imported here."""
-    return {name: importlib.util.find_spec(module) is not None
-            for name, module in (("flink", "pyflink"), ("bytewax", "bytewax"))}
+    """Which peer systems can run here (in this interpreter or the peers venv)."""
+    return {name: interpreter_for(module) is not None for name, module in (("flink", "pyflink"), ("bytewax", "bytewax"))}
+
+
+def setup_venv() -> int:
+    """Create the peers venv and install the pinned PyFlink and Bytewax into it."""
+    venv = peers_venv()
+    if not os.path.exists(_venv_python()):
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    subprocess.run([_venv_python(), "-m", "pip", "install", "--upgrade", "pip"], check=True)
+    subprocess.run([_venv_python(), "-m", "pip", "install", FLINK_PIN, BYTEWAX_PIN], check=True)
+    print(f"peers venv ready: {venv}")
+    return 0
 
 
 def _row(executor: str, mode: str, *, status: str = "ok", throughput: float | None = None,
-         latencies_ms: list[float] | None = None, records: int | None = None) -> dict[str, Any]:
+         latencies_ms: list[float] | None = None, records: int | None = None,
+         checkpoints: dict[str, Any] | None = None) -> dict[str, Any]:
     lat = sorted(latencies_ms or [])
+    cp = checkpoints or {}
     return {
         "executor": executor, "scenario": "uniform", "mode": mode, "parallelism": PARALLELISM,
         "status": status, "throughput": throughput,
         "latency_p50": percentile(lat, 50), "latency_p90": percentile(lat, 90),
         "latency_p99": percentile(lat, 99), "latency_p99_9": percentile(lat, 99.9),
         "latency_max": percentile(lat, 100),
-        "checkpoint_duration_p50": None, "checkpoint_duration_p99": None, "checkpoint_duration_max": None,
-        "alignment_time_p50": None, "alignment_time_max": None, "persisted_bytes": None, "state_bytes": None,
-        "checkpoints_completed": None, "checkpoints_aborted": None, "abort_reasons": {},
+        "checkpoint_duration_p50": cp.get("p50"), "checkpoint_duration_p99": cp.get("p99"),
+        "checkpoint_duration_max": cp.get("max"),
+        "alignment_time_p50": None, "alignment_time_max": None, "persisted_bytes": None,
+        "state_bytes": None,
+        # Flink's own "checkpointed size" of the largest completed checkpoint: operator state plus,
+        # for unaligned checkpoints, persisted in-flight data (the log does not split the two)
+        "checkpoint_size_max": cp.get("bytes"),
+        "checkpoints_completed": cp.get("completed"), "checkpoints_aborted": cp.get("aborted"),
+        "abort_reasons": cp.get("reasons", {}),
         "rate": None, "records": records,
     }
+
+
+def _failed(executor: str, mode: str, why: str) -> dict[str, Any]:
+    return _row(executor, mode, status=f"failed: {why}"[:300])
+
+
+# ---------------------------------------------------------------------------- stamps
+
+
+def _write_stamps(path: str, stamps: array.array) -> None:
+    with open(path + ".part", "wb") as fh:
+        stamps.tofile(fh)
+    os.replace(path + ".part", path)
+
+
+def _stamp_row(executor: str, mode: str, stamp_dir: str, records: int,
+               checkpoints: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Row from `(created, done)` pairs (seconds since the epoch) written by the last operator."""
+    stamps = array.array("d")
+    for path in sorted(glob.glob(os.path.join(stamp_dir, "*.bin"))):
+        with open(path, "rb") as fh:
+            stamps.frombytes(fh.read())
+    created, done = stamps[0::2], stamps[1::2]
+    if len(created) != records:
+        return _failed(executor, mode, f"{len(created)} stamps came back for {records} records")
+    span = max(done) - min(created)
+    latencies = [(d - c) * 1e3 for c, d in zip(created, done)]
+    return _row(executor, mode, throughput=records / span, latencies_ms=latencies, records=records,
+                checkpoints=checkpoints)
+
+
+# ---------------------------------------------------------------------------- Flink logs
+
+_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+_TASK_SWITCH = re.compile(r"taskmanager\.Task\s+\[\] - (.+?) \(\d+/\d+\)#\d+ \(\S+\) switched from (\w+) to (\w+)\.")
+_COMPLETED = re.compile(r"Completed checkpoint (\d+) for job \S+ \((\d+) bytes, checkpointDuration=(\d+) ms")
+_FAILED_CP = re.compile(r"Failed to trigger or complete checkpoint (\d+) for job")
+_EXCEPTION = re.compile(r"CheckpointException: ([^.]*(?:\.[^.\s][^.]*)*)")
+
+
+def _log_lines(log_dir: str) -> list[str]:
+    lines: list[str] = []
+    for path in sorted(glob.glob(os.path.join(log_dir, "*.log"))):
+        with open(path, errors="replace") as fh:
+            lines += fh.read().splitlines()
+    return lines
+
+
+def _log_time(line: str) -> float | None:
+    m = _LOG_TIME.match(line)
+    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() if m else None
+
+
+def flink_task_span(lines: list[str]) -> tuple[float, float] | None:
+    """(first source subtask INITIALIZING->RUNNING, last subtask RUNNING->FINISHED), from the log."""
+    starts, ends = [], []
+    for line in lines:
+        m = _TASK_SWITCH.search(line)
+        if not m:
+            continue
+        when = _log_time(line)
+        if m.group(1).startswith("Source") and (m.group(2), m.group(3)) == ("INITIALIZING", "RUNNING"):
+            starts.append(when)
+        elif (m.group(2), m.group(3)) == ("RUNNING", "FINISHED"):
+            ends.append(when)
+    if not starts or not ends:
+        return None
+    return min(starts), max(ends)
+
+
+def flink_checkpoints(lines: list[str]) -> dict[str, Any]:
+    """Completed checkpoints (count, duration p50/p99/max in ms, largest size) and failed ones by reason."""
+    durations, sizes, failed = [], [], {}
+    for i, line in enumerate(lines):
+        m = _COMPLETED.search(line)
+        if m:
+            sizes.append(int(m.group(2)))
+            durations.append(float(m.group(3)))
+            continue
+        f = _FAILED_CP.search(line)
+        if f and f.group(1) not in failed:  # the same failure can be logged twice
+            why = "unknown"
+            for follow in lines[i + 1:i + 3]:
+                e = _EXCEPTION.search(follow)
+                if e:
+                    why = re.sub(r"\s*[0-9a-f]{32}(_[0-9a-f]{32})?(_\d+)+\.?", " <task>", e.group(1)).strip()
+                    break
+            failed[f.group(1)] = why
+    reasons: dict[str, int] = {}
+    for why in failed.values():
+        reasons[why] = reasons.get(why, 0) + 1
+    durations.sort()
+    return {"completed": len(durations), "aborted": len(failed), "reasons": reasons,
+            "p50": percentile(durations, 50), "p99": percentile(durations, 99), "max": percentile(durations, 100),
+            "bytes": max(sizes) if sizes else None}
+
+
+# ---------------------------------------------------------------------------- PyFlink (child side)
+
+
+def _flink_config(mode: str) -> Any:
+    from pyflink.common import Configuration
+
+    config = Configuration()
+    config.set_string("python.execution-mode", "process")
+    config.set_string("python.executable", sys.executable)
+    config.set_string("python.client.executable", sys.executable)
+    config.set_string("parallelism.default", str(PARALLELISM))
+    if mode != "none":
+        config.set_string("execution.checkpointing.interval", f"{INTERVAL_MS} ms")
+        config.set_string("execution.checkpointing.mode",
+                          "AT_LEAST_ONCE" if mode == "at-least-once" else "EXACTLY_ONCE")
+        config.set_string("execution.checkpointing.unaligned.enabled", str(mode == "unaligned").lower())
+    return config
+
+
+def _flink_stream_env(mode: str) -> tuple[Any, dict[str, Any]]:
+    """A StreamExecutionEnvironment for `mode`, and the checkpoint settings it really has."""
+    from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment(_flink_config(mode))
+    env.set_parallelism(PARALLELISM)
+    if mode != "none":  # also set through the API, in case the config keys are not picked up
+        env.enable_checkpointing(INTERVAL_MS, CheckpointingMode.AT_LEAST_ONCE if mode == "at-least-once"
+                                 else CheckpointingMode.EXACTLY_ONCE)
+        if mode == "unaligned":
+            env.get_checkpoint_config().enable_unaligned_checkpoints()
+    config = env.get_checkpoint_config()
+    return env, {"checkpointing": config.is_checkpointing_enabled(), "mode": str(config.get_checkpointing_mode()),
+                 "unaligned": config.is_unaligned_checkpoints_enabled(),
+                 "interval_ms": config.get_checkpoint_interval() if mode != "none" else None}
+
+
+def child_pyflink_udf(mode: str, records: int, work: str) -> dict[str, Any]:
+    """PyFlink DataStream job with Python UDFs at max rate; stamps go to `work`/stamps."""
+    from pyflink.common import Types, WatermarkStrategy
+    from pyflink.datastream import KeyedProcessFunction
+    from pyflink.datastream.connectors import Sink
+    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+    from pyflink.datastream.state import ValueStateDescriptor
+    from pyflink.java_gateway import get_gateway
+
+    stamp_dir = os.path.join(work, "stamps")
+    os.makedirs(stamp_dir, exist_ok=True)
+    keys = KEYS
+
+    class Count(KeyedProcessFunction):
+        def open(self, runtime_context: Any) -> None:
+            self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+            self.path = os.path.join(stamp_dir, f"{runtime_context.get_index_of_this_subtask()}-{os.getpid()}.bin")
+            self.stamps = array.array("d")
+
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            n = (self.count.value() or 0) + 1
+            self.count.update(n)
+            self.stamps.append(value[1])
+            self.stamps.append(time.time())
+            yield value[0], n
+
+        def close(self) -> None:  # inline (not _write_stamps): the UDF worker need not import benchmarks
+            with open(self.path + ".part", "wb") as fh:
+                self.stamps.tofile(fh)
+            os.replace(self.path + ".part", self.path)
+
+    env, effective = _flink_stream_env(mode)
+    discard = Sink(get_gateway().jvm.org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink())
+    (
+        env.from_source(NumberSequenceSource(0, records - 1), WatermarkStrategy.no_watermarks(), "seq")
+        .map(lambda i: (f"app{i % keys}", time.time()), output_type=Types.TUPLE([Types.STRING(), Types.DOUBLE()]))
+        .key_by(lambda r: r[0], key_type=Types.STRING())
+        .process(Count(), output_type=Types.TUPLE([Types.STRING(), Types.LONG()]))
+        .sink_to(discard)
+    )
+    env.execute(f"pyflink-udf-{mode}")
+    return {"stamps": stamp_dir, "effective": effective}
+
+
+def child_flink_sql(mode: str, records: int, work: str) -> dict[str, Any]:
+    """Flink SQL `GROUP BY` count from `datagen` into `blackhole`."""
+    from pyflink.table import EnvironmentSettings, StreamTableEnvironment
+
+    env, effective = _flink_stream_env(mode)
+    settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(_flink_config(mode)).build()
+    table_env = StreamTableEnvironment.create(env, settings)
+    table_env.execute_sql(
+        f"CREATE TABLE src (app INT) WITH ('connector' = 'datagen', 'number-of-rows' = '{records}', "
+        f"'rows-per-second' = '1000000000', "
+        f"'fields.app.kind' = 'random', 'fields.app.min' = '0', 'fields.app.max' = '{KEYS - 1}')"
+    )
+    table_env.execute_sql("CREATE TABLE snk (app INT, cnt BIGINT) WITH ('connector' = 'blackhole')")
+    table_env.execute_sql("INSERT INTO snk SELECT app, COUNT(*) FROM src GROUP BY app").wait()
+    return {"effective": effective}
+
+
+# ---------------------------------------------------------------------------- Bytewax (child side)
+
+
+def child_bytewax(mode: str, records: int, work: str, proc_id: int, addresses: list[str]) -> dict[str, Any]:
+    """One process of a 2-process Bytewax cluster; writes its `(created, done)` stamps to `work`/stamps."""
+    import bytewax.operators as op
+    from bytewax.dataflow import Dataflow
+    from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
+    from bytewax.outputs import DynamicSink, StatelessSinkPartition
+    from bytewax.testing import cluster_main
+
+    stamp_dir = os.path.join(work, "stamps")
+    os.makedirs(stamp_dir, exist_ok=True)
+    stamps = array.array("d")
+
+    class Numbers(StatefulSourcePartition):
+        def __init__(self, part: int, resume: int | None) -> None:
+            self.next = part if resume is None else resume
+            self.step = PARALLELISM
+
+        def next_batch(self) -> list[int]:
+            if self.next >= records:
+                raise StopIteration
+            end = min(records, self.next + BYTEWAX_BATCH * self.step)
+            batch = list(range(self.next, end, self.step))
+            self.next = batch[-1] + self.step
+            return batch
+
+        def snapshot(self) -> int:
+            return self.next
+
+    class Source(FixedPartitionedSource):
+        def list_parts(self) -> list[str]:
+            return [str(p) for p in range(PARALLELISM)]
+
+        def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> Numbers:
+            return Numbers(int(for_part), resume_state)
+
+    class StampPart(StatelessSinkPartition):
+        def write_batch(self, items: list[tuple[str, tuple[float, float]]]) -> None:
+            for _key, (created, done) in items:
+                stamps.append(created)
+                stamps.append(done)
+
+    class StampSink(DynamicSink):
+        def build(self, step_id: str, worker_index: int, worker_count: int) -> StampPart:
+            return StampPart()
+
+    def count(state: int | None, created: float) -> tuple[int, tuple[float, float]]:
+        return (state or 0) + 1, (created, time.time())
+
+    flow = Dataflow("pageview")
+    items = op.input("inp", flow, Source())
+    stamped = op.map("stamp", items, lambda i: (f"app{i % KEYS}", time.time()))
+    counted = op.stateful_map("count", stamped, count)
+    op.output("out", counted, StampSink())
+    recovery = None
+    if mode != "none":
+        from pathlib import Path
+
+        from bytewax.recovery import RecoveryConfig
+
+        recovery = RecoveryConfig(Path(work) / "recovery")
+    cluster_main(flow, addresses, proc_id, epoch_interval=timedelta(milliseconds=INTERVAL_MS),
+                 recovery_config=recovery, worker_count_per_proc=1)
+    _write_stamps(os.path.join(stamp_dir, f"proc{proc_id}.bin"), stamps)
+    return {"stamps": stamp_dir}
+
+
+def _child_main(args: argparse.Namespace) -> int:
+    if args.child == "pyflink-udf":
+        out = child_pyflink_udf(args.mode, args.records, args.work)
+    elif args.child == "flink-sql":
+        out = child_flink_sql(args.mode, args.records, args.work)
+    else:
+        out = child_bytewax(args.mode, args.records, args.work, args.proc_id, args.addresses.split(","))
+    print(ROW_MARK + json.dumps(out), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------- driver side
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _kill_group(proc: subprocess.Popen, grace: float = 15.0) -> None:
+    """End the child's process group (the child, its JVM and its Python UDF workers): give what is
+    left `grace` seconds to exit by itself (a JVM shutting down cleans up its temp files), then
+    SIGTERM, then SIGKILL."""
+    for sig, wait in ((None, grace), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        if sig is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=0)
+            if not _group_alive(proc.pid):
+                return
+            time.sleep(0.1)
+
+
+def _run_children(python: str, argvs: list[list[str]], env: dict[str, str], timeout: float) -> list[tuple[int, str, str]]:
+    procs = [subprocess.Popen([python, "-m", "benchmarks.peers", *argv], cwd=REPO_ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+             for argv in argvs]
+    results = []
+    deadline = time.monotonic() + timeout
+    try:
+        for proc in procs:
+            try:
+                out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                results.append((proc.returncode, out, err))
+            except subprocess.TimeoutExpired:
+                _kill_group(proc, grace=0)
+                out, err = proc.communicate()
+                results.append((-1, out, err + f"\n(timed out after {timeout:.0f} s)"))
+    finally:
+        for proc in procs:
+            _kill_group(proc)
+    return results
+
+
+def _child_failure(results: list[tuple[int, str, str]]) -> str | None:
+    for code, out, err in results:
+        if code != 0 or ROW_MARK not in out:
+            lines = [ln.strip() for ln in (err + "\n" + out).splitlines() if ln.strip()]
+            causes = [ln for ln in lines if re.search(r"(Error|Exception)\b.*:", ln) and not ln.startswith("at ")]
+            return f"exit {code}: " + " | ".join(causes[-2:] if causes else lines[-3:])
+    return None
+
+
+def run_variant(variant: str, mode: str, records: int, *, timeout: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
+    """Run one peer variant in child process(es) of the interpreter that has the package; its row."""
+    python = interpreter_for("bytewax" if variant == "bytewax" else "pyflink")
+    if python is None:
+        return _failed(variant, mode, f"not installed ({INSTALL_HINT})")
+    with tempfile.TemporaryDirectory(prefix=f"barrierflow-{variant}-") as work:
+        log_dir = os.path.join(work, "log")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])),
+                   FLINK_LOG_DIR=log_dir, PYTHONUNBUFFERED="1")
+        if variant != "bytewax":
+            # the JVM's temp files (RPC jar, blobs, spill dirs) go into `work`, removed afterwards
+            env["JVM_ARGS"] = " ".join(filter(None, [os.environ.get("JVM_ARGS"),
+                                                     f"-Djava.io.tmpdir={os.path.join(work, 'jvm-tmp')}"]))
+            os.makedirs(os.path.join(work, "jvm-tmp"))
+            # PyFlink on a local MiniCluster runs every Python UDF in threads of the client process
+            # ("loopback" mode: one GIL for both subtasks); `process` gives each slot its own Python
+            # worker process, as on a real cluster.
+            env["_python_worker_execution_mode"] = "process"
+        common = ["--child", variant, "--mode", mode, "--records", str(records), "--work", work]
+        if variant == "bytewax":
+            if mode != "none":  # recovery partitions must exist before the cluster starts
+                init = ("from bytewax.recovery import init_db_dir; from pathlib import Path; import sys; "
+                        "init_db_dir(Path(sys.argv[1]), int(sys.argv[2]))")
+                os.makedirs(os.path.join(work, "recovery"))
+                subprocess.run([python, "-c", init, os.path.join(work, "recovery"), str(PARALLELISM)],
+                               check=True, capture_output=True, env=env, timeout=120)
+            addresses = ",".join(f"127.0.0.1:{p}" for p in _free_ports(PARALLELISM))
+            argvs = [[*common, "--proc-id", str(i), "--addresses", addresses] for i in range(PARALLELISM)]
+        else:
+            argvs = [common]
+        results = _run_children(python, argvs, env, timeout)
+        failure = _child_failure(results)
+        if failure:
+            return _failed(variant, mode, failure)
+        effective = json.loads(results[0][1].split(ROW_MARK, 1)[1].splitlines()[0]).get("effective")
+        if effective is not None:  # the checkpoint config the job really had
+            wanted: dict[str, Any] = {"checkpointing": mode != "none", "unaligned": mode == "unaligned"}
+            if mode != "none":
+                wanted["interval_ms"] = INTERVAL_MS
+                wanted["mode"] = "CheckpointingMode.AT_LEAST_ONCE" if mode == "at-least-once" \
+                    else "CheckpointingMode.EXACTLY_ONCE"
+            wrong = {k: effective.get(k) for k, v in wanted.items() if effective.get(k) != v}
+            if wrong:
+                return _failed(variant, mode, f"job ran with a different checkpoint config: {wrong}")
+        lines = _log_lines(log_dir) if variant != "bytewax" else []
+        checkpoints = flink_checkpoints(lines) if variant != "bytewax" and mode != "none" else None
+        if variant == "flink-sql":
+            span = flink_task_span(lines)
+            if span is None:
+                return _failed(variant, mode, "no task RUNNING/FINISHED lines in the Flink log")
+            return _row(variant, mode, throughput=records / max(span[1] - span[0], 1e-3), records=records,
+                        checkpoints=checkpoints)
+        return _stamp_row(variant, mode, os.path.join(work, "stamps"), records, checkpoints)
 
 
 def _guarded(executor: str, mode: str, fn: Any, *args: Any) -> dict[str, Any]:
     try:
         return fn(*args)
     except Exception as exc:  # a peer that cannot run is a row saying so, not a crash
-        return _row(executor, mode, status=f"failed: {type(exc).__name__}: {exc}"[:300])
-
-
-# ---------------------------------------------------------------------------- PyFlink
-
-
-def _flink_env(mode: str) -> Any:
-    from pyflink.common import Configuration
-    from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
-
-    config = Configuration()
-    config.set_string("python.execution-mode", "process")
-    config.set_string("python.executable", sys.executable)
-    config.set_string("python.client.executable", sys.executable)
-    env = StreamExecutionEnvironment.get_execution_environment(config)
-    env.set_parallelism(PARALLELISM)
-    if mode != "none":
-        env.enable_checkpointing(
-            INTERVAL_MS,
-            CheckpointingMode.AT_LEAST_ONCE if mode == "at-least-once" else CheckpointingMode.EXACTLY_ONCE,
-        )
-        if mode == "unaligned":
-            env.get_checkpoint_config().enable_unaligned_checkpoints()
-    return env
-
-
-def run_pyflink_udf(mode: str, records: int) -> dict[str, Any]:
-    """PyFlink DataStream job with Python UDFs; throughput and latency at max rate."""
-    from pyflink.common import Types, WatermarkStrategy
-    from pyflink.datastream import KeyedProcessFunction, RuntimeContext
-    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
-    from pyflink.datastream.state import ValueStateDescriptor
-
-    class Count(KeyedProcessFunction):
-        def open(self, runtime_context: RuntimeContext) -> None:
-            self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
-
-        def process_element(self, value: Any, ctx: Any) -> Any:
-            n = (self.count.value() or 0) + 1
-            self.count.update(n)
-            yield value[1], (time.time() - value[1]) * 1e3
-
-    env = _flink_env(mode)
-    stream = env.from_source(NumberSequenceSource(0, records - 1), WatermarkStrategy.no_watermarks(), "seq")
-    out = (
-        stream.map(lambda i: (f"app{i % KEYS}", time.time()), output_type=Types.TUPLE([Types.STRING(), Types.DOUBLE()]))
-        .key_by(lambda r: r[0], key_type=Types.STRING())
-        .process(Count(), output_type=Types.TUPLE([Types.DOUBLE(), Types.DOUBLE()]))
-    )
-    started = time.time()
-    results = list(out.execute_and_collect(f"pyflink-udf-{mode}"))
-    latencies = [r[1] for r in results]
-    first = min((r[0] for r in results), default=started)
-    span = max(time.time() - first, 1e-9)
-    return _row("pyflink-udf", mode, throughput=len(results) / span, latencies_ms=latencies, records=records)
-
-
-def run_flink_sql(mode: str, records: int) -> dict[str, Any]:
-    """Flink SQL `GROUP BY` count from `datagen` into `blackhole`; throughput only."""
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-
-    table_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    conf = table_env.get_config()
-    conf.set("parallelism.default", str(PARALLELISM))
-    if mode != "none":
-        conf.set("execution.checkpointing.interval", f"{INTERVAL_MS} ms")
-        conf.set("execution.checkpointing.mode", "AT_LEAST_ONCE" if mode == "at-least-once" else "EXACTLY_ONCE")
-        if mode == "unaligned":
-            conf.set("execution.checkpointing.unaligned.enabled", "true")
-    table_env.execute_sql(
-        f"CREATE TABLE src (app INT, url STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '{records}', "
-        f"'fields.app.kind' = 'random', 'fields.app.min' = '0', 'fields.app.max' = '{KEYS - 1}')"
-    )
-    table_env.execute_sql("CREATE TABLE snk (app INT, views BIGINT) WITH ('connector' = 'blackhole')")
-    started = time.time()
-    table_env.execute_sql("INSERT INTO snk SELECT app, COUNT(*) FROM src GROUP BY app").wait()
-    return _row("flink-sql", mode, throughput=records / (time.time() - started), records=records)
-
-
-# ---------------------------------------------------------------------------- Bytewax
-
-
-def run_bytewax(mode: str, records: int) -> dict[str, Any]:
-    """Bytewax keyed count; `aligned` = recovery snapshots every 100 ms, `none` = no recovery."""
-    import bytewax.operators as op
-    from bytewax.dataflow import Dataflow
-    from bytewax.testing import TestingSink, TestingSource, run_main
-
-    latencies: list[float] = []
-
-    def count(state: int | None, _created: float) -> tuple[int, float]:
-        n = (state or 0) + 1
-        return n, _created
-
-    flow = Dataflow("pageview")
-    items = op.input("inp", flow, TestingSource(range(records)))
-    stamped = op.map("stamp", items, lambda i: (f"app{i % KEYS}", time.time()))
-    counted = op.stateful_map("count", stamped, count)
-    measured = op.map("latency", counted, lambda kv: (time.time() - kv[1]) * 1e3)
-    op.output("out", measured, TestingSink(latencies))
-    recovery = None
-    with tempfile.TemporaryDirectory() as tmp:
-        if mode != "none":
-            from bytewax.recovery import RecoveryConfig, init_db_dir
-
-            init_db_dir(tmp, 1)
-            recovery = RecoveryConfig(tmp)
-        started = time.time()
-        run_main(flow, epoch_interval=timedelta(milliseconds=INTERVAL_MS), recovery_config=recovery)
-        wall = time.time() - started
-    return _row("bytewax", mode, throughput=records / wall, latencies_ms=latencies, records=records)
-
-
-# ---------------------------------------------------------------------------- driver
+        return _failed(executor, mode, f"{type(exc).__name__}: {exc}")
 
 
 def run_peers(quick: bool = False, console: Any = None) -> list[dict[str, Any]]:
     """Every peer variant that can run here, as `checkpoint_modes` rows; [] (after printing the
-    install hint) when the extra is not installed."""
-    say = console.print if console is not None else print
+    install hint) when neither peer is installed."""
+    def say(msg: str) -> None:
+        if console is None:
+            print(msg, flush=True)
+        else:  # no rich markup: "[peers]" in the install hint is not a tag
+            console.print(msg, markup=False, highlight=False)
+
     have = available()
     if not any(have.values()):
         say(f"peers: apache-flink and bytewax are not installed; to compare with them: {INSTALL_HINT}")
         return []
     rows: list[dict[str, Any]] = []
+    plan: list[tuple[str, tuple[str, ...], int]] = []
     if have["flink"]:
-        n = 20_000 if quick else 200_000
-        for mode in ("none", "aligned", "unaligned", "at-least-once"):
-            say(f"peers: pyflink-udf {mode} ({n} records)")
-            rows.append(_guarded("pyflink-udf", mode, run_pyflink_udf, mode, n))
-        for mode in ("none", "aligned", "unaligned", "at-least-once"):
-            say(f"peers: flink-sql {mode}")
-            rows.append(_guarded("flink-sql", mode, run_flink_sql, mode, 1_000_000 if quick else 10_000_000))
+        plan += [("pyflink-udf", FLINK_MODES, 50_000 if quick else 500_000),
+                 ("flink-sql", FLINK_MODES, 1_000_000 if quick else 10_000_000)]
     else:
         say(f"peers: apache-flink is not installed ({INSTALL_HINT})")
     if have["bytewax"]:
-        n = 200_000 if quick else 2_000_000
-        for mode in ("none", "aligned"):
-            say(f"peers: bytewax {mode}")
-            rows.append(_guarded("bytewax", mode, run_bytewax, mode, n))
+        plan.append(("bytewax", BYTEWAX_MODES, 1_000_000 if quick else 10_000_000))
     else:
         say(f"peers: bytewax is not installed ({INSTALL_HINT})")
+    for variant, modes, n in plan:
+        for mode in modes:
+            say(f"peers: {variant} {mode} ({n:,} records, {interpreter_for('bytewax' if variant == 'bytewax' else 'pyflink')})")
+            started = time.perf_counter()
+            row = _guarded(variant, mode, run_variant, variant, mode, n)
+            tp = f"{row['throughput']:,.0f} rec/s" if row["throughput"] else row["status"]
+            say(f"peers:   -> {tp} ({time.perf_counter() - started:.1f} s wall incl. start-up; "
+                f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+            rows.append(row)
     return rows
 
 
@@ -218,10 +624,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None,
                         help="a checkpoint_modes JSON to add the peer rows to (created when missing)")
     parser.add_argument("--out", default="bench-out", help="directory for the table (and plots)")
+    parser.add_argument("--setup-venv", action="store_true",
+                        help=f"create {peers_venv()} with {FLINK_PIN} and {BYTEWAX_PIN}")
+    # internal: one variant inside a child process
+    parser.add_argument("--child", choices=("pyflink-udf", "flink-sql", "bytewax"), help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    parser.add_argument("--records", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    parser.add_argument("--proc-id", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--addresses", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        return _child_main(args)
+    if args.setup_venv:
+        return setup_venv()
     if not any(available().values()):
         print(f"benchmarks.peers: the optional peers are not installed. Install them with:\n  {INSTALL_HINT}")
         return 0
+    started = time.perf_counter()
     rows = run_peers(quick=args.quick)
     from benchmarks.checkpoint_modes import UNITS, render_table, write_outputs
 
@@ -232,6 +652,8 @@ def main(argv: list[str] | None = None) -> int:
             payload = json.load(fh)
     peer_names = {r["executor"] for r in rows}
     payload["rows"] = [r for r in payload["rows"] if r["executor"] not in peer_names] + rows
+    payload["peers"] = {"doc": __doc__, "quick": args.quick, "wall_s": round(time.perf_counter() - started, 1),
+                        "interpreters": {m: interpreter_for(m) for m in ("pyflink", "bytewax")}}
     write_outputs(payload, json_path, args.out, plots=bool(payload.get("series")))
     print(render_table(payload["rows"]))
     return 0
