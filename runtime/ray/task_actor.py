@@ -258,7 +258,7 @@ class TaskActor:
         task = self.task
         if self._step_pending or self._wake_timer is not None or not task.has_work():
             return
-        ready = task.next_ready_time() if task.is_source else None
+        ready = task.next_ready_time()  # None unless a rate-limited source
         if ready is not None or self._rate_limited:
             # rate limited: wake when records are due, at most every buffer_timeout
             now = time.time()
