@@ -62,6 +62,19 @@ latencies under full load, unlike barrierflow's open-loop latency rows at `rate`
   `epoch_interval` = 100 ms; `none` = no recovery, same 100 ms epochs. Latency and throughput as for
   `pyflink-udf`.
 
+And barrierflow itself on Ray, measured the same way (max rate, latency under full load) in the same
+run, so the comparison needs no second table (`benchmarks.throughput` builds both jobs):
+
+* `barrierflow-udf` (modes none / aligned / unaligned / at-least-once): generator `fn(i)` -> Python
+  `map` -> key_by -> Python `KeyedProcessFunction` counting in `ValueState` -> CollectSink, every
+  record a dict (the counterpart of `pyflink-udf`); buffers of 1,000 records.
+* `barrierflow-vectorised` (same modes): generator `batch_fn` -> `map_batches` -> key_by -> the
+  vectorised keyed `count()` -> CollectSink, Arrow batches end to end (the counterpart of
+  `flink-sql` and `bytewax`); buffers of 10,000 records.
+Latency = arrival at the count task - creation; throughput = records / (last arrival - first
+creation). Checkpoint columns from barrierflow's own statistics. Records: 500,000 / 100,000 (udf),
+10,000,000 / 2,000,000 (vectorised).
+
 For the Flink variants `checkpoints_completed`, `checkpoint_duration_*` and `checkpoint_size_max`
 (JSON only: bytes of the largest completed checkpoint, operator state plus, when unaligned, the
 persisted in-flight data; the log does not split them, so `state_bytes`/`persisted_bytes` stay
@@ -109,6 +122,7 @@ ROW_MARK = "BARRIERFLOW_PEER_ROW "
 CHILD_TIMEOUT_S = 1800
 FLINK_MODES = ("none", "aligned", "unaligned", "at-least-once")
 BYTEWAX_MODES = ("none", "aligned")
+BARRIERFLOW_MODES = FLINK_MODES
 
 
 def peers_venv() -> str:
@@ -575,6 +589,32 @@ def run_variant(variant: str, mode: str, records: int, *, timeout: float = CHILD
         return _stamp_row(variant, mode, os.path.join(work, "stamps"), records, checkpoints)
 
 
+def run_barrierflow(variant: str, mode: str, records: int) -> dict[str, Any]:
+    """One `barrierflow-udf` / `barrierflow-vectorised` row on (local) Ray, in this process."""
+    from benchmarks.throughput import build
+    from runtime.ray.cluster import ensure_ray
+
+    ensure_ray()
+    job = variant.removeprefix("barrierflow-")
+    env = build(records, checkpoints=mode != "none", job=job, mode=mode if mode != "none" else "aligned")
+    result = env.execute(f"peers-{variant}-{mode}", executor="ray")
+    committed = len(result.output("pv"))
+    if committed != records:
+        return _failed(variant, mode, f"{committed} records committed for {records}")
+    durations = sorted(c.duration * 1e3 for c in result.completed_checkpoints)
+    aborted = result.aborted_checkpoints
+    reasons: dict[str, int] = {}
+    for c in aborted:
+        reason = c.failure_reason.value if c.failure_reason is not None else "unknown"
+        reasons[reason] = reasons.get(reason, 0) + 1
+    checkpoints = {"p50": percentile(durations, 50), "p99": percentile(durations, 99),
+                   "max": percentile(durations, 100), "completed": len(durations),
+                   "aborted": len(aborted), "reasons": reasons}
+    return _row(variant, mode, throughput=result.metrics.end_to_end_throughput,
+                latencies_ms=[x * 1e3 for x in result.metrics.latencies], records=records,
+                checkpoints=checkpoints)
+
+
 def _guarded(executor: str, mode: str, fn: Any, *args: Any) -> dict[str, Any]:
     try:
         return fn(*args)
@@ -596,6 +636,14 @@ def run_peers(quick: bool = False, console: Any = None) -> list[dict[str, Any]]:
         say(f"peers: apache-flink and bytewax are not installed; to compare with them: {INSTALL_HINT}")
         return []
     rows: list[dict[str, Any]] = []
+    for variant, n in (("barrierflow-udf", 100_000 if quick else 500_000),
+                       ("barrierflow-vectorised", 2_000_000 if quick else 10_000_000)):
+        for mode in BARRIERFLOW_MODES:
+            say(f"peers: {variant} {mode} ({n:,} records, Ray)")
+            row = _guarded(variant, mode, run_barrierflow, variant, mode, n)
+            tp = f"{row['throughput']:,.0f} rec/s" if row["throughput"] else row["status"]
+            say(f"peers:   -> {tp} (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+            rows.append(row)
     plan: list[tuple[str, tuple[str, ...], int]] = []
     if have["flink"]:
         plan += [("pyflink-udf", FLINK_MODES, 50_000 if quick else 500_000),

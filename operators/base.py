@@ -1,8 +1,10 @@
 """The operator contract: what a task's operator chain is made of.
 
-A task runs a chain of `StreamOperator`s (DESIGN §3). Records travel through the chain as lists
-of dicts, one input buffer at a time (`process_batch`), so per-buffer costs stay off the
-per-record path; `map_batches` converts to a `pyarrow.RecordBatch` only where the user asked.
+A task runs a chain of `StreamOperator`s (DESIGN §3). Records travel through the chain one input
+buffer at a time, so per-buffer costs stay off the per-record path: as lists of dicts
+(`process_batch`), or — for operators that declare `accepts_columns` — as one
+`pyarrow.RecordBatch` (`process_columns`), so a vectorised chain never builds a dict
+(`operators.columns` holds the conversions).
 
 State is reached through the `OperatorContext` the task hands to `open()`: keyed state for keyed
 operators (scoped to the current key), operator (non-keyed) state, and the sink committer — the
@@ -74,6 +76,10 @@ class StreamOperator(abc.ABC):
     """One operator of a chain. Subclasses override what they need."""
 
     name: str = "operator"
+    #: implements `process_columns`: Arrow batches reach it as they are, without dicts
+    accepts_columns: bool = False
+    #: its work is columnar anyway: records reaching it are converted to a batch first
+    prefers_columns: bool = False
 
     def open(self, ctx: OperatorContext) -> None:
         self.ctx = ctx
@@ -81,6 +87,11 @@ class StreamOperator(abc.ABC):
     @abc.abstractmethod
     def process_batch(self, records: list[Record]) -> list[Record]:
         """Process one input buffer's records, return the output records (in order)."""
+
+    def process_columns(self, batch: Any) -> Any:
+        """Vectorised `process_batch` (only called when `accepts_columns`): one input buffer as a
+        `pyarrow.RecordBatch`; returns a RecordBatch or a list of records, in order."""
+        raise NotImplementedError(f"operator {self.name!r} does not process Arrow batches")
 
     def end_input(self) -> list[Record]:
         """All input consumed; return any final records."""

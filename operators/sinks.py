@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.base import OperatorContext, Record, StreamOperator
+from operators.columns import Batch, as_records, concat, num_rows
 
 
 class CollectSink(StreamOperator):
@@ -47,7 +48,9 @@ class CollectSink(StreamOperator):
             raise ValueError(f"CollectSink name must be a non-empty string without '/', got {name!r}")
         self.sink_name = name
         self.name = f"Sink: {name}"
-        self._open: list[Record] = []
+        #: the open transaction: record lists and Arrow batches, in arrival order
+        self._open: list[Batch] = []
+        self._open_rows = 0
         #: pre-committed (staged) transactions, oldest first: {"txn", "checkpoint"}
         self._pending: list[dict[str, Any]] = []
         #: restored before `open()` gave us a committer: commit them in `open()`
@@ -60,17 +63,33 @@ class CollectSink(StreamOperator):
             restored, self._restored = self._restored, []
             self._commit_all(restored)
 
+    accepts_columns = True
+
     def process_batch(self, records: list[Record]) -> list[Record]:
-        self._open.extend(records)
+        self._open.append(records)
+        self._open_rows += len(records)
         return []
+
+    def process_columns(self, batch: Any) -> list[Record]:
+        self._open.append(batch)
+        self._open_rows += num_rows(batch)
+        return []
+
+    def _take_open(self) -> list[Record] | Any:
+        """Empty the open transaction; its records as one Arrow batch when they all came as
+        batches of one schema (they travel and are kept that way), else as dicts."""
+        pieces = concat(self._open)
+        self._open, self._open_rows = [], 0
+        if len(pieces) == 1:
+            return pieces[0]
+        return [record for piece in pieces for record in as_records(piece)]
 
     def snapshot_state(self, checkpoint_id: int) -> dict[str, list[Any]]:
         self._last_checkpoint = max(self._last_checkpoint, checkpoint_id)
-        if self._open:
+        if self._open_rows:
             txn = f"{self.sink_name}/{self.ctx.subtask}/{checkpoint_id}"
-            self.ctx.committer.stage(self.sink_name, txn, self._open)
+            self.ctx.committer.stage(self.sink_name, txn, self._take_open())
             self._pending.append({"txn": txn, "checkpoint": checkpoint_id})
-            self._open = []
         # entries are never mutated once pending, so a shallow copy of the list is immutable enough
         return {"pending": list(self._pending)} if self._pending else {}
 
@@ -103,8 +122,8 @@ class CollectSink(StreamOperator):
         derived from it (the last checkpoint this sink snapshotted or was restored from — the
         final one either way) and a re-commit after a failure is a no-op.
         """
-        if self._open:
-            records, self._open = self._open, []
+        if self._open_rows:
+            records = self._take_open()
             if self.ctx.checkpointing:
                 self._commit_all(self._pending)
                 self._pending = []
@@ -123,7 +142,7 @@ class CollectSink(StreamOperator):
     @property
     def num_staged(self) -> int:
         """Records in the open transaction."""
-        return len(self._open)
+        return self._open_rows
 
     @property
     def pending_transactions(self) -> list[str]:
@@ -131,4 +150,4 @@ class CollectSink(StreamOperator):
         return [t["txn"] for t in self._pending]
 
     def __repr__(self) -> str:
-        return f"CollectSink({self.sink_name!r}, staged={len(self._open)}, pending={self.pending_transactions})"
+        return f"CollectSink({self.sink_name!r}, staged={self._open_rows}, pending={self.pending_transactions})"

@@ -17,7 +17,9 @@ A rate-limited reader returns `[]` from `read` when nothing is due yet and tells
 to come back through `next_ready_time()`.
 
 Records handed out are fresh dicts (shallow copies for collections), so an operator that
-mutates its input cannot change what a later replay reads.
+mutates its input cannot change what a later replay reads. A vectorised generator
+(`GeneratorSource(batch_fn=...)`) hands out Arrow record batches instead (immutable), so a chain of
+vectorised operators never builds a dict.
 """
 
 from __future__ import annotations
@@ -25,8 +27,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
 
 from operators.base import Clock, OperatorError, Record
+from operators.columns import to_record_batch
 
 #: tolerance when turning elapsed time into a number of due records (float round-off must not
 #: make a record due "at" t appear undue when the clock is set to exactly t)
@@ -65,7 +72,7 @@ class SplitReader(abc.ABC):
         """
 
     @abc.abstractmethod
-    def read(self, max_records: int) -> list[Record]:
+    def read(self, max_records: int) -> list[Record] | pa.RecordBatch:
         """Up to `max_records` next records; `[]` when nothing is due yet or the split ended."""
 
     @abc.abstractmethod
@@ -207,7 +214,8 @@ class CollectionSplitReader(SplitReader):
 
 
 class GeneratorSource(Source):
-    """Generates record `i` as `fn(i)` (default `{"i": i}`), optionally rate limited.
+    """Generates record `i` as `fn(i)` (default `{"i": i}`), optionally rate limited; or, with
+    `batch_fn`, whole Arrow batches at once (vectorised).
 
     The record indices are interleaved over the splits: split `j` of `n` produces `j, j+n, j+2n,
     ...`, so the union over all splits is `0 .. count-1` whatever the number of splits.
@@ -218,6 +226,10 @@ class GeneratorSource(Source):
             as fast as the task reads. Record `k` of a split is due `k / (rate / splits)` seconds
             after the reader started (or after the position it was restored to).
         fn: `fn(i) -> dict`; it must be deterministic for replay to be exact.
+        batch_fn: instead of `fn`: `batch_fn(indices) -> pyarrow.RecordBatch | Table | dict of
+            columns` with one row per index of the int64 numpy array `indices` (in order); the
+            reader hands out the batch as it is (plus the timestamp column), no dicts built.
+            Deterministic, like `fn`.
         duration: stop after this many seconds. With `rate` this is a record budget
             (`floor(rate * duration)` records in total, deterministic); without `rate` it is
             measured on the task clock from the reader's creation (not deterministic under replay).
@@ -240,6 +252,7 @@ class GeneratorSource(Source):
         splits: int = 1,
         name: str = "generator",
         timestamp_field: str | None = "created_at",
+        batch_fn: Callable[[np.ndarray], Any] | None = None,
     ) -> None:
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
             raise ValueError(f"generate: count must be an integer >= 0 or None, got {count!r}")
@@ -253,6 +266,11 @@ class GeneratorSource(Source):
             raise ValueError(f"generate: splits must be an integer >= 1, got {splits!r}")
         if fn is not None and not callable(fn):
             raise ValueError(f"generate: fn must be callable, got {fn!r}")
+        if batch_fn is not None and not callable(batch_fn):
+            raise ValueError(f"generate: batch_fn must be callable, got {batch_fn!r}")
+        if fn is not None and batch_fn is not None:
+            raise ValueError("generate: give fn (one record per index) or batch_fn (a batch per index array), not both")
+        self.batch_fn = batch_fn
         self.count = count
         self.rate = float(rate) if rate is not None else None
         self.fn = fn
@@ -285,7 +303,7 @@ class GeneratorSource(Source):
         return GeneratorSplitReader(self, split, clock)
 
     def columns(self) -> list[str] | None:
-        if self.fn is not None:
+        if self.fn is not None or self.batch_fn is not None:
             return None
         return ["i"] + ([self.timestamp_field] if self.timestamp_field else [])
 
@@ -321,15 +339,19 @@ class GeneratorSplitReader(SplitReader):
             due = min(due, int((now - self._started_at) * self._rate + _DUE_EPSILON) + 1)
         return due
 
-    def read(self, max_records: int) -> list[Record]:
+    def read(self, max_records: int) -> list[Record] | pa.RecordBatch:
         if self.finished():
             return []
         now = self.clock.now()
         n = max(0, min(max_records, self._due(now) - self.position))
         if n == 0:
             return []
-        fn, field, source_name = self.source.fn, self.source.timestamp_field, self.source.name
         first = self.split.index + self.position * self._stride
+        if self.source.batch_fn is not None:
+            batch = self._read_batch(first, n, now)
+            self.position += n
+            return batch
+        fn, field, source_name = self.source.fn, self.source.timestamp_field, self.source.name
         out: list[Record] = []
         for i in range(first, first + n * self._stride, self._stride):
             if fn is None:
@@ -350,6 +372,29 @@ class GeneratorSplitReader(SplitReader):
             out.append(record)
         self.position += n
         return out
+
+    def _read_batch(self, first: int, n: int, now: float) -> pa.RecordBatch:
+        indices = np.arange(first, first + n * self._stride, self._stride, dtype=np.int64)
+        what = f"Source: {self.source.name}"
+        try:
+            result = self.source.batch_fn(indices)  # type: ignore[misc]
+            if isinstance(result, dict):
+                result = pa.RecordBatch.from_pydict(result)
+        except Exception as exc:
+            raise OperatorError(what, f"<indices {first}..{indices[-1]}>", exc) from exc
+        if isinstance(result, pa.Table):
+            result = to_record_batch(result)
+        if not isinstance(result, pa.RecordBatch) or result.num_rows != n:
+            got = f"{result.num_rows} rows" if isinstance(result, pa.RecordBatch) else type(result).__name__
+            raise OperatorError(what, f"<indices {first}..{indices[-1]}>", TypeError(
+                f"batch_fn returned {got}, expected a RecordBatch, Table or dict of columns with {n} rows"))
+        field = self.source.timestamp_field
+        if field is None:
+            return result
+        stamp = pa.array(np.full(n, now, dtype=np.float64))
+        if field in result.schema.names:
+            return result.set_column(result.schema.get_field_index(field), field, stamp)
+        return result.append_column(field, stamp)
 
     def finished(self) -> bool:
         if self._limit is not None and self.position >= self._limit:

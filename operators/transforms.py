@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from operators.base import OperatorError, Record, StreamOperator
+from operators.columns import as_batch, to_record_batch
 
 
 def _wrong_type(operator: str, record: Any, result: Any, expected: str) -> OperatorError:
@@ -109,7 +110,11 @@ class FlatMapOperator(StreamOperator):
 
 class MapBatchesOperator(StreamOperator):
     """Vectorised map: `fn(pyarrow.RecordBatch) -> pyarrow.RecordBatch | pyarrow.Table`, once per
-    input buffer (empty buffers are skipped). The output may have any number of rows."""
+    input buffer (empty buffers are skipped). The output may have any number of rows, and stays
+    an Arrow batch for the operators after it that take columns."""
+
+    accepts_columns = True
+    prefers_columns = True
 
     def __init__(self, fn: Callable[[pa.RecordBatch], pa.RecordBatch | pa.Table], name: str = "map_batches") -> None:
         self.fn = fn
@@ -118,22 +123,25 @@ class MapBatchesOperator(StreamOperator):
     def process_batch(self, records: list[Record]) -> list[Record]:
         if not records:
             return []
-        what = f"<batch of {len(records)} records, first {records[0]!r}>"
-        try:
-            batch = pa.RecordBatch.from_pylist(records)
-        except (pa.ArrowException, TypeError, ValueError) as exc:
-            raise OperatorError(self.name, what, exc) from exc
+        return self.process_columns(as_batch(records, self.name)).to_pylist()
+
+    def process_columns(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         try:
             result = self.fn(batch)
         except Exception as exc:
-            raise OperatorError(self.name, what, exc) from exc
+            raise OperatorError(self.name, _describe_batch(batch), exc) from exc
         if not isinstance(result, pa.RecordBatch | pa.Table):
             raise OperatorError(
                 self.name,
-                what,
+                _describe_batch(batch),
                 TypeError(f"map_batches function returned {type(result).__name__}, expected a pyarrow RecordBatch or Table"),
             )
-        return result.to_pylist()
+        return to_record_batch(result)
+
+
+def _describe_batch(batch: pa.RecordBatch) -> str:
+    first = batch.slice(0, 1).to_pylist()
+    return f"<batch of {batch.num_rows} records, first {first[0] if first else None!r}>"
 
 
 class PassThroughOperator(StreamOperator):
@@ -142,5 +150,10 @@ class PassThroughOperator(StreamOperator):
     def __init__(self, name: str = "union") -> None:
         self.name = name
 
+    accepts_columns = True
+
     def process_batch(self, records: list[Record]) -> list[Record]:
         return records
+
+    def process_columns(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        return batch

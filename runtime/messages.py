@@ -56,7 +56,7 @@ class Buffer:
                 # (from_pylist would silently keep only the first record's fields)
                 names = list(dict.fromkeys(k for r in rows for k in r))
                 batch = pa.RecordBatch.from_pydict({k: [r.get(k) for r in rows] for k in names})
-        except (pa.ArrowException, TypeError, ValueError) as exc:
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
             bad = _first_unconvertible(rows)
             raise RecordConversionError(
                 f"record {bad!r} cannot be carried in an Arrow buffer: {exc}"
@@ -104,7 +104,7 @@ def _first_unconvertible(rows: list[dict[str, Any]]) -> Any:
     for row in rows:
         try:
             pa.RecordBatch.from_pylist([row])
-        except (pa.ArrowException, TypeError, ValueError):
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
             return row
     return rows[0] if rows else None
 

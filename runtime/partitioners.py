@@ -8,7 +8,9 @@ Ray actors with the graph). Every sending task calls `spec.create(subtask)` once
 
 `Partitioner.partition(records, num_channels)` is on the per-buffer hot path: it splits one
 batch of records into one list per downstream channel, keeping the input order within each
-channel. `num_channels` is the number of channels of this edge at the sender: 1 for a forward
+channel. `partition_columns(batch, num_channels)` does the same for an Arrow batch without
+building dicts (vectorised: the key column is dictionary-encoded, each distinct key hashed once);
+the channel of every record is the same either way. `num_channels` is the number of channels of this edge at the sender: 1 for a forward
 edge, the downstream parallelism otherwise; channel `i` leads to downstream subtask `i`.
 
 * `Forward`: everything to the single channel (same subtask index downstream).
@@ -26,7 +28,11 @@ import abc
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from operators.base import OperatorError, Record
+from operators.columns import encode_keys
 from state.key_groups import key_group_for, subtask_for_key_group
 
 #: bound on each per-sender key -> channel cache of `KeyGroupHash` (cleared when full)
@@ -39,6 +45,21 @@ class Partitioner(abc.ABC):
     @abc.abstractmethod
     def partition(self, records: list[Record], num_channels: int) -> list[list[Record]]:
         """Split `records` into `num_channels` lists (one per channel), order kept per channel."""
+
+    def partition_columns(self, batch: pa.RecordBatch, num_channels: int) -> list[pa.RecordBatch] | list[list[Record]]:
+        """`partition` for an Arrow batch: one batch (or record list) per channel. The default
+        goes through dicts; partitioners override it with a vectorised split."""
+        return self.partition(batch.to_pylist(), num_channels)
+
+
+def _split(batch: pa.RecordBatch, channel_of_row: np.ndarray, num_channels: int) -> list[pa.RecordBatch]:
+    """Rows of `batch` per channel (`channel_of_row[i]` is row i's), order kept."""
+    if num_channels == 1:
+        return [batch]
+    order = np.argsort(channel_of_row, kind="stable")
+    bounds = np.searchsorted(channel_of_row[order], np.arange(num_channels + 1))
+    empty = batch.slice(0, 0)
+    return [batch.take(pa.array(order[lo:hi])) if hi > lo else empty for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 class PartitionerSpec(abc.ABC):
@@ -75,6 +96,9 @@ class _ForwardPartitioner(Partitioner):
             raise ValueError(f"a forward edge has exactly one channel per sender, got {num_channels}")
         return [records]
 
+    def partition_columns(self, batch: pa.RecordBatch, num_channels: int) -> list[pa.RecordBatch]:
+        return self.partition(batch, num_channels)  # type: ignore[arg-type,return-value]
+
 
 class Forward(PartitionerSpec):
     """Subtask i sends to subtask i of the next operator (equal parallelism required)."""
@@ -107,6 +131,13 @@ class _RebalancePartitioner(Partitioner):
             return [records]
         # record j goes to channel (first + j) % n, so channel c takes every n-th from (c - first) % n
         return [records[(channel - first) % num_channels :: num_channels] for channel in range(num_channels)]
+
+    def partition_columns(self, batch: pa.RecordBatch, num_channels: int) -> list[pa.RecordBatch]:
+        if num_channels < 1:
+            raise ValueError(f"num_channels must be >= 1, got {num_channels}")
+        first = self._next % num_channels
+        self._next = (first + batch.num_rows) % num_channels
+        return _split(batch, (np.arange(batch.num_rows) + first) % num_channels, num_channels)
 
 
 class Rebalance(PartitionerSpec):
@@ -172,6 +203,28 @@ class _KeyGroupHashPartitioner(Partitioner):
             raise OperatorError(self.operator, record, self._describe(record, exc)) from exc
         return out
 
+    def partition_columns(self, batch: pa.RecordBatch, num_channels: int) -> list[Any]:
+        column = self.column
+        if column is None or column not in batch.schema.names:
+            # a key function needs records; a missing column gets the records path's error
+            return self.partition(batch.to_pylist(), num_channels)
+        cache, table = self._caches.get(num_channels) or self._cache(num_channels)
+        encoded = encode_keys(batch.column(column))
+        if encoded is None:
+            return self.partition(batch.to_pylist(), num_channels)
+        keys, indices = encoded
+        channels = np.empty(len(keys), dtype=np.int64)
+        get, miss = cache.get, self._channel
+        key: Any = None
+        try:
+            for i, key in enumerate(keys):
+                channel = get(key)
+                channels[i] = miss(key, cache, table) if channel is None else channel
+        except Exception as exc:
+            record = next((r for r in batch.to_pylist() if r[column] is key or r[column] == key), None)
+            raise OperatorError(self.operator, record, self._describe(record, exc)) from exc
+        return _split(batch, channels[indices], num_channels)
+
     def _describe(self, record: Any, exc: Exception) -> Exception:
         """The most telling error for a failed record: the selector's or the key hash's own
         message (a missing column, an unsupported key type) rather than a bare KeyError/TypeError."""
@@ -213,6 +266,9 @@ class KeyGroupHash(PartitionerSpec):
 class _BroadcastPartitioner(Partitioner):
     def partition(self, records: list[Record], num_channels: int) -> list[list[Record]]:
         return [records] + [records[:] for _ in range(num_channels - 1)]
+
+    def partition_columns(self, batch: pa.RecordBatch, num_channels: int) -> list[pa.RecordBatch]:
+        return [batch] * num_channels  # batches are immutable: sharing is safe
 
 
 class Broadcast(PartitionerSpec):

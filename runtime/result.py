@@ -128,10 +128,35 @@ class JobMetrics:
     restarts: int = 0
     latencies: list[float] = field(default_factory=list, repr=False)
     events: int = 0
+    #: earliest `created_at` stamp of a record that reached a sink task (None: no stamps)
+    first_created_at: float | None = None
+    #: when the last stamped record reached its sink task
+    last_arrival_at: float | None = None
+    #: when the last sink transaction was committed, i.e. the job's output became visible (wall
+    #: seconds, Ray only; None on the simulator)
+    last_commit_at: float | None = None
 
     @property
     def throughput(self) -> float:
         return self.records_in / self.duration if self.duration > 0 else 0.0
+
+    @property
+    def end_to_end_throughput(self) -> float | None:
+        """Stamped records that reached a sink task over the span from the first one's creation
+        to the last one's arrival (deployment and teardown excluded; replays counted again)."""
+        if self.first_created_at is None or self.last_arrival_at is None:
+            return None
+        span = self.last_arrival_at - self.first_created_at
+        return len(self.latencies) / span if span > 0 else None
+
+    def add_task_span(self, first_created_at: float | None, last_arrival_at: float | None) -> None:
+        """Widen the span with one task's (None: that task saw no stamped record)."""
+        if first_created_at is not None:
+            self.first_created_at = (first_created_at if self.first_created_at is None
+                                     else min(self.first_created_at, first_created_at))
+        if last_arrival_at is not None:
+            self.last_arrival_at = (last_arrival_at if self.last_arrival_at is None
+                                    else max(self.last_arrival_at, last_arrival_at))
 
     def latency_percentile(self, q: float) -> float | None:
         if not self.latencies:

@@ -35,15 +35,19 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from array import array
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.options import CheckpointingMode
 from checkpoint.reasons import CheckpointFailureReason
-from operators.base import OperatorContext, Record, SinkCommitter, StreamOperator
+from operators.base import OperatorContext, SinkCommitter, StreamOperator
+from operators.columns import Batch, as_batch, compact, concat, num_rows
 from operators.sources import SplitReader, assign_splits
 from runtime.barriers import (
     AlignmentStats,
@@ -156,15 +160,17 @@ class TaskRestore:
 
 
 class OutputChannel:
-    """One outgoing channel: a record builder, a queue of ready payloads, and credits."""
+    """One outgoing channel: the pieces of the next buffer (record lists or Arrow batches, in
+    order), a queue of ready payloads, and credits."""
 
-    __slots__ = ("index", "credits", "queue", "builder", "target")
+    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target")
 
     def __init__(self, index: int, credits: int, target: TaskId) -> None:
         self.index = index
         self.credits = credits
         self.queue: deque[Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition] = deque()
-        self.builder: list[Record] = []
+        self.builder: list[Batch] = []
+        self.builder_rows = 0
         self.target = target
 
     def queued_buffers(self) -> int:
@@ -182,6 +188,21 @@ class _InFlightSnapshot:
 
 
 SOURCE_OP_KEY = "source"
+
+
+def _through(operators: Sequence[StreamOperator], data: Batch) -> Batch:
+    """Run `data` through `operators`, as records or as columns, whichever each one takes
+    (converting only where the chain changes kind; see `operators.columns`)."""
+    for op in operators:
+        if not num_rows(data):
+            break
+        if isinstance(data, list):
+            data = op.process_columns(as_batch(data, op.name)) if op.prefers_columns else op.process_batch(data)
+        elif op.accepts_columns:
+            data = op.process_columns(data)
+        else:
+            data = op.process_batch(data.to_pylist())
+    return data
 
 
 class Task:
@@ -261,15 +282,21 @@ class Task:
             splits = assign_splits(vertex.source.splits(), parallelism, subtask)
             self.readers = [vertex.source.reader(split, clock) for split in splits]
 
-        self._replay: deque[list[Record]] = deque()  # restored input channel state, before new input
+        #: restored input channel state (channel, buffer), processed before any new input
+        self._replay: deque[tuple[int, Buffer]] = deque()
+        #: the chain's head takes Arrow batches: hand it a buffer's batch, not its dicts
+        self._columnar_input = not self.operators or self.operators[0].accepts_columns
         self._in_flight: dict[int, _InFlightSnapshot] = {}
         self._cancelled: set[int] = set()
         self._latest_checkpoint_id = 0
         self.records_in = 0
         self.records_out = 0
         #: end-to-end latencies (seconds) of records reaching this task's sink, when stamped
-        self.latencies: list[float] = []
+        self.latencies: array[float] = array("d")
         self._measures_latency = bool(vertex.sink_names)
+        #: earliest creation stamp and latest arrival among the stamped records that reached the sink
+        self.first_created_at: float | None = None
+        self.last_arrival_at: float | None = None
         self.error: BaseException | None = None
         if restore is not None:
             self._restore(restore)
@@ -321,7 +348,7 @@ class Task:
                 self._reader_index += 1
         for ch in sorted(restore.input_channel_state):
             for buffer in restore.input_channel_state[ch]:
-                self._replay.append(buffer.to_records())
+                self._replay.append((ch, buffer))
         for ch in sorted(restore.output_channel_state):
             self.outputs[ch].queue.extend(restore.output_channel_state[ch])
 
@@ -393,7 +420,9 @@ class Task:
         if self.state in (TaskState.FINISHED, TaskState.FAILED) or self.is_backpressured:
             return 0
         if self._replay:
-            return self._run_chain(self._replay.popleft(), count_in=True)
+            _, buffer = self._replay.popleft()
+            data = buffer.batch if self._columnar_input else buffer.to_records()
+            return self._run_chain(data, count_in=True)
         if self.is_source:
             return self._source_step()
         return self._input_step()
@@ -409,7 +438,8 @@ class Task:
         payload = boe.payload
         if isinstance(payload, Buffer):
             self.ports.buffer_consumed(self.task_id, boe.channel)
-            return self._run_chain(payload.to_records(), count_in=True) or 1
+            data = payload.batch if self._columnar_input else payload.to_records()
+            return self._run_chain(data, count_in=True) or 1
         if gate.is_finished and self.state is TaskState.RUNNING:
             self._end_of_input()
         return 0
@@ -435,47 +465,75 @@ class Task:
     def _source_exhausted(self) -> None:
         self.flush()
         if not self.checkpointing:
-            self._emit_end_of_partition()
+            self._end_of_input()
             return
         self.state = TaskState.AWAITING_FINAL_CHECKPOINT
         if not self._reported_finished:
             self._reported_finished = True
             self.ports.source_finished(self.task_id)
 
-    def _run_chain(self, records: list[Record], *, count_in: bool) -> int:
+    def _run_chain(self, data: Batch, *, count_in: bool) -> int:
+        n = num_rows(data)
         if count_in:
-            self.records_in += len(records)
-        n = len(records)
-        if self._measures_latency and records and "created_at" in records[0]:
-            now = self.clock.now()
-            self.latencies.extend(now - r["created_at"] for r in records)
-        for op in self.operators:
-            if not records:
-                break
-            records = op.process_batch(records)
-        if records:
-            self._emit(records)
+            self.records_in += n
+        if self._measures_latency and n:
+            self._record_latencies(data)
+        data = _through(self.operators, data)
+        if num_rows(data):
+            self._emit(data)
         return n
 
-    def _emit(self, records: list[Record]) -> None:
-        self.records_out += len(records)
+    def _record_latencies(self, data: Batch) -> None:
+        now = self.clock.now()
+        if isinstance(data, list):
+            if "created_at" not in data[0]:
+                return
+            created = [r["created_at"] for r in data]
+            self.latencies.extend(now - c for c in created)
+            first = min(created)
+        elif "created_at" in data.schema.names:
+            stamps = data.column("created_at").to_numpy(zero_copy_only=False)
+            # frombytes: no Python float per record (this runs for every buffer at a sink)
+            self.latencies.frombytes((now - stamps.astype(np.float64, copy=False)).tobytes())
+            first = float(stamps.min())
+        else:
+            return
+        if self.first_created_at is None or first < self.first_created_at:
+            self.first_created_at = first
+        self.last_arrival_at = now
+
+    def _emit(self, data: Batch) -> None:
+        self.records_out += num_rows(data)
         size = self.buffer_size
         outputs = self.outputs
+        columns = not isinstance(data, list)
         for partitioner, channels in self._edge_routes:
-            parts = partitioner.partition(records, len(channels))
+            if columns:
+                parts = partitioner.partition_columns(data, len(channels))
+            else:
+                parts = partitioner.partition(data, len(channels))
             for part, index in zip(parts, channels):
-                if not part:
+                rows = num_rows(part)
+                if not rows:
                     continue
-                builder = outputs[index].builder
-                builder.extend(part)
-                if len(builder) >= size:
-                    self._cut(outputs[index])
+                ch = outputs[index]
+                ch.builder.append(part)
+                ch.builder_rows += rows
+                if ch.builder_rows >= size:
+                    self._cut(ch)
 
     def _cut(self, ch: OutputChannel) -> None:
-        records, ch.builder = ch.builder, []
+        pieces, ch.builder, ch.builder_rows = ch.builder, [], 0
         size = self.buffer_size
-        for start in range(0, len(records), size):
-            ch.queue.append(Buffer.from_records(records[start:start + size]))
+        for piece in concat(pieces):
+            if isinstance(piece, list):
+                for start in range(0, len(piece), size):
+                    ch.queue.append(Buffer.from_records(piece[start:start + size]))
+            elif piece.num_rows <= size:
+                ch.queue.append(Buffer.of(compact(piece)))
+            else:
+                for start in range(0, piece.num_rows, size):
+                    ch.queue.append(Buffer.of(compact(piece.slice(start, size))))
 
     def flush(self) -> None:
         """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
@@ -485,12 +543,8 @@ class Task:
 
     def _end_of_input(self) -> None:
         for op_index, op in enumerate(self.operators):
-            tail = op.end_input()
-            for later in self.operators[op_index + 1:]:
-                if not tail:
-                    break
-                tail = later.process_batch(tail)
-            if tail:
+            tail = _through(self.operators[op_index + 1:], op.end_input())
+            if num_rows(tail):
                 self._emit(tail)
         self._emit_end_of_partition()
 
@@ -546,6 +600,12 @@ class Task:
                 "offsets": [{"split": r.split.split_id, "position": r.position} for r in self.readers]
             }
         overtaking = stats.unaligned
+        if overtaking:
+            # an unaligned barrier can arrive while restored channel state is still being
+            # replayed: what is not replayed yet is still in flight, so it is channel state too
+            # (ahead of whatever the handler adds for the same channel)
+            for channel, buffer in self._replay:
+                snapshot.input_channel_state.setdefault(channel, []).append(buffer)
         for ch in self.outputs if emit_barrier else ():
             if overtaking:
                 # the barrier overtakes queued output; that output becomes channel state
@@ -690,7 +750,7 @@ class Task:
             op.notify_checkpoint_complete(checkpoint_id)
         self._cancelled = {c for c in self._cancelled if c > checkpoint_id}
         if final and self.state is TaskState.AWAITING_FINAL_CHECKPOINT:
-            self._emit_end_of_partition()
+            self._end_of_input()
 
     def notify_checkpoint_aborted(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         if self.state is TaskState.FAILED:

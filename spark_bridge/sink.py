@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from operators.base import Record
+from operators.columns import as_records
 from operators.sinks import CollectSink
 
 __all__ = ["SparkSink", "SparkSinkError"]
@@ -160,12 +161,12 @@ class SparkSink(CollectSink):
     # ------------------------------------------------------------------ two-phase commit
 
     def snapshot_state(self, checkpoint_id: int) -> dict[str, list[Any]]:
-        if self._open:
+        if self._open_rows:
+            records = as_records(self._take_open())
             txn = f"{self.sink_name}-{self.ctx.subtask}-{checkpoint_id}-{secrets.token_hex(4)}"
-            self._write(self._staged_path(txn), self._open)
-            self._staged_records[txn] = self._open
-            self._pending.append({"txn": txn, "checkpoint": checkpoint_id, "rows": len(self._open)})
-            self._open = []
+            self._write(self._staged_path(txn), records)
+            self._staged_records[txn] = records
+            self._pending.append({"txn": txn, "checkpoint": checkpoint_id, "rows": len(records)})
         return {"pending": list(self._pending)} if self._pending else {}
 
     def _commit_all(self, transactions: list[dict[str, Any]]) -> None:
@@ -182,9 +183,9 @@ class SparkSink(CollectSink):
         `CollectSink.end_input`; with unaligned checkpoints that is the final checkpoint's
         in-flight data). The transaction name is deterministic, so the attempt that replays the
         same records after a failure finds it committed and writes nothing twice."""
-        if not self._open:
+        if not self._open_rows:
             return []
-        records, self._open = self._open, []
+        records = as_records(self._take_open())
         if self.ctx.checkpointing:
             self._commit_all(self._pending)
             self._pending = []

@@ -542,7 +542,8 @@ class RayExecutor:
         if self.coordinator is not None:
             ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
         finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
-        committer = ray.get(self.committer.committer.remote(), timeout=60)
+        committer, last_commit_at = ray.get(
+            [self.committer.committer.remote(), self.committer.last_commit_at.remote()], timeout=60)
         history: list[Any] = []
         if self.coordinator is not None:
             history = ray.get(self.coordinator.history.remote(), timeout=60)
@@ -559,11 +560,13 @@ class RayExecutor:
             for name, entries in final["keyed_state"].items():
                 final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
             metrics.latencies.extend(final["latencies"])
+            metrics.add_task_span(final["first_created_at"], final["last_arrival_at"])
             if self.graph.vertex(task_id.vertex).source is not None:
                 source_now += final["records_in"]
         metrics.records_in = self._done_source_records + source_now
         sinks = self.graph.sink_names
         metrics.records_out = sum(len(committer.output(s)) for s in sinks)
+        metrics.last_commit_at = last_commit_at
         return JobResult(
             job_name=self.graph.job_name,
             executor="ray",

@@ -19,6 +19,8 @@ plus a client-side proxy that gives the pure core the interface it expects:
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +31,8 @@ from checkpoint.storage import MemoryBlobStore, StorageError
 from runtime.messages import Buffer
 from runtime.result import CollectCommitter
 
+log = logging.getLogger(__name__)
+
 SERVICE_CPUS = 0.01
 
 
@@ -37,22 +41,30 @@ class CommitterService:
 
     def __init__(self, committer: CollectCommitter | None = None) -> None:
         self._committer = committer if committer is not None else CollectCommitter()
+        self._last_commit_at: float | None = None
 
     def stage(self, sink: str, transaction_id: str, records: pa.RecordBatch) -> None:
         self._committer.stage(sink, transaction_id, records)
 
     def commit(self, sink: str, transaction_id: str, records: pa.RecordBatch | None = None) -> None:
         self._committer.commit(sink, transaction_id, records)
+        self._last_commit_at = time.time()
 
     def committer(self) -> CollectCommitter:
         return self._committer
+
+    def last_commit_at(self) -> float | None:
+        """Wall time of the latest commit: when the last output became visible."""
+        return self._last_commit_at
 
     def ping(self) -> bool:
         return True
 
 
-def _as_batch(records: list[dict[str, Any]]) -> pa.RecordBatch:
+def _as_batch(records: list[dict[str, Any]] | pa.RecordBatch) -> pa.RecordBatch:
     """Raises: RecordConversionError naming a record Arrow cannot carry."""
+    if isinstance(records, pa.RecordBatch):
+        return records
     return Buffer.from_records(records).batch
 
 
@@ -110,14 +122,30 @@ class BlobStoreService:
 class RemoteBlobStore:
     """`BlobStore` over a `BlobStoreService` actor (blocking calls; for off-hot-path I/O).
 
+    Deletes do not wait: nothing waits on a discarded checkpoint's files, and the actor runs one
+    caller's calls in submission order, so a later read or list still sees them gone. A failed
+    delete is logged when noticed (as the stores log the delete failures they see).
+
     Raises:
         StorageError: the blob store actor is gone (or what the store itself raised).
     """
 
     def __init__(self, handle: Any) -> None:
         self._handle = handle
+        self._deletes: list[Any] = []
+
+    def _reap_deletes(self) -> None:
+        if not self._deletes:
+            return
+        done, self._deletes = ray.wait(self._deletes, num_returns=len(self._deletes), timeout=0)
+        for ref in done:
+            try:
+                ray.get(ref)
+            except Exception as exc:  # BlobNotFoundError, the actor gone: only a leftover blob
+                log.warning("in-memory checkpoint storage: a delete failed: %s", exc)
 
     def _call(self, method: str, *args: Any) -> Any:
+        self._reap_deletes()
         try:
             return ray.get(getattr(self._handle, method).remote(*args))
         except RayActorError as exc:
@@ -132,7 +160,8 @@ class RemoteBlobStore:
         return self._call("get", path)
 
     def delete(self, path: str) -> None:
-        self._call("delete", path)
+        self._reap_deletes()
+        self._deletes.append(self._handle.delete.remote(path))
 
     def exists(self, path: str) -> bool:
         return self._call("exists", path)

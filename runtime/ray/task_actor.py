@@ -417,6 +417,8 @@ class TaskActor:
             self._timers.close()
             return {
                 "keyed_state": self.task.keyed_state(),
-                "latencies": list(self.task.latencies),
+                "latencies": self.task.latencies,
+                "first_created_at": self.task.first_created_at,
+                "last_arrival_at": self.task.last_arrival_at,
                 "records_in": self.task.records_in,
             }

@@ -260,3 +260,18 @@ def test_collect_committer_takes_arrow_batches_and_reads_them_back_as_records():
     committer.commit("pv", "pv/0/1")
     assert committer.records("pv", "pv/0/1") == recs(1, 2)
     assert committer.output("pv") == recs(3, 1, 2) and committer.output("pv") == recs(3, 1, 2)
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_a_sink_chained_into_its_source_task_commits_everything(checkpointing: bool):
+    """A sink in the source's own task (generate -> map -> sink, all chained): the source task
+    must end its operators' input like any task. It used to go straight to end of partition, so
+    without checkpointing the sink never committed and the output was silently lost."""
+    from runtime import StreamEnvironment
+
+    env = StreamEnvironment(parallelism=2)
+    if checkpointing:
+        env.enable_checkpointing(interval=0.01)
+    env.generate(count=25).map(lambda r: {"i": r["i"]}).sink_to(CollectSink("o"))
+    result = env.execute("chained-sink", executor="sim", seed=3)
+    assert sorted(r["i"] for r in result.output("o")) == list(range(25))
