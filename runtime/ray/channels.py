@@ -17,9 +17,11 @@ epoch (a push submitted just before a failover must not reach the restored task)
 Flow control. Credits are counted by the pure `Task` (an output channel holds at most `credits`
 buffers in flight). The receiver owes a credit for every buffer its task *consumed* (not merely
 received: a buffer held back by barrier alignment keeps its credit, as in Flink). Owed credits
-are returned in one `add_credits` call per sender after each round of work, so in steady state
-there is one credit call per data call, not one per buffer. Events (barriers, cancellation
-markers, end of partition) need no credit.
+are returned in one `add_credits` call per sender after a round of work — while the task still has
+work queued, only once some channel owes half its window (`threshold`), so a busy receiver makes
+about one credit call per half window rather than one per data call; a receiver about to go idle
+returns everything, so a sender never waits on credits a quiet receiver holds. Events (barriers,
+cancellation markers, end of partition) need no credit.
 """
 
 from __future__ import annotations
@@ -69,12 +71,14 @@ class InputChannels:
         epoch: the execution attempt, sent with returned credits.
     """
 
-    def __init__(self, senders: dict[int, tuple[str, Any, int]], receiver: str, epoch: int) -> None:
+    def __init__(self, senders: dict[int, tuple[str, Any, int]], receiver: str, epoch: int,
+                 threshold: int = 1) -> None:
         self._senders = senders
         self._epoch = epoch
         self._receiver = receiver
         self._next_seq: dict[int, int] = dict.fromkeys(senders, 0)
         self._owed: dict[int, int] = defaultdict(int)
+        self._threshold = max(1, threshold)
 
     def check(self, channel: int, seq: int, count: int) -> None:
         """Raises: ChannelOrderError when `seq` is not the next number on `channel`."""
@@ -91,9 +95,12 @@ class InputChannels:
     def consumed(self, channel: int) -> None:
         self._owed[channel] += 1
 
-    def return_credits(self) -> None:
-        """Send every owed credit, one call per sender."""
+    def return_credits(self, *, all_owed: bool = True) -> None:
+        """Send every owed credit, one call per sender; unless `all_owed`, only when some
+        channel owes at least `threshold` (then everything owed goes along)."""
         if not self._owed:
+            return
+        if not all_owed and max(self._owed.values()) < self._threshold:
             return
         by_sender: dict[str, tuple[Any, dict[int, int]]] = {}
         for channel, n in self._owed.items():

@@ -140,7 +140,7 @@ class TaskActor:
             self._stalled: deque[tuple[int, int, list[Any]]] = deque()
             self._self_handle = self_handle
             self.outputs = OutputChannels(outputs, epoch)
-            self.inputs = InputChannels(inputs, str(self.task_id), epoch)
+            self.inputs = InputChannels(inputs, str(self.task_id), epoch, threshold=self.graph.credits // 2)
             self.task = None
             try:
                 self.task = Task(self.task_id, self.graph, self.vertex, clock=self._clock,
@@ -229,7 +229,7 @@ class TaskActor:
         except Exception as exc:  # a user function or protocol error: the task fails
             self._fail(exc)
             return
-        self.inputs.return_credits()
+        self.inputs.return_credits(all_owed=not task.has_work())
         self._schedule_continuation()
         if task.pending_output() and self._flush_timer is None:
             self._flush_timer = self._timers.schedule(self._pace, self._bound(self._on_flush))
