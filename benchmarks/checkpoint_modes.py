@@ -20,6 +20,9 @@ twice:
   divided by the span from the first record created to the last record counted (deployment and
   teardown excluded, so the figure is comparable across executors).
 
+On Ray, checkpoints go to a fresh local directory per run (as `barrierflow demo` does); on the
+simulator they stay in memory and writes are charged virtual time.
+
 Scenarios: `uniform` keys; `skewed` keys (Zipf); `backpressure` (keyed subtask 1 is slow: a
 `CostModel` slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is
 above what that subtask can take, so the job runs backpressured); `scale` (parallelism 1, 2, 4, 8,
@@ -46,7 +49,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchmarks.report import markdown_table, percentile, write_json
+from benchmarks.report import local_checkpoint_dir, markdown_table, percentile, write_json
 from operators import KeyedProcessFunction
 from operators.sources import GeneratorSource, GeneratorSplitReader
 
@@ -126,11 +129,13 @@ class Profile:
     buffer_size: int = 256
     credits: int = 8
     buffer_timeout: float = 0.005
-    #: buffer size of the `backpressure` scenario (None: `buffer_size`); on Ray a buffer is
-    #: processed as a whole before a barrier behind it is seen, so it bounds unaligned checkpoints
+    #: buffer size of the `backpressure` scenario (None: `buffer_size`)
     backpressure_buffer_size: int | None = None
     #: the scenarios this profile runs (None: all that were asked for)
     scenarios: tuple[str, ...] | None = None
+    #: checkpoint to a fresh local directory per run (else in memory; the simulator charges
+    #: virtual write time either way)
+    local_storage: bool = False
 
 
 PROFILES: dict[tuple[str, bool], Profile] = {
@@ -140,9 +145,10 @@ PROFILES: dict[tuple[str, bool], Profile] = {
     # quick on Ray: only uniform and backpressure (the targets' scenarios). Every Ray run costs
     # seconds of actor start-up, and the whole quick matrix must stay within about 3 minutes
     ("ray", True): Profile(rate=20_000, duration=0.8, max_rate_records=60_000, backpressure_rate=20_000,
-                           buffer_size=1000, backpressure_buffer_size=100, scenarios=("uniform", "backpressure")),
+                           buffer_size=1000, backpressure_buffer_size=100, scenarios=("uniform", "backpressure"),
+                           local_storage=True),
     ("ray", False): Profile(rate=20_000, duration=4.0, max_rate_records=500_000, backpressure_rate=20_000,
-                            buffer_size=1000, backpressure_buffer_size=100),
+                            buffer_size=1000, backpressure_buffer_size=100, local_storage=True),
 }
 
 
@@ -277,8 +283,9 @@ def plan(executors: Sequence[str], scenarios: Sequence[str], modes: Sequence[str
     return combos
 
 
-def make_env(combo: Combination, profile: Profile) -> Any:
-    """A `StreamEnvironment` with the combination's checkpointing mode."""
+def make_env(combo: Combination, profile: Profile, storage: str | None = None) -> Any:
+    """A `StreamEnvironment` with the combination's checkpointing mode (checkpoints in `storage`,
+    None: in memory)."""
     from checkpoint.options import CheckpointingMode
     from runtime import StreamEnvironment
 
@@ -295,6 +302,7 @@ def make_env(combo: Combination, profile: Profile) -> Any:
             unaligned=mode == "unaligned",
             alignment_timeout=profile.alignment_timeout if mode == "aligned-timeout" else None,
             tolerable_failures=1_000_000,
+            storage=storage,
         )
     return env
 
@@ -318,7 +326,15 @@ def build_job(env: Any, combo: Combination, profile: Profile, *, rate: float | N
 def execute(combo: Combination, profile: Profile, *, rate: float | None, count: int | None,
             trace_barriers: bool = False) -> Any:
     """Run the job once; returns the `JobResult`."""
-    env = make_env(combo, profile)
+    if combo.executor == "sim" or not profile.local_storage:
+        return _execute(combo, profile, rate=rate, count=count, trace_barriers=trace_barriers, storage=None)
+    with local_checkpoint_dir() as storage:
+        return _execute(combo, profile, rate=rate, count=count, trace_barriers=trace_barriers, storage=storage)
+
+
+def _execute(combo: Combination, profile: Profile, *, rate: float | None, count: int | None,
+             trace_barriers: bool, storage: str | None) -> Any:
+    env = make_env(combo, profile, storage)
     build_job(env, combo, profile, rate=rate, count=count)
     if combo.executor == "sim":
         from runtime.sim.executor import CostModel

@@ -72,7 +72,7 @@ run, so the comparison needs no second table (`benchmarks.throughput` builds bot
   vectorised keyed `count()` -> CollectSink, Arrow batches end to end (the counterpart of
   `flink-sql` and `bytewax`); buffers of 10,000 records.
 Latency = arrival at the count task - creation; throughput = records / (last arrival - first
-creation). Checkpoint columns from barrierflow's own statistics. Records: 500,000 / 100,000 (udf),
+creation). Checkpoint columns from barrierflow's own statistics; checkpoints to a local directory. Records: 500,000 / 100,000 (udf),
 10,000,000 / 2,000,000 (vectorised).
 
 For the Flink variants `checkpoints_completed`, `checkpoint_duration_*` and `checkpoint_size_max`
@@ -107,7 +107,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from benchmarks.report import percentile
+from benchmarks.report import local_checkpoint_dir, percentile
 
 PARALLELISM = 2
 INTERVAL_MS = 100
@@ -596,8 +596,10 @@ def run_barrierflow(variant: str, mode: str, records: int) -> dict[str, Any]:
 
     ensure_ray()
     job = variant.removeprefix("barrierflow-")
-    env = build(records, checkpoints=mode != "none", job=job, mode=mode if mode != "none" else "aligned")
-    result = env.execute(f"peers-{variant}-{mode}", executor="ray")
+    with local_checkpoint_dir() as storage:
+        env = build(records, checkpoints=mode != "none", job=job, mode=mode if mode != "none" else "aligned",
+                    storage=storage)
+        result = env.execute(f"peers-{variant}-{mode}", executor="ray")
     committed = len(result.output("pv"))
     if committed != records:
         return _failed(variant, mode, f"{committed} records committed for {records}")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 
@@ -38,3 +40,14 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q / 100.0 * (len(ordered) - 1))))
     return ordered[index]
+
+
+@contextlib.contextmanager
+def local_checkpoint_dir() -> Iterator[str]:
+    """A fresh local checkpoint directory for one benchmark run, removed afterwards.
+
+    Benchmarks on Ray checkpoint to a local directory, as the embedded default does (`barrierflow
+    demo`): with in-memory storage every file write would be one more actor call.
+    """
+    with tempfile.TemporaryDirectory(prefix="barrierflow-bench-") as path:
+        yield path

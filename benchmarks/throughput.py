@@ -11,6 +11,8 @@ The page-view job, parallelism 2, in two forms (`--job`):
   -> CollectSink: Arrow batches end to end, no dict per record (network buffers of 10,000 records
   unless `--buffer-size`).
 
+Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` does).
+
 * **max rate**, checkpoints every 100 ms aligned, and checkpointing off: throughput is records
   divided by the span from the first record created to the last record counted (actor start-up
   and teardown excluded). The ratio aligned/off is the cost of aligned checkpointing.
@@ -33,7 +35,7 @@ import statistics
 import time
 from typing import Any
 
-from benchmarks.report import markdown_table, percentile, write_json
+from benchmarks.report import local_checkpoint_dir, markdown_table, percentile, write_json
 
 APPS = 50
 
@@ -70,9 +72,10 @@ BUFFER_SIZES = {"udf": 1000, "vectorised": 10_000}
 
 
 def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_size: int | None = None,
-          buffer_timeout: float = 0.005, job: str = "udf", mode: str = "aligned") -> Any:
+          buffer_timeout: float = 0.005, job: str = "udf", mode: str = "aligned",
+          storage: str | None = None) -> Any:
     """The page-view job (`job`: "udf" or "vectorised"); `mode` (with `checkpoints`): "aligned",
-    "unaligned" or "at-least-once"."""
+    "unaligned" or "at-least-once"; checkpoints in `storage` (None: in memory)."""
     from checkpoint.options import CheckpointingMode
     from operators import CollectSink, KeyedProcessFunction
     from runtime import StreamEnvironment
@@ -91,7 +94,7 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
     if checkpoints:
         exactly_once = mode != "at-least-once"
         env.enable_checkpointing(
-            interval=0.1, tolerable_failures=100, unaligned=mode == "unaligned",
+            interval=0.1, tolerable_failures=100, unaligned=mode == "unaligned", storage=storage,
             mode=CheckpointingMode.EXACTLY_ONCE if exactly_once else CheckpointingMode.AT_LEAST_ONCE)
     if job == "vectorised":
         (
@@ -114,10 +117,12 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
 
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
         mode: str = "aligned", buffer_size: int | None = None) -> dict[str, Any]:
-    env = build(records, checkpoints=checkpoints, rate=rate, job=job, mode=mode, buffer_size=buffer_size)
-    started = time.time()
-    result = env.execute("pageview-bench", executor=executor)
-    wall = time.time() - started
+    with local_checkpoint_dir() as storage:
+        env = build(records, checkpoints=checkpoints, rate=rate, job=job, mode=mode, buffer_size=buffer_size,
+                    storage=storage if executor == "ray" else None)
+        started = time.time()
+        result = env.execute("pageview-bench", executor=executor)
+        wall = time.time() - started
     output = result.output("pv")
     assert len(output) == records, f"{len(output)} records committed, expected {records}"
     counts: dict[str, int] = {}

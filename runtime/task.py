@@ -5,8 +5,9 @@ Theory of operation
 A task is a pure state machine driven by its executor (the simulator or a Ray actor):
 
 * `push(boe)` hands it input from the network; `step()` does one unit of work (one input buffer
-  through the chain, or one buffer read from a source split) and returns how many records it
-  handled so the executor can charge (virtual) time; `drain_sendable()` returns the output the
+  through the chain — or, with `records_per_step` set, at most that many of its records, the rest
+  waiting for the next step — or one buffer read from a source split) and returns how many
+  records it handled so the executor can charge (virtual) time; `drain_sendable()` returns the output the
   executor may send now (data only while the channel has credits; events always);
   `add_credit(ch)` returns a credit when the receiver consumed a buffer.
 * Checkpoints: a source is triggered by the coordinator (`trigger_source_checkpoint`); other
@@ -17,7 +18,10 @@ A task is a pure state machine driven by its executor (the simulator or a Ray ac
   hot path and calls `on_snapshot_written`, upon which the task acknowledges. The barrier leaves
   before the write finishes (DESIGN §1, seed 001/003).
 * Unaligned: the snapshot is written only once the handler reports the input channel state
-  complete (`finish_input_channel_state`).
+  complete (`finish_input_channel_state`). An unaligned barrier also overtakes input the task
+  took but has not processed yet — the rest of a buffer processed in parts, restored channel
+  state not yet replayed — which becomes input channel state ahead of the handler's (Flink
+  likewise persists the part of a buffer its deserializer still holds).
 * Aborts (`abort_checkpoint` from the handler, `notify_checkpoint_aborted` from the coordinator)
   cancel the task's in-flight snapshot: a write that finishes for a cancelled checkpoint is
   reported back as discarded and never acknowledged.
@@ -284,6 +288,11 @@ class Task:
 
         #: restored input channel state (channel, buffer), processed before any new input
         self._replay: deque[tuple[int, Buffer]] = deque()
+        #: at most this many records of an input buffer per step (None: whole buffers); set by
+        #: the executor so one step stays short enough for an unaligned barrier to overtake
+        self.records_per_step: int | None = None
+        #: (channel, rest of the input buffer being processed in parts)
+        self._current: tuple[int, Batch] | None = None
         #: the chain's head takes Arrow batches: hand it a buffer's batch, not its dicts
         self._columnar_input = not self.operators or self.operators[0].accepts_columns
         self._in_flight: dict[int, _InFlightSnapshot] = {}
@@ -398,7 +407,7 @@ class Task:
             return False
         if self.is_backpressured:
             return False
-        if self._replay:
+        if self._replay or self._current is not None:
             return True
         if self.is_source:
             return self.state is TaskState.RUNNING
@@ -419,10 +428,13 @@ class Task:
         """Do one unit of work; return the number of records handled (0 = nothing to do now)."""
         if self.state in (TaskState.FINISHED, TaskState.FAILED) or self.is_backpressured:
             return 0
+        if self._current is not None:
+            channel, data = self._current
+            self._current = None
+            return self._process_input(channel, data)
         if self._replay:
-            _, buffer = self._replay.popleft()
-            data = buffer.batch if self._columnar_input else buffer.to_records()
-            return self._run_chain(data, count_in=True)
+            channel, buffer = self._replay.popleft()
+            return self._process_input(channel, buffer.batch if self._columnar_input else buffer.to_records())
         if self.is_source:
             return self._source_step()
         return self._input_step()
@@ -439,10 +451,29 @@ class Task:
         if isinstance(payload, Buffer):
             self.ports.buffer_consumed(self.task_id, boe.channel)
             data = payload.batch if self._columnar_input else payload.to_records()
-            return self._run_chain(data, count_in=True) or 1
+            return self._process_input(boe.channel, data) or 1
         if gate.is_finished and self.state is TaskState.RUNNING:
             self._end_of_input()
         return 0
+
+    def _process_input(self, channel: int, data: Batch) -> int:
+        """Run (the first `records_per_step` records of) one input buffer through the chain."""
+        limit = self.records_per_step
+        if limit is not None and num_rows(data) > limit:
+            rest = data.slice(limit) if not isinstance(data, list) else data[limit:]
+            self._current = (channel, rest)
+            data = data.slice(0, limit) if not isinstance(data, list) else data[:limit]
+        return self._run_chain(data, count_in=True)
+
+    def _unprocessed_input(self) -> list[tuple[int, Buffer]]:
+        """Input taken from the network but not processed yet, oldest first, per channel."""
+        pending: list[tuple[int, Buffer]] = []
+        if self._current is not None:
+            channel, data = self._current
+            buffer = Buffer.from_records(data) if isinstance(data, list) else Buffer.of(compact(data))
+            pending.append((channel, buffer))
+        pending.extend(self._replay)
+        return pending
 
     def _source_step(self) -> int:
         if self.state is not TaskState.RUNNING:
@@ -601,10 +632,10 @@ class Task:
             }
         overtaking = stats.unaligned
         if overtaking:
-            # an unaligned barrier can arrive while restored channel state is still being
-            # replayed: what is not replayed yet is still in flight, so it is channel state too
-            # (ahead of whatever the handler adds for the same channel)
-            for channel, buffer in self._replay:
+            # an unaligned barrier can arrive while part of a buffer or of the restored channel
+            # state is still unprocessed: that input is still in flight, so it is channel state
+            # too (ahead of whatever the handler adds for the same channel)
+            for channel, buffer in self._unprocessed_input():
                 snapshot.input_channel_state.setdefault(channel, []).append(buffer)
         for ch in self.outputs if emit_barrier else ():
             if overtaking:

@@ -19,7 +19,9 @@ actor's lock, so the pure `Task` is touched by one thread at a time.
   that continuation runs, other calls only feed the task and send. So no call waits behind more
   than one slice: checkpoint triggers reach a busy source within a few milliseconds, and an
   unaligned barrier reaches a busy task's handler while the data before it still sits in the
-  gate. A rate-limited source is woken by a timer, at most every `buffer_timeout`, so it ships
+  gate. Slow records go a few per step (`_pace_steps` sets `Task.records_per_step` so a step
+  takes about `STEP_TARGET`), so that holds even when one buffer takes longer than a slice; an
+  unaligned barrier then overtakes the rest of the buffer too. A rate-limited source is woken by a timer, at most every `buffer_timeout`, so it ships
   batches rather than single records. A backpressured task schedules nothing; the credit that
   ends the backpressure drives it again.
 * Ports. Acknowledgements, declines and "source finished" go to the coordinator actor, tagged
@@ -57,6 +59,8 @@ from runtime.task import Task, TaskRestore, TaskSnapshot
 
 #: seconds of work per call before the actor yields to queued calls (see `TaskActor._drive`)
 WORK_SLICE = 0.002
+#: how long one step should take at most (`_pace_steps`): records that slow go a few per step
+STEP_TARGET = 0.002
 
 
 class _TaskTimers:
@@ -217,7 +221,10 @@ class TaskActor:
                     self._send()
                     if not task.has_work():
                         break
+                    started = time.perf_counter()
                     handled = task.step()
+                    if handled and not is_source:
+                        self._pace_steps(handled, time.perf_counter() - started)
                     if handled:
                         self._records += handled
                         if self._crash_after is not None and self._records >= self._crash_after:
@@ -233,6 +240,14 @@ class TaskActor:
         self._schedule_continuation()
         if task.pending_output() and self._flush_timer is None:
             self._flush_timer = self._timers.schedule(self._pace, self._bound(self._on_flush))
+
+    def _pace_steps(self, handled: int, seconds: float) -> None:
+        """Keep a step near `STEP_TARGET`: slow records (a heavy or sleeping function) are
+        processed a few per step, so a barrier or trigger that arrives meanwhile waits behind a
+        part of a buffer, not all of it (an unaligned barrier overtakes the rest)."""
+        per_record = seconds / handled
+        limit = int(STEP_TARGET / per_record) if per_record > 0 else None
+        self.task.records_per_step = None if limit is None or limit >= self.graph.buffer_size else max(1, limit)
 
     def _bound(self, callback: Any) -> Any:
         """A timer callback that only runs in the epoch it was scheduled in."""

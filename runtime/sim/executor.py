@@ -77,6 +77,9 @@ class CostModel:
 
     per_record: float = 2e-6
     per_step: float = 2e-5
+    #: at most this many records of an input buffer per step (`Task.records_per_step`; None =
+    #: whole buffers): a buffer processed in parts, which an unaligned barrier can overtake
+    records_per_step: int | None = None
     #: task name ("vertex[i]") or vertex name -> slowdown factor (backpressure scenarios)
     slow_tasks: dict[str, float] = field(default_factory=dict)
 
@@ -305,6 +308,7 @@ class SimExecutor:
                 ports=_Ports(self, task_id, epoch), committer=self.committer,
                 restore=restores.get(task_id),
             )
+            self.tasks[task_id].records_per_step = self.costs.records_per_step
         self._build_routes()
         for task_id in self.task_ids:
             self._send_outputs(task_id)  # restored output channel state goes first
