@@ -147,7 +147,7 @@ PROFILES: dict[tuple[str, bool], Profile] = {
     ("ray", True): Profile(rate=20_000, duration=0.8, max_rate_records=60_000, backpressure_rate=20_000,
                            buffer_size=1000, backpressure_buffer_size=100, scenarios=("uniform", "backpressure"),
                            local_storage=True),
-    ("ray", False): Profile(rate=20_000, duration=4.0, max_rate_records=500_000, backpressure_rate=20_000,
+    ("ray", False): Profile(rate=20_000, duration=3.5, max_rate_records=400_000, backpressure_rate=20_000,
                             buffer_size=1000, backpressure_buffer_size=100, local_storage=True),
 }
 
