@@ -73,7 +73,7 @@ BUFFER_SIZES = {"udf": 1000, "vectorised": 10_000}
 
 def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_size: int | None = None,
           buffer_timeout: float = 0.005, job: str = "udf", mode: str = "aligned",
-          storage: str | None = None) -> Any:
+          storage: str | None = None, credits: int = 8) -> Any:
     """The page-view job (`job`: "udf" or "vectorised"); `mode` (with `checkpoints`): "aligned",
     "unaligned" or "at-least-once"; checkpoints in `storage` (None: in memory)."""
     from checkpoint.options import CheckpointingMode
@@ -90,7 +90,7 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
     if job not in JOBS:
         raise ValueError(f"job must be one of {JOBS}, got {job!r}")
     size = buffer_size or BUFFER_SIZES[job]
-    env = StreamEnvironment(parallelism=2, buffer_size=size, credits=8, buffer_timeout=buffer_timeout)
+    env = StreamEnvironment(parallelism=2, buffer_size=size, credits=credits, buffer_timeout=buffer_timeout)
     if checkpoints:
         exactly_once = mode != "at-least-once"
         env.enable_checkpointing(
@@ -116,10 +116,10 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
 
 
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
-        mode: str = "aligned", buffer_size: int | None = None) -> dict[str, Any]:
+        mode: str = "aligned", buffer_size: int | None = None, credits: int = 8) -> dict[str, Any]:
     with local_checkpoint_dir() as storage:
         env = build(records, checkpoints=checkpoints, rate=rate, job=job, mode=mode, buffer_size=buffer_size,
-                    storage=storage if executor == "ray" else None)
+                    storage=storage if executor == "ray" else None, credits=credits)
         started = time.time()
         result = env.execute("pageview-bench", executor=executor)
         wall = time.time() - started
@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job", default="udf", choices=JOBS)
     parser.add_argument("--buffer-size", type=int, default=None,
                         help=f"records per network buffer (default {BUFFER_SIZES})")
+    parser.add_argument("--credits", type=int, default=8, help="buffers in flight per channel")
     parser.add_argument("--records", type=int, default=None,
                         help="records per max-rate run (default 400,000; vectorised 4,000,000)")
     parser.add_argument("--rate", type=float, default=5000.0)
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
 
         ensure_ray()  # one Ray for every run (and the bound), not one per job
     records = args.records or (4_000_000 if args.job == "vectorised" else 400_000)
-    kw = {"job": args.job, "buffer_size": args.buffer_size}
+    kw = {"job": args.job, "buffer_size": args.buffer_size, "credits": args.credits}
     rows: list[dict[str, Any]] = []
     for _ in range(args.repeat):  # interleaved, so machine noise hits both modes alike
         rows.append(run(args.executor, records, checkpoints=True, **kw))
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.ray_pipe_bound import run as bound_run
 
         batch = args.buffer_size or BUFFER_SIZES[args.job]
-        bounds = sorted(bound_run(records, batch, 8)["records_per_s"] for _ in range(args.repeat))
+        bounds = sorted(bound_run(records, batch, args.credits)["records_per_s"] for _ in range(args.repeat))
         summary["raw_bound_records_per_s"] = bounds[len(bounds) // 2]
         summary["aligned_vs_bound"] = aligned / summary["raw_bound_records_per_s"]
         summary["off_vs_bound"] = off / summary["raw_bound_records_per_s"]
