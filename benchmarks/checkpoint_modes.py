@@ -44,12 +44,11 @@ import sys
 import time
 import traceback
 from bisect import bisect_right
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchmarks.report import local_checkpoint_dir, markdown_table, percentile, write_json
+from benchmarks.report import abort_reasons, local_checkpoint_dir, markdown_table, percentile, write_json
 from operators import KeyedProcessFunction
 from operators.sources import GeneratorSource, GeneratorSplitReader
 
@@ -392,7 +391,6 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate
     aborted = [c for c in latency_run.checkpoints if not c.completed]
     durations = _ms(c.duration for c in done)
     alignments = _ms(c.alignment_time for c in done)
-    reasons = Counter(c.failure_reason.value if c.failure_reason else "unknown" for c in aborted)
     throughput = throughput_of(throughput_run)
     row: dict[str, Any] = {
         "executor": combo.executor,
@@ -415,7 +413,7 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate
         "state_bytes": max((c.state_bytes for c in done), default=0),
         "checkpoints_completed": len(done),
         "checkpoints_aborted": len(aborted),
-        "abort_reasons": dict(sorted(reasons.items())),
+        "abort_reasons": abort_reasons(aborted),
         "rate": rate,
         "records": records,
     }

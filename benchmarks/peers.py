@@ -107,7 +107,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from benchmarks.report import local_checkpoint_dir, percentile
+from benchmarks.report import abort_reasons, percentile
 
 PARALLELISM = 2
 INTERVAL_MS = 100
@@ -591,27 +591,20 @@ def run_variant(variant: str, mode: str, records: int, *, timeout: float = CHILD
 
 def run_barrierflow(variant: str, mode: str, records: int) -> dict[str, Any]:
     """One `barrierflow-udf` / `barrierflow-vectorised` row on (local) Ray, in this process."""
-    from benchmarks.throughput import build
+    from benchmarks.throughput import execute
     from runtime.ray.cluster import ensure_ray
 
     ensure_ray()
-    job = variant.removeprefix("barrierflow-")
-    with local_checkpoint_dir() as storage:
-        env = build(records, checkpoints=mode != "none", job=job, mode=mode if mode != "none" else "aligned",
-                    storage=storage)
-        result = env.execute(f"peers-{variant}-{mode}", executor="ray")
+    result, _ = execute("ray", records, f"peers-{variant}-{mode}", checkpoints=mode != "none",
+                        job=variant.removeprefix("barrierflow-"), mode=mode if mode != "none" else "aligned")
     committed = len(result.output("pv"))
     if committed != records:
         return _failed(variant, mode, f"{committed} records committed for {records}")
     durations = sorted(c.duration * 1e3 for c in result.completed_checkpoints)
     aborted = result.aborted_checkpoints
-    reasons: dict[str, int] = {}
-    for c in aborted:
-        reason = c.failure_reason.value if c.failure_reason is not None else "unknown"
-        reasons[reason] = reasons.get(reason, 0) + 1
     checkpoints = {"p50": percentile(durations, 50), "p99": percentile(durations, 99),
                    "max": percentile(durations, 100), "completed": len(durations),
-                   "aborted": len(aborted), "reasons": reasons}
+                   "aborted": len(aborted), "reasons": abort_reasons(aborted)}
     return _row(variant, mode, throughput=result.metrics.end_to_end_throughput,
                 latencies_ms=[x * 1e3 for x in result.metrics.latencies], records=records,
                 checkpoints=checkpoints)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from benchmarks.report import markdown_table, write_json
+from benchmarks.report import markdown_table, median_row, write_json
 
 
 def make_batches(records: int, batch: int, splits: int, apps: int = 50) -> list[list[pa.RecordBatch]]:
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ensure_ray()
     rows = [run(args.records, args.batch, args.credits) for _ in range(args.repeat)]
-    median = sorted(rows, key=lambda r: r["records_per_s"])[len(rows) // 2]
+    median = median_row(rows, "records_per_s")
     print(markdown_table(rows))
     print(f"\nraw bound (median of {len(rows)}): {median['records_per_s']:,.0f} records/s")
     write_json(args.json, {"runs": rows, "median_records_per_s": median["records_per_s"]})

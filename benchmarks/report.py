@@ -6,7 +6,8 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 
@@ -51,3 +52,14 @@ def local_checkpoint_dir() -> Iterator[str]:
     """
     with tempfile.TemporaryDirectory(prefix="barrierflow-bench-") as path:
         yield path
+
+
+def median_row(rows: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The row of the median `key` over repeated runs (the upper one of an even count)."""
+    return sorted(rows, key=lambda r: r[key])[len(rows) // 2]
+
+
+def abort_reasons(aborted: Iterable[Any]) -> dict[str, int]:
+    """Aborted checkpoints (`CheckpointStats`) counted per failure reason, sorted by reason."""
+    reasons = Counter(c.failure_reason.value if c.failure_reason else "unknown" for c in aborted)
+    return dict(sorted(reasons.items()))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from benchmarks.report import markdown_table, write_json
+from benchmarks.report import markdown_table, median_row, write_json
 
 
 def run_once(records: int, parallelism: int, interval: float, buffer_size: int) -> dict:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default="bench-out/sim_speed.json")
     args = parser.parse_args(argv)
     rows = [run_once(args.records, args.parallelism, args.interval, args.buffer_size) for _ in range(args.repeat)]
-    best = sorted(rows, key=lambda r: r["records_per_wall_s"])[len(rows) // 2]
+    best = median_row(rows, "records_per_wall_s")
     print(markdown_table(rows))
     print(f"\nmedian: {best['records_per_wall_s']:,.0f} simulated records per wall second")
     write_json(args.json, {"runs": rows, "median_records_per_wall_s": best["records_per_wall_s"]})

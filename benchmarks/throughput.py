@@ -35,7 +35,7 @@ import statistics
 import time
 from typing import Any
 
-from benchmarks.report import local_checkpoint_dir, markdown_table, percentile, write_json
+from benchmarks.report import local_checkpoint_dir, markdown_table, median_row, percentile, write_json
 
 APPS = 50
 
@@ -115,14 +115,20 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
     return env
 
 
+def execute(executor: str, records: int, job_name: str = "pageview-bench", **build_args: Any) -> tuple[Any, float]:
+    """Build the job (`build`'s arguments) and run it; on Ray it checkpoints to a fresh local
+    directory. Returns the `JobResult` and the wall seconds of `execute`."""
+    with local_checkpoint_dir() as storage:
+        env = build(records, storage=storage if executor == "ray" else None, **build_args)
+        started = time.time()
+        result = env.execute(job_name, executor=executor)
+        return result, time.time() - started
+
+
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
         mode: str = "aligned", buffer_size: int | None = None, credits: int = 8) -> dict[str, Any]:
-    with local_checkpoint_dir() as storage:
-        env = build(records, checkpoints=checkpoints, rate=rate, job=job, mode=mode, buffer_size=buffer_size,
-                    storage=storage if executor == "ray" else None, credits=credits)
-        started = time.time()
-        result = env.execute("pageview-bench", executor=executor)
-        wall = time.time() - started
+    result, wall = execute(executor, records, checkpoints=checkpoints, rate=rate, job=job, mode=mode,
+                           buffer_size=buffer_size, credits=credits)
     output = result.output("pv")
     assert len(output) == records, f"{len(output)} records committed, expected {records}"
     counts: dict[str, int] = {}
@@ -190,8 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(steady)
 
     def median(run_name: str, column: str = "records_per_s") -> float:
-        values = sorted(r[column] for r in rows if r["run"] == run_name)
-        return values[len(values) // 2]
+        return median_row([r for r in rows if r["run"] == run_name], column)[column]
 
     aligned, off = median("max rate aligned"), median("max rate no checkpoints")
     summary: dict[str, Any] = {
@@ -212,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.ray_pipe_bound import run as bound_run
 
         batch = args.buffer_size or BUFFER_SIZES[args.job]
-        bounds = sorted(bound_run(records, batch, args.credits)["records_per_s"] for _ in range(args.repeat))
-        summary["raw_bound_records_per_s"] = bounds[len(bounds) // 2]
+        bounds = [bound_run(records, batch, args.credits) for _ in range(args.repeat)]
+        summary["raw_bound_records_per_s"] = median_row(bounds, "records_per_s")["records_per_s"]
         summary["aligned_vs_bound"] = aligned / summary["raw_bound_records_per_s"]
         summary["off_vs_bound"] = off / summary["raw_bound_records_per_s"]
     print(markdown_table(rows))

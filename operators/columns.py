@@ -129,3 +129,8 @@ def encode_keys(values: pa.Array) -> tuple[list[Any], Any] | None:
     except pa.ArrowNotImplementedError:
         return None
     return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
+
+
+def first_record_with_key(batch: pa.RecordBatch, column: str, key: Any) -> Record | None:
+    """The first record of `batch` whose `column` is `key` (to name it in an error; slow path)."""
+    return next((r for r in batch.to_pylist() if r[column] is key or r[column] == key), None)

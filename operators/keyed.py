@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from operators.base import OperatorContext, OperatorError, Record, StreamOperator
-from operators.columns import encode_keys
+from operators.columns import encode_keys, first_record_with_key
 
 if TYPE_CHECKING:
     from state.keyed import KeyedStateBackend
@@ -305,7 +305,7 @@ class CountOperator(StreamOperator):
                 base[i] = before
                 state.update(before + int(occurrences[i]))
         except Exception as exc:
-            record = next((r for r in batch.to_pylist() if r[column] is key or r[column] == key), None)
+            record = first_record_with_key(batch, column, key)
             raise OperatorError(self.name, record, exc) from exc
         counts = np.empty(len(indices), dtype=np.int64)
         counts[order] = base[sorted_keys] + rank + 1

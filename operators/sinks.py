@@ -124,14 +124,18 @@ class CollectSink(StreamOperator):
         """
         if self._open_rows:
             records = self._take_open()
-            if self.ctx.checkpointing:
-                self._commit_all(self._pending)
-                self._pending = []
-                txn = f"{self.sink_name}/{self.ctx.subtask}/end-after-{self._last_checkpoint}"
-            else:
-                txn = f"{self.sink_name}/{self.ctx.subtask}/final"
+            txn = f"{self.sink_name}/{self.ctx.subtask}/{self._end_transaction()}"
             self.ctx.committer.commit(self.sink_name, txn, records)
         return []
+
+    def _end_transaction(self) -> str:
+        """At end of input: commit what is still pending and name the last transaction (the
+        part after the sink and subtask) — see `end_input`."""
+        if not self.ctx.checkpointing:
+            return "final"
+        self._commit_all(self._pending)
+        self._pending = []
+        return f"end-after-{self._last_checkpoint}"
 
     def _commit_all(self, transactions: list[dict[str, Any]]) -> None:
         commit = self.ctx.committer.commit

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from operators.base import OperatorError, Record
-from operators.columns import encode_keys
+from operators.columns import encode_keys, first_record_with_key
 from state.key_groups import key_group_for, subtask_for_key_group
 
 #: bound on each per-sender key -> channel cache of `KeyGroupHash` (cleared when full)
@@ -221,7 +221,7 @@ class _KeyGroupHashPartitioner(Partitioner):
                 channel = get(key)
                 channels[i] = miss(key, cache, table) if channel is None else channel
         except Exception as exc:
-            record = next((r for r in batch.to_pylist() if r[column] is key or r[column] == key), None)
+            record = first_record_with_key(batch, column, key)
             raise OperatorError(self.operator, record, self._describe(record, exc)) from exc
         return _split(batch, channels[indices], num_channels)
 

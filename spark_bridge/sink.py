@@ -186,12 +186,7 @@ class SparkSink(CollectSink):
         if not self._open_rows:
             return []
         records = as_records(self._take_open())
-        if self.ctx.checkpointing:
-            self._commit_all(self._pending)
-            self._pending = []
-            txn = f"{self.sink_name}-{self.ctx.subtask}-end-after-{self._last_checkpoint}"
-        else:
-            txn = f"{self.sink_name}-{self.ctx.subtask}-final"
+        txn = f"{self.sink_name}-{self.ctx.subtask}-{self._end_transaction()}"
         fs, final = _fs(self._final_path(txn))
         if fs.get_file_info(final).type == pafs.FileType.NotFound:
             self._write(self._staged_path(txn), records)
