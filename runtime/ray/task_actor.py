@@ -16,8 +16,9 @@ actor's lock, so the pure `Task` is touched by one thread at a time.
   actor *drives* the task (`_drive`): `step()` for one slice of about `WORK_SLICE` seconds,
   sending what `drain_sendable()` allows and returning owed credits at the end; work left over
   is continued by a call the actor queues to itself (`self_handle.step.remote()`), and until
-  that continuation runs, other calls only feed the task and send. So no call waits behind more
-  than one slice: checkpoint triggers reach a busy source within a few milliseconds, and an
+  that continuation runs, other calls only feed the task and send. A continuation queues the next
+  one before its slice, so a busy actor does not idle while that call travels. So no call waits
+  behind more than two slices: checkpoint triggers reach a busy source within a few milliseconds, and an
   unaligned barrier reaches a busy task's handler while the data before it still sits in the
   gate. Slow records go a few per step (`_pace_steps` sets `Task.records_per_step` so a step
   takes about `STEP_TARGET`), so that holds even when one buffer takes longer than a slice; an
@@ -197,9 +198,9 @@ class TaskActor:
         with self._lock:
             if epoch == self.epoch:
                 self._step_pending = False
-                self._drive()
+                self._drive(continuing=True)
 
-    def _drive(self) -> None:
+    def _drive(self, continuing: bool = False) -> None:
         """Send what may go, do at most one slice of work, return credits, schedule the rest.
 
         Work happens in slices of about `WORK_SLICE` seconds; what is left is continued by a
@@ -209,6 +210,12 @@ class TaskActor:
         how long a trigger waits at a busy source, and lets an unaligned barrier reach the
         handler while the data before it is still queued in the gate (in-flight data it
         overtakes), instead of waiting until the task has processed it all.
+
+        `continuing`: this is a continuation, so the task was busy a slice ago and most likely
+        still is after this one. The next continuation is then queued *before* the slice: it
+        travels (~0.3 ms) while the slice runs instead of after it, so a busy actor does not
+        idle between slices (measured: ~15 % of a sleeping slow task's time). A call arriving
+        during the slice then waits behind at most two slices.
         """
         if self._dead:
             return
@@ -216,6 +223,8 @@ class TaskActor:
         is_source = task.is_source
         try:
             if not self._step_pending:
+                if continuing:
+                    self._schedule_continuation(early=True)
                 deadline = time.perf_counter() + WORK_SLICE
                 while True:
                     self._send()
@@ -269,12 +278,16 @@ class TaskActor:
         self.task.flush()
         self._drive()
 
-    def _schedule_continuation(self) -> None:
+    def _schedule_continuation(self, early: bool = False) -> None:
+        """Queue a `step` call to continue the work (`early`: before this slice; only a step
+        call, a rate-limited source's wake-up timer is set after its slice)."""
         task = self.task
         if self._step_pending or self._wake_timer is not None or not task.has_work():
             return
         ready = task.next_ready_time()  # None unless a rate-limited source
         if ready is not None or self._rate_limited:
+            if early:
+                return
             # rate limited: wake when records are due, at most every buffer_timeout
             now = time.time()
             delay = max((ready or now) - now, self._pace if self._rate_limited else 0.0)
