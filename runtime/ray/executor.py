@@ -97,6 +97,9 @@ class RayExecutor:
         heartbeat_interval: seconds between polls of the actors.
         heartbeat_timeout: seconds a task may leave a heartbeat unanswered before it counts as hung.
         max_duration: wall seconds before the job is failed as stuck.
+        committer: an earlier execution's `CollectCommitter` whose staged transactions this one may commit.
+        trace_barriers: record barrier events in `JobResult.trace` (wall times: `barrier-in` per input
+            channel, `snapshot`, `ack`, as on the simulator), for a barrier timeline.
     """
 
     def __init__(
@@ -113,8 +116,10 @@ class RayExecutor:
         heartbeat_timeout: float = 30.0,
         max_duration: float = 600.0,
         committer: Any = None,
+        trace_barriers: bool = False,
     ) -> None:
         self.graph = graph
+        self.trace_barriers = trace_barriers
         #: an earlier execution's `CollectCommitter` (`result.committer`): this one restores its
         #: checkpoint, so the transactions it staged must still be committable
         self._initial_committer = committer
@@ -314,8 +319,8 @@ class RayExecutor:
         options: dict[str, Any] = {"num_cpus": self.task_cpus, "max_restarts": 0, "max_task_retries": 0}
         if self._multi_node:
             options["scheduling_strategy"] = "SPREAD"
-        services = {"committer": self.committer,
-                    "storage": self.storage_spec, "job_id": self.job_id}
+        services = {"committer": self.committer, "storage": self.storage_spec, "job_id": self.job_id,
+                    "trace_barriers": self.trace_barriers}
         return _TaskActor.options(**options).remote(self.graph_ref, task_id, services)
 
     def _routes(self) -> tuple[dict[TaskId, dict[int, tuple[Any, int]]], dict[TaskId, dict[int, tuple[str, Any, int]]]]:
@@ -556,7 +561,9 @@ class RayExecutor:
         metrics.restarts = len(self.failures)
         final_state: dict[str, dict[str, dict[Any, Any]]] = {}
         source_now = 0
+        trace: list[tuple[Any, ...]] = []
         for task_id, final in zip(self.task_ids, finals):
+            trace.extend(final["trace"])
             for name, entries in final["keyed_state"].items():
                 final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
             metrics.latencies.extend(final["latencies"])
@@ -578,6 +585,7 @@ class RayExecutor:
             failures=list(self.failures),
             replay=f"env.execute({self.graph.job_name!r}, executor='ray', seed={self.seed}, faults={self.faults!r})",
             sink_names=sinks,
+            trace=sorted(trace, key=lambda event: event[0]),
         )
 
     def _progress_info(self) -> dict[str, Any]:
@@ -633,7 +641,7 @@ def run_job(
         seed: picks unnamed fault targets together with the plan's seed.
         progress: called periodically with a dict of progress figures.
         options: `RayExecutor` tuning (job_id, task_cpus, heartbeat_interval, heartbeat_timeout,
-            max_duration).
+            max_duration, trace_barriers).
 
     Raises:
         JobFailedError: the job failed for good (restart attempts exhausted).

@@ -50,7 +50,7 @@ import ray
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError
-from runtime.messages import BufferOrEvent, CheckpointOptions
+from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
 from runtime.ray.channels import InputChannels, OutputChannels
 from runtime.ray.services import RemoteCommitter
 from runtime.ray.storage import open_storage
@@ -103,6 +103,9 @@ class TaskActor:
         self._writer = SnapshotWriter(open_storage(services["storage"]), services["job_id"], graph.checkpoint_config)
         self._pace = graph.buffer_timeout
         self._rate_limited = self.vertex.source is not None and getattr(self.vertex.source, "rate", None) is not None
+        #: barrier events (`trace_barriers`): (wall time, kind, checkpoint id, task, detail), the
+        #: simulator's `JobResult.trace` format; kept across epochs, lost if the actor dies
+        self._trace: list[tuple[Any, ...]] | None = [] if services.get("trace_barriers") else None
         self.epoch = -1
         self.task: Task | None = None
         self._dead = True  # no task deployed yet
@@ -180,6 +183,8 @@ class TaskActor:
         try:
             self.inputs.check(channel, seq, len(payloads))
             for payload in payloads:
+                if self._trace is not None and isinstance(payload, CheckpointBarrier):
+                    self._trace.append((time.time(), "barrier-in", payload.id, str(self.task_id), channel))
                 self.task.push(BufferOrEvent(channel, payload))
         except Exception as exc:
             self._fail(exc)
@@ -353,6 +358,8 @@ class TaskActor:
         n, self._acks = self._acks, self._acks + 1
         if n in self._lost_acks:
             return  # LostAcknowledgement fault
+        if self._trace is not None:
+            self._trace.append((time.time(), "ack", ack.checkpoint_id, str(ack.task_id)))
         self._coordinator.acknowledge.remote(self.epoch, ack)
 
     def decline(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
@@ -366,6 +373,9 @@ class TaskActor:
 
     def write_snapshot(self, snapshot: TaskSnapshot) -> None:
         n, self._writes = self._writes, self._writes + 1
+        if self._trace is not None:  # the write (upload) starts; detail: the synchronous snapshot's time
+            self._trace.append((time.time(), "snapshot", snapshot.checkpoint_id, str(snapshot.task_id),
+                                snapshot.sync_time))
         staged = self._committer.take_staged()  # the sinks' pre-commits of this snapshot
         self._write_pool.submit(self._write, self.epoch, snapshot, n in self._failed_writes, staged)
 
@@ -449,4 +459,5 @@ class TaskActor:
                 "first_created_at": self.task.first_created_at,
                 "last_arrival_at": self.task.last_arrival_at,
                 "records_in": self.task.records_in,
+                "trace": self._trace or [],
             }

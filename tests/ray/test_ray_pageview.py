@@ -44,13 +44,35 @@ def test_at_least_once_loses_nothing_with_kills(ray_session) -> None:
     assert not (EXPECTED - multiset(result.output("pv"))), "records were lost"
 
 
+def barrier_events(result, checkpoint_id: int) -> list[tuple]:
+    """(kind, task, input channel or None) of each traced barrier event of one checkpoint, sorted."""
+    return sorted((e[1], e[3], e[4] if e[1] == "barrier-in" else None)
+                  for e in result.trace if e[1] in ("barrier-in", "snapshot", "ack") and e[2] == checkpoint_id)
+
+
 @pytest.mark.ray
 def test_failure_free_run_agrees_with_the_simulator(ray_session) -> None:
-    on_ray = pageview_env(ROWS).execute("pv", executor="ray")
-    on_sim = pageview_env(ROWS).execute("pv", executor="sim", seed=3)
+    on_ray = pageview_env(ROWS).execute("pv", executor="ray", trace_barriers=True)
+    on_sim = pageview_env(ROWS).execute("pv", executor="sim", seed=3, trace_barriers=True)
     assert on_ray.restarts == 0 and on_sim.restarts == 0
     assert multiset(on_ray.output("pv")) == multiset(on_sim.output("pv")) == EXPECTED
     assert on_ray.final_state == on_sim.final_state
     assert on_ray.sink_names == on_sim.sink_names
     assert on_ray.metrics.records_in == on_sim.metrics.records_in == len(ROWS)
     assert on_ray.completed_checkpoints and all(c.duration >= 0 for c in on_ray.completed_checkpoints)
+
+    # the barrier trace: every completed checkpoint on Ray has the simulator's events (a barrier
+    # on each input channel of each task, a snapshot and an acknowledgement from each task), in
+    # causal order on the wall clock between the trigger and the completion
+    sim_checkpoint = on_sim.completed_checkpoints[0].id
+    expected_events = barrier_events(on_sim, sim_checkpoint)
+    assert {e[0] for e in expected_events} == {"barrier-in", "snapshot", "ack"}
+    for checkpoint in on_ray.completed_checkpoints:
+        assert barrier_events(on_ray, checkpoint.id) == expected_events, checkpoint.id
+        events = [e for e in on_ray.trace if e[2] == checkpoint.id]
+        for task in {e[3] for e in events}:
+            barriers_in = [e[0] for e in events if e[3] == task and e[1] == "barrier-in"]
+            (snapshot,) = [e[0] for e in events if e[3] == task and e[1] == "snapshot"]
+            (ack,) = [e[0] for e in events if e[3] == task and e[1] == "ack"]
+            assert checkpoint.trigger_time <= min(barriers_in, default=snapshot)
+            assert max(barriers_in, default=snapshot) <= snapshot <= ack <= checkpoint.end_time, (checkpoint.id, task)
