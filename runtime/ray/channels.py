@@ -17,10 +17,13 @@ epoch (a push submitted just before a failover must not reach the restored task)
 Flow control. Credits are counted by the pure `Task` (an output channel holds at most `credits`
 buffers in flight). The receiver owes a credit for every buffer its task *consumed* (not merely
 received: a buffer held back by barrier alignment keeps its credit, as in Flink). Owed credits
-are returned in one `add_credits` call per sender after a round of work — while the task still has
-work queued, only once some channel owes half its window (`threshold`), so a busy receiver makes
-about one credit call per half window rather than one per data call; a receiver about to go idle
-returns everything, so a sender never waits on credits a quiet receiver holds. Events (barriers,
+are returned in one `add_credits` call per sender after a round of work, once some channel owes
+half its window (`threshold`): about one credit call per half window rather than one per data
+call, busy or not (at a steady 5,000 records/s with 5 ms buffer timeouts, returning everything
+whenever the receiver went idle meant one credit call per push). A sender never waits on credits
+a quiet receiver holds: a channel whose sender has no credit left has all `credits` buffers in
+flight or consumed, and once the receiver consumed them it owes the whole window >= threshold.
+(A channel held back by alignment is consumed once its alignment ends.) Events (barriers,
 cancellation markers, end of partition) need no credit.
 """
 
@@ -95,12 +98,10 @@ class InputChannels:
     def consumed(self, channel: int) -> None:
         self._owed[channel] += 1
 
-    def return_credits(self, *, all_owed: bool = True) -> None:
-        """Send every owed credit, one call per sender; unless `all_owed`, only when some
-        channel owes at least `threshold` (then everything owed goes along)."""
-        if not self._owed:
-            return
-        if not all_owed and max(self._owed.values()) < self._threshold:
+    def return_credits(self) -> None:
+        """Once some channel owes at least `threshold`, send every owed credit (one call per
+        sender)."""
+        if not self._owed or max(self._owed.values()) < self._threshold:
             return
         by_sender: dict[str, tuple[Any, dict[int, int]]] = {}
         for channel, n in self._owed.items():

@@ -94,7 +94,8 @@ class RayExecutor:
         progress: called about four times a second with a dict of progress figures.
         job_id: storage directory name (default: the job name).
         task_cpus: CPUs each task actor requests.
-        heartbeat_interval: seconds between polls of the actors.
+        heartbeat_interval: seconds between polls of the actors (each poll is one Ray call per actor,
+            ~0.25 ms of CPU to submit: at 0.02 s a 4-task job spent 250 calls/s on polling alone).
         heartbeat_timeout: seconds a task may leave a heartbeat unanswered before it counts as hung.
         max_duration: wall seconds before the job is failed as stuck.
         committer: an earlier execution's `CollectCommitter` whose staged transactions this one may commit.
@@ -112,7 +113,7 @@ class RayExecutor:
         progress: Callable[[dict[str, Any]], None] | None = None,
         job_id: str | None = None,
         task_cpus: float = 0.01,
-        heartbeat_interval: float = 0.02,
+        heartbeat_interval: float = 0.1,
         heartbeat_timeout: float = 30.0,
         max_duration: float = 600.0,
         committer: Any = None,

@@ -253,7 +253,7 @@ class TaskActor:
         except Exception as exc:  # a user function or protocol error: the task fails
             self._fail(exc)
             return
-        self.inputs.return_credits(all_owed=not task.has_work())
+        self.inputs.return_credits()
         self._schedule_continuation()
         if task.pending_output() and self._flush_timer is None:
             self._flush_timer = self._timers.schedule(self._pace, self._bound(self._on_flush))
