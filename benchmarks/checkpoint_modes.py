@@ -354,15 +354,14 @@ def run_combination(combo: Combination, profile: Profile) -> Outcome:
     started = time.perf_counter()
     rate = open_loop_rate(combo, profile)
     records = int(rate * profile.duration)
-    trace = True  # a few tuples per checkpoint and task: no measurable cost on either executor
-    latency_run = execute(combo, profile, rate=rate, count=records, trace_barriers=trace)
+    # traced: a few tuples per checkpoint and task, no measurable cost on either executor
+    latency_run = execute(combo, profile, rate=rate, count=records, trace_barriers=True)
     max_records = profile.max_rate_records
     if combo.scenario == "backpressure":  # the slow subtask caps throughput: keep the run short
         max_records = min(max_records, records)
     throughput_run = execute(combo, profile, rate=None, count=max_records)
     outcome = summarise(combo, latency_run, throughput_run, rate=rate, records=records)
-    if trace:
-        outcome.timeline = barrier_timeline(latency_run)
+    outcome.timeline = barrier_timeline(latency_run)
     outcome.wall_s = time.perf_counter() - started
     return outcome
 

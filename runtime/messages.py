@@ -44,14 +44,14 @@ class Buffer:
             RecordConversionError: a record cannot be represented in Arrow; the message names it.
         """
         rows = [r if isinstance(r, dict) else dict(r) for r in records]
+        uniform = True
         try:
-            columns = None if schema is not None or not rows else _uniform_columns(rows)
-            uniform = schema is not None or not rows or columns is not None
-            if columns is not None:
-                batch = pa.RecordBatch.from_pydict(columns)
-            elif uniform:
+            if schema is not None or not rows:
                 batch = pa.RecordBatch.from_pylist(rows, schema=schema)
+            elif (columns := _uniform_columns(rows)) is not None:
+                batch = pa.RecordBatch.from_pydict(columns)
             else:
+                uniform = False
                 # a buffer is columnar: a record lacking a field its buffer-mates have gets None
                 # (from_pylist would silently keep only the first record's fields)
                 names = list(dict.fromkeys(k for r in rows for k in r))

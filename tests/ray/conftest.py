@@ -5,8 +5,6 @@ If Ray cannot start, every test that needs it FAILS with the reason (never skips
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from runtime.ray.cluster import ensure_ray
@@ -17,7 +15,7 @@ def ray_session():
     import ray
 
     try:
-        ensure_ray(num_cpus=os.cpu_count() or 2)  # the embedded default, as users get it
+        ensure_ray()  # the embedded default, as users get it
     except Exception as exc:  # pragma: no cover - environment failure
         pytest.fail(f"could not start a local Ray for the Ray tests: {exc!r}", pytrace=False)
     yield ray
