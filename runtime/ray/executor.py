@@ -295,7 +295,7 @@ class RayExecutor:
             outputs, inputs = self._routes()
             self._status = {}
             self._heartbeats = {}
-            refs = {t: self.tasks[t].deploy.remote(epoch, restores.get(t), self.tasks[t], outputs[t], inputs[t],
+            refs = {t: self.tasks[t].deploy.remote(epoch, restores.get(t), outputs[t], inputs[t],
                                                    self._task_faults(t), self.coordinator)
                     for t in self.task_ids}
             for task_id, ref in refs.items():

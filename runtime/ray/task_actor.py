@@ -3,9 +3,10 @@
 Theory of operation
 -------------------
 The actor is *synchronous and single-threaded* as far as Ray calls go (so each channel is FIFO,
-see `runtime.ray.channels`), and it owns two helper threads: the timer thread
-(`runtime.ray.timers.ThreadTimers`) and one snapshot-writer thread. Every entry point takes the
-actor's lock, so the pure `Task` is touched by one thread at a time.
+see `runtime.ray.channels`), and it owns three helper threads: the work thread
+(`runtime.ray.work_thread.WorkThread`), the timer thread (`runtime.ray.timers.ThreadTimers`) and
+one snapshot-writer thread. Every entry point takes the actor's lock, so the pure `Task` is
+touched by one thread at a time.
 
 * Epochs. An actor hosts one task for one execution attempt at a time. `deploy(epoch, ...)`
   builds a fresh `Task` (restored from a checkpoint or not) — at job start and again after every
@@ -15,14 +16,14 @@ actor's lock, so the pure `Task` is touched by one thread at a time.
 * Work. After every input (`push`), returned credit (`add_credits`), control call or timer, the
   actor *drives* the task (`_drive`): `step()` for one slice of about `WORK_SLICE` seconds,
   sending what `drain_sendable()` allows and returning owed credits at the end; work left over
-  is continued by a call the actor queues to itself (`self_handle.step.remote()`), and until
-  that continuation runs, other calls only feed the task and send. A continuation queues the next
-  one before its slice, so a busy actor does not idle while that call travels. So no call waits
-  behind more than two slices: checkpoint triggers reach a busy source within a few milliseconds, and an
-  unaligned barrier reaches a busy task's handler while the data before it still sits in the
-  gate. Slow records go a few per step (`_pace_steps` sets `Task.records_per_step` so a step
-  takes about `STEP_TARGET`), so that holds even when one buffer takes longer than a slice; an
-  unaligned barrier then overtakes the rest of the buffer too. A rate-limited source is woken by a timer, at most every `buffer_timeout`, so it ships
+  is continued on the work thread, and until that continuation runs, other calls only feed the
+  task and send. The work thread takes the lock for a slice only when no call is waiting for
+  it, so no call waits behind more than one slice: checkpoint triggers reach a busy source
+  within a few milliseconds, and an unaligned barrier reaches a busy task's handler while the
+  data before it still sits in the gate. Slow records go a few per step (`_pace_steps` sets
+  `Task.records_per_step` so a step takes about `STEP_TARGET`), so that holds even when one
+  buffer takes longer than a slice; an unaligned barrier then overtakes the rest of the buffer
+  too. A rate-limited source is woken by a timer, at most every `buffer_timeout`, so it ships
   batches rather than single records. A backpressured task schedules nothing; the credit that
   ends the backpressure drives it again.
 * Ports. Acknowledgements, declines and "source finished" go to the coordinator actor, tagged
@@ -39,7 +40,6 @@ actor's lock, so the pure `Task` is touched by one thread at a time.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -55,6 +55,7 @@ from runtime.ray.channels import InputChannels, OutputChannels
 from runtime.ray.services import RemoteCommitter
 from runtime.ray.storage import open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
+from runtime.ray.work_thread import CallerFirstLock, WorkThread
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskRestore, TaskSnapshot
 
@@ -92,8 +93,9 @@ class TaskActor:
     """
 
     def __init__(self, graph: Any, task_id: TaskId, services: dict[str, Any]) -> None:
-        self._lock = threading.RLock()
+        self._lock = CallerFirstLock()
         self._timers = ThreadTimers(self._lock, on_error=self._fail)
+        self._work = WorkThread(self._lock, self._continue, on_error=self._fail)
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="barrierflow-writer")
         self._clock = WallClock()
         self._node = ray.get_runtime_context().get_node_id()
@@ -114,7 +116,7 @@ class TaskActor:
 
     # ------------------------------------------------------------------ deployment
 
-    def deploy(self, epoch: int, restore: TaskRestore | None, self_handle: Any,
+    def deploy(self, epoch: int, restore: TaskRestore | None,
                outputs: dict[int, tuple[Any, int]], inputs: dict[int, tuple[str, Any, int]],
                faults: dict[str, Any], coordinator: Any) -> None:
         """Host a fresh task for `epoch`: restored from `restore`, wired to its peers.
@@ -149,7 +151,6 @@ class TaskActor:
             self._flush_timer: Any = None
             self._stalled_until = 0.0
             self._stalled: deque[tuple[int, int, list[Any]]] = deque()
-            self._self_handle = self_handle
             self.outputs = OutputChannels(outputs, epoch)
             self.inputs = InputChannels(inputs, str(self.task_id), epoch, threshold=self.graph.credits // 2)
             self.task = None
@@ -201,29 +202,24 @@ class TaskActor:
                     self.task.add_credit(out_index)
             self._drive()
 
-    def step(self, epoch: int) -> None:
-        """A source's next slice of work (scheduled by the actor itself)."""
-        with self._lock:
-            if epoch == self.epoch:
-                self._step_pending = False
-                self._drive(continuing=True)
+    def _continue(self) -> None:
+        """On the work thread, under the lock: the next slice of work, if one was asked for in
+        this epoch (`deploy` forgets the requests of the previous one)."""
+        if self._step_pending:
+            self._step_pending = False
+            self._drive()
 
-    def _drive(self, continuing: bool = False) -> None:
+    def _drive(self) -> None:
         """Send what may go, do at most one slice of work, return credits, schedule the rest.
 
-        Work happens in slices of about `WORK_SLICE` seconds; what is left is continued by a
-        `step` call the actor queues to itself. While that continuation is queued, other calls
-        (pushes, credits, triggers, timers) only feed the task and send — they do no work — so
-        any call waits behind at most one slice plus the cheap calls ahead of it. That bounds
-        how long a trigger waits at a busy source, and lets an unaligned barrier reach the
-        handler while the data before it is still queued in the gate (in-flight data it
-        overtakes), instead of waiting until the task has processed it all.
-
-        `continuing`: this is a continuation, so the task was busy a slice ago and most likely
-        still is after this one. The next continuation is then queued *before* the slice: it
-        travels (~0.3 ms) while the slice runs instead of after it, so a busy actor does not
-        idle between slices (measured: ~15 % of a sleeping slow task's time). A call arriving
-        during the slice then waits behind at most two slices.
+        Work happens in slices of about `WORK_SLICE` seconds; what is left is continued on the
+        actor's work thread (`WorkThread`), which takes the lock for the next slice only after
+        every call waiting for it. While a continuation is pending, other calls (pushes,
+        credits, triggers, timers) only feed the task and send — they do no work — so any call
+        waits behind at most one slice plus the cheap calls ahead of it. That bounds how long a
+        trigger waits at a busy source, and lets an unaligned barrier reach the handler while
+        the data before it is still queued in the gate (in-flight data it overtakes), instead
+        of waiting until the task has processed it all.
         """
         if self._dead:
             return
@@ -231,8 +227,6 @@ class TaskActor:
         is_source = task.is_source
         try:
             if not self._step_pending:
-                if continuing:
-                    self._schedule_continuation(early=True)
                 deadline = time.perf_counter() + WORK_SLICE
                 while True:
                     self._send()
@@ -294,23 +288,20 @@ class TaskActor:
         self.task.flush()
         self._drive()
 
-    def _schedule_continuation(self, early: bool = False) -> None:
-        """Queue a `step` call to continue the work (`early`: before this slice; only a step
-        call, a rate-limited source's wake-up timer is set after its slice)."""
+    def _schedule_continuation(self) -> None:
+        """Ask the work thread for the next slice (a rate-limited source: a wake-up timer)."""
         task = self.task
         if self._step_pending or self._wake_timer is not None or not task.has_work():
             return
         ready = task.next_ready_time()  # None unless a rate-limited source
         if ready is not None or self._rate_limited:
-            if early:
-                return
             # rate limited: wake when records are due, at most every buffer_timeout
             now = time.time()
             delay = max((ready or now) - now, self._pace if self._rate_limited else 0.0)
             self._wake_timer = self._timers.schedule(delay, self._bound(self._on_wake))
             return
         self._step_pending = True
-        self._self_handle.step.remote(self.epoch)
+        self._work.request()
 
     def _on_wake(self) -> None:
         self._wake_timer = None
@@ -464,6 +455,7 @@ class TaskActor:
         with self._lock:
             self._dead = True
             self._timers.close()
+            self._work.close()
             return {
                 "keyed_state": self.task.keyed_state(),
                 "latencies": self.task.latencies,

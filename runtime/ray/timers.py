@@ -17,6 +17,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
 
 log = logging.getLogger("barrierflow.ray")
 
@@ -42,11 +44,12 @@ class ThreadTimers:
     """One-shot timers fired on a daemon thread under `lock`.
 
     Args:
-        lock: the actor's lock (an `RLock`, so a callback may call back into locked code).
+        lock: the actor's lock (reentrant, so a callback may call back into locked code): an
+            `RLock` or a `runtime.ray.work_thread.CallerFirstLock`.
         on_error: called (under the lock) with any exception a callback raised.
     """
 
-    def __init__(self, lock: threading.RLock, on_error: Callable[[BaseException], None] | None = None) -> None:
+    def __init__(self, lock: AbstractContextManager[Any], on_error: Callable[[BaseException], None] | None = None) -> None:
         self._lock = lock
         self._on_error = on_error
         self._heap: list[tuple[float, int, _Timer]] = []
