@@ -8,8 +8,9 @@ them by app over two keyed-count actors with at most `credits` calls in flight p
 full, wait for the oldest), and each count actor counts per app record by record (as the job's
 `CountPerKey` does, emitting one (app, count) per record) into a local sink. Sources run in
 self-scheduled steps (a `step` call the actor queues to itself per ~2 ms slice, the usual bare-Ray
-pattern; barrierflow's task actors run their slices on a work thread instead). Throughput is records over the time from the start
-signal to the last record counted (actor start-up excluded). Prints a table, writes JSON.
+pattern; barrierflow's task actors run their slices on a work thread instead). Throughput is
+records over the time from the start signal to the last record counted (actor start-up
+excluded). Prints a table, writes JSON.
 """
 
 from __future__ import annotations
