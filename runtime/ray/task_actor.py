@@ -204,9 +204,12 @@ class TaskActor:
             if not self._live(item[1]):
                 continue
             if item[0] == "credits":
-                for out_index, n in item[2].items():
-                    for _ in range(n):
-                        self.task.add_credit(out_index)
+                try:
+                    for out_index, n in item[2].items():
+                        for _ in range(n):
+                            self.task.add_credit(out_index)
+                except Exception as exc:  # a protocol error (credit for an unknown channel)
+                    self._fail(exc)
             elif self._stalled or time.time() < self._stalled_until:
                 self._stalled.append(item[2:])
             else:

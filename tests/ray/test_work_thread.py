@@ -31,21 +31,20 @@ def test_a_waiting_caller_goes_before_the_next_slice_of_endless_work():
     thread = WorkThread(lock, work, on_error=lambda exc: log.append(f"error {exc}"))
     thread.request()
     assert started.wait(5)
-    waits = []
-    for _ in range(20):
-        asked = time.perf_counter()
+    for _ in range(30):
+        log.append("ask")
         with lock:
-            waits.append(time.perf_counter() - asked)
             log.append("call")
         time.sleep(SLICE / 3)
     stop = True
     thread.close()
-    calls = [i for i, entry in enumerate(log) if entry == "call"]
-    # between two calls (asked a third of a slice apart), the work thread ran at most 2 slices:
-    # the one running when the call asked, and possibly one more started before it asked
-    assert all(b - a - 1 <= 2 for a, b in zip(calls, calls[1:], strict=False)), log
-    assert max(waits) < 10 * SLICE, waits
-    assert log.count("slice") >= 20  # and the work kept going between the calls
+    asks = [i for i, entry in enumerate(log) if entry == "ask"]
+    # from asking to getting the lock, no slice starts but possibly one that took the lock in the
+    # instant before the caller asked for it (the one it was in is logged before the ask); an
+    # unfair lock lets the work thread run slice after slice meanwhile (measured: up to 86)
+    between = [log[i:log.index("call", i)].count("slice") for i in asks]
+    assert max(between) <= 1, (between, log)
+    assert log.count("slice") >= 30  # and the work kept going between the calls
 
 
 def test_a_request_during_a_slice_runs_one_more_slice():
