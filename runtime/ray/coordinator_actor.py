@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
@@ -74,7 +75,10 @@ class CoordinatorActor:
             self.id_counter: Any = self.ha_factory.create_id_counter(job_id)
             self.id_counter.start()  # shared in ZooKeeper: ids keep increasing across leaders
         else:
-            self.store = StandaloneCompletedCheckpointStore(self.storage, job_id, config.retained)
+            # deletes of dropped checkpoints run on their own thread, not before the notifications
+            self._discards = ThreadPoolExecutor(1, thread_name_prefix="barrierflow-discard")
+            self.store = StandaloneCompletedCheckpointStore(self.storage, job_id, config.retained,
+                                                            discard_executor=self._discards)
             self.store.recover()  # a replacement coordinator finds what its predecessor completed
             self.id_counter = StorageCheckpointIDCounter(self.storage, job_id)
             self.id_counter.start()  # continues from the id a crashed predecessor persisted
@@ -187,6 +191,7 @@ class CoordinatorActor:
         with self._lock:
             self.coordinator.shutdown()
             self._timers.close()
+            self.store.shutdown()  # waits for the deletes still running
         if self.election is not None:  # ends the ZooKeeper session: a standby is elected at once
             self.election.stop()
             self.ha_factory.close()

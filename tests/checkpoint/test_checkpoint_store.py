@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 import pytest
 
@@ -166,3 +168,67 @@ def test_cleanup_failure_is_logged_not_raised(caplog) -> None:
         dropped = store.add_checkpoint(make_checkpoint(storage, 2))
     assert [c.checkpoint_id for c in dropped] == [1]
     assert "could not delete the files of checkpoint 1" in caplog.text
+
+
+class HeldExecutor(Executor):
+    """Runs submitted jobs only when told: what a slow I/O thread looks like to the store."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Future, object]] = []
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        self.jobs.append((future, lambda: fn(*args, **kwargs)))
+        return future
+
+    def run_all(self) -> None:
+        jobs, self.jobs = self.jobs, []
+        for future, job in jobs:
+            try:
+                future.set_result(job())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+
+def test_discards_on_an_executor_leave_the_completion_and_delete_later(storage) -> None:
+    executor = HeldExecutor()
+    store = StandaloneCompletedCheckpointStore(storage, JOB, retained=1, discard_executor=executor)
+    first = make_checkpoint(storage, 1)
+    store.add_checkpoint(first)
+    reused = next(first.state_handles())
+    store.add_checkpoint(make_checkpoint(storage, 2, reused))
+    # the completion did not wait for the delete: chk-1 is dropped but its files are still there
+    assert [c.checkpoint_id for c in store.get_all_checkpoints()] == [2]
+    assert storage.blob_store.exists(f"{JOB}/chk-1/_metadata") and len(executor.jobs) == 1
+    executor.run_all()
+    assert not storage.blob_store.exists(f"{JOB}/chk-1/_metadata")
+    assert storage.blob_store.exists(reused.path)  # chk-2 still references it
+    store.add_checkpoint(make_checkpoint(storage, 3))
+    executor.run_all()
+    assert files(storage) == [f"{JOB}/chk-3/_metadata", f"{JOB}/chk-3/taskowned/map[0]/keyed"]
+
+
+def test_shutdown_waits_for_the_deletes_and_a_failed_one_is_logged(caplog) -> None:
+    class SlowDelete(MemoryBlobStore):
+        fail = False
+
+        def delete(self, path: str) -> None:
+            time.sleep(0.02)
+            if self.fail:
+                raise StorageError(f"cannot delete {path}")
+            super().delete(path)
+
+    blob = SlowDelete()
+    storage = CheckpointStorage(blob)
+    with ThreadPoolExecutor(1) as executor:
+        store = StandaloneCompletedCheckpointStore(storage, JOB, retained=1, discard_executor=executor)
+        store.add_checkpoint(make_checkpoint(storage, 1))
+        store.add_checkpoint(make_checkpoint(storage, 2))  # drops chk-1: deleted on the thread
+        store.shutdown()
+        assert files(storage) == [f"{JOB}/chk-2/_metadata", f"{JOB}/chk-2/taskowned/map[0]/keyed"]
+        blob.fail = True
+        store.add_checkpoint(make_checkpoint(storage, 3))
+        with caplog.at_level(logging.WARNING, logger="checkpoint.store"):
+            store.shutdown()
+    assert "could not delete the files of checkpoint 2" in caplog.text
+    assert [c.checkpoint_id for c in store.get_all_checkpoints()] == [3]
