@@ -5,8 +5,9 @@ Theory of operation
 The actor is *synchronous and single-threaded* as far as Ray calls go (so each channel is FIFO,
 see `runtime.ray.channels`), and it owns three helper threads: the work thread
 (`runtime.ray.work_thread.WorkThread`), the timer thread (`runtime.ray.timers.ThreadTimers`) and
-one snapshot-writer thread. Every entry point takes the actor's lock, so the pure `Task` is
-touched by one thread at a time.
+one snapshot-writer thread. Every entry point but `push` and `add_credits` (which only queue)
+takes the actor's lock, and so does the work thread, so the pure `Task` is touched by one thread
+at a time.
 
 * Epochs. An actor hosts one task for one execution attempt at a time. `deploy(epoch, ...)`
   builds a fresh `Task` (restored from a checkpoint or not) — at job start and again after every
@@ -24,9 +25,9 @@ touched by one thread at a time.
   an unaligned barrier reaches a busy task's handler while the data before it still sits in the
   gate. Slow records go a few per step (`_pace_steps` sets `Task.records_per_step` so a step
   takes about `STEP_TARGET`), so that holds even when one buffer takes longer than a slice; an
-  unaligned barrier then overtakes the rest of the buffer too. A rate-limited source is woken by a timer, at most every `buffer_timeout`, so it ships
-  batches rather than single records. A backpressured task schedules nothing; the credit that
-  ends the backpressure drives it again.
+  unaligned barrier then overtakes the rest of the buffer too. A rate-limited source is woken
+  by a timer, at most every `buffer_timeout`, so it ships batches rather than single records. A
+  backpressured task schedules nothing; the credit that ends the backpressure drives it again.
 * Ports. Acknowledgements, declines and "source finished" go to the coordinator actor, tagged
   with the epoch. Snapshots are serialised and written by the writer thread through the shared
   `SnapshotWriter` (off the data path); the completion re-enters the task under the lock. The
