@@ -61,7 +61,7 @@ from runtime.ray.work_thread import CallerFirstLock, WorkThread
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskRestore, TaskSnapshot
 
-#: seconds of work per call before the actor yields to queued calls (see `TaskActor._drive`)
+#: seconds of work per slice before the work thread lets waiting calls in (see `TaskActor._drive`)
 WORK_SLICE = 0.002
 #: how long one step should take at most (`_pace_steps`): records that slow go a few per step
 STEP_TARGET = 0.002
