@@ -1,7 +1,8 @@
 """Checkpoint modes compared: none, aligned, unaligned, aligned with timeout, at-least-once.
 
     python -m benchmarks.checkpoint_modes [--quick] [--executor sim|ray|all] [--scenario NAME ...]
-                                          [--modes MODE ...] [--json PATH] [--out DIR] [--peers]
+                                          [--modes MODE ...] [--repeat N] [--json PATH] [--out DIR]
+                                          [--peers]
     barrierflow bench ...   (the same)
 
 Theory of operation
@@ -35,6 +36,12 @@ as `checkpoint_modes.md`), and PNG plots (`benchmarks.plots`): latency CDF per m
 duration over time, and a barrier timeline for one checkpoint (the latency runs record barrier
 arrivals per channel, snapshots and acknowledgements with `trace_barriers=True`: virtual time on
 the simulator, wall time on Ray).
+
+Repeats (`--repeat N`): on this kind of machine one Ray run of a combination moves by 10-30 %
+between runs minutes apart, enough to flip a target's verdict. With N > 1 the whole Ray matrix
+runs N times, one repeat after the other (so the modes a target compares run side by side), each
+row holds the median run's numbers (`merge_runs`), the JSON keeps every run (`runs`), and each
+target line says in how many repeats it was met on that repeat's rows alone.
 """
 
 from __future__ import annotations
@@ -67,7 +74,7 @@ FIELDS = (
     "alignment_time_p50", "alignment_time_max",
     "persisted_bytes", "state_bytes",
     "checkpoints_completed", "checkpoints_aborted", "abort_reasons",
-    "rate", "records",
+    "rate", "records", "repeats",
 )
 UNITS = {
     "throughput": "records/s (max-rate run)",
@@ -79,6 +86,8 @@ UNITS = {
     "rate": "records/s offered by the open-loop generator",
     "records": "records of the open-loop run",
     "time": "virtual seconds on sim, wall seconds on ray",
+    "repeats": "runs merged into the row (`--repeat`): each number is its median run's (median_low); "
+               "the runs themselves are under `runs`",
 }
 #: the columns of the printed table (the JSON has every field)
 TABLE_COLUMNS = (
@@ -266,6 +275,8 @@ class Outcome:
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     timeline: dict[str, Any] | None = None
     wall_s: float = 0.0
+    #: the row of each repeat, in run order (one entry unless `--repeat`)
+    runs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def plan(executors: Sequence[str], scenarios: Sequence[str], modes: Sequence[str],
@@ -416,6 +427,7 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate
         "abort_reasons": abort_reasons(aborted),
         "rate": rate,
         "records": records,
+        "repeats": 1,
     }
     n = len(latencies)
     cdf = [(latencies[min(n - 1, int(q * (n - 1) / 200))], q / 200) for q in range(201)] if n else []
@@ -431,7 +443,7 @@ def failed_outcome(combo: Combination, error: BaseException) -> Outcome:
     row = {f: None for f in FIELDS}
     row.update(executor=combo.executor, scenario=combo.scenario_label, mode=combo.mode,
                parallelism=combo.parallelism, status=f"failed: {type(error).__name__}: {error}"[:300],
-               abort_reasons={})
+               abort_reasons={}, repeats=1)
     return Outcome(row=row)
 
 
@@ -460,21 +472,31 @@ def barrier_timeline(result: Any) -> dict[str, Any] | None:
 # ---------------------------------------------------------------------------- the matrix
 
 
-def run_matrix(combos: Sequence[Combination], quick: bool, *, show_progress: bool = True,
+def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, show_progress: bool = True,
                on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
-    """Run every combination (Ray started once for the Ray ones), with a rich progress bar."""
+    """Run every combination (Ray started once for the Ray ones), with a rich progress bar.
+
+    `repeat` > 1 runs the Ray combinations that many times, the whole matrix once per repeat, so
+    the modes compared by a target run side by side and machine drift hits them alike; each
+    combination's outcome is then `merge_runs` of its runs. Simulator combinations run once: they
+    are deterministic, a repeat would give the same row. `on_outcome` sees every single run.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    outcomes: list[Outcome] = []
-    by_key: dict[tuple[str, str, str, int], Outcome] = {}
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat must be an integer >= 1, got {repeat!r}")
+    schedule = [(r, c) for r in range(repeat) for c in combos if r == 0 or c.executor != "sim"]
+    runs: dict[Combination, list[Outcome]] = {c: [] for c in combos}
     ray_started = False
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, disable=not show_progress, transient=False) as progress:
-        bar = progress.add_task("checkpoint modes", total=len(combos))
+        bar = progress.add_task("checkpoint modes", total=len(schedule))
         ray_error: BaseException | None = None
+        by_key: dict[tuple[int, str, str, str, int], Outcome] = {}
         try:
-            for combo in combos:
-                progress.update(bar, description=f"{combo.label:<40}")
+            for r, combo in schedule:
+                suffix = f" #{r + 1}" if repeat > 1 and combo.executor != "sim" else ""
+                progress.update(bar, description=f"{combo.label + suffix:<44}")
                 if combo.executor == "ray" and not ray_started and ray_error is None:
                     try:
                         from runtime.ray.cluster import ensure_ray
@@ -482,7 +504,7 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, show_progress: boo
                         ray_started = ensure_ray()
                     except Exception as exc:  # reported per row, never faked
                         ray_error = exc
-                same = by_key.get((combo.executor, "uniform", combo.mode, combo.parallelism))
+                same = by_key.get((r, combo.executor, "uniform", combo.mode, combo.parallelism))
                 try:
                     if combo.executor == "ray" and ray_error is not None:
                         raise ray_error
@@ -495,8 +517,8 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, show_progress: boo
                     if os.environ.get("BARRIERFLOW_BENCH_DEBUG"):
                         traceback.print_exc()
                     outcome = failed_outcome(combo, exc)
-                outcomes.append(outcome)
-                by_key[(combo.executor, combo.scenario, combo.mode, combo.parallelism)] = outcome
+                runs[combo].append(outcome)
+                by_key[(r, combo.executor, combo.scenario, combo.mode, combo.parallelism)] = outcome
                 if on_outcome is not None:
                     on_outcome(outcome)
                 progress.advance(bar)
@@ -505,7 +527,43 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, show_progress: boo
                 import ray
 
                 ray.shutdown()
-    return outcomes
+    return [merge_runs(runs[c]) for c in combos]
+
+
+#: row fields that `merge_runs` does not take a median of
+_LABELS = ("executor", "scenario", "mode", "parallelism", "status", "abort_reasons", "rate", "records", "repeats")
+
+
+def merge_runs(outcomes: Sequence[Outcome]) -> Outcome:
+    """One outcome for repeated runs of a combination: each number is the median run's
+    (`statistics.median_low`, so always a value some run measured), aborted checkpoints per
+    reason likewise; the plot series are those of the run with the median p99 latency; `runs`
+    keeps every run's row. Failed runs are left out of the medians and named in `status`."""
+    from statistics import median_low
+
+    rows = [o.row for o in outcomes]
+    ok = [o for o in outcomes if o.row["status"] == "ok"]
+    if len(outcomes) == 1 or not ok:
+        first = outcomes[0]
+        return replace(first, row={**first.row, "repeats": len(outcomes)}, runs=rows,
+                       wall_s=sum(o.wall_s for o in outcomes))
+    row = dict(ok[0].row)
+    for name in FIELDS:
+        if name in _LABELS:
+            continue
+        values = [o.row[name] for o in ok if o.row.get(name) is not None]
+        row[name] = median_low(values) if values else None
+    reasons = {reason for o in ok for reason in (o.row.get("abort_reasons") or {})}
+    medians = {reason: median_low([(o.row.get("abort_reasons") or {}).get(reason, 0) for o in ok])
+               for reason in sorted(reasons)}
+    row["abort_reasons"] = {reason: n for reason, n in medians.items() if n}
+    row["repeats"] = len(outcomes)
+    failed = [o.row["status"] for o in outcomes if o.row["status"] != "ok"]
+    if failed:
+        row["status"] = f"ok in {len(ok)} of {len(outcomes)} runs; {failed[0]}"[:300]
+    p99 = row["latency_p99"]
+    series = next((o for o in ok if o.row["latency_p99"] == p99), ok[0])
+    return replace(series, row=row, runs=rows, wall_s=sum(o.wall_s for o in outcomes))
 
 
 def payload_of(outcomes: Sequence[Outcome], args: dict[str, Any]) -> dict[str, Any]:
@@ -519,6 +577,8 @@ def payload_of(outcomes: Sequence[Outcome], args: dict[str, Any]) -> dict[str, A
     return {
         "benchmark": "checkpoint_modes",
         "rows": [o.row for o in outcomes],
+        # per combination (in `rows` order), the row of each repeat: more than one with --repeat
+        "runs": [o.runs or [o.row] for o in outcomes],
         "units": UNITS,
         "series": series,
         "wall_s": {"/".join((o.row["executor"], o.row["scenario"], o.row["mode"])): round(o.wall_s, 3)
@@ -532,36 +592,55 @@ def _profile_json(profile: Profile) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in profile.__dict__.items()}
 
 
-def targets(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """The issue's target ratios that these rows can answer, one line each."""
+def target_checks(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, bool]]:
+    """The issue's target ratios that these rows can answer: (target name, line, met)."""
     def get(executor: str, scenario: str, mode: str, name: str) -> Any:
         for row in rows:
             if (row["executor"], row["scenario"], row["mode"]) == (executor, scenario, mode):
                 return row.get(name)
         return None
 
-    lines = []
+    checks = []
     for executor in EXECUTORS:
         aligned = get(executor, "backpressure", "aligned", "checkpoint_duration_p50")
         unaligned = get(executor, "backpressure", "unaligned", "checkpoint_duration_p50")
         if aligned and unaligned is not None:
             ratio = unaligned / aligned
-            lines.append(f"{executor} backpressure: unaligned/aligned checkpoint duration p50 = "
-                         f"{unaligned:.2f}/{aligned:.2f} ms = {ratio:.3f} (target <= 0.1: "
-                         f"{'met' if ratio <= 0.1 else 'NOT met'})")
+            checks.append((f"{executor} backpressure duration",
+                           f"{executor} backpressure: unaligned/aligned checkpoint duration p50 = "
+                           f"{unaligned:.2f}/{aligned:.2f} ms = {ratio:.3f} (target <= 0.1: "
+                           f"{'met' if ratio <= 0.1 else 'NOT met'})", ratio <= 0.1))
         p99 = {m: get(executor, "backpressure", m, "latency_p99") for m in ("aligned", "unaligned", "at-least-once")}
         if all(v is not None for v in p99.values()):
             ok = p99["unaligned"] <= p99["aligned"] and p99["at-least-once"] <= p99["aligned"]
-            lines.append(f"{executor} backpressure: latency p99 aligned {p99['aligned']:.2f} ms, unaligned "
-                         f"{p99['unaligned']:.2f} ms, at-least-once {p99['at-least-once']:.2f} ms "
-                         f"(target unaligned, at-least-once <= aligned: {'met' if ok else 'NOT met'})")
+            checks.append((f"{executor} backpressure p99",
+                           f"{executor} backpressure: latency p99 aligned {p99['aligned']:.2f} ms, unaligned "
+                           f"{p99['unaligned']:.2f} ms, at-least-once {p99['at-least-once']:.2f} ms "
+                           f"(target unaligned, at-least-once <= aligned: {'met' if ok else 'NOT met'})", ok))
         none = get(executor, "uniform", "none", "throughput")
         aligned_tp = get(executor, "uniform", "aligned", "throughput")
         if none and aligned_tp:
             cost = 1 - aligned_tp / none
-            lines.append(f"{executor} uniform: aligned/none throughput = {aligned_tp:,.0f}/{none:,.0f} rec/s "
-                         f"= {aligned_tp / none:.3f} (cost {cost:.1%}; target cost <= 10%: "
-                         f"{'met' if cost <= 0.10 else 'NOT met'})")
+            checks.append((f"{executor} uniform cost",
+                           f"{executor} uniform: aligned/none throughput = {aligned_tp:,.0f}/{none:,.0f} rec/s "
+                           f"= {aligned_tp / none:.3f} (cost {cost:.1%}; target cost <= 10%: "
+                           f"{'met' if cost <= 0.10 else 'NOT met'})", cost <= 0.10))
+    return checks
+
+
+def targets(rows: Sequence[dict[str, Any]], runs: Sequence[Sequence[dict[str, Any]]] = ()) -> list[str]:
+    """The target lines for `rows`; with `runs` (every combination's per-repeat rows, see
+    `Outcome.runs`) each line also says in how many repeats the target was met, judged on the
+    rows of that repeat alone (a combination run once counts in every repeat)."""
+    lines = []
+    repeats = max((len(r) for r in runs), default=1)
+    per_repeat = [{name: met for name, _, met in target_checks([r[min(i, len(r) - 1)] for r in runs])}
+                  for i in range(repeats)] if repeats > 1 else []
+    for name, line, _ in target_checks(rows):
+        verdicts = [checks[name] for checks in per_repeat if name in checks]
+        if verdicts:
+            line += f" [medians of {repeats} repeats; met in {sum(verdicts)} of {len(verdicts)} repeats]"
+        lines.append(line)
     return lines
 
 
@@ -584,7 +663,7 @@ def write_outputs(payload: dict[str, Any], json_path: str, out_dir: str, *, plot
     table_path = os.path.join(out_dir, "checkpoint_modes.md")
     with open(table_path, "w") as fh:
         fh.write(render_table(payload["rows"]) + "\n")
-        lines = targets(payload["rows"])
+        lines = targets(payload["rows"], payload.get("runs", ()))
         if lines:
             fh.write("\n" + "\n".join(f"- {line}" for line in lines) + "\n")
     files = [json_path, table_path]
@@ -608,6 +687,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peers", action="store_true",
                         help="also run PyFlink and Bytewax (optional extra: pip install -e .[peers])")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--repeat", type=_at_least_one, default=1, metavar="N",
+                        help="run the Ray combinations N times, the matrix once per repeat, and report "
+                             "medians (sim runs once: it is deterministic); default 1")
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--repeat must be an integer >= 1, got {text!r}")
+    return value
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -624,7 +716,7 @@ def run_from_args(args: argparse.Namespace) -> int:
                   f"skipped {', '.join(skipped)} (run without --quick for them)")
     json_path = args.json or os.path.join(args.out, "checkpoint_modes.json")
     started = time.perf_counter()
-    outcomes = run_matrix(combos, args.quick, show_progress=not args.no_progress)
+    outcomes = run_matrix(combos, args.quick, repeat=args.repeat, show_progress=not args.no_progress)
     if args.peers:
         from benchmarks.peers import run_peers
 
@@ -634,10 +726,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     payload["total_wall_s"] = round(time.perf_counter() - started, 3)
     files = write_outputs(payload, json_path, args.out, plots=not args.no_plots)
     print(render_table(payload["rows"]))  # plain print: rich would wrap the wide table
-    lines = targets(payload["rows"])
+    lines = targets(payload["rows"], payload["runs"])
     if lines:
         print("\ntargets:\n" + "\n".join(f"  {line}" for line in lines))
-    print(f"\n{len(combos)} combinations in {payload['total_wall_s']:.1f} s; wrote {', '.join(files)}")
+    runs = f" ({args.repeat} repeats of the Ray ones)" if args.repeat > 1 else ""
+    print(f"\n{len(combos)} combinations{runs} in {payload['total_wall_s']:.1f} s; wrote {', '.join(files)}")
     failed = [o.row for o in outcomes if o.row["status"] != "ok"]
     if failed:
         print(f"{len(failed)} combination(s) failed (see the status column)")

@@ -175,3 +175,76 @@ def test_cli_has_a_bench_subcommand(tmp_path) -> None:
     assert rc == 0
     rows = json.loads((tmp_path / "checkpoint_modes.json").read_text())["rows"]
     assert [(r["executor"], r["scenario"], r["mode"], r["status"]) for r in rows] == [("sim", "uniform", "none", "ok")]
+
+
+def _fake_row(combo, *, throughput, p99, status="ok", reasons=None) -> dict:
+    row = {f: None for f in cm.FIELDS}
+    row.update(executor=combo.executor, scenario=combo.scenario_label, mode=combo.mode,
+               parallelism=combo.parallelism, status=status, throughput=throughput, latency_p99=p99,
+               checkpoints_completed=5, abort_reasons=reasons or {}, repeats=1)
+    return row
+
+
+def test_repeat_interleaves_the_ray_matrix_and_reports_median_runs(monkeypatch) -> None:
+    import runtime.ray.cluster as cluster
+
+    # the scheduling and merging under test; the runs themselves are scripted (no Ray started)
+    monkeypatch.setattr(cluster, "ensure_ray", lambda: False)
+    script = {"none": iter([(1000.0, 30.0), (900.0, 10.0), (1100.0, 20.0)]),
+              "aligned": iter([(850.0, 40.0), (880.0, 50.0), (1050.0, 60.0)])}
+    calls = []
+
+    def fake_run(combo, profile):
+        calls.append((combo.executor, combo.mode))
+        if combo.executor == "sim":
+            return cm.Outcome(row=_fake_row(combo, throughput=1.0, p99=1.0))
+        throughput, p99 = next(script[combo.mode])
+        reasons = {"expired": 2} if throughput == 880.0 else {}
+        return cm.Outcome(row=_fake_row(combo, throughput=throughput, p99=p99, reasons=reasons),
+                          latency_cdf=[(p99, 1.0)])
+
+    monkeypatch.setattr(cm, "run_combination", fake_run)
+    combos = [cm.Combination("ray", "uniform", "none", 2), cm.Combination("ray", "uniform", "aligned", 2),
+              cm.Combination("sim", "uniform", "aligned", 2)]
+    none, aligned, sim = cm.run_matrix(combos, quick=True, repeat=3, show_progress=False)
+    # repeat by repeat, so the modes a target compares run side by side; the simulator once
+    assert calls == [("ray", "none"), ("ray", "aligned"), ("sim", "aligned"),
+                     ("ray", "none"), ("ray", "aligned"), ("ray", "none"), ("ray", "aligned")]
+    assert (none.row["throughput"], none.row["latency_p99"], none.row["repeats"]) == (1000.0, 20.0, 3)
+    assert [r["throughput"] for r in none.runs] == [1000.0, 900.0, 1100.0]
+    assert none.latency_cdf == [(20.0, 1.0)]  # the plots show the run with the median p99
+    assert aligned.row["throughput"] == 880.0 and aligned.row["abort_reasons"] == {}  # 0, 2, 0 -> 0
+    assert sim.row["repeats"] == 1 and len(sim.runs) == 1
+    lines = cm.targets([o.row for o in (none, aligned, sim)], [o.runs for o in (none, aligned, sim)])
+    ray_line = next(line for line in lines if line.startswith("ray uniform"))
+    # medians 880/1000 miss the target; repeat by repeat 0.85, 0.978, 0.955
+    assert "= 0.880" in ray_line and "NOT met" in ray_line
+    assert ray_line.endswith("[medians of 3 repeats; met in 2 of 3 repeats]")
+
+
+def test_repeat_leaves_failed_runs_out_of_the_medians_and_says_so(monkeypatch) -> None:
+    results = iter([1000.0, RuntimeError("actor died"), 800.0])
+
+    def fake_run(combo, profile):
+        value = next(results)
+        if isinstance(value, Exception):
+            raise value
+        return cm.Outcome(row=_fake_row(combo, throughput=value, p99=value / 100))
+
+    monkeypatch.setattr(cm, "run_combination", fake_run)
+    import runtime.ray.cluster as cluster
+
+    monkeypatch.setattr(cluster, "ensure_ray", lambda: False)
+    (outcome,) = cm.run_matrix([cm.Combination("ray", "uniform", "aligned", 2)], quick=True, repeat=3,
+                               show_progress=False)
+    assert outcome.row["status"] == "ok in 2 of 3 runs; failed: RuntimeError: actor died"
+    assert outcome.row["throughput"] == 800.0  # median_low of the two that ran
+    assert [r["status"] for r in outcome.runs] == ["ok", "failed: RuntimeError: actor died", "ok"]
+
+
+def test_repeat_must_be_a_positive_integer(capsys) -> None:
+    with pytest.raises(SystemExit):
+        cm.main(["--executor", "sim", "--repeat", "0"])
+    assert "--repeat must be an integer >= 1, got '0'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="repeat must be an integer >= 1"):
+        cm.run_matrix([], quick=True, repeat=0, show_progress=False)
