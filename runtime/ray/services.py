@@ -7,8 +7,9 @@ plus a client-side proxy that gives the pure core the interface it expects:
   `CollectSink`. Sinks stage (pre-commit) a checkpoint's records here and commit them by id when
   it completes; commits are idempotent per transaction id, so a transaction re-committed by a
   restored sink is not repeated. `RemoteCommitter` sends stages and commits fire-and-forget and
-  remembers the calls: a task waits for its stages to land before it acknowledges the checkpoint
-  that staged them (`take_staged`), and for its commits before it reports itself done. Records
+  remembers the calls: a task sends a snapshot's stages from its writer thread (off the data
+  path) and waits for them to land before it acknowledges the checkpoint that staged them
+  (`take_staged`, `send`), and waits for its commits before it reports itself done. Records
   travel as one Arrow record batch per transaction (`Buffer.from_records`, the data path's own
   conversion), so the committer process deserialises columns instead of unpickling a dict per
   record; it converts back to dicts only when the result is read.
@@ -28,7 +29,7 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from checkpoint.storage import MemoryBlobStore, StorageError
-from runtime.messages import Buffer
+from runtime.messages import Buffer, RecordConversionError
 from runtime.result import CollectCommitter
 
 log = logging.getLogger(__name__)
@@ -69,24 +70,51 @@ def _as_batch(records: list[dict[str, Any]] | pa.RecordBatch) -> pa.RecordBatch:
 
 
 class RemoteCommitter:
-    """`SinkCommitter` for a task actor: fire-and-forget commits, `drain()` waits for them."""
+    """`SinkCommitter` for a task actor: fire-and-forget commits, `drain()` waits for them.
+
+    A stage is only queued where the sink calls it (inside the synchronous snapshot, on the
+    task's data path); `send` converts and sends it from the task's writer thread, which
+    waits for it before acknowledging the snapshot. A commit sends queued stages first, so the
+    committer sees a transaction's stage before anything committed after it.
+    """
 
     def __init__(self, handle: Any) -> None:
         self._handle = handle
         self._refs: list[Any] = []
-        self._staged: list[Any] = []
+        self._queued: list[tuple[str, str, Any]] = []
+        self._sent: list[Any] = []
 
-    def stage(self, sink: str, transaction_id: str, records: list[dict[str, Any]]) -> None:
-        self._staged.append(self._handle.stage.remote(sink, transaction_id, _as_batch(records)))
+    def stage(self, sink: str, transaction_id: str, records: list[dict[str, Any]] | pa.RecordBatch) -> None:
+        self._queued.append((sink, transaction_id, records))
 
-    def take_staged(self) -> list[Any]:
-        """Refs of the stages sent since the last call: the snapshot that staged them may be
-        acknowledged only once they succeeded (a stage lost with a dying process must fail the
-        checkpoint, not complete it)."""
-        refs, self._staged = self._staged, []
+    def take_staged(self) -> tuple[list[tuple[str, str, Any]], list[Any]]:
+        """The stages since the last call: (queued, refs of those a commit already sent). The
+        snapshot that staged them may be acknowledged only once they all succeeded (a stage
+        lost with a dying process must fail the checkpoint, not complete it)."""
+        queued, self._queued = self._queued, []
+        sent, self._sent = self._sent, []
+        return queued, sent
+
+    def send(self, queued: list[tuple[str, str, Any]]) -> list[Any]:
+        """Send queued stages; returns their refs.
+
+        Raises:
+            RecordConversionError: a record Arrow cannot carry (named in the message); nothing
+                after it is sent.
+        """
+        refs = []
+        for sink, txn, records in queued:
+            try:
+                batch = _as_batch(records)
+            except RecordConversionError as exc:
+                raise RecordConversionError(f"sink {sink!r} cannot stage transaction {txn!r}: {exc}") from exc
+            refs.append(self._handle.stage.remote(sink, txn, batch))
         return refs
 
     def commit(self, sink: str, transaction_id: str, records: list[dict[str, Any]] | None = None) -> None:
+        if self._queued:
+            queued, self._queued = self._queued, []
+            self._sent.extend(self.send(queued))
         batch = None if records is None else _as_batch(records)
         self._refs.append(self._handle.commit.remote(sink, transaction_id, batch))
         if len(self._refs) > 64:

@@ -52,7 +52,7 @@ import ray
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError
-from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
+from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions, RecordConversionError
 from runtime.ray.channels import InputChannels, OutputChannels
 from runtime.ray.services import RemoteCommitter
 from runtime.ray.storage import open_storage
@@ -411,21 +411,35 @@ class TaskActor:
         staged = self._committer.take_staged()  # the sinks' pre-commits of this snapshot
         self._write_pool.submit(self._write, self.epoch, snapshot, n in self._failed_writes, staged)
 
-    def _write(self, epoch: int, snapshot: TaskSnapshot, fail: bool, staged: list[Any]) -> None:
-        """On the writer thread: serialise and write, wait for the sinks' stages, then report
-        back under the lock."""
+    def _write(self, epoch: int, snapshot: TaskSnapshot, fail: bool,
+               staged: tuple[list[tuple[str, str, Any]], list[Any]]) -> None:
+        """On the writer thread: send the sinks' stages, serialise and write, wait for the
+        stages, then report back under the lock."""
         checkpoint_id = snapshot.checkpoint_id
+        queued, refs = staged
         with self._lock:
-            if not self._live(epoch) or self.task.is_cancelled(checkpoint_id):
+            if not self._live(epoch):
                 return
+            cancelled = self.task.is_cancelled(checkpoint_id)
+        try:
+            # sent even for a cancelled snapshot: its transactions stay pending in the sinks and
+            # a later checkpoint commits them
+            refs = refs + self._committer.send(queued)
+        except RecordConversionError as exc:  # bad output: the task fails, naming the record
+            with self._lock:
+                if self._live(epoch):
+                    self._fail(exc)
+            return
+        if cancelled:
+            return
         started = time.time()
         handles = None
         error: BaseException | None = None
         try:
             if fail:
                 raise StorageError(f"injected storage failure writing {self.task_id} chk-{checkpoint_id}")
-            if staged:
-                ray.get(staged)
+            if refs:
+                ray.get(refs)
             handles = self._writer.write(snapshot, self._writer.prepare(snapshot))
         except Exception as exc:  # StorageError, the storage or committer actor gone
             error = exc

@@ -41,3 +41,21 @@ def pageview_env(rows: list[dict[str, Any]], *, mode: CheckpointingMode = Checkp
         .sink_to(CollectSink("pv"))
     )
     return env
+
+
+#: the record index `emit_unstageable` gives a value Arrow cannot carry
+UNSTAGEABLE = 1500
+
+
+def emit_unstageable(record: dict[str, Any]) -> dict[str, Any]:
+    """One output record holds an int beyond int64: fine in Python, not in the sink's Arrow stage."""
+    return {"app": record["app"], "i": record["i"], "n": 2**70 if record["i"] == UNSTAGEABLE else 1}
+
+
+def unstageable_env(rows: list[dict[str, Any]]) -> StreamEnvironment:
+    """source -> map -> sink "pv", one chained task: the sink gets the map's dicts unconverted."""
+    env = StreamEnvironment(parallelism=1, buffer_size=64, buffer_timeout=0.005)
+    env.enable_checkpointing(interval=0.02, tolerable_failures=1000)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=1, delay=0.01))
+    env.from_collection(rows, splits=1).map(emit_unstageable, name="emit").sink_to(CollectSink("pv"))
+    return env

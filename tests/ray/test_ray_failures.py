@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from ray_jobs import expected_counts, pageview_env, pageview_rows
+from ray_jobs import UNSTAGEABLE, expected_counts, pageview_env, pageview_rows, unstageable_env
 
 from runtime import FaultPlan
 from runtime.faults import StorageWriteFailure
@@ -38,6 +38,22 @@ def test_udf_rejecting_a_record_restarts_then_fails_naming_operator_and_record(r
     seen = multiset(committed)
     assert max(seen.values()) == 1, "a record was committed twice"
     assert not (seen - expected_counts(ROWS)), "committed output that a correct run never produces"
+
+
+@pytest.mark.ray
+def test_a_record_the_sink_cannot_stage_fails_the_job_naming_sink_and_record(ray_session) -> None:
+    """The sink's stage is converted to Arrow on the task's writer thread, off the data path; a
+    record Arrow cannot carry must still fail the task (not merely decline the checkpoint, which
+    would retry for ever) with an error naming the sink and the record."""
+    env = unstageable_env(ROWS)
+    with pytest.raises(JobFailedError) as info:
+        env.execute("unstageable", executor="ray")
+    message = str(info.value)
+    assert "sink 'pv' cannot stage transaction" in message, message
+    assert f"'i': {UNSTAGEABLE}" in message and str(2**70) in message, message
+    committed = info.value.committer.output("pv")
+    assert all(r["n"] == 1 for r in committed), "the record Arrow cannot carry was committed"
+    assert max(Counter(r["i"] for r in committed).values(), default=1) == 1, "a record was committed twice"
 
 
 @pytest.mark.ray
