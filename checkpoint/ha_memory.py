@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from checkpoint.ha_store import DefaultCompletedCheckpointStore, PointerMissingError
@@ -385,9 +386,11 @@ class InMemoryHighAvailabilityServices(CheckpointRecoveryFactory):
         self.service = service if service is not None else InMemoryCoordinationService()
 
     def create_store(self, job_id: str, storage: CheckpointStorage, retained: int, *,
-                     leader_election: LeaderElection | None = None) -> DefaultCompletedCheckpointStore:
+                     leader_election: LeaderElection | None = None,
+                     discard_executor: Executor | None = None) -> DefaultCompletedCheckpointStore:
         return DefaultCompletedCheckpointStore(InMemoryStateHandleStore(self.service, job_id), storage, job_id,
-                                               check_retained(retained), leader_election=leader_election)
+                                               check_retained(retained), leader_election=leader_election,
+                                               discard_executor=discard_executor)
 
     def create_id_counter(self, job_id: str) -> InMemoryCheckpointIDCounter:
         return InMemoryCheckpointIDCounter(self.service, job_id)

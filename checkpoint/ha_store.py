@@ -13,7 +13,10 @@ through them.
   registration is fenced (the backend checks the leader's token atomically with the write), so a
   deposed leader's checkpoint never becomes visible; if it is refused, the metadata just written is
   deleted and `NotLeaderError` propagates. Then the oldest checkpoints beyond `retained` are
-  dropped: pointer first, files second, so no pointer ever names a deleted file.
+  dropped: pointer first, files second, so no pointer ever names a deleted file. The pointer goes
+  at once; the file deletes may run on a `discard_executor` (the Ray coordinator's I/O thread, as
+  with the standalone store), which `flush()`, `shutdown()`, `recover()` and
+  `discard_all_checkpoints()` wait for.
 * `recover`: list the pointers and read them, and list again; if another process changed the set
   meanwhile (or a pointer vanished while being read), retry, up to `MAX_RECOVERY_ATTEMPTS`. Then,
   newest first, keep the `retained` latest checkpoints whose pointer, metadata and state files
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import Executor
 from typing import Protocol
 
 from checkpoint.completed import CompletedCheckpoint
@@ -39,7 +43,7 @@ from checkpoint.recovery import (
     check_retained,
 )
 from checkpoint.storage import CheckpointStorage, CorruptCheckpointError, StorageError, compute_checksum
-from checkpoint.store import CompletedCheckpointStore, discard_checkpoint_files
+from checkpoint.store import CompletedCheckpointStore, DiscardQueue, discard_checkpoint_files
 
 log = logging.getLogger(__name__)
 
@@ -117,10 +121,12 @@ class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
         job_id: the job whose checkpoints it keeps.
         retained: how many completed checkpoints to keep (>= 1).
         leader_election: if given, `add_checkpoint` is fenced by this contender's leadership.
+        discard_executor: runs the deletes of dropped checkpoints' files (their pointers are
+            removed at once); None: inline.
     """
 
     def __init__(self, handles: StateHandleStore, storage: CheckpointStorage, job_id: str, retained: int = 1,
-                 *, leader_election: LeaderElection | None = None) -> None:
+                 *, leader_election: LeaderElection | None = None, discard_executor: Executor | None = None) -> None:
         storage.job_dir(job_id)  # validates the job id
         self.handles = handles
         self.storage = storage
@@ -131,6 +137,7 @@ class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
         self._highest_seen = 0
         #: rounds the last `recover()` needed (1 = no concurrent modification seen)
         self.recovery_attempts = 0
+        self._deletes = DiscardQueue(job_id, discard_executor)
 
     @property
     def retained(self) -> int:
@@ -183,6 +190,7 @@ class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
         known = {c.checkpoint_id: c for c in checkpoints}
         for checkpoint_id in sorted(set(self.handles.list_ids()) | set(known)):
             self._remove_and_discard(checkpoint_id, known.get(checkpoint_id))
+        self.flush()
 
     def recover(self) -> list[CompletedCheckpoint]:
         """Rebuild from the pointers (see the module header).
@@ -191,6 +199,7 @@ class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
             HighAvailabilityError: the backend failed, or kept changing for
                 `MAX_RECOVERY_ATTEMPTS` rounds.
         """
+        self.flush()  # a discard still running would look like corruption
         pointers = self._read_consistent_pointers()
         if pointers:
             self._highest_seen = max(self._highest_seen, max(pointers))
@@ -263,11 +272,22 @@ class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
             log.warning("could not remove %s: %s", self.handles.describe(checkpoint_id), exc)
             return
         keep = {p for c in self._checkpoints for p in c.referenced_paths()}
-        try:
-            discard_checkpoint_files(self.storage, self.job_id, checkpoint_id, checkpoint, keep)
-        except StorageError as exc:
-            log.warning("could not delete the files of checkpoint %d of job %s: %s",
-                        checkpoint_id, self.job_id, exc)
+
+        def delete() -> None:
+            try:
+                discard_checkpoint_files(self.storage, self.job_id, checkpoint_id, checkpoint, keep)
+            except StorageError as exc:
+                log.warning("could not delete the files of checkpoint %d of job %s: %s",
+                            checkpoint_id, self.job_id, exc)
+
+        self._deletes.submit(delete)
+
+    def flush(self) -> None:
+        """Wait for the deletes handed to the discard executor."""
+        self._deletes.flush()
+
+    def shutdown(self) -> None:
+        self.flush()
 
     def _quiet_delete(self, path: str) -> None:
         try:

@@ -29,6 +29,7 @@ import abc
 import enum
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from checkpoint.ids import CheckpointIDCounter, StandaloneCheckpointIDCounter
@@ -198,11 +199,13 @@ class CheckpointRecoveryFactory(abc.ABC):
 
     @abc.abstractmethod
     def create_store(self, job_id: str, storage: CheckpointStorage, retained: int, *,
-                     leader_election: LeaderElection | None = None) -> CompletedCheckpointStore:
+                     leader_election: LeaderElection | None = None,
+                     discard_executor: Executor | None = None) -> CompletedCheckpointStore:
         """A store keeping the latest `retained` checkpoints, metadata written through `storage`.
 
         With `leader_election`, `add_checkpoint` is fenced: it raises `NotLeaderError` unless that
-        contender leads. Call `recover()` on it before use.
+        contender leads. With `discard_executor`, dropped checkpoints' files are deleted on it
+        (`flush()` waits for them). Call `recover()` on it before use.
         """
 
     @abc.abstractmethod
@@ -243,9 +246,10 @@ class StandaloneCheckpointRecoveryFactory(CheckpointRecoveryFactory):
         self._lock = threading.Lock()
 
     def create_store(self, job_id: str, storage: CheckpointStorage, retained: int, *,
-                     leader_election: LeaderElection | None = None) -> CompletedCheckpointStore:
+                     leader_election: LeaderElection | None = None,
+                     discard_executor: Executor | None = None) -> CompletedCheckpointStore:
         return StandaloneCompletedCheckpointStore(storage, check_name("job_id", job_id),
-                                                  check_retained(retained))
+                                                  check_retained(retained), discard_executor=discard_executor)
 
     def create_id_counter(self, job_id: str) -> CheckpointIDCounter:
         check_name("job_id", job_id)

@@ -94,6 +94,30 @@ class CompletedCheckpointStore(abc.ABC):
         """Release resources (the checkpoints stay in durable storage)."""
 
 
+class DiscardQueue:
+    """Runs a store's file deletes: inline without an executor, else on it (one thread keeps
+    them in order); `flush()` waits for those still running and logs any that failed."""
+
+    def __init__(self, job_id: str, executor: Executor | None = None) -> None:
+        self.job_id = job_id
+        self._executor = executor
+        self._running: list[Future[None]] = []
+
+    def submit(self, job: Callable[[], None]) -> None:
+        if self._executor is None:
+            job()
+            return
+        self._running = [f for f in self._running if not f.done()]
+        self._running.append(self._executor.submit(job))
+
+    def flush(self) -> None:
+        running, self._running = self._running, []
+        for future in running:
+            exc = future.exception()  # storage failures were logged by the job itself
+            if exc is not None:
+                log.error("deleting discarded checkpoint files of job %s failed", self.job_id, exc_info=exc)
+
+
 class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
     """A store whose memory is one process, whose durability is `CheckpointStorage`.
 
@@ -117,8 +141,7 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
         self._highest_seen = 0
         #: reference counts of shared (incremental) state files; rebuilt by `recover`
         self.registry = SharedStateRegistry()
-        self._discard_executor = discard_executor
-        self._discards: list[Future[None]] = []
+        self._deletes = DiscardQueue(job_id, discard_executor)
 
     @property
     def retained(self) -> int:
@@ -163,6 +186,7 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
         for old in checkpoints:
             self._discard(old)
         self._collect_shared(ignore_horizon=True)
+        self.flush()
 
     def recover(self) -> list[CompletedCheckpoint]:
         """Rebuild from storage: the newest `retained` checkpoints whose metadata and state files
@@ -213,21 +237,10 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
 
     def flush(self) -> None:
         """Wait for the deletes handed to the discard executor."""
-        discards, self._discards = self._discards, []
-        for future in discards:
-            exc = future.exception()  # storage failures were logged by the job itself
-            if exc is not None:
-                log.error("deleting discarded checkpoint files of job %s failed", self.job_id, exc_info=exc)
+        self._deletes.flush()
 
     def shutdown(self) -> None:
         self.flush()
-
-    def _delete(self, job: Callable[[], None]) -> None:
-        if self._discard_executor is None:
-            job()
-            return
-        self._discards = [f for f in self._discards if not f.done()]
-        self._discards.append(self._discard_executor.submit(job))
 
     def _collect_shared(self, *, ignore_horizon: bool = False) -> None:
         """Delete the shared files the registry released (after a whole completion or drop)."""
@@ -242,7 +255,7 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
                 except StorageError as exc:
                     log.warning("could not delete shared state file %s of job %s: %s", path, self.job_id, exc)
 
-        self._delete(delete)
+        self._deletes.submit(delete)
 
     def _discard(self, checkpoint: CompletedCheckpoint) -> None:
         """Delete a dropped checkpoint's files that no retained checkpoint references."""
@@ -256,7 +269,7 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
                 log.warning("could not delete the files of checkpoint %d of job %s: %s",
                             checkpoint.checkpoint_id, self.job_id, exc)
 
-        self._delete(delete)
+        self._deletes.submit(delete)
 
     def __repr__(self) -> str:
         ids = [c.checkpoint_id for c in self._checkpoints]

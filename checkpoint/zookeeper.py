@@ -38,6 +38,7 @@ import queue
 import re
 import threading
 import uuid
+from concurrent.futures import Executor
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -284,12 +285,12 @@ class ZooKeeperCompletedCheckpointStore(DefaultCompletedCheckpointStore):
 
     def __init__(self, client: KazooClient, base_path: str, storage: CheckpointStorage, retained: int = 1, *,
                  job_id: str | None = None, leader_election: LeaderElection | None = None,
-                 timeout: float = DEFAULT_OPERATION_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_OPERATION_TIMEOUT, discard_executor: Executor | None = None) -> None:
         if not base_path.startswith("/") or base_path.endswith("/"):
             raise ValueError(f"invalid base_path {base_path!r}: must be an absolute znode path")
         handles = ZooKeeperStateHandleStore(client, f"{base_path}/{CHECKPOINTS_NODE}", timeout=timeout)
         super().__init__(handles, storage, job_id or base_path.rpartition("/")[2], check_retained(retained),
-                         leader_election=leader_election)
+                         leader_election=leader_election, discard_executor=discard_executor)
         self.base_path = base_path
 
     def discard_all_checkpoints(self) -> None:
@@ -575,10 +576,11 @@ class ZooKeeperCheckpointRecoveryFactory(CheckpointRecoveryFactory):
         return job_path(self.cluster_id, job_id)
 
     def create_store(self, job_id: str, storage: CheckpointStorage, retained: int, *,
-                     leader_election: LeaderElection | None = None) -> ZooKeeperCompletedCheckpointStore:
+                     leader_election: LeaderElection | None = None,
+                     discard_executor: Executor | None = None) -> ZooKeeperCompletedCheckpointStore:
         return ZooKeeperCompletedCheckpointStore(self.client, self.job_path(job_id), storage, retained,
                                                  job_id=job_id, leader_election=leader_election,
-                                                 timeout=self.operation_timeout)
+                                                 timeout=self.operation_timeout, discard_executor=discard_executor)
 
     def create_id_counter(self, job_id: str) -> ZooKeeperCheckpointIDCounter:
         return ZooKeeperCheckpointIDCounter(self.client, f"{self.job_path(job_id)}/{COUNTER_NODE}",

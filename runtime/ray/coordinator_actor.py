@@ -65,19 +65,19 @@ class CoordinatorActor:
         ha = getattr(graph, "high_availability", None)
         self.ha_factory: Any = None
         self.election: Any = None
-        self._discard_pool: ThreadPoolExecutor | None = None
+        # deletes of dropped checkpoints run on their own thread, not before the notifications
+        self._discard_pool = ThreadPoolExecutor(1, thread_name_prefix="barrierflow-discard")
         self._leader_lost = False
         if ha is not None and ha.enabled:
             self.ha_factory = create_recovery_factory(ha.mode, hosts=ha.hosts, cluster_id=ha.cluster_id,
                                                       session_timeout=ha.session_timeout)
             self.election = self.ha_factory.create_leader_election(job_id, contender_id, on_revoke=self._on_revoke)
             self.store: Any = _HighAvailabilityStore(
-                self.ha_factory.create_store(job_id, self.storage, config.retained, leader_election=self.election))
+                self.ha_factory.create_store(job_id, self.storage, config.retained, leader_election=self.election,
+                                             discard_executor=self._discard_pool))
             self.id_counter: Any = self.ha_factory.create_id_counter(job_id)
             self.id_counter.start()  # shared in ZooKeeper: ids keep increasing across leaders
         else:
-            # deletes of dropped checkpoints run on their own thread, not before the notifications
-            self._discard_pool = ThreadPoolExecutor(1, thread_name_prefix="barrierflow-discard")
             self.store = StandaloneCompletedCheckpointStore(self.storage, job_id, config.retained,
                                                             discard_executor=self._discard_pool)
             self.store.recover()  # a replacement coordinator finds what its predecessor completed
@@ -193,8 +193,7 @@ class CoordinatorActor:
             self.coordinator.shutdown()
             self._timers.close()
             self.store.shutdown()  # waits for the deletes still running
-            if self._discard_pool is not None:
-                self._discard_pool.shutdown()
+            self._discard_pool.shutdown()
         if self.election is not None:  # ends the ZooKeeper session: a standby is elected at once
             self.election.stop()
             self.ha_factory.close()

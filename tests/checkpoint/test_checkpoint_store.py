@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -170,28 +170,8 @@ def test_cleanup_failure_is_logged_not_raised(caplog) -> None:
     assert "could not delete the files of checkpoint 1" in caplog.text
 
 
-class HeldExecutor(Executor):
-    """Runs submitted jobs only when told: what a slow I/O thread looks like to the store."""
-
-    def __init__(self) -> None:
-        self.jobs: list[tuple[Future, object]] = []
-
-    def submit(self, fn, /, *args, **kwargs) -> Future:
-        future: Future = Future()
-        self.jobs.append((future, lambda: fn(*args, **kwargs)))
-        return future
-
-    def run_all(self) -> None:
-        jobs, self.jobs = self.jobs, []
-        for future, job in jobs:
-            try:
-                future.set_result(job())
-            except BaseException as exc:
-                future.set_exception(exc)
-
-
-def test_discards_on_an_executor_leave_the_completion_and_delete_later(storage) -> None:
-    executor = HeldExecutor()
+def test_discards_on_an_executor_leave_the_completion_and_delete_later(storage, held_executor) -> None:
+    executor = held_executor
     store = StandaloneCompletedCheckpointStore(storage, JOB, retained=1, discard_executor=executor)
     first = make_checkpoint(storage, 1)
     store.add_checkpoint(first)

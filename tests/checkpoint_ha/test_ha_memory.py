@@ -274,6 +274,21 @@ def test_discard_all_removes_every_pointer(services, service, storage):
     assert store.get_latest_checkpoint() is None
 
 
+def test_discards_on_an_executor_drop_the_pointer_at_once_and_the_files_later(services, service, storage,
+                                                                             held_executor):
+    store = services.create_store(JOB, storage, 1, discard_executor=held_executor)
+    store.add_checkpoint(make_checkpoint(storage, 1))
+    store.add_checkpoint(make_checkpoint(storage, 2))
+    # the pointer goes before the completion returns (a recovery must not find chk-1); the files later
+    assert service.list_pointers(JOB) == [2] and storage.list_checkpoint_ids(JOB) == [1, 2]
+    assert len(held_executor.jobs) == 1
+    held_executor.run_all()
+    assert storage.list_checkpoint_ids(JOB) == [2]
+    store.add_checkpoint(make_checkpoint(storage, 3))
+    held_executor.run_all()  # recover() waits for the deletes handed over (flush)
+    assert ids(store.recover()) == [3] and storage.list_checkpoint_ids(JOB) == [3]
+
+
 def test_add_validates_job_and_order(services, storage):
     store = services.create_store(JOB, storage, 1)
     store.add_checkpoint(make_checkpoint(storage, 3))
