@@ -18,7 +18,9 @@ transaction id.
   at once (Flink's recoverAndCommit) from what the external system staged; a commit that already
   happened is a no-op by txn id. (State written before staging existed carries the records
   themselves; they are committed from the state.)
-  Records staged after c are replayed by the sources and staged again.
+  Records staged after c are replayed by the sources and staged again, under new ids; the
+  executor aborts the failed attempt's stages past c before it redeploys
+  (`CollectCommitter.abort_lingering`), so they do not linger in the external system.
 * No checkpointing: nothing can ever complete, so `end_input` commits the open transaction.
 
 Transaction ids are `"<sink>/<subtask>/<checkpoint>"` (and `"<sink>/<subtask>/final"`); checkpoint

@@ -45,13 +45,16 @@ class CollectCommitter:
     """The "external system" behind `CollectSink`s: outlives task restarts. Staged transactions
     are kept invisible until committed; commits are idempotent per transaction id, so a
     transaction re-committed after recovery is not repeated. Transactions staged by an attempt
-    that failed before its checkpoint completed stay staged and invisible
-    (`staged_transactions`) until an attempt that replays their records stages that id again."""
+    that failed before their checkpoint completed stay staged and invisible
+    (`staged_transactions`) until the executor recovering from that failure aborts them
+    (`abort_lingering`), as Flink's Kafka sink aborts its lingering transactions on recovery."""
 
     def __init__(self) -> None:
         self._committed: dict[str, OrderedDict[str, Records]] = {}
         self._staged: dict[str, dict[str, Records]] = {}
         self.duplicate_commits = 0
+        #: staged transactions dropped by `abort_lingering`
+        self.aborted_transactions = 0
 
     def stage(self, sink: str, transaction_id: str, records: Records) -> None:
         """Stage `records` under `transaction_id`, replacing a lingering stage of that id (left by
@@ -87,6 +90,24 @@ class CollectCommitter:
                 )
             records = staged
         txns[transaction_id] = _keep(records)
+
+    def abort_lingering(self, after: int, before: int) -> list[str]:
+        """Drop the staged transactions of checkpoints `after` < id < `before`: the recovery
+        restored checkpoint `after` (0: none), whose sinks commit only transactions of
+        checkpoints <= `after`, and its new checkpoints get ids >= `before` (ids strictly
+        increase across restarts), so nothing can ever commit these. Transactions not named
+        after a checkpoint (`.../final`, `.../end-after-<id>`) are committed with their records,
+        never staged, and left alone. Returns the dropped ids, sorted.
+        """
+        aborted = []
+        for staged in self._staged.values():
+            for txn in list(staged):
+                checkpoint = txn.rpartition("/")[2]
+                if checkpoint.isdigit() and after < int(checkpoint) < before:
+                    del staged[txn]
+                    aborted.append(txn)
+        self.aborted_transactions += len(aborted)
+        return sorted(aborted)
 
     def records(self, sink: str, transaction_id: str) -> list[Record]:
         """The records of a committed or staged transaction.

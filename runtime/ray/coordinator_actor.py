@@ -88,6 +88,7 @@ class CoordinatorActor:
         self._handles: dict[TaskId, Any] = {}
         self._notify_refs: list[Any] = []
         self._fail_request: str | None = None
+        self._restored_id = 0
         sources = graph.source_task_ids()
         self.coordinator = CheckpointCoordinator(
             job_id, config, clock=WallClock(), timers=self._timers, gateway=self, store=self.store,
@@ -156,7 +157,15 @@ class CoordinatorActor:
             runtime.restore.RestoreError: the checkpoint does not fit the job.
         """
         with self._lock:
-            return restore_latest_valid(self.graph, self.store, self.storage)[1]
+            latest, restores = restore_latest_valid(self.graph, self.store, self.storage)
+            self._restored_id = latest.checkpoint_id if latest is not None else 0
+            return restores
+
+    def lingering_range(self) -> tuple[int, int]:
+        """(after, before) for `CollectCommitter.abort_lingering` once `restores()` was read:
+        transactions of checkpoints between the restored one and the next id can never commit."""
+        with self._lock:
+            return self._restored_id, self.id_counter.get()
 
     def status(self) -> dict[str, Any]:
         with self._lock:

@@ -447,7 +447,12 @@ class RayExecutor:
                           f"(executor=ray, faults={self.faults!r})", exc)
         self.restarts_left -= 1
         time.sleep(self.restart_delay)
-        restores = ray.get(self.coordinator.restores.remote(), timeout=120) if self.coordinator is not None else {}
+        restores: dict[TaskId, Any] = {}
+        if self.coordinator is not None:
+            restores = ray.get(self.coordinator.restores.remote(), timeout=120)
+            # what the failed attempt staged past the restored checkpoint can never commit
+            after, before = ray.get(self.coordinator.lingering_range.remote(), timeout=60)
+            ray.get(self.committer.abort_lingering.remote(after, before), timeout=60)
         self._deploy(restores)
 
     def _give_up(self, message: str, exc: BaseException | None) -> None:

@@ -51,6 +51,9 @@ class CommitterService:
         self._committer.commit(sink, transaction_id, records)
         self._last_commit_at = time.time()
 
+    def abort_lingering(self, after: int, before: int) -> list[str]:
+        return self._committer.abort_lingering(after, before)
+
     def committer(self) -> CollectCommitter:
         return self._committer
 

@@ -294,6 +294,8 @@ class SimExecutor:
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
         if latest is None and self.restore_from is not None:
             restores = build_restores(self.graph, *self.restore_from)
+        else:  # what a failed attempt staged past the restored checkpoint can never commit
+            self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
         epoch = self.epoch
         self.tasks = {}
         self._busy_until.clear()

@@ -236,6 +236,23 @@ def test_collect_committer_keeps_staged_transactions_invisible_until_committed()
         committer.commit("pv", "pv/0/7")
 
 
+def test_collect_committer_aborts_lingering_stages_between_the_restored_checkpoint_and_the_next_id():
+    from runtime.result import CollectCommitter
+
+    committer = CollectCommitter()
+    for txn in ("pv/0/3", "pv/0/4", "pv/1/5", "pv/0/7"):
+        committer.stage("pv", txn, recs(1))
+    committer.stage("other", "other/0/6", recs(2))
+    committer.stage("other", "other/0/end-after-3", recs(3))  # not a checkpoint's: left alone
+    # restored checkpoint 3 (its sinks commit txns <= 3); the new attempt's ids start at 7
+    assert committer.abort_lingering(3, 7) == ["other/0/6", "pv/0/4", "pv/1/5"]
+    assert committer.staged_transactions("pv") == ["pv/0/3", "pv/0/7"]
+    assert committer.staged_transactions("other") == ["other/0/end-after-3"]
+    assert committer.aborted_transactions == 3
+    committer.commit("pv", "pv/0/3")  # what the restored checkpoint holds still commits
+    assert committer.output("pv") == recs(1)
+
+
 def test_collect_committer_replaces_a_lingering_stage_and_refuses_to_restage_a_committed_id():
     from runtime.result import CollectCommitter, TransactionConflictError
 

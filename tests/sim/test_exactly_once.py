@@ -49,6 +49,18 @@ def test_exactly_once_under_crashes(mode: str, job_seed: int, sim_seed: int, cra
     result = run(job_seed, mode, sim_seed, crashes)
     assert multiset(result.output(SINK)) == expected_output, result.replay
     assert result.final_state == expected_state, result.replay
+    # every transaction a failed attempt staged past its restored checkpoint was aborted
+    assert result.committer.staged_transactions(SINK) == [], result.replay
+
+
+def test_recovery_aborts_what_failed_attempts_staged_and_nothing_else() -> None:
+    expected_output, _ = reference(13)
+    result = run(13, "aligned", 13, 2)
+    assert result.restarts == 2
+    # three transactions were staged by attempts that failed before their checkpoint completed
+    assert result.committer.aborted_transactions == 3
+    assert result.committer.staged_transactions(SINK) == []
+    assert multiset(result.output(SINK)) == expected_output, result.replay
 
 
 @pytest.mark.parametrize("mode", EXACTLY_ONCE_MODES)
