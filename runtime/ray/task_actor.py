@@ -421,6 +421,7 @@ class TaskActor:
             if not self._live(epoch):
                 return
             cancelled = self.task.is_cancelled(checkpoint_id)
+        send_error: BaseException | None = None
         try:
             # sent even for a cancelled snapshot: its transactions stay pending in the sinks and
             # a later checkpoint commits them
@@ -430,6 +431,8 @@ class TaskActor:
                 if self._live(epoch):
                     self._fail(exc)
             return
+        except Exception as exc:  # the committer actor gone: the snapshot fails, as a write would
+            send_error = exc
         if cancelled:
             return
         started = time.time()
@@ -438,6 +441,8 @@ class TaskActor:
         try:
             if fail:
                 raise StorageError(f"injected storage failure writing {self.task_id} chk-{checkpoint_id}")
+            if send_error is not None:
+                raise send_error
             if refs:
                 ray.get(refs)
             handles = self._writer.write(snapshot, self._writer.prepare(snapshot))
