@@ -88,7 +88,6 @@ class CoordinatorActor:
         self._handles: dict[TaskId, Any] = {}
         self._notify_refs: list[Any] = []
         self._fail_request: str | None = None
-        self._restored_id = 0
         sources = graph.source_task_ids()
         self.coordinator = CheckpointCoordinator(
             job_id, config, clock=WallClock(), timers=self._timers, gateway=self, store=self.store,
@@ -148,9 +147,11 @@ class CoordinatorActor:
             self.coordinator.stop()
             self.coordinator.abort_all_pending(reason)
 
-    def restores(self) -> dict[TaskId, TaskRestore]:
+    def restores(self) -> tuple[dict[TaskId, TaskRestore], tuple[int, int]]:
         """Restore state of every task from the newest retained checkpoint that verifies (empty:
-        none yet; a corrupt one is skipped for the previous retained one).
+        none yet; a corrupt one is skipped for the previous retained one), and the (after,
+        before) range for `CollectCommitter.abort_lingering`: transactions of checkpoints
+        between the restored one and the next id can never commit.
 
         Raises:
             runtime.restore.NoValidCheckpointError: checkpoints are retained but none verifies.
@@ -158,14 +159,7 @@ class CoordinatorActor:
         """
         with self._lock:
             latest, restores = restore_latest_valid(self.graph, self.store, self.storage)
-            self._restored_id = latest.checkpoint_id if latest is not None else 0
-            return restores
-
-    def lingering_range(self) -> tuple[int, int]:
-        """(after, before) for `CollectCommitter.abort_lingering` once `restores()` was read:
-        transactions of checkpoints between the restored one and the next id can never commit."""
-        with self._lock:
-            return self._restored_id, self.id_counter.get()
+            return restores, (latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
 
     def status(self) -> dict[str, Any]:
         with self._lock:

@@ -449,9 +449,8 @@ class RayExecutor:
         time.sleep(self.restart_delay)
         restores: dict[TaskId, Any] = {}
         if self.coordinator is not None:
-            restores = ray.get(self.coordinator.restores.remote(), timeout=120)
+            restores, (after, before) = ray.get(self.coordinator.restores.remote(), timeout=120)
             # what the failed attempt staged past the restored checkpoint can never commit
-            after, before = ray.get(self.coordinator.lingering_range.remote(), timeout=60)
             ray.get(self.committer.abort_lingering.remote(after, before), timeout=60)
         self._deploy(restores)
 
