@@ -5,12 +5,14 @@ the pure core needs one-shot timers (the coordinator's periodic trigger and chec
 a task's buffer timeout and alignment timeout, a rate-limited source's next record). `ThreadTimers`
 keeps a heap of due times served by one daemon thread per actor; a callback runs on that thread
 *holding the actor's lock*, and every actor method takes the same lock, so the pure objects are
-only ever touched by one thread at a time. Incoming calls keep Ray's per-submitter FIFO order: the
+only ever touched by one thread at a time. (A task actor passes `dispatch` instead: its due
+callbacks are posted to its work thread's mailbox and run there, under the same lock.) Incoming calls keep Ray's per-submitter FIFO order: the
 timer thread never executes actor calls, it only runs callbacks between them.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -47,11 +49,15 @@ class ThreadTimers:
         lock: the actor's lock (reentrant, so a callback may call back into locked code): an
             `RLock` or a `runtime.ray.work_thread.CallerFirstLock`.
         on_error: called (under the lock) with any exception a callback raised.
+        dispatch: if given, a due timer is handed to it (a callable to run later under the
+            lock) instead of being run on the timer thread.
     """
 
-    def __init__(self, lock: AbstractContextManager[Any], on_error: Callable[[BaseException], None] | None = None) -> None:
+    def __init__(self, lock: AbstractContextManager[Any], on_error: Callable[[BaseException], None] | None = None,
+                 dispatch: Callable[[Callable[[], None]], None] | None = None) -> None:
         self._lock = lock
         self._on_error = on_error
+        self._dispatch = dispatch
         self._heap: list[tuple[float, int, _Timer]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition(threading.Lock())
@@ -95,13 +101,20 @@ class ThreadTimers:
                 _, _, timer = heapq.heappop(self._heap)
             if timer.cancelled:
                 continue
+            if self._dispatch is not None:
+                self._dispatch(functools.partial(self._fire, timer))
+                continue
             with self._lock:
-                if timer.cancelled:
-                    continue
-                try:
-                    timer.callback()
-                except BaseException as exc:  # a timer must never kill the thread
-                    if self._on_error is None:
-                        log.exception("timer callback failed")
-                    else:
-                        self._on_error(exc)
+                self._fire(timer)
+
+    def _fire(self, timer: _Timer) -> None:
+        """Under the lock: run `timer` unless it was cancelled meanwhile."""
+        if timer.cancelled:
+            return
+        try:
+            timer.callback()
+        except BaseException as exc:  # a timer must never kill the thread
+            if self._on_error is None:
+                log.exception("timer callback failed")
+            else:
+                self._on_error(exc)
