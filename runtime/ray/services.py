@@ -79,10 +79,16 @@ class RemoteCommitter:
     task's data path); `send` converts and sends it from the task's writer thread, which
     waits for it before acknowledging the snapshot. A commit sends queued stages first, so the
     committer sees a transaction's stage before anything committed after it.
+
+    With a `sender` (a single-thread executor), a commit with no stage queued before it (the
+    usual case: a checkpoint's notification) is submitted from that thread, in order with
+    every other call it sends; a transaction is only committed after its checkpoint completed,
+    so after its stage landed.
     """
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Any, sender: Any = None) -> None:
         self._handle = handle
+        self._sender = sender
         self._refs: list[Any] = []
         self._queued: list[tuple[str, str, Any]] = []
         self._sent: list[Any] = []
@@ -119,11 +125,20 @@ class RemoteCommitter:
             queued, self._queued = self._queued, []
             self._sent.extend(self.send(queued))
         batch = None if records is None else _as_batch(records)
+        if self._sender is None:
+            self._submit_commit(sink, transaction_id, batch)
+        else:
+            self._sender.submit(self._submit_commit, sink, transaction_id, batch)
+
+    def _submit_commit(self, sink: str, transaction_id: str, batch: pa.RecordBatch | None) -> None:
         self._refs.append(self._handle.commit.remote(sink, transaction_id, batch))
         if len(self._refs) > 64:
             _, self._refs = ray.wait(self._refs, num_returns=len(self._refs), timeout=0)
 
     def drain(self) -> None:
+        """Wait until every commit submitted so far was applied by the committer."""
+        if self._sender is not None:
+            self._sender.submit(lambda: None).result()  # the commits handed to it are submitted
         refs, self._refs = self._refs, []
         ray.get(refs)
 
