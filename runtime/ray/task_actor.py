@@ -73,7 +73,8 @@ PACE_DECAY = 0.8
 
 
 class _TaskTimers:
-    """The task's `Timers`: bound to one epoch; a callback is followed by a drive of the task."""
+    """The task's `Timers`: bound to one epoch. Due callbacks are mail for the work thread,
+    which drives the task after applying them (`_continue`)."""
 
     def __init__(self, actor: TaskActor, epoch: int) -> None:
         self._actor, self._epoch = actor, epoch
@@ -82,7 +83,6 @@ class _TaskTimers:
         def fire() -> None:
             if self._actor._live(self._epoch):
                 callback()
-                self._actor._drive()
 
         return self._actor._timers.schedule(delay, fire)
 
@@ -257,7 +257,8 @@ class TaskActor:
         """On the work thread, under the lock: the mail, then the next slice of work.
 
         It drives even when the mail was already applied by a caller that took the lock (a
-        credit drained by `stall` must still release a backpressured task)."""
+        credit drained by `stall` must still release a backpressured task). Timer callbacks are
+        mail too, so they do not drive the task themselves: this drive follows them."""
         self._drain_inbox()
         self._step_pending = False
         self._drive()
@@ -339,7 +340,6 @@ class TaskActor:
     def _on_flush(self) -> None:
         self._flush_timer = None
         self.task.flush()
-        self._drive()
 
     def _schedule_continuation(self) -> None:
         """Ask the work thread for the next slice (a rate-limited source: a wake-up timer)."""
@@ -358,7 +358,6 @@ class TaskActor:
 
     def _on_wake(self) -> None:
         self._wake_timer = None
-        self._drive()
 
     def stall(self, epoch: int, duration: float) -> None:
         """`ChannelStall`: hold every input back for `duration` seconds, then deliver in order."""
@@ -371,7 +370,6 @@ class TaskActor:
     def _unstall(self) -> None:
         while self._stalled and not self._dead:
             self._accept(*self._stalled.popleft())
-        self._drive()
 
     # ------------------------------------------------------------------ control path
 
