@@ -15,16 +15,16 @@ post mail to it (Flink's mailbox model, `_drain_inbox`).
   call carries its epoch; calls of another epoch (in flight across a failover) are dropped, and
   so are timer callbacks and snapshot writes started in an earlier epoch.
 * Work. Inputs (`push`), returned credits (`add_credits`), checkpoint triggers and
-  notifications, and the writer thread's "snapshot written" reports are only queued, in arrival
-  order, as mail (`_drain_inbox`) for the *work thread* (`WorkThread`), which applies them and
-  *drives* the task (`_drive`): `step()` for one slice of about `WORK_SLICE` seconds, sending
-  what `drain_sendable()` allows and returning owed credits at the end, and asks itself for the
-  next slice while work is left. The rarer entry points (deploy, start, stall, heartbeats, the
-  final checkpoint's notification, finish) and timers take the lock (the work thread lets them
-  go first), apply the mail first, act, and drive too; while a continuation is pending they only
-  feed the task and send. So no call waits behind more than one slice: checkpoint triggers
-  reach a busy source within a few milliseconds, and
-  an unaligned barrier reaches a busy task's handler while the data before it still sits in the
+  notifications, the writer thread's "snapshot written" reports and due timers are only
+  queued, in arrival order, as mail (`_drain_inbox`) for the *work thread* (`WorkThread`),
+  which applies them and *drives* the task (`_drive`): `step()` for one slice of about
+  `WORK_SLICE` seconds, sending what `drain_sendable()` allows and returning owed credits at
+  the end, and asks itself for the next slice while work is left. The rarer entry points
+  (deploy, start, stall, heartbeats, the final checkpoint's notification, finish) take the
+  lock (the work thread lets them go first), apply the mail first and act; while a
+  continuation is pending they only feed the task and send. So no call waits behind more than
+  one slice: checkpoint triggers reach a busy source within a few milliseconds, and an
+  unaligned barrier reaches a busy task's handler while the data before it still sits in the
   gate. Slow records go a few per step (`_pace_steps` sets `Task.records_per_step` so a step
   takes about `STEP_TARGET`), so that holds even when one buffer takes longer than a slice; an
   unaligned barrier then overtakes the rest of the buffer too. A rate-limited source is woken
@@ -32,9 +32,10 @@ post mail to it (Flink's mailbox model, `_drain_inbox`).
   backpressured task schedules nothing; the credit that ends the backpressure drives it again.
 * Ports. Acknowledgements, declines and "source finished" go to the coordinator actor, tagged
   with the epoch, submitted in order by a sender thread (as are the sinks' commits), so the work
-  thread does not pay for the Ray submissions. Snapshots are serialised and written by the writer thread through the shared
-  `SnapshotWriter` (off the data path); the completion re-enters the task as mail. The writer
-  is used on that thread only (completion/abort notices are queued to it as well).
+  thread does not pay for the Ray submissions. Snapshots are serialised and written by the
+  writer thread through the shared `SnapshotWriter` (off the data path); the completion
+  re-enters the task as mail. The writer is used on that thread only (completion/abort notices
+  are queued to it as well).
 * Faults. A `TaskCrash` after N records *freezes* the task at that point (it ignores every
   later call) and reports it in its heartbeat; the driver then `ray.kill`s the actor. Lost
   acknowledgements, storage write failures and channel stalls are applied here.
