@@ -15,6 +15,14 @@ so a late "source finished" or acknowledgement of a killed task cannot leak into
 `fail_job` (too many checkpoint failures) is recorded and picked up by the driver, which owns
 failover.
 
+Deferred notifications. A source task whose chain has no completion listener (no operator
+overriding `notify_checkpoint_complete`: no sink, no user listener) gets no call of its own for a
+completed checkpoint: the latest completion rides on its next trigger, or goes just before an
+abort notification so the task sees them in order (Flink, too, lets a notification arrive late or
+be subsumed by a later one). The final checkpoint's notification goes to every task at once. One
+Ray call fewer per such source and checkpoint, and one wake-up of its threads: on the page-view
+job at 5,000 rec/s with checkpoints every 100 ms, ~6 ms less CPU per checkpoint over the job.
+
 The completed-checkpoint store lives on the job's checkpoint storage (memory: the shared
 blob-store actor), so a replacement coordinator `recover()`s it and keeps ids increasing.
 
@@ -43,6 +51,7 @@ from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.recovery import HighAvailabilityError, create_recovery_factory
 from checkpoint.storage import StorageError
 from checkpoint.store import StandaloneCompletedCheckpointStore
+from operators.base import StreamOperator
 from runtime.ray.storage import StorageSpec, open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
 from runtime.restore import restore_latest_valid
@@ -89,6 +98,7 @@ class CoordinatorActor:
         self._notify_refs: list[Any] = []
         self._fail_request: str | None = None
         sources = graph.source_task_ids()
+        self._deferred = DeferredCompletions(deferrable_sources(graph))
         self.coordinator = CheckpointCoordinator(
             job_id, config, clock=WallClock(), timers=self._timers, gateway=self, store=self.store,
             id_counter=self.id_counter, source_tasks=sources, all_tasks=graph.task_ids(),
@@ -134,6 +144,7 @@ class CoordinatorActor:
             self.epoch = epoch
             self._handles = dict(handles)
             self._notify_refs = []
+            self._deferred.clear()
             self._fail_request = None
             self._leader_lost = False
             if not first:
@@ -226,20 +237,25 @@ class CoordinatorActor:
         if self.election is not None and not self.election.is_leader:
             return  # only the leader triggers
         if handle is not None and self.epoch is not None:
-            handle.trigger_source.remote(self.epoch, checkpoint_id, timestamp, unaligned, alignment_timeout)
+            handle.trigger_source.remote(self.epoch, checkpoint_id, timestamp, unaligned, alignment_timeout,
+                                         self._deferred.take(task_id))
 
     def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
         handle = self._handles.get(task_id)
         if handle is not None and self.epoch is not None:
             coordinator = self.coordinator
             final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
-            self._notify_refs.append(handle.notify_complete.remote(self.epoch, checkpoint_id, final))
+            if not self._deferred.defer(task_id, checkpoint_id, final):
+                self._notify_refs.append(handle.notify_complete.remote(self.epoch, checkpoint_id, final))
             if len(self._notify_refs) > 256:
                 _, self._notify_refs = ray.wait(self._notify_refs, num_returns=len(self._notify_refs), timeout=0)
 
     def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         handle = self._handles.get(task_id)
         if handle is not None and self.epoch is not None:
+            completed = self._deferred.take(task_id)  # keeps the task's notifications in order
+            if completed is not None:
+                self._notify_refs.append(handle.notify_complete.remote(self.epoch, completed, False))
             handle.notify_aborted.remote(self.epoch, checkpoint_id, reason)
 
     def fail_job(self, error: Exception) -> None:
@@ -248,6 +264,50 @@ class CoordinatorActor:
 
     def on_checkpoint_completed(self, completed: Any) -> None:
         pass
+
+
+def deferrable_sources(graph: Any) -> set[TaskId]:
+    """Source tasks that may learn of completed checkpoints late: no operator of their chain
+    overrides `notify_checkpoint_complete` (an operator not built from a template counts as
+    listening)."""
+    return {task for vertex in graph.source_vertices if not _listens_for_completion(vertex)
+            for task in vertex.task_ids()}
+
+
+def _listens_for_completion(vertex: Any) -> bool:
+    for factory in vertex.operator_factories:
+        template = getattr(factory, "template", None)
+        if template is None or \
+                type(template).notify_checkpoint_complete is not StreamOperator.notify_checkpoint_complete:
+            return True
+    return False
+
+
+class DeferredCompletions:
+    """The latest completed checkpoint not yet told to each deferrable task.
+
+    `defer` keeps a non-final completion for a deferrable task instead of sending it (a later one
+    subsumes it); `take` hands it over with the task's next trigger or abort notification. A final
+    completion is never deferred and subsumes whatever was kept."""
+
+    def __init__(self, deferrable: set[TaskId]) -> None:
+        self.deferrable = frozenset(deferrable)
+        self._kept: dict[TaskId, int] = {}
+
+    def defer(self, task_id: TaskId, checkpoint_id: int, final: bool) -> bool:
+        """Whether the notification is kept (True) or must be sent now (False)."""
+        if final or task_id not in self.deferrable:
+            self._kept.pop(task_id, None)
+            return False
+        self._kept[task_id] = max(checkpoint_id, self._kept.get(task_id, checkpoint_id))
+        return True
+
+    def take(self, task_id: TaskId) -> int | None:
+        return self._kept.pop(task_id, None)
+
+    def clear(self) -> None:
+        """A new execution attempt: nothing of the old one is owed."""
+        self._kept.clear()
 
 
 class _HighAvailabilityStore:

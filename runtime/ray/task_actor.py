@@ -378,7 +378,11 @@ class TaskActor:
     # that arrived before them; the work thread drives the task afterwards.
 
     def trigger_source(self, epoch: int, checkpoint_id: int, timestamp: float, unaligned: bool,
-                       alignment_timeout: float | None) -> None:
+                       alignment_timeout: float | None, completed: int | None = None) -> None:
+        """Inject barrier `checkpoint_id`; `completed`: a completed checkpoint the coordinator did
+        not notify this source of (it has no completion listener), applied first."""
+        if completed is not None:
+            self._post("call", epoch, self._on_complete, (completed, False))
         self._post("call", epoch, self._on_trigger, (checkpoint_id, timestamp, unaligned, alignment_timeout))
 
     def notify_complete(self, epoch: int, checkpoint_id: int, final: bool = False) -> None:

@@ -1,0 +1,165 @@
+"""Source tasks without a completion listener learn of completed checkpoints with their next
+trigger (or just before an abort notification) instead of by a call of their own; every other
+task, and the final checkpoint, are notified at once.
+
+The coordinator actor runs here as the plain class (as in `test_ray_ha`), with stand-in task
+handles that record what it sends: no Ray cluster is involved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from ray_jobs import pageview_env, pageview_rows, unstageable_env
+
+from checkpoint.handles import TaskAcknowledgement
+from checkpoint.reasons import CheckpointFailureReason
+from runtime.graph import JobVertex, OperatorFactory
+from runtime.ray.coordinator_actor import CoordinatorActor, DeferredCompletions, deferrable_sources
+from runtime.ray.task_actor import TaskActor
+
+ROWS = pageview_rows(200)
+
+
+class _Recorder:
+    """Stands in for a task actor handle: records the calls the coordinator sends, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.trigger_source = _Method(self.calls, "trigger")
+        self.notify_complete = _Method(self.calls, "complete")
+        self.notify_aborted = _Method(self.calls, "aborted")
+
+    def of(self, kind: str) -> list[tuple[Any, ...]]:
+        return [c[1:] for c in self.calls if c[0] == kind]
+
+
+class _Method:
+    def __init__(self, calls: list[tuple[Any, ...]], kind: str) -> None:
+        self.calls, self.kind = calls, kind
+
+    def remote(self, epoch: int, checkpoint_id: int, *args: Any) -> None:
+        if self.kind == "trigger":  # (id, completed carried along)
+            self.calls.append(("trigger", checkpoint_id, args[3]))
+        elif self.kind == "complete":  # (id, final)
+            self.calls.append(("complete", checkpoint_id, args[0]))
+        else:
+            self.calls.append(("aborted", checkpoint_id))
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
+def test_deferrable_sources_are_the_sources_whose_chain_has_no_listener() -> None:
+    graph = pageview_env(ROWS).get_job_graph("pv")
+    assert deferrable_sources(graph) == set(graph.source_task_ids())  # source -> map: nothing listens
+    chained = unstageable_env(ROWS).get_job_graph("chained")  # source -> map -> sink in one task
+    assert chained.source_task_ids() and deferrable_sources(chained) == set(), \
+        "a source chained with a sink must be notified at once: the sink commits on notification"
+    source = graph.source_vertices[0].source
+    untemplated = JobVertex("odd", 1, 8, source=source, operator_factories=[lambda: None], operator_names=["odd"])
+    templated = JobVertex("plain", 1, 8, source=source,
+                          operator_factories=[OperatorFactory(graph.source_vertices[0].operator_factories[0]())],
+                          operator_names=["plain"])
+    both = deferrable_sources(SimpleNamespace(source_vertices=[untemplated, templated]))
+    assert {str(t) for t in both} == {str(t) for t in templated.task_ids()}, \
+        "an operator that is not built from a template must count as listening"
+
+
+def test_deferred_completions_keep_the_latest_and_never_defer_a_final_one() -> None:
+    deferred = DeferredCompletions({"s0"})  # type: ignore[arg-type]
+    assert deferred.defer("s0", 3, final=False)  # type: ignore[arg-type]
+    assert deferred.defer("s0", 5, final=False)  # type: ignore[arg-type]
+    assert deferred.defer("s0", 4, final=False)  # type: ignore[arg-type]  # a late, older one
+    assert deferred.take("s0") == 5 and deferred.take("s0") is None  # type: ignore[arg-type]
+    assert not deferred.defer("t1", 6, final=False)  # type: ignore[arg-type]  # not deferrable
+    assert deferred.defer("s0", 7, final=False)  # type: ignore[arg-type]
+    assert not deferred.defer("s0", 8, final=True)  # type: ignore[arg-type]
+    assert deferred.take("s0") is None, "the final notification subsumes the kept one"  # type: ignore[arg-type]
+    deferred.defer("s0", 9, final=False)  # type: ignore[arg-type]
+    deferred.clear()
+    assert deferred.take("s0") is None  # type: ignore[arg-type]
+
+
+def test_sources_learn_of_completions_with_their_next_trigger(tmp_path) -> None:
+    graph = pageview_env(ROWS, interval=0.02).get_job_graph("deferred")
+    coordinator = CoordinatorActor("deferred", graph, ("uri", str(tmp_path)))
+    tasks = {task: _Recorder() for task in graph.task_ids()}
+    sources = set(graph.source_task_ids())
+    first_source = tasks[graph.source_task_ids()[0]]
+    acked: set[int] = set()
+
+    def ack_everything() -> bool:
+        for checkpoint_id, _ in first_source.of("trigger"):
+            if checkpoint_id not in acked:
+                acked.add(checkpoint_id)
+                for task in tasks:
+                    coordinator.acknowledge(0, TaskAcknowledgement(task, checkpoint_id))
+        return coordinator.status()["completed"] >= 4
+
+    try:
+        coordinator.deploy(0, tasks, True)
+        _wait(ack_everything, 10, "4 completed checkpoints")
+        _wait(lambda: len(first_source.of("trigger")) > len(acked), 5, "the next trigger")
+        coordinator.suspend()  # no further triggers: what was sent is final
+        completed = [c.id for c in coordinator.history() if c.completed]
+        assert len(completed) >= 4
+        for task, recorder in tasks.items():
+            if task in sources:
+                assert recorder.of("complete") == [], f"{task} got a notification call of its own"
+                triggers = recorder.of("trigger")
+                # each trigger carries the checkpoint completed since the previous one
+                assert [c for _, c in triggers] == [None] + [c for c, _ in triggers[:-1]], (task, triggers)
+            else:  # the count/sink tasks: every completion at once
+                assert [c for c, _ in recorder.of("complete")] == completed, task
+    finally:
+        coordinator.shutdown()
+
+
+def test_an_abort_first_hands_over_the_completion_a_source_was_not_told(tmp_path) -> None:
+    graph = pageview_env(ROWS, interval=0.3).get_job_graph("deferred-abort")
+    graph.checkpoint_config = dataclasses.replace(graph.checkpoint_config, max_concurrent=2)
+    coordinator = CoordinatorActor("deferred-abort", graph, ("uri", str(tmp_path)))
+    tasks = {task: _Recorder() for task in graph.task_ids()}
+    first_source = tasks[graph.source_task_ids()[0]]
+    try:
+        coordinator.deploy(0, tasks, True)
+        _wait(lambda: len(first_source.of("trigger")) >= 2, 5, "two checkpoints in flight")
+        (completes, _), (declined, _) = first_source.of("trigger")[:2]
+        for task in tasks:  # the first completes while the second is still pending...
+            coordinator.acknowledge(0, TaskAcknowledgement(task, completes))
+        # ...and the second is declined before the next trigger (0.3 s apart) could carry the first
+        coordinator.decline(0, graph.source_task_ids()[0], declined, CheckpointFailureReason.DECLINED)
+        coordinator.suspend()
+        for task in graph.source_task_ids():
+            calls = [c for c in tasks[task].calls if c[0] != "trigger"]
+            assert calls == [("complete", completes, False), ("aborted", declined)], (task, tasks[task].calls)
+    finally:
+        coordinator.shutdown()
+
+
+def test_a_carried_completion_is_applied_before_the_trigger() -> None:
+    posted: list[tuple[Any, ...]] = []
+    actor = TaskActor.__new__(TaskActor)  # only `trigger_source`'s mail is under test
+    actor._post = lambda kind, epoch, fn, args: posted.append((fn.__name__, args))  # type: ignore[method-assign]
+    actor._on_complete = _named("_on_complete")  # type: ignore[assignment]
+    actor._on_trigger = _named("_on_trigger")  # type: ignore[assignment]
+    TaskActor.trigger_source(actor, 0, 7, 1.0, False, None, 6)
+    TaskActor.trigger_source(actor, 0, 8, 2.0, False, None)
+    assert posted == [("_on_complete", (6, False)), ("_on_trigger", (7, 1.0, False, None)),
+                      ("_on_trigger", (8, 2.0, False, None))]
+
+
+def _named(name: str) -> Any:
+    def fn(*args: Any) -> None:
+        pass
+
+    fn.__name__ = name
+    return fn
