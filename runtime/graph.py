@@ -105,6 +105,17 @@ class JobVertex:
         return [TaskId(self.name, s) for s in range(self.parallelism)]
 
     @property
+    def listens_for_completion(self) -> bool:
+        """Whether an operator of the chain overrides `notify_checkpoint_complete` (a sink that
+        commits, a user listener); an operator not built from a template counts as listening."""
+        for factory in self.operator_factories:
+            template = getattr(factory, "template", None)
+            if template is None or \
+                    type(template).notify_checkpoint_complete is not StreamOperator.notify_checkpoint_complete:
+                return True
+        return False
+
+    @property
     def chain_description(self) -> str:
         """Flink-style `"Source: collection -> map -> Sink: pv"`."""
         head = [f"Source: {self.source.name}"] if self.source is not None else []

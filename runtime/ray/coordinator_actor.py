@@ -51,7 +51,6 @@ from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.recovery import HighAvailabilityError, create_recovery_factory
 from checkpoint.storage import StorageError
 from checkpoint.store import StandaloneCompletedCheckpointStore
-from operators.base import StreamOperator
 from runtime.ray.storage import StorageSpec, open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
 from runtime.restore import restore_latest_valid
@@ -267,20 +266,10 @@ class CoordinatorActor:
 
 
 def deferrable_sources(graph: Any) -> set[TaskId]:
-    """Source tasks that may learn of completed checkpoints late: no operator of their chain
-    overrides `notify_checkpoint_complete` (an operator not built from a template counts as
-    listening)."""
-    return {task for vertex in graph.source_vertices if not _listens_for_completion(vertex)
+    """Source tasks that may learn of completed checkpoints late: nothing in their chain listens
+    (`JobVertex.listens_for_completion`)."""
+    return {task for vertex in graph.source_vertices if not vertex.listens_for_completion
             for task in vertex.task_ids()}
-
-
-def _listens_for_completion(vertex: Any) -> bool:
-    for factory in vertex.operator_factories:
-        template = getattr(factory, "template", None)
-        if template is None or \
-                type(template).notify_checkpoint_complete is not StreamOperator.notify_checkpoint_complete:
-            return True
-    return False
 
 
 class DeferredCompletions:
