@@ -4,60 +4,66 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
 
 from runtime.ray.timers import ThreadTimers
 
 
-def _dispatched(timers_queue: queue.Queue, timeout: float = 2.0):
-    return timers_queue.get(timeout=timeout)
+@dataclass
+class _Mailbox:
+    """A lock, the mail due timers are dispatched to, the timers, and the errors they reported."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    mail: queue.Queue = field(default_factory=queue.Queue)
+    errors: list[BaseException] = field(default_factory=list)
+    timers: ThreadTimers = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.timers = ThreadTimers(self.lock, on_error=self.errors.append, dispatch=self.mail.put)
+
+    def next_mail(self, timeout: float = 2.0):
+        return self.mail.get(timeout=timeout)
 
 
-def test_a_due_timer_is_handed_to_dispatch_and_runs_only_when_the_mail_is_applied():
-    lock = threading.RLock()
-    mail: queue.Queue = queue.Queue()
+@pytest.fixture
+def box() -> Iterator[_Mailbox]:
+    mailbox = _Mailbox()
+    try:
+        yield mailbox
+    finally:
+        mailbox.timers.close()
+
+
+def test_a_due_timer_is_handed_to_dispatch_and_runs_only_when_the_mail_is_applied(box: _Mailbox):
     fired: list[str] = []
-    timers = ThreadTimers(lock, dispatch=mail.put)
-    try:
-        timers.schedule(0.0, lambda: fired.append(threading.current_thread().name))
-        fire = _dispatched(mail)
-        assert fired == []  # not run on the timer thread
-        with lock:
-            fire()
-        assert fired == [threading.current_thread().name]
-    finally:
-        timers.close()
+    box.timers.schedule(0.0, lambda: fired.append(threading.current_thread().name))
+    fire = box.next_mail()
+    assert fired == []  # not run on the timer thread
+    with box.lock:
+        fire()
+    assert fired == [threading.current_thread().name]
 
 
-def test_a_timer_cancelled_after_dispatch_does_not_fire():
-    lock = threading.RLock()
-    mail: queue.Queue = queue.Queue()
+def test_a_timer_cancelled_after_dispatch_does_not_fire(box: _Mailbox):
     fired: list[int] = []
-    timers = ThreadTimers(lock, dispatch=mail.put)
-    try:
-        timer = timers.schedule(0.0, lambda: fired.append(1))
-        fire = _dispatched(mail)
-        timer.cancel()  # e.g. `clear()` on redeploy, while the mail was still queued
-        with lock:
-            fire()
-        assert fired == []
-    finally:
-        timers.close()
+    timer = box.timers.schedule(0.0, lambda: fired.append(1))
+    fire = box.next_mail()
+    timer.cancel()  # e.g. `clear()` on redeploy, while the mail was still queued
+    with box.lock:
+        fire()
+    assert fired == []
 
 
-def test_a_failing_dispatched_timer_reports_to_on_error_and_later_timers_still_fire():
-    lock = threading.RLock()
-    mail: queue.Queue = queue.Queue()
-    errors: list[BaseException] = []
+def test_a_failing_dispatched_timer_reports_to_on_error_and_later_timers_still_fire(box: _Mailbox):
     fired: list[int] = []
-    timers = ThreadTimers(lock, on_error=errors.append, dispatch=mail.put)
-    try:
-        timers.schedule(0.0, lambda: 1 / 0)
-        timers.schedule(0.01, lambda: fired.append(2))
-        for _ in range(2):
-            fire = _dispatched(mail)
-            with lock:
-                fire()
-        assert [type(e) for e in errors] == [ZeroDivisionError]
-        assert fired == [2]
-    finally:
-        timers.close()
+    box.timers.schedule(0.0, lambda: 1 / 0)
+    box.timers.schedule(0.01, lambda: fired.append(2))
+    for _ in range(2):
+        fire = box.next_mail()
+        with box.lock:
+            fire()
+    assert [type(e) for e in box.errors] == [ZeroDivisionError]
+    assert fired == [2]
