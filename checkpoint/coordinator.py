@@ -24,10 +24,17 @@ Life of a checkpoint::
 * **Failures.** Each abort whose reason `counts_as_failure` increments a consecutive-failure
   counter; a completion resets it; exceeding `tolerable_failures` calls `gateway.fail_job` once
   and resets the counter (Flink's `CheckpointFailureManager`).
-* **Final checkpoint.** Once every source has finished, a checkpoint is triggered as soon as
-  `max_concurrent` allows (interval and min pause ignored); every checkpoint triggered after that
-  moment is a candidate, and an aborted candidate is retried after `final_retry_delay`, until one
-  completes (`is_final_checkpoint_complete`). Periodic triggering then stops.
+* **Final checkpoint.** Once every source has finished, periodic triggering stops and a
+  checkpoint is triggered as soon as `max_concurrent` allows (interval and min pause ignored);
+  it is the only *candidate* in flight (a checkpoint triggered after the final one would stage
+  sink transactions that nothing ever commits), an aborted candidate is retried after
+  `final_retry_delay`, until one completes (`is_final_checkpoint_complete`). Candidates carry
+  `properties["final"] = True` into their completed checkpoint.
+* **Restored final checkpoint.** An execution restored from a final checkpoint F
+  (`restored_from(F)`) has nothing left to read: it takes no new checkpoint, and once its sources
+  report finished F is the final checkpoint again (every task is notified of F, `final=True`). A
+  new checkpoint would stage the replayed in-flight records under a new transaction, although
+  the sinks that ended before the failure already committed them under F's end-of-input one.
 * **Stop.** `stop()` pauses periodic and final triggering until `start()` or `restart()` (an
   executor's failover: stop, `abort_all_pending(TASK_FAILURE)`, `restart(...)`, start), so no
   timer triggers the old execution attempt's sources; manual triggers still work.
@@ -192,6 +199,7 @@ class CheckpointCoordinator:
         self._final_complete = False
         self._final_timer: Cancellable | None = None
         self._final_candidate_aborted = False
+        self._restored_final: int | None = None  # the final checkpoint this execution restored
         self._counters = {
             "acks_for_unknown_checkpoint": 0,
             "acks_duplicate": 0,
@@ -288,7 +296,8 @@ class CheckpointCoordinator:
             self._suspended = False
             if self._final_floor is not None and not self._final_complete:
                 self._schedule_final(0.0)
-        if self.config.interval is None or self._periodic or self._final_complete:
+        if (self.config.interval is None or self._periodic or self._final_complete
+                or self._final_floor is not None or self._restored_final is not None):
             return
         self._periodic = True
         self._schedule_tick(self.config.interval)
@@ -352,8 +361,10 @@ class CheckpointCoordinator:
             return None
         if self._final_complete:
             return CheckpointFailureReason.JOB_FINISHED
-        if len(self._pending) >= self.config.max_concurrent:
+        if len(self._pending) >= self.config.max_concurrent or self._final_candidate_pending():
             return CheckpointFailureReason.TOO_MANY_CHECKPOINTS
+        if self._restored_final is not None:
+            return CheckpointFailureReason.JOB_FINISHED
         if (
             not ignore_pause
             and self._last_completion_time is not None
@@ -387,6 +398,7 @@ class CheckpointCoordinator:
         )
         if self._final_floor is not None and not self._final_complete:
             self._final_checkpoint_id = checkpoint_id
+            pending.properties["final"] = True
         assert force or len(self._pending) <= self.config.max_concurrent
         log.debug("job %s: triggering checkpoint %d at %.6f", self.job_id, checkpoint_id, now)
         for source in self._source_tasks:
@@ -535,7 +547,8 @@ class CheckpointCoordinator:
         if self._waiting_for_slot and self._periodic and len(self._pending) < self.config.max_concurrent:
             self._waiting_for_slot = False
             self._schedule_tick(0.0)
-        if self._final_floor is not None and not self._final_complete and not self._suspended:
+        if (self._final_floor is not None and not self._final_complete and not self._suspended
+                and self._restored_final is None):
             delay = self._final_retry_delay if self._final_candidate_aborted else 0.0
             self._final_candidate_aborted = False
             self._schedule_final(delay)
@@ -573,8 +586,38 @@ class CheckpointCoordinator:
         self._finished_sources.add(task_id)
         if len(self._finished_sources) == len(self._source_tasks) and self._final_floor is None:
             self._final_floor = self._last_trigger_id
-            if not self._suspended:
+            self._stop_ticking()  # from now on only final candidates, one at a time
+            if self._restored_final is not None:
+                self._complete_restored_final()
+            elif not self._suspended:
                 self._schedule_final(0.0)
+
+    def restored_from(self, checkpoint: CompletedCheckpoint | None) -> None:
+        """The executor deployed the current execution from `checkpoint` (None: from scratch).
+        Call it on every deployment before `start()` (`restart()` keeps it). If it is a final
+        checkpoint (`properties["final"]`), this execution takes no checkpoint of its own: see
+        "Restored final checkpoint" in the module docstring."""
+        final = checkpoint is not None and bool(checkpoint.properties.get("final"))
+        self._restored_final = checkpoint.checkpoint_id if final else None
+        if final:
+            self._stop_ticking()
+
+    def _complete_restored_final(self) -> None:
+        checkpoint_id = self._restored_final
+        assert checkpoint_id is not None
+        self._final_complete = True
+        self._final_checkpoint_id = checkpoint_id
+        self._cancel_final_timer()
+        for pending_id in sorted(self._pending):  # none is expected: no trigger was allowed
+            pending = self._pending.get(pending_id)
+            if pending is not None:
+                self._abort(pending, CheckpointFailureReason.SUBSUMED)
+        for task in self._all_tasks:
+            self._gateway.notify_complete(task, checkpoint_id)
+
+    def _final_candidate_pending(self) -> bool:
+        floor = self._final_floor
+        return floor is not None and not self._final_complete and any(i > floor for i in self._pending)
 
     @property
     def all_sources_finished(self) -> bool:
@@ -593,8 +636,7 @@ class CheckpointCoordinator:
         self._final_timer = None
         if self._final_floor is None or self._final_complete or self._shut_down or self._suspended:
             return
-        floor = self._final_floor
-        if any(i > floor for i in self._pending):
+        if self._final_candidate_pending():
             return  # a candidate is in flight; its end re-evaluates
         # TOO_MANY_CHECKPOINTS: a pending checkpoint ending re-evaluates (_after_pending_ended)
         self._trigger(None, force=False, ignore_pause=True)

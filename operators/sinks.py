@@ -124,20 +124,17 @@ class CollectSink(StreamOperator):
         derived from it (the last checkpoint this sink snapshotted or was restored from — the
         final one either way) and a re-commit after a failure is a no-op.
         """
+        if self.ctx.checkpointing:
+            # every pending transaction belongs to a checkpoint <= the final one, which completed
+            # (no checkpoint is triggered after it), even if its notification has not reached
+            # this subtask yet (on Ray the end of partition can overtake it)
+            pending, self._pending = self._pending, []
+            self._commit_all(pending)
         if self._open_rows:
             records = self._take_open()
-            txn = f"{self.sink_name}/{self.ctx.subtask}/{self._end_transaction()}"
-            self.ctx.committer.commit(self.sink_name, txn, records)
+            last = f"end-after-{self._last_checkpoint}" if self.ctx.checkpointing else "final"
+            self.ctx.committer.commit(self.sink_name, f"{self.sink_name}/{self.ctx.subtask}/{last}", records)
         return []
-
-    def _end_transaction(self) -> str:
-        """At end of input: commit what is still pending and name the last transaction (the
-        part after the sink and subtask) — see `end_input`."""
-        if not self.ctx.checkpointing:
-            return "final"
-        self._commit_all(self._pending)
-        self._pending = []
-        return f"end-after-{self._last_checkpoint}"
 
     def _commit_all(self, transactions: list[dict[str, Any]]) -> None:
         commit = self.ctx.committer.commit

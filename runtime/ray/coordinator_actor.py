@@ -169,6 +169,7 @@ class CoordinatorActor:
         """
         with self._lock:
             latest, restores = restore_latest_valid(self.graph, self.store, self.storage)
+            self.coordinator.restored_from(latest)
             return restores, (latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
 
     def status(self) -> dict[str, Any]:

@@ -293,9 +293,11 @@ class SimExecutor:
             return
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
         if latest is None and self.restore_from is not None:
+            latest = self.restore_from[0]
             restores = build_restores(self.graph, *self.restore_from)
         else:  # what a failed attempt staged past the restored checkpoint can never commit
             self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
+        self.coordinator.restored_from(latest)
         epoch = self.epoch
         self.tasks = {}
         self._busy_until.clear()

@@ -253,15 +253,76 @@ def test_final_checkpoint_after_all_sources_finished() -> None:
     assert trigger_times(h) == [(1, 0.5)] and h.coordinator.final_checkpoint_id == 1
     h.advance(0.2)
     h.coordinator.receive_decline(SINK, 1)  # the final checkpoint fails: retried
-    h.advance(0.3)  # periodic tick at 1.0 triggers 2, itself a final candidate
-    assert trigger_times(h) == [(1, 0.5), (2, 1.0)] and h.coordinator.final_checkpoint_id == 2
-    h.advance(0.7)  # the retry timer (1.7) finds candidate 2 in flight: no extra trigger
+    h.advance(0.3)  # no periodic tick once every source finished
+    assert trigger_times(h) == [(1, 0.5)] and not h.coordinator.is_periodic_triggering
+    h.advance(0.7)  # the retry timer (0.7 + final_retry_delay = interval) triggers 2
+    assert trigger_times(h) == [(1, 0.5), (2, 1.7)] and h.coordinator.final_checkpoint_id == 2
+    assert h.coordinator.get_pending(2).properties["final"] is True
+    h.advance(3.0)  # candidate 2 in flight: nothing else
     assert h.gateway.triggered_ids() == [1, 2]
     h.ack_all(2)
     assert h.coordinator.is_final_checkpoint_complete and h.coordinator.final_checkpoint_id == 2
     h.advance(10.0)
     assert h.gateway.triggered_ids() == [1, 2] and not h.coordinator.is_periodic_triggering
     assert h.coordinator.trigger_checkpoint() is R.JOB_FINISHED
+
+
+def test_one_final_candidate_at_a_time_even_with_max_concurrent() -> None:
+    # regression: periodic triggers after the final one staged sink transactions nothing committed
+    h = make_harness(CheckpointConfig(interval=0.1, timeout=100.0, max_concurrent=3))
+    h.coordinator.start()
+    h.advance(0.1)
+    assert h.gateway.triggered_ids() == [1]
+    for source in SRC:
+        h.coordinator.source_finished(source)
+    h.advance(0.0)
+    assert h.gateway.triggered_ids() == [1, 2] and h.coordinator.final_checkpoint_id == 2
+    h.advance(1.0)  # ten intervals: no periodic trigger, and no second candidate
+    assert h.gateway.triggered_ids() == [1, 2] and not h.coordinator.is_periodic_triggering
+    assert h.coordinator.trigger_checkpoint() is R.TOO_MANY_CHECKPOINTS
+    h.ack_all(2)
+    assert h.coordinator.is_final_checkpoint_complete and h.gateway.aborted() == {1: R.SUBSUMED}
+    assert h.coordinator.latest_completed().properties["final"] is True
+    h.coordinator.start()  # a late start() does not resume ticking either
+    h.advance(1.0)
+    assert h.gateway.triggered_ids() == [1, 2]
+
+
+def test_a_restored_final_checkpoint_is_final_again_without_a_new_checkpoint() -> None:
+    # regression: after a failover past the final (unaligned) checkpoint, the replayed in-flight
+    # records were staged under a new checkpoint although some sinks had committed them already
+    h = make_harness(CheckpointConfig(interval=0.1, timeout=100.0))
+    h.coordinator.start()
+    for source in SRC:
+        h.coordinator.source_finished(source)
+    h.advance(0.0)
+    h.ack_all(1)
+    final = h.coordinator.latest_completed()
+    assert final.properties["final"] is True
+    h.coordinator.stop()
+    h.coordinator.abort_all_pending(R.TASK_FAILURE)
+    h.coordinator.restart(SRC, TASKS)
+    h.coordinator.restored_from(final)
+    h.coordinator.start()
+    h.advance(1.0)  # sources not finished yet: still no trigger, periodic or manual
+    assert h.gateway.triggered_ids() == [1] and h.coordinator.trigger_checkpoint() is R.JOB_FINISHED
+    events = len(h.gateway.events)
+    for source in SRC:
+        h.coordinator.source_finished(source)
+    assert h.coordinator.is_final_checkpoint_complete and h.coordinator.final_checkpoint_id == 1
+    assert h.gateway.events[events:] == [("complete", str(t), 1) for t in sorted(TASKS)]
+    assert h.gateway.triggered_ids() == [1]
+
+
+def test_a_restored_checkpoint_that_was_not_final_checkpoints_as_usual() -> None:
+    h = make_harness(CheckpointConfig(interval=0.1, timeout=100.0))
+    h.coordinator.trigger_checkpoint()
+    h.ack_all(1)
+    h.coordinator.restart(SRC, TASKS)
+    h.coordinator.restored_from(h.coordinator.latest_completed())
+    h.coordinator.start()
+    h.advance(0.1)
+    assert h.gateway.triggered_ids() == [1, 2]
 
 
 def test_final_checkpoint_waits_for_slot_and_ignores_min_pause() -> None:

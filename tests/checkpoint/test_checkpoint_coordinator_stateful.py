@@ -52,7 +52,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
         pending_before = len(self.c.pending_ids)
         result = self.c.trigger_checkpoint()
         if result is R.TOO_MANY_CHECKPOINTS:
-            assert pending_before >= self.config.max_concurrent
+            candidate = self.finished_floor is not None and any(
+                i > self.finished_floor for i in self.c.pending_ids)
+            assert pending_before >= self.config.max_concurrent or candidate
         elif isinstance(result, int):
             assert result > self.max_triggered
 
@@ -146,11 +148,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.h.advance(self.config.interval + self.config.min_pause + 1e-6)
         assert self.h.gateway.triggered_ids() != before, self.c
 
-    @rule()
-    def failover(self) -> None:
+    @rule(restore=st.booleans())
+    def failover(self, restore: bool) -> None:
         before = set(self.c.pending_ids)
         assert set(self.c.abort_all_pending(R.TASK_FAILURE)) == before
         self.c.restart(SRC, TASKS)
+        # an executor restores the latest completed checkpoint (or starts over without one)
+        self.c.restored_from(self.c.latest_completed() if restore else None)
         self.finished_floor = None
 
     # -- invariants ----------------------------------------------------------------------------
@@ -227,8 +231,21 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def final_checkpoint_was_triggered_after_all_sources_finished(self) -> None:
         if self.c.is_final_checkpoint_complete:
             assert self.finished_floor is not None
-            assert self.c.final_checkpoint_id > self.finished_floor
-            assert self.c.final_checkpoint_id in self.h.gateway.completed_ids()
+            final = self.c.final_checkpoint_id
+            completed = self.h.gateway.completed_ids()
+            assert final in completed
+            # the final checkpoint is a new one, or the restored final checkpoint taken again
+            restored = [c for c in self.h.store.get_all_checkpoints() if c.checkpoint_id == final]
+            assert final > self.finished_floor or (restored and restored[0].properties.get("final"))
+
+    @invariant()
+    def one_final_candidate_at_a_time_and_nothing_after_the_final(self) -> None:
+        if self.finished_floor is not None:
+            # a checkpoint after the final one would stage sink transactions nothing commits
+            assert len([i for i in self.c.pending_ids if i > self.finished_floor]) <= 1
+            assert not self.c.is_periodic_triggering
+        if self.c.is_final_checkpoint_complete:
+            assert all(i < self.c.final_checkpoint_id for i in self.c.pending_ids)
 
 
 CoordinatorMachine.TestCase.settings = settings(
