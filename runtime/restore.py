@@ -15,6 +15,13 @@ subtask, so rescaling treats it exactly like a full snapshot.
 checkpoints newest first, re-reading each `_metadata` and verifying every file it needs; a
 corrupt or missing file makes it fall back to the previous retained checkpoint with a warning
 naming the file, and if none is valid it raises `NoValidCheckpointError` listing them all.
+
+Falling back is exactly-once only while no sink committed output of a newer checkpoint: the
+older checkpoint's sources replay records whose effects are already visible. So every deployment
+checks the checkpoint it restores (none: 0) against the newest checkpoint whose transactions the
+committer holds (`check_not_behind_committed_output`) and fails for good with
+`CommittedOutputAheadError`, naming both, rather than duplicate. Restore errors are deterministic:
+they are `SuppressRestartsError`s, the executors do not retry them.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from checkpoint.handles import StateHandle, TaskId
 from checkpoint.storage import CorruptCheckpointError
 from runtime.messages import Buffer
+from runtime.result import CommittedOutput, SuppressRestartsError
 from runtime.task import TaskRestore
 from state.errors import StateFormatError
 from state.incremental import Manifest, restore_keyed_snapshot
@@ -42,12 +50,39 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class RestoreError(RuntimeError):
+class RestoreError(SuppressRestartsError):
     """A checkpoint cannot be restored into this job (names the vertex and the reason)."""
 
 
 class NoValidCheckpointError(RestoreError):
     """Every retained checkpoint is corrupt or incomplete (the message names each bad file)."""
+
+
+class CommittedOutputAheadError(RestoreError):
+    """The checkpoint to restore is older than output the sinks already committed: restoring it
+    would commit that output again (names both checkpoints and a committed transaction)."""
+
+
+def check_not_behind_committed_output(job: str, restored: int | None, committed: CommittedOutput | None,
+                                      problems: Sequence[str] = ()) -> None:
+    """Refuse to deploy from checkpoint `restored` (None: from scratch) when `committed` (the
+    committer's newest committed checkpoint) is newer.
+
+    Raises:
+        CommittedOutputAheadError: naming both checkpoints, a committed transaction and why
+            newer checkpoints could not be restored (`problems`).
+    """
+    if committed is None or committed.checkpoint_id <= (restored or 0):
+        return
+    start = f"checkpoint {restored}" if restored else "the beginning (no checkpoint)"
+    why = ("; newer checkpoints could not be restored: " + "; ".join(problems)) if problems else ""
+    raise CommittedOutputAheadError(
+        f"job {job!r} cannot restart from {start}: the sinks already committed the output of "
+        f"checkpoint {committed.checkpoint_id} (transaction {committed.transaction!r}), so its records "
+        f"would be committed a second time; falling back past committed output cannot be exactly-once"
+        f"{why}. Restore checkpoint {committed.checkpoint_id} (repair or recover its files) or give the "
+        "job a fresh committer"
+    )
 
 
 def build_restores(
@@ -140,15 +175,18 @@ def _read_incremental(storage: CheckpointStorage, manifest_handle: StateHandle,
         raise CorruptCheckpointError(f"incremental state of {manifest.task}: {exc}", manifest_handle.path) from exc
 
 
-def restore_latest_valid(graph: JobGraph, store: CompletedCheckpointStore, storage: CheckpointStorage
+def restore_latest_valid(graph: JobGraph, store: CompletedCheckpointStore, storage: CheckpointStorage,
+                         committed: CommittedOutput | None = None,
                          ) -> tuple[CompletedCheckpoint | None, dict[TaskId, TaskRestore]]:
-    """The restores of the newest retained checkpoint that verifies, falling back to older ones.
+    """The restores of the newest retained checkpoint that verifies, falling back to older ones
+    but never behind `committed` (the committer's newest committed checkpoint).
 
     Returns:
         `(checkpoint, restores)`; `(None, {})` when the store retains nothing.
 
     Raises:
         NoValidCheckpointError: the store retains checkpoints but none verifies.
+        CommittedOutputAheadError: the checkpoint that verifies is older than `committed`.
         RestoreError: the checkpoint does not fit the job (not a corruption: no fallback).
     """
     problems: list[str] = []
@@ -168,6 +206,7 @@ def restore_latest_valid(graph: JobGraph, store: CompletedCheckpointStore, stora
                         "previous retained checkpoint", completed.checkpoint_id, completed.job_id, exc, exc.path)
             problems.append(f"checkpoint {completed.checkpoint_id}: {exc}")
             continue
+        check_not_behind_committed_output(graph.job_name, completed.checkpoint_id, committed, problems)
         return completed, restores
     if problems:
         raise NoValidCheckpointError("no retained checkpoint can be restored: " + "; ".join(problems))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -22,6 +22,17 @@ def _keep(records: Records) -> Records:
     return records if isinstance(records, pa.RecordBatch) else list(records)
 
 
+class SuppressRestartsError(RuntimeError):
+    """A failure no restart can fix (Flink's `SuppressRestartsException`): the executor fails the
+    job for good at once instead of restarting it (a restart would hide the problem, or turn it
+    into duplicated output)."""
+
+
+def suppresses_restarts(exc: BaseException | None) -> bool:
+    """Whether `exc` (or a remote error standing for one) must fail the job without a restart."""
+    return isinstance(exc, SuppressRestartsError) or bool(getattr(exc, "suppress_restarts", False))
+
+
 class JobFailedError(RuntimeError):
     """The job failed for good (restart attempts exhausted, or a non-recoverable error)."""
 
@@ -37,8 +48,27 @@ class UnknownTransactionError(KeyError):
         return str(self.args[0])
 
 
-class TransactionConflictError(RuntimeError):
-    """A sink staged a transaction id that is already committed."""
+class TransactionConflictError(SuppressRestartsError):
+    """A sink staged a transaction id that is already committed: the job went back behind output
+    the external system already shows. Never fixed by a restart (the next attempt's new ids would
+    commit that output again)."""
+
+
+class CommittedOutput(NamedTuple):
+    """The newest checkpoint whose output a committer made visible, and one transaction of it."""
+
+    checkpoint_id: int
+    transaction: str
+
+
+def transaction_checkpoint(transaction_id: str) -> int | None:
+    """The checkpoint a transaction id belongs to: `<sink>/<subtask>/<id>` and
+    `<sink>/<subtask>/end-after-<id>` (records after the final checkpoint `id`) name it;
+    `<sink>/<subtask>/final` (no checkpointing) names none."""
+    last = transaction_id.rpartition("/")[2]
+    if last.startswith("end-after-"):
+        last = last[len("end-after-"):]
+    return int(last) if last.isdigit() else None
 
 
 class CollectCommitter:
@@ -108,6 +138,18 @@ class CollectCommitter:
                     aborted.append(txn)
         self.aborted_transactions += len(aborted)
         return sorted(aborted)
+
+    def latest_committed(self) -> CommittedOutput | None:
+        """The newest checkpoint any sink committed output of (None: nothing committed under a
+        checkpoint). An execution must not restore a checkpoint older than it: the replayed
+        records would be committed a second time."""
+        latest: CommittedOutput | None = None
+        for txns in self._committed.values():
+            for txn in txns:
+                checkpoint = transaction_checkpoint(txn)
+                if checkpoint is not None and (latest is None or checkpoint > latest.checkpoint_id):
+                    latest = CommittedOutput(checkpoint, txn)
+        return latest
 
     def records(self, sink: str, transaction_id: str) -> list[Record]:
         """The records of a committed or staged transaction.

@@ -53,7 +53,8 @@ from checkpoint.storage import StorageError
 from checkpoint.store import StandaloneCompletedCheckpointStore
 from runtime.ray.storage import StorageSpec, open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
-from runtime.restore import restore_latest_valid
+from runtime.restore import check_not_behind_committed_output, restore_latest_valid
+from runtime.result import CommittedOutput
 from runtime.task import TaskRestore
 
 log = logging.getLogger("barrierflow.ray")
@@ -157,7 +158,8 @@ class CoordinatorActor:
             self.coordinator.stop()
             self.coordinator.abort_all_pending(reason)
 
-    def restores(self) -> tuple[dict[TaskId, TaskRestore], tuple[int, int]]:
+    def restores(self, committed: CommittedOutput | None = None
+                 ) -> tuple[dict[TaskId, TaskRestore], tuple[int, int]]:
         """Restore state of every task from the newest retained checkpoint that verifies (empty:
         none yet; a corrupt one is skipped for the previous retained one), and the (after,
         before) range for `CollectCommitter.abort_lingering`: transactions of checkpoints
@@ -165,10 +167,14 @@ class CoordinatorActor:
 
         Raises:
             runtime.restore.NoValidCheckpointError: checkpoints are retained but none verifies.
+            runtime.restore.CommittedOutputAheadError: the sinks committed output of a newer
+                checkpoint than the one that verifies (`committed`).
             runtime.restore.RestoreError: the checkpoint does not fit the job.
         """
         with self._lock:
-            latest, restores = restore_latest_valid(self.graph, self.store, self.storage)
+            latest, restores = restore_latest_valid(self.graph, self.store, self.storage, committed)
+            check_not_behind_committed_output(
+                self.graph.job_name, latest.checkpoint_id if latest is not None else None, committed)
             self.coordinator.restored_from(latest)
             return restores, (latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
 

@@ -73,7 +73,8 @@ from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
 from runtime.ray.storage import check_storage_for_cluster, is_memory
 from runtime.ray.task_actor import TaskActor
-from runtime.result import JobFailedError, JobMetrics, JobResult
+from runtime.restore import RestoreError
+from runtime.result import JobFailedError, JobMetrics, JobResult, suppresses_restarts
 
 log = logging.getLogger("barrierflow.ray")
 
@@ -362,7 +363,7 @@ class RayExecutor:
             self._status[task_id] = status
             self.placement[str(task_id)] = status["node"]
             if status["error"]:
-                return status["error"], RemoteTaskError(status["error"])
+                return status["error"], RemoteTaskError(status["error"], status["suppress_restarts"])
             if status["frozen"]:
                 self._kill(task_id)  # TaskCrash after N records: the poll sees it dead next
         for task_id, (_, sent) in self._heartbeats.items():
@@ -428,6 +429,10 @@ class RayExecutor:
     # ------------------------------------------------------------------ failover
 
     def _failover(self, why: str, exc: BaseException | None) -> None:
+        if suppresses_restarts(exc):  # no restart can fix it (a restart could duplicate output)
+            self.failures.append(why)
+            self._give_up(f"job {self.graph.job_name!r} failed without restarting: {why} "
+                          f"(executor=ray, faults={self.faults!r})", exc)
         self.failures.append(why)
         log.info("barrierflow ray: failover (%s)", why)
         reason = CheckpointFailureReason.TASK_FAILURE
@@ -451,7 +456,11 @@ class RayExecutor:
         time.sleep(self.restart_delay)
         restores: dict[TaskId, Any] = {}
         if self.coordinator is not None:
-            restores, (after, before) = ray.get(self.coordinator.restores.remote(), timeout=120)
+            committed = ray.get(self.committer.latest_committed.remote(), timeout=60)
+            try:
+                restores, (after, before) = ray.get(self.coordinator.restores.remote(committed), timeout=120)
+            except RestoreError as exc:  # Ray's error is an instance of the remote one's class too
+                self._give_up(f"job {self.graph.job_name!r} cannot recover: {_short(exc)}", exc)
             # what the failed attempt staged past the restored checkpoint can never commit
             ray.get(self.committer.abort_lingering.remote(after, before), timeout=60)
         self._deploy(restores)
@@ -621,7 +630,12 @@ class RayExecutor:
 
 
 class RemoteTaskError(RuntimeError):
-    """A task actor's operator chain raised (the message names the task, operator and record)."""
+    """A task actor's operator chain raised (the message names the task, operator and record);
+    `suppress_restarts`: the task's error was a `SuppressRestartsError`."""
+
+    def __init__(self, message: str, suppress_restarts: bool = False) -> None:
+        super().__init__(message)
+        self.suppress_restarts = suppress_restarts
 
 
 def _short(exc: BaseException) -> str:

@@ -30,7 +30,7 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from checkpoint.storage import MemoryBlobStore, StorageError
 from runtime.messages import Buffer, RecordConversionError
-from runtime.result import CollectCommitter
+from runtime.result import CollectCommitter, CommittedOutput
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,9 @@ class CommitterService:
 
     def committer(self) -> CollectCommitter:
         return self._committer
+
+    def latest_committed(self) -> CommittedOutput | None:
+        return self._committer.latest_committed()
 
     def last_commit_at(self) -> float | None:
         """Wall time of the latest commit: when the last output became visible."""

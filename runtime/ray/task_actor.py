@@ -62,6 +62,7 @@ from runtime.ray.services import RemoteCommitter
 from runtime.ray.storage import open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
 from runtime.ray.work_thread import CallerFirstLock, WorkThread
+from runtime.result import suppresses_restarts
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskRestore, TaskSnapshot
 
@@ -158,6 +159,7 @@ class TaskActor:
             self._coordinator = coordinator
             self._dead = False
             self._error: str | None = None
+            self._suppress_restarts = False
             self._frozen = False
             self._records = 0
             self._acks = 0
@@ -510,6 +512,7 @@ class TaskActor:
             return
         self._dead = True
         self._error = f"task {self.task_id} failed: {exc}"
+        self._suppress_restarts = suppresses_restarts(exc)
         self._timers.clear()
 
     def cancel(self) -> None:
@@ -534,6 +537,7 @@ class TaskActor:
                 "source_records": task.records_in if task is not None and task.is_source else 0,
                 "finished": task is not None and task.is_finished,
                 "error": self._error,
+                "suppress_restarts": self._suppress_restarts,
                 "frozen": self._frozen,
                 "calls": self.outputs.calls,
             }

@@ -49,8 +49,13 @@ from runtime.faults import (
 )
 from runtime.graph import JobGraph
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
-from runtime.restore import NoValidCheckpointError, build_restores, restore_latest_valid
-from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult
+from runtime.restore import (
+    RestoreError,
+    build_restores,
+    check_not_behind_committed_output,
+    restore_latest_valid,
+)
+from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult, suppresses_restarts
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskSnapshot
 
@@ -286,16 +291,22 @@ class SimExecutor:
 
     def _deploy(self) -> None:
         """Create every task of the current epoch, restored from the latest completed checkpoint."""
+        committed = self.committer.latest_committed()
+        given = False  # restoring the checkpoint the user gave (`restore_from`), not one of ours
         try:  # newest retained checkpoint that verifies (corrupt ones are skipped, with a warning)
-            latest, restores = restore_latest_valid(self.graph, self.store, self.storage)
-        except NoValidCheckpointError as exc:
+            latest, restores = restore_latest_valid(self.graph, self.store, self.storage, committed)
+            if latest is None and self.restore_from is not None:
+                given, latest = True, self.restore_from[0]
+                restores = build_restores(self.graph, *self.restore_from)
+            check_not_behind_committed_output(
+                self.graph.job_name, latest.checkpoint_id if latest is not None else None, committed)
+        except RestoreError as exc:
+            if given and not self.failures:
+                raise  # the checkpoint the user gave does not fit: the error itself, from execute()
             self._fail_for_good(f"job {self.graph.job_name!r} cannot recover: {exc}", exc)
             return
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
-        if latest is None and self.restore_from is not None:
-            latest = self.restore_from[0]
-            restores = build_restores(self.graph, *self.restore_from)
-        else:  # what a failed attempt staged past the restored checkpoint can never commit
+        if not given:  # what a failed attempt staged past the restored checkpoint can never commit
             self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
         self.coordinator.restored_from(latest)
         epoch = self.epoch
@@ -692,6 +703,12 @@ class SimExecutor:
         self._global_failover("coordinator crash", None, reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
 
     def _task_failed(self, task_id: TaskId, exc: BaseException) -> None:
+        if suppresses_restarts(exc):  # no restart can fix it (a restart could duplicate output)
+            if not self.done:
+                self.failures.append(f"task {task_id} failed: {exc}")
+                self._fail_for_good(f"job {self.graph.job_name!r} failed without restarting: task {task_id} "
+                                    f"failed: {exc} (replay: seed={self.seed}, faults={self.faults!r})", exc)
+            return
         self._global_failover(f"task {task_id} failed: {exc}", exc)
 
     def _global_failover(self, why: str, exc: BaseException | None,

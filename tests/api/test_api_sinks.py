@@ -305,3 +305,20 @@ def test_a_sink_chained_into_its_source_task_commits_everything(checkpointing: b
     env.generate(count=25).map(lambda r: {"i": r["i"]}).sink_to(CollectSink("o"))
     result = env.execute("chained-sink", executor="sim", seed=3)
     assert sorted(r["i"] for r in result.output("o")) == list(range(25))
+
+
+def test_collect_committer_names_the_newest_checkpoint_it_committed_output_of():
+    from runtime.result import CollectCommitter, CommittedOutput, transaction_checkpoint
+
+    committer = CollectCommitter()
+    assert committer.latest_committed() is None
+    committer.commit("pv", "pv/0/final", recs(1))  # no checkpointing: no checkpoint
+    assert committer.latest_committed() is None
+    for txn in ("pv/0/3", "pv/1/7", "pv/0/5"):
+        committer.stage("pv", txn, recs(2))
+        committer.commit("pv", txn)
+    committer.stage("pv", "pv/0/9", recs(3))  # staged, invisible: not output
+    assert committer.latest_committed() == CommittedOutput(7, "pv/1/7")
+    committer.commit("other", "other/2/end-after-8", recs(4))
+    assert committer.latest_committed() == CommittedOutput(8, "other/2/end-after-8")
+    assert [transaction_checkpoint(t) for t in ("a/0/12", "a/0/end-after-4", "a/0/final")] == [12, 4, None]

@@ -76,9 +76,9 @@ class CorruptingSim(SimExecutor):
     """When checkpoint `at` completes, damage `target(...)` files and crash a task before any
     task hears of the completion (so no sink committed it and the fallback is exactly-once)."""
 
-    def __init__(self, *args, at: int, target: str, **kwargs) -> None:
+    def __init__(self, *args, at: int, target: str, crash_after: float = 0.0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.at, self.target = at, target
+        self.at, self.target, self.crash_after = at, target, crash_after
         self.damaged: list[str] = []
 
     def on_checkpoint_completed(self, completed) -> None:
@@ -98,7 +98,10 @@ class CorruptingSim(SimExecutor):
             data[len(data) // 2] ^= 0xFF
             store.put(path, bytes(data))
         self.damaged = paths
-        self._crash(self.task_ids[-1], "crash right after a checkpoint completed")
+        if self.crash_after:  # once the sinks heard of the completion and committed its output
+            self._at(self.now + self.crash_after, lambda: self._crash(self.task_ids[-1], "crash later"), None, "fault")
+        else:
+            self._crash(self.task_ids[-1], "crash right after a checkpoint completed")
 
 
 @pytest.mark.parametrize("backend", ["memory", "incremental+merge"])
@@ -116,6 +119,54 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path: Path
     expected = reference_run()
     assert multiset(result.output("out")) == multiset(expected.output("out"))
     assert result.final_state == expected.final_state
+
+
+@pytest.mark.parametrize("backend", ["memory", "incremental+merge"])
+def test_no_fallback_past_a_checkpoint_whose_output_the_sinks_committed(tmp_path: Path, backend: str) -> None:
+    # regression: the fallback to checkpoint 2 replayed records whose effects checkpoint 3's
+    # committed transactions already showed, and the job "succeeded" with duplicates
+    options = {} if backend == "memory" else BACKENDS[backend]
+    graph = count_env(tmp_path, **options).get_job_graph("job")
+    sim = CorruptingSim(graph, seed=4, at=3, target="state", crash_after=0.004)
+    with pytest.raises(JobFailedError, match=r"cannot restart from checkpoint 2: the sinks already committed "
+                       r"the output of checkpoint 3 \(transaction 'out/\d/3'\).*newer checkpoints could not "
+                       r"be restored: checkpoint 3: ") as failed:
+        sim.run()
+    assert sim.damaged and "out/0/3" in sim.committer.transactions("out")
+    assert sim.restarts_left == 5 - 1, "a restart must not get past it"
+    assert len(sim.failures) == 1
+    # what was committed before the failure is never duplicated
+    expected = multiset(reference_run().output("out"))
+    assert not multiset(sim.committer.output("out")) - expected
+    assert "restore checkpoint 3" in str(failed.value).lower()
+
+
+def test_a_transaction_conflict_fails_the_job_without_restarting(tmp_path: Path) -> None:
+    # regression: the conflict fired once, then the restart's new ids got past it (duplicates)
+    committer = CollectCommitter()
+    committer.stage("out", "out/0/1", [{"id": -1}])
+    committer.commit("out", "out/0/1")  # committed by an earlier execution, unknown to this one's store
+
+    class LateCommitter(CollectCommitter):
+        """Hides its committed output from the deployment check: only the stage can see it."""
+
+        def latest_committed(self):
+            return None
+
+    late = LateCommitter()
+    late.__dict__.update(committer.__dict__)
+    env = count_env(tmp_path)
+    with pytest.raises(JobFailedError, match=r"failed without restarting: .*'out/0/1' is already committed"):
+        env.execute("job", executor="sim", seed=4, committer=late)
+
+
+def test_a_new_run_with_a_committer_holding_newer_output_is_refused(tmp_path: Path) -> None:
+    earlier = count_env(tmp_path / "a").execute("job", executor="sim", seed=4)
+    env = count_env(tmp_path / "b")  # a new run from scratch with the earlier run's committer
+    with pytest.raises(JobFailedError, match="cannot restart from the beginning .*: the sinks already "
+                       "committed the output of checkpoint") as failed:
+        env.execute("job", executor="sim", seed=4, committer=earlier.committer)
+    assert "restart(s)" not in str(failed.value)
 
 
 def test_no_valid_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
