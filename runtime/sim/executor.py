@@ -224,6 +224,7 @@ class SimExecutor:
         self._records: dict[TaskId, int] = {}
         self._pending_crashes: list[tuple[TaskId, TaskCrash, int | None]] = []
         self.stats_history: list[Any] = []
+        self.restored_checkpoints: list[int | None] = []
 
         self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
         self.id_counter.start()
@@ -309,6 +310,8 @@ class SimExecutor:
         if not given:  # what a failed attempt staged past the restored checkpoint can never commit
             self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
         self.coordinator.restored_from(latest)
+        if self.failures:  # a restart (the first deployment is not one)
+            self.restored_checkpoints.append(latest.checkpoint_id if latest is not None else None)
         epoch = self.epoch
         self.tasks = {}
         self._busy_until.clear()
@@ -401,6 +404,7 @@ class SimExecutor:
             metrics=self.metrics,
             final_state=final_state,
             failures=list(self.failures),
+            restored_checkpoints=list(self.restored_checkpoints),
             trace=self.trace,
             replay=f"env.execute({self.graph.job_name!r}, executor='sim', seed={self.seed}, faults={self.faults!r})",
             sink_names=sinks,
