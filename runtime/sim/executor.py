@@ -49,7 +49,8 @@ from runtime.faults import (
 )
 from runtime.graph import JobGraph
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
-from runtime.restore import NoValidCheckpointError, build_restores, restore_latest_valid
+from runtime.restore import NoValidCheckpointError, build_restores, plan_restore, restore_latest_valid
+from runtime.restore_match import RestorePlan
 from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskSnapshot
@@ -163,10 +164,16 @@ class SimExecutor:
         restore_from: tuple[Any, Any] | None = None,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
         committer: CollectCommitter | None = None,
+        allow_non_restored_state: bool = False,
     ) -> None:
-        self.graph = graph
         #: (CompletedCheckpoint, CheckpointStorage) the first deployment starts from, if any
         self.restore_from = restore_from
+        #: how that checkpoint fits the job, checked before anything runs (raises StateMismatchError)
+        self.restore_plan: RestorePlan | None = None
+        if restore_from is not None:
+            self.restore_plan = plan_restore(graph, *restore_from, allow_non_restored_state=allow_non_restored_state)
+            graph = self.restore_plan.graph  # defaulted split counts follow the checkpoint's
+        self.graph = graph
         #: called with (completed, storage) whenever a checkpoint completes (e.g. Spark landing)
         self.checkpoint_listeners = list(checkpoint_listeners)
         self.seed = seed
@@ -293,7 +300,7 @@ class SimExecutor:
             return
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
         if latest is None and self.restore_from is not None:
-            restores = build_restores(self.graph, *self.restore_from)
+            restores = build_restores(self.graph, *self.restore_from, plan=self.restore_plan)
         else:  # what a failed attempt staged past the restored checkpoint can never commit
             self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
         epoch = self.epoch
