@@ -43,6 +43,17 @@ def pageview_env(rows: list[dict[str, Any]], *, mode: CheckpointingMode = Checkp
     return env
 
 
+def self_union_env(rows: list[dict[str, Any]]) -> StreamEnvironment:
+    """source -> map to app, unioned with itself (two edges between the same vertices) -> keyBy(app)
+    -> count -> sink "pv": every app counts twice its records."""
+    env = StreamEnvironment(parallelism=2, buffer_size=64, credits=4, buffer_timeout=0.005)
+    env.enable_checkpointing(interval=0.05, tolerable_failures=1000)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=10, delay=0.01))
+    apps = env.from_collection(rows, splits=2).map(to_app, name="to-app")
+    apps.union(apps).key_by("app").process(CountPerKey("app"), name="count").sink_to(CollectSink("pv"))
+    return env
+
+
 #: the record index `emit_unstageable` gives a value Arrow cannot carry
 UNSTAGEABLE = 1500
 
