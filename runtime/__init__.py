@@ -33,6 +33,7 @@ from runtime.messages import (
     EndOfPartition,
     RecordConversionError,
 )
+from runtime.record_types import RecordTypeError
 from runtime.result import JobFailedError, JobResult
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "KeyedStream",
     "LostAcknowledgement",
     "RecordConversionError",
+    "RecordTypeError",
     "RestartStrategy",
     "StorageWriteFailure",
     "StreamEnvironment",
