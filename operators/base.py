@@ -97,6 +97,9 @@ class StreamOperator(abc.ABC):
     accepts_columns: bool = False
     #: its work is columnar anyway: records reaching it are converted to a batch first
     prefers_columns: bool = False
+    #: the records reaching it become Arrow (a sink stages them): the task checks them for one
+    #: Arrow type per field first, as it does its output (`runtime/record_types.py`)
+    stages_records: bool = False
 
     def open(self, ctx: OperatorContext) -> None:
         self.ctx = ctx

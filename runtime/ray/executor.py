@@ -329,18 +329,12 @@ class RayExecutor:
         return _TaskActor.options(**options).remote(self.graph_ref, task_id, services)
 
     def _routes(self) -> tuple[dict[TaskId, dict[int, tuple[Any, int]]], dict[TaskId, dict[int, tuple[str, Any, int]]]]:
-        graph = self.graph
         outputs: dict[TaskId, dict[int, tuple[Any, int]]] = {t: {} for t in self.task_ids}
         inputs: dict[TaskId, dict[int, tuple[str, Any, int]]] = {t: {} for t in self.task_ids}
-        for task_id in self.task_ids:
-            index = 0
-            for edge, targets in graph.output_groups(task_id.vertex, task_id.subtask):
-                for downstream in targets:
-                    receiver = TaskId(edge.target, downstream)
-                    in_ch = graph.input_channel_index(edge.target, downstream, edge, task_id.subtask)
-                    outputs[task_id][index] = (self.tasks[receiver], in_ch)
-                    inputs[receiver][in_ch] = (str(task_id), self.tasks[task_id], index)
-                    index += 1
+        for route in self.graph.channel_routes():
+            outputs[route.sender][route.output_channel] = (self.tasks[route.receiver], route.input_channel)
+            inputs[route.receiver][route.input_channel] = (str(route.sender), self.tasks[route.sender],
+                                                           route.output_channel)
         return outputs, inputs
 
     # ------------------------------------------------------------------ watching

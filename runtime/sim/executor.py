@@ -348,16 +348,9 @@ class SimExecutor:
     def _build_routes(self) -> None:
         self._routes.clear()
         self._reverse.clear()
-        in_index: dict[TaskId, dict[tuple[str, int], int]] = {}
-        for task_id in self.task_ids:
-            channels = self.graph.input_channels(task_id.vertex, task_id.subtask)
-            in_index[task_id] = {(edge.source, upstream): i for i, (edge, upstream) in enumerate(channels)}
-        for task_id, task in self.tasks.items():
-            for out in task.outputs:
-                receiver = out.target
-                in_ch = in_index[receiver][(task_id.vertex, task_id.subtask)]
-                self._routes[(task_id, out.index)] = (receiver, in_ch)
-                self._reverse[(receiver, in_ch)] = (task_id, out.index)
+        for route in self.graph.channel_routes():
+            self._routes[(route.sender, route.output_channel)] = (route.receiver, route.input_channel)
+            self._reverse[(route.receiver, route.input_channel)] = (route.sender, route.output_channel)
 
     # ------------------------------------------------------------------ the run
 
