@@ -18,7 +18,11 @@ targets) comes from one `random.Random(seed)`, so a seed replays the identical r
   `CheckpointStorage` (in memory unless the job names one).
 * Failover: a task failure bumps the execution *epoch* (events of the old epoch are dropped),
   aborts pending checkpoints, and after the restart delay redeploys every task from the latest
-  completed checkpoint (global failover), as long as the restart strategy allows.
+  completed checkpoint (global failover), as long as the restart strategy allows. A crashed
+  coordinator is shut down (its pending checkpoints end with COORDINATOR_SHUTDOWN, its timers
+  stop) and replaced by one that recovers the store.
+* Invariants: with `invariants=True` (or an `InvariantChecker`) the checker of
+  `runtime.sim.invariants` is told what each event did and checks it after every event.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from runtime.restore import (
     restore_latest_valid,
 )
 from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult, suppresses_restarts
+from runtime.sim.invariants import InvariantChecker
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskSnapshot
 
@@ -168,6 +173,7 @@ class SimExecutor:
         restore_from: tuple[Any, Any] | None = None,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
         committer: CollectCommitter | None = None,
+        invariants: bool | InvariantChecker = False,
     ) -> None:
         self.graph = graph
         #: (CompletedCheckpoint, CheckpointStorage) the first deployment starts from, if any
@@ -200,6 +206,11 @@ class SimExecutor:
         #: the sinks' external system; an earlier execution's (`result.committer`) when this one
         #: restores its checkpoint, so the transactions that one staged can still be committed
         self.committer = committer if committer is not None else CollectCommitter()
+        #: checks invariants after every event (`runtime.sim.invariants`); None: off
+        self.invariants: InvariantChecker | None = (
+            invariants if isinstance(invariants, InvariantChecker) else InvariantChecker() if invariants else None)
+        if self.invariants is not None:
+            self.invariants.bind(self)  # before anything writes or deletes through the storage
         self.metrics = JobMetrics()
         self.failures: list[str] = []
         self.restarts_left = graph.restart_strategy.attempts if graph.restart_strategy else 0
@@ -308,6 +319,8 @@ class SimExecutor:
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
         if not given:  # what a failed attempt staged past the restored checkpoint can never commit
             self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
+        if self.invariants is not None:
+            self.invariants.deploying()
         self.coordinator.restored_from(latest)
         epoch = self.epoch
         self.tasks = {}
@@ -315,16 +328,19 @@ class SimExecutor:
         self._scheduled.clear()
         self._flush_scheduled.clear()
         self._last_delivery.clear()
+        committer = self.invariants.committer(self.committer) if self.invariants is not None else self.committer
         for task_id in self.task_ids:
             vertex = self.graph.vertex(task_id.vertex)
             self.tasks[task_id] = Task(
                 task_id, self.graph, vertex,
                 clock=_SimClock(self), timers=_SimTimers(self, epoch_bound=True),
-                ports=_Ports(self, task_id, epoch), committer=self.committer,
+                ports=_Ports(self, task_id, epoch), committer=committer,
                 restore=restores.get(task_id),
             )
             self.tasks[task_id].records_per_step = self.costs.records_per_step
         self._build_routes()
+        if self.invariants is not None:
+            self.invariants.deployed()
         for task_id in self.task_ids:
             self._send_outputs(task_id)  # restored output channel state goes first
             self._schedule_run(task_id)
@@ -356,6 +372,9 @@ class SimExecutor:
         self._deploy()
         if self.checkpointing:
             self.coordinator.start()
+        invariants = self.invariants
+        if invariants is not None:
+            invariants.after_event()
         while self._heap and not self.done:
             when, _, fn, epoch, kind = heapq.heappop(self._heap)
             if epoch is not None and epoch != self.epoch:
@@ -368,13 +387,22 @@ class SimExecutor:
             self.events += 1
             if self.tracing:
                 self.trace.append((round(when, 9), kind))
-            fn()
+            try:
+                fn()
+            except Exception as exc:
+                if invariants is not None:
+                    invariants.raise_found(exc)  # a violation found first explains the error
+                raise
+            if invariants is not None:
+                invariants.after_event()
             if self.progress is not None and self.events % 5000 == 0:
                 self.progress(self._progress_info())
         if not self.done and self.error is None:
             stuck = [str(t) for t, task in self.tasks.items() if not task.is_finished]
             self._fail_for_good(f"job stalled with unfinished tasks {stuck} (seed={self.seed})", None)
         self.coordinator.stop()
+        if invariants is not None:
+            invariants.finished(self.error is None)
         if self.error is not None:
             raise self.error
         return self._result()
@@ -475,6 +503,7 @@ class SimExecutor:
         task = self.tasks.get(task_id)
         if task is None:
             return
+        invariants = self.invariants
         for out_index, payload in task.drain_sendable():
             receiver, in_ch = self._routes[(task_id, out_index)]
             key = (task_id, out_index)
@@ -482,12 +511,16 @@ class SimExecutor:
             when = max(self.now + delay, self._last_delivery.get(key, 0.0),
                        self._stalled_until.get(receiver, 0.0))
             self._last_delivery[key] = when
+            if invariants is not None:
+                invariants.on_send(task_id, out_index, payload)
             self._at(when, lambda r=receiver, c=in_ch, p=payload: self._deliver(r, c, p), self.epoch, "net")
 
     def _deliver(self, receiver: TaskId, channel: int, payload: Any) -> None:
         task = self.tasks.get(receiver)
         if task is None:
             return
+        if self.invariants is not None:
+            self.invariants.on_deliver(receiver, channel, payload)
         if isinstance(payload, CheckpointBarrier):
             self._trace_barrier("barrier-in", payload.id, str(receiver), channel)
         try:
@@ -500,12 +533,16 @@ class SimExecutor:
 
     def _return_credit(self, epoch: int, receiver: TaskId, in_ch: int) -> None:
         sender, out_index = self._reverse[(receiver, in_ch)]
+        if self.invariants is not None:
+            self.invariants.on_credit_returned(sender, out_index)
 
         def give() -> None:
             task = self.tasks.get(sender)
             if task is None:
                 return
             task.add_credit(out_index)
+            if self.invariants is not None:
+                self.invariants.on_credit_given(sender, out_index)
             self._send_outputs(sender)
             self._schedule_run(sender)
 
@@ -521,12 +558,16 @@ class SimExecutor:
     def trigger_source(self, task_id: TaskId, checkpoint_id: int, timestamp: float,
                        unaligned: bool = False, alignment_timeout: float | None = None) -> None:
         options = CheckpointOptions(unaligned=unaligned, alignment_timeout=alignment_timeout)
+        if self.invariants is not None:
+            self.invariants.on_trigger(checkpoint_id)
 
         def trigger() -> None:
             task = self.tasks.get(task_id)
             if task is None:
                 return
             task.trigger_source_checkpoint(checkpoint_id, timestamp, options)
+            if self.invariants is not None:
+                self.invariants.on_source_triggered(task_id, checkpoint_id)
             self._send_outputs(task_id)
             self._schedule_run(task_id)
 
@@ -543,6 +584,8 @@ class SimExecutor:
                 return
             task.notify_checkpoint_complete(checkpoint_id, final=final)
             self.writer.notify_checkpoint_complete(task_id, checkpoint_id)
+            if self.invariants is not None:
+                self.invariants.on_notified(task_id, checkpoint_id, completed=True)
             self._send_outputs(task_id)
             self._schedule_run(task_id)
             if task.is_finished:
@@ -556,6 +599,8 @@ class SimExecutor:
             if task is not None:
                 task.notify_checkpoint_aborted(checkpoint_id, reason)
                 self.writer.notify_checkpoint_aborted(task_id, checkpoint_id)
+                if self.invariants is not None:
+                    self.invariants.on_notified(task_id, checkpoint_id, completed=False)
                 self._schedule_run(task_id)
 
         self._control(self.epoch, notify)
@@ -565,6 +610,8 @@ class SimExecutor:
 
     def on_checkpoint_completed(self, completed: Any) -> None:
         self._trace("completed", completed.checkpoint_id)
+        if self.invariants is not None:
+            self.invariants.on_completed(completed)
         for listener in self.checkpoint_listeners:
             listener(completed, self.storage)
 
@@ -674,7 +721,9 @@ class SimExecutor:
         if self.done:
             return
         self._trace("coordinator-crash")
-        self.coordinator.stop()
+        # the process is gone: its pending checkpoints end with it (their notifications belong to
+        # the execution failing over below), and none of its timers may act again
+        self.coordinator.shutdown()
         self.stats_history.extend(self.coordinator.stats.history)
         if self.ha is not None:
             # the leader's process died: its session expires, the standby is elected and takes
