@@ -161,6 +161,19 @@ def test_slow_storage() -> None:
     assert next(c.duration for c in result.checkpoints if c.id == 1) > ref_duration + 0.05
 
 
+def test_a_slow_upload_finishing_after_a_newer_checkpoint_completed() -> None:
+    # regression: with the incremental backend, checkpoint 1's slowed upload finished after
+    # checkpoint 2 completed; the writer planned it again and a ValueError ("planned twice or out of
+    # order") escaped execute. Now that upload is cancelled and checkpoint 1 declined.
+    ref = relay_reference()
+    result = relay_job(state_backend="incremental", max_concurrent=2, timeout=0.05).execute(
+        "job", executor="sim", seed=0, trace=True, invariants=InvariantChecker(reference=ref),
+        faults=FaultPlan.of(SlowStorage(at=0.002, duration=0.001, factor=20)))
+    assert fired(result, "SlowStorage")
+    assert outcome(result, 1) == "subsumed" and outcome(result, 2) == "completed"
+    assert multiset(result.output(RELAY_SINK)) == multiset(ref.output(RELAY_SINK))
+
+
 # ---------------------------------------------------------------------- network, tasks, coordinator
 
 
