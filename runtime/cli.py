@@ -1,12 +1,20 @@
-"""The `barrierflow` command line: `demo`, `run MODULE:FUNCTION`."""
+"""The `barrierflow` command line: `demo`, `run MODULE:FUNCTION`, `checkpoints`, `bench`.
+
+Conventions: a usage error (a bad option, a builder that cannot be loaded or returns no
+environment) prints one `barrierflow: error: ...` line naming the option and exits 2; a job that
+fails exits 1 with one such line; no traceback unless `--debug`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
+import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -14,6 +22,38 @@ from rich.live import Live
 from rich.table import Table
 
 console = Console()
+
+
+class UsageError(Exception):
+    """A bad command line: printed as one `barrierflow: error: ...` line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the house error format: one line, naming the command, exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        command = self.prog.partition(" ")[2]
+        hint = f" (see: {self.prog} --help)"
+        self.exit(2, f"barrierflow: error: {command + ': ' if command else ''}{message}{hint}\n")
+
+
+def _number(kind: type, minimum: float, unit: str, *, inclusive: bool) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {unit}, got {text!r}") from None
+        if value < minimum or (value == minimum and not inclusive):
+            bound = ">=" if inclusive else ">"
+            raise argparse.ArgumentTypeError(f"must be {bound} {minimum:g} ({unit}), got {text!r}")
+        return value
+
+    return parse
+
+
+_seconds = _number(float, 0, "a number of seconds", inclusive=False)
+_positive = _number(int, 1, "a whole number", inclusive=True)
+_count = _number(int, 0, "a whole number", inclusive=True)
 
 
 def _pageview_rows(n: int, apps: int, seed: int) -> list[dict[str, Any]]:
@@ -54,7 +94,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     rows = _pageview_rows(args.records, args.apps, args.seed)
     env = StreamEnvironment(parallelism=args.parallelism, buffer_size=256, credits=8)
     env.enable_checkpointing(interval=args.interval, mode=CheckpointingMode.EXACTLY_ONCE,
-                             unaligned=args.unaligned, tolerable_failures=100)
+                             unaligned=args.unaligned, tolerable_failures=100, storage=args.checkpoint_dir)
     env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=10, delay=0.01))
     build_pageview(env, rows, splits=args.parallelism)
     faults = FaultPlan.random(seed=args.seed, crashes=args.crashes)
@@ -94,6 +134,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if reasons:
         summary.add_row("abort reasons", ", ".join(f"{r}: {n}" for r, n in sorted(reasons.items())))
     console.print(summary)
+    _print_checkpoint_dir(args.checkpoint_dir)
     ok = _exactly_once_check(rows, result)
     console.print("[green]exactly-once check passed[/green]: every app's committed counts are exactly "
                   "1..n for its n page views" if ok else "[red]exactly-once check FAILED[/red]")
@@ -110,30 +151,67 @@ def _exactly_once_check(rows: list[dict[str, Any]], result: Any) -> bool:
     ) == set(expected)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from checkpoint.options import CheckpointingMode
-    from runtime import FaultPlan
-
-    module_name, _, func_name = args.target.partition(":")
-    if not func_name:
-        console.print(f"[red]expected MODULE:FUNCTION, got {args.target!r}[/red]")
-        return 2
+def _load_builder(target: str) -> Callable[[], Any]:
+    """`MODULE:FUNCTION`, the module imported from the current directory first (as `python -m`)."""
+    module_name, _, func_name = target.partition(":")
+    if not module_name or not func_name:
+        raise UsageError(f"run: expected MODULE:FUNCTION (e.g. myjob:build), got {target!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
-        builder = getattr(importlib.import_module(module_name), func_name)
-    except (ImportError, AttributeError) as exc:
-        console.print(f"[red]cannot load {args.target!r}: {exc}[/red]")
-        return 2
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"run: cannot import module {module_name!r} from {os.getcwd()}: {exc}") from exc
+    builder = getattr(module, func_name, None)
+    if not callable(builder):
+        raise UsageError(f"run: module {module_name!r} has no function {func_name!r}")
+    return builder
+
+
+def _configure_checkpointing(env: Any, args: argparse.Namespace) -> None:
+    """Apply --mode/--unaligned/--interval/--checkpoint-dir over what the builder configured."""
+    from checkpoint.options import CheckpointingMode
+
+    if args.unaligned and args.mode == "at-least-once":
+        raise UsageError("run: --unaligned needs --mode exactly-once (unaligned checkpoints are exactly-once)")
+    changes: dict[str, Any] = {}
+    if args.mode is not None:
+        at_least_once = args.mode == "at-least-once"
+        changes["mode"] = CheckpointingMode.AT_LEAST_ONCE if at_least_once else CheckpointingMode.EXACTLY_ONCE
+    if args.unaligned:
+        changes["unaligned"] = True
+    if args.checkpoint_dir is not None:
+        changes["storage"] = args.checkpoint_dir
+    if args.interval is not None:
+        changes["interval"] = args.interval
+    if not changes:
+        return
+    config = env.checkpoint_config
+    if not config.enabled and "interval" not in changes:
+        changes["interval"] = DEFAULT_INTERVAL
+        console.print(f"checkpointing every {DEFAULT_INTERVAL} s (set --interval to change)")
+    config = dataclasses.replace(config, **changes)
+    config.validate()
+    env.checkpoint_config = config
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from runtime import FaultPlan
+    from runtime.api import StreamEnvironment
+
+    builder = _load_builder(args.target)
     env = builder()
+    if not isinstance(env, StreamEnvironment):
+        raise UsageError(f"run: {args.target} returned {type(env).__name__ if env is not None else 'None'}; "
+                         "it must return the StreamEnvironment it built the job on")
     if args.parallelism is not None:
         env.parallelism = args.parallelism
-    if args.interval is not None or args.mode is not None or args.unaligned:
-        mode = CheckpointingMode.AT_LEAST_ONCE if args.mode == "at-least-once" else CheckpointingMode.EXACTLY_ONCE
-        env.enable_checkpointing(interval=args.interval or 0.1, mode=mode, unaligned=args.unaligned)
+    _configure_checkpointing(env, args)
     kwargs: dict[str, Any] = {}
     kwargs.update(seed=args.seed, faults=FaultPlan.random(seed=args.seed, crashes=args.crashes))
     if args.executor == "ray" and args.address:
         kwargs["address"] = args.address
-    result = env.execute(func_name, executor=args.executor, **kwargs)
+    result = env.execute(args.target.partition(":")[2], executor=args.executor, **kwargs)
     table = Table(title=f"{args.target} on {args.executor}")
     table.add_column("sink")
     table.add_column("committed records", justify="right")
@@ -142,35 +220,68 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(f"checkpoints completed: {len(result.completed_checkpoints)}, aborted: "
                   f"{len(result.aborted_checkpoints)}, restarts: {result.restarts}")
+    _print_checkpoint_dir(env.checkpoint_config.storage)
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="barrierflow", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _print_checkpoint_dir(storage: str | None) -> None:
+    if storage is not None:
+        console.print(f"checkpoints are in {storage} (list them: barrierflow checkpoints ls {storage})", soft_wrap=True)
 
-    demo = sub.add_parser("demo", help="run the page-view job with checkpoints and crashes, check exactly-once")
+
+#: checkpoint interval `run` uses when it enables checkpointing and no --interval is given (seconds)
+DEFAULT_INTERVAL = 0.1
+
+
+def _error_exit_code(exc: BaseException) -> int:
+    from checkpoint.options import InvalidOptionError
+    from runtime.graph import JobGraphError
+
+    return 2 if isinstance(exc, UsageError | InvalidOptionError | JobGraphError) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `barrierflow` argument parser (every option has help with its unit and default)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    parser = _Parser(prog="barrierflow", description=__doc__, parents=[common],
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser("demo", parents=[common],
+                          help="run the page-view job with checkpoints and crashes, check exactly-once")
     demo.add_argument("--executor", default="ray", choices=["sim", "ray"],
                       help="ray (default: a local Ray is started and stopped) or sim (deterministic simulator)")
-    demo.add_argument("--records", type=int, default=200_000)
-    demo.add_argument("--apps", type=int, default=20)
-    demo.add_argument("--parallelism", type=int, default=2)
-    demo.add_argument("--interval", type=float, default=0.1)
-    demo.add_argument("--unaligned", action="store_true")
-    demo.add_argument("--crashes", type=int, default=2)
-    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--records", type=_positive, default=200_000, help="page views to read (default: %(default)s)")
+    demo.add_argument("--apps", type=_positive, default=20, help="distinct apps, the key (default: %(default)s)")
+    demo.add_argument("--parallelism", type=_positive, default=2, help="subtasks per operator (default: %(default)s)")
+    demo.add_argument("--interval", type=_seconds, default=0.1,
+                      help="checkpoint interval in seconds (default: %(default)s)")
+    demo.add_argument("--unaligned", action="store_true", help="unaligned checkpoints (default: aligned)")
+    demo.add_argument("--crashes", type=_count, default=2, help="task crashes to inject (default: %(default)s)")
+    demo.add_argument("--seed", type=int, default=7, help="seed of the faults and the data (default: %(default)s)")
+    demo.add_argument("--checkpoint-dir", metavar="DIR",
+                      help="keep checkpoints in this directory (default: in memory)")
     demo.set_defaults(func=cmd_demo)
 
-    run = sub.add_parser("run", help="run MODULE:FUNCTION (a function returning a StreamEnvironment)")
-    run.add_argument("target")
-    run.add_argument("--executor", default="sim", choices=["sim", "ray"])
-    run.add_argument("--mode", choices=["exactly-once", "at-least-once"])
-    run.add_argument("--unaligned", action="store_true")
-    run.add_argument("--interval", type=float)
-    run.add_argument("--parallelism", type=int)
-    run.add_argument("--address")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--crashes", type=int, default=0)
+    run = sub.add_parser("run", parents=[common],
+                         help="run MODULE:FUNCTION (a function returning a StreamEnvironment)")
+    run.add_argument("target", metavar="MODULE:FUNCTION",
+                     help="module (imported from the current directory) and the function that builds the job")
+    run.add_argument("--executor", default="sim", choices=["sim", "ray"],
+                     help="sim (deterministic simulator, default) or ray")
+    run.add_argument("--mode", choices=["exactly-once", "at-least-once"],
+                     help="checkpointing mode (default: the builder's, else exactly-once)")
+    run.add_argument("--unaligned", action="store_true", help="unaligned checkpoints (exactly-once only)")
+    run.add_argument("--interval", type=_seconds,
+                     help=f"checkpoint interval in seconds (default: the builder's, else {DEFAULT_INTERVAL} "
+                     "when another checkpoint option is given)")
+    run.add_argument("--parallelism", type=_positive, help="default subtasks per operator (default: the builder's)")
+    run.add_argument("--checkpoint-dir", metavar="DIR",
+                     help="keep checkpoints in this directory (default: the builder's storage, else memory)")
+    run.add_argument("--address", help="Ray cluster to join, e.g. ray://host:10001 (default: a local Ray)")
+    run.add_argument("--seed", type=int, default=0, help="simulator seed and fault seed (default: %(default)s)")
+    run.add_argument("--crashes", type=_count, default=0, help="task crashes to inject (default: %(default)s)")
     run.set_defaults(func=cmd_run)
 
     from checkpoint.tools import add_cli as add_checkpoint_commands
@@ -180,12 +291,28 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.checkpoint_modes import add_arguments as add_bench_arguments
     from benchmarks.checkpoint_modes import run_from_args as run_bench
 
-    bench = sub.add_parser("bench", help="benchmark checkpoint modes (python -m benchmarks.checkpoint_modes)")
+    bench = sub.add_parser("bench", parents=[common],
+                           help="benchmark checkpoint modes (python -m benchmarks.checkpoint_modes)")
     add_bench_arguments(bench)
     bench.set_defaults(func=run_bench)
+    return parser
 
-    args = parser.parse_args(argv)
-    return args.func(args)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("barrierflow: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if getattr(args, "debug", False):
+            raise
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        if not isinstance(exc, UsageError):
+            text = f"{type(exc).__name__}: {text} (--debug shows the traceback)"
+        print(f"barrierflow: error: {text}", file=sys.stderr)
+        return _error_exit_code(exc)
 
 
 if __name__ == "__main__":

@@ -241,6 +241,8 @@ class JobResult:
     metrics: JobMetrics
     final_state: dict[str, dict[str, dict[Any, Any]]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    #: per restart, the checkpoint the job resumed from (None: from the beginning)
+    restored_checkpoints: list[int | None] = field(default_factory=list)
     trace: list[tuple] = field(default_factory=list, repr=False)
     replay: str = ""
 

@@ -149,6 +149,7 @@ class RayExecutor:
         self.storage_uri = config.storage if config is not None else None
         strategy = graph.restart_strategy
         self.restarts_left = strategy.attempts if strategy else 0
+        self.restored_checkpoints: list[int | None] = []
         self.restart_delay = strategy.delay if strategy else 0.0
         self.task_ids = graph.task_ids()
         self.failures: list[str] = []
@@ -471,6 +472,9 @@ class RayExecutor:
                 self._give_up(f"job {self.graph.job_name!r} cannot recover: {_short(exc)}", exc)
             # what the failed attempt staged past the restored checkpoint can never commit
             ray.get(self.committer.abort_lingering.remote(after, before), timeout=60)
+            self.restored_checkpoints.append(after or None)
+        else:
+            self.restored_checkpoints.append(None)
         self._deploy(restores)
 
     def _give_up(self, message: str, exc: BaseException | None) -> None:
@@ -607,6 +611,7 @@ class RayExecutor:
             metrics=metrics,
             final_state=final_state,
             failures=list(self.failures),
+            restored_checkpoints=list(self.restored_checkpoints),
             replay=f"env.execute({self.graph.job_name!r}, executor='ray', seed={self.seed}, faults={self.faults!r})",
             sink_names=sinks,
             trace=sorted(trace, key=lambda event: event[0]),

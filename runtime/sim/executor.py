@@ -36,6 +36,7 @@ import heapq
 import itertools
 import logging
 import random
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,8 +55,10 @@ from runtime.restore import (
     RestoreError,
     build_restores,
     check_not_behind_committed_output,
+    plan_restore,
     restore_latest_valid,
 )
+from runtime.restore_match import RestorePlan
 from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult, suppresses_restarts
 from runtime.sim.injector import FaultInjector, TearingBlobStore
 from runtime.sim.invariants import InvariantChecker
@@ -176,11 +179,17 @@ class SimExecutor:
         restore_from: tuple[Any, Any] | None = None,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
         committer: CollectCommitter | None = None,
+        allow_non_restored_state: bool = False,
         invariants: bool | InvariantChecker = False,
     ) -> None:
-        self.graph = graph
         #: (CompletedCheckpoint, CheckpointStorage) the first deployment starts from, if any
         self.restore_from = restore_from
+        #: how that checkpoint fits the job, checked before anything runs (raises StateMismatchError)
+        self.restore_plan: RestorePlan | None = None
+        if restore_from is not None:
+            self.restore_plan = plan_restore(graph, *restore_from, allow_non_restored_state=allow_non_restored_state)
+            graph = self.restore_plan.graph  # defaulted split counts follow the checkpoint's
+        self.graph = graph
         #: called with (completed, storage) whenever a checkpoint completes (e.g. Spark landing)
         self.checkpoint_listeners = list(checkpoint_listeners)
         self.seed = seed
@@ -242,6 +251,7 @@ class SimExecutor:
         self._records: dict[TaskId, int] = {}
         self._pending_crashes: list[tuple[TaskId, TaskCrash, int | None]] = []
         self.stats_history: list[Any] = []
+        self.restored_checkpoints: list[int | None] = []
 
         self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
         self.id_counter.start()
@@ -315,7 +325,7 @@ class SimExecutor:
             latest, restores = restore_latest_valid(self.graph, self.store, self.storage, committed)
             if latest is None and self.restore_from is not None:
                 given, latest = True, self.restore_from[0]
-                restores = build_restores(self.graph, *self.restore_from)
+                restores = build_restores(self.graph, *self.restore_from, plan=self.restore_plan)
             check_not_behind_committed_output(
                 self.graph.job_name, latest.checkpoint_id if latest is not None else None, committed)
         except RestoreError as exc:
@@ -324,11 +334,16 @@ class SimExecutor:
             self._fail_for_good(f"job {self.graph.job_name!r} cannot recover: {exc}", exc)
             return
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
-        if not given:  # what a failed attempt staged past the restored checkpoint can never commit
-            self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
+        # what a failed attempt staged past the restored checkpoint can never commit; restoring
+        # the checkpoint the user gave, nothing of this execution is staged yet: every stage past
+        # it is the earlier execution's
+        before = sys.maxsize if given else self.id_counter.get()
+        self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, before)
         if self.invariants is not None:
             self.invariants.deploying()
         self.coordinator.restored_from(latest)
+        if self.failures:  # a restart (the first deployment is not one)
+            self.restored_checkpoints.append(latest.checkpoint_id if latest is not None else None)
         epoch = self.epoch
         self.tasks = {}
         self._busy_until.clear()
@@ -437,6 +452,7 @@ class SimExecutor:
             metrics=self.metrics,
             final_state=final_state,
             failures=list(self.failures),
+            restored_checkpoints=list(self.restored_checkpoints),
             trace=self.trace,
             replay=f"env.execute({self.graph.job_name!r}, executor='sim', seed={self.seed}, faults={self.faults!r})",
             sink_names=sinks,
