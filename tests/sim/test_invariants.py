@@ -19,7 +19,7 @@ from runtime import FaultPlan, StreamEnvironment
 from runtime.faults import CoordinatorCrash, LostAcknowledgement, TaskCrash
 from runtime.input_gate import CheckpointedInputGate
 from runtime.messages import CancelCheckpointMarker
-from runtime.result import CollectCommitter
+from runtime.result import CollectCommitter, JobFailedError
 from runtime.sim import executor as sim_executor
 from runtime.sim.invariants import InvariantChecker, InvariantViolation, record_key
 from runtime.sim.scenarios import relay_job
@@ -95,6 +95,20 @@ def test_a_reference_may_be_records_a_multiset_a_mapping_or_a_result() -> None:
 def test_a_bad_reference_is_refused_naming_the_sinks() -> None:
     with pytest.raises(ValueError, match=r"sink\(s\) \['nope'\].*its sinks: \['out'\]"):
         make_env(random_spec(1)).execute("job", executor="sim", invariants=InvariantChecker(reference={"nope": []}))
+
+
+def test_a_restored_execution_continues_the_earlier_ones_output(tmp_path) -> None:
+    # the reference bounds the committer's output, which the earlier execution began
+    first_env = relay_job(storage=str(tmp_path), attempts=0)
+    first = sim_executor.SimExecutor(first_env.get_job_graph("job"), seed=0,
+                                     faults=FaultPlan.of(TaskCrash(task="count[0]", at=0.035)))
+    with pytest.raises(JobFailedError):
+        first.run()
+    assert first.committer.transactions(SINK)
+    checker = InvariantChecker(reference=relay_job().execute("job", executor="sim", seed=0))
+    relay_job(storage=str(tmp_path / "second")).restore_from(str(tmp_path), job_id="job").execute(
+        "job", executor="sim", seed=1, committer=first.committer, invariants=checker)
+    assert checker.checks["committed-output-complete"] == 1
 
 
 def test_invariants_are_off_by_default() -> None:
