@@ -627,7 +627,17 @@ class Task:
     # ------------------------------------------------------------------ checkpoints: sources
 
     def trigger_source_checkpoint(self, checkpoint_id: int, timestamp: float, options: CheckpointOptions) -> None:
-        """The coordinator triggers checkpoint `checkpoint_id` on this source task."""
+        """The coordinator triggers checkpoint `checkpoint_id` on this source task.
+
+        A trigger for an id this task already triggered is a repeated control message: ignored
+        (a second snapshot of one checkpoint would send a second barrier and write its files
+        twice). One for an older id arrived late, after a newer checkpoint's barrier left: its
+        barrier could never align downstream, so it is declined.
+        """
+        if checkpoint_id <= self._latest_checkpoint_id:
+            if checkpoint_id < self._latest_checkpoint_id:
+                self.ports.decline(self.task_id, checkpoint_id, CheckpointFailureReason.DECLINED)
+            return
         if self.state is TaskState.FINISHED:
             # A source that already ended (its own final checkpoint completed) still takes part
             # in the checkpoints slower sources need: it acknowledges its final state (all splits
