@@ -9,7 +9,7 @@ ms with seed 0.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from runtime import FaultPlan
@@ -111,13 +111,7 @@ def test_a_trigger_overtaken_by_the_next_one_is_declined() -> None:
     assert outcome(result, 1) == "declined"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "liveness, coordinator: the completion notification of the job's final checkpoint to a source "
-    "is lost, the source waits for it forever and the job stalls; the coordinator stops triggering "
-    "after the final checkpoint and never repeats the notification (Flink keeps checkpointing while "
-    "tasks run, so a later completion ends them). Replay: make_env(random_spec(78), mode='aligned')"
-    ".execute('job', executor='sim', seed=78, faults=FaultPlan.random(seed=78, crashes=0, "
-    "lost_messages=1), invariants=True)"))
+# regression: the coordinator stopped after the final checkpoint and never repeated its notification
 def test_a_lost_final_completion_notification_does_not_stall_the_job() -> None:
     faults = FaultPlan.random(seed=78, crashes=0, lost_messages=1)
     assert faults.faults == (LostControlMessage("complete", nth=1),)
@@ -285,8 +279,6 @@ KINDS = ["lost_messages", "duplicated_messages", "delayed_messages", "torn_write
 @example(job_seed=15, sim_seed=15, count=2, crashes=1)
 def test_exactly_once_under_random_faults_of_each_kind(kind, mode, job_seed, sim_seed, count, crashes) -> None:
     faults = FaultPlan.random(seed=sim_seed, crashes=crashes, **{kind: count})
-    # the lost final notification is the known liveness bug of the xfail test above
-    assume(not any(isinstance(f, LostControlMessage) and f.kind == "complete" for f in faults.faults))
     expected_output, expected_state, ref = reference(job_seed)
     try:
         result = make_env(random_spec(job_seed), mode=mode).execute(
