@@ -71,9 +71,11 @@ __all__ = [
     "StreamEnvironment",
 ]
 
-#: restart strategy of a checkpointed job that did not set one (Flink restarts a checkpointed job
-#: by default too; bounded here so that a record a function always rejects fails the job)
-DEFAULT_RESTART_STRATEGY = RestartStrategy.fixed_delay(attempts=20, delay=0.1)
+#: restart strategy of a checkpointed job that did not set one: Flink's default since 1.19,
+#: exponential delay (0.1 s, x1.5 per failure, +/-10 % jitter), bounded to 5 restarts in a row so
+#: that a record a function always rejects fails the job within seconds (it used to take 20
+#: restarts, 13.6 s on Ray), while faults an hour apart are each restarted afresh
+DEFAULT_RESTART_STRATEGY = RestartStrategy.exponential_delay()
 
 EXECUTORS = ("sim", "ray")
 
@@ -413,8 +415,9 @@ class StreamEnvironment:
         return self
 
     def set_restart_strategy(self, strategy: RestartStrategy) -> StreamEnvironment:
-        """How failed jobs restart (`RestartStrategy.fixed_delay(attempts, delay)` or
-        `RestartStrategy.no_restart()`). Default: `DEFAULT_RESTART_STRATEGY` when checkpointing,
+        """How failed jobs restart: `RestartStrategy.exponential_delay(...)`,
+        `failure_rate(...)`, `fixed_delay(attempts, delay)` or `no_restart()`. Default:
+        `DEFAULT_RESTART_STRATEGY` (exponential delay, 5 restarts in a row) when checkpointing,
         no restart otherwise.
 
         Raises:
@@ -422,8 +425,8 @@ class StreamEnvironment:
         """
         if not isinstance(strategy, RestartStrategy):
             raise JobGraphError(
-                f"set_restart_strategy: expected RestartStrategy.fixed_delay(...) or RestartStrategy.no_restart(), "
-                f"got {strategy!r}"
+                "set_restart_strategy: expected RestartStrategy.exponential_delay(...), .failure_rate(...), "
+                f".fixed_delay(...) or .no_restart(), got {strategy!r}"
             )
         strategy.validate()
         self.restart_strategy = strategy

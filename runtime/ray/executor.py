@@ -56,6 +56,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from checkpoint.handles import TaskId
+from checkpoint.options import RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.recovery import create_recovery_factory
 from runtime.faults import (
@@ -73,6 +74,7 @@ from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
 from runtime.ray.storage import check_storage_for_cluster, is_memory
 from runtime.ray.task_actor import TaskActor
+from runtime.restart import RestartBackoff
 from runtime.restore import RestoreError
 from runtime.result import JobFailedError, JobMetrics, JobResult, suppresses_restarts
 
@@ -139,10 +141,10 @@ class RayExecutor:
         config = graph.checkpoint_config
         self.checkpointing = graph.checkpointing_enabled
         self.storage_uri = config.storage if config is not None else None
-        strategy = graph.restart_strategy
-        self.restarts_left = strategy.attempts if strategy else 0
+        #: the restart strategy applied (wall-clock times; jitter seeded by `seed`)
+        self.restart_backoff = RestartBackoff(graph.restart_strategy or RestartStrategy.no_restart(),
+                                              random.Random(f"restart/{seed}"))
         self.restored_checkpoints: list[int | None] = []
-        self.restart_delay = strategy.delay if strategy else 0.0
         self.task_ids = graph.task_ids()
         self.failures: list[str] = []
         self.epoch = -1
@@ -449,12 +451,12 @@ class RayExecutor:
                 handle.cancel.remote()  # survivors stop now and are redeployed below
         self._heartbeats.clear()
         self._status = {}
-        if self.restarts_left <= 0:
+        self.restart_backoff.notify_failure(time.time())
+        if not self.restart_backoff.can_restart():
             attempts = len(self.failures) - 1
             self._give_up(f"job {self.graph.job_name!r} failed after {attempts} restart(s): {why} "
-                          f"(executor=ray, faults={self.faults!r})", exc)
-        self.restarts_left -= 1
-        time.sleep(self.restart_delay)
+                          f"({self.restart_backoff.exhausted()}; executor=ray, faults={self.faults!r})", exc)
+        time.sleep(self.restart_backoff.backoff_time)
         restores: dict[TaskId, Any] = {}
         if self.coordinator is not None:
             committed = ray.get(self.committer.latest_committed.remote(), timeout=60)

@@ -35,6 +35,7 @@ from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
+from checkpoint.options import RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError, storage_from_uri
 from checkpoint.store import StandaloneCompletedCheckpointStore
@@ -49,6 +50,7 @@ from runtime.faults import (
 )
 from runtime.graph import JobGraph
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
+from runtime.restart import RestartBackoff
 from runtime.restore import (
     RestoreError,
     build_restores,
@@ -210,8 +212,9 @@ class SimExecutor:
         self.committer = committer if committer is not None else CollectCommitter()
         self.metrics = JobMetrics()
         self.failures: list[str] = []
-        self.restarts_left = graph.restart_strategy.attempts if graph.restart_strategy else 0
-        self.restart_delay = graph.restart_strategy.delay if graph.restart_strategy else 0.0
+        #: the restart strategy applied (its own seeded rng: jitter does not move network delays)
+        self.restart_backoff = RestartBackoff(graph.restart_strategy or RestartStrategy.no_restart(),
+                                              random.Random(f"restart/{seed}"))
         self.error: JobFailedError | None = None
         self.done = False
 
@@ -734,14 +737,14 @@ class SimExecutor:
         self.coordinator.abort_all_pending(reason)
         self.epoch += 1
         self.tasks = {}  # nothing of the failed execution may run, send or be delivered to again
-        if self.restarts_left <= 0:
+        self.restart_backoff.notify_failure(self.now)
+        if not self.restart_backoff.can_restart():
             attempts = len(self.failures) - 1
             self._fail_for_good(
                 f"job {self.graph.job_name!r} failed after {attempts} restart(s): {why} "
-                f"(replay: seed={self.seed}, faults={self.faults!r})", exc,
+                f"({self.restart_backoff.exhausted()}; replay: seed={self.seed}, faults={self.faults!r})", exc,
             )
             return
-        self.restarts_left -= 1
         epoch = self.epoch
 
         def restart() -> None:
@@ -750,7 +753,7 @@ class SimExecutor:
             if self.checkpointing:
                 self.coordinator.start()
 
-        self._at(self.now + self.restart_delay, restart, epoch, "restart")
+        self._at(self.now + self.restart_backoff.backoff_time, restart, epoch, "restart")
 
     def _fail_for_good(self, message: str, exc: BaseException | None) -> None:
         self.error = JobFailedError(message, exc)
