@@ -74,6 +74,12 @@ def _check_int(option: str, value: Any, *, minimum: int, optional: bool = False)
         raise InvalidOptionError(option, value, f"must be >= {minimum}{none_ok}")
 
 
+#: seconds one call to a remote checkpoint filesystem may take (`CheckpointConfig.storage_timeout`):
+#: far above a healthy object store's latency for one file (S3/GCS answer in tens to hundreds of
+#: milliseconds; a 64 MiB merged state file uploads in ~1-2 s), far below pyarrow's retry budgets
+#: (minutes), twice ZooKeeper's operation timeout: an unreachable URI fails the job within seconds
+DEFAULT_STORAGE_TIMEOUT = 10.0
+
 #: values of `CheckpointConfig.state_backend`
 STATE_BACKENDS = ("memory", "incremental")
 
@@ -93,6 +99,9 @@ class CheckpointConfig:
         tolerable_failures: consecutive counted failures tolerated; one more fails the job.
         retained: completed checkpoints kept by the store.
         storage: a `pyarrow.fs` URI or local path for checkpoint files; None keeps them in memory.
+        storage_timeout: seconds one call to a remote `storage` (read, write, list, delete) may
+            take before it fails naming the URI (`DEFAULT_STORAGE_TIMEOUT`);
+            local directories are not bounded.
         max_aligned_bytes: bytes an aligning task may hold back before the checkpoint aborts.
         state_backend: "memory" (full snapshots) or "incremental" (changed key groups only, the
             rest shared across checkpoints through the shared-state registry).
@@ -112,6 +121,7 @@ class CheckpointConfig:
     tolerable_failures: int = 0
     retained: int = 1
     storage: str | None = None
+    storage_timeout: float = DEFAULT_STORAGE_TIMEOUT
     max_aligned_bytes: int | None = None
     state_backend: str = "memory"
     file_merging: bool = False
@@ -165,6 +175,7 @@ class CheckpointConfig:
             raise InvalidOptionError(
                 "storage", self.storage, "must be a pyarrow.fs URI or a local path (or None for memory)"
             )
+        _check_number("storage_timeout", self.storage_timeout, minimum=0, strict=True)
         _check_int("max_aligned_bytes", self.max_aligned_bytes, minimum=1, optional=True)
         if self.state_backend not in STATE_BACKENDS:
             raise InvalidOptionError("state_backend", self.state_backend,

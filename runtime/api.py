@@ -34,8 +34,8 @@ from typing import Any
 
 import cloudpickle
 
-from checkpoint.options import CheckpointConfig, CheckpointingMode, RestartStrategy
-from checkpoint.recovery import HighAvailabilityConfig
+from checkpoint.options import DEFAULT_STORAGE_TIMEOUT, CheckpointConfig, CheckpointingMode, RestartStrategy
+from checkpoint.recovery import DEFAULT_OPERATION_TIMEOUT, HighAvailabilityConfig
 from operators.base import Record, StreamOperator
 from operators.keyed import (
     ColumnKeySelector,
@@ -371,6 +371,7 @@ class StreamEnvironment:
         tolerable_failures: int = 0,
         retained: int = 1,
         storage: str | None = None,
+        storage_timeout: float = DEFAULT_STORAGE_TIMEOUT,
         max_aligned_bytes: int | None = None,
         state_backend: str = "memory",
         file_merging: bool = False,
@@ -390,6 +391,7 @@ class StreamEnvironment:
             interval=interval, mode=mode, unaligned=unaligned, alignment_timeout=alignment_timeout,
             timeout=timeout, min_pause=min_pause, max_concurrent=max_concurrent,
             tolerable_failures=tolerable_failures, retained=retained, storage=storage,
+            storage_timeout=storage_timeout,
             max_aligned_bytes=max_aligned_bytes, state_backend=state_backend, file_merging=file_merging,
             compaction_threshold=compaction_threshold, max_file_size=max_file_size,
         )
@@ -399,19 +401,22 @@ class StreamEnvironment:
 
     def set_high_availability(
         self, mode: str = "zookeeper", *, hosts: str | None = None, cluster_id: str = "default",
-        session_timeout: float = 10.0,
+        session_timeout: float = 10.0, operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
     ) -> StreamEnvironment:
         """Make the checkpoint coordinator highly available (seed 002): checkpoint ids and
         completed checkpoints live in the HA services and a standby coordinator takes over by
         leader election. `mode`: "zookeeper" (needs `hosts`; the simulator plays ZooKeeper's
         role with its in-memory HA services, same interface) or "standalone".
+        `operation_timeout`: seconds any one ZooKeeper call, connecting included, may take (5 s);
+        an unreachable ZooKeeper fails the job within it, naming the hosts.
 
         Raises:
-            ValueError: an unknown mode, or "zookeeper" without `hosts` on a real executor
-                (checked when the job starts).
+            ValueError: an unknown mode, a timeout <= 0, or "zookeeper" without `hosts` on a real
+                executor (checked when the job starts).
         """
         self.high_availability = HighAvailabilityConfig.of(mode, hosts=hosts, cluster_id=cluster_id,
-                                                           session_timeout=session_timeout)
+                                                           session_timeout=session_timeout,
+                                                           operation_timeout=operation_timeout)
         return self
 
     def set_restart_strategy(self, strategy: RestartStrategy) -> StreamEnvironment:

@@ -70,7 +70,7 @@ class CoordinatorActor:
         self.job_id = job_id
         self.contender_id = contender_id
         config = graph.checkpoint_config
-        self.storage = open_storage(storage)
+        self.storage = open_storage(storage, graph)
         ha = getattr(graph, "high_availability", None)
         self.ha_factory: Any = None
         self.election: Any = None
@@ -79,7 +79,8 @@ class CoordinatorActor:
         self._leader_lost = False
         if ha is not None and ha.enabled:
             self.ha_factory = create_recovery_factory(ha.mode, hosts=ha.hosts, cluster_id=ha.cluster_id,
-                                                      session_timeout=ha.session_timeout)
+                                                      session_timeout=ha.session_timeout,
+                                                      operation_timeout=ha.operation_timeout)
             self.election = self.ha_factory.create_leader_election(job_id, contender_id, on_revoke=self._on_revoke)
             self.store: Any = _HighAvailabilityStore(
                 self.ha_factory.create_store(job_id, self.storage, config.retained, leader_election=self.election,

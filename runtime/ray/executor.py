@@ -72,7 +72,7 @@ from runtime.graph import JobGraph, JobGraphError
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
-from runtime.ray.storage import check_storage_for_cluster, is_memory
+from runtime.ray.storage import check_storage_for_cluster, is_memory, open_storage
 from runtime.ray.task_actor import TaskActor
 from runtime.restart import RestartBackoff
 from runtime.restore import RestoreError
@@ -172,14 +172,14 @@ class RayExecutor:
         ha = graph.high_availability
         self.ha = ha if ha is not None and ha.enabled and self.checkpointing else None
         if self.ha is not None:  # bad hosts/cluster id fail here, in the driver, not in an actor
-            create_recovery_factory(self.ha.mode, hosts=self.ha.hosts, cluster_id=self.ha.cluster_id,
-                                    session_timeout=self.ha.session_timeout).close()
+            self._ha_factory().close()
         self.committer: Any = None
         self.blob_store: Any = None
 
     # ------------------------------------------------------------------ entry
 
     def run(self) -> JobResult:
+        self._check_reachable()
         started_ray = ensure_ray(self.address)
         try:
             return self._run()
@@ -187,6 +187,27 @@ class RayExecutor:
             self._cleanup()
             if started_ray:
                 ray.shutdown()
+
+    def _ha_factory(self) -> Any:
+        assert self.ha is not None
+        return create_recovery_factory(self.ha.mode, hosts=self.ha.hosts, cluster_id=self.ha.cluster_id,
+                                       session_timeout=self.ha.session_timeout,
+                                       operation_timeout=self.ha.operation_timeout)
+
+    def _check_reachable(self) -> None:
+        """Fail within seconds, before Ray starts, naming what cannot be reached: the checkpoint
+        storage URI (`storage_timeout`) or ZooKeeper (`operation_timeout`). Actors would find out
+        too, but only by dying in their constructors, retried until the deploy gives up.
+
+        Raises:
+            checkpoint.storage.StorageError: the storage URI cannot be opened.
+            checkpoint.recovery.HighAvailabilityError: ZooKeeper cannot be reached.
+        """
+        if not is_memory(self.storage_uri):
+            open_storage(("uri", self.storage_uri), self.graph)
+        if self.ha is not None:
+            with self._ha_factory() as factory:
+                factory.create_id_counter(self.job_id).start()
 
     def _run(self) -> JobResult:
         nodes = alive_nodes()
@@ -422,7 +443,7 @@ class RayExecutor:
         from checkpoint.zookeeper import close_session
 
         try:
-            close_session(self.ha.hosts, session, timeout=self.ha.session_timeout)
+            close_session(self.ha.hosts, session, timeout=self.ha.operation_timeout)
         except Exception as exc:  # the session timeout still ends it; this only speeds it up
             log.warning("could not close the dead coordinator's ZooKeeper session: %s", exc)
 
@@ -674,6 +695,10 @@ def run_job(
     Raises:
         JobFailedError: the job failed for good (restart attempts exhausted).
         runtime.ray.storage.StorageConfigError: node-local checkpoint storage on a multi-node cluster.
+        checkpoint.storage.StorageError: the checkpoint storage URI cannot be reached (within
+            `storage_timeout`; names the URI and the cause).
+        checkpoint.recovery.HighAvailabilityError: ZooKeeper cannot be reached (within the
+            `operation_timeout` of `set_high_availability`; names the hosts).
         runtime.ray.cluster.RayStartError: Ray could not be started or joined.
     """
     for unsupported in ("restore_from", "checkpoint_listeners"):

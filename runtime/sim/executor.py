@@ -35,7 +35,7 @@ from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
-from checkpoint.options import RestartStrategy
+from checkpoint.options import DEFAULT_STORAGE_TIMEOUT, RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError, storage_from_uri
 from checkpoint.store import StandaloneCompletedCheckpointStore
@@ -205,7 +205,8 @@ class SimExecutor:
 
         config = graph.checkpoint_config
         self.checkpointing = config is not None and config.interval is not None
-        self.storage = storage_from_uri(config.storage if config else None)
+        self.storage = storage_from_uri(config.storage if config else None,
+                                        timeout=config.storage_timeout if config else DEFAULT_STORAGE_TIMEOUT)
         self.writer = SnapshotWriter(self.storage, self.job_id, config)
         #: the sinks' external system; an earlier execution's (`result.committer`) when this one
         #: restores its checkpoint, so the transactions that one staged can still be committed

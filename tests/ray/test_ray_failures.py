@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -100,3 +101,24 @@ def test_storage_failures_decline_checkpoints_and_files_on_shared_storage(ray_se
     assert reasons.get("storage failure", 0) >= 1, reasons
     assert multiset(result.output("pv")) == expected_counts(ROWS)
     assert os.listdir(tmp_path / "chk" / "store"), "checkpoint files were not written to the storage path"
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("what", ["storage", "zookeeper"])
+def test_unreachable_storage_or_zookeeper_fails_in_seconds_naming_it(what: str, silent_port: int) -> None:
+    # checked in the driver before Ray starts; the actors used to die in their constructors,
+    # redeployed until "actors kept dying" (storage) or leader election gave up after 70 s (ZooKeeper)
+    from checkpoint.recovery import HighAvailabilityError
+    from checkpoint.storage import StorageError
+
+    address = f"127.0.0.1:{silent_port}"
+    if what == "storage":
+        env = pageview_env(ROWS, storage=f"s3://bucket/chk?endpoint_override={address}&scheme=http")
+        env.checkpoint_config = dataclasses.replace(env.checkpoint_config, storage_timeout=1.0)
+    else:
+        env = pageview_env(ROWS)
+        env.set_high_availability("zookeeper", hosts=address, operation_timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(StorageError if what == "storage" else HighAvailabilityError, match=address):
+        env.execute("unreachable", executor="ray")
+    assert time.monotonic() - started < 15.0
