@@ -170,7 +170,12 @@ class BlobStore(Protocol):
     def exists(self, path: str) -> bool: ...
 
     def list(self, prefix: str) -> list[str]:
-        """Every file path starting with `prefix`, sorted."""
+        """Every file path starting with `prefix`, sorted (interrupted writes not included)."""
+        ...
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        """Paths starting with `prefix` of files an interrupted write left under a temporary
+        name (never read; `delete` removes them), sorted."""
         ...
 
 
@@ -204,6 +209,9 @@ class MemoryBlobStore:
     def list(self, prefix: str) -> list[str]:
         with self._lock:
             return sorted(p for p in self._files if p.startswith(prefix))
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        return []  # a put is one step: nothing is ever half written
 
     def __repr__(self) -> str:
         return f"MemoryBlobStore(files={len(self._files)})"
@@ -339,6 +347,12 @@ class FsBlobStore:
             raise StorageError(f"cannot stat {path!r} in {self._base}: {exc}") from exc
 
     def list(self, prefix: str) -> list[str]:
+        return self._list(prefix, temporary=False)
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        return self._list(prefix, temporary=True)
+
+    def _list(self, prefix: str, *, temporary: bool) -> list[str]:
         directory = prefix if prefix.endswith("/") or not prefix else prefix.rpartition("/")[0] + "/"
         root = f"{self._base}/{directory}".rstrip("/")
         selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
@@ -351,7 +365,7 @@ class FsBlobStore:
         start = len(self._base) + 1
         keys = []
         for info in infos:
-            if info.type != pafs.FileType.File or _TMP_MARKER in info.base_name:
+            if info.type != pafs.FileType.File or (_TMP_MARKER in info.base_name) != temporary:
                 continue
             key = info.path[start:]
             if key.startswith(prefix):
@@ -408,6 +422,9 @@ class FailingBlobStore:
 
     def list(self, prefix: str) -> list[str]:
         return self.inner.list(prefix)
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        return self.inner.list_temporary(prefix)
 
 
 # -- checkpoint layout -------------------------------------------------------------------------
@@ -602,6 +619,11 @@ class CheckpointStorage:
             if match:
                 ids.add(int(match.group(1)))
         return sorted(ids)
+
+    def list_job_files(self, job_id: str, *, temporary: bool = False) -> list[str]:
+        """Every file in the job's directory (`temporary`: only what interrupted writes left)."""
+        prefix = self.job_dir(job_id) + "/"
+        return self.blob_store.list_temporary(prefix) if temporary else self.blob_store.list(prefix)
 
     def list_checkpoint_files(self, job_id: str, checkpoint_id: int) -> list[str]:
         return self.blob_store.list(self.checkpoint_dir(job_id, checkpoint_id) + "/")

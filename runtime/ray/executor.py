@@ -175,6 +175,8 @@ class RayExecutor:
             self._ha_factory().close()
         self.committer: Any = None
         self.blob_store: Any = None
+        #: the first checkpoint id of this run (from the first coordinator actor)
+        self._first_checkpoint_id: int | None = None
 
     # ------------------------------------------------------------------ entry
 
@@ -256,9 +258,15 @@ class RayExecutor:
     def _new_coordinator(self) -> Any:
         contender = f"coordinator-{self._contenders}"
         self._contenders += 1
-        return _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
-                                         max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
-                                                                contender)
+        handle = _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
+                                           max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
+                                                                  contender, self._first_checkpoint_id)
+        if self._first_checkpoint_id is None:  # the first one: its successors clean up this run's ids only
+            try:
+                self._first_checkpoint_id = ray.get(handle.checkpoint_id_floor.remote(), timeout=120)
+            except RayError as exc:  # it did not start: the next one is asked (its floor is only higher)
+                log.warning("barrierflow ray: coordinator did not start: %s", _short(exc))
+        return handle
 
     def _await_leader(self, first: bool = False) -> None:
         """HA: make whichever contender leads now `self.coordinator` (promoted: it recovered the
@@ -590,6 +598,11 @@ class RayExecutor:
         if self.coordinator is not None:
             ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
         finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
+        if self.coordinator is not None:  # what failed attempts left (late uploads of cancelled tasks too)
+            try:
+                ray.get(self.coordinator.discard_orphans.remote(), timeout=120)
+            except RayError as exc:  # the job succeeded; `barrierflow checkpoints gc` gets the rest
+                log.warning("barrierflow ray: deleting orphan checkpoint files failed: %s", _short(exc))
         committer, last_commit_at = ray.get(
             [self.committer.committer.remote(), self.committer.last_commit_at.remote()], timeout=60)
         history: list[Any] = []

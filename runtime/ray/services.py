@@ -227,5 +227,8 @@ class RemoteBlobStore:
     def list(self, prefix: str) -> list[str]:
         return self._call("list", prefix)
 
+    def list_temporary(self, prefix: str) -> list[str]:
+        return []  # a memory store's put is one step: nothing is ever half written
+
     def __repr__(self) -> str:
         return "RemoteBlobStore(memory, in a Ray actor)"

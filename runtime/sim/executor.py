@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkpoint.cleanup import discard_orphans
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.handles import TaskAcknowledgement, TaskId
@@ -248,6 +249,8 @@ class SimExecutor:
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
         if self.ha is not None:
             self._setup_high_availability()
+        #: ids from here on are this run's: the orphan cleanup touches no earlier run's checkpoints
+        self.first_checkpoint_id = self.id_counter.get()
         self.coordinator = self._new_coordinator()
 
     def _setup_high_availability(self) -> None:
@@ -318,6 +321,8 @@ class SimExecutor:
                 raise  # the checkpoint the user gave does not fit: the error itself, from execute()
             self._fail_for_good(f"job {self.graph.job_name!r} cannot recover: {exc}", exc)
             return
+        if self.failures:  # what the failed attempt left (its events are dropped: nothing still writes)
+            self._discard_orphans()
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
         if not given:  # what a failed attempt staged past the restored checkpoint can never commit
             self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
@@ -392,7 +397,14 @@ class SimExecutor:
         self.coordinator.stop()
         if self.error is not None:
             raise self.error
+        self._discard_orphans()
         return self._result()
+
+    def _discard_orphans(self) -> None:
+        """Delete the files of this run's checkpoints that are neither retained nor pending, and
+        what interrupted writes left (`checkpoint.cleanup`)."""
+        discard_orphans(self.storage, self.job_id, self.store, since=self.first_checkpoint_id,
+                        pending=self.coordinator.pending_ids)
 
     def _result(self) -> JobResult:
         self.metrics.duration = self.now

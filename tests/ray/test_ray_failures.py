@@ -13,7 +13,7 @@ import pytest
 from ray_jobs import UNSTAGEABLE, expected_counts, pageview_env, pageview_rows, unstageable_env
 
 from runtime import FaultPlan
-from runtime.faults import StorageWriteFailure
+from runtime.faults import StorageWriteFailure, TaskCrash
 from runtime.result import JobFailedError
 from runtime.sim.workloads import multiset
 
@@ -101,6 +101,21 @@ def test_storage_failures_decline_checkpoints_and_files_on_shared_storage(ray_se
     assert reasons.get("storage failure", 0) >= 1, reasons
     assert multiset(result.output("pv")) == expected_counts(ROWS)
     assert os.listdir(tmp_path / "chk" / "store"), "checkpoint files were not written to the storage path"
+
+
+@pytest.mark.ray
+def test_failovers_leave_no_orphan_checkpoint_files(ray_session, tmp_path) -> None:
+    # regression: each failover left the directory of the checkpoint in progress behind
+    from checkpoint.tools import collect_garbage, open_checkpoints
+
+    plan = FaultPlan.of(TaskCrash(task="count[0]", at_fraction=0.3), TaskCrash(task="count[1]", at_fraction=0.6))
+    env = pageview_env(ROWS, storage=str(tmp_path / "chk"), interval=0.01)
+    result = env.execute("orphans", executor="ray", faults=plan)
+    assert result.restarts == 2 and multiset(result.output("pv")) == expected_counts(ROWS)
+    chk_dirs = sorted(p.name for p in (tmp_path / "chk" / "orphans").glob("chk-*"))
+    assert len(chk_dirs) == 1, chk_dirs  # retained=1: the final checkpoint, nothing of the failed attempts
+    report = collect_garbage(open_checkpoints(str(tmp_path / "chk")), "orphans", dry_run=True)
+    assert [p for p, _ in report.removed if not p.endswith("_checkpoint_counter")] == []
 
 
 @pytest.mark.ray
