@@ -27,6 +27,7 @@ import heapq
 import itertools
 import logging
 import random
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -324,8 +325,11 @@ class SimExecutor:
         if self.failures:  # what the failed attempt left (its events are dropped: nothing still writes)
             self._discard_orphans()
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
-        if not given:  # what a failed attempt staged past the restored checkpoint can never commit
-            self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
+        # what a failed attempt staged past the restored checkpoint can never commit; restoring
+        # the checkpoint the user gave, nothing of this execution is staged yet: every stage past
+        # it is the earlier execution's
+        before = sys.maxsize if given else self.id_counter.get()
+        self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, before)
         self.coordinator.restored_from(latest)
         if self.failures:  # a restart (the first deployment is not one)
             self.restored_checkpoints.append(latest.checkpoint_id if latest is not None else None)
