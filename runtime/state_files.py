@@ -352,7 +352,8 @@ class StateFileWriter:
         """Forget tasks (a new execution attempt): their next snapshots start from scratch.
 
         Files of their unfinished snapshots are not deleted here — whether those checkpoints
-        completed may not be known yet; `barrierflow checkpoints gc` removes real orphans.
+        completed may not be known yet; the executors' orphan cleanup (`checkpoint.cleanup`)
+        removes them once recovery completed.
         """
         with self._lock:
             for task_id in list(self._tasks) if task_ids is None else list(task_ids):

@@ -41,16 +41,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkpoint.cleanup import discard_orphans
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
+from checkpoint.options import DEFAULT_STORAGE_TIMEOUT, RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError, storage_from_uri
 from checkpoint.store import StandaloneCompletedCheckpointStore
 from runtime.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
 from runtime.graph import JobGraph
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
+from runtime.restart import RestartBackoff
 from runtime.restore import (
     RestoreError,
     build_restores,
@@ -213,7 +216,8 @@ class SimExecutor:
 
         config = graph.checkpoint_config
         self.checkpointing = config is not None and config.interval is not None
-        self.storage = storage_from_uri(config.storage if config else None)
+        self.storage = storage_from_uri(config.storage if config else None,
+                                        timeout=config.storage_timeout if config else DEFAULT_STORAGE_TIMEOUT)
         self._tearing: TearingBlobStore | None = None
         self.writer = SnapshotWriter(self.storage, self.job_id, config)
         #: the sinks' external system; an earlier execution's (`result.committer`) when this one
@@ -226,8 +230,9 @@ class SimExecutor:
             self.invariants.bind(self)  # before anything writes or deletes through the storage
         self.metrics = JobMetrics()
         self.failures: list[str] = []
-        self.restarts_left = graph.restart_strategy.attempts if graph.restart_strategy else 0
-        self.restart_delay = graph.restart_strategy.delay if graph.restart_strategy else 0.0
+        #: the restart strategy applied (its own seeded rng: jitter does not move network delays)
+        self.restart_backoff = RestartBackoff(graph.restart_strategy or RestartStrategy.no_restart(),
+                                              random.Random(f"restart/{seed}"))
         self.error: JobFailedError | None = None
         self.done = False
 
@@ -263,6 +268,8 @@ class SimExecutor:
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
         if self.ha is not None:
             self._setup_high_availability()
+        #: ids from here on are this run's: the orphan cleanup touches no earlier run's checkpoints
+        self.first_checkpoint_id = self.id_counter.get()
         self.coordinator = self._new_coordinator()
 
     def _setup_high_availability(self) -> None:
@@ -333,6 +340,8 @@ class SimExecutor:
                 raise  # the checkpoint the user gave does not fit: the error itself, from execute()
             self._fail_for_good(f"job {self.graph.job_name!r} cannot recover: {exc}", exc)
             return
+        if self.failures:  # what the failed attempt left (its events are dropped: nothing still writes)
+            self._discard_orphans()
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
         # what a failed attempt staged past the restored checkpoint can never commit; restoring
         # the checkpoint the user gave, nothing of this execution is staged yet: every stage past
@@ -421,7 +430,14 @@ class SimExecutor:
             invariants.finished(self.error is None)
         if self.error is not None:
             raise self.error
+        self._discard_orphans()
         return self._result()
+
+    def _discard_orphans(self) -> None:
+        """Delete the files of this run's checkpoints that are neither retained nor pending, and
+        what interrupted writes left (`checkpoint.cleanup`)."""
+        discard_orphans(self.storage, self.job_id, self.store, since=self.first_checkpoint_id,
+                        pending=self.coordinator.pending_ids)
 
     def _result(self) -> JobResult:
         self.metrics.duration = self.now
@@ -868,14 +884,14 @@ class SimExecutor:
         self.coordinator.abort_all_pending(reason)
         self.epoch += 1
         self.tasks = {}  # nothing of the failed execution may run, send or be delivered to again
-        if self.restarts_left <= 0:
+        self.restart_backoff.notify_failure(self.now)
+        if not self.restart_backoff.can_restart():
             attempts = len(self.failures) - 1
             self._fail_for_good(
                 f"job {self.graph.job_name!r} failed after {attempts} restart(s): {why} "
-                f"(replay: seed={self.seed}, faults={self.faults!r})", exc,
+                f"({self.restart_backoff.exhausted()}; replay: seed={self.seed}, faults={self.faults!r})", exc,
             )
             return
-        self.restarts_left -= 1
         epoch = self.epoch
 
         def restart() -> None:
@@ -884,7 +900,7 @@ class SimExecutor:
             if self.checkpointing:
                 self.coordinator.start()
 
-        self._at(self.now + self.restart_delay, restart, epoch, "restart")
+        self._at(self.now + self.restart_backoff.backoff_time, restart, epoch, "restart")
         if self.injector is not None:
             for target, fault in self.injector.recovery_started():
                 self._trace("fault", "TaskCrashDuringRecovery", str(target), fault.delay)

@@ -251,6 +251,9 @@ class TearingBlobStore:
     def list(self, prefix: str) -> list[str]:
         return self.inner.list(prefix)
 
+    def list_temporary(self, prefix: str) -> list[str]:
+        return self.inner.list_temporary(prefix)
+
 
 def _torn(data: bytes, keep: float, garble: bool) -> bytes:
     """`data` as a torn write leaves it: at least its last byte lost (truncated) or wrong (garbled)."""

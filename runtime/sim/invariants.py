@@ -593,6 +593,9 @@ class _WatchedBlobStore:
     def list(self, prefix: str) -> list[str]:
         return self.inner.list(prefix)
 
+    def list_temporary(self, prefix: str) -> list[str]:
+        return self.inner.list_temporary(prefix)
+
     def __repr__(self) -> str:
         return repr(self.inner)
 

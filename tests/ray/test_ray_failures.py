@@ -3,6 +3,8 @@ a hung task, checkpoint storage errors."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import time
 from collections import Counter
@@ -21,7 +23,7 @@ from ray_jobs import (
 )
 
 from runtime import FaultPlan
-from runtime.faults import StorageWriteFailure
+from runtime.faults import StorageWriteFailure, TaskCrash
 from runtime.result import JobFailedError
 from runtime.sim.workloads import multiset
 
@@ -48,6 +50,20 @@ def test_udf_rejecting_a_record_restarts_then_fails_naming_operator_and_record(r
     seen = multiset(committed)
     assert max(seen.values()) == 1, "a record was committed twice"
     assert not (seen - expected_counts(ROWS)), "committed output that a correct run never produces"
+
+
+@pytest.mark.ray
+def test_a_poison_record_fails_within_seconds_with_the_default_restart_strategy(ray_session, caplog) -> None:
+    # regression: the default restarted it 20 times, 0.1 s apart; exponential delay gives up after
+    # 5 restarts in a row (~1.3 s of backoff in all)
+    env = pageview_env(ROWS, attempts=None, fn=reject_one, interval=0.02)
+    with caplog.at_level(logging.INFO, logger="barrierflow.ray"), pytest.raises(JobFailedError) as info:
+        env.execute("poison", executor="ray")
+    message = str(info.value)
+    assert "after 5 restart(s)" in message and "exponential_delay" in message, message
+    assert "'to-app'" in message and f"'i': {BAD}" in message and len(message) < 2000, message
+    failovers = [r.created for r in caplog.records if "failover" in r.getMessage()]
+    assert len(failovers) == 6, failovers  # the first failure and 5 restarts, not 20
 
 
 @pytest.mark.ray
@@ -114,3 +130,39 @@ def test_storage_failures_decline_checkpoints_and_files_on_shared_storage(ray_se
     assert reasons.get("storage failure", 0) >= 1, reasons
     assert multiset(result.output("pv")) == expected_counts(ROWS)
     assert os.listdir(tmp_path / "chk" / "store"), "checkpoint files were not written to the storage path"
+
+
+@pytest.mark.ray
+def test_failovers_leave_no_orphan_checkpoint_files(ray_session, tmp_path) -> None:
+    # regression: each failover left the directory of the checkpoint in progress behind
+    from checkpoint.tools import collect_garbage, open_checkpoints
+
+    plan = FaultPlan.of(TaskCrash(task="count[0]", at_fraction=0.3), TaskCrash(task="count[1]", at_fraction=0.6))
+    env = pageview_env(ROWS, storage=str(tmp_path / "chk"), interval=0.01)
+    result = env.execute("orphans", executor="ray", faults=plan)
+    assert result.restarts == 2 and multiset(result.output("pv")) == expected_counts(ROWS)
+    chk_dirs = sorted(p.name for p in (tmp_path / "chk" / "orphans").glob("chk-*"))
+    assert len(chk_dirs) == 1, chk_dirs  # retained=1: the final checkpoint, nothing of the failed attempts
+    report = collect_garbage(open_checkpoints(str(tmp_path / "chk")), "orphans", dry_run=True)
+    assert [p for p, _ in report.removed if not p.endswith("_checkpoint_counter")] == []
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("what", ["storage", "zookeeper"])
+def test_unreachable_storage_or_zookeeper_fails_in_seconds_naming_it(what: str, silent_port: int) -> None:
+    # checked in the driver before Ray starts; the actors used to die in their constructors,
+    # redeployed until "actors kept dying" (storage) or leader election gave up after 70 s (ZooKeeper)
+    from checkpoint.recovery import HighAvailabilityError
+    from checkpoint.storage import StorageError
+
+    address = f"127.0.0.1:{silent_port}"
+    if what == "storage":
+        env = pageview_env(ROWS, storage=f"s3://bucket/chk?endpoint_override={address}&scheme=http")
+        env.checkpoint_config = dataclasses.replace(env.checkpoint_config, storage_timeout=1.0)
+    else:
+        env = pageview_env(ROWS)
+        env.set_high_availability("zookeeper", hosts=address, operation_timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(StorageError if what == "storage" else HighAvailabilityError, match=address):
+        env.execute("unreachable", executor="ray")
+    assert time.monotonic() - started < 15.0
