@@ -586,7 +586,7 @@ class RayExecutor:
             trace.extend(final["trace"])
             for name, entries in final["keyed_state"].items():
                 final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
-            metrics.latencies.extend(final["latencies"])
+            metrics.latencies.merge(final["latencies"])
             metrics.add_task_span(final["first_created_at"], final["last_arrival_at"])
             if self.graph.vertex(task_id.vertex).source is not None:
                 source_now += final["records_in"]

@@ -393,7 +393,7 @@ class SimExecutor:
             for name, entries in self.tasks[task_id].keyed_state().items():
                 final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
         for task in self.tasks.values():
-            self.metrics.latencies.extend(task.latencies)
+            self.metrics.latencies.merge(task.latencies)
             self.metrics.add_task_span(task.first_created_at, task.last_arrival_at)
         return JobResult(
             job_name=self.graph.job_name,

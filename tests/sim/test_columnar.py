@@ -231,7 +231,7 @@ def test_vectorised_latencies_count_every_record_at_the_sink_task(shape: str, cr
     assert len(result.output(SINK)) == SURVIVORS
     assert at_sinks > 0
     assert len(result.metrics.latencies) == at_sinks
-    assert all(latency >= 0 for latency in result.metrics.latencies)
+    assert result.metrics.latencies.min >= 0
     throughput = result.metrics.end_to_end_throughput
     assert isinstance(throughput, float) and throughput > 0
 
