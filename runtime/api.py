@@ -545,23 +545,28 @@ class StreamEnvironment:
         return self
 
     def restore_from(self, checkpoints: str, job_id: str | None = None,
-                     checkpoint_id: int | None = None) -> StreamEnvironment:
+                     checkpoint_id: int | None = None, run_id: str | None = None) -> StreamEnvironment:
         """Start the next `execute` from a checkpoint in a checkpoint directory (any parallelism:
-        key groups and source splits are redistributed).
+        key groups and source splits are redistributed). Checkpoint storage is trusted input:
+        restore from directories only you (or your jobs) write.
 
         Args:
             checkpoints: the checkpoint storage (a local path or `pyarrow.fs` URI), as given to
-                `enable_checkpointing(storage=...)`.
+                `enable_checkpointing(storage=...)`; it must exist (it is never created).
             job_id: the job whose checkpoints to use (default: the only job there).
-            checkpoint_id: which checkpoint (default: the newest that verifies; corrupt newer ones
-                are skipped with a warning naming the file).
+            checkpoint_id: which checkpoint (default: the newest run's newest that verifies;
+                corrupt newer ones are skipped with a warning naming the file).
+            run_id: the newest valid checkpoint of this run (`JobResult.run_id`, shown by
+                `barrierflow checkpoints ls`) instead of the newest run's.
 
         Raises:
-            checkpoint.tools.CheckpointToolError: no such job or checkpoint, or none valid.
+            checkpoint.tools.CheckpointToolError: no such directory, job, run or checkpoint, or
+                none valid (the message names the path and every bad file).
         """
         from checkpoint.tools import load_checkpoint
 
-        self._restore_from = load_checkpoint(checkpoints, job_id=job_id, checkpoint_id=checkpoint_id)
+        self._restore_from = load_checkpoint(checkpoints, job_id=job_id, checkpoint_id=checkpoint_id,
+                                             run_id=run_id)
         return self
 
     def restore_from_landed(self, spark: Any, target: str, checkpoint_id: int | None = None) -> StreamEnvironment:

@@ -246,6 +246,9 @@ class JobResult:
     restored_checkpoints: list[int | None] = field(default_factory=list)
     trace: list[tuple] = field(default_factory=list, repr=False)
     replay: str = ""
+    #: this run's id, recorded in the metadata of every checkpoint it took (`restore_from(dir,
+    #: run_id=...)` names it; `barrierflow checkpoints ls` shows it)
+    run_id: str | None = None
 
     def output(self, name: str) -> list[Record]:
         """Committed records of sink `name` (never uncommitted ones)."""

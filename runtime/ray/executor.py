@@ -58,6 +58,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from checkpoint.handles import TaskId
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.recovery import create_recovery_factory
+from checkpoint.store import new_run_id
 from runtime.faults import (
     ChannelStall,
     CoordinatorCrash,
@@ -132,6 +133,8 @@ class RayExecutor:
         self.seed = seed
         self.progress = progress
         self.job_id = job_id or graph.job_name
+        #: this run's identity in the checkpoint storage (recovery ignores other runs' checkpoints)
+        self.run_id = new_run_id()
         self.task_cpus = task_cpus
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
@@ -235,7 +238,7 @@ class RayExecutor:
         self._contenders += 1
         return _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
                                          max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
-                                                                contender)
+                                                                contender, self.run_id)
 
     def _await_leader(self, first: bool = False) -> None:
         """HA: make whichever contender leads now `self.coordinator` (promoted: it recovered the
@@ -597,6 +600,7 @@ class RayExecutor:
         return JobResult(
             job_name=self.graph.job_name,
             executor="ray",
+            run_id=self.run_id,
             seed=self.seed,
             committer=committer,
             checkpoints=self._stats_history + history,

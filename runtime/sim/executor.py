@@ -37,7 +37,7 @@ from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError, storage_from_uri
-from checkpoint.store import StandaloneCompletedCheckpointStore
+from checkpoint.store import StandaloneCompletedCheckpointStore, new_run_id
 from runtime.faults import (
     ChannelStall,
     CoordinatorCrash,
@@ -168,8 +168,11 @@ class SimExecutor:
         restore_from: tuple[Any, Any] | None = None,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
         committer: CollectCommitter | None = None,
+        run_id: str | None = None,
     ) -> None:
         self.graph = graph
+        #: this run's identity in the checkpoint storage (recovery ignores other runs' checkpoints)
+        self.run_id = run_id or new_run_id()
         #: (CompletedCheckpoint, CheckpointStorage) the first deployment starts from, if any
         self.restore_from = restore_from
         #: called with (completed, storage) whenever a checkpoint completes (e.g. Spark landing)
@@ -231,7 +234,7 @@ class SimExecutor:
         if restore_from is not None:  # ids continue after the restored checkpoint's
             self.id_counter.set_count(restore_from[0].checkpoint_id + 1)
         self.store = StandaloneCompletedCheckpointStore(
-            self.storage, self.job_id, config.retained if config else 1
+            self.storage, self.job_id, config.retained if config else 1, run_id=self.run_id
         )
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
         if self.ha is not None:
@@ -257,7 +260,9 @@ class SimExecutor:
     def _ha_store(self) -> Any:
         leader = next(e for e in self.elections if e.is_leader)
         retained = self.graph.checkpoint_config.retained if self.graph.checkpoint_config else 1
-        return self.ha_services.create_store(self.job_id, self.storage, retained, leader_election=leader)
+        store = self.ha_services.create_store(self.job_id, self.storage, retained, leader_election=leader)
+        store.run_id = self.run_id
+        return store
 
     # ------------------------------------------------------------------ scheduling
 
@@ -398,6 +403,7 @@ class SimExecutor:
         return JobResult(
             job_name=self.graph.job_name,
             executor="sim",
+            run_id=self.run_id,
             seed=self.seed,
             committer=self.committer,
             checkpoints=list(self.coordinator_history()),
@@ -694,7 +700,7 @@ class SimExecutor:
             return
         # standalone mode: the coordinator's memory is gone; what survives is the storage
         self.store = StandaloneCompletedCheckpointStore(
-            self.storage, self.job_id, self.graph.checkpoint_config.retained
+            self.storage, self.job_id, self.graph.checkpoint_config.retained, run_id=self.run_id
         )
         self.store.recover()
         latest = self.store.get_latest_checkpoint()
