@@ -199,10 +199,10 @@ def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int
         except CorruptCheckpointError as exc:
             log.warning("skipping checkpoint %d of job %s: %s (file %s)", cid, job, exc, exc.path)
             problems.append(f"checkpoint {cid}: {exc}")
-    if run_id is not None and run_id not in runs:
+    if run_id is not None and run_id not in runs and checkpoint_id is None:
         known = ", ".join(f"{r} (newest checkpoint {c})" for r, c in runs.items() if r is not None) or "none"
         raise CheckpointToolError(f"no checkpoint of run {run_id!r} of job {job!r} in {location}; runs: {known}")
-    which = f"run {run_id!r} of job {job!r}" if run_id is not None else f"job {job!r}"
+    which = f"run {wanted!r} of job {job!r}" if wanted is not None else f"job {job!r}"
     raise CheckpointToolError(f"no valid checkpoint of {which} in {location}: "
                               + ("; ".join(problems) if problems else "none were taken")
                               + ("; older runs may have one: name one with run_id" if len(runs) > 1 else ""))
@@ -271,7 +271,8 @@ def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = 
     prefix = storage.job_dir(job_id) + "/"
     files = storage.blob_store.list(prefix)
     for path in files:
-        if path in keep or not _JOB_ENTRY.match(path[len(prefix):].split("/", 1)[0]) or "/" not in path[len(prefix):]:
+        top, _, rest = path[len(prefix):].partition("/")
+        if path in keep or not rest or not _JOB_ENTRY.match(top):  # only files in chk-<id>/ and shared/
             continue
         try:
             size = len(storage.blob_store.get(path))
