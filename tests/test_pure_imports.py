@@ -19,6 +19,7 @@ PURE = [
     ("runtime/task.py", NEVER),
     ("runtime/histogram.py", NO_CLOCK_OR_DICE),
     ("runtime/ports.py", NEVER),
+    ("runtime/restore_match.py", NEVER),
     ("checkpoint/coordinator.py", NEVER),
     ("checkpoint/pending.py", NEVER),
     ("state", NEVER),

@@ -36,7 +36,10 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   records (or at a fraction of the task's expected records) the actor freezes at that record
   count and the driver kills it. `CoordinatorCrash` kills the coordinator actor (at a time or a
   fraction of the expected source records), `ChannelStall` holds a task's input back, lost
-  acknowledgements and failing storage writes are applied inside the task actor.
+  acknowledgements and failing storage writes are applied inside the task actor. Those five are
+  the kinds implemented here (`RAY_FAULT_KINDS`); a plan with any other kind (lost, duplicated
+  or late control messages, torn writes, slow storage, ...: the simulator's) is refused at once
+  with an `UnsupportedFaultError` naming it, never silently ignored.
 * End. When every task reports finished, the driver waits until the final checkpoint's
   completion notifications have executed (the sinks committed), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
@@ -66,6 +69,7 @@ from runtime.faults import (
     LostAcknowledgement,
     StorageWriteFailure,
     TaskCrash,
+    check_supported,
     resolve_task,
 )
 from runtime.graph import JobGraph, JobGraphError
@@ -78,6 +82,9 @@ from runtime.restore import RestoreError
 from runtime.result import JobFailedError, JobMetrics, JobResult, suppresses_restarts
 
 log = logging.getLogger("barrierflow.ray")
+
+#: the `FaultPlan` kinds this executor implements; it refuses a plan with any other
+RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure)
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
@@ -130,6 +137,7 @@ class RayExecutor:
         self._initial_committer = committer
         self.address = address
         self.faults = faults or FaultPlan()
+        check_supported(self.faults, RAY_FAULT_KINDS, "ray")
         self.seed = seed
         self.progress = progress
         self.job_id = job_id or graph.job_name
@@ -332,18 +340,12 @@ class RayExecutor:
         return _TaskActor.options(**options).remote(self.graph_ref, task_id, services)
 
     def _routes(self) -> tuple[dict[TaskId, dict[int, tuple[Any, int]]], dict[TaskId, dict[int, tuple[str, Any, int]]]]:
-        graph = self.graph
         outputs: dict[TaskId, dict[int, tuple[Any, int]]] = {t: {} for t in self.task_ids}
         inputs: dict[TaskId, dict[int, tuple[str, Any, int]]] = {t: {} for t in self.task_ids}
-        for task_id in self.task_ids:
-            index = 0
-            for edge, targets in graph.output_groups(task_id.vertex, task_id.subtask):
-                for downstream in targets:
-                    receiver = TaskId(edge.target, downstream)
-                    in_ch = graph.input_channel_index(edge.target, downstream, edge, task_id.subtask)
-                    outputs[task_id][index] = (self.tasks[receiver], in_ch)
-                    inputs[receiver][in_ch] = (str(task_id), self.tasks[task_id], index)
-                    index += 1
+        for route in self.graph.channel_routes():
+            outputs[route.sender][route.output_channel] = (self.tasks[route.receiver], route.input_channel)
+            inputs[route.receiver][route.input_channel] = (str(route.sender), self.tasks[route.sender],
+                                                           route.output_channel)
         return outputs, inputs
 
     # ------------------------------------------------------------------ watching
@@ -667,7 +669,8 @@ def run_job(
         graph: the job.
         address: a Ray cluster address to join; None uses the Ray this process is connected to,
             or starts (and afterwards stops) an embedded local one.
-        faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor).
+        faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor); a kind outside
+            `RAY_FAULT_KINDS` raises `runtime.faults.UnsupportedFaultError`, naming it.
         seed: picks unnamed fault targets together with the plan's seed.
         progress: called periodically with a dict of progress figures.
         options: `RayExecutor` tuning (job_id, task_cpus, heartbeat_interval, heartbeat_timeout,

@@ -69,10 +69,11 @@ class CommitterService:
 
 
 def _as_batch(records: list[dict[str, Any]] | pa.RecordBatch) -> pa.RecordBatch:
-    """Raises: RecordConversionError naming a record Arrow cannot carry."""
+    """Raises: RecordConversionError naming a record Arrow cannot carry (not expected: the task
+    checked the sink's input for one Arrow type per field)."""
     if isinstance(records, pa.RecordBatch):
         return records
-    return Buffer.from_records(records).batch
+    return Buffer.from_records(records, checked=True).batch
 
 
 class RemoteCommitter:

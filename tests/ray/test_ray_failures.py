@@ -1,4 +1,5 @@
-"""Failures on Ray: a UDF that rejects a record, a hung task, checkpoint storage errors."""
+"""Failures on Ray: a UDF that rejects a record, records Arrow cannot carry or whose field types mix,
+a hung task, checkpoint storage errors."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from ray_jobs import UNSTAGEABLE, expected_counts, pageview_env, pageview_rows, unstageable_env
+from ray_jobs import (
+    MIXED_FROM,
+    UNSTAGEABLE,
+    expected_counts,
+    int_or_str,
+    mixed_types_env,
+    pageview_env,
+    pageview_rows,
+    unstageable_env,
+)
 
 from runtime import FaultPlan
 from runtime.faults import StorageWriteFailure
@@ -41,19 +51,41 @@ def test_udf_rejecting_a_record_restarts_then_fails_naming_operator_and_record(r
 
 
 @pytest.mark.ray
-def test_a_record_the_sink_cannot_stage_fails_the_job_naming_sink_and_record(ray_session) -> None:
-    """The sink's stage is converted to Arrow on the task's writer thread, off the data path; a
-    record Arrow cannot carry must still fail the task (not merely decline the checkpoint, which
-    would retry for ever) with an error naming the sink and the record."""
-    env = unstageable_env(ROWS)
+def test_a_record_the_sink_cannot_stage_fails_the_job_naming_operator_and_record(ray_session) -> None:
+    """A record Arrow cannot carry reaching a chained sink fails the task before the sink takes it,
+    with the simulator's error (it used to fail only at the stage, on the writer thread, and the
+    simulator accepted it)."""
     with pytest.raises(JobFailedError) as info:
-        env.execute("unstageable", executor="ray")
+        unstageable_env(ROWS).execute("unstageable", executor="ray")
     message = str(info.value)
-    assert "sink 'pv' cannot stage transaction" in message, message
-    assert f"'i': {UNSTAGEABLE}" in message and str(2**70) in message, message
+    expected = f"holds {2**70} (int), which does not fit in int64, the widest int Arrow holds"
+    assert "records emitted by operator 'emit': field 'n' of record" in message and expected in message, message
+    assert f"'i': {UNSTAGEABLE}" in message, message
     committed = info.value.committer.output("pv")
     assert all(r["n"] == 1 for r in committed), "the record Arrow cannot carry was committed"
     assert max(Counter(r["i"] for r in committed).values(), default=1) == 1, "a record was committed twice"
+    with pytest.raises(JobFailedError) as on_sim:
+        unstageable_env(ROWS).execute("unstageable", executor="sim", seed=1)
+    assert str(on_sim.value.cause) in message
+
+
+@pytest.mark.ray
+def test_mixed_types_in_a_field_fail_alike_on_ray_and_the_simulator(ray_session) -> None:
+    """Ints, then strs in field "x": the same error naming operator, field, types and record at
+    every buffer size on both executors (it used to depend on whether the two shared a buffer)."""
+    rows = ROWS[:MIXED_FROM + 100]
+    expected = (
+        f"records emitted by operator 'shape': field 'x' is string in record {int_or_str(rows[MIXED_FROM])!r}, "
+        "but int64 in earlier records; a field keeps one Arrow type per stream (None fits any type, ints widen "
+        "to floats)"
+    )
+    for buffer_size in (1, 256):
+        with pytest.raises(JobFailedError) as on_sim:
+            mixed_types_env(rows, buffer_size).execute("mixed", executor="sim", seed=1)
+        assert str(on_sim.value.cause) == expected
+    with pytest.raises(JobFailedError) as on_ray:
+        mixed_types_env(rows, 256).execute("mixed", executor="ray")
+    assert f"task Source: collection[0] failed: {expected} (executor=ray" in str(on_ray.value), str(on_ray.value)
 
 
 @pytest.mark.ray
