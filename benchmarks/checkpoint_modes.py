@@ -386,6 +386,11 @@ def _pct(values: list[float], q: float) -> float | None:
     return None if value is None else round(value, 6)
 
 
+def _latency_ms(latencies: Any, q: float) -> float | None:
+    value = latencies.percentile(q)
+    return None if value is None else round(value * 1e3, 6)
+
+
 def throughput_of(result: Any) -> float | None:
     """Records per second from the first record created to the last record counted."""
     output = result.output(SINK)
@@ -397,7 +402,7 @@ def throughput_of(result: Any) -> float | None:
 
 
 def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate: float, records: int) -> Outcome:
-    latencies = sorted(_ms(latency_run.metrics.latencies))
+    latencies = latency_run.metrics.latencies  # a histogram: percentiles within 1 %
     done = [c for c in latency_run.checkpoints if c.completed]
     aborted = [c for c in latency_run.checkpoints if not c.completed]
     durations = _ms(c.duration for c in done)
@@ -410,11 +415,11 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate
         "parallelism": combo.parallelism,
         "status": "ok",
         "throughput": None if throughput is None else round(throughput, 3),
-        "latency_p50": _pct(latencies, 50),
-        "latency_p90": _pct(latencies, 90),
-        "latency_p99": _pct(latencies, 99),
-        "latency_p99_9": _pct(latencies, 99.9),
-        "latency_max": _pct(latencies, 100),
+        "latency_p50": _latency_ms(latencies, 50),
+        "latency_p90": _latency_ms(latencies, 90),
+        "latency_p99": _latency_ms(latencies, 99),
+        "latency_p99_9": _latency_ms(latencies, 99.9),
+        "latency_max": _latency_ms(latencies, 100),
         "checkpoint_duration_p50": _pct(durations, 50),
         "checkpoint_duration_p99": _pct(durations, 99),
         "checkpoint_duration_max": _pct(durations, 100),
@@ -429,8 +434,7 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate
         "records": records,
         "repeats": 1,
     }
-    n = len(latencies)
-    cdf = [(latencies[min(n - 1, int(q * (n - 1) / 200))], q / 200) for q in range(201)] if n else []
+    cdf = [(_latency_ms(latencies, q / 2), q / 200) for q in range(201)] if len(latencies) else []
     timeline_points = [
         {"id": c.id, "trigger_time": c.trigger_time, "duration": c.duration * 1e3, "completed": c.completed,
          "failure_reason": c.failure_reason.value if c.failure_reason else None, "unaligned": c.unaligned}

@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from checkpoint.storage import CheckpointStorage, StorageError
+from checkpoint.storage import SHARED_DIR, CheckpointStorage, StorageError
 
 if TYPE_CHECKING:
     from checkpoint.store import CompletedCheckpointStore
@@ -58,8 +58,10 @@ def unreferenced_files(storage: CheckpointStorage, job_id: str, keep: Iterable[s
 
     Args:
         keep: files that must stay (see the module docstring).
-        since: None (offline `gc`): every such file of the job directory. Else only files of
-            checkpoints with an id >= `since` that are not in `retained` or `pending`.
+        since: None (offline `gc`): every such file under the job's `chk-<id>/` and `shared/`
+            (never a file directly in the job directory: the id counter that keeps runs from
+            reusing ids). Else only files of checkpoints with an id >= `since` that are not in
+            `retained` or `pending`.
         retained, pending: checkpoint ids whose files stay whatever `keep` says (online).
 
     Raises:
@@ -73,8 +75,13 @@ def unreferenced_files(storage: CheckpointStorage, job_id: str, keep: Iterable[s
     for path in storage.list_job_files(job_id):
         if path in keep_set:
             continue
-        checkpoint_id = checkpoint_id_of(path[len(prefix):])
-        if since is None or (checkpoint_id is not None and checkpoint_id >= since and checkpoint_id not in spare):
+        relative = path[len(prefix):]
+        checkpoint_id = checkpoint_id_of(relative)
+        if since is None:
+            top, _, rest = relative.partition("/")
+            if rest and (checkpoint_id is not None or top == SHARED_DIR):
+                out.append(path)
+        elif checkpoint_id is not None and checkpoint_id >= since and checkpoint_id not in spare:
             out.append(path)
     for path in storage.list_job_files(job_id, temporary=True):  # never part of a checkpoint
         if checkpoint_id_of(path[len(prefix):]) not in pending_set:  # (a pending one's may still land)

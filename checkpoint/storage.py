@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
 import re
 import threading
 import uuid
-import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
@@ -63,6 +63,7 @@ SHARED_DIR = "shared"
 _CHK_DIR = re.compile(r"^chk-(\d+)$")
 _METADATA_PATH = re.compile(r"(?:^|/)chk-(\d+)/" + METADATA_FILE + r"$")
 _TMP_MARKER = ".tmp-"
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class StorageError(OSError):
@@ -125,20 +126,15 @@ def compute_checksum(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def checksum_matches(data: bytes, checksum: str) -> bool:
-    """Verify `data` against `checksum`.
+def is_checksum(checksum: object) -> bool:
+    """Whether `checksum` has the one form accepted: a SHA-256 digest, 64 lower-case hex digits
+    (what `compute_checksum` writes; weak ones such as CRC-32 are refused)."""
+    return isinstance(checksum, str) and _SHA256_HEX.fullmatch(checksum) is not None
 
-    Accepts SHA-256 (``"<64 hex>"`` or ``"sha256:<hex>"``) and CRC-32 (``"<8 hex>"`` or
-    ``"crc32:<hex>"``) so state files checksummed by other writers verify too.
-    """
-    algo, _, digest = checksum.rpartition(":")
-    algo = algo.lower() or ("crc32" if len(digest) == 8 else "sha256")
-    digest = digest.lower()
-    if algo == "sha256":
-        return hashlib.sha256(data).hexdigest() == digest
-    if algo == "crc32":
-        return f"{zlib.crc32(data) & 0xFFFFFFFF:08x}" == digest
-    return False
+
+def checksum_matches(data: bytes, checksum: str) -> bool:
+    """Verify `data` against `checksum` (only SHA-256 as written by `compute_checksum`)."""
+    return is_checksum(checksum) and hmac.compare_digest(hashlib.sha256(data).hexdigest(), checksum)
 
 
 # -- blob stores -------------------------------------------------------------------------------
@@ -178,6 +174,10 @@ class BlobStore(Protocol):
         name (never read; `delete` removes them), sorted."""
         ...
 
+    def where(self, path: str) -> str:
+        """`path` as a user finds it (a full path or URI), for error messages."""
+        ...
+
 
 class MemoryBlobStore:
     """A blob store in a dict (checkpoints survive a coordinator restart, not the process)."""
@@ -213,6 +213,9 @@ class MemoryBlobStore:
     def list_temporary(self, prefix: str) -> list[str]:
         return []  # a put is one step: nothing is ever half written
 
+    def where(self, path: str) -> str:
+        return f"memory://{path}"
+
     def __repr__(self) -> str:
         return f"MemoryBlobStore(files={len(self._files)})"
 
@@ -222,19 +225,22 @@ class FsBlobStore:
 
     Args:
         uri_or_path: a filesystem URI (``file:///tmp/x``, ``s3://bucket/prefix``...) or a local
-            path (relative paths are made absolute). The base directory is created if missing.
+            path (relative paths are made absolute).
         timeout: seconds each call to a remote filesystem may take (None: unbounded); local
             directories are not bounded.
         filesystem: a configured `pyarrow.fs.FileSystem` (e.g. an `S3FileSystem` with its own
             credentials); `uri_or_path` is then the base path inside it.
+        create: create the base directory if missing (a job's storage); False: it must exist
+            (inspecting or restoring from a directory never creates it).
 
     Raises:
-        StorageError: the URI cannot be resolved or the base directory cannot be created;
-            `StorageTimeoutError` when that took longer than `timeout`.
+        StorageError: the URI cannot be resolved, the base directory cannot be created, or (not
+            `create`) it does not exist or is not a directory; `StorageTimeoutError` when that
+            took longer than `timeout`.
     """
 
     def __init__(self, uri_or_path: str, *, timeout: float | None = DEFAULT_STORAGE_TIMEOUT,
-                 filesystem: pafs.FileSystem | None = None) -> None:
+                 filesystem: pafs.FileSystem | None = None, create: bool = True) -> None:
         if not isinstance(uri_or_path, str) or not uri_or_path.strip():
             raise ValueError(f"checkpoint storage location must be a URI or a path, got {uri_or_path!r}")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
@@ -256,11 +262,17 @@ class FsBlobStore:
                 self._fs, base = pafs.LocalFileSystem(), os.path.abspath(uri_or_path)
             self._bounded = self._bounded and not isinstance(self._fs, pafs.LocalFileSystem)
             self._base = base.rstrip("/")
-            self._call(f"create directory {self._base}", lambda: self._fs.create_dir(self._base, recursive=True))
+            if create:
+                self._call(f"create directory {self._base}", lambda: self._fs.create_dir(self._base, recursive=True))
+            else:
+                kind = self._call(f"look up {self._base}", lambda: self._fs.get_file_info(self._base).type)
         except StorageTimeoutError:
             raise
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot open checkpoint storage {uri_or_path!r}: {exc}") from exc
+        if not create and kind != pafs.FileType.Directory:
+            what = "does not exist" if kind == pafs.FileType.NotFound else "is not a directory"
+            raise BlobNotFoundError(f"checkpoint storage {uri_or_path} ({self._base}) {what}")
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()`, bounded by the timeout on a remote filesystem."""
@@ -372,6 +384,9 @@ class FsBlobStore:
                 keys.append(key)
         return sorted(keys)
 
+    def where(self, path: str) -> str:
+        return f"{self._base}/{path}"
+
     def __repr__(self) -> str:
         return f"FsBlobStore({self.uri!r})"
 
@@ -426,6 +441,9 @@ class FailingBlobStore:
     def list_temporary(self, prefix: str) -> list[str]:
         return self.inner.list_temporary(prefix)
 
+    def where(self, path: str) -> str:
+        return self.inner.where(path)
+
 
 # -- checkpoint layout -------------------------------------------------------------------------
 
@@ -434,6 +452,39 @@ def _check_job_id(job_id: str) -> str:
     if not isinstance(job_id, str) or not job_id or "/" in job_id or job_id in (".", ".."):
         raise ValueError(f"invalid job_id {job_id!r}: must be a non-empty name without '/'")
     return job_id
+
+
+def _valid_job_id(job_id: str) -> bool:
+    try:
+        _check_job_id(job_id)
+    except ValueError:
+        return False
+    return True
+
+
+def _handle_problem(handle: StateHandle, root: str, job_prefix: str | None = None) -> str | None:
+    """What is wrong with a handle read from metadata (None: nothing): a path that is not a plain
+    relative one inside the storage root (or the job's directory), a checksum other than the
+    SHA-256 written here, or a nonsensical size, offset or length."""
+    path = handle.path
+    try:
+        _check_key(path)
+    except ValueError as exc:
+        return f"{path!r} is refused: {exc}"
+    if job_prefix is not None and not path.startswith(job_prefix):
+        return f"{path!r} is refused: it is outside the job's directory {job_prefix.rstrip('/')}"
+    if root and not path.startswith(root + "/"):
+        return f"{path!r} is refused: it is outside the storage root {root}"
+    if not is_checksum(handle.checksum):
+        return (f"{path!r} declares checksum {str(handle.checksum)[:80]!r}: only a SHA-256 digest "
+                "(64 lower-case hex digits) is accepted")
+    for name in ("size", "offset", "length"):
+        value = getattr(handle, name)
+        if value is None and name == "length":
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"{path!r} has an invalid {name} {value!r}"
+    return None
 
 
 def _check_checkpoint_id(checkpoint_id: int) -> int:
@@ -457,6 +508,11 @@ class CheckpointStorage:
             _check_key(self.root)
 
     # -- paths --
+
+    def describe(self, path: str) -> str:
+        """`path` as a user finds it (full path or URI), for error messages."""
+        where = getattr(self.blob_store, "where", None)
+        return where(path) if where is not None else path
 
     def _join(self, *parts: str) -> str:
         return "/".join(p for p in (self.root, *parts) if p)
@@ -520,6 +576,9 @@ class CheckpointStorage:
             StorageError: the read itself failed.
         """
         path = handle.path
+        problem = _handle_problem(handle, self.root)
+        if problem:
+            raise CorruptCheckpointError(f"checkpoint state handle {problem}", str(path))
         try:
             data = self.blob_store.get(path)
         except BlobNotFoundError:
@@ -539,7 +598,7 @@ class CheckpointStorage:
                     f"checkpoint state file {path} has {len(data)} bytes, expected {handle.size}", path
                 )
         if not checksum_matches(segment, handle.checksum):
-            raise CorruptCheckpointError(f"checkpoint state file {path} fails its checksum", path)
+            raise CorruptCheckpointError(f"checkpoint state file {self.describe(path)} fails its checksum", path)
         return segment
 
     def delete_file(self, path: str) -> None:
@@ -605,6 +664,12 @@ class CheckpointStorage:
             raise CorruptCheckpointError(
                 f"checkpoint metadata {path} describes checkpoint {completed.checkpoint_id}", path
             )
+        job_prefix = self.job_dir(completed.job_id) + "/" if _valid_job_id(completed.job_id) else None
+        for handle in completed.state_handles():
+            problem = _handle_problem(handle, self.root, job_prefix)
+            if problem:
+                raise CorruptCheckpointError(
+                    f"checkpoint metadata {self.describe(path)} is unusable: state handle {problem}", path)
         completed.metadata_path = path
         return completed
 
@@ -655,16 +720,18 @@ class CheckpointStorage:
 
 
 def storage_from_uri(uri: str | None, root: str = "", *,
-                     timeout: float | None = DEFAULT_STORAGE_TIMEOUT) -> CheckpointStorage:
+                     timeout: float | None = DEFAULT_STORAGE_TIMEOUT, create: bool = True) -> CheckpointStorage:
     """Checkpoint storage for a `CheckpointConfig.storage` value.
 
     Args:
         uri: None or ``"memory://"`` for memory; otherwise a `pyarrow.fs` URI or a local path.
         timeout: seconds each call to a remote filesystem may take (`CheckpointConfig.storage_timeout`).
+        create: create a missing directory (False: it must exist, see `FsBlobStore`).
 
     Raises:
-        StorageError: the location cannot be opened (`StorageTimeoutError`: it did not answer).
+        StorageError: the location cannot be opened (`StorageTimeoutError`: it did not answer;
+            `BlobNotFoundError`: it does not exist).
     """
     if uri is None or uri == "memory://":
         return CheckpointStorage(MemoryBlobStore(), root)
-    return CheckpointStorage(FsBlobStore(uri, timeout=timeout), root)
+    return CheckpointStorage(FsBlobStore(uri, timeout=timeout, create=create), root)

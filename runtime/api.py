@@ -562,9 +562,10 @@ class StreamEnvironment:
         return self
 
     def restore_from(self, checkpoints: str, job_id: str | None = None, checkpoint_id: int | None = None, *,
-                     allow_non_restored_state: bool = False) -> StreamEnvironment:
+                     allow_non_restored_state: bool = False, run_id: str | None = None) -> StreamEnvironment:
         """Start the next `execute` from a checkpoint in a checkpoint directory (any parallelism:
-        key groups and source splits are redistributed).
+        key groups and source splits are redistributed). Checkpoint storage is trusted input:
+        restore from directories only you (or your jobs) write.
 
         The job must match the checkpoint: its operators, their keyed and operator state names,
         and its sources' splits (a source whose `splits` was not given takes the checkpoint's).
@@ -573,21 +574,25 @@ class StreamEnvironment:
 
         Args:
             checkpoints: the checkpoint storage (a local path or `pyarrow.fs` URI), as given to
-                `enable_checkpointing(storage=...)`.
+                `enable_checkpointing(storage=...)`; it must exist (it is never created).
             job_id: the job whose checkpoints to use (default: the only job there).
-            checkpoint_id: which checkpoint (default: the newest that verifies; corrupt newer ones
-                are skipped with a warning naming the file).
+            checkpoint_id: which checkpoint (default: the newest run's newest that verifies;
+                corrupt newer ones are skipped with a warning naming the file).
             allow_non_restored_state: drop the checkpoint's state that the job does not use (an
                 operator it no longer has, a renamed state) with a warning listing it, instead of
                 failing (Flink's `allowNonRestoredState`). Source splits must match even so: other
                 splits would duplicate or lose input.
+            run_id: the newest valid checkpoint of this run (`JobResult.run_id`, shown by
+                `barrierflow checkpoints ls`) instead of the newest run's.
 
         Raises:
-            checkpoint.tools.CheckpointToolError: no such job or checkpoint, or none valid.
+            checkpoint.tools.CheckpointToolError: no such directory, job, run or checkpoint, or
+                none valid (the message names the path and every bad file).
         """
         from checkpoint.tools import load_checkpoint
 
-        self._restore_from = load_checkpoint(checkpoints, job_id=job_id, checkpoint_id=checkpoint_id)
+        self._restore_from = load_checkpoint(checkpoints, job_id=job_id, checkpoint_id=checkpoint_id,
+                                             run_id=run_id)
         self._allow_non_restored_state = allow_non_restored_state
         return self
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from array import array
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,6 +63,7 @@ from runtime.barriers import (
     UnalignedBarrierHandler,
 )
 from runtime.barriers.handler import BarrierHandler
+from runtime.histogram import LatencyHistogram
 from runtime.input_gate import CheckpointedInputGate
 from runtime.messages import (
     Buffer,
@@ -335,8 +335,9 @@ class Task:
         self._latest_checkpoint_id = 0
         self.records_in = 0
         self.records_out = 0
-        #: end-to-end latencies (seconds) of records reaching this task's sink, when stamped
-        self.latencies: array[float] = array("d")
+        #: end-to-end latencies (seconds) of records reaching this task's sink, when stamped (a
+        #: bounded histogram: memory does not grow with the number of records)
+        self.latencies = LatencyHistogram()
         self._measures_latency = bool(vertex.sink_names)
         #: earliest creation stamp and latest arrival among the stamped records that reached the sink
         self.first_created_at: float | None = None
@@ -555,12 +556,12 @@ class Task:
             if "created_at" not in data[0]:
                 return
             created = [r["created_at"] for r in data]
-            self.latencies.extend(now - c for c in created)
+            self.latencies.record_many(now - c for c in created)
             first = min(created)
         elif "created_at" in data.schema.names:
             stamps = data.column("created_at").to_numpy(zero_copy_only=False)
-            # frombytes: no Python float per record (this runs for every buffer at a sink)
-            self.latencies.frombytes((now - stamps.astype(np.float64, copy=False)).tobytes())
+            # no Python float per record (this runs for every buffer at a sink)
+            self.latencies.record_array(now - stamps.astype(np.float64, copy=False))
             first = float(stamps.min())
         else:
             return

@@ -17,6 +17,7 @@ PURE = [
     ("runtime/input_gate.py", NO_CLOCK_OR_DICE),
     ("runtime/messages.py", NEVER),
     ("runtime/task.py", NEVER),
+    ("runtime/histogram.py", NO_CLOCK_OR_DICE),
     ("runtime/ports.py", NEVER),
     ("runtime/restore_match.py", NEVER),
     ("runtime/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng

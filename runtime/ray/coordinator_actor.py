@@ -65,7 +65,7 @@ class CoordinatorActor:
     """Hosts the job's `CheckpointCoordinator`. Wrapped with `ray.remote` by the executor."""
 
     def __init__(self, job_id: str, graph: Any, storage: StorageSpec, contender_id: str = "coordinator",
-                 first_checkpoint_id: int | None = None) -> None:
+                 first_checkpoint_id: int | None = None, run_id: str | None = None) -> None:
         self._lock = threading.RLock()
         self._timers = ThreadTimers(self._lock)
         self.graph = graph
@@ -84,14 +84,15 @@ class CoordinatorActor:
                                                       session_timeout=ha.session_timeout,
                                                       operation_timeout=ha.operation_timeout)
             self.election = self.ha_factory.create_leader_election(job_id, contender_id, on_revoke=self._on_revoke)
-            self.store: Any = _HighAvailabilityStore(
-                self.ha_factory.create_store(job_id, self.storage, config.retained, leader_election=self.election,
-                                             discard_executor=self._discard_pool))
+            ha_store = self.ha_factory.create_store(job_id, self.storage, config.retained,
+                                                    leader_election=self.election, discard_executor=self._discard_pool)
+            ha_store.run_id = run_id  # recovery ignores other runs' checkpoints
+            self.store: Any = _HighAvailabilityStore(ha_store)
             self.id_counter: Any = self.ha_factory.create_id_counter(job_id)
             self.id_counter.start()  # shared in ZooKeeper: ids keep increasing across leaders
         else:
             self.store = StandaloneCompletedCheckpointStore(self.storage, job_id, config.retained,
-                                                            discard_executor=self._discard_pool)
+                                                            discard_executor=self._discard_pool, run_id=run_id)
             self.store.recover()  # a replacement coordinator finds what its predecessor completed
             self.id_counter = StorageCheckpointIDCounter(self.storage, job_id)
             self.id_counter.start()  # continues from the id a crashed predecessor persisted

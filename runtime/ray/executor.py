@@ -62,6 +62,7 @@ from checkpoint.handles import TaskId
 from checkpoint.options import RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.recovery import create_recovery_factory
+from checkpoint.store import new_run_id
 from runtime.faults import (
     ChannelStall,
     CoordinatorCrash,
@@ -142,6 +143,8 @@ class RayExecutor:
         self.seed = seed
         self.progress = progress
         self.job_id = job_id or graph.job_name
+        #: this run's identity in the checkpoint storage (recovery ignores other runs' checkpoints)
+        self.run_id = new_run_id()
         self.task_cpus = task_cpus
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
@@ -268,7 +271,8 @@ class RayExecutor:
         self._contenders += 1
         handle = _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
                                            max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
-                                                                  contender, self._first_checkpoint_id)
+                                                                  contender, self._first_checkpoint_id,
+                                                                  self.run_id)
         if self._first_checkpoint_id is None:  # the first one: its successors clean up this run's ids only
             try:
                 self._first_checkpoint_id = ray.get(handle.checkpoint_id_floor.remote(), timeout=120)
@@ -624,7 +628,7 @@ class RayExecutor:
             trace.extend(final["trace"])
             for name, entries in final["keyed_state"].items():
                 final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
-            metrics.latencies.extend(final["latencies"])
+            metrics.latencies.merge(final["latencies"])
             metrics.add_task_span(final["first_created_at"], final["last_arrival_at"])
             if self.graph.vertex(task_id.vertex).source is not None:
                 source_now += final["records_in"]
@@ -635,6 +639,7 @@ class RayExecutor:
         return JobResult(
             job_name=self.graph.job_name,
             executor="ray",
+            run_id=self.run_id,
             seed=self.seed,
             committer=committer,
             checkpoints=self._stats_history + history,

@@ -231,5 +231,8 @@ class RemoteBlobStore:
     def list_temporary(self, prefix: str) -> list[str]:
         return []  # a memory store's put is one step: nothing is ever half written
 
+    def where(self, path: str) -> str:
+        return f"memory://{path}"
+
     def __repr__(self) -> str:
         return "RemoteBlobStore(memory, in a Ray actor)"

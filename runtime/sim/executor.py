@@ -49,7 +49,7 @@ from checkpoint.ids import StorageCheckpointIDCounter
 from checkpoint.options import DEFAULT_STORAGE_TIMEOUT, RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError, storage_from_uri
-from checkpoint.store import StandaloneCompletedCheckpointStore
+from checkpoint.store import StandaloneCompletedCheckpointStore, new_run_id
 from runtime.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
 from runtime.graph import JobGraph
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
@@ -184,7 +184,10 @@ class SimExecutor:
         committer: CollectCommitter | None = None,
         allow_non_restored_state: bool = False,
         invariants: bool | InvariantChecker = False,
+        run_id: str | None = None,
     ) -> None:
+        #: this run's identity in the checkpoint storage (recovery ignores other runs' checkpoints)
+        self.run_id = run_id or new_run_id()
         #: (CompletedCheckpoint, CheckpointStorage) the first deployment starts from, if any
         self.restore_from = restore_from
         #: how that checkpoint fits the job, checked before anything runs (raises StateMismatchError)
@@ -263,7 +266,7 @@ class SimExecutor:
         if restore_from is not None:  # ids continue after the restored checkpoint's
             self.id_counter.set_count(restore_from[0].checkpoint_id + 1)
         self.store = StandaloneCompletedCheckpointStore(
-            self.storage, self.job_id, config.retained if config else 1
+            self.storage, self.job_id, config.retained if config else 1, run_id=self.run_id
         )
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
         if self.ha is not None:
@@ -291,7 +294,9 @@ class SimExecutor:
     def _ha_store(self) -> Any:
         leader = next(e for e in self.elections if e.is_leader)
         retained = self.graph.checkpoint_config.retained if self.graph.checkpoint_config else 1
-        return self.ha_services.create_store(self.job_id, self.storage, retained, leader_election=leader)
+        store = self.ha_services.create_store(self.job_id, self.storage, retained, leader_election=leader)
+        store.run_id = self.run_id
+        return store
 
     # ------------------------------------------------------------------ scheduling
 
@@ -450,11 +455,12 @@ class SimExecutor:
             for name, entries in self.tasks[task_id].keyed_state().items():
                 final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
         for task in self.tasks.values():
-            self.metrics.latencies.extend(task.latencies)
+            self.metrics.latencies.merge(task.latencies)
             self.metrics.add_task_span(task.first_created_at, task.last_arrival_at)
         return JobResult(
             job_name=self.graph.job_name,
             executor="sim",
+            run_id=self.run_id,
             seed=self.seed,
             committer=self.committer,
             checkpoints=list(self.coordinator_history()),
@@ -852,7 +858,7 @@ class SimExecutor:
             return
         # standalone mode: the coordinator's memory is gone; what survives is the storage
         self.store = StandaloneCompletedCheckpointStore(
-            self.storage, self.job_id, self.graph.checkpoint_config.retained
+            self.storage, self.job_id, self.graph.checkpoint_config.retained, run_id=self.run_id
         )
         self.store.recover()
         latest = self.store.get_latest_checkpoint()

@@ -254,6 +254,9 @@ class TearingBlobStore:
     def list_temporary(self, prefix: str) -> list[str]:
         return self.inner.list_temporary(prefix)
 
+    def where(self, path: str) -> str:
+        return self.inner.where(path)
+
 
 def _torn(data: bytes, keep: float, garble: bool) -> bytes:
     """`data` as a torn write leaves it: at least its last byte lost (truncated) or wrong (garbled)."""

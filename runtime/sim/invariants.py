@@ -596,6 +596,9 @@ class _WatchedBlobStore:
     def list_temporary(self, prefix: str) -> list[str]:
         return self.inner.list_temporary(prefix)
 
+    def where(self, path: str) -> str:
+        return self.inner.where(path)
+
     def __repr__(self) -> str:
         return repr(self.inner)
 
