@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -63,10 +64,19 @@ class CommittedOutput(NamedTuple):
     transaction: str
 
 
+#: `SparkSink`'s transaction names (file names: no '/'): `<sink>-<subtask>-<id>-<8 hex>` and
+#: `<sink>-<subtask>-end-after-<id>`
+_SPARK_TRANSACTION = re.compile(r"-\d+-(?:(\d+)-[0-9a-f]{8}|end-after-(\d+))$")
+
+
 def transaction_checkpoint(transaction_id: str) -> int | None:
     """The checkpoint a transaction id belongs to: `<sink>/<subtask>/<id>` and
-    `<sink>/<subtask>/end-after-<id>` (records after the final checkpoint `id`) name it;
-    `<sink>/<subtask>/final` (no checkpointing) names none."""
+    `<sink>/<subtask>/end-after-<id>` (records after the final checkpoint `id`) name it, as do
+    `SparkSink`'s `<sink>-<subtask>-<id>-<hex>` and `<sink>-<subtask>-end-after-<id>`;
+    `.../final` (no checkpointing) names none."""
+    if "/" not in transaction_id:
+        match = _SPARK_TRANSACTION.search(transaction_id)
+        return int(match.group(1) or match.group(2)) if match else None
     last = transaction_id.rpartition("/")[2]
     if last.startswith("end-after-"):
         last = last[len("end-after-"):]

@@ -183,10 +183,16 @@ class SparkSink(CollectSink):
         `CollectSink.end_input`; with unaligned checkpoints that is the final checkpoint's
         in-flight data). The transaction name is deterministic, so the attempt that replays the
         same records after a failure finds it committed and writes nothing twice."""
+        if self.ctx.checkpointing:
+            # every pending transaction belongs to a checkpoint <= the final one, which completed
+            # (see `CollectSink.end_input`)
+            pending, self._pending = self._pending, []
+            self._commit_all(pending)
         if not self._open_rows:
             return []
         records = as_records(self._take_open())
-        txn = f"{self.sink_name}-{self.ctx.subtask}-{self._end_transaction()}"
+        last = f"end-after-{self._last_checkpoint}" if self.ctx.checkpointing else "final"
+        txn = f"{self.sink_name}-{self.ctx.subtask}-{last}"
         fs, final = _fs(self._final_path(txn))
         if fs.get_file_info(final).type == pafs.FileType.NotFound:
             self._write(self._staged_path(txn), records)

@@ -322,3 +322,6 @@ def test_collect_committer_names_the_newest_checkpoint_it_committed_output_of():
     committer.commit("other", "other/2/end-after-8", recs(4))
     assert committer.latest_committed() == CommittedOutput(8, "other/2/end-after-8")
     assert [transaction_checkpoint(t) for t in ("a/0/12", "a/0/end-after-4", "a/0/final")] == [12, 4, None]
+    # SparkSink's file-name transactions
+    assert [transaction_checkpoint(t) for t in ("my-sink-1-7-0a1b2c3d", "my-sink-0-end-after-9", "my-sink-2-final")] \
+        == [7, 9, None]

@@ -138,7 +138,6 @@ def test_which_files_are_orphans() -> None:
     # online: this run started at 4, keeps retained 5 and pending 6; an earlier run's 3 is never touched
     assert unreferenced_files(storage, "job", keep - {"job/chk-3/taskowned/a"}, since=4, retained=[5],
                               pending=[6]) == ["job/chk-4/taskowned/a", "job/shared/t/chk-4-0.merged"]
-    # offline (gc): everything not kept
+    # offline (gc): everything under chk-<id>/ and shared/ not kept; never the id counter
     assert unreferenced_files(storage, "job", keep) == [
-        "job/_checkpoint_counter", "job/chk-4/taskowned/a", "job/chk-5/taskowned/a", "job/chk-6/taskowned/a",
-        "job/shared/t/chk-4-0.merged"]
+        "job/chk-4/taskowned/a", "job/chk-5/taskowned/a", "job/chk-6/taskowned/a", "job/shared/t/chk-4-0.merged"]
