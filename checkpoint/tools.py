@@ -309,11 +309,30 @@ def add_cli(subparsers: Any) -> None:
 
 
 def _jobs(args: Any) -> tuple[CheckpointStorage, list[str]]:
+    """The storage and jobs `args.dir` names: a storage root, or one job's folder in it."""
     storage = open_checkpoints(args.dir)
+    if not args.job and not list_jobs(storage) and _is_job_folder(storage):
+        parent, _, job = args.dir.rstrip("/").rpartition("/")
+        storage, args.job = open_checkpoints(parent or "."), job
     jobs = [resolve_job(storage, args.job)] if args.job else list_jobs(storage)
     if not jobs:
         raise CheckpointToolError(f"no checkpoints in {args.dir}")
     return storage, jobs
+
+
+def _is_job_folder(storage: CheckpointStorage) -> bool:
+    """Whether the storage's top level holds `chk-<id>/` or `shared/` (a job's own folder)."""
+    prefix = storage.root + "/" if storage.root else ""
+    return any(_JOB_ENTRY.match(key[len(prefix):].split("/", 1)[0]) for key in storage.blob_store.list(prefix))
+
+
+def _human(name: str, value: Any) -> str:
+    """A per-task stat for people: times in ms, byte counts with separators."""
+    if isinstance(value, float) and ("time" in name or "duration" in name or "delay" in name):
+        return f"{value * 1e3:.3g} ms"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
 
 
 def _run(fn: Any, args: Any) -> int:
@@ -350,6 +369,10 @@ def cmd_show(args: Any) -> int:
         storage, jobs = _jobs(args)
         if len(jobs) != 1:
             raise CheckpointToolError(f"several jobs in {args.dir}: {', '.join(jobs)}; pick one with --job")
+        known = storage.list_checkpoint_ids(jobs[0])
+        if args.id not in known:
+            raise CheckpointToolError(f"job {jobs[0]} has no checkpoint {args.id} "
+                                      f"(its checkpoints: {', '.join(map(str, known)) or 'none'})")
         info = describe(storage, jobs[0], args.id, verify_files=True)
         run = f" (run {info.run_id})" if info.run_id else ""
         print(f"job {jobs[0]} checkpoint {info.checkpoint_id}{run}: {'valid' if info.valid else 'INVALID'}")
@@ -358,9 +381,9 @@ def cmd_show(args: Any) -> int:
             return 1
         print(f"  files {info.num_files} ({info.file_bytes:,} bytes), shared {info.num_shared_files} "
               f"({info.shared_bytes:,} bytes), state {info.state_bytes:,} bytes, channel state "
-              f"{info.persisted_bytes:,} bytes, duration {info.duration or 0.0:.4f} s")
+              f"{info.persisted_bytes:,} bytes, duration {(info.duration or 0.0) * 1e3:.3g} ms")
         for task, stats in info.tasks.items():
-            print(f"  {task}: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
+            print(f"  {task}: " + ", ".join(f"{k}={_human(k, v)}" for k, v in stats.items()))
         return 0
     return _run(body, args)
 

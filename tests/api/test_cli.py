@@ -53,6 +53,15 @@ def test_run_imports_the_job_from_the_current_folder_and_checkpoints_to_a_direct
     assert list((job_dir / "ckpts").rglob("_metadata")), "no checkpoint was written"
     listed = barrierflow("checkpoints", "ls", "ckpts", cwd=job_dir)
     assert listed.returncode == 0 and "job build" in listed.stdout, listed.stdout
+    in_job_folder = barrierflow("checkpoints", "ls", "ckpts/build", cwd=job_dir)  # the job's own folder
+    assert in_job_folder.returncode == 0 and in_job_folder.stdout == listed.stdout, in_job_folder.stderr
+    newest = max(int(p.parent.name[4:]) for p in (job_dir / "ckpts").rglob("_metadata"))
+    shown = barrierflow("checkpoints", "show", "ckpts/build", str(newest), cwd=job_dir)
+    assert shown.returncode == 0 and " ms" in shown.stdout and "e-0" not in shown.stdout, shown.stdout
+    missing = barrierflow("checkpoints", "show", "ckpts", "99", cwd=job_dir)
+    assert missing.returncode == 2 and "has no checkpoint 99" in missing.stderr, missing.stderr
+    gc = barrierflow("checkpoints", "gc", "ckpts", "--dry-run", cwd=job_dir)
+    assert gc.returncode == 0 and "would remove 0 orphan file(s)" in gc.stdout, gc.stdout
 
 
 @pytest.mark.parametrize(("args", "names"), [

@@ -288,4 +288,4 @@ def test_checkpoints_cli_lists_shows_and_collects_orphans(tmp_path: Path, capsys
         "job", executor="sim", seed=1, committer=first.committer)
     # restored from the final checkpoint: nothing left to do (its pending commits are no-ops)
     assert restored.committer.transactions("out") == committed
-    assert cli(["checkpoints", "show", str(tmp_path), "12345"]) == 1
+    assert cli(["checkpoints", "show", str(tmp_path), "12345"]) == 2  # no such checkpoint: a usage error
