@@ -21,6 +21,7 @@ import random
 import sys
 import time
 from collections import Counter, defaultdict
+from functools import partial
 
 from runtime.faults import FaultPlan
 from runtime.sim.swarm import (
@@ -72,7 +73,7 @@ def _report(verdict: Verdict) -> None:
     print(f"{verdict.summary()}\n  replay: {verdict.replay}")
 
 
-def shrink_and_report(verdict: Verdict, max_runs: int = 400) -> SwarmConfig:
+def shrink_and_report(verdict: Verdict, max_runs: int = 400, known_bugs: bool = True) -> SwarmConfig:
     """Shrink a violation's config to a minimal one with the same kind; print its replay line."""
     before = verdict.config
     steps = [0]
@@ -81,22 +82,23 @@ def shrink_and_report(verdict: Verdict, max_runs: int = 400) -> SwarmConfig:
         steps[0] += 1
         print(f"  shrink step {steps[0]}: size {config.size()}: {config!r}", flush=True)
 
-    small = shrink(before, same_violation(verdict.kind), max_runs=max_runs, on_step=step)
+    run = partial(run_config, known_bugs=known_bugs)
+    small = shrink(before, same_violation(verdict.kind, run=run), max_runs=max_runs, on_step=step)
     print(f"shrunk {verdict.kind}: size {before.size()} -> {small.size()} ({steps[0]} step(s))\n"
           f"  minimal replay: {replay_line(small)}")
     return small
 
 
-def _run_configs(configs: list[SwarmConfig], do_shrink: bool) -> int:
+def _run_configs(configs: list[SwarmConfig], do_shrink: bool, known_bugs: bool) -> int:
     failed = 0
     for config in configs:
         print(f"config: {config!r}", flush=True)
-        verdict = run_config(config)
+        verdict = run_config(config, known_bugs=known_bugs)
         _report(verdict)
         if verdict.violation:
             failed += 1
             if do_shrink:
-                shrink_and_report(verdict)
+                shrink_and_report(verdict, known_bugs=known_bugs)
     return 1 if failed else 0
 
 
@@ -154,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--swarm", action="store_true", help="run seeds until --minutes passed")
     parser.add_argument("--minutes", type=float, default=1.0)
     parser.add_argument("--shrink", action="store_true", help="shrink failing configs")
+    parser.add_argument("--known-bugs-as-violations", action="store_true",
+                        help="report what swarm.KNOWN_BUGS explains as violations (to replay or shrink them)")
     args = parser.parse_args(argv)
     logging.getLogger().setLevel(logging.ERROR)  # fallback warnings are expected under faults
     first = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
@@ -164,10 +168,11 @@ def main(argv: list[str] | None = None) -> int:
             config = parse_config(args.config)
         except ValueError as exc:
             parser.error(str(exc))
-        return _run_configs([config], args.shrink)
+        return _run_configs([config], args.shrink, not args.known_bugs_as_violations)
     if args.swarm:
         return _sweep(first, args.minutes, args.shrink)
-    return _run_configs([draw_config(seed) for seed in range(first, first + args.count)], args.shrink)
+    return _run_configs([draw_config(seed) for seed in range(first, first + args.count)], args.shrink,
+                        not args.known_bugs_as_violations)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from runtime.sim import vopr
 from runtime.sim.swarm import (
     BACKENDS,
     FAULT_KINDS,
+    KNOWN_BUGS,
     SwarmConfig,
     coverage,
     draw_config,
@@ -57,30 +58,26 @@ def _base() -> int:
 
 BASE = _base()
 
-#: seeds of the sweep that hit a known bug outside the simulator search, with the violation
-#: they show; the sweep asserts they still do, so a fix makes it say "remove the entry"
-_LINGERING = ("restore_from leaves the transactions the first execution staged past the restored checkpoint "
-              "staged: SimExecutor._deploy skips abort_lingering for a given checkpoint; minimal: "
-              "SwarmConfig(seed=112, rows=76, keys=5, stages=('last',), parallelism=2, buffer_size=4, credits=1, "
-              "storage='disk', rescale_to=1, rescale_at=0.877)")
-KNOWN_FAILING: dict[int, tuple[str, str]] = {112: ("staged", _LINGERING), 779: ("staged", _LINGERING),
-                                             1337: ("staged", _LINGERING)}
-
-
 @pytest.mark.parametrize("first", range(BASE, BASE + SWEEP_SEEDS, CHUNK),
                          ids=lambda first: f"seeds{first}-{first + CHUNK - 1}")
 def test_swarm_sweep(first: int) -> None:
     problems = []
     for seed in range(first, first + CHUNK):
         verdict = run_config(draw_config(seed))
-        known = KNOWN_FAILING.get(seed)
-        if known is not None:
-            if verdict.kind != known[0]:
-                problems.append(f"seed {seed} is listed in KNOWN_FAILING ({known[1]}) but gave {verdict.kind}: "
-                                "remove the entry if that bug is fixed")
-        elif verdict.violation:
+        if verdict.violation:
             problems.append(f"{verdict.summary()}\n    replay: {verdict.replay} [--shrink]")
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("bug", KNOWN_BUGS, ids=lambda bug: bug.kind)
+def test_known_bugs_still_show_in_their_minimal_config(bug) -> None:
+    """A known bug's verdicts are "expected", never passes; once its fix lands this fails: delete
+    the `KNOWN_BUGS` entry (its configs are then judged again)."""
+    config = parse_config(bug.replay)
+    assert bug.applies(config)
+    verdict = run_config(config, known_bugs=False)
+    assert verdict.kind == bug.kind, f"{verdict.summary()}: fixed? remove it from swarm.KNOWN_BUGS"
+    assert run_config(config).kind == "expected"
 
 
 #: configurations the search found failing, shrunk (each fails on the code before its fix)
@@ -89,6 +86,8 @@ REGRESSIONS = [
     # checkpoint triggered after the final one was never committed (fixed by b50530e)
     "SwarmConfig(seed=11, rows=3, keys=1, stages=('sum',), buffer_size=1, credits=1, mode='timeout', "
     "max_concurrent=3)",
+    "SwarmConfig(seed=95, rows=160, keys=1, stages=('list',), parallelism=2, buffer_size=4, credits=2, "
+    "mode='unaligned', interval=0.01, max_concurrent=2)",
 ]
 
 
@@ -118,6 +117,7 @@ def test_the_sweep_covers_every_option_value_and_fault_kind() -> None:
     assert set(seen["rescale"]) == {"none", "same", "other"}
     assert set(seen["stages"]) == set(ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES)
     assert min(seen["timeout"]) <= 0.01 and set(seen["records_per_step"]) == {None, 1, 3}
+    assert set(seen["source_slowdown"]) == {1.0, 20.0, 100.0} and len(seen["write_latency"]) == 2
     kinds_per_config = Counter(len({type(f).__name__ for f in c.faults}) for c in configs)
     assert 0 in kinds_per_config and len(kinds_per_config) >= 4, "each seed enables a random subset of kinds"
     faults = Counter(type(f).__name__ for c in configs for f in c.faults)
@@ -180,7 +180,7 @@ def test_order_checks_flag_a_regression() -> None:
 
 
 #: seeds whose runs restore unaligned channel state of several buffers on one channel
-REPLAY_SEEDS = [8, 79, 103, 217, 240, 357, 370]
+REPLAY_SEEDS = [8, 44, 79, 210, 370]
 
 
 def test_restored_channel_state_replayed_in_reverse_order_is_caught(monkeypatch) -> None:
