@@ -55,6 +55,23 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
 
+@dataclass(frozen=True)
+class DeclaredState:
+    """The state an operator restores, as known before it runs; a restore checks the checkpoint
+    against it (`runtime.restore_match`).
+
+    Attributes:
+        keyed: the keyed state names it uses (in its task's keyed state backend).
+        operator: the operator state names its `snapshot_state` writes.
+        computed: where it names keyed state by a computed value (e.g. "Fn.process_element line
+            12"), so `keyed` may be incomplete; empty when `keyed` is complete.
+    """
+
+    keyed: frozenset[str] = frozenset()
+    operator: frozenset[str] = frozenset()
+    computed: tuple[str, ...] = ()
+
+
 @dataclass
 class OperatorContext:
     """Everything an operator instance may use, handed over by its task in `open()`."""
@@ -108,6 +125,11 @@ class StreamOperator(abc.ABC):
     def restore_state(self, state: dict[str, list[Any]]) -> None:  # noqa: B027
         """Restore from the merged operator state of the checkpoint (all subtasks' lists,
         redistributed by the task when parallelism changed)."""
+
+    def declared_state(self) -> DeclaredState:
+        """The keyed and operator state this operator restores (none by default); an operator
+        that snapshots or uses state overrides this, or a restore reports its state as unused."""
+        return DeclaredState()
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
         pass

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.base import OperatorContext, Record, StreamOperator
+from operators.base import DeclaredState, OperatorContext, Record, StreamOperator
 from operators.columns import Batch, as_records, concat, num_rows
 
 
@@ -103,6 +103,9 @@ class CollectSink(StreamOperator):
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         """Pending transactions stay pending until a later checkpoint completes."""
+
+    def declared_state(self) -> DeclaredState:
+        return DeclaredState(operator=frozenset({"pending"}))
 
     def restore_state(self, state: dict[str, list[Any]]) -> None:
         restored = sorted(state.get("pending", []), key=lambda t: (t["checkpoint"], t["txn"]))

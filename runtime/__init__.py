@@ -33,6 +33,7 @@ from runtime.messages import (
     EndOfPartition,
     RecordConversionError,
 )
+from runtime.restore_match import RestoreError, StateMismatchError
 from runtime.result import JobFailedError, JobResult
 
 __all__ = [
@@ -64,6 +65,8 @@ __all__ = [
     "LostAcknowledgement",
     "RecordConversionError",
     "RestartStrategy",
+    "RestoreError",
+    "StateMismatchError",
     "StorageWriteFailure",
     "StreamEnvironment",
     "TaskCrash",

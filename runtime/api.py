@@ -291,7 +291,7 @@ class KeyedStream(DataStream):
 
         Raises:
             JobGraphError: `fn` is not a `KeyedProcessFunction` instance that implements
-                `process_element`.
+                `process_element`, or its `state_names` is not a collection of str.
         """
         what = f"process {name!r}" if name else "process"
         if isinstance(fn, type) and issubclass(fn, KeyedProcessFunction):
@@ -302,7 +302,11 @@ class KeyedStream(DataStream):
             )
         if type(fn).process_element is KeyedProcessFunction.process_element:
             raise JobGraphError(f"{what}: {type(fn).__name__} does not implement process_element(record, ctx)")
-        return self._then(KeyedProcessOperator(fn, self.key_selector), "keyed-process", name)
+        try:
+            operator = KeyedProcessOperator(fn, self.key_selector)
+        except TypeError as exc:
+            raise JobGraphError(f"{what}: {exc}") from None
+        return self._then(operator, "keyed-process", name)
 
     def reduce(self, fn: Callable[[Record, Record], Record], name: str | None = None) -> DataStream:
         """Running reduce per key: emits `acc = fn(acc, record)` for every record (the first
@@ -349,6 +353,7 @@ class StreamEnvironment:
         #: Spark bridge hooks: checkpoint listeners and a checkpoint to start from (see below)
         self._checkpoint_listeners: list[Any] = []
         self._restore_from: tuple[Any, Any] | None = None
+        self._allow_non_restored_state = False
 
     # ------------------------------------------------------------------ configuration
 
@@ -514,6 +519,8 @@ class StreamEnvironment:
 
         Raises:
             JobGraphError: invalid topology or options, or an unknown executor.
+            runtime.StateMismatchError: the job does not match the checkpoint it restores
+                (`restore_from`), raised before anything runs.
         """
         if executor not in EXECUTORS:
             raise JobGraphError(f"unknown executor {executor!r}; choose one of {list(EXECUTORS)}")
@@ -524,6 +531,8 @@ class StreamEnvironment:
             from runtime.ray.executor import run_job
         if self._restore_from is not None:
             kwargs.setdefault("restore_from", self._restore_from)
+            if self._allow_non_restored_state:
+                kwargs.setdefault("allow_non_restored_state", True)
         listeners = list(self._checkpoint_listeners)
         if listeners:
             kwargs.setdefault("checkpoint_listeners", listeners)
@@ -544,10 +553,15 @@ class StreamEnvironment:
         self._checkpoint_listeners.append(CheckpointLander(spark, target))
         return self
 
-    def restore_from(self, checkpoints: str, job_id: str | None = None,
-                     checkpoint_id: int | None = None) -> StreamEnvironment:
+    def restore_from(self, checkpoints: str, job_id: str | None = None, checkpoint_id: int | None = None, *,
+                     allow_non_restored_state: bool = False) -> StreamEnvironment:
         """Start the next `execute` from a checkpoint in a checkpoint directory (any parallelism:
         key groups and source splits are redistributed).
+
+        The job must match the checkpoint: its operators, their keyed and operator state names,
+        and its sources' splits (a source whose `splits` was not given takes the checkpoint's).
+        `execute` checks this before anything runs and raises `runtime.StateMismatchError` naming
+        every mismatch (see `runtime.restore_match`).
 
         Args:
             checkpoints: the checkpoint storage (a local path or `pyarrow.fs` URI), as given to
@@ -555,6 +569,10 @@ class StreamEnvironment:
             job_id: the job whose checkpoints to use (default: the only job there).
             checkpoint_id: which checkpoint (default: the newest that verifies; corrupt newer ones
                 are skipped with a warning naming the file).
+            allow_non_restored_state: drop the checkpoint's state that the job does not use (an
+                operator it no longer has, a renamed state) with a warning listing it, instead of
+                failing (Flink's `allowNonRestoredState`). Source splits must match even so: other
+                splits would duplicate or lose input.
 
         Raises:
             checkpoint.tools.CheckpointToolError: no such job or checkpoint, or none valid.
@@ -562,6 +580,7 @@ class StreamEnvironment:
         from checkpoint.tools import load_checkpoint
 
         self._restore_from = load_checkpoint(checkpoints, job_id=job_id, checkpoint_id=checkpoint_id)
+        self._allow_non_restored_state = allow_non_restored_state
         return self
 
     def restore_from_landed(self, spark: Any, target: str, checkpoint_id: int | None = None) -> StreamEnvironment:
@@ -574,6 +593,7 @@ class StreamEnvironment:
         from spark_bridge.restore import checkpoint_from_landed
 
         self._restore_from = checkpoint_from_landed(spark, target, checkpoint_id)
+        self._allow_non_restored_state = False
         return self
 
 
@@ -734,6 +754,7 @@ class _GraphBuilder:
             operator_factories=factories,
             operator_names=[names[n.id] for n in operators],
             sink_names=[n.sink_name for n in chain if n.sink_name is not None],
+            default_splits=source is not None and first.default_splits,
         )
 
     @staticmethod

@@ -87,6 +87,8 @@ class JobVertex:
         operator_factories: the chained operators after the source, in chain order.
         operator_names: their names (unique in the graph), parallel to `operator_factories`.
         sink_names: names of the `CollectSink`s in this chain.
+        default_splits: the source's number of splits was not given and follows the parallelism
+            (`from_collection(rows)`, `generate(...)`); a restore keeps the checkpoint's instead.
     """
 
     name: str
@@ -96,6 +98,7 @@ class JobVertex:
     operator_factories: list[Callable[[], StreamOperator]] = field(default_factory=list)
     operator_names: list[str] = field(default_factory=list)
     sink_names: list[str] = field(default_factory=list)
+    default_splits: bool = False
 
     @property
     def is_source(self) -> bool:

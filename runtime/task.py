@@ -191,7 +191,13 @@ class _InFlightSnapshot:
     output_timer: Any = None
 
 
+#: the operator-state key of a source task's split offsets (`{"offsets": [{"split", "position"}]}`)
 SOURCE_OP_KEY = "source"
+
+
+def operator_state_key(index: int, operator_name: str) -> str:
+    """The key of the operator state of the chain's `index`-th operator in a task snapshot."""
+    return f"{index}:{operator_name}"
 
 
 def _through(operators: Sequence[StreamOperator], data: Batch) -> Batch:
@@ -362,7 +368,7 @@ class Task:
             self.outputs[ch].queue.extend(restore.output_channel_state[ch])
 
     def _op_key(self, index: int) -> str:
-        return f"{index}:{self.vertex.operator_names[index]}"
+        return operator_state_key(index, self.vertex.operator_names[index])
 
     # ------------------------------------------------------------------ input / output
 

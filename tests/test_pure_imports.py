@@ -18,6 +18,7 @@ PURE = [
     ("runtime/messages.py", NEVER),
     ("runtime/task.py", NEVER),
     ("runtime/ports.py", NEVER),
+    ("runtime/restore_match.py", NEVER),
     ("checkpoint/coordinator.py", NEVER),
     ("checkpoint/pending.py", NEVER),
     ("state", NEVER),

@@ -27,6 +27,7 @@ import heapq
 import itertools
 import logging
 import random
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,8 +54,10 @@ from runtime.restore import (
     RestoreError,
     build_restores,
     check_not_behind_committed_output,
+    plan_restore,
     restore_latest_valid,
 )
+from runtime.restore_match import RestorePlan
 from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult, suppresses_restarts
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskSnapshot
@@ -168,10 +171,16 @@ class SimExecutor:
         restore_from: tuple[Any, Any] | None = None,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
         committer: CollectCommitter | None = None,
+        allow_non_restored_state: bool = False,
     ) -> None:
-        self.graph = graph
         #: (CompletedCheckpoint, CheckpointStorage) the first deployment starts from, if any
         self.restore_from = restore_from
+        #: how that checkpoint fits the job, checked before anything runs (raises StateMismatchError)
+        self.restore_plan: RestorePlan | None = None
+        if restore_from is not None:
+            self.restore_plan = plan_restore(graph, *restore_from, allow_non_restored_state=allow_non_restored_state)
+            graph = self.restore_plan.graph  # defaulted split counts follow the checkpoint's
+        self.graph = graph
         #: called with (completed, storage) whenever a checkpoint completes (e.g. Spark landing)
         self.checkpoint_listeners = list(checkpoint_listeners)
         self.seed = seed
@@ -298,7 +307,7 @@ class SimExecutor:
             latest, restores = restore_latest_valid(self.graph, self.store, self.storage, committed)
             if latest is None and self.restore_from is not None:
                 given, latest = True, self.restore_from[0]
-                restores = build_restores(self.graph, *self.restore_from)
+                restores = build_restores(self.graph, *self.restore_from, plan=self.restore_plan)
             check_not_behind_committed_output(
                 self.graph.job_name, latest.checkpoint_id if latest is not None else None, committed)
         except RestoreError as exc:
@@ -307,8 +316,11 @@ class SimExecutor:
             self._fail_for_good(f"job {self.graph.job_name!r} cannot recover: {exc}", exc)
             return
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
-        if not given:  # what a failed attempt staged past the restored checkpoint can never commit
-            self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
+        # what a failed attempt staged past the restored checkpoint can never commit; restoring
+        # the checkpoint the user gave, nothing of this execution is staged yet: every stage past
+        # it is the earlier execution's
+        before = sys.maxsize if given else self.id_counter.get()
+        self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, before)
         self.coordinator.restored_from(latest)
         if self.failures:  # a restart (the first deployment is not one)
             self.restored_checkpoints.append(latest.checkpoint_id if latest is not None else None)
