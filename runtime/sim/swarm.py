@@ -13,10 +13,12 @@ crashes a task explores long runs of checkpoints that crash-heavy seeds never re
 
 `run_config(config)` runs the job failure-free without checkpointing (the reference) and with
 the configuration and faults, and returns a `Verdict`: "ok", "expected" (a known limitation,
-clearly named by `EXPECTED_ERRORS`), or a violation kind (`VIOLATIONS`). With `rescale_to`
-the faulty run has two phases: the first execution (no restarts, on-disk storage) fails for
-good at a planned source crash; a second environment with parallelism `rescale_to` does
-`restore_from` the first one's directory with the first one's committer and runs to the end.
+clearly named by `EXPECTED_ERRORS`, or a reported bug in `KNOWN_BUGS`), or a violation kind
+(`VIOLATIONS`). With `rescale_to` the faulty run has two phases: the first execution (no
+restarts, no faults, on-disk storage) fails for good at a planned source crash; a second
+environment with parallelism `rescale_to` does `restore_from` the first one's directory with the
+first one's committer and runs to the end under the config's faults. Per-event invariant
+checkers plug in at `INVARIANTS`.
 
 `shrink(config, still_fails)` reduces a failing configuration by delta debugging (halves and
 single faults, the second phase, stages, rows, keys, parallelism, splits, options back to their
@@ -138,14 +140,7 @@ class KnownBug:
 
 
 #: known bugs, reported; delete an entry when its fix lands
-KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug("staged", "restore_from leaves transactions staged past the restored checkpoint (the first "
-             "execution's, and those of a failed attempt that again restored the given checkpoint): "
-             "SimExecutor._deploy skips abort_lingering for a given checkpoint",
-             lambda config: config.rescale_to is not None,
-             "SwarmConfig(seed=117, rows=15, keys=1, stages=(), parallelism=2, splits=2, buffer_size=1, storage='disk', "
-             "rescale_to=1, source_slowdown=100.0)"),
-)
+KNOWN_BUGS: tuple[KnownBug, ...] = ()
 
 #: where on-disk checkpoint storage goes: a RAM-backed local file system when there is one
 #: (the same `pyarrow.fs` local-path code as a disk; on a real disk syncs dominate a sweep)
