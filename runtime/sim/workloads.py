@@ -162,6 +162,9 @@ def multiset(records: list[dict[str, Any]]) -> Counter:
 ORDER_FREE_STAGES = ("map", "filter", "flat_map", "rebalance", "count", "sum")
 #: stages that are only deterministic where (origin, key) order holds (see `stages_valid`)
 ORDER_SENSITIVE_STAGES = ("seqcheck", "list", "last")
+#: unions, which lose (origin, key) order like a rebalance: with a mapped copy of the stream
+#: (ids + 2,000,000, `sub` odd), or with the very same stream (`m.union(m)`: every record twice)
+UNION_STAGES = ("union", "self_union")
 #: origin of the records a keyed `count` at stage index i emits: RESTAMP_ORIGIN + i
 RESTAMP_ORIGIN = 1000
 #: `sub` stays below this (one more bit per `flat_map`), so `stamp_code` is unique
@@ -262,12 +265,16 @@ def _duplicate_some(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [first, {**record, "id": record["id"] + 1_000_000, "sub": record["sub"] * 2 + 1}]
 
 
+def _union_copy(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "id": record["id"] + 2_000_000, "sub": record["sub"] * 2 + 1}
+
+
 def order_holds_after(stages: tuple[str, ...]) -> bool:
-    """Whether (origin, key) order is defined after `stages` (a `rebalance` loses it until a
-    restamping `count`)."""
+    """Whether (origin, key) order is defined after `stages` (a `rebalance` or a union loses it
+    until a restamping `count`)."""
     ordered = True
     for stage in stages:
-        if stage == "rebalance":
+        if stage == "rebalance" or stage in UNION_STAGES:
             ordered = False
         elif stage == "count":
             ordered = True
@@ -277,11 +284,11 @@ def order_holds_after(stages: tuple[str, ...]) -> bool:
 def stages_valid(stages: tuple[str, ...]) -> bool:
     """Known stage names, order-sensitive ones only where order holds, `sub` in range."""
     for index, stage in enumerate(stages):
-        if stage not in ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES:
+        if stage not in ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES:
             return False
         if stage in ORDER_SENSITIVE_STAGES and not order_holds_after(stages[:index]):
             return False
-    return 1 << stages.count("flat_map") < _MAX_SUB
+    return 1 << (stages.count("flat_map") + stages.count("union")) < _MAX_SUB
 
 
 def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages: tuple[str, ...], *,
@@ -306,6 +313,10 @@ def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages:
             stream = stream.flat_map(_duplicate_some, name=name)
         elif stage == "rebalance":
             stream = stream.rebalance()
+        elif stage == "union":
+            stream = stream.union(stream.map(_union_copy, name=f"copy{index}"), name=name)
+        elif stage == "self_union":
+            stream = stream.union(stream, name=name)
         else:
             stream = stream.key_by("key").process(_keyed_function(stage, index, strict_order), name=name)
     stream.sink_to(CollectSink(SINK))

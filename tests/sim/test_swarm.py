@@ -36,6 +36,7 @@ from runtime.sim.swarm import (
 from runtime.sim.workloads import (
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
+    UNION_STAGES,
     OrderViolation,
     SequenceCheck,
     normalize_state,
@@ -77,16 +78,25 @@ def test_known_bugs_are_expected_verdicts_until_their_fix_lands(monkeypatch) -> 
         config = parse_config(bug.replay)
         assert bug.applies(config)
         verdict = run_config(config, known_bugs=False)
-        assert verdict.kind == bug.kind, f"{verdict.summary()}: fixed? remove it from swarm.KNOWN_BUGS"
+        assert verdict.kind in bug.kinds, f"{verdict.summary()}: fixed? remove it from swarm.KNOWN_BUGS"
         assert run_config(config).kind == "expected"
     # the mechanism, with a planted bug: a sink that forgets its restored pending transactions
     monkeypatch.setattr(CollectSink, "restore_state", lambda self, state: None)
-    planted = KnownBug("lost", "planted", lambda config: config.seed == PLANTED_SEED, "")
+    planted = KnownBug(("lost",), "planted", lambda config: config.seed == PLANTED_SEED, "")
     monkeypatch.setattr(swarm, "KNOWN_BUGS", (planted,))
     config = draw_config(PLANTED_SEED)
     assert run_config(config, known_bugs=False).kind == "lost"
     verdict = run_config(config)
     assert verdict.kind == "expected" and not verdict.violation and verdict.detail.startswith("known bug (lost)")
+
+
+def test_a_job_whose_checkpoints_outlast_their_timeout_is_expected_not_a_pass() -> None:
+    """Snapshot writes take 2 ms: with a 3 ms timeout no checkpoint completes, the final one
+    neither, so the job cannot end (found by the sweep: seed 1321, timeout 10 ms)."""
+    short = SwarmConfig(seed=1321, rows=20, stages=(), timeout=0.003)
+    verdict = run_config(short)
+    assert verdict.kind == "expected" and "does not finish with timeout=0.003 s" in verdict.detail, verdict.summary()
+    assert run_config(replace(short, timeout=0.05)).kind == "ok"
 
 
 #: configurations the search found failing, shrunk (each fails on the code before its fix)
@@ -130,7 +140,7 @@ def test_the_sweep_covers_every_option_value_and_fault_kind() -> None:
     assert set(seen["backend"]) == set(BACKENDS)
     assert set(seen["ha"]) == {False, True}
     assert set(seen["rescale"]) == {"none", "same", "other"}
-    assert set(seen["stages"]) == set(ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES)
+    assert set(seen["stages"]) == set(ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES)
     assert min(seen["timeout"]) <= 0.01 and set(seen["records_per_step"]) == {None, 1, 3}
     assert set(seen["source_slowdown"]) == {1.0, 20.0, 100.0} and len(seen["write_latency"]) == 2
     kinds_per_config = Counter(len({type(f).__name__ for f in c.faults}) for c in configs)
@@ -195,7 +205,7 @@ def test_order_checks_flag_a_regression() -> None:
 
 
 #: seeds whose runs restore unaligned channel state of several buffers on one channel
-REPLAY_SEEDS = [8, 44, 79, 210, 370]
+REPLAY_SEEDS = [8, 44, 210, 370]
 
 
 def test_restored_channel_state_replayed_in_reverse_order_is_caught(monkeypatch) -> None:
