@@ -9,6 +9,13 @@ Two layers, so the protocol code never sees a filesystem:
   `FsBlobStore` maps keys onto any `pyarrow.fs` filesystem (a local directory, S3, GCS, HDFS...)
   and writes each file under a temporary name before moving it into place, so a reader never
   sees half a file. `FailingBlobStore` wraps another store and fails writes on demand (faults).
+* every call to a remote filesystem is bounded by a timeout (`storage_timeout`, default
+  `DEFAULT_STORAGE_TIMEOUT`): pyarrow's own retries can wait for minutes (GCS retries for 15
+  minutes by default; an S3 endpoint that accepts connections but never answers is waited for
+  indefinitely on Linux), so the call runs on a daemon thread and the caller gets a
+  `StorageTimeoutError` naming the URI when the time is up (the thread is abandoned: a blocked
+  pyarrow call cannot be interrupted). Local directories are called directly: no network, and the
+  simulator stays single-threaded.
 * `CheckpointStorage` knows the layout and the checksums::
 
       <root>/<job_id>/chk-<id>/_metadata           JSON: {"format", "version", "checksum", "body"}
@@ -35,14 +42,17 @@ import re
 import threading
 import uuid
 import zlib
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from checkpoint.completed import CheckpointMetadataError, CompletedCheckpoint, canonical_json
 from checkpoint.handles import StateHandle
+from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
+
+T = TypeVar("T")
 
 METADATA_FILE = "_metadata"
 METADATA_FORMAT = "barrierflow-checkpoint-metadata"
@@ -61,6 +71,32 @@ class StorageError(OSError):
 
 class BlobNotFoundError(StorageError):
     """No file at the given path."""
+
+
+class StorageTimeoutError(StorageError):
+    """A call to checkpoint storage did not return within its timeout (names the URI)."""
+
+
+def _call_with_timeout(fn: Callable[[], T], timeout: float, on_timeout: Callable[[], StorageError]) -> T:
+    """`fn()` on a daemon thread; raise `on_timeout()` if it has not returned after `timeout` s."""
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="barrierflow-storage-call", daemon=True).start()
+    if not done.wait(timeout):
+        raise on_timeout()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 class CorruptCheckpointError(StorageError):
@@ -134,7 +170,12 @@ class BlobStore(Protocol):
     def exists(self, path: str) -> bool: ...
 
     def list(self, prefix: str) -> list[str]:
-        """Every file path starting with `prefix`, sorted."""
+        """Every file path starting with `prefix`, sorted (interrupted writes not included)."""
+        ...
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        """Paths starting with `prefix` of files an interrupted write left under a temporary
+        name (never read; `delete` removes them), sorted."""
         ...
 
 
@@ -169,6 +210,9 @@ class MemoryBlobStore:
         with self._lock:
             return sorted(p for p in self._files if p.startswith(prefix))
 
+    def list_temporary(self, prefix: str) -> list[str]:
+        return []  # a put is one step: nothing is ever half written
+
     def __repr__(self) -> str:
         return f"MemoryBlobStore(files={len(self._files)})"
 
@@ -179,29 +223,61 @@ class FsBlobStore:
     Args:
         uri_or_path: a filesystem URI (``file:///tmp/x``, ``s3://bucket/prefix``...) or a local
             path (relative paths are made absolute). The base directory is created if missing.
+        timeout: seconds each call to a remote filesystem may take (None: unbounded); local
+            directories are not bounded.
+        filesystem: a configured `pyarrow.fs.FileSystem` (e.g. an `S3FileSystem` with its own
+            credentials); `uri_or_path` is then the base path inside it.
 
     Raises:
-        StorageError: the URI cannot be resolved or the base directory cannot be created.
+        StorageError: the URI cannot be resolved or the base directory cannot be created;
+            `StorageTimeoutError` when that took longer than `timeout`.
     """
 
-    def __init__(self, uri_or_path: str) -> None:
+    def __init__(self, uri_or_path: str, *, timeout: float | None = DEFAULT_STORAGE_TIMEOUT,
+                 filesystem: pafs.FileSystem | None = None) -> None:
         if not isinstance(uri_or_path, str) or not uri_or_path.strip():
             raise ValueError(f"checkpoint storage location must be a URI or a path, got {uri_or_path!r}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                    or not timeout > 0):
+            raise ValueError(f"invalid checkpoint storage timeout {timeout!r}: must be seconds > 0 (or None)")
+        self.uri = uri_or_path
+        self.timeout = timeout
+        if filesystem is not None:
+            remote = not isinstance(filesystem, pafs.LocalFileSystem)
+        else:
+            remote = "://" in uri_or_path and not uri_or_path.startswith("file://")
+        self._bounded = remote and timeout is not None
         try:
-            if "://" in uri_or_path:
-                self._fs, base = pafs.FileSystem.from_uri(uri_or_path)
+            if filesystem is not None:
+                self._fs, base = filesystem, uri_or_path
+            elif "://" in uri_or_path:
+                self._fs, base = self._call("resolve the URI", lambda: pafs.FileSystem.from_uri(uri_or_path))
             else:
                 self._fs, base = pafs.LocalFileSystem(), os.path.abspath(uri_or_path)
+            self._bounded = self._bounded and not isinstance(self._fs, pafs.LocalFileSystem)
             self._base = base.rstrip("/")
-            self._fs.create_dir(self._base, recursive=True)
+            self._call(f"create directory {self._base}", lambda: self._fs.create_dir(self._base, recursive=True))
+        except StorageTimeoutError:
+            raise
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot open checkpoint storage {uri_or_path!r}: {exc}") from exc
-        self.uri = uri_or_path
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """`fn()`, bounded by the timeout on a remote filesystem."""
+        if not self._bounded:
+            return fn()
+        assert self.timeout is not None
+        return _call_with_timeout(fn, self.timeout, lambda: StorageTimeoutError(
+            f"checkpoint storage {self.uri!r} did not answer within {self.timeout:g} s ({what}): unreachable "
+            "or overloaded? (the bound is enable_checkpointing(storage_timeout=...))"))
 
     def _full(self, path: str) -> str:
         return f"{self._base}/{_check_key(path)}"
 
     def put(self, path: str, data: bytes) -> None:
+        self._call(f"write {self._full(path)}", lambda: self._put(path, data))
+
+    def _put(self, path: str, data: bytes) -> None:
         full = self._full(path)
         parent, _, name = full.rpartition("/")
         tmp = f"{parent}/.{name}{_TMP_MARKER}{uuid.uuid4().hex}"
@@ -221,6 +297,9 @@ class FsBlobStore:
             raise StorageError(f"cannot write {full}: {exc}") from exc
 
     def get(self, path: str) -> bytes:
+        return self._call(f"read {self._full(path)}", lambda: self._get(path))
+
+    def _get(self, path: str) -> bytes:
         full = self._full(path)
         try:
             with self._fs.open_input_file(full) as f:
@@ -231,6 +310,9 @@ class FsBlobStore:
             raise StorageError(f"cannot read {full}: {exc}") from exc
 
     def delete(self, path: str) -> None:
+        self._call(f"delete {self._full(path)}", lambda: self._delete(path))
+
+    def _delete(self, path: str) -> None:
         full = self._full(path)
         try:
             self._fs.delete_file(full)
@@ -256,22 +338,34 @@ class FsBlobStore:
             self._fs.delete_file(full)
 
     def exists(self, path: str) -> bool:
+        full = self._full(path)
         try:
-            return self._fs.get_file_info(self._full(path)).type == pafs.FileType.File
+            return self._call(f"stat {full}", lambda: self._fs.get_file_info(full).type == pafs.FileType.File)
+        except StorageTimeoutError:
+            raise
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot stat {path!r} in {self._base}: {exc}") from exc
 
     def list(self, prefix: str) -> list[str]:
+        return self._list(prefix, temporary=False)
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        return self._list(prefix, temporary=True)
+
+    def _list(self, prefix: str, *, temporary: bool) -> list[str]:
         directory = prefix if prefix.endswith("/") or not prefix else prefix.rpartition("/")[0] + "/"
         root = f"{self._base}/{directory}".rstrip("/")
+        selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
         try:
-            infos = self._fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+            infos = self._call(f"list {root}", lambda: self._fs.get_file_info(selector))
+        except StorageTimeoutError:
+            raise
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot list {root}: {exc}") from exc
         start = len(self._base) + 1
         keys = []
         for info in infos:
-            if info.type != pafs.FileType.File or _TMP_MARKER in info.base_name:
+            if info.type != pafs.FileType.File or (_TMP_MARKER in info.base_name) != temporary:
                 continue
             key = info.path[start:]
             if key.startswith(prefix):
@@ -328,6 +422,9 @@ class FailingBlobStore:
 
     def list(self, prefix: str) -> list[str]:
         return self.inner.list(prefix)
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        return self.inner.list_temporary(prefix)
 
 
 # -- checkpoint layout -------------------------------------------------------------------------
@@ -523,6 +620,11 @@ class CheckpointStorage:
                 ids.add(int(match.group(1)))
         return sorted(ids)
 
+    def list_job_files(self, job_id: str, *, temporary: bool = False) -> list[str]:
+        """Every file in the job's directory (`temporary`: only what interrupted writes left)."""
+        prefix = self.job_dir(job_id) + "/"
+        return self.blob_store.list_temporary(prefix) if temporary else self.blob_store.list(prefix)
+
     def list_checkpoint_files(self, job_id: str, checkpoint_id: int) -> list[str]:
         return self.blob_store.list(self.checkpoint_dir(job_id, checkpoint_id) + "/")
 
@@ -552,15 +654,17 @@ class CheckpointStorage:
         return f"CheckpointStorage({self.blob_store!r}, root={self.root!r})"
 
 
-def storage_from_uri(uri: str | None, root: str = "") -> CheckpointStorage:
+def storage_from_uri(uri: str | None, root: str = "", *,
+                     timeout: float | None = DEFAULT_STORAGE_TIMEOUT) -> CheckpointStorage:
     """Checkpoint storage for a `CheckpointConfig.storage` value.
 
     Args:
         uri: None or ``"memory://"`` for memory; otherwise a `pyarrow.fs` URI or a local path.
+        timeout: seconds each call to a remote filesystem may take (`CheckpointConfig.storage_timeout`).
 
     Raises:
-        StorageError: the location cannot be opened.
+        StorageError: the location cannot be opened (`StorageTimeoutError`: it did not answer).
     """
     if uri is None or uri == "memory://":
         return CheckpointStorage(MemoryBlobStore(), root)
-    return CheckpointStorage(FsBlobStore(uri), root)
+    return CheckpointStorage(FsBlobStore(uri, timeout=timeout), root)

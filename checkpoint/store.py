@@ -93,6 +93,19 @@ class CompletedCheckpointStore(abc.ABC):
     def shutdown(self) -> None:  # noqa: B027 - optional hook
         """Release resources (the checkpoints stay in durable storage)."""
 
+    def flush(self) -> None:  # noqa: B027 - optional hook
+        """Wait for file deletes still running (stores with a discard executor)."""
+
+    def referenced_files(self) -> set[str]:
+        """Every file a retained checkpoint needs: its `_metadata` and the files its handles name
+        (what orphan cleanup must never delete)."""
+        keep: set[str] = set()
+        for checkpoint in self.get_all_checkpoints():
+            if checkpoint.metadata_path:
+                keep.add(checkpoint.metadata_path)
+            keep.update(checkpoint.referenced_paths())
+        return keep
+
 
 class DiscardQueue:
     """Runs a store's file deletes: inline without an executor, else on it (one thread keeps
@@ -241,6 +254,11 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
 
     def shutdown(self) -> None:
         self.flush()
+
+    def referenced_files(self) -> set[str]:
+        """The retained checkpoints' files, and every shared file the registry still counts live
+        (a segment a task may reuse although no retained checkpoint references it any more)."""
+        return super().referenced_files() | set(self.registry.live_files())
 
     def _collect_shared(self, *, ignore_horizon: bool = False) -> None:
         """Delete the shared files the registry released (after a whole completion or drop)."""

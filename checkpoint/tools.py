@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkpoint.cleanup import unreferenced_files
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.storage import (
     SHARED_DIR,
@@ -202,7 +203,8 @@ def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = 
     """Remove the files of the job that no valid checkpoint references.
 
     A valid checkpoint keeps its `_metadata` and every file its handles name; everything else
-    in the job directory (incomplete `chk-<id>/` directories included) is an orphan.
+    in the job directory (incomplete `chk-<id>/` directories and what interrupted writes left
+    included) is an orphan (`checkpoint.cleanup.unreferenced_files`).
     """
     keep: set[str] = set()
     valid: list[int] = []
@@ -215,10 +217,8 @@ def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = 
         keep.add(storage.metadata_path(job_id, cid))
         keep.update(completed.referenced_paths())
     removed: list[tuple[str, int]] = []
-    files = storage.blob_store.list(storage.job_dir(job_id) + "/")
-    for path in files:
-        if path in keep:
-            continue
+    files = storage.list_job_files(job_id)
+    for path in unreferenced_files(storage, job_id, keep):
         try:
             size = len(storage.blob_store.get(path))
         except StorageError:
@@ -226,7 +226,7 @@ def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = 
         if not dry_run:
             storage.delete_file(path)
         removed.append((path, size))
-    return GcReport(job_id, removed, len(files) - len(removed), valid, dry_run)
+    return GcReport(job_id, removed, len(set(files) - {path for path, _ in removed}), valid, dry_run)
 
 
 # --------------------------------------------------------------------------- CLI

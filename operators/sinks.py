@@ -66,6 +66,7 @@ class CollectSink(StreamOperator):
             self._commit_all(restored)
 
     accepts_columns = True
+    stages_records = True
 
     def process_batch(self, records: list[Record]) -> list[Record]:
         self._open.append(records)

@@ -33,6 +33,7 @@ from runtime.messages import (
     EndOfPartition,
     RecordConversionError,
 )
+from runtime.record_types import RecordTypeError
 from runtime.restore_match import RestoreError, StateMismatchError
 from runtime.result import JobFailedError, JobResult
 
@@ -64,6 +65,7 @@ __all__ = [
     "KeyedStream",
     "LostAcknowledgement",
     "RecordConversionError",
+    "RecordTypeError",
     "RestartStrategy",
     "RestoreError",
     "StateMismatchError",
