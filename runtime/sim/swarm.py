@@ -39,7 +39,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from runtime import faults as fault_module
 from runtime.faults import FaultPlan, TaskCrash
 from runtime.result import CollectCommitter, JobFailedError
 from runtime.sim.executor import CostModel, NetworkOptions
+from runtime.sim.invariants import InvariantChecker, InvariantViolation
 from runtime.sim.workloads import (
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
@@ -84,7 +85,18 @@ FAULT_KINDS: dict[str, FaultKind] = {
     "lost_acks": FaultKind(max_count=2),
     "stalls": FaultKind(max_count=3),
     "storage_failures": FaultKind(max_count=2),
+    "lost_messages": FaultKind(max_count=2),
+    "duplicated_messages": FaultKind(max_count=2),
+    "delayed_messages": FaultKind(max_count=2),
+    "torn_writes": FaultKind(max_count=2),
+    "slow_storage": FaultKind(max_count=2),
+    "channel_delays": FaultKind(max_count=2),
+    "task_stalls": FaultKind(max_count=2),
+    "notify_crashes": FaultKind(max_count=1),
+    "recovery_crashes": FaultKind(max_count=1),
 }
+#: faults that hold a checkpoint (or a task) until a timeout: each may add one to a run's length
+_WAITING_FAULTS = ("LostAcknowledgement", "LostControlMessage", "TaskStall")
 
 #: violation kinds a `Verdict` can carry (`"ok"` and `"expected"` are not violations)
 VIOLATIONS = {
@@ -96,7 +108,7 @@ VIOLATIONS = {
     "staged": "transactions left staged (never committed, never aborted) at the end",
     "failed": "the job failed for good although its restart attempts covered every fault",
     "liveness": "the job did not finish (simulator time or event bound, or stalled)",
-    "invariant": "a per-event invariant checker raised InvariantViolation",
+    "invariant:<name>": "the per-event invariant checker found invariant <name> broken (runtime.sim.invariants)",
     "error": "an unexpected exception escaped the executor",
 }
 
@@ -116,7 +128,7 @@ def _rescaled(config: SwarmConfig) -> bool:
 
 
 def _corrupts(config: SwarmConfig) -> bool:
-    return any("Corrupt" in type(f).__name__ for f in config.faults)
+    return any(type(f).__name__ == "TornWrite" for f in config.faults)
 
 
 #: known limitations, tracked elsewhere; delete an entry when its fix lands
@@ -125,6 +137,9 @@ EXPECTED_ERRORS: tuple[ExpectedError, ...] = (
                   "rescaling an unaligned checkpoint is refused (known limitation)", _rescaled),
     ExpectedError("CommittedOutputAheadError", "falling back past committed output",
                   "a corrupt checkpoint whose output was committed cannot be fallen back past (DESIGN §4)",
+                  _corrupts),
+    ExpectedError("NoValidCheckpointError", "no retained checkpoint can be restored",
+                  "every retained checkpoint is corrupt (torn writes): nothing to fall back to (DESIGN §4)",
                   _corrupts),
 )
 
@@ -141,20 +156,21 @@ class KnownBug:
 
 
 #: known bugs, reported; delete an entry when its fix lands
-KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug(("failed", "liveness"), "a self-union m.union(m) fails on the simulator, failure-free too (the union task is "
-             "pushed data on a channel after its EndOfPartition)",
-             lambda config: "self_union" in config.stages, "SwarmConfig(seed=3, rows=1, keys=1, stages=('self_union',))"),
-)
+KNOWN_BUGS: tuple[KnownBug, ...] = ()
 
 #: where on-disk checkpoint storage goes: a RAM-backed local file system when there is one
 #: (the same `pyarrow.fs` local-path code as a disk; on a real disk syncs dominate a sweep)
 SCRATCH_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
-#: per-event invariant checkers (`runtime.sim.invariants`): a factory of a fresh checker per
-#: execution, passed as `execute(..., invariants=...)`. None runs without them; turn them on here
-#: (or per call: `run_config(config, invariants=...)`).
-INVARIANTS: Callable[[], Any] | None = None
+def _checker(reference: Counter) -> InvariantChecker:
+    return InvariantChecker(reference=reference)
+
+
+#: per-event invariant checkers (`runtime.sim.invariants`, raising `InvariantViolation`): a
+#: factory of a fresh checker per execution from the reference's committed multiset, passed as
+#: `execute(..., invariants=...)`. The one place to turn them off (None) for every run; per
+#: call: `run_config(config, invariants=None)`.
+INVARIANTS: Callable[[Counter], Any] | None = _checker
 
 
 def _fault_repr(fault: Any) -> str:
@@ -272,8 +288,12 @@ def draw_config(seed: int) -> SwarmConfig:
     mode = rng.choice(MODES)
     parallelism = rng.randint(1, 4)
     stages = _draw_stages(rng)
-    counts = {kind: rng.randint(1, spec.max_count) for kind, spec in FAULT_KINDS.items()
-              if rng.random() < 0.5}
+    # faults from a stream of their own: a kind added at the end of FAULT_KINDS leaves the rest
+    # of every seed's config, and its other faults (FaultPlan.random draws kinds in order), as is
+    fault_rng = random.Random(f"swarm-faults/{seed}")
+    density = fault_rng.choice((0.1, 0.25, 0.5))  # how many kinds a seed enables varies too
+    counts = {kind: fault_rng.randint(1, spec.max_count) for kind, spec in FAULT_KINDS.items()
+              if fault_rng.random() < density}
     plan = FaultPlan.random(seed, **{"crashes": 0, **counts})
     timeout = rng.choice((2.0, 0.5, 0.05, 0.02, 0.01))
     rescale_to = None
@@ -282,7 +302,7 @@ def draw_config(seed: int) -> SwarmConfig:
     storage = "disk" if rescale_to is not None or rng.random() < 0.3 else "memory"
     return SwarmConfig(
         seed=seed,
-        rows=rng.randint(10, 200),
+        rows=rng.randint(10, 120),
         keys=rng.randint(1, 12),
         skew=rng.choice((0.0, 1.0, 2.0)),
         parallelism=parallelism,
@@ -398,12 +418,16 @@ class _Failed(Exception):
         self.kind, self.detail, self.run = kind, detail, run
 
 
-def run_config(config: SwarmConfig, *, invariants: Callable[[], Any] | None = None,
+_DEFAULT: Any = object()
+
+
+def run_config(config: SwarmConfig, *, invariants: Callable[[Counter], Any] | None = _DEFAULT,
                known_bugs: bool = True) -> Verdict:
     """Run `config` and its failure-free reference and judge the guarantee of its mode.
 
     Args:
-        invariants: a factory of per-event invariant checkers (default: `INVARIANTS`).
+        invariants: a factory of per-event invariant checkers from the reference multiset
+            (default: `INVARIANTS`; None: none).
         known_bugs: report a violation `KNOWN_BUGS` explains as "expected" (False: as itself).
 
     Raises:
@@ -412,18 +436,19 @@ def run_config(config: SwarmConfig, *, invariants: Callable[[], Any] | None = No
     problems = config.problems()
     if problems:
         raise ValueError(f"invalid swarm config {config!r}: {'; '.join(problems)}")
-    checker = invariants if invariants is not None else INVARIANTS
+    factory = INVARIANTS if invariants is _DEFAULT else invariants
     try:
         want_output, want_state = _reference(config.seed, config.rows, config.keys, config.skew, config.splits,
                                              config.stages)
     except Exception as exc:  # noqa: BLE001 - the failure-free run must not fail at all
         kind, detail = _classify(config, exc)
         return _verdict(config, kind, f"failure-free reference run: {detail}", None, known_bugs)
+    checker = None if factory is None else partial(factory, want_output)
     with tempfile.TemporaryDirectory(prefix="barrierflow-swarm-", dir=SCRATCH_DIR) as tmp:
         try:
             run = (_two_phases if config.rescale_to is not None else _one_phase)(config, Path(tmp), checker)
         except _Failed as failed:
-            if failed.kind == "liveness" and _timeouts_explain(config, checker):
+            if failed.kind == "liveness" and _timeouts_explain(config, factory):
                 failed.kind, failed.detail = "expected", (
                     f"does not finish with timeout={config.timeout:g} s but does with the default: its "
                     f"checkpoints take longer, so the final one never completes (tolerable_failures="
@@ -435,12 +460,12 @@ def run_config(config: SwarmConfig, *, invariants: Callable[[], Any] | None = No
     return _verdict(config, *_judge(config, run, want_output, want_state), run, known_bugs)
 
 
-def _timeouts_explain(config: SwarmConfig, checker: Callable[[], Any] | None) -> bool:
+def _timeouts_explain(config: SwarmConfig, factory: Callable[[Counter], Any] | None) -> bool:
     """Whether a run that did not finish does finish with the default (long) checkpoint timeout."""
     default = SwarmConfig(seed=0).timeout
     if config.timeout >= default:
         return False
-    return run_config(replace(config, timeout=default), invariants=checker, known_bugs=False).kind != "liveness"
+    return run_config(replace(config, timeout=default), invariants=factory, known_bugs=False).kind != "liveness"
 
 
 def _verdict(config: SwarmConfig, kind: str, detail: str, run: _Run | None, known_bugs: bool) -> Verdict:
@@ -538,14 +563,14 @@ def _environment(config: SwarmConfig, parallelism: int, storage: str | None, res
 def _execute(config: SwarmConfig, env: Any, faults: FaultPlan, checker: Callable[[], Any] | None,
              **options: Any) -> Any:
     """One execution on the simulator, bounded so that a run that does not finish is caught."""
-    lost_acks = sum(1 for f in faults.faults if type(f).__name__ == "LostAcknowledgement")
+    waits = sum(1 for f in faults.faults if type(f).__name__ in _WAITING_FAULTS)
     slow = {SOURCE_VERTEX: config.source_slowdown} if config.source_slowdown != 1 else {}
     options.update(
         seed=config.seed, faults=faults, costs=CostModel(records_per_step=config.records_per_step, slow_tasks=slow),
         network=NetworkOptions(write_latency=config.write_latency),
-        # legitimate waits: a lost acknowledgement holds its checkpoint until the timeout
-        # (failure-free runs take at most ~2.2 virtual seconds)
-        max_time=5.0 + 3 * config.timeout * (1 + lost_acks), max_events=1_000_000,
+        # legitimate waits: a lost acknowledgement holds its checkpoint until the timeout (& co.);
+        # failure-free runs take at most ~2.2 virtual seconds
+        max_time=5.0 + 3 * config.timeout * (1 + waits), max_events=1_000_000,
     )
     if checker is not None:
         options["invariants"] = checker()
@@ -606,6 +631,9 @@ def _two_phases(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | Non
     return run
 
 
+#: invariants whose violation is one of the verdict's own kinds (the rest: "invariant:<name>")
+_INVARIANT_KINDS = {"committed-output-complete": "lost", "committed-output-within-reference": "duplicated"}
+
 #: how a failure caused by an injected fault reads (the first phase of a rescale must end so)
 _FAULT_FAILURES = ("injected fault", "coordinator crash", "exceeded checkpoint tolerable failure threshold")
 
@@ -630,8 +658,9 @@ def _classify(config: SwarmConfig, exc: BaseException) -> tuple[str, str]:
         if expected.applies(config) and any(
                 expected.name in {c.__name__ for c in type(e).__mro__} and expected.fragment in str(e) for e in chain):
             return "expected", expected.why
-    if "InvariantViolation" in names:
-        return "invariant", message
+    violation = next((e for e in chain if isinstance(e, InvariantViolation)), None)
+    if violation is not None:
+        return _INVARIANT_KINDS.get(violation.invariant, f"invariant:{violation.invariant}"), message
     if "OrderViolation" in names or "order violation" in message:
         return "order", message
     if isinstance(exc, JobFailedError):
