@@ -20,10 +20,8 @@ environment with parallelism `rescale_to` does `restore_from` the first one's di
 first one's committer and runs to the end under the config's faults. Per-event invariant
 checkers plug in at `INVARIANTS`.
 
-`shrink(config, still_fails)` reduces a failing configuration by delta debugging (halves and
-single faults, the second phase, stages, rows, keys, parallelism, splits, options back to their
-defaults) while it still fails the same way. A config's `repr` lists only its non-default
-fields; `replay_line(config)` is the one-line command that replays it.
+`runtime.sim.shrink` reduces a failing configuration. A config's `repr` lists only its
+non-default fields; `replay_line(config)` is the one-line command that replays it.
 
 Pure apart from temporary directories for on-disk checkpoint storage (`SCRATCH_DIR`).
 """
@@ -111,66 +109,6 @@ VIOLATIONS = {
     "invariant:<name>": "the per-event invariant checker found invariant <name> broken (runtime.sim.invariants)",
     "error": "an unexpected exception escaped the executor",
 }
-
-@dataclass(frozen=True)
-class ExpectedError:
-    """A known limitation: an exception of class `name` whose message contains `fragment`, in a
-    config for which `applies` holds, is an "expected" verdict (never a pass)."""
-
-    name: str
-    fragment: str
-    why: str
-    applies: Callable[[SwarmConfig], bool]
-
-
-def _rescaled(config: SwarmConfig) -> bool:
-    return config.rescale_to is not None and config.rescale_to != config.parallelism
-
-
-def _corrupts(config: SwarmConfig) -> bool:
-    return any(type(f).__name__ == "TornWrite" for f in config.faults)
-
-
-#: known limitations, tracked elsewhere; delete an entry when its fix lands
-EXPECTED_ERRORS: tuple[ExpectedError, ...] = (
-    ExpectedError("RestoreError", "unaligned channel state",
-                  "rescaling an unaligned checkpoint is refused (known limitation)", _rescaled),
-    ExpectedError("CommittedOutputAheadError", "falling back past committed output",
-                  "a corrupt checkpoint whose output was committed cannot be fallen back past (DESIGN §4)",
-                  _corrupts),
-    ExpectedError("NoValidCheckpointError", "no retained checkpoint can be restored",
-                  "every retained checkpoint is corrupt (torn writes): nothing to fall back to (DESIGN §4)",
-                  _corrupts),
-)
-
-@dataclass(frozen=True)
-class KnownBug:
-    """A violation of one of `kinds`, in a config for which `applies` holds, that a known and
-    reported bug outside the simulator search explains: an "expected" verdict until the fix lands
-    (`tests/sim/test_swarm.py` checks that its minimal `replay` config still shows it)."""
-
-    kinds: tuple[str, ...]
-    why: str
-    applies: Callable[[SwarmConfig], bool]
-    replay: str
-
-
-#: known bugs, reported; delete an entry when its fix lands
-KNOWN_BUGS: tuple[KnownBug, ...] = ()
-
-#: where on-disk checkpoint storage goes: a RAM-backed local file system when there is one
-#: (the same `pyarrow.fs` local-path code as a disk; on a real disk syncs dominate a sweep)
-SCRATCH_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None
-
-def _checker(reference: Counter) -> InvariantChecker:
-    return InvariantChecker(reference=reference)
-
-
-#: per-event invariant checkers (`runtime.sim.invariants`, raising `InvariantViolation`): a
-#: factory of a fresh checker per execution from the reference's committed multiset, passed as
-#: `execute(..., invariants=...)`. The one place to turn them off (None) for every run; per
-#: call: `run_config(config, invariants=None)`.
-INVARIANTS: Callable[[Counter], Any] | None = _checker
 
 
 def _fault_repr(fault: Any) -> str:
@@ -263,7 +201,7 @@ class SwarmConfig:
         """How big the config is (what shrinking reduces): faults, stages, rows, keys,
         parallelism, splits, phases and options away from their defaults."""
         defaults = {f.name: f.default for f in fields(self)}
-        options = sum(1 for name in _OPTION_FIELDS if getattr(self, name) != defaults[name])
+        options = sum(1 for name in OPTION_FIELDS if getattr(self, name) != defaults[name])
         return (len(self.faults) + len(self.stages) + self.rows + self.keys + self.parallelism
                 + self.splits + (self.rescale_to or 0) + options)
 
@@ -272,11 +210,77 @@ class SwarmConfig:
         return Counter(type(f).__name__ for f in self.faults)
 
 
-#: fields the shrinker resets to their defaults one at a time
-_OPTION_FIELDS = ("skew", "buffer_size", "credits", "buffer_timeout", "records_per_step", "mode",
+#: option fields: `size` counts those away from their defaults; the shrinker resets them one at a time
+OPTION_FIELDS = ("skew", "buffer_size", "credits", "buffer_timeout", "records_per_step", "mode",
                   "alignment_timeout", "interval", "max_concurrent", "retained", "min_pause", "timeout",
                   "tolerable_failures", "storage", "backend", "ha", "restart_attempts", "rescale_at",
                   "source_slowdown", "write_latency")
+
+
+# --------------------------------------------------------------------------- judging
+
+@dataclass(frozen=True)
+class ExpectedError:
+    """A known limitation: an exception of class `name` whose message contains `fragment`, in a
+    config for which `applies` holds, is an "expected" verdict (never a pass)."""
+
+    name: str
+    fragment: str
+    why: str
+    applies: Callable[[SwarmConfig], bool]
+
+
+def _rescaled(config: SwarmConfig) -> bool:
+    return config.rescale_to is not None and config.rescale_to != config.parallelism
+
+
+def _corrupts(config: SwarmConfig) -> bool:
+    return any(type(f).__name__ == "TornWrite" for f in config.faults)
+
+
+#: known limitations, tracked elsewhere; delete an entry when its fix lands
+EXPECTED_ERRORS: tuple[ExpectedError, ...] = (
+    ExpectedError("RestoreError", "unaligned channel state",
+                  "rescaling an unaligned checkpoint is refused (known limitation)", _rescaled),
+    ExpectedError("CommittedOutputAheadError", "falling back past committed output",
+                  "a corrupt checkpoint whose output was committed cannot be fallen back past (DESIGN §4)",
+                  _corrupts),
+    ExpectedError("NoValidCheckpointError", "no retained checkpoint can be restored",
+                  "every retained checkpoint is corrupt (torn writes): nothing to fall back to (DESIGN §4)",
+                  _corrupts),
+)
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """A violation of one of `kinds`, in a config for which `applies` holds, that a known and
+    reported bug outside the simulator search explains: an "expected" verdict until the fix lands
+    (`tests/sim/test_swarm.py` checks that its minimal `replay` config still shows it)."""
+
+    kinds: tuple[str, ...]
+    why: str
+    applies: Callable[[SwarmConfig], bool]
+    replay: str
+
+
+#: known bugs, reported; delete an entry when its fix lands
+KNOWN_BUGS: tuple[KnownBug, ...] = ()
+
+
+#: where on-disk checkpoint storage goes: a RAM-backed local file system when there is one
+#: (the same `pyarrow.fs` local-path code as a disk; on a real disk syncs dominate a sweep)
+SCRATCH_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None
+
+
+def _checker(reference: Counter) -> InvariantChecker:
+    return InvariantChecker(reference=reference)
+
+
+#: per-event invariant checkers (`runtime.sim.invariants`, raising `InvariantViolation`): a
+#: factory of a fresh checker per execution from the reference's committed multiset, passed as
+#: `execute(..., invariants=...)`. The one place to turn them off (None) for every run; per
+#: call: `run_config(config, invariants=None)`.
+INVARIANTS: Callable[[Counter], Any] | None = _checker
 
 
 # --------------------------------------------------------------------------- drawing
@@ -718,73 +722,6 @@ def parse_config(text: str) -> SwarmConfig:
     if not isinstance(config, SwarmConfig):
         raise ValueError(f"not a SwarmConfig(...): {text[:80]!r}")
     return config
-
-
-# --------------------------------------------------------------------------- shrinking
-
-
-def shrink(config: SwarmConfig, still_fails: Callable[[SwarmConfig], bool], *, max_runs: int = 400,
-           on_step: Callable[[SwarmConfig], None] | None = None) -> SwarmConfig:
-    """A smaller config for which `still_fails` holds (delta debugging, greedy: the first
-    smaller candidate that still fails is taken and the search restarts from it), after at most
-    `max_runs` calls of `still_fails`. `config` itself is assumed to fail."""
-    runs = 0
-    seen: set[SwarmConfig] = {config}
-    improved = True
-    while improved and runs < max_runs:
-        improved = False
-        for candidate in _candidates(config):
-            if candidate in seen or candidate.problems() or candidate.size() > config.size():
-                continue
-            seen.add(candidate)
-            runs += 1
-            if still_fails(candidate):
-                config, improved = candidate, True
-                if on_step is not None:
-                    on_step(config)
-                break
-            if runs >= max_runs:
-                break
-    return config
-
-
-def _candidates(config: SwarmConfig):
-    """Smaller variants of `config`, most reducing first."""
-    faults = config.faults
-    n = len(faults)
-    if n:
-        yield replace(config, faults=())
-    chunk = n // 2
-    while chunk >= 1:  # drop halves, quarters, ... then single faults
-        for start in range(0, n, chunk):
-            yield replace(config, faults=faults[:start] + faults[start + chunk:])
-        chunk //= 2
-    if config.rescale_to is not None:
-        yield replace(config, rescale_to=None)
-    for index in range(len(config.stages)):
-        yield replace(config, stages=config.stages[:index] + config.stages[index + 1:])
-    sizes = ("rows", "keys", "parallelism", "splits")
-    for name in sizes:  # coarse steps first, over every dimension
-        value = getattr(config, name)
-        for smaller in sorted({1, value // 4, value // 2, value * 3 // 4}):
-            if 1 <= smaller < value:
-                yield replace(config, **{name: smaller})
-    if config.rescale_to is not None and config.rescale_to > 1:
-        yield replace(config, rescale_to=config.rescale_to - 1)
-    defaults = {f.name: f.default for f in fields(config)}
-    for name in _OPTION_FIELDS:
-        if getattr(config, name) != defaults[name]:
-            yield replace(config, **{name: defaults[name]})
-    for name in sizes:  # then fine ones
-        value = getattr(config, name)
-        for smaller in sorted({value - max(1, value // 8), value - 1}):
-            if 1 <= smaller < value:
-                yield replace(config, **{name: smaller})
-
-
-def same_violation(kind: str, *, run: Callable[[SwarmConfig], Verdict] = run_config) -> Callable[[SwarmConfig], bool]:
-    """A `shrink` predicate: the candidate fails with violation `kind`."""
-    return lambda candidate: run(candidate).kind == kind
 
 
 def coverage(config: SwarmConfig) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from collections import Counter, defaultdict
 from functools import partial
 
 from runtime.faults import FaultPlan
+from runtime.sim.shrink import same_violation, shrink
 from runtime.sim.swarm import (
     SwarmConfig,
     Verdict,
@@ -32,8 +33,6 @@ from runtime.sim.swarm import (
     parse_config,
     replay_line,
     run_config,
-    same_violation,
-    shrink,
 )
 from runtime.sim.workloads import SINK, make_env, multiset, random_spec
 

@@ -19,6 +19,7 @@ import pytest
 from operators.sinks import CollectSink
 from runtime.faults import TaskCrash
 from runtime.sim import swarm, vopr
+from runtime.sim.shrink import same_violation, shrink
 from runtime.sim.swarm import (
     BACKENDS,
     FAULT_KINDS,
@@ -30,8 +31,6 @@ from runtime.sim.swarm import (
     parse_config,
     replay_line,
     run_config,
-    same_violation,
-    shrink,
 )
 from runtime.sim.workloads import (
     ORDER_FREE_STAGES,
