@@ -1,10 +1,26 @@
 """Seeded random jobs for property tests, the VOPR-style runner and benchmarks.
 
 A workload is described by a small frozen `JobSpec` drawn from a seed, so a failing example
-is replayed by its seed alone. Every operator used here has an output *multiset* that does not
-depend on the arrival order of records (counts per key, per-record maps and filters), so a
+is replayed by its seed alone. Every operator of `STAGES` has an output *multiset* that does
+not depend on the arrival order of records (counts per key, per-record maps and filters), so a
 failure-free run is a reference for any fault schedule: exactly-once means the committed
 multiset and the final keyed state are identical to it.
+
+Order-sensitive workloads (`build_stamped_job`, used by `runtime.sim.swarm`) add what the
+order-free ones cannot see: every row carries an *origin* (its source split) and a sequence
+number per (origin, key) (`stamp_rows`). Records of one key from one origin travel one path of
+channels as long as no `rebalance` intervenes, and channels are FIFO across failover and
+channel-state replay (DESIGN §6), so along such a path:
+
+* `SequenceCheck` raises `OrderViolation` when a (origin, key) sequence number does not
+  increase (exactly-once modes only: at-least-once may replay what state already saw);
+* `AppendToList` keeps every stamp in a list state, `LastValue` the last stamp per origin and
+  emits the previous one; compared with a failure-free run per origin (`normalize_state`), they
+  catch a reordering even where no check ran;
+* `order_violations` checks the committed output itself.
+
+A keyed `count` restamps its output (origin = the stage, sequence = the count), so order holds
+again after it; `stages_valid` accepts order-sensitive stages only where order holds.
 """
 
 from __future__ import annotations
@@ -56,10 +72,15 @@ class JobSpec:
     interval: float
 
     def rows(self) -> list[dict[str, Any]]:
-        rng = random.Random(self.seed)
-        weights = [1.0 / (k + 1) ** self.skew for k in range(self.num_keys)]
-        keys = rng.choices([f"k{k}" for k in range(self.num_keys)], weights=weights, k=self.num_rows)
-        return [{"id": i, "key": keys[i], "v": rng.randrange(0, 10)} for i in range(self.num_rows)]
+        return draw_rows(self.seed, self.num_rows, self.num_keys, self.skew)
+
+
+def draw_rows(seed: int, num_rows: int, num_keys: int, skew: float) -> list[dict[str, Any]]:
+    """`num_rows` rows `{"id", "key", "v"}` over `num_keys` keys, Zipf-skewed by `skew`."""
+    rng = random.Random(seed)
+    weights = [1.0 / (k + 1) ** skew for k in range(num_keys)]
+    keys = rng.choices([f"k{k}" for k in range(num_keys)], weights=weights, k=num_rows)
+    return [{"id": i, "key": keys[i], "v": rng.randrange(0, 10)} for i in range(num_rows)]
 
 
 STAGES = ("map", "filter", "flat_map", "rebalance", "count", "sum")
@@ -133,3 +154,211 @@ def make_env(spec: JobSpec, *, mode: str = "aligned", attempts: int = 50) -> Any
 
 def multiset(records: list[dict[str, Any]]) -> Counter:
     return Counter(tuple(sorted(r.items())) for r in records)
+
+
+# --------------------------------------------------------------------------- order-sensitive jobs
+
+#: stages whose output multiset and state do not depend on arrival order
+ORDER_FREE_STAGES = ("map", "filter", "flat_map", "rebalance", "count", "sum")
+#: stages that are only deterministic where (origin, key) order holds (see `stages_valid`)
+ORDER_SENSITIVE_STAGES = ("seqcheck", "list", "last")
+#: unions, which lose (origin, key) order like a rebalance: with a mapped copy of the stream
+#: (ids + 2,000,000, `sub` odd), or with the very same stream (`m.union(m)`: every record twice)
+UNION_STAGES = ("union", "self_union")
+#: origin of the records a keyed `count` at stage index i emits: RESTAMP_ORIGIN + i
+RESTAMP_ORIGIN = 1000
+#: `sub` stays below this (one more bit per `flat_map`), so `stamp_code` is unique
+_MAX_SUB = 1 << 16
+
+
+class OrderViolation(RuntimeError):
+    """Records of one key from one origin arrived out of order (a lost FIFO guarantee)."""
+
+
+def stamp_code(record: dict[str, Any]) -> int:
+    """The record's position on its (origin, key) path: sequence number, then `sub`."""
+    return record["seq"] * _MAX_SUB + record["sub"]
+
+
+def stamp_rows(rows: list[dict[str, Any]], splits: int) -> list[dict[str, Any]]:
+    """`rows` with `origin` (the split `from_collection(rows, splits)` puts the row in), `seq`
+    (its number among the rows of its key in that split) and `sub` = 0 (see `flat_map`)."""
+    from operators.sources import CollectionSource
+
+    stamped: list[dict[str, Any]] = []
+    for split in CollectionSource(rows, splits).splits():
+        assert split.end is not None
+        seqs: Counter = Counter()
+        for row in rows[split.start:split.end]:
+            stamped.append({**row, "origin": split.index, "seq": seqs[row["key"]], "sub": 0})
+            seqs[row["key"]] += 1
+    return stamped
+
+
+class SequenceCheck(KeyedProcessFunction):
+    """Forwards records; raises `OrderViolation` when a stamp does not exceed the last one seen
+    for its (origin, key) (when `strict`; at-least-once replays legitimately repeat)."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+
+    def process_element(self, record: dict[str, Any], ctx: Any):
+        seen = ctx.map_state("seen")
+        origin, code = str(record["origin"]), stamp_code(record)
+        last = seen.get(origin)
+        if self.strict and last is not None and code <= last:
+            raise OrderViolation(
+                f"order violation: key {ctx.key!r} origin {origin}: stamp {divmod(code, _MAX_SUB)} arrived "
+                f"after {divmod(last, _MAX_SUB)} (record {record})")
+        seen.put(origin, code)
+        yield record
+
+
+class AppendToList(KeyedProcessFunction):
+    """Appends every record's stamp to the key's list state `history` (arrival order)."""
+
+    def process_element(self, record: dict[str, Any], ctx: Any):
+        ctx.list_state("history").add(f"{record['origin']}/{record['seq']}.{record['sub']}")
+        yield record
+
+
+class LastValue(KeyedProcessFunction):
+    """Keeps the last stamp seen per origin of the key; emits the record with `v` = the
+    previous one (-1 for the first), so the output depends on arrival order."""
+
+    def process_element(self, record: dict[str, Any], ctx: Any):
+        last = ctx.map_state("last")
+        origin = str(record["origin"])
+        previous = last.get(origin, -1)
+        last.put(origin, stamp_code(record))
+        yield {**record, "v": previous}
+
+
+class StampedCount(KeyedProcessFunction):
+    """Counts per key and restamps: emits one order-free record per input whose origin is
+    this stage and whose sequence number is the count."""
+
+    def __init__(self, origin: int) -> None:
+        self.origin = origin
+
+    def process_element(self, record: dict[str, Any], ctx: Any):
+        count = ctx.value_state("count", default=0)
+        count.update(count.value() + 1)
+        n = count.value()
+        yield {"id": n, "key": ctx.key, "v": 1, "origin": self.origin, "seq": n, "sub": 0}
+
+
+class StampedSum(KeyedProcessFunction):
+    """`SumAndCountPerKey` for stamped records: sums `v`, remembers ids, forwards the stamp."""
+
+    def process_element(self, record: dict[str, Any], ctx: Any):
+        total = ctx.value_state("sum", default=0)
+        total.update(total.value() + record["v"])
+        ctx.map_state("seen").put(str(record["id"]), 1)
+        yield {**record, "v": 1}
+
+
+def _duplicate_some(record: dict[str, Any]) -> list[dict[str, Any]]:
+    first = {**record, "sub": record["sub"] * 2}
+    if record["id"] % 5 != 0:
+        return [first]
+    return [first, {**record, "id": record["id"] + 1_000_000, "sub": record["sub"] * 2 + 1}]
+
+
+def _union_copy(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "id": record["id"] + 2_000_000, "sub": record["sub"] * 2 + 1}
+
+
+def order_holds_after(stages: tuple[str, ...]) -> bool:
+    """Whether (origin, key) order is defined after `stages` (a `rebalance` or a union loses it
+    until a restamping `count`)."""
+    ordered = True
+    for stage in stages:
+        if stage == "rebalance" or stage in UNION_STAGES:
+            ordered = False
+        elif stage == "count":
+            ordered = True
+    return ordered
+
+
+def stages_valid(stages: tuple[str, ...]) -> bool:
+    """Known stage names, order-sensitive ones only where order holds, `sub` in range."""
+    for index, stage in enumerate(stages):
+        if stage not in ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES:
+            return False
+        if stage in ORDER_SENSITIVE_STAGES and not order_holds_after(stages[:index]):
+            return False
+    return 1 << (stages.count("flat_map") + stages.count("union")) < _MAX_SUB
+
+
+def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages: tuple[str, ...], *,
+                      strict_order: bool) -> None:
+    """Add a pipeline of `stages` over `stamp_rows(rows, splits)` to `env`, ending in
+    `CollectSink(SINK)`. `strict_order`: `SequenceCheck`s raise (exactly-once modes).
+
+    Raises:
+        ValueError: `stages` is not `stages_valid`.
+    """
+    if not stages_valid(stages):
+        raise ValueError(f"invalid stamped job stages {stages}: unknown stage, or an order-sensitive "
+                         f"stage {ORDER_SENSITIVE_STAGES} after a rebalance with no count in between")
+    stream = env.from_collection(stamp_rows(rows, splits), splits=splits)
+    for index, stage in enumerate(stages):
+        name = f"{stage}{index}"
+        if stage == "map":
+            stream = stream.map(lambda r: {**r, "v": r["v"] + 1}, name=name)
+        elif stage == "filter":
+            stream = stream.filter(lambda r: r["id"] % 7 != 3, name=name)
+        elif stage == "flat_map":
+            stream = stream.flat_map(_duplicate_some, name=name)
+        elif stage == "rebalance":
+            stream = stream.rebalance()
+        elif stage == "union":
+            stream = stream.union(stream.map(_union_copy, name=f"copy{index}"), name=name)
+        elif stage == "self_union":
+            stream = stream.union(stream, name=name)
+        else:
+            stream = stream.key_by("key").process(_keyed_function(stage, index, strict_order), name=name)
+    stream.sink_to(CollectSink(SINK))
+
+
+def _keyed_function(stage: str, index: int, strict_order: bool) -> KeyedProcessFunction:
+    if stage == "count":
+        return StampedCount(RESTAMP_ORIGIN + index)
+    if stage == "seqcheck":
+        return SequenceCheck(strict_order)
+    return {"sum": StampedSum, "list": AppendToList, "last": LastValue}[stage]()
+
+
+def normalize_state(final_state: dict[str, dict[str, dict[Any, Any]]]) -> dict[str, dict[str, dict[Any, Any]]]:
+    """`final_state` with every `history` list split per origin (order kept within one): the
+    interleaving of different origins depends on the network, the order within one must not."""
+    out: dict[str, dict[str, dict[Any, Any]]] = {}
+    for vertex, states in final_state.items():
+        out[vertex] = {}
+        for name, entries in states.items():
+            if name == "history":
+                entries = {key: _by_origin(items) for key, items in entries.items()}
+            out[vertex][name] = entries
+    return out
+
+
+def _by_origin(items: list[str]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for item in items:
+        grouped.setdefault(item.partition("/")[0], []).append(item)
+    return grouped
+
+
+def order_violations(records: list[dict[str, Any]], limit: int = 3) -> list[str]:
+    """Up to `limit` places where committed `records` of one (origin, key) are not in stamp order."""
+    last: dict[tuple[int, Any], int] = {}
+    problems: list[str] = []
+    for position, record in enumerate(records):
+        path, code = (record["origin"], record["key"]), stamp_code(record)
+        if path in last and code <= last[path]:
+            problems.append(f"committed record {position} {record} after stamp {divmod(last[path], _MAX_SUB)}")
+            if len(problems) >= limit:
+                break
+        last[path] = code
+    return problems
