@@ -29,7 +29,9 @@ cancellation markers, end of partition) need no credit.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
 from typing import Any
 
 
@@ -42,18 +44,42 @@ class OutputChannels:
     tagged with `epoch`.
 
     Consecutive payloads for one channel go in one call; each call carries the sequence number
-    of its first payload.
+    of its first payload. With a `delay` (a slow link, `runtime.links`) every drained batch is
+    held that long and sent in order by a timer (`schedule(delay, callback)`, run under the
+    actor's lock).
     """
 
-    def __init__(self, routes: dict[int, tuple[Any, int]], epoch: int) -> None:
+    def __init__(self, routes: dict[int, tuple[Any, int]], epoch: int, *, delay: float = 0.0,
+                 schedule: Callable[[float, Callable[[], None]], Any] | None = None) -> None:
+        if delay > 0 and schedule is None:
+            raise ValueError("OutputChannels: a delay needs a schedule function")
         self._routes = routes
         self._epoch = epoch
         self._next_seq: dict[int, int] = dict.fromkeys(routes, 0)
+        self._delay = delay
+        self._schedule = schedule
+        self._held: deque[tuple[float, list[tuple[int, Any]]]] = deque()
         self.calls = 0
 
     def send(self, drained: list[tuple[int, Any]]) -> None:
         if not drained:
             return
+        if self._delay > 0:
+            self._held.append((time.time() + self._delay, drained))
+            if len(self._held) == 1:
+                self._schedule(self._delay, self._release)
+            return
+        self._push(drained)
+
+    def _release(self) -> None:
+        """Send the held batches that are due, in order; wait for the next one."""
+        now = time.time()
+        while self._held and self._held[0][0] <= now:
+            self._push(self._held.popleft()[1])
+        if self._held:
+            self._schedule(self._held[0][0] - now, self._release)
+
+    def _push(self, drained: list[tuple[int, Any]]) -> None:
         grouped: dict[int, list[Any]] = {}
         for out_index, payload in drained:
             grouped.setdefault(out_index, []).append(payload)

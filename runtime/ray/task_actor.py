@@ -127,6 +127,8 @@ class TaskActor:
         #: barrier events (`trace_barriers`): (wall time, kind, checkpoint id, task, detail), the
         #: simulator's `JobResult.trace` format; kept across epochs, lost if the actor dies
         self._trace: list[tuple[Any, ...]] | None = [] if services.get("trace_barriers") else None
+        #: a slow link (`runtime.links`): seconds every output waits before it is sent
+        self._link_delay: float = services.get("link_delay", 0.0)
         self.epoch = -1
         self.task: Task | None = None
         self._dead = True  # no task deployed yet
@@ -173,7 +175,8 @@ class TaskActor:
             self._flush_timer: Any = None
             self._stalled_until = 0.0
             self._stalled: deque[tuple[int, int, list[Any]]] = deque()
-            self.outputs = OutputChannels(outputs, epoch)
+            self.outputs = OutputChannels(outputs, epoch, delay=self._link_delay,
+                                          schedule=lambda d, cb: self._timers.schedule(d, self._bound(cb)))
             self.inputs = InputChannels(inputs, str(self.task_id), epoch, threshold=self.graph.credits // 2)
             self.task = None
             try:

@@ -48,6 +48,7 @@ from runtime.faults import (
     resolve_task,
 )
 from runtime.graph import JobGraph
+from runtime.links import resolve_link_delays
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
 from runtime.restore import (
     RestoreError,
@@ -74,6 +75,9 @@ class NetworkOptions:
     #: snapshot write: fixed latency plus size / bandwidth
     write_latency: float = 0.002
     write_bandwidth: float = 200e6
+    #: task name ("vertex[i]") or vertex name -> extra seconds on everything it sends on its output
+    #: channels (a slow link, `runtime.links`)
+    link_delays: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,7 @@ class SimExecutor:
             TaskId(v.name, s) for v in graph.vertices for s in range(v.parallelism)
         ]
         self.source_ids = [t for t in self.task_ids if graph.vertex(t.vertex).source is not None]
+        self._link_delays = resolve_link_delays(self.network.link_delays, self.task_ids)
         self.tasks: dict[TaskId, Task] = {}
         self._busy_until: dict[TaskId, float] = {}
         self._scheduled: set[TaskId] = set()
@@ -479,10 +484,11 @@ class SimExecutor:
         task = self.tasks.get(task_id)
         if task is None:
             return
+        link_delay = self._link_delays.get(task_id, 0.0)
         for out_index, payload in task.drain_sendable():
             receiver, in_ch = self._routes[(task_id, out_index)]
             key = (task_id, out_index)
-            delay = self.rng.uniform(self.network.delay_min, self.network.delay_max)
+            delay = self.rng.uniform(self.network.delay_min, self.network.delay_max) + link_delay
             when = max(self.now + delay, self._last_delivery.get(key, 0.0),
                        self._stalled_until.get(receiver, 0.0))
             self._last_delivery[key] = when

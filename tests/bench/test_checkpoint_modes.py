@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -128,21 +129,44 @@ def test_a_failing_combination_is_a_row_saying_so(monkeypatch) -> None:
     assert "failed: RuntimeError" in cm.render_table([row])
 
 
-def test_targets_report_ratios() -> None:
+def test_targets_report_ratios_with_a_reason() -> None:
     rows = [
         {"executor": "sim", "scenario": "backpressure", "mode": "aligned", "checkpoint_duration_p50": 100.0,
          "latency_p99": 50.0},
         {"executor": "sim", "scenario": "backpressure", "mode": "unaligned", "checkpoint_duration_p50": 5.0,
          "latency_p99": 40.0},
-        {"executor": "sim", "scenario": "backpressure", "mode": "at-least-once", "checkpoint_duration_p50": 90.0,
-         "latency_p99": 60.0},
+        {"executor": "sim", "scenario": "slow-channel", "mode": "aligned", "latency_p99": 30.0,
+         "alignment_time_p50": 28.0},
+        {"executor": "sim", "scenario": "slow-channel", "mode": "unaligned", "latency_p99": 10.0},
+        {"executor": "sim", "scenario": "slow-channel", "mode": "at-least-once", "latency_p99": 20.0},
         {"executor": "ray", "scenario": "uniform", "mode": "none", "throughput": 1000.0},
         {"executor": "ray", "scenario": "uniform", "mode": "aligned", "throughput": 850.0},
     ]
     lines = cm.targets(rows)
-    assert any("= 0.050 (target <= 0.1: met)" in line for line in lines)
-    assert any("NOT met" in line and "latency p99" in line for line in lines)
+    assert len(lines) == 3  # the backpressure latency target is gone: under saturation p99 is the queue
+    assert any("= 0.050 (target <= 0.1: met; unaligned barriers overtake" in line for line in lines)
+    slow = next(line for line in lines if "slow-channel" in line)
+    assert "3.0x unaligned" in slow and "1.5x at-least-once" in slow and "NOT met" in slow
+    assert "aligned blocks only ~28.0 ms per checkpoint" in slow
     assert any("cost 15.0%" in line and "NOT met" in line for line in lines)
+
+
+def test_slow_channel_aligned_waits_for_the_late_barrier_and_the_others_do_not() -> None:
+    profile = replace(TINY, link_delay=0.03)
+    rows = {mode: cm.run_combination(cm.Combination("sim", "slow-channel", mode, 2), profile).row
+            for mode in ("aligned", "unaligned", "at-least-once")}
+    for row in rows.values():
+        assert row["status"] == "ok" and row["checkpoints_completed"] > 0
+    # aligned: the fast channels wait ~ the link's 30 ms for each checkpoint's late barrier
+    assert 25 <= rows["aligned"]["alignment_time_p50"] <= 35
+    assert rows["unaligned"]["alignment_time_max"] == rows["at-least-once"]["alignment_time_max"] == 0
+    assert rows["aligned"]["latency_p99"] >= 2 * rows["unaligned"]["latency_p99"]
+    assert rows["aligned"]["latency_p99"] >= 2 * rows["at-least-once"]["latency_p99"]
+    # the remote source's own records (0.25 %) are late in every mode: they show at p99.9
+    for row in rows.values():
+        assert row["latency_p99_9"] >= 30
+    line = next(line for line in cm.targets(list(rows.values())) if "slow-channel" in line)
+    assert "(target >= 2x both: met;" in line
 
 
 def test_plots_redraw_from_saved_json(tmp_path) -> None:
