@@ -281,6 +281,8 @@ class Outcome:
     latency_cdf: list[tuple[float, float]] = field(default_factory=list)  # (latency ms, fraction)
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     timeline: dict[str, Any] | None = None
+    #: the per-subtask phases of the timeline's checkpoint (`checkpoint_phases`)
+    phases: dict[str, Any] | None = None
     wall_s: float = 0.0
     #: the row of each repeat, in run order (one entry unless `--repeat`)
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -405,6 +407,7 @@ def run_combination(combo: Combination, profile: Profile) -> Outcome:
     throughput_run = execute(combo, profile, rate=None, count=max_records)
     outcome = summarise(combo, latency_run, throughput_run, rate=rate, records=records)
     outcome.timeline = barrier_timeline(latency_run)
+    outcome.phases = checkpoint_phases(latency_run)
     outcome.wall_s = time.perf_counter() - started
     return outcome
 
@@ -466,7 +469,9 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate
     cdf = [(latencies[min(n - 1, int(q * (n - 1) / 200))], q / 200) for q in range(201)] if n else []
     timeline_points = [
         {"id": c.id, "trigger_time": c.trigger_time, "duration": c.duration * 1e3, "completed": c.completed,
-         "failure_reason": c.failure_reason.value if c.failure_reason else None, "unaligned": c.unaligned}
+         "failure_reason": c.failure_reason.value if c.failure_reason else None, "unaligned": c.unaligned,
+         "alignment_time": c.alignment_time * 1e3, "persisted_bytes": c.persisted_bytes,
+         "subtasks": subtask_phases(c)}
         for c in sorted(latency_run.checkpoints, key=lambda c: c.id)
     ]
     return Outcome(row=row, latency_cdf=cdf, checkpoints=timeline_points)
@@ -480,6 +485,37 @@ def failed_outcome(combo: Combination, error: BaseException) -> Outcome:
     return Outcome(row=row)
 
 
+#: per-subtask checkpoint fields (`SubtaskCheckpointStats`) given in ms in the JSON
+PHASE_DURATIONS = ("start_delay", "alignment_duration", "sync_duration", "async_duration", "end_to_end_duration")
+
+
+def subtask_phases(checkpoint: Any) -> list[dict[str, Any]]:
+    """A checkpoint's per-subtask stats for the JSON: durations in ms, sizes in bytes."""
+    rows = []
+    for sub in checkpoint.subtasks.values():
+        row = sub.to_json()
+        for name in PHASE_DURATIONS:
+            row[name] = round(row[name] * 1e3, 6)
+        rows.append(row)
+    return rows
+
+
+def _chosen_checkpoint(result: Any) -> Any:
+    """The checkpoint the timeline and the phase plot show: the middle completed one."""
+    done = [c for c in result.checkpoints if c.completed]
+    return done[len(done) // 2] if done else None
+
+
+def checkpoint_phases(result: Any) -> dict[str, Any] | None:
+    """`{"checkpoint_id", "trigger_time", "duration" (ms), "unaligned", "subtasks": [...]}` of the
+    chosen checkpoint (see `subtask_phases`); None when no checkpoint completed."""
+    chosen = _chosen_checkpoint(result)
+    if chosen is None:
+        return None
+    return {"checkpoint_id": chosen.id, "trigger_time": chosen.trigger_time, "duration": chosen.duration * 1e3,
+            "unaligned": chosen.unaligned, "subtasks": subtask_phases(chosen)}
+
+
 def barrier_timeline(result: Any) -> dict[str, Any] | None:
     """The barrier events of one completed checkpoint (the middle one) from a traced sim run.
 
@@ -489,10 +525,9 @@ def barrier_timeline(result: Any) -> dict[str, Any] | None:
         synchronous snapshot time; the event time is when the upload started) or `ack`; None
         when no checkpoint completed.
     """
-    done = [c for c in result.checkpoints if c.completed]
-    if not done:
+    chosen = _chosen_checkpoint(result)
+    if chosen is None:
         return None
-    chosen = done[len(done) // 2]
     events = [
         [event[0], event[1], event[3], event[4] if len(event) > 4 else None]
         for event in result.trace
@@ -604,6 +639,7 @@ def payload_of(outcomes: Sequence[Outcome], args: dict[str, Any]) -> dict[str, A
     series = {
         "/".join((o.row["executor"], o.row["scenario"], o.row["mode"])): {
             "latency_cdf": o.latency_cdf, "checkpoints": o.checkpoints, "timeline": o.timeline,
+            "phases": o.phases,
         }
         for o in outcomes
     }

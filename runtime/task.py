@@ -189,6 +189,9 @@ class _InFlightSnapshot:
     #: an aligned barrier with an alignment timeout still queued behind output buffers
     awaiting_output: bool = False
     output_timer: Any = None
+    #: clock times: the synchronous part ended; the write started (phases of the acknowledgement)
+    sync_end: float = 0.0
+    write_started_at: float = 0.0
 
 
 SOURCE_OP_KEY = "source"
@@ -297,6 +300,9 @@ class Task:
         self._columnar_input = not self.operators or self.operators[0].accepts_columns
         self._in_flight: dict[int, _InFlightSnapshot] = {}
         self._cancelled: set[int] = set()
+        #: checkpoint id -> bytes of input processed while its barriers were being collected
+        #: (Flink's "processed data"), counted only while the handler has one pending
+        self._processed: dict[int, int] = {}
         self._latest_checkpoint_id = 0
         self.records_in = 0
         self.records_out = 0
@@ -450,6 +456,9 @@ class Task:
         payload = boe.payload
         if isinstance(payload, Buffer):
             self.ports.buffer_consumed(self.task_id, boe.channel)
+            pending = self.handler.pending_checkpoint_id() if self.checkpointing else None
+            if pending is not None:
+                self._processed[pending] = self._processed.get(pending, 0) + payload.size_bytes
             data = payload.batch if self._columnar_input else payload.to_records()
             return self._process_input(boe.channel, data) or 1
         if gate.is_finished and self.state is TaskState.RUNNING:
@@ -649,6 +658,7 @@ class Task:
         awaiting = overtaking and self.num_inputs > 0
         entry = _InFlightSnapshot(snapshot, awaiting_channel_state=awaiting)
         self._in_flight[checkpoint_id] = entry
+        entry.sync_end = self.clock.now()
         timeout = barrier.options.alignment_timeout
         if not overtaking and timeout is not None and self._barrier_queued_behind_data(barrier):
             # Flink applies the alignment timeout to output buffers too: if the barrier is still
@@ -685,6 +695,7 @@ class Task:
         if entry is None or entry.write_started or entry.awaiting_channel_state or entry.awaiting_output:
             return
         entry.write_started = True
+        entry.write_started_at = self.clock.now()
         self.ports.write_snapshot(entry.snapshot)
 
     def _barrier_queued_behind_data(self, barrier: CheckpointBarrier) -> bool:
@@ -741,6 +752,7 @@ class Task:
             return False
         snap = entry.snapshot
         state_bytes = sum(h.length or h.size for hs in handles.values() for h in hs)
+        first = snap.stats.first_barrier_at if snap.stats.first_barrier_at is not None else snap.sync_time
         self.ports.acknowledge(
             TaskAcknowledgement(
                 task_id=self.task_id,
@@ -751,8 +763,13 @@ class Task:
                 alignment_time=snap.stats.alignment_time,
                 bytes_buffered=snap.stats.bytes_buffered,
                 unaligned=snap.stats.unaligned,
-                sync_duration=0.0,
+                sync_duration=max(0.0, entry.sync_end - snap.sync_time),
                 async_duration=async_duration,
+                start_delay=max(0.0, first - snap.barrier_timestamp),
+                # unaligned: the wait for the channel state (the last barrier) before the write
+                alignment_duration=max(0.0, snap.sync_time - first)
+                + max(0.0, entry.write_started_at - entry.sync_end),
+                processed_data=self._processed.pop(checkpoint_id, 0),
             )
         )
         return True
@@ -766,6 +783,7 @@ class Task:
     def _cancel(self, checkpoint_id: int) -> None:
         self._cancelled.add(checkpoint_id)
         self._in_flight.pop(checkpoint_id, None)
+        self._processed.pop(checkpoint_id, None)
 
     def is_cancelled(self, checkpoint_id: int) -> bool:
         return checkpoint_id in self._cancelled
