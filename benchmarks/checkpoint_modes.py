@@ -61,7 +61,9 @@ from benchmarks.targets import target_checks, targets  # noqa: F401  (part of th
 from operators import KeyedProcessFunction
 from operators.sources import GeneratorSource, GeneratorSplitReader
 
-MODES = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once")
+MODES = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once", "aligned-debloat", "unaligned-debloat")
+#: the debloating modes run in these scenarios only (elsewhere nothing queues for them to shrink)
+DEBLOAT_SCENARIOS = ("backpressure",)
 SCENARIOS = ("uniform", "skewed", "slow-channel", "backpressure", "scale")
 EXECUTORS = ("sim", "ray")
 SINK = "bench"
@@ -75,6 +77,7 @@ FIELDS = (
     "alignment_time_p50", "alignment_time_max",
     "persisted_bytes", "persisted_bytes_p50", "state_bytes",
     "checkpoints_completed", "checkpoints_aborted", "abort_reasons",
+    "debloated_buffer_size",
     "rate", "records", "repeats",
 )
 UNITS = {
@@ -85,6 +88,8 @@ UNITS = {
     "persisted_bytes": "bytes of channel state (in-flight data) persisted, summed over completed checkpoints",
     "persisted_bytes_p50": "bytes of channel state persisted per completed checkpoint, median",
     "state_bytes": "bytes of operator state in the largest completed checkpoint",
+    "debloated_buffer_size": "records: the smallest input buffer size a task asked its senders for at the end "
+                             "of the open-loop run (debloating modes; the job's buffer size is the upper bound)",
     "rate": "records/s offered by the open-loop generator",
     "records": "records of the open-loop run",
     "time": "virtual seconds on sim, wall seconds on ray",
@@ -147,6 +152,8 @@ class Profile:
     #: checkpoint to a fresh local directory per run (else in memory; the simulator charges
     #: virtual write time either way)
     local_storage: bool = False
+    #: target of the `*-debloat` modes (seconds of throughput in flight; `runtime.debloat`)
+    debloat_target: float = 0.01
     #: `slow-channel`: seconds the link from the "remote" source adds to everything it sends
     link_delay: float = 0.03
     #: `slow-channel`: share of the records read by the "remote" source (kept small, so its own
@@ -156,8 +163,10 @@ class Profile:
 
 PROFILES: dict[tuple[str, bool], Profile] = {
     # (executor, quick)
-    ("sim", True): Profile(rate=50_000, duration=0.6, max_rate_records=60_000, backpressure_rate=60_000),
-    ("sim", False): Profile(rate=50_000, duration=2.0, max_rate_records=300_000, backpressure_rate=60_000),
+    # backpressure: twice what the slow subtask takes (~50k rec/s), so the queues in front of it
+    # fill within the first 0.2 s and the checkpoints measure the steady state
+    ("sim", True): Profile(rate=50_000, duration=0.6, max_rate_records=60_000, backpressure_rate=100_000),
+    ("sim", False): Profile(rate=50_000, duration=2.0, max_rate_records=300_000, backpressure_rate=100_000),
     # quick on Ray: only uniform and backpressure (the targets' scenarios). Every Ray run costs
     # seconds of actor start-up, and the whole quick matrix must stay within about 3 minutes
     ("ray", True): Profile(rate=20_000, duration=0.8, max_rate_records=60_000, backpressure_rate=20_000,
@@ -299,7 +308,8 @@ def plan(executors: Sequence[str], scenarios: Sequence[str], modes: Sequence[str
                 continue
             parallelisms = profile.scale if scenario == "scale" else (profile.parallelism,)
             for p in parallelisms:
-                combos.extend(Combination(executor, scenario, mode, p) for mode in modes)
+                combos.extend(Combination(executor, scenario, mode, p) for mode in modes
+                              if not mode.endswith("-debloat") or scenario in DEBLOAT_SCENARIOS)
     return combos
 
 
@@ -315,6 +325,9 @@ def make_env(combo: Combination, profile: Profile, storage: str | None = None) -
     env = StreamEnvironment(parallelism=combo.parallelism, buffer_size=buffer_size,
                             credits=profile.credits, buffer_timeout=profile.buffer_timeout)
     mode = combo.mode
+    if mode.endswith("-debloat"):
+        env.set_buffer_debloating(target=profile.debloat_target)
+        mode = mode.removesuffix("-debloat")
     if mode != "none":
         env.enable_checkpointing(
             interval=profile.interval,
@@ -383,8 +396,10 @@ def _execute(combo: Combination, profile: Profile, *, rate: float | None, count:
     if combo.executor == "sim":
         from runtime.sim.executor import CostModel, NetworkOptions
 
+        # the slow subtask's user function is expensive per record (as the sleeping one on Ray);
+        # its per-buffer overhead is that of any task
         slow = {"count[1]": profile.slowdown} if combo.scenario == "backpressure" and combo.parallelism > 1 else {}
-        return env.execute(combo.label.replace("/", "-"), executor="sim", seed=1, costs=CostModel(slow_tasks=slow),
+        return env.execute(combo.label.replace("/", "-"), executor="sim", seed=1, costs=CostModel(slow_records=slow),
                            network=NetworkOptions(link_delays=links), trace_barriers=trace_barriers)
     return env.execute(combo.label.replace("/", "-"), executor="ray", trace_barriers=trace_barriers,
                        **({"link_delays": links} if links else {}))
@@ -461,6 +476,7 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate
         "checkpoints_completed": len(done),
         "checkpoints_aborted": len(aborted),
         "abort_reasons": abort_reasons(aborted),
+        "debloated_buffer_size": min(latency_run.metrics.buffer_sizes.values(), default=None),
         "rate": rate,
         "records": records,
         "repeats": 1,

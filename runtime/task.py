@@ -60,6 +60,7 @@ from runtime.barriers import (
     UnalignedBarrierHandler,
 )
 from runtime.barriers.handler import BarrierHandler
+from runtime.debloat import BufferDebloater
 from runtime.input_gate import CheckpointedInputGate
 from runtime.messages import (
     Buffer,
@@ -167,11 +168,13 @@ class OutputChannel:
     """One outgoing channel: the pieces of the next buffer (record lists or Arrow batches, in
     order), a queue of ready payloads, and credits."""
 
-    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target")
+    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target", "buffer_size")
 
-    def __init__(self, index: int, credits: int, target: TaskId) -> None:
+    def __init__(self, index: int, credits: int, target: TaskId, buffer_size: int) -> None:
         self.index = index
         self.credits = credits
+        #: records per buffer: the job's, or smaller as the receiver announced (debloating)
+        self.buffer_size = buffer_size
         self.queue: deque[Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition] = deque()
         self.builder: list[Batch] = []
         self.builder_rows = 0
@@ -265,7 +268,7 @@ class Task:
         for edge, targets in self._output_groups():
             channels = []
             for downstream in targets:
-                ch = OutputChannel(len(self.outputs), credits, TaskId(edge.target, downstream))
+                ch = OutputChannel(len(self.outputs), credits, TaskId(edge.target, downstream), self.buffer_size)
                 self.outputs.append(ch)
                 channels.append(ch.index)
             self._edge_routes.append((edge.partitioner.create(subtask), channels))
@@ -280,6 +283,11 @@ class Task:
                 self.num_inputs, self.handler, clock=clock,
                 spill_bound_bytes=spill_bound_bytes, spiller=spiller,
             )
+        #: buffer debloating (`runtime.debloat`): the input buffer size announced to the senders
+        #: with the credits they get back (None: debloating is off)
+        self.debloater: BufferDebloater | None = None
+        if self.gate is not None and graph.buffer_debloat is not None:
+            self.debloater = BufferDebloater(graph.buffer_debloat, graph.buffer_size, self.num_inputs * graph.credits)
 
         # sources
         self.readers: list[SplitReader] = []
@@ -381,8 +389,18 @@ class Task:
         assert self.gate is not None, f"source task {self.task_id} has no inputs"
         self.gate.push(boe)
 
-    def add_credit(self, out_channel: int) -> None:
-        self.outputs[out_channel].credits += 1
+    def add_credit(self, out_channel: int, buffer_size: int | None = None) -> None:
+        """The receiver consumed a buffer of `out_channel`; `buffer_size`: the size it asks for
+        (buffer debloating; buffers already cut keep theirs)."""
+        ch = self.outputs[out_channel]
+        ch.credits += 1
+        if buffer_size is not None:
+            ch.buffer_size = max(1, min(buffer_size, self.buffer_size))
+
+    @property
+    def announced_buffer_size(self) -> int | None:
+        """The input buffer size this task asks its senders for (None: no debloating)."""
+        return self.debloater.buffer_size if self.debloater is not None else None
 
     def drain_sendable(self) -> list[tuple[int, Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition]]:
         """Pop everything that may be sent now: buffers while credits last, events always
@@ -450,17 +468,24 @@ class Task:
         assert gate is not None
         boe = gate.poll()
         if boe is None:
+            if self.debloater is not None:
+                self.debloater.idle(self.clock.now())
             if gate.is_finished and self.state is TaskState.RUNNING:
                 self._end_of_input()
             return 0
         payload = boe.payload
         if isinstance(payload, Buffer):
+            if self.debloater is not None:
+                self.debloater.consumed(payload.num_records, self.clock.now())
             self.ports.buffer_consumed(self.task_id, boe.channel)
             pending = self.handler.pending_checkpoint_id() if self.checkpointing else None
             if pending is not None:
                 self._processed[pending] = self._processed.get(pending, 0) + payload.size_bytes
             data = payload.batch if self._columnar_input else payload.to_records()
-            return self._process_input(boe.channel, data) or 1
+            handled = self._process_input(boe.channel, data) or 1
+            if self.debloater is not None and not gate.has_data:
+                self.debloater.idle(self.clock.now())  # until the next buffer arrives, the task idles
+            return handled
         if gate.is_finished and self.state is TaskState.RUNNING:
             self._end_of_input()
         return 0
@@ -489,7 +514,9 @@ class Task:
             return 0
         while self._reader_index < len(self.readers):
             reader = self.readers[self._reader_index]
-            records = reader.read(self.buffer_size)
+            # no more than one buffer per output channel: with debloated (smaller) buffers a
+            # backpressured source then queues about one buffer per channel, not a whole read
+            records = reader.read(min(self.buffer_size, sum(ch.buffer_size for ch in self.outputs) or self.buffer_size))
             if records:
                 handled = self._run_chain(records, count_in=True)
                 if reader.finished():
@@ -544,7 +571,6 @@ class Task:
 
     def _emit(self, data: Batch) -> None:
         self.records_out += num_rows(data)
-        size = self.buffer_size
         outputs = self.outputs
         columns = not isinstance(data, list)
         for partitioner, channels in self._edge_routes:
@@ -559,12 +585,12 @@ class Task:
                 ch = outputs[index]
                 ch.builder.append(part)
                 ch.builder_rows += rows
-                if ch.builder_rows >= size:
+                if ch.builder_rows >= ch.buffer_size:
                     self._cut(ch)
 
     def _cut(self, ch: OutputChannel) -> None:
         pieces, ch.builder, ch.builder_rows = ch.builder, [], 0
-        size = self.buffer_size
+        size = ch.buffer_size
         for piece in concat(pieces):
             if isinstance(piece, list):
                 for start in range(0, len(piece), size):

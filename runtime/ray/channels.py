@@ -124,9 +124,9 @@ class InputChannels:
     def consumed(self, channel: int) -> None:
         self._owed[channel] += 1
 
-    def return_credits(self) -> None:
+    def return_credits(self, buffer_size: int | None = None) -> None:
         """Once some channel owes at least `threshold`, send every owed credit (one call per
-        sender)."""
+        sender), with the buffer size this task asks its senders for (debloating; None: theirs)."""
         if not self._owed or max(self._owed.values()) < self._threshold:
             return
         by_sender: dict[str, tuple[Any, dict[int, int]]] = {}
@@ -135,4 +135,4 @@ class InputChannels:
             by_sender.setdefault(name, (handle, {}))[1][out_index] = n
         self._owed.clear()
         for handle, credits in by_sender.values():
-            handle.add_credits.remote(self._epoch, credits)
+            handle.add_credits.remote(self._epoch, credits, buffer_size)

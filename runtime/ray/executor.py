@@ -593,6 +593,8 @@ class RayExecutor:
                 final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
             metrics.latencies.extend(final["latencies"])
             metrics.add_task_span(final["first_created_at"], final["last_arrival_at"])
+            if final.get("buffer_size") is not None:
+                metrics.buffer_sizes[str(task_id)] = final["buffer_size"]
             if self.graph.vertex(task_id.vertex).source is not None:
                 source_now += final["records_in"]
         metrics.records_in = self._done_source_records + source_now

@@ -106,7 +106,7 @@ class TaskActor:
         self._timers = ThreadTimers(self._lock, on_error=self._fail,
                                     dispatch=lambda fire: self._post("timer", self.epoch, fire))
         #: the task's mailbox, applied in arrival order under the lock (`_drain_inbox`), mostly by
-        #: the work thread: ("push", epoch, channel, seq, payloads), ("credits", epoch, credits),
+        #: the work thread: ("push", epoch, channel, seq, payloads), ("credits", epoch, credits, buffer size),
         #: ("call", epoch, action, args) for control calls, ("written", epoch, ...) for snapshots
         #: the writer thread finished, ("timer", epoch, fire) for due timers
         self._inbox: deque[tuple[Any, ...]] = deque()
@@ -203,9 +203,10 @@ class TaskActor:
         thread: the main thread does not wait for the lock (see `_drain_inbox`)."""
         self._post("push", epoch, channel, seq, payloads)
 
-    def add_credits(self, epoch: int, credits: dict[int, int]) -> None:
-        """Credits returned by receivers: out channel -> buffers. Queued like `push`."""
-        self._post("credits", epoch, credits)
+    def add_credits(self, epoch: int, credits: dict[int, int], buffer_size: int | None = None) -> None:
+        """Credits returned by receivers: out channel -> buffers, and the buffer size the
+        receiver asks for (buffer debloating; None: unchanged). Queued like `push`."""
+        self._post("credits", epoch, credits, buffer_size)
 
     def _post(self, kind: str, epoch: int, *args: Any) -> None:
         """Queue a call for the work thread (the task's mailbox) and wake it."""
@@ -241,7 +242,7 @@ class TaskActor:
                 try:
                     for out_index, n in item[2].items():
                         for _ in range(n):
-                            self.task.add_credit(out_index)
+                            self.task.add_credit(out_index, item[3])
                 except Exception as exc:  # a protocol error (credit for an unknown channel)
                     self._fail(exc)
             elif self._stalled or time.time() < self._stalled_until:
@@ -307,7 +308,7 @@ class TaskActor:
         except Exception as exc:  # a user function or protocol error: the task fails
             self._fail(exc)
             return
-        self.inputs.return_credits()
+        self.inputs.return_credits(task.announced_buffer_size)
         self._schedule_continuation()
         if task.pending_output() and self._flush_timer is None:
             self._flush_timer = self._timers.schedule(self._pace, self._bound(self._on_flush))
@@ -558,5 +559,6 @@ class TaskActor:
                 "first_created_at": self.task.first_created_at,
                 "last_arrival_at": self.task.last_arrival_at,
                 "records_in": self.task.records_in,
+                "buffer_size": self.task.announced_buffer_size,
                 "trace": self._trace or [],
             }

@@ -91,9 +91,17 @@ class CostModel:
     records_per_step: int | None = None
     #: task name ("vertex[i]") or vertex name -> slowdown factor (backpressure scenarios)
     slow_tasks: dict[str, float] = field(default_factory=dict)
+    #: task or vertex name -> slowdown of the per-record cost only: an expensive user function,
+    #: while the per-step (per-buffer) overhead stays that of any task
+    slow_records: dict[str, float] = field(default_factory=dict)
 
     def factor(self, task: TaskId) -> float:
         return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))
+
+    def step_cost(self, task: TaskId, records: int) -> float:
+        """Virtual seconds of a step of `task` that handled `records`."""
+        per_record = self.per_record * self.slow_records.get(str(task), self.slow_records.get(task.vertex, 1.0))
+        return (self.per_step + records * per_record) * self.factor(task)
 
 
 class _Ports:
@@ -397,6 +405,9 @@ class SimExecutor:
         for task_id in self.task_ids:
             for name, entries in self.tasks[task_id].keyed_state().items():
                 final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
+        for task_id, task in self.tasks.items():
+            if task.announced_buffer_size is not None:
+                self.metrics.buffer_sizes[str(task_id)] = task.announced_buffer_size
         for task in self.tasks.values():
             self.metrics.latencies.extend(task.latencies)
             self.metrics.add_task_span(task.first_created_at, task.last_arrival_at)
@@ -457,8 +468,7 @@ class SimExecutor:
             self._task_failed(task_id, exc)
             return
         self._send_outputs(task_id)
-        cost = self.costs.per_step + handled * self.costs.per_record
-        self._busy_until[task_id] = self.now + cost * self.costs.factor(task_id)
+        self._busy_until[task_id] = self.now + self.costs.step_cost(task_id, handled)
         if handled:
             self.metrics.records_in += handled if task.is_source else 0
             self._records[task_id] = self._records.get(task_id, 0) + handled
@@ -510,12 +520,15 @@ class SimExecutor:
 
     def _return_credit(self, epoch: int, receiver: TaskId, in_ch: int) -> None:
         sender, out_index = self._reverse[(receiver, in_ch)]
+        receiving = self.tasks.get(receiver)
+        # buffer debloating: the credit carries the buffer size the receiver asks for
+        buffer_size = receiving.announced_buffer_size if receiving is not None else None
 
         def give() -> None:
             task = self.tasks.get(sender)
             if task is None:
                 return
-            task.add_credit(out_index)
+            task.add_credit(out_index, buffer_size)
             self._send_outputs(sender)
             self._schedule_run(sender)
 

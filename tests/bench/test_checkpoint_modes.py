@@ -14,7 +14,7 @@ from benchmarks.plots import make_plots
 
 # a tiny profile: a few thousand records per run, well under a second each
 TINY = cm.replace_profile("sim", True, rate=20_000, duration=0.25, max_rate_records=4_000,
-                          backpressure_rate=40_000, scale=(1, 2))
+                          backpressure_rate=100_000, scale=(1, 2))
 
 
 @pytest.fixture(autouse=True)
@@ -32,6 +32,7 @@ def test_quick_matrix_on_sim_writes_json_table_and_plots(tmp_path) -> None:
     rows = payload["rows"]
     assert [(r["scenario"], r["mode"]) for r in rows] == [
         (s, m) for s in ("uniform", "backpressure") for m in cm.MODES
+        if not m.endswith("-debloat") or s == "backpressure"  # debloating matters only under backpressure
     ]
     for row in rows:
         assert row["status"] == "ok", row
@@ -52,6 +53,14 @@ def test_quick_matrix_on_sim_writes_json_table_and_plots(tmp_path) -> None:
     assert by[("backpressure", "aligned")]["alignment_time_max"] > 0
     assert by[("backpressure", "unaligned")]["checkpoint_duration_p50"] < \
         by[("backpressure", "aligned")]["checkpoint_duration_p50"]
+    # debloating: smaller buffers in front of the slow subtask, so aligned barriers wait behind
+    # less data and unaligned checkpoints persist less
+    assert by[("backpressure", "aligned-debloat")]["checkpoint_duration_p50"] < \
+        by[("backpressure", "aligned")]["checkpoint_duration_p50"] / 3
+    assert by[("backpressure", "unaligned-debloat")]["persisted_bytes_p50"] < \
+        by[("backpressure", "unaligned")]["persisted_bytes_p50"] / 3
+    assert by[("backpressure", "aligned-debloat")]["debloated_buffer_size"] < TINY.buffer_size
+    assert by[("backpressure", "aligned")]["debloated_buffer_size"] is None
     table = (out / "checkpoint_modes.md").read_text()
     assert "| sim | backpressure | unaligned | ok |" in table
     pngs = sorted(p.name for p in out.glob("*.png"))

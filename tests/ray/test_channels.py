@@ -57,3 +57,31 @@ def test_without_a_delay_sends_at_once() -> None:
     out = OutputChannels({0: (_Receiver(log, "a"), 1)}, epoch=0)
     out.send([(0, "p")])
     assert log == [("a", 0, 1, 0, ["p"])] and out.calls == 1
+
+
+class _Credits:
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def remote(self, epoch: int, credits: dict, buffer_size: int | None) -> None:
+        self.log.append((epoch, credits, buffer_size))
+
+
+class _Sender:
+    def __init__(self, log: list) -> None:
+        self.add_credits = _Credits(log)
+
+
+def test_returned_credits_carry_the_buffer_size_the_receiver_asks_for() -> None:
+    from runtime.ray.channels import InputChannels
+
+    log: list = []
+    sender = _Sender(log)
+    inputs = InputChannels({0: ("up[0]", sender, 1), 1: ("up[0]", sender, 2)}, "down[0]", epoch=3, threshold=2)
+    inputs.consumed(0)
+    inputs.return_credits(17)
+    assert log == []  # below the threshold
+    inputs.consumed(0)
+    inputs.consumed(1)
+    inputs.return_credits(17)
+    assert log == [(3, {1: 2, 2: 1}, 17)]
