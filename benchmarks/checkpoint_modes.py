@@ -56,7 +56,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchmarks.report import abort_reasons, local_checkpoint_dir, markdown_table, percentile, write_json
+from benchmarks.report import (
+    abort_reasons,
+    add_output_arguments,
+    local_checkpoint_dir,
+    markdown_table,
+    output_of,
+    parse_args,
+    percentile,
+    write_json,
+)
 from benchmarks.targets import target_checks, targets  # noqa: F401  (part of this module's interface)
 from operators import KeyedProcessFunction
 from operators.sources import GeneratorSource, GeneratorSplitReader
@@ -708,15 +717,14 @@ def write_outputs(payload: dict[str, Any], json_path: str, out_dir: str, *, plot
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="small runs (whole matrix in a few minutes)")
-    parser.add_argument("--executor", choices=[*EXECUTORS, "all"], default="all")
+    add_output_arguments(parser, "checkpoint_modes", quick_help="small runs (the sim matrix in about 2 minutes)")
+    parser.add_argument("--executor", choices=[*EXECUTORS, "all"], default="all",
+                        help="where to run (default all)")
     parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS), metavar="SCENARIO",
                         help=f"scenarios to run ({', '.join(SCENARIOS)}); default all")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), metavar="MODE",
                         help=f"modes to run ({', '.join(MODES)}); default all")
-    parser.add_argument("--json", default=None, help="JSON output (default: OUT/checkpoint_modes.json)")
-    parser.add_argument("--out", default="bench-out", help="directory for the table and the plots")
-    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots and the HTML report")
     parser.add_argument("--peers", action="store_true",
                         help="also run PyFlink and Bytewax (optional extra: pip install -e .[peers])")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -747,7 +755,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         if skipped:
             print(f"note: {executor}{' --quick' if args.quick else ''} runs only {', '.join(only)}; "
                   f"skipped {', '.join(skipped)} (run without --quick for them)")
-    json_path = args.json or os.path.join(args.out, "checkpoint_modes.json")
+    json_path = output_of(args, "checkpoint_modes").json_path
     started = time.perf_counter()
     outcomes = run_matrix(combos, args.quick, repeat=args.repeat, show_progress=not args.no_progress)
     if args.peers:
@@ -775,7 +783,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run_from_args(parser.parse_args(argv))
+    return run_from_args(parse_args(parser, argv))
 
 
 def replace_profile(executor: str, quick: bool, **changes: Any) -> Profile:

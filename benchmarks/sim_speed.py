@@ -11,7 +11,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from benchmarks.report import markdown_table, median_row, write_json
+from benchmarks.report import (
+    add_output_arguments,
+    add_sized_argument,
+    markdown_table,
+    median_row,
+    output_of,
+    parse_args,
+)
 
 
 def run_once(records: int, parallelism: int, interval: float, buffer_size: int) -> dict:
@@ -41,18 +48,19 @@ def run_once(records: int, parallelism: int, interval: float, buffer_size: int) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=400_000)
-    parser.add_argument("--parallelism", type=int, default=4)
-    parser.add_argument("--interval", type=float, default=0.1)
-    parser.add_argument("--buffer-size", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", default="bench-out/sim_speed.json")
-    args = parser.parse_args(argv)
+    add_output_arguments(parser, "sim_speed")
+    add_sized_argument(parser, "--records", full=400_000, quick=50_000, help="records per run")
+    parser.add_argument("--parallelism", type=int, default=4, help="subtasks per operator (default 4)")
+    parser.add_argument("--interval", type=float, default=0.1, help="checkpoint interval, virtual seconds (default 0.1)")
+    parser.add_argument("--buffer-size", type=int, default=1000, help="records per buffer (default 1000)")
+    add_sized_argument(parser, "--repeat", full=3, quick=1, help="runs; the median is reported")
+    args = parse_args(parser, argv)
     rows = [run_once(args.records, args.parallelism, args.interval, args.buffer_size) for _ in range(args.repeat)]
     best = median_row(rows, "records_per_wall_s")
-    print(markdown_table(rows))
+    table = markdown_table(rows)
+    print(table)
     print(f"\nmedian: {best['records_per_wall_s']:,.0f} simulated records per wall second")
-    write_json(args.json, {"runs": rows, "median_records_per_wall_s": best["records_per_wall_s"]})
+    output_of(args, "sim_speed").write({"runs": rows, "median_records_per_wall_s": best["records_per_wall_s"]}, table)
     return 0
 
 
