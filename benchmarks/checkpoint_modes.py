@@ -105,11 +105,13 @@ UNITS = {
     "repeats": "runs merged into the row (`--repeat`): each number is its median run's (median_low); "
                "the runs themselves are under `runs`",
 }
+TABLE_UNITS = ("throughput in records/s; latencies, checkpoint durations and alignment times in ms "
+               "(virtual on sim, wall on ray); bytes in bytes; debloated_buffer_size in records")
 #: the columns of the printed table (the JSON has every field)
 TABLE_COLUMNS = (
     "executor", "scenario", "mode", "status", "throughput", "latency_p50", "latency_p99", "latency_p99_9",
-    "latency_max", "checkpoint_duration_p50", "checkpoint_duration_max", "alignment_time_max",
-    "persisted_bytes", "state_bytes", "checkpoints_completed", "checkpoints_aborted", "abort_reasons",
+    "checkpoint_duration_p50", "alignment_time_p50", "persisted_bytes_p50", "state_bytes",
+    "debloated_buffer_size", "checkpoints_completed", "abort_reasons",
 )
 
 
@@ -693,13 +695,12 @@ def render_table(rows: Sequence[dict[str, Any]]) -> str:
             c: (", ".join(f"{k}: {v}" for k, v in (row.get(c) or {}).items()) if c == "abort_reasons" else row.get(c))
             for c in TABLE_COLUMNS
         })
-    header = ("throughput in records/s; latencies, checkpoint durations and alignment times in ms "
-              "(virtual on sim, wall on ray); bytes in bytes")
-    return header + "\n\n" + markdown_table(shown, TABLE_COLUMNS)
+    return TABLE_UNITS + "\n\n" + markdown_table(shown, TABLE_COLUMNS)
 
 
 def write_outputs(payload: dict[str, Any], json_path: str, out_dir: str, *, plots: bool = True) -> list[str]:
-    """Write the JSON, the Markdown table and (unless `plots` is False) the PNGs; returns the files."""
+    """Write the JSON, the Markdown table and (unless `plots` is False) the PNGs and
+    `report.html`; returns the files."""
     os.makedirs(out_dir, exist_ok=True)
     write_json(json_path, payload)
     table_path = os.path.join(out_dir, "checkpoint_modes.md")
@@ -710,9 +711,12 @@ def write_outputs(payload: dict[str, Any], json_path: str, out_dir: str, *, plot
             fh.write("\n" + "\n".join(f"- {line}" for line in lines) + "\n")
     files = [json_path, table_path]
     if plots:
+        from benchmarks.html_report import write_report
         from benchmarks.plots import make_plots
 
         files += make_plots(payload, out_dir)
+        files.append(write_report(payload, out_dir, columns=TABLE_COLUMNS, units=TABLE_UNITS,
+                                  target_lines=targets(payload["rows"], payload.get("runs", ()))))
     return files
 
 
@@ -757,6 +761,7 @@ def run_from_args(args: argparse.Namespace) -> int:
                   f"skipped {', '.join(skipped)} (run without --quick for them)")
     json_path = output_of(args, "checkpoint_modes").json_path
     started = time.perf_counter()
+    load_before = os.getloadavg()[0]
     outcomes = run_matrix(combos, args.quick, repeat=args.repeat, show_progress=not args.no_progress)
     if args.peers:
         from benchmarks.peers import run_peers
@@ -765,13 +770,16 @@ def run_from_args(args: argparse.Namespace) -> int:
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     payload = payload_of(outcomes, settings)
     payload["total_wall_s"] = round(time.perf_counter() - started, 3)
+    payload["load_average"] = f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end " \
+                              f"(1-minute, {os.cpu_count()} cores)"
     files = write_outputs(payload, json_path, args.out, plots=not args.no_plots)
     print(render_table(payload["rows"]))  # plain print: rich would wrap the wide table
     lines = targets(payload["rows"], payload["runs"])
     if lines:
         print("\ntargets:\n" + "\n".join(f"  {line}" for line in lines))
     runs = f" ({args.repeat} repeats of the Ray ones)" if args.repeat > 1 else ""
-    print(f"\n{len(combos)} combinations{runs} in {payload['total_wall_s']:.1f} s; wrote {', '.join(files)}")
+    print(f"\n{len(combos)} combinations{runs} in {payload['total_wall_s']:.1f} s (load average "
+          f"{payload['load_average']}); wrote {', '.join(files)}")
     failed = [o.row for o in outcomes if o.row["status"] != "ok"]
     if failed:
         print(f"{len(failed)} combination(s) failed (see the status column)")

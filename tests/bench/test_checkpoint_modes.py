@@ -64,11 +64,12 @@ def test_quick_matrix_on_sim_writes_json_table_and_plots(tmp_path) -> None:
     table = (out / "checkpoint_modes.md").read_text()
     assert "| sim | backpressure | unaligned | ok |" in table
     pngs = sorted(p.name for p in out.glob("*.png"))
+    # uniform: only its latency CDF (its durations, timeline and phases repeat each other's: ~5 ms)
     assert pngs == sorted([
-        "sim_uniform_latency_cdf.png", "sim_uniform_checkpoint_durations.png",
-        "sim_backpressure_latency_cdf.png", "sim_backpressure_checkpoint_durations.png",
-        "sim_backpressure_barrier_timeline.png",
+        "sim-uniform-latency.png", "sim-backpressure-latency.png", "sim-backpressure-durations.png",
+        "sim-backpressure-timeline.png", "sim-backpressure-phases.png",
     ])
+    assert (out / "report.html").stat().st_size > 10_000
     for png in out.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
     timeline = payload["series"]["sim/backpressure/aligned"]["timeline"]
@@ -187,8 +188,8 @@ def test_plots_redraw_from_saved_json(tmp_path) -> None:
 
     assert plots_main([str(path), "--out", str(tmp_path / "png")]) == 0
     assert sorted(os.listdir(tmp_path / "png")) == [
-        "sim_backpressure_barrier_timeline.png", "sim_backpressure_checkpoint_durations.png",
-        "sim_backpressure_latency_cdf.png",
+        "sim-backpressure-durations.png", "sim-backpressure-latency.png", "sim-backpressure-phases.png",
+        "sim-backpressure-timeline.png",
     ]
     assert make_plots({"rows": [], "series": {}}, str(tmp_path / "empty")) == []
 
