@@ -1,4 +1,5 @@
-"""Checkpoint modes compared: none, aligned, unaligned, aligned with timeout, at-least-once.
+"""Checkpoint modes compared: none, aligned, unaligned, aligned with timeout, at-least-once, and
+aligned and unaligned with buffer debloating.
 
     python -m benchmarks.checkpoint_modes [--quick] [--executor sim|ray|all] [--scenario NAME ...]
                                           [--modes MODE ...] [--repeat N] [--json PATH] [--out DIR]
@@ -15,25 +16,33 @@ twice:
 
 * a **latency run**: an open-loop generator at a target rate. Each record is stamped with the
   time it was *due* (`ScheduledGenerator`), not the time the source got round to reading it, so a
-  source held back by backpressure does not hide the wait (no coordinated omission). The sink
-  measures `now - created_at`. Checkpoint statistics come from this run.
-* a **throughput run**: the same job reading as fast as it can (max rate); throughput is records
-  divided by the span from the first record created to the last record counted (deployment and
-  teardown excluded, so the figure is comparable across executors).
+  source held back by backpressure does not hide the wait (no coordinated omission). The count
+  step (chained with the sink) stamps when it took the record; latency is the difference. The
+  first `warmup` seconds are left out of every statistic (records created and checkpoints
+  triggered then): on Ray actors are still starting and a backlog builds that has nothing to do
+  with checkpointing; on the simulator the backpressure queues are still filling.
+* a **throughput run**: the same job reading as fast as it can (max rate); throughput is the
+  rate records were counted in the middle of the run (the first and last fifth left out: start-up,
+  and the drain of whatever queued in front of a slow subtask), comparable across executors.
 
 On Ray, checkpoints go to a fresh local directory per run (as `barrierflow demo` does); on the
 simulator they stay in memory and writes are charged virtual time.
 
-Scenarios: `uniform` keys; `skewed` keys (Zipf); `backpressure` (keyed subtask 1 is slow: a
-`CostModel` slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is
-above what that subtask can take, so the job runs backpressured); `scale` (parallelism 1, 2, 4, 8,
-uniform keys). Executors: `sim` (virtual time: noise-free and deterministic, the same combination
-gives the same row every time) and `ray` (wall clock). A combination that fails gives a row with
-`status` saying why, never made-up numbers.
+Scenarios: `uniform` keys; `skewed` keys (Zipf); `slow-channel` (a second, thin source "remote"
+— 0.25 % of the records — is unioned in over a slow link, `link_delay` late: its barriers arrive
+late while the job has headroom, so aligned checkpoints block the other channels meanwhile and
+the other modes do not); `backpressure` (keyed subtask 1 is slow per record: a `CostModel`
+slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is above what
+that subtask can take, so the job runs backpressured; the `*-debloat` modes run here only);
+`scale` (parallelism 1, 2, 4, 8, uniform keys). Executors: `sim` (virtual time: noise-free and
+deterministic, the same combination gives the same row every time) and `ray` (wall clock). A
+combination that fails gives a row with `status` saying why, never made-up numbers.
 
-Output (see `FIELDS` and `UNITS`): one JSON row per combination, a Markdown table (printed and saved
-as `checkpoint_modes.md`), and PNG plots (`benchmarks.plots`): latency CDF per mode, checkpoint
-duration over time, and a barrier timeline for one checkpoint (the latency runs record barrier
+Output (see `FIELDS` and `UNITS`): one JSON row per combination (with the per-subtask phases of
+every checkpoint), a Markdown table (printed and saved as `checkpoint_modes.md`), target lines
+(`benchmarks.targets`), PNG plots (`benchmarks.plots`) and `report.html` (`benchmarks.html_report`)
+of the figures `benchmarks.figures` defines: latency CDFs, checkpoint durations over time, the
+barrier timeline and the phase Gantt of one checkpoint per mode (the latency runs record barrier
 arrivals per channel, snapshots and acknowledgements with `trace_barriers=True`: virtual time on
 the simulator, wall time on Ray).
 
@@ -124,7 +133,8 @@ class Profile:
 
     Attributes:
         rate: open-loop rate, records/s over all sources (latency run).
-        duration: length of the latency run (records = rate * duration).
+        duration: length of the latency run (records = rate * duration), warm-up included.
+        warmup: seconds at its start left out of the statistics.
         max_rate_records: records of the throughput run.
         parallelism: parallelism of every scenario but `scale`.
         scale: parallelisms of the `scale` scenario.
@@ -144,6 +154,9 @@ class Profile:
     rate: float
     duration: float
     max_rate_records: int
+    #: seconds at the start of the latency run its statistics leave out (actors starting, first
+    #: calls, queues filling): records created and checkpoints triggered before then
+    warmup: float = 0.0
     parallelism: int = 2
     scale: tuple[int, ...] = (1, 2, 4, 8)
     interval: float = 0.1
@@ -176,14 +189,17 @@ PROFILES: dict[tuple[str, bool], Profile] = {
     # (executor, quick)
     # backpressure: twice what the slow subtask takes (~50k rec/s), so the queues in front of it
     # fill within the first 0.2 s and the checkpoints measure the steady state
-    ("sim", True): Profile(rate=50_000, duration=0.6, max_rate_records=60_000, backpressure_rate=100_000),
-    ("sim", False): Profile(rate=50_000, duration=2.0, max_rate_records=300_000, backpressure_rate=100_000),
+    ("sim", True): Profile(rate=50_000, duration=0.7, warmup=0.2, max_rate_records=60_000, backpressure_rate=100_000,
+                           scale=(1, 2, 4)),  # p8 shows the same trend at a third of the matrix's time
+    ("sim", False): Profile(rate=50_000, duration=2.2, warmup=0.2, max_rate_records=300_000,
+                            backpressure_rate=100_000),
     # quick on Ray: only uniform and backpressure (the targets' scenarios). Every Ray run costs
     # seconds of actor start-up, and the whole quick matrix must stay within about 3 minutes
-    ("ray", True): Profile(rate=20_000, duration=0.8, max_rate_records=60_000, backpressure_rate=20_000,
+    # Ray: the first second is start-up (actors still starting take no input: ~0.5 s of backlog)
+    ("ray", True): Profile(rate=20_000, duration=2.0, warmup=1.0, max_rate_records=60_000, backpressure_rate=20_000,
                            buffer_size=1000, backpressure_buffer_size=100, scenarios=("uniform", "slow-channel", "backpressure"),
                            local_storage=True),
-    ("ray", False): Profile(rate=20_000, duration=3.5, max_rate_records=400_000, backpressure_rate=20_000,
+    ("ray", False): Profile(rate=20_000, duration=4.5, warmup=1.0, max_rate_records=400_000, backpressure_rate=20_000,
                             buffer_size=1000, backpressure_buffer_size=100, local_storage=True),
 }
 
@@ -427,13 +443,14 @@ def run_combination(combo: Combination, profile: Profile) -> Outcome:
     records = int(rate * profile.duration)
     # traced: a few tuples per checkpoint and task, no measurable cost on either executor
     latency_run = execute(combo, profile, rate=rate, count=records, trace_barriers=True)
+    since = measured_since(latency_run, profile.warmup)
     max_records = profile.max_rate_records
     if combo.scenario == "backpressure":  # the slow subtask caps throughput: keep the run short
         max_records = min(max_records, records)
     throughput_run = execute(combo, profile, rate=None, count=max_records)
-    outcome = summarise(combo, latency_run, throughput_run, rate=rate, records=records)
-    outcome.timeline = barrier_timeline(latency_run)
-    outcome.phases = checkpoint_phases(latency_run)
+    outcome = summarise(combo, latency_run, throughput_run, rate=rate, records=records, since=since)
+    outcome.timeline = barrier_timeline(latency_run, since)
+    outcome.phases = checkpoint_phases(latency_run, since)
     outcome.wall_s = time.perf_counter() - started
     return outcome
 
@@ -447,20 +464,44 @@ def _pct(values: list[float], q: float) -> float | None:
     return None if value is None else round(value, 6)
 
 
+#: share of a max-rate run's records, by the time they were counted, its throughput leaves out at
+#: either end: start-up, and the drain of whatever queued in front of a slow subtask
+THROUGHPUT_TRIM = 0.2
+
+
 def throughput_of(result: Any) -> float | None:
-    """Records per second from the first record created to the last record counted."""
-    output = result.output(SINK)
-    if not output:
+    """Records counted per second in the middle of a max-rate run (`THROUGHPUT_TRIM` of the
+    records left out at each end), so neither the start-up nor the final drain of a backlog
+    (which depends on how much was queued, not on how fast the job runs) counts."""
+    counted = sorted(r["processed_at"] for r in result.output(SINK))
+    if len(counted) < 10:
         return None
-    first = min(r["created_at"] for r in output)
-    last = max(r["processed_at"] for r in output)
-    return len(output) / (last - first) if last > first else None
+    first, last = int(len(counted) * THROUGHPUT_TRIM), int(len(counted) * (1 - THROUGHPUT_TRIM))
+    span = counted[last] - counted[first]
+    return (last - first) / span if span > 0 else None
 
 
-def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate: float, records: int) -> Outcome:
-    latencies = sorted(_ms(latency_run.metrics.latencies))
-    done = [c for c in latency_run.checkpoints if c.completed]
-    aborted = [c for c in latency_run.checkpoints if not c.completed]
+def measured_since(result: Any, warmup: float) -> float:
+    """The clock time the statistics of a latency run start: `warmup` after its first record."""
+    output = result.output(SINK)
+    return (min(r["created_at"] for r in output) if output else 0.0) + warmup
+
+
+def latencies_ms(result: Any, since: float) -> list[float]:
+    """End-to-end latencies (ms, sorted) of the records created at or after `since`: the job
+    stamps each record's due time and when the count step (chained with the sink) took it."""
+    return sorted((r["processed_at"] - r["created_at"]) * 1e3 for r in result.output(SINK) if r["created_at"] >= since)
+
+
+def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate: float, records: int,
+              since: float = float("-inf")) -> Outcome:
+    """The row and plot series of one combination; statistics of the latency run cover the
+    records created and the checkpoints triggered from `since` on (after the warm-up)."""
+    latencies = latencies_ms(latency_run, since)
+    p50, p90, p99, p99_9, p100 = (_pct(latencies, q) for q in (50, 90, 99, 99.9, 100))
+    measured = [c for c in latency_run.checkpoints if c.trigger_time >= since]
+    done = [c for c in measured if c.completed]
+    aborted = [c for c in measured if not c.completed]
     durations = _ms(c.duration for c in done)
     alignments = _ms(c.alignment_time for c in done)
     throughput = throughput_of(throughput_run)
@@ -471,11 +512,11 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate
         "parallelism": combo.parallelism,
         "status": "ok",
         "throughput": None if throughput is None else round(throughput, 3),
-        "latency_p50": _pct(latencies, 50),
-        "latency_p90": _pct(latencies, 90),
-        "latency_p99": _pct(latencies, 99),
-        "latency_p99_9": _pct(latencies, 99.9),
-        "latency_max": _pct(latencies, 100),
+        "latency_p50": p50,
+        "latency_p90": p90,
+        "latency_p99": p99,
+        "latency_p99_9": p99_9,
+        "latency_max": p100,
         "checkpoint_duration_p50": _pct(durations, 50),
         "checkpoint_duration_p99": _pct(durations, 99),
         "checkpoint_duration_max": _pct(durations, 100),
@@ -493,13 +534,13 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate
         "repeats": 1,
     }
     n = len(latencies)
-    cdf = [(latencies[min(n - 1, int(q * (n - 1) / 200))], q / 200) for q in range(201)] if n else []
+    cdf = [(round(latencies[min(n - 1, int(round(q * (n - 1) / 200)))], 6), q / 200) for q in range(201)] if n else []
     timeline_points = [
         {"id": c.id, "trigger_time": c.trigger_time, "duration": c.duration * 1e3, "completed": c.completed,
          "failure_reason": c.failure_reason.value if c.failure_reason else None, "unaligned": c.unaligned,
          "alignment_time": c.alignment_time * 1e3, "persisted_bytes": c.persisted_bytes,
          "subtasks": subtask_phases(c)}
-        for c in sorted(latency_run.checkpoints, key=lambda c: c.id)
+        for c in sorted(measured, key=lambda c: c.id)
     ]
     return Outcome(row=row, latency_cdf=cdf, checkpoints=timeline_points)
 
@@ -527,23 +568,24 @@ def subtask_phases(checkpoint: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _chosen_checkpoint(result: Any) -> Any:
-    """The checkpoint the timeline and the phase plot show: the middle completed one."""
-    done = [c for c in result.checkpoints if c.completed]
+def _chosen_checkpoint(result: Any, since: float) -> Any:
+    """The checkpoint the timeline and the phase plot show: the middle one completed among
+    those triggered from `since` on."""
+    done = [c for c in result.checkpoints if c.completed and c.trigger_time >= since]
     return done[len(done) // 2] if done else None
 
 
-def checkpoint_phases(result: Any) -> dict[str, Any] | None:
+def checkpoint_phases(result: Any, since: float = float("-inf")) -> dict[str, Any] | None:
     """`{"checkpoint_id", "trigger_time", "duration" (ms), "unaligned", "subtasks": [...]}` of the
     chosen checkpoint (see `subtask_phases`); None when no checkpoint completed."""
-    chosen = _chosen_checkpoint(result)
+    chosen = _chosen_checkpoint(result, since)
     if chosen is None:
         return None
     return {"checkpoint_id": chosen.id, "trigger_time": chosen.trigger_time, "duration": chosen.duration * 1e3,
             "unaligned": chosen.unaligned, "subtasks": subtask_phases(chosen)}
 
 
-def barrier_timeline(result: Any) -> dict[str, Any] | None:
+def barrier_timeline(result: Any, since: float = float("-inf")) -> dict[str, Any] | None:
     """The barrier events of one completed checkpoint (the middle one) from a traced sim run.
 
     Returns:
@@ -552,7 +594,7 @@ def barrier_timeline(result: Any) -> dict[str, Any] | None:
         synchronous snapshot time; the event time is when the upload started) or `ack`; None
         when no checkpoint completed.
     """
-    chosen = _chosen_checkpoint(result)
+    chosen = _chosen_checkpoint(result, since)
     if chosen is None:
         return None
     events = [

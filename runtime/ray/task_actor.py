@@ -177,7 +177,10 @@ class TaskActor:
             self._stalled: deque[tuple[int, int, list[Any]]] = deque()
             self.outputs = OutputChannels(outputs, epoch, delay=self._link_delay,
                                           schedule=lambda d, cb: self._timers.schedule(d, self._bound(cb)))
-            self.inputs = InputChannels(inputs, str(self.task_id), epoch, threshold=self.graph.credits // 2)
+            # credits go back from the sender thread, like acknowledgements: a backpressured task
+            # returns the most credits, and its work thread is the job's bottleneck
+            self.inputs = InputChannels(inputs, str(self.task_id), epoch, threshold=self.graph.credits // 2,
+                                        submit=self._sender.submit)
             self.task = None
             try:
                 self.task = Task(self.task_id, self.graph, self.vertex, clock=self._clock,

@@ -13,7 +13,7 @@ from benchmarks import peers
 from benchmarks.plots import make_plots
 
 # a tiny profile: a few thousand records per run, well under a second each
-TINY = cm.replace_profile("sim", True, rate=20_000, duration=0.25, max_rate_records=4_000,
+TINY = cm.replace_profile("sim", True, rate=20_000, duration=0.25, warmup=0.0, max_rate_records=4_000,
                           backpressure_rate=100_000, scale=(1, 2))
 
 
@@ -282,3 +282,25 @@ def test_repeat_must_be_a_positive_integer(capsys) -> None:
     assert "--repeat must be an integer >= 1, got '0'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="repeat must be an integer >= 1"):
         cm.run_matrix([], quick=True, repeat=0, show_progress=False)
+
+
+def test_the_warm_up_is_left_out_of_latencies_and_checkpoints() -> None:
+    from types import SimpleNamespace
+
+    from checkpoint.stats import CheckpointStats
+    from runtime.result import JobMetrics
+
+    # start-up: the first records waited 500 ms, then 2 ms; one checkpoint during the warm-up
+    records = [{"created_at": t / 1000, "processed_at": t / 1000 + (0.5 if t < 100 else 0.002)} for t in range(1000)]
+    checkpoints = [CheckpointStats(id=1, completed=True, failure_reason=None, trigger_time=0.05, duration=0.3),
+                   CheckpointStats(id=2, completed=True, failure_reason=None, trigger_time=0.5, duration=0.01)]
+    run = SimpleNamespace(output=lambda name: records, checkpoints=checkpoints, metrics=JobMetrics())
+    combo = cm.Combination("sim", "uniform", "aligned", 2)
+    since = cm.measured_since(run, 0.2)
+    outcome = cm.summarise(combo, run, run, rate=1000.0, records=1000, since=since)
+    assert since == pytest.approx(0.2)
+    assert outcome.row["latency_max"] == pytest.approx(2.0)
+    assert outcome.row["checkpoint_duration_p50"] == pytest.approx(10.0) and outcome.row["checkpoints_completed"] == 1
+    assert [p["id"] for p in outcome.checkpoints] == [2]
+    everything = cm.summarise(combo, run, run, rate=1000.0, records=1000)
+    assert everything.row["latency_max"] == pytest.approx(500.0)

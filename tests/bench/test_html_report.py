@@ -14,7 +14,8 @@ from benchmarks import checkpoint_modes as cm
 from benchmarks.figures import figures
 from benchmarks.html_report import write_report
 
-TINY = cm.replace_profile("sim", True, rate=20_000, duration=0.25, max_rate_records=4_000, backpressure_rate=100_000)
+TINY = cm.replace_profile("sim", True, rate=20_000, duration=0.25, warmup=0.0, max_rate_records=4_000,
+                          backpressure_rate=100_000)
 COMBOS = [("slow-channel", "aligned"), ("slow-channel", "unaligned"), ("backpressure", "aligned"),
           ("backpressure", "unaligned-debloat")]
 
