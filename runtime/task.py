@@ -514,9 +514,7 @@ class Task:
             return 0
         while self._reader_index < len(self.readers):
             reader = self.readers[self._reader_index]
-            # no more than one buffer per output channel: with debloated (smaller) buffers a
-            # backpressured source then queues about one buffer per channel, not a whole read
-            records = reader.read(min(self.buffer_size, sum(ch.buffer_size for ch in self.outputs) or self.buffer_size))
+            records = reader.read(self.buffer_size)
             if records:
                 handled = self._run_chain(records, count_in=True)
                 if reader.finished():

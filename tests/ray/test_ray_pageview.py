@@ -82,7 +82,8 @@ def test_failure_free_run_agrees_with_the_simulator(ray_session) -> None:
             sub = checkpoint.subtasks[task]
             phases = (sub.start_delay, sub.alignment_duration, sub.sync_duration, sub.async_duration)
             assert all(p >= 0 for p in phases), (checkpoint.id, sub)
+            # (the same wall clock read a moment apart: 10 ms allows for a preempted thread)
             write_start = checkpoint.trigger_time + sum(phases[:3])
-            assert write_start == pytest.approx(snapshot, abs=2e-3), (checkpoint.id, sub)
-            assert write_start + sub.async_duration <= ack + 2e-3
-            assert ack - 2e-3 <= checkpoint.trigger_time + sub.end_to_end_duration <= checkpoint.end_time + 1e-6
+            assert write_start == pytest.approx(snapshot, abs=0.01), (checkpoint.id, sub)
+            assert write_start + sub.async_duration <= ack + 0.01
+            assert ack - 0.01 <= checkpoint.trigger_time + sub.end_to_end_duration <= checkpoint.end_time + 1e-6
