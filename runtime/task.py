@@ -514,7 +514,7 @@ class Task:
             return 0
         while self._reader_index < len(self.readers):
             reader = self.readers[self._reader_index]
-            records = reader.read(self.buffer_size)
+            records = reader.read(self._read_size())
             if records:
                 handled = self._run_chain(records, count_in=True)
                 if reader.finished():
@@ -526,6 +526,15 @@ class Task:
             return 0  # rate-limited: nothing due yet
         self._source_exhausted()
         return 0
+
+    def _read_size(self) -> int:
+        """Records a source reads in one step: a buffer, but no more than its outputs can send
+        now (one buffer per channel at least). Without debloating that is always a whole buffer;
+        with debloated (smaller) buffers a backpressured source then holds about what its
+        credits allow, as Flink's record writer waits for a free buffer, instead of a whole
+        read cut into small buffers in front of the barrier."""
+        room = sum(max(1, ch.credits) * ch.buffer_size for ch in self.outputs)
+        return min(self.buffer_size, room) if room else self.buffer_size
 
     def _source_exhausted(self) -> None:
         self.flush()
