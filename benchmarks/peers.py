@@ -168,16 +168,23 @@ def setup_venv() -> int:
 
 
 def _row(executor: str, mode: str, *, status: str = "ok", throughput: float | None = None,
-         latencies_ms: list[float] | None = None, records: int | None = None,
+         latencies_ms: list[float] | None = None, latency_histogram: Any = None, records: int | None = None,
          checkpoints: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`latencies_ms`: a peer's latencies in ms; `latency_histogram`: barrierflow's (seconds)."""
     lat = sorted(latencies_ms or [])
+
+    def pct(q: float) -> float | None:
+        if latency_histogram is None:
+            return percentile(lat, q)
+        value = latency_histogram.percentile(q)
+        return None if value is None else value * 1e3
+
     cp = checkpoints or {}
     return {
         "executor": executor, "scenario": "uniform", "mode": mode, "parallelism": PARALLELISM,
         "status": status, "throughput": throughput,
-        "latency_p50": percentile(lat, 50), "latency_p90": percentile(lat, 90),
-        "latency_p99": percentile(lat, 99), "latency_p99_9": percentile(lat, 99.9),
-        "latency_max": percentile(lat, 100),
+        "latency_p50": pct(50), "latency_p90": pct(90), "latency_p99": pct(99), "latency_p99_9": pct(99.9),
+        "latency_max": pct(100),
         "checkpoint_duration_p50": cp.get("p50"), "checkpoint_duration_p99": cp.get("p99"),
         "checkpoint_duration_max": cp.get("max"),
         "alignment_time_p50": None, "alignment_time_max": None, "persisted_bytes": None,
@@ -606,7 +613,7 @@ def run_barrierflow(variant: str, mode: str, records: int) -> dict[str, Any]:
                    "max": percentile(durations, 100), "completed": len(durations),
                    "aborted": len(aborted), "reasons": abort_reasons(aborted)}
     return _row(variant, mode, throughput=result.metrics.end_to_end_throughput,
-                latencies_ms=[x * 1e3 for x in result.metrics.latencies], records=records,
+                latency_histogram=result.metrics.latencies, records=records,
                 checkpoints=checkpoints)
 
 

@@ -46,7 +46,6 @@ from benchmarks.report import (
     median_row,
     output_of,
     parse_args,
-    percentile,
 )
 
 APPS = 50
@@ -157,7 +156,6 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
     visible = None
     if metrics.last_commit_at is not None and metrics.first_created_at is not None:
         visible = records / (metrics.last_commit_at - metrics.first_created_at)
-    latencies = metrics.latencies
     durations = [c.duration for c in result.completed_checkpoints]
     return {
         "executor": executor,
@@ -166,8 +164,8 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         "records": records,
         "records_per_s": throughput,
         "visible_records_per_s": visible,
-        "latency_p50_ms": _ms(percentile(latencies, 50)),
-        "latency_p99_ms": _ms(percentile(latencies, 99)),
+        "latency_p50_ms": _ms(metrics.latency_percentile(50)),
+        "latency_p99_ms": _ms(metrics.latency_percentile(99)),
         "checkpoints": len(durations),
         "checkpoint_p50_ms": _ms(statistics.median(durations)) if durations else None,
         "alignment_max_ms": _ms(max((c.alignment_time for c in result.completed_checkpoints), default=0.0)),

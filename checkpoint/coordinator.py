@@ -29,7 +29,9 @@ Life of a checkpoint::
   it is the only *candidate* in flight (a checkpoint triggered after the final one would stage
   sink transactions that nothing ever commits), an aborted candidate is retried after
   `final_retry_delay`, until one completes (`is_final_checkpoint_complete`). Candidates carry
-  `properties["final"] = True` into their completed checkpoint.
+  `properties["final"] = True` into their completed checkpoint. Its completion is repeated to
+  every task each `final_retry_delay` until the executor stops the coordinator (the job ended):
+  a lost notification would leave a source waiting forever, with no later checkpoint to stand in.
 * **Restored final checkpoint.** An execution restored from a final checkpoint F
   (`restored_from(F)`) has nothing left to read: it takes no new checkpoint, and once its sources
   report finished F is the final checkpoint again (every task is notified of F, `final=True`). A
@@ -205,6 +207,7 @@ class CheckpointCoordinator:
             "acks_duplicate": 0,
             "acks_unknown_task": 0,
             "declines_ignored": 0,
+            "final_notifications_repeated": 0,
         }
 
     # -- queries -------------------------------------------------------------------------------
@@ -496,7 +499,7 @@ class CheckpointCoordinator:
             self._final_complete = True
             self._final_checkpoint_id = checkpoint_id
             self._stop_ticking()
-            self._cancel_final_timer()
+            self._schedule_final_renotify()
         for older_id in sorted(i for i in self._pending if i < checkpoint_id):
             older = self._pending.get(older_id)
             if older is not None:
@@ -607,13 +610,32 @@ class CheckpointCoordinator:
         assert checkpoint_id is not None
         self._final_complete = True
         self._final_checkpoint_id = checkpoint_id
-        self._cancel_final_timer()
+        self._schedule_final_renotify()
         for pending_id in sorted(self._pending):  # none is expected: no trigger was allowed
             pending = self._pending.get(pending_id)
             if pending is not None:
                 self._abort(pending, CheckpointFailureReason.SUBSUMED)
         for task in self._all_tasks:
             self._gateway.notify_complete(task, checkpoint_id)
+
+    def _schedule_final_renotify(self) -> None:
+        self._cancel_final_timer()
+        if not self._suspended:
+            self._final_timer = self._timers.schedule(self._final_retry_delay, self._on_final_renotify)
+
+    def _on_final_renotify(self) -> None:
+        """Repeat the final checkpoint's completion to every task (idempotent for a task that
+        heard it): a lost notification would leave a source waiting for it forever, and after
+        the final checkpoint no later completion comes to stand in for it."""
+        self._final_timer = None
+        if not self._final_complete or self._shut_down or self._suspended:
+            return
+        checkpoint_id = self._final_checkpoint_id
+        assert checkpoint_id is not None
+        self._counters["final_notifications_repeated"] += 1
+        for task in self._all_tasks:
+            self._gateway.notify_complete(task, checkpoint_id)
+        self._schedule_final_renotify()
 
     def _final_candidate_pending(self) -> bool:
         floor = self._final_floor

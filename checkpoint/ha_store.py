@@ -43,7 +43,7 @@ from checkpoint.recovery import (
     check_retained,
 )
 from checkpoint.storage import CheckpointStorage, CorruptCheckpointError, StorageError, compute_checksum
-from checkpoint.store import CompletedCheckpointStore, DiscardQueue, discard_checkpoint_files
+from checkpoint.store import CompletedCheckpointStore, DiscardQueue, discard_checkpoint_files, run_of
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +168,7 @@ class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
             raise ValueError(f"checkpoint {completed.checkpoint_id} is not newer than the latest "
                              f"retained checkpoint {latest.checkpoint_id}")
         token = self.leader_election.fencing_token() if self.leader_election is not None else None
+        self.stamp_run(completed)
         path = self.storage.write_metadata(completed)
         try:
             self.handles.add(completed.checkpoint_id, encode_pointer(completed, path), token)
@@ -215,7 +216,8 @@ class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
         if kept:
             oldest_kept = kept[0].checkpoint_id
             for checkpoint_id in sorted(i for i in pointers if i < oldest_kept):
-                self._remove_and_discard(checkpoint_id, None)
+                if self._discardable(checkpoint_id, pointers[checkpoint_id]):
+                    self._remove_and_discard(checkpoint_id, None)
             log.info("recovered checkpoints %s of job %s", [c.checkpoint_id for c in kept], self.job_id)
         return list(kept)
 
@@ -235,6 +237,17 @@ class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
         raise HighAvailabilityError(f"checkpoints of job {self.job_id!r} kept changing during "
                                     f"{MAX_RECOVERY_ATTEMPTS} recovery attempts")
 
+    def _discardable(self, checkpoint_id: int, pointer: bytes) -> bool:
+        """Whether recovery may drop an older checkpoint: never one of another run (or of an
+        unknown one), which only its own run or `checkpoints gc` may delete."""
+        if self.run_id is None:
+            return True
+        try:
+            path, _ = decode_pointer(pointer, self.handles.describe(checkpoint_id))
+            return run_of(self.storage.read_metadata(path)) == self.run_id
+        except (ValueError, StorageError):
+            return False
+
     def _load_verified(self, checkpoint_id: int, pointer: bytes) -> CompletedCheckpoint | None:
         where = self.handles.describe(checkpoint_id)
         try:
@@ -251,6 +264,8 @@ class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
             if compute_checksum(completed.to_json_bytes()) != checksum:
                 raise CorruptCheckpointError(
                     f"checkpoint metadata {path} does not match the checksum in {where}", path)
+            if not self.of_this_run(completed):
+                return None
             verified: set[tuple[str, int, int | None, str]] = set()
             for handle in completed.state_handles():
                 key = (handle.path, handle.offset, handle.length, handle.checksum)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import abc
 import threading
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from checkpoint.storage import CheckpointStorage
+from checkpoint.storage import CheckpointStorage, CorruptCheckpointError
 
 #: the first id a fresh counter hands out
 INITIAL_CHECKPOINT_ID = 1
+#: where `StorageCheckpointIDCounter` keeps its count, in the job's directory
+COUNTER_FILE = "_checkpoint_counter"
 
 
 class CheckpointIDCounter(abc.ABC):
@@ -86,22 +86,40 @@ class StandaloneCheckpointIDCounter(CheckpointIDCounter):
 
 class StorageCheckpointIDCounter(StandaloneCheckpointIDCounter):
     """A standalone counter that also persists its next id in the checkpoint storage
-    (`<job_id>/_checkpoint_counter`), so a coordinator that restarts without HA services still
-    hands out ids above every id it handed out before (DESIGN §6: ids strictly increase across
-    coordinator failover). One writer at a time: the ZooKeeper counter is the concurrent one.
+    (`<job_id>/_checkpoint_counter`, a decimal number), so a coordinator that restarts without HA
+    services still hands out ids above every id it handed out before (DESIGN §6: ids strictly
+    increase across coordinator failover). It never goes back: `start()` also continues above every
+    `chk-<id>` directory the job has (a lost counter cannot make a run overwrite checkpoints), and
+    `set_count` never lowers it. One writer at a time: the ZooKeeper counter is the concurrent one.
     """
 
     def __init__(self, storage: CheckpointStorage, job_id: str) -> None:
         super().__init__()
         self._storage = storage
-        self._path = f"{storage.job_dir(job_id)}/_checkpoint_counter"
+        self._job_id = job_id
+        self._path = f"{storage.job_dir(job_id)}/{COUNTER_FILE}"
 
     def start(self) -> None:
+        """Continue above the stored count and every checkpoint directory in storage.
+
+        Raises:
+            checkpoint.storage.CorruptCheckpointError: the counter file is not a number (names it).
+            checkpoint.storage.StorageError: storage could not be read.
+        """
         blobs = self._storage.blob_store
+        floor = max(self._storage.list_checkpoint_ids(self._job_id), default=0) + 1
         if blobs.exists(self._path):
-            stored = int(blobs.get(self._path).decode("ascii"))
-            with self._lock:
-                self._next = max(self._next, stored)
+            raw = blobs.get(self._path)
+            text = raw.decode("ascii", errors="replace").strip()
+            if not text.isdigit() or int(text) < INITIAL_CHECKPOINT_ID:
+                where = self._storage.describe(self._path)
+                raise CorruptCheckpointError(
+                    f"checkpoint id counter {where} is unreadable: it holds {raw[:40]!r}, expected a decimal "
+                    f"integer >= {INITIAL_CHECKPOINT_ID} (delete the file: ids then continue above the "
+                    "highest chk-<id> directory)", self._path)
+            floor = max(floor, int(text))
+        with self._lock:
+            self._next = max(self._next, floor)
 
     def get_and_increment(self) -> int:
         value = super().get_and_increment()
@@ -109,7 +127,8 @@ class StorageCheckpointIDCounter(StandaloneCheckpointIDCounter):
         return value
 
     def set_count(self, count: int) -> None:
-        super().set_count(count)
+        check_count(count)
+        super().set_count(max(count, self.get()))
         self._persist()
 
     def _persist(self) -> None:

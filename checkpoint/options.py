@@ -74,6 +74,12 @@ def _check_int(option: str, value: Any, *, minimum: int, optional: bool = False)
         raise InvalidOptionError(option, value, f"must be >= {minimum}{none_ok}")
 
 
+#: seconds one call to a remote checkpoint filesystem may take (`CheckpointConfig.storage_timeout`):
+#: far above a healthy object store's latency for one file (S3/GCS answer in tens to hundreds of
+#: milliseconds; a 64 MiB merged state file uploads in ~1-2 s), far below pyarrow's retry budgets
+#: (minutes), twice ZooKeeper's operation timeout: an unreachable URI fails the job within seconds
+DEFAULT_STORAGE_TIMEOUT = 10.0
+
 #: values of `CheckpointConfig.state_backend`
 STATE_BACKENDS = ("memory", "incremental")
 
@@ -93,6 +99,9 @@ class CheckpointConfig:
         tolerable_failures: consecutive counted failures tolerated; one more fails the job.
         retained: completed checkpoints kept by the store.
         storage: a `pyarrow.fs` URI or local path for checkpoint files; None keeps them in memory.
+        storage_timeout: seconds one call to a remote `storage` (read, write, list, delete) may
+            take before it fails naming the URI (`DEFAULT_STORAGE_TIMEOUT`);
+            local directories are not bounded.
         max_aligned_bytes: bytes an aligning task may hold back before the checkpoint aborts.
         state_backend: "memory" (full snapshots) or "incremental" (changed key groups only, the
             rest shared across checkpoints through the shared-state registry).
@@ -112,6 +121,7 @@ class CheckpointConfig:
     tolerable_failures: int = 0
     retained: int = 1
     storage: str | None = None
+    storage_timeout: float = DEFAULT_STORAGE_TIMEOUT
     max_aligned_bytes: int | None = None
     state_backend: str = "memory"
     file_merging: bool = False
@@ -165,6 +175,7 @@ class CheckpointConfig:
             raise InvalidOptionError(
                 "storage", self.storage, "must be a pyarrow.fs URI or a local path (or None for memory)"
             )
+        _check_number("storage_timeout", self.storage_timeout, minimum=0, strict=True)
         _check_int("max_aligned_bytes", self.max_aligned_bytes, minimum=1, optional=True)
         if self.state_backend not in STATE_BACKENDS:
             raise InvalidOptionError("state_backend", self.state_backend,
@@ -178,15 +189,42 @@ class CheckpointConfig:
                                      "must be a space amplification > 1 (or None to disable compaction)")
 
 
+#: `RestartStrategy.kind` values (Flink's `restart-strategy.type` names)
+FIXED_DELAY = "fixed-delay"
+EXPONENTIAL_DELAY = "exponential-delay"
+FAILURE_RATE = "failure-rate"
+RESTART_KINDS = (FIXED_DELAY, EXPONENTIAL_DELAY, FAILURE_RATE)
+
+
 @dataclass(frozen=True, slots=True)
 class RestartStrategy:
-    """What to do when a task fails: restart up to `attempts` times, `delay` seconds apart.
+    """What to do when a task fails (Flink's `restart-strategy.*` options), one of three kinds:
 
-    Build with `RestartStrategy.fixed_delay(attempts, delay)` or `RestartStrategy.no_restart()`.
+    * ``fixed_delay(attempts, delay)``: restart at most `attempts` times, `delay` seconds apart;
+      ``no_restart()`` is ``fixed_delay(0, 0)``.
+    * ``exponential_delay(...)``: wait `initial_backoff`, then `backoff_multiplier` times longer
+      after each further failure (at most `max_backoff`, +/- `jitter_factor`); a job that ran
+      `reset_backoff_threshold` seconds without failing starts over at `initial_backoff`; more than
+      `attempts_before_reset_backoff` failures in a row (without such a reset) fail the job.
+    * ``failure_rate(...)``: restart after `delay` unless more than `max_failures_per_interval`
+      failures happened within `failure_rate_interval` seconds.
+
+    A deterministic fault (a record a function always rejects) fails again right after every
+    restart, so the last two give up after a few quick attempts, while a transient fault, which
+    does not come back at once, is restarted past. Build with the class methods; the fields of the
+    other kinds keep their defaults. `runtime.restart.RestartBackoff` applies a strategy.
     """
 
     attempts: int = 0
     delay: float = 0.0
+    kind: str = FIXED_DELAY
+    initial_backoff: float = 0.1
+    max_backoff: float = 60.0
+    backoff_multiplier: float = 1.5
+    reset_backoff_threshold: float = 3600.0
+    jitter_factor: float = 0.1
+    max_failures_per_interval: int = 1
+    failure_rate_interval: float = 60.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -205,16 +243,92 @@ class RestartStrategy:
         """Fail the job on the first task failure."""
         return cls(0, 0.0)
 
+    @classmethod
+    def exponential_delay(cls, initial_backoff: float = 0.1, max_backoff: float = 60.0,
+                          backoff_multiplier: float = 1.5, reset_backoff_threshold: float = 3600.0,
+                          jitter_factor: float = 0.1, attempts_before_reset_backoff: int = 5) -> RestartStrategy:
+        """Restart with exponentially growing delays (Flink's `exponential-delay`, its default since 1.19).
+
+        Defaults are Flink's except two: `initial_backoff` 0.1 s (Flink: 1 s; a barrierflow job
+        redeploys in well under a second, and the previous default waited 0.1 s) and
+        `attempts_before_reset_backoff` 5 (Flink: unlimited), so a record a function always
+        rejects fails the job after 5 restarts (~1.3 s of backoff in all) instead of looping.
+
+        Args:
+            initial_backoff: seconds before the first restart (and after a reset).
+            max_backoff: the delay never grows beyond this.
+            backoff_multiplier: factor (>= 1) applied to the delay after each further failure.
+            reset_backoff_threshold: seconds without a failure after which the delay and the
+                attempt count start over.
+            jitter_factor: each delay is moved by a random fraction in [-jitter, +jitter] of itself
+                (seeded on the simulator), so restarts of many jobs do not line up.
+            attempts_before_reset_backoff: restarts allowed in a row; one more failure before a
+                reset fails the job.
+
+        Raises:
+            InvalidOptionError: naming the option out of range.
+        """
+        return cls(attempts_before_reset_backoff, 0.0, EXPONENTIAL_DELAY, initial_backoff=initial_backoff,
+                   max_backoff=max_backoff, backoff_multiplier=backoff_multiplier,
+                   reset_backoff_threshold=reset_backoff_threshold, jitter_factor=jitter_factor)
+
+    @classmethod
+    def failure_rate(cls, max_failures_per_interval: int = 1, failure_rate_interval: float = 60.0,
+                     delay: float = 1.0) -> RestartStrategy:
+        """Restart after `delay` seconds as long as at most `max_failures_per_interval` failures
+        happened in the last `failure_rate_interval` seconds (Flink's `failure-rate`, its defaults).
+
+        Raises:
+            InvalidOptionError: naming the option out of range.
+        """
+        return cls(0, delay, FAILURE_RATE, max_failures_per_interval=max_failures_per_interval,
+                   failure_rate_interval=failure_rate_interval)
+
+    @property
+    def attempts_before_reset_backoff(self) -> int:
+        """exponential-delay: restarts allowed in a row (stored in `attempts`)."""
+        return self.attempts
+
     def validate(self) -> None:
-        """Raises: InvalidOptionError naming `restart attempts` or `restart delay`."""
-        if not isinstance(self.attempts, int) or isinstance(self.attempts, bool) or self.attempts < 0:
-            raise InvalidOptionError("restart attempts", self.attempts, "must be an integer >= 0")
+        """Raises: InvalidOptionError naming the option (`restart attempts`, `restart delay`,
+        `restart initial_backoff`...), its value and the allowed range."""
+        if self.kind not in RESTART_KINDS:
+            raise InvalidOptionError("restart strategy", self.kind, f"must be one of {', '.join(RESTART_KINDS)}")
+        attempts = "restart attempts_before_reset_backoff" if self.kind == EXPONENTIAL_DELAY else "restart attempts"
+        _check_int(attempts, self.attempts, minimum=0)
         _check_number("restart delay", self.delay, minimum=0, strict=False)
+        _check_number("restart initial_backoff", self.initial_backoff, minimum=0, strict=False)
+        _check_number("restart max_backoff", self.max_backoff, minimum=0, strict=False)
+        if self.max_backoff < self.initial_backoff:
+            raise InvalidOptionError("restart max_backoff", self.max_backoff,
+                                     f"must be >= initial_backoff ({self.initial_backoff:g})")
+        if not _is_number(self.backoff_multiplier) or self.backoff_multiplier < 1:
+            raise InvalidOptionError("restart backoff_multiplier", self.backoff_multiplier, "must be a number >= 1")
+        _check_number("restart reset_backoff_threshold", self.reset_backoff_threshold, minimum=0, strict=False)
+        if not _is_number(self.jitter_factor) or not 0 <= self.jitter_factor <= 1:
+            raise InvalidOptionError("restart jitter_factor", self.jitter_factor, "must be a number between 0 and 1")
+        _check_int("restart max_failures_per_interval", self.max_failures_per_interval, minimum=1)
+        _check_number("restart failure_rate_interval", self.failure_rate_interval, minimum=0, strict=True)
 
     @property
     def restarts(self) -> bool:
-        return self.attempts > 0
+        """Whether a failure can ever be restarted."""
+        return self.kind == FAILURE_RATE or self.attempts > 0
 
     def can_restart(self, num_restarts: int) -> bool:
-        """Whether another restart is allowed after `num_restarts` restarts already made."""
+        """fixed-delay: whether another restart is allowed after `num_restarts` restarts already
+        made (the other kinds depend on when failures happened: `runtime.restart.RestartBackoff`)."""
         return num_restarts < self.attempts
+
+    def __repr__(self) -> str:
+        if self.kind == EXPONENTIAL_DELAY:
+            return (f"RestartStrategy.exponential_delay(initial_backoff={self.initial_backoff:g}, "
+                    f"max_backoff={self.max_backoff:g}, backoff_multiplier={self.backoff_multiplier:g}, "
+                    f"reset_backoff_threshold={self.reset_backoff_threshold:g}, jitter_factor={self.jitter_factor:g}, "
+                    f"attempts_before_reset_backoff={self.attempts})")
+        if self.kind == FAILURE_RATE:
+            return (f"RestartStrategy.failure_rate(max_failures_per_interval={self.max_failures_per_interval}, "
+                    f"failure_rate_interval={self.failure_rate_interval:g}, delay={self.delay:g})")
+        if self.attempts == 0:
+            return "RestartStrategy.no_restart()"
+        return f"RestartStrategy.fixed_delay(attempts={self.attempts}, delay={self.delay:g})"

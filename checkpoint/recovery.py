@@ -36,6 +36,11 @@ from checkpoint.ids import CheckpointIDCounter, StandaloneCheckpointIDCounter
 from checkpoint.storage import CheckpointStorage
 from checkpoint.store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
 
+#: seconds any one ZooKeeper call may take, connecting included (`set_high_availability(...,
+#: operation_timeout=)`): a healthy ensemble answers in milliseconds; an unreachable one fails
+#: the job within seconds instead of blocking (kazoo waits for ever while disconnected)
+DEFAULT_OPERATION_TIMEOUT = 5.0
+
 #: what leader-election callbacks look like: no arguments, called on grant or on revoke
 LeaderCallback = Callable[[], None]
 
@@ -274,13 +279,18 @@ class HighAvailabilityConfig:
     hosts: str | None = None
     cluster_id: str = "default"
     session_timeout: float = 10.0
+    #: seconds any one ZooKeeper call (and connecting) may take
+    operation_timeout: float = DEFAULT_OPERATION_TIMEOUT
 
     @classmethod
     def of(cls, mode: RecoveryMode | str, *, hosts: str | None = None, cluster_id: str = "default",
-           session_timeout: float = 10.0) -> HighAvailabilityConfig:
-        if session_timeout <= 0:
-            raise ValueError(f"high availability: session_timeout must be > 0 seconds, got {session_timeout!r}")
-        return cls(RecoveryMode.parse(mode), hosts, check_name("cluster_id", cluster_id), float(session_timeout))
+           session_timeout: float = 10.0,
+           operation_timeout: float = DEFAULT_OPERATION_TIMEOUT) -> HighAvailabilityConfig:
+        for option, value in (("session_timeout", session_timeout), ("operation_timeout", operation_timeout)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                raise ValueError(f"high availability: {option} must be > 0 seconds, got {value!r}")
+        return cls(RecoveryMode.parse(mode), hosts, check_name("cluster_id", cluster_id), float(session_timeout),
+                   float(operation_timeout))
 
     @property
     def enabled(self) -> bool:
@@ -290,7 +300,7 @@ class HighAvailabilityConfig:
 def create_recovery_factory(mode: RecoveryMode | str = RecoveryMode.STANDALONE, *,
                             hosts: str | None = None, cluster_id: str = "default",
                             session_timeout: float = 10.0,
-                            operation_timeout: float = 5.0) -> CheckpointRecoveryFactory:
+                            operation_timeout: float = DEFAULT_OPERATION_TIMEOUT) -> CheckpointRecoveryFactory:
     """The HA services for `mode`.
 
     Args:

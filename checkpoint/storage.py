@@ -9,6 +9,13 @@ Two layers, so the protocol code never sees a filesystem:
   `FsBlobStore` maps keys onto any `pyarrow.fs` filesystem (a local directory, S3, GCS, HDFS...)
   and writes each file under a temporary name before moving it into place, so a reader never
   sees half a file. `FailingBlobStore` wraps another store and fails writes on demand (faults).
+* every call to a remote filesystem is bounded by a timeout (`storage_timeout`, default
+  `DEFAULT_STORAGE_TIMEOUT`): pyarrow's own retries can wait for minutes (GCS retries for 15
+  minutes by default; an S3 endpoint that accepts connections but never answers is waited for
+  indefinitely on Linux), so the call runs on a daemon thread and the caller gets a
+  `StorageTimeoutError` naming the URI when the time is up (the thread is abandoned: a blocked
+  pyarrow call cannot be interrupted). Local directories are called directly: no network, and the
+  simulator stays single-threaded.
 * `CheckpointStorage` knows the layout and the checksums::
 
       <root>/<job_id>/chk-<id>/_metadata           JSON: {"format", "version", "checksum", "body"}
@@ -29,20 +36,23 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
 import re
 import threading
 import uuid
-import zlib
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from checkpoint.completed import CheckpointMetadataError, CompletedCheckpoint, canonical_json
 from checkpoint.handles import StateHandle
+from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
+
+T = TypeVar("T")
 
 METADATA_FILE = "_metadata"
 METADATA_FORMAT = "barrierflow-checkpoint-metadata"
@@ -53,6 +63,7 @@ SHARED_DIR = "shared"
 _CHK_DIR = re.compile(r"^chk-(\d+)$")
 _METADATA_PATH = re.compile(r"(?:^|/)chk-(\d+)/" + METADATA_FILE + r"$")
 _TMP_MARKER = ".tmp-"
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class StorageError(OSError):
@@ -61,6 +72,32 @@ class StorageError(OSError):
 
 class BlobNotFoundError(StorageError):
     """No file at the given path."""
+
+
+class StorageTimeoutError(StorageError):
+    """A call to checkpoint storage did not return within its timeout (names the URI)."""
+
+
+def _call_with_timeout(fn: Callable[[], T], timeout: float, on_timeout: Callable[[], StorageError]) -> T:
+    """`fn()` on a daemon thread; raise `on_timeout()` if it has not returned after `timeout` s."""
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="barrierflow-storage-call", daemon=True).start()
+    if not done.wait(timeout):
+        raise on_timeout()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 class CorruptCheckpointError(StorageError):
@@ -89,20 +126,15 @@ def compute_checksum(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def checksum_matches(data: bytes, checksum: str) -> bool:
-    """Verify `data` against `checksum`.
+def is_checksum(checksum: object) -> bool:
+    """Whether `checksum` has the one form accepted: a SHA-256 digest, 64 lower-case hex digits
+    (what `compute_checksum` writes; weak ones such as CRC-32 are refused)."""
+    return isinstance(checksum, str) and _SHA256_HEX.fullmatch(checksum) is not None
 
-    Accepts SHA-256 (``"<64 hex>"`` or ``"sha256:<hex>"``) and CRC-32 (``"<8 hex>"`` or
-    ``"crc32:<hex>"``) so state files checksummed by other writers verify too.
-    """
-    algo, _, digest = checksum.rpartition(":")
-    algo = algo.lower() or ("crc32" if len(digest) == 8 else "sha256")
-    digest = digest.lower()
-    if algo == "sha256":
-        return hashlib.sha256(data).hexdigest() == digest
-    if algo == "crc32":
-        return f"{zlib.crc32(data) & 0xFFFFFFFF:08x}" == digest
-    return False
+
+def checksum_matches(data: bytes, checksum: str) -> bool:
+    """Verify `data` against `checksum` (only SHA-256 as written by `compute_checksum`)."""
+    return is_checksum(checksum) and hmac.compare_digest(hashlib.sha256(data).hexdigest(), checksum)
 
 
 # -- blob stores -------------------------------------------------------------------------------
@@ -134,7 +166,16 @@ class BlobStore(Protocol):
     def exists(self, path: str) -> bool: ...
 
     def list(self, prefix: str) -> list[str]:
-        """Every file path starting with `prefix`, sorted."""
+        """Every file path starting with `prefix`, sorted (interrupted writes not included)."""
+        ...
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        """Paths starting with `prefix` of files an interrupted write left under a temporary
+        name (never read; `delete` removes them), sorted."""
+        ...
+
+    def where(self, path: str) -> str:
+        """`path` as a user finds it (a full path or URI), for error messages."""
         ...
 
 
@@ -169,6 +210,12 @@ class MemoryBlobStore:
         with self._lock:
             return sorted(p for p in self._files if p.startswith(prefix))
 
+    def list_temporary(self, prefix: str) -> list[str]:
+        return []  # a put is one step: nothing is ever half written
+
+    def where(self, path: str) -> str:
+        return f"memory://{path}"
+
     def __repr__(self) -> str:
         return f"MemoryBlobStore(files={len(self._files)})"
 
@@ -178,30 +225,71 @@ class FsBlobStore:
 
     Args:
         uri_or_path: a filesystem URI (``file:///tmp/x``, ``s3://bucket/prefix``...) or a local
-            path (relative paths are made absolute). The base directory is created if missing.
+            path (relative paths are made absolute).
+        timeout: seconds each call to a remote filesystem may take (None: unbounded); local
+            directories are not bounded.
+        filesystem: a configured `pyarrow.fs.FileSystem` (e.g. an `S3FileSystem` with its own
+            credentials); `uri_or_path` is then the base path inside it.
+        create: create the base directory if missing (a job's storage); False: it must exist
+            (inspecting or restoring from a directory never creates it).
 
     Raises:
-        StorageError: the URI cannot be resolved or the base directory cannot be created.
+        StorageError: the URI cannot be resolved, the base directory cannot be created, or (not
+            `create`) it does not exist or is not a directory; `StorageTimeoutError` when that
+            took longer than `timeout`.
     """
 
-    def __init__(self, uri_or_path: str) -> None:
+    def __init__(self, uri_or_path: str, *, timeout: float | None = DEFAULT_STORAGE_TIMEOUT,
+                 filesystem: pafs.FileSystem | None = None, create: bool = True) -> None:
         if not isinstance(uri_or_path, str) or not uri_or_path.strip():
             raise ValueError(f"checkpoint storage location must be a URI or a path, got {uri_or_path!r}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                    or not timeout > 0):
+            raise ValueError(f"invalid checkpoint storage timeout {timeout!r}: must be seconds > 0 (or None)")
+        self.uri = uri_or_path
+        self.timeout = timeout
+        if filesystem is not None:
+            remote = not isinstance(filesystem, pafs.LocalFileSystem)
+        else:
+            remote = "://" in uri_or_path and not uri_or_path.startswith("file://")
+        self._bounded = remote and timeout is not None
         try:
-            if "://" in uri_or_path:
-                self._fs, base = pafs.FileSystem.from_uri(uri_or_path)
+            if filesystem is not None:
+                self._fs, base = filesystem, uri_or_path
+            elif "://" in uri_or_path:
+                self._fs, base = self._call("resolve the URI", lambda: pafs.FileSystem.from_uri(uri_or_path))
             else:
                 self._fs, base = pafs.LocalFileSystem(), os.path.abspath(uri_or_path)
+            self._bounded = self._bounded and not isinstance(self._fs, pafs.LocalFileSystem)
             self._base = base.rstrip("/")
-            self._fs.create_dir(self._base, recursive=True)
+            if create:
+                self._call(f"create directory {self._base}", lambda: self._fs.create_dir(self._base, recursive=True))
+            else:
+                kind = self._call(f"look up {self._base}", lambda: self._fs.get_file_info(self._base).type)
+        except StorageTimeoutError:
+            raise
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot open checkpoint storage {uri_or_path!r}: {exc}") from exc
-        self.uri = uri_or_path
+        if not create and kind != pafs.FileType.Directory:
+            what = "does not exist" if kind == pafs.FileType.NotFound else "is not a directory"
+            raise BlobNotFoundError(f"checkpoint storage {uri_or_path} ({self._base}) {what}")
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """`fn()`, bounded by the timeout on a remote filesystem."""
+        if not self._bounded:
+            return fn()
+        assert self.timeout is not None
+        return _call_with_timeout(fn, self.timeout, lambda: StorageTimeoutError(
+            f"checkpoint storage {self.uri!r} did not answer within {self.timeout:g} s ({what}): unreachable "
+            "or overloaded? (the bound is enable_checkpointing(storage_timeout=...))"))
 
     def _full(self, path: str) -> str:
         return f"{self._base}/{_check_key(path)}"
 
     def put(self, path: str, data: bytes) -> None:
+        self._call(f"write {self._full(path)}", lambda: self._put(path, data))
+
+    def _put(self, path: str, data: bytes) -> None:
         full = self._full(path)
         parent, _, name = full.rpartition("/")
         tmp = f"{parent}/.{name}{_TMP_MARKER}{uuid.uuid4().hex}"
@@ -221,6 +309,9 @@ class FsBlobStore:
             raise StorageError(f"cannot write {full}: {exc}") from exc
 
     def get(self, path: str) -> bytes:
+        return self._call(f"read {self._full(path)}", lambda: self._get(path))
+
+    def _get(self, path: str) -> bytes:
         full = self._full(path)
         try:
             with self._fs.open_input_file(full) as f:
@@ -231,6 +322,9 @@ class FsBlobStore:
             raise StorageError(f"cannot read {full}: {exc}") from exc
 
     def delete(self, path: str) -> None:
+        self._call(f"delete {self._full(path)}", lambda: self._delete(path))
+
+    def _delete(self, path: str) -> None:
         full = self._full(path)
         try:
             self._fs.delete_file(full)
@@ -256,27 +350,42 @@ class FsBlobStore:
             self._fs.delete_file(full)
 
     def exists(self, path: str) -> bool:
+        full = self._full(path)
         try:
-            return self._fs.get_file_info(self._full(path)).type == pafs.FileType.File
+            return self._call(f"stat {full}", lambda: self._fs.get_file_info(full).type == pafs.FileType.File)
+        except StorageTimeoutError:
+            raise
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot stat {path!r} in {self._base}: {exc}") from exc
 
     def list(self, prefix: str) -> list[str]:
+        return self._list(prefix, temporary=False)
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        return self._list(prefix, temporary=True)
+
+    def _list(self, prefix: str, *, temporary: bool) -> list[str]:
         directory = prefix if prefix.endswith("/") or not prefix else prefix.rpartition("/")[0] + "/"
         root = f"{self._base}/{directory}".rstrip("/")
+        selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
         try:
-            infos = self._fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+            infos = self._call(f"list {root}", lambda: self._fs.get_file_info(selector))
+        except StorageTimeoutError:
+            raise
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot list {root}: {exc}") from exc
         start = len(self._base) + 1
         keys = []
         for info in infos:
-            if info.type != pafs.FileType.File or _TMP_MARKER in info.base_name:
+            if info.type != pafs.FileType.File or (_TMP_MARKER in info.base_name) != temporary:
                 continue
             key = info.path[start:]
             if key.startswith(prefix):
                 keys.append(key)
         return sorted(keys)
+
+    def where(self, path: str) -> str:
+        return f"{self._base}/{path}"
 
     def __repr__(self) -> str:
         return f"FsBlobStore({self.uri!r})"
@@ -329,6 +438,12 @@ class FailingBlobStore:
     def list(self, prefix: str) -> list[str]:
         return self.inner.list(prefix)
 
+    def list_temporary(self, prefix: str) -> list[str]:
+        return self.inner.list_temporary(prefix)
+
+    def where(self, path: str) -> str:
+        return self.inner.where(path)
+
 
 # -- checkpoint layout -------------------------------------------------------------------------
 
@@ -337,6 +452,39 @@ def _check_job_id(job_id: str) -> str:
     if not isinstance(job_id, str) or not job_id or "/" in job_id or job_id in (".", ".."):
         raise ValueError(f"invalid job_id {job_id!r}: must be a non-empty name without '/'")
     return job_id
+
+
+def _valid_job_id(job_id: str) -> bool:
+    try:
+        _check_job_id(job_id)
+    except ValueError:
+        return False
+    return True
+
+
+def _handle_problem(handle: StateHandle, root: str, job_prefix: str | None = None) -> str | None:
+    """What is wrong with a handle read from metadata (None: nothing): a path that is not a plain
+    relative one inside the storage root (or the job's directory), a checksum other than the
+    SHA-256 written here, or a nonsensical size, offset or length."""
+    path = handle.path
+    try:
+        _check_key(path)
+    except ValueError as exc:
+        return f"{path!r} is refused: {exc}"
+    if job_prefix is not None and not path.startswith(job_prefix):
+        return f"{path!r} is refused: it is outside the job's directory {job_prefix.rstrip('/')}"
+    if root and not path.startswith(root + "/"):
+        return f"{path!r} is refused: it is outside the storage root {root}"
+    if not is_checksum(handle.checksum):
+        return (f"{path!r} declares checksum {str(handle.checksum)[:80]!r}: only a SHA-256 digest "
+                "(64 lower-case hex digits) is accepted")
+    for name in ("size", "offset", "length"):
+        value = getattr(handle, name)
+        if value is None and name == "length":
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"{path!r} has an invalid {name} {value!r}"
+    return None
 
 
 def _check_checkpoint_id(checkpoint_id: int) -> int:
@@ -360,6 +508,11 @@ class CheckpointStorage:
             _check_key(self.root)
 
     # -- paths --
+
+    def describe(self, path: str) -> str:
+        """`path` as a user finds it (full path or URI), for error messages."""
+        where = getattr(self.blob_store, "where", None)
+        return where(path) if where is not None else path
 
     def _join(self, *parts: str) -> str:
         return "/".join(p for p in (self.root, *parts) if p)
@@ -423,6 +576,9 @@ class CheckpointStorage:
             StorageError: the read itself failed.
         """
         path = handle.path
+        problem = _handle_problem(handle, self.root)
+        if problem:
+            raise CorruptCheckpointError(f"checkpoint state handle {problem}", str(path))
         try:
             data = self.blob_store.get(path)
         except BlobNotFoundError:
@@ -442,7 +598,7 @@ class CheckpointStorage:
                     f"checkpoint state file {path} has {len(data)} bytes, expected {handle.size}", path
                 )
         if not checksum_matches(segment, handle.checksum):
-            raise CorruptCheckpointError(f"checkpoint state file {path} fails its checksum", path)
+            raise CorruptCheckpointError(f"checkpoint state file {self.describe(path)} fails its checksum", path)
         return segment
 
     def delete_file(self, path: str) -> None:
@@ -508,6 +664,12 @@ class CheckpointStorage:
             raise CorruptCheckpointError(
                 f"checkpoint metadata {path} describes checkpoint {completed.checkpoint_id}", path
             )
+        job_prefix = self.job_dir(completed.job_id) + "/" if _valid_job_id(completed.job_id) else None
+        for handle in completed.state_handles():
+            problem = _handle_problem(handle, self.root, job_prefix)
+            if problem:
+                raise CorruptCheckpointError(
+                    f"checkpoint metadata {self.describe(path)} is unusable: state handle {problem}", path)
         completed.metadata_path = path
         return completed
 
@@ -522,6 +684,11 @@ class CheckpointStorage:
             if match:
                 ids.add(int(match.group(1)))
         return sorted(ids)
+
+    def list_job_files(self, job_id: str, *, temporary: bool = False) -> list[str]:
+        """Every file in the job's directory (`temporary`: only what interrupted writes left)."""
+        prefix = self.job_dir(job_id) + "/"
+        return self.blob_store.list_temporary(prefix) if temporary else self.blob_store.list(prefix)
 
     def list_checkpoint_files(self, job_id: str, checkpoint_id: int) -> list[str]:
         return self.blob_store.list(self.checkpoint_dir(job_id, checkpoint_id) + "/")
@@ -552,15 +719,19 @@ class CheckpointStorage:
         return f"CheckpointStorage({self.blob_store!r}, root={self.root!r})"
 
 
-def storage_from_uri(uri: str | None, root: str = "") -> CheckpointStorage:
+def storage_from_uri(uri: str | None, root: str = "", *,
+                     timeout: float | None = DEFAULT_STORAGE_TIMEOUT, create: bool = True) -> CheckpointStorage:
     """Checkpoint storage for a `CheckpointConfig.storage` value.
 
     Args:
         uri: None or ``"memory://"`` for memory; otherwise a `pyarrow.fs` URI or a local path.
+        timeout: seconds each call to a remote filesystem may take (`CheckpointConfig.storage_timeout`).
+        create: create a missing directory (False: it must exist, see `FsBlobStore`).
 
     Raises:
-        StorageError: the location cannot be opened.
+        StorageError: the location cannot be opened (`StorageTimeoutError`: it did not answer;
+            `BlobNotFoundError`: it does not exist).
     """
     if uri is None or uri == "memory://":
         return CheckpointStorage(MemoryBlobStore(), root)
-    return CheckpointStorage(FsBlobStore(uri), root)
+    return CheckpointStorage(FsBlobStore(uri, timeout=timeout, create=create), root)

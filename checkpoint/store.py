@@ -25,6 +25,12 @@ executor (the simulator) they run inline, deterministically.
 `recover()` rebuilds the store after a coordinator restart from the metadata in storage: newest
 first, verifying the metadata and every state file it references; a corrupt or missing file is
 skipped with a warning naming it, so recovery falls back to the previous checkpoint.
+
+Runs: every `execute()` is a *run* with its own id (`new_run_id()`), and runs of a job share its
+directory. A store given a `run_id` stamps it into each checkpoint's metadata
+(`properties["run_id"]`) and `recover()` ignores checkpoints of other runs (and of none): a
+coordinator that crashed before its run's first checkpoint must not resume a previous run. Only
+`restore_from` starts a run from another run's checkpoint, because the user asked for it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from __future__ import annotations
 import abc
 import dataclasses
 import logging
+import secrets
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
@@ -42,9 +50,29 @@ from state.registry import SharedStateRegistry
 
 log = logging.getLogger(__name__)
 
+#: the metadata property naming the run that took a checkpoint
+RUN_ID_PROPERTY = "run_id"
+
+
+def new_run_id() -> str:
+    """A fresh run id: UTC start time (sorts by age) and 24 random bits, e.g. `20261123T121500-3f9a1c`."""
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+
+
+def run_of(completed: CompletedCheckpoint) -> str | None:
+    """The run that took `completed` (None: not recorded)."""
+    run = completed.properties.get(RUN_ID_PROPERTY)
+    return run if isinstance(run, str) else None
+
 
 class CompletedCheckpointStore(abc.ABC):
-    """Keeps the latest `retained` completed checkpoints of one job."""
+    """Keeps the latest `retained` completed checkpoints of one job.
+
+    `run_id` (None: any): the run whose checkpoints it keeps; `add_checkpoint` stamps it into the
+    metadata, `recover()` skips checkpoints of other runs.
+    """
+
+    run_id: str | None = None
 
     @property
     @abc.abstractmethod
@@ -93,6 +121,32 @@ class CompletedCheckpointStore(abc.ABC):
     def shutdown(self) -> None:  # noqa: B027 - optional hook
         """Release resources (the checkpoints stay in durable storage)."""
 
+    def flush(self) -> None:  # noqa: B027 - optional hook
+        """Wait for file deletes still running (stores with a discard executor)."""
+
+    def referenced_files(self) -> set[str]:
+        """Every file a retained checkpoint needs: its `_metadata` and the files its handles name
+        (what orphan cleanup must never delete)."""
+        keep: set[str] = set()
+        for checkpoint in self.get_all_checkpoints():
+            if checkpoint.metadata_path:
+                keep.add(checkpoint.metadata_path)
+            keep.update(checkpoint.referenced_paths())
+        return keep
+
+    def stamp_run(self, completed: CompletedCheckpoint) -> None:
+        """Record this store's run in the checkpoint's metadata (before it is written)."""
+        if self.run_id is not None:
+            completed.properties[RUN_ID_PROPERTY] = self.run_id
+
+    def of_this_run(self, completed: CompletedCheckpoint) -> bool:
+        """Whether `recover()` may keep `completed` (logged when not)."""
+        if self.run_id is None or run_of(completed) == self.run_id:
+            return True
+        log.info("recovery of run %s of job %s ignores checkpoint %d of run %s", self.run_id,
+                 completed.job_id, completed.checkpoint_id, run_of(completed))
+        return False
+
 
 class DiscardQueue:
     """Runs a store's file deletes: inline without an executor, else on it (one thread keeps
@@ -127,10 +181,11 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
         retained: how many completed checkpoints to keep (>= 1).
         discard_executor: runs the deletes of dropped checkpoints' files (one thread keeps them in
             order); None: inline.
+        run_id: the run whose checkpoints it keeps (None: any; see the module docstring).
     """
 
     def __init__(self, storage: CheckpointStorage, job_id: str, retained: int = 1,
-                 discard_executor: Executor | None = None) -> None:
+                 discard_executor: Executor | None = None, *, run_id: str | None = None) -> None:
         if not isinstance(retained, int) or isinstance(retained, bool) or retained < 1:
             raise ValueError(f"retained must be an integer >= 1, got {retained!r}")
         storage.job_dir(job_id)  # validates the job id
@@ -142,6 +197,7 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
         #: reference counts of shared (incremental) state files; rebuilt by `recover`
         self.registry = SharedStateRegistry()
         self._deletes = DiscardQueue(job_id, discard_executor)
+        self.run_id = run_id
 
     @property
     def retained(self) -> int:
@@ -164,6 +220,7 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
                 f"checkpoint {completed.checkpoint_id} is not newer than the latest retained "
                 f"checkpoint {latest.checkpoint_id}"
             )
+        self.stamp_run(completed)
         replaced = self.registry.register_checkpoint(completed.checkpoint_id, completed.state_handles())
         if replaced:
             _replace_handles(completed, replaced)
@@ -189,8 +246,9 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
         self.flush()
 
     def recover(self) -> list[CompletedCheckpoint]:
-        """Rebuild from storage: the newest `retained` checkpoints whose metadata and state files
-        verify; older valid ones are discarded, corrupt ones are skipped (and left for inspection).
+        """Rebuild from storage: the newest `retained` checkpoints of this run whose metadata and
+        state files verify; older valid ones are discarded, corrupt ones are skipped (and left for
+        inspection), other runs' are left alone.
 
         Raises:
             StorageError: storage could not be read (not corruption: that is skipped).
@@ -223,6 +281,8 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
                 raise CorruptCheckpointError(
                     f"checkpoint metadata {path} belongs to job {completed.job_id!r}", path
                 )
+            if not self.of_this_run(completed):
+                return None
             verified: set[tuple[str, int, int | None, str]] = set()
             for handle in completed.state_handles():
                 key = (handle.path, handle.offset, handle.length, handle.checksum)
@@ -241,6 +301,11 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
 
     def shutdown(self) -> None:
         self.flush()
+
+    def referenced_files(self) -> set[str]:
+        """The retained checkpoints' files, and every shared file the registry still counts live
+        (a segment a task may reuse although no retained checkpoint references it any more)."""
+        return super().referenced_files() | set(self.registry.live_files())
 
     def _collect_shared(self, *, ignore_horizon: bool = False) -> None:
         """Delete the shared files the registry released (after a whole completion or drop)."""

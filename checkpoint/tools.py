@@ -4,32 +4,41 @@ Theory of operation
 -------------------
 A checkpoint directory is self-describing: each `chk-<id>/_metadata` lists the handles of every
 file its checkpoint needs (its own `taskowned/` files and the `shared/` files it reuses). A
-checkpoint is *valid* when its metadata verifies (and, for `show`/`load_checkpoint`, every file
-it references verifies too). Anything in the job directory that no valid checkpoint references
-is an *orphan*: uploads of checkpoints that never completed, files of a task that crashed before
-it could report them (seed 001 §2.4.2), shared files a crashed coordinator never released.
-`gc` removes orphans and reports them. Run it on a job that is not running: a running job's
-in-flight uploads are not referenced by any metadata yet and would look like orphans.
+checkpoint is *valid* when its metadata and every file it references verify (SHA-256); `ls
+--metadata-only` checks the metadata alone and says so. Each checkpoint names the *run* that took it
+(`properties["run_id"]`: one `execute()`, restarts and coordinator failovers included); runs of a
+job share its directory and its id counter (`_checkpoint_counter`, never reused ids). Anything in
+`chk-<id>/` or `shared/` that no valid checkpoint (of any run) references is an *orphan*: uploads
+of checkpoints that never completed, files of a task that crashed before it could report them
+(seed 001 §2.4.2), shared files a crashed coordinator never released. `gc` removes orphans and
+reports them; it never touches the id counter or other files of the job directory. Run it on a
+job that is not running: a running job's in-flight uploads are not referenced by any metadata yet
+and would look like orphans.
 
-`load_checkpoint` is what `StreamEnvironment.restore_from(dir)` uses: the newest checkpoint
-that fully verifies (or the one asked for), skipping corrupt ones with a warning naming the file.
+`load_checkpoint` is what `StreamEnvironment.restore_from(dir)` uses: the newest run's newest
+checkpoint that fully verifies (or the run or checkpoint asked for), skipping corrupt ones with a
+warning naming the file. Nothing is ever created: a missing directory is an error naming it.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkpoint.cleanup import unreferenced_files
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.storage import (
     SHARED_DIR,
+    BlobNotFoundError,
     CheckpointStorage,
     CorruptCheckpointError,
     StorageError,
     storage_from_uri,
 )
+from checkpoint.store import run_of
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +56,10 @@ class CheckpointInfo:
     checkpoint_id: int
     valid: bool
     problem: str | None = None
+    #: the run that took it (None: unknown, or written before runs were recorded)
+    run_id: str | None = None
+    #: whether `valid` covers every file it references (False: its metadata only)
+    files_verified: bool = False
     num_tasks: int = 0
     num_files: int = 0
     file_bytes: int = 0
@@ -83,7 +96,9 @@ def open_checkpoints(location: str) -> CheckpointStorage:
     if not isinstance(location, str) or not location.strip():
         raise CheckpointToolError(f"checkpoint directory must be a path or URI, got {location!r}")
     try:
-        return storage_from_uri(location)
+        return storage_from_uri(location, create=False)
+    except BlobNotFoundError as exc:
+        raise CheckpointToolError(f"no checkpoint directory at {location}: {exc}") from exc
     except StorageError as exc:
         raise CheckpointToolError(f"cannot open checkpoint directory {location}: {exc}") from exc
 
@@ -136,16 +151,23 @@ def read_checkpoint(storage: CheckpointStorage, job_id: str, checkpoint_id: int,
     return completed
 
 
-def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int | None = None
-                    ) -> tuple[CompletedCheckpoint, CheckpointStorage]:
+def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int | None = None,
+                    run_id: str | None = None) -> tuple[CompletedCheckpoint, CheckpointStorage]:
     """A checkpoint to start a job from (`env.restore_from`).
+
+    Args:
+        location: the checkpoint directory (a job's `storage`); it must exist.
+        job_id: which job, when the directory holds several.
+        checkpoint_id: this checkpoint (it must verify).
+        run_id: the newest valid checkpoint of this run; default: of the newest run (the run of the
+            newest checkpoint whose metadata can be read).
 
     Returns:
         `(completed, storage)`, what the executors take as `restore_from`.
 
     Raises:
-        CheckpointToolError: no such job or checkpoint, the checkpoint asked for is corrupt, or
-            no checkpoint of the job verifies (the message names every bad file).
+        CheckpointToolError: no such directory, job, run or checkpoint, the checkpoint asked for is
+            corrupt, or no checkpoint of the run verifies (the message names every bad file).
     """
     storage = open_checkpoints(location)
     job = resolve_job(storage, job_id)
@@ -155,23 +177,51 @@ def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int
             raise CheckpointToolError(f"job {job!r} has no checkpoint {checkpoint_id} in {location}; it has {ids}")
         ids = [checkpoint_id]
     problems = []
+    runs: dict[str | None, int] = {}  # run -> its newest checkpoint with readable metadata
+    wanted, decided = run_id, run_id is not None
     for cid in reversed(ids):
+        try:
+            metadata = read_checkpoint(storage, job, cid, verify_files=False)
+        except CorruptCheckpointError as exc:
+            log.warning("skipping checkpoint %d of job %s: %s (file %s)", cid, job, exc, exc.path)
+            problems.append(f"checkpoint {cid}: {exc}")
+            continue
+        run = run_of(metadata)
+        runs.setdefault(run, cid)
+        if not decided:  # the newest run: the run of the newest checkpoint whose metadata reads
+            wanted, decided = run, True
+        if run != wanted:
+            if checkpoint_id is not None:
+                raise CheckpointToolError(f"checkpoint {cid} of job {job!r} in {location} was taken by run "
+                                          f"{run!r}, not run {run_id!r}")
+            continue
         try:
             return read_checkpoint(storage, job, cid), storage
         except CorruptCheckpointError as exc:
             log.warning("skipping checkpoint %d of job %s: %s (file %s)", cid, job, exc, exc.path)
             problems.append(f"checkpoint {cid}: {exc}")
-    raise CheckpointToolError(f"no valid checkpoint of job {job!r} in {location}: "
-                              + ("; ".join(problems) if problems else "none were taken"))
+    if run_id is not None and run_id not in runs and checkpoint_id is None:
+        known = ", ".join(f"{r} (newest checkpoint {c})" for r, c in runs.items() if r is not None) or "none"
+        raise CheckpointToolError(f"no checkpoint of run {run_id!r} of job {job!r} in {location}; runs: {known}")
+    which = f"run {wanted!r} of job {job!r}" if wanted is not None else f"job {job!r}"
+    raise CheckpointToolError(f"no valid checkpoint of {which} in {location}: "
+                              + ("; ".join(problems) if problems else "none were taken")
+                              + ("; older runs may have one: name one with run_id" if len(runs) > 1 else ""))
 
 
 def describe(storage: CheckpointStorage, job_id: str, checkpoint_id: int, *,
              verify_files: bool = False) -> CheckpointInfo:
     """Sizes, file counts and stats of one checkpoint (never raises for a corrupt one)."""
     try:
-        completed = read_checkpoint(storage, job_id, checkpoint_id, verify_files=verify_files)
+        completed = read_checkpoint(storage, job_id, checkpoint_id, verify_files=False)
     except CorruptCheckpointError as exc:
         return CheckpointInfo(checkpoint_id, valid=False, problem=str(exc))
+    if verify_files:
+        try:
+            read_checkpoint(storage, job_id, checkpoint_id, verify_files=True)
+        except CorruptCheckpointError as exc:
+            return CheckpointInfo(checkpoint_id, valid=False, problem=str(exc), run_id=run_of(completed),
+                                  files_verified=True)
     shared = storage.shared_dir(job_id) + "/"
     files: dict[str, int] = {}
     for handle in completed.state_handles():
@@ -184,7 +234,8 @@ def describe(storage: CheckpointStorage, job_id: str, checkpoint_id: int, *,
             "alignment_time": ack.alignment_time, "unaligned": ack.unaligned,
         }
     return CheckpointInfo(
-        checkpoint_id, valid=True, num_tasks=len(completed.acks), num_files=len(files),
+        checkpoint_id, valid=True, run_id=run_of(completed), files_verified=verify_files,
+        num_tasks=len(completed.acks), num_files=len(files),
         file_bytes=sum(files.values()),
         num_shared_files=sum(1 for p in files if p.startswith(shared)),
         shared_bytes=sum(s for p, s in files.items() if p.startswith(shared)),
@@ -193,16 +244,20 @@ def describe(storage: CheckpointStorage, job_id: str, checkpoint_id: int, *,
     )
 
 
-def list_checkpoints(storage: CheckpointStorage, job_id: str) -> list[CheckpointInfo]:
-    """Every checkpoint directory of the job, oldest first (metadata verified, files not)."""
-    return [describe(storage, job_id, cid) for cid in storage.list_checkpoint_ids(job_id)]
+def list_checkpoints(storage: CheckpointStorage, job_id: str, *, verify_files: bool = True) -> list[CheckpointInfo]:
+    """Every checkpoint directory of the job, oldest first: valid when its metadata and (unless
+    not `verify_files`) every file it references verify."""
+    return [describe(storage, job_id, cid, verify_files=verify_files) for cid in storage.list_checkpoint_ids(job_id)]
 
 
 def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = False) -> GcReport:
-    """Remove the files of the job that no valid checkpoint references.
+    """Remove the files under the job's `chk-<id>/` and `shared/` that no valid checkpoint (of any
+    run) references.
 
     A valid checkpoint keeps its `_metadata` and every file its handles name; everything else
-    in the job directory (incomplete `chk-<id>/` directories included) is an orphan.
+    under `chk-<id>/` and `shared/` (incomplete `chk-<id>/` directories and what interrupted
+    writes left included) is an orphan (`checkpoint.cleanup.unreferenced_files`). Files directly
+    in the job directory (the id counter that keeps runs from reusing ids) are never touched.
     """
     keep: set[str] = set()
     valid: list[int] = []
@@ -215,10 +270,8 @@ def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = 
         keep.add(storage.metadata_path(job_id, cid))
         keep.update(completed.referenced_paths())
     removed: list[tuple[str, int]] = []
-    files = storage.blob_store.list(storage.job_dir(job_id) + "/")
-    for path in files:
-        if path in keep:
-            continue
+    files = storage.list_job_files(job_id)
+    for path in unreferenced_files(storage, job_id, keep):
         try:
             size = len(storage.blob_store.get(path))
         except StorageError:
@@ -226,7 +279,7 @@ def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = 
         if not dry_run:
             storage.delete_file(path)
         removed.append((path, size))
-    return GcReport(job_id, removed, len(files) - len(removed), valid, dry_run)
+    return GcReport(job_id, removed, len(set(files) - {path for path, _ in removed}), valid, dry_run)
 
 
 # --------------------------------------------------------------------------- CLI
@@ -236,9 +289,12 @@ def add_cli(subparsers: Any) -> None:
     """Register `checkpoints ls DIR`, `checkpoints show DIR ID`, `checkpoints gc DIR`."""
     parser = subparsers.add_parser("checkpoints", help="inspect and clean a checkpoint directory")
     sub = parser.add_subparsers(dest="checkpoints_command", required=True)
-    ls = sub.add_parser("ls", help="list checkpoints with sizes, file counts and stats")
+    ls = sub.add_parser("ls", help="list checkpoints with sizes, file counts, stats and the run that took "
+                                   "each (verifies every file)")
     ls.add_argument("dir")
     ls.add_argument("--job")
+    ls.add_argument("--metadata-only", action="store_true",
+                    help="check each checkpoint's metadata only, not its files (faster)")
     ls.set_defaults(func=cmd_ls)
     show = sub.add_parser("show", help="one checkpoint in detail (verifies every file)")
     show.add_argument("dir")
@@ -264,24 +320,27 @@ def _run(fn: Any, args: Any) -> int:
     try:
         return fn(args)
     except CheckpointToolError as exc:
-        print(f"error: {exc}")
+        print(f"barrierflow: error: checkpoints {args.checkpoints_command}: {exc}", file=sys.stderr)
         return 2
 
 
 def cmd_ls(args: Any) -> int:
     def body(args: Any) -> int:
         storage, jobs = _jobs(args)
+        verify = not getattr(args, "metadata_only", False)
         for job in jobs:
             print(f"job {job}")
             print(f"{'id':>6} {'valid':>5} {'tasks':>5} {'files':>6} {'bytes':>12} {'shared':>6} "
-                  f"{'shared bytes':>12} {'state bytes':>12} {'duration':>9}")
-            for info in list_checkpoints(storage, job):
+                  f"{'shared bytes':>12} {'state bytes':>12} {'duration':>9}  run")
+            for info in list_checkpoints(storage, job, verify_files=verify):
                 if not info.valid:
                     print(f"{info.checkpoint_id:>6} {'no':>5}  {info.problem}")
                     continue
                 print(f"{info.checkpoint_id:>6} {'yes':>5} {info.num_tasks:>5} {info.num_files:>6} "
                       f"{info.file_bytes:>12,} {info.num_shared_files:>6} {info.shared_bytes:>12,} "
-                      f"{info.state_bytes:>12,} {info.duration or 0.0:>9.4f}")
+                      f"{info.state_bytes:>12,} {info.duration or 0.0:>9.4f}  {info.run_id or '-'}")
+            print("valid: metadata and every file it references read and checksummed (SHA-256)" if verify else
+                  "valid: metadata only (its own SHA-256); files NOT read: run without --metadata-only to verify")
         return 0
     return _run(body, args)
 
@@ -292,7 +351,8 @@ def cmd_show(args: Any) -> int:
         if len(jobs) != 1:
             raise CheckpointToolError(f"several jobs in {args.dir}: {', '.join(jobs)}; pick one with --job")
         info = describe(storage, jobs[0], args.id, verify_files=True)
-        print(f"job {jobs[0]} checkpoint {info.checkpoint_id}: {'valid' if info.valid else 'INVALID'}")
+        run = f" (run {info.run_id})" if info.run_id else ""
+        print(f"job {jobs[0]} checkpoint {info.checkpoint_id}{run}: {'valid' if info.valid else 'INVALID'}")
         if not info.valid:
             print(f"  {info.problem}")
             return 1

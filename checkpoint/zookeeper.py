@@ -24,8 +24,11 @@ Layout (DESIGN §4), one subtree per job::
   with its session, so a deposed leader whose session expired can never register a checkpoint,
   even if it has not noticed yet.
 
-Every call is bounded: `*_async().get(timeout=)` (a plain kazoo call blocks while SUSPENDED), and a
-call made while the client is not CONNECTED fails at once with `HighAvailabilityError`. Election
+Every call is bounded by `operation_timeout`: `*_async().get(timeout=)` (a plain kazoo call blocks
+while SUSPENDED), a call made while the client is not CONNECTED fails at once with
+`HighAvailabilityError`, and connecting gives up after the same timeout (`start_within`: kazoo's own
+`start(timeout)` then waits another session timeout for a server that never answers), naming the
+hosts and what a TCP probe of each found (refused, or accepting but silent). Election
 work runs on one thread per contender: kazoo callbacks and watches must not block, so they only
 enqueue events for it.
 """
@@ -36,6 +39,7 @@ import contextlib
 import logging
 import queue
 import re
+import socket
 import threading
 import uuid
 from concurrent.futures import Executor
@@ -54,6 +58,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from checkpoint.ha_store import DefaultCompletedCheckpointStore, PointerMissingError
 from checkpoint.ids import INITIAL_CHECKPOINT_ID, CheckpointIDCounter, check_count
 from checkpoint.recovery import (
+    DEFAULT_OPERATION_TIMEOUT,
     CheckpointExistsError,
     CheckpointRecoveryFactory,
     FencingToken,
@@ -73,8 +78,6 @@ ROOT = "/barrierflow"
 COUNTER_NODE = "checkpoint-counter"
 CHECKPOINTS_NODE = "checkpoints"
 LEADER_NODE = "leader"
-#: seconds any single ZooKeeper call may take
-DEFAULT_OPERATION_TIMEOUT = 5.0
 #: bound on compare-and-set rounds of one counter update
 MAX_CAS_ATTEMPTS = 1000
 
@@ -556,19 +559,18 @@ class ZooKeeperCheckpointRecoveryFactory(CheckpointRecoveryFactory):
 
     @property
     def client(self) -> KazooClient:
-        """The kazoo client, connected on first use."""
+        """The kazoo client, connected on first use.
+
+        Raises:
+            HighAvailabilityError: not connected within `operation_timeout` (names the hosts and
+                what a TCP probe of each found).
+        """
         with self._lock:
             if self._client is None:
                 client = KazooClient(hosts=self.hosts, timeout=self.session_timeout,
                                      connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 1.5,
                                                        "max_delay": 1.0})
-                try:
-                    client.start(timeout=self.operation_timeout)
-                except KazooTimeoutError as exc:
-                    client.stop()
-                    client.close()
-                    raise HighAvailabilityError(f"cannot connect to ZooKeeper at {self.hosts} within "
-                                                f"{self.operation_timeout} s") from exc
+                start_within(client, self.hosts, self.operation_timeout)
                 self._client = client
             return self._client
 
@@ -609,16 +611,57 @@ class ZooKeeperCheckpointRecoveryFactory(CheckpointRecoveryFactory):
         return f"ZooKeeperCheckpointRecoveryFactory(hosts={self.hosts!r}, cluster_id={self.cluster_id!r})"
 
 
-def close_session(hosts: str, session: tuple[int, bytes], timeout: float = 5.0) -> None:
+def close_session(hosts: str, session: tuple[int, bytes], timeout: float = DEFAULT_OPERATION_TIMEOUT) -> None:
     """End the ZooKeeper session `session` on behalf of a process known to be dead.
 
     Its ephemeral nodes (a leader's election node) go at once instead of after the session
     timeout, so a standby is elected in milliseconds. Safe only when the owner is certainly dead
     (for a live owner this is a forced expiry: it sees LOST and steps down).
+
+    Raises:
+        HighAvailabilityError: ZooKeeper was not reached within `timeout` (names the hosts).
     """
     client = KazooClient(hosts=hosts, client_id=session, timeout=timeout)
+    start_within(client, hosts, timeout)
     try:
-        client.start(timeout=timeout)
         client.stop()
     finally:
         client.close()
+
+
+def start_within(client: KazooClient, hosts: str, timeout: float) -> None:
+    """Connect `client` within `timeout` seconds, or raise `HighAvailabilityError` at once.
+
+    kazoo's own `start(timeout)` stops the client when the time is up and waits for that, which
+    against a server that accepts connections but never answers takes another session timeout;
+    here the failed client is stopped on a daemon thread instead.
+    """
+    event = client.start_async()
+    if event.wait(timeout) and client.connected:
+        return
+    threading.Thread(target=_discard_client, args=(client,), name="barrierflow-zk-discard", daemon=True).start()
+    raise HighAvailabilityError(f"cannot connect to ZooKeeper at {hosts} within {timeout:g} s "
+                                f"({probe_hosts(hosts)})")
+
+
+def _discard_client(client: KazooClient) -> None:
+    with contextlib.suppress(Exception):
+        client.stop()
+        client.close()
+
+
+def probe_hosts(hosts: str, timeout: float = 1.0) -> str:
+    """What a plain TCP connection to each `host:port` of a connection string finds (for errors)."""
+    found = []
+    for entry in hosts.split("/", 1)[0].split(","):
+        host, _, port = entry.strip().rpartition(":")
+        if not host:
+            host, port = entry.strip(), "2181"
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                found.append(f"{host}:{port} accepts connections but did not complete a ZooKeeper handshake")
+        except ValueError:
+            found.append(f"{entry.strip()}: not host:port")
+        except OSError as exc:
+            found.append(f"{host}:{port}: {exc.strerror or exc}")
+    return "; ".join(found)

@@ -26,14 +26,77 @@ if TYPE_CHECKING:
 Record = dict[str, Any]
 
 
+#: characters of a record, and of its error, that an error message shows at most
+RECORD_PREVIEW_CHARS = 300
+_MAX_DEPTH = 20
+
+
 class OperatorError(RuntimeError):
-    """A user function failed; names the operator and the record."""
+    """A user function failed; names the operator and the record (by its first
+    `RECORD_PREVIEW_CHARS` characters and its size when it is long: a 10 MB record must not make
+    a 10 MB message, kept once per restart)."""
 
     def __init__(self, operator: str, record: Any, cause: BaseException) -> None:
-        super().__init__(f"operator {operator!r} failed on record {record!r}: {cause!r}")
+        super().__init__(f"operator {operator!r} failed on record {describe_record(record)}: "
+                         f"{_cut(repr(cause), RECORD_PREVIEW_CHARS)}")
         self.operator = operator
         self.record = record
         self.cause = cause
+
+
+def describe_record(record: Any, limit: int = RECORD_PREVIEW_CHARS) -> str:
+    """`repr(record)` for an error message: whole when at most `limit` characters, else its first
+    `limit` characters and the length of the whole repr — computed without building it."""
+    pieces: list[str] = []
+    length = 0
+    for piece in _repr_pieces(record, limit, 0):
+        pieces.append(piece)
+        length += len(piece)
+        if length > limit:
+            return f"{''.join(pieces)[:limit]}... [record of {_repr_length(record, 0):,} characters]"
+    return "".join(pieces)
+
+
+def _repr_pieces(value: Any, limit: int, depth: int) -> Any:
+    """`repr(value)` in pieces, lazily (a consumer stops after `limit` characters); long strings
+    and bytes are cut to `limit` + 1 characters up front."""
+    if isinstance(value, str | bytes | bytearray):
+        yield repr(value[: limit + 1]) if len(value) > limit else repr(value)
+    elif depth < _MAX_DEPTH and type(value) in (dict, list, tuple):
+        is_dict = type(value) is dict
+        yield "{" if is_dict else "[" if type(value) is list else "("
+        for i, item in enumerate(value.items() if is_dict else value):
+            if i:
+                yield ", "
+            if is_dict:
+                yield from _repr_pieces(item[0], limit, depth + 1)
+                yield ": "
+                item = item[1]
+            yield from _repr_pieces(item, limit, depth + 1)
+        if type(value) is tuple and len(value) == 1:
+            yield ","
+        yield "}" if is_dict else "]" if type(value) is list else ")"
+    else:
+        yield repr(value)
+
+
+def _repr_length(value: Any, depth: int) -> int:
+    """len(repr(value)), near enough, without building the repr of strings, bytes and containers."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, bytes | bytearray):
+        return len(value) + 3
+    if depth < _MAX_DEPTH and type(value) in (dict, list, tuple):
+        if type(value) is dict:
+            inner = sum(_repr_length(k, depth + 1) + 2 + _repr_length(v, depth + 1) for k, v in value.items())
+        else:
+            inner = sum(_repr_length(v, depth + 1) for v in value)
+        return 2 + inner + 2 * max(0, len(value) - 1)
+    return len(repr(value))
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text):,} characters]"
 
 
 class SinkCommitter(Protocol):
@@ -53,6 +116,23 @@ class SinkCommitter(Protocol):
 
 class Clock(Protocol):
     def now(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class DeclaredState:
+    """The state an operator restores, as known before it runs; a restore checks the checkpoint
+    against it (`runtime.restore_match`).
+
+    Attributes:
+        keyed: the keyed state names it uses (in its task's keyed state backend).
+        operator: the operator state names its `snapshot_state` writes.
+        computed: where it names keyed state by a computed value (e.g. "Fn.process_element line
+            12"), so `keyed` may be incomplete; empty when `keyed` is complete.
+    """
+
+    keyed: frozenset[str] = frozenset()
+    operator: frozenset[str] = frozenset()
+    computed: tuple[str, ...] = ()
 
 
 @dataclass
@@ -80,6 +160,9 @@ class StreamOperator(abc.ABC):
     accepts_columns: bool = False
     #: its work is columnar anyway: records reaching it are converted to a batch first
     prefers_columns: bool = False
+    #: the records reaching it become Arrow (a sink stages them): the task checks them for one
+    #: Arrow type per field first, as it does its output (`runtime/record_types.py`)
+    stages_records: bool = False
 
     def open(self, ctx: OperatorContext) -> None:
         self.ctx = ctx
@@ -108,6 +191,11 @@ class StreamOperator(abc.ABC):
     def restore_state(self, state: dict[str, list[Any]]) -> None:  # noqa: B027
         """Restore from the merged operator state of the checkpoint (all subtasks' lists,
         redistributed by the task when parallelism changed)."""
+
+    def declared_state(self) -> DeclaredState:
+        """The keyed and operator state this operator restores (none by default); an operator
+        that snapshots or uses state overrides this, or a restore reports its state as unused."""
+        return DeclaredState()
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
         pass

@@ -9,9 +9,10 @@ them never builds a dict: a vectorised source's batch is partitioned, shipped an
 columns. The task converts only where a chain changes from one kind to the other:
 
 * batch -> records (`as_records`): `RecordBatch.to_pylist()`, exact for every Arrow type.
-* records -> batch (`as_batch`): through `Buffer.from_records`'s rules (a record lacking a field its
-  buffer-mates have gets None); a record Arrow cannot carry raises `OperatorError` naming the
-  operator that needed the batch and the record.
+* records -> batch (`as_batch`): through `Buffer.from_records`'s rules (one Arrow type per field;
+  a record lacking a field its buffer-mates have gets None); a record Arrow cannot carry raises
+  `OperatorError` naming the operator that needed the batch and the record. In a task, the records
+  were checked for the rule before, in stream order (`runtime/record_types.py`).
 
 `concat` joins the pieces of an output buffer in order: consecutive batches of one schema into one
 batch, consecutive record lists into one list (a mixed or schema-changing stream is carried as
@@ -41,8 +42,9 @@ def as_records(data: Batch) -> list[Record]:
     return data.to_pylist() if isinstance(data, pa.RecordBatch) else data
 
 
-def as_batch(data: Batch, operator: str) -> pa.RecordBatch:
-    """`data` as one Arrow batch.
+def as_batch(data: Batch, operator: str, *, checked: bool = False) -> pa.RecordBatch:
+    """`data` as one Arrow batch (`checked`: as `Buffer.from_records`, the records were checked
+    for one type per field already).
 
     Raises:
         OperatorError: a record cannot be represented in Arrow (names `operator` and the record).
@@ -52,7 +54,7 @@ def as_batch(data: Batch, operator: str) -> pa.RecordBatch:
     from runtime.messages import Buffer, RecordConversionError
 
     try:
-        return Buffer.from_records(data).batch
+        return Buffer.from_records(data, checked=checked).batch
     except RecordConversionError as exc:
         raise OperatorError(operator, _first_record(exc, data), exc) from exc
 

@@ -15,14 +15,15 @@ cannot store — become `OperatorError`s naming the operator and the record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 
-from operators.base import OperatorContext, OperatorError, Record, StreamOperator
+from operators.base import DeclaredState, OperatorContext, OperatorError, Record, StreamOperator
 from operators.columns import encode_keys, first_record_with_key
+from operators.state_names import declared_state_names, keyed_state_use
 
 if TYPE_CHECKING:
     from state.keyed import KeyedStateBackend
@@ -116,7 +117,15 @@ class KeyedProcessFunction:
     `close()`. Every parallel instance and every restart gets its own copy of the object, so
     instance attributes are private to one task attempt; anything that must survive a failure
     belongs in keyed state.
+
+    Attributes:
+        state_names: the keyed state names the function uses, for the check a restore makes
+            (`env.restore_from`); None (default) reads them from the string literals the class
+            passes to `ctx.value_state` / `list_state` / `map_state`. Declare them when a name is
+            computed or the state is used by code outside the class (see `operators.state_names`).
     """
+
+    state_names: ClassVar[Collection[str] | None] = None
 
     def open(self, ctx: KeyedContext) -> None:  # noqa: B027 - optional hook
         """Called once before the first record."""
@@ -154,10 +163,14 @@ class KeyedProcessOperator(StreamOperator):
     ) -> None:
         if not isinstance(fn, KeyedProcessFunction):
             raise TypeError(f"operator {name!r}: {fn!r} is not a KeyedProcessFunction instance")
+        declared_state_names(fn)  # a malformed declaration fails here, when the job is built
         self.fn = fn
         self.key_selector = key_selector
         self.name = name
         self.timestamp_field = timestamp_field
+
+    def declared_state(self) -> DeclaredState:
+        return keyed_state_use(self.fn, KeyedProcessFunction)
 
     def open(self, ctx: OperatorContext) -> None:
         super().open(ctx)
@@ -219,6 +232,9 @@ class ReduceOperator(StreamOperator):
         self.key_selector = key_selector
         self.name = name
 
+    def declared_state(self) -> DeclaredState:
+        return DeclaredState(keyed=frozenset({self.STATE}))
+
     def open(self, ctx: OperatorContext) -> None:
         super().open(ctx)
         self._backend = _keyed_backend(ctx, self.name)
@@ -258,6 +274,9 @@ class CountOperator(StreamOperator):
         self.key_selector = key_selector
         self.key_field = key_field
         self.name = name
+
+    def declared_state(self) -> DeclaredState:
+        return DeclaredState(keyed=frozenset({self.STATE}))
 
     def open(self, ctx: OperatorContext) -> None:
         super().open(ctx)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.base import OperatorContext, Record, StreamOperator
+from operators.base import DeclaredState, OperatorContext, Record, StreamOperator
 from operators.columns import Batch, as_records, concat, num_rows
 
 
@@ -66,6 +66,7 @@ class CollectSink(StreamOperator):
             self._commit_all(restored)
 
     accepts_columns = True
+    stages_records = True
 
     def process_batch(self, records: list[Record]) -> list[Record]:
         self._open.append(records)
@@ -103,6 +104,9 @@ class CollectSink(StreamOperator):
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         """Pending transactions stay pending until a later checkpoint completes."""
+
+    def declared_state(self) -> DeclaredState:
+        return DeclaredState(operator=frozenset({"pending"}))
 
     def restore_state(self, state: dict[str, list[Any]]) -> None:
         restored = sorted(state.get("pending", []), key=lambda t: (t["checkpoint"], t["txn"]))

@@ -33,6 +33,8 @@ from runtime.messages import (
     EndOfPartition,
     RecordConversionError,
 )
+from runtime.record_types import RecordTypeError
+from runtime.restore_match import RestoreError, StateMismatchError
 from runtime.result import JobFailedError, JobResult
 
 __all__ = [
@@ -63,7 +65,10 @@ __all__ = [
     "KeyedStream",
     "LostAcknowledgement",
     "RecordConversionError",
+    "RecordTypeError",
     "RestartStrategy",
+    "RestoreError",
+    "StateMismatchError",
     "StorageWriteFailure",
     "StreamEnvironment",
     "TaskCrash",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import logging
 import os
 import sys
 import time
@@ -169,7 +170,8 @@ def _load_builder(target: str) -> Callable[[], Any]:
 
 
 def _configure_checkpointing(env: Any, args: argparse.Namespace) -> None:
-    """Apply --mode/--unaligned/--interval/--checkpoint-dir over what the builder configured."""
+    """Apply --mode/--unaligned/--interval/--checkpoint-dir over what the builder configured
+    (any of them, or --zookeeper, enables checkpointing)."""
     from checkpoint.options import CheckpointingMode
 
     if args.unaligned and args.mode == "at-least-once":
@@ -184,7 +186,7 @@ def _configure_checkpointing(env: Any, args: argparse.Namespace) -> None:
         changes["storage"] = args.checkpoint_dir
     if args.interval is not None:
         changes["interval"] = args.interval
-    if not changes:
+    if not changes and args.zookeeper is None:  # high availability is about checkpoints too
         return
     config = env.checkpoint_config
     if not config.enabled and "interval" not in changes:
@@ -207,6 +209,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.parallelism is not None:
         env.parallelism = args.parallelism
     _configure_checkpointing(env, args)
+    if args.zookeeper is not None:
+        env.set_high_availability("zookeeper", hosts=args.zookeeper, cluster_id=f"run-{args.target}")
     kwargs: dict[str, Any] = {}
     kwargs.update(seed=args.seed, faults=FaultPlan.random(seed=args.seed, crashes=args.crashes))
     if args.executor == "ray" and args.address:
@@ -227,6 +231,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _print_checkpoint_dir(storage: str | None) -> None:
     if storage is not None:
         console.print(f"checkpoints are in {storage} (list them: barrierflow checkpoints ls {storage})", soft_wrap=True)
+
+
+def cmd_zookeeper(args: argparse.Namespace) -> int:
+    """`barrierflow zookeeper start|stop|status`: Debian's ZooKeeper on 127.0.0.1, by PID."""
+    from checkpoint.zookeeper_server import DEFAULT_DIR, DEFAULT_PORT
+    from checkpoint.zookeeper_server import main as zookeeper_main
+
+    return zookeeper_main([args.action, str(args.dir or DEFAULT_DIR), str(args.port or DEFAULT_PORT)])
 
 
 #: checkpoint interval `run` uses when it enables checkpointing and no --interval is given (seconds)
@@ -279,10 +291,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--parallelism", type=_positive, help="default subtasks per operator (default: the builder's)")
     run.add_argument("--checkpoint-dir", metavar="DIR",
                      help="keep checkpoints in this directory (default: the builder's storage, else memory)")
+    run.add_argument("--zookeeper", metavar="HOSTS",
+                     help="high availability: coordinators elected in ZooKeeper at HOSTS (host:port[,...]; "
+                     "try it with 'barrierflow zookeeper start'); default: no HA")
     run.add_argument("--address", help="Ray cluster to join, e.g. ray://host:10001 (default: a local Ray)")
     run.add_argument("--seed", type=int, default=0, help="simulator seed and fault seed (default: %(default)s)")
     run.add_argument("--crashes", type=_count, default=0, help="task crashes to inject (default: %(default)s)")
     run.set_defaults(func=cmd_run)
+
+    zookeeper = sub.add_parser("zookeeper", parents=[common],
+                               help="start, stop or query a local ZooKeeper for trying high availability")
+    zookeeper.add_argument("action", choices=["start", "stop", "status"])
+    zookeeper.add_argument("--dir", metavar="DIR", default=None,
+                           help="data directory, holds its PID and log (default: TMPDIR/barrierflow-zookeeper)")
+    zookeeper.add_argument("--port", type=_positive, default=None,
+                           help="client port, bound to 127.0.0.1 only (default: 2181)")
+    zookeeper.set_defaults(func=cmd_zookeeper)
 
     from checkpoint.tools import add_cli as add_checkpoint_commands
 
@@ -300,6 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # kazoo logs every failed connection attempt; the error that ends the run names them all
+    logging.getLogger("kazoo").setLevel(logging.DEBUG if args.debug else logging.CRITICAL)
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -16,6 +16,9 @@ Channel numbering (both executors rely on it; it is the only place it is defined
 * output channels of subtask `s`: for each output edge in edge order, for each downstream subtask
   in order (forward: only `s`), i.e. grouped per edge; the partitioner of an edge with `k`
   channels at this sender addresses them `0..k-1`.
+* the two ends of every channel: `JobGraph.channel_routes()` (what both executors wire up). Edges
+  are told apart by identity, never by their end vertices: a stream unioned with itself has two
+  edges between the same vertices, hence two channels per pair of subtasks.
 
 `JobGraph` validates itself on construction (a hand-built graph is checked as thoroughly as one
 the API built): names, parallelism, edges, forward-edge parallelism, cycles, sinks. Errors are
@@ -87,6 +90,8 @@ class JobVertex:
         operator_factories: the chained operators after the source, in chain order.
         operator_names: their names (unique in the graph), parallel to `operator_factories`.
         sink_names: names of the `CollectSink`s in this chain.
+        default_splits: the source's number of splits was not given and follows the parallelism
+            (`from_collection(rows)`, `generate(...)`); a restore keeps the checkpoint's instead.
     """
 
     name: str
@@ -96,6 +101,7 @@ class JobVertex:
     operator_factories: list[Callable[[], StreamOperator]] = field(default_factory=list)
     operator_names: list[str] = field(default_factory=list)
     sink_names: list[str] = field(default_factory=list)
+    default_splits: bool = False
 
     @property
     def is_source(self) -> bool:
@@ -137,6 +143,17 @@ class JobEdge:
     def __repr__(self) -> str:
         kind = getattr(self.partitioner, "kind", self.partitioner)
         return f"JobEdge({self.source!r} -[{kind}]-> {self.target!r})"
+
+
+@dataclass(frozen=True)
+class ChannelRoute:
+    """One channel: output channel `output_channel` of `sender` feeds input channel
+    `input_channel` of `receiver`."""
+
+    sender: TaskId
+    output_channel: int
+    receiver: TaskId
+    input_channel: int
 
 
 @dataclass(eq=False)
@@ -305,6 +322,21 @@ class JobGraph:
             (edge, [subtask] if edge.is_forward else list(range(self._by_name[edge.target].parallelism)))
             for edge in self._outputs[vertex]
         ]
+
+    def channel_routes(self) -> list[ChannelRoute]:
+        """Every channel of the job: which output channel of which task feeds which input channel."""
+        inputs: dict[tuple[JobEdge, TaskId, int], int] = {}
+        for vertex in self.vertices:
+            for receiver in vertex.task_ids():
+                for index, (edge, upstream) in enumerate(self.input_channels(vertex.name, receiver.subtask)):
+                    inputs[(edge, receiver, upstream)] = index
+        routes: list[ChannelRoute] = []
+        for vertex in self.vertices:
+            for sender in vertex.task_ids():
+                for index, (edge, downstream) in enumerate(self.output_channels(vertex.name, sender.subtask)):
+                    receiver = TaskId(edge.target, downstream)
+                    routes.append(ChannelRoute(sender, index, receiver, inputs[(edge, receiver, sender.subtask)]))
+        return routes
 
     def input_channel_index(self, vertex: str, subtask: int, edge: JobEdge, upstream_subtask: int) -> int:
         """The input channel of `vertex[subtask]` that `edge` from `upstream_subtask` arrives on.

@@ -17,9 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-
-class RecordConversionError(ValueError):
-    """Records could not be turned into an Arrow batch (names the offending record)."""
+from runtime.record_types import RecordConversionError, StreamSchema
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -36,14 +34,29 @@ class Buffer:
 
     @classmethod
     def from_records(
-        cls, records: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None
+        cls, records: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None, *, checked: bool = False
     ) -> Buffer:
         """Build a buffer from dict records.
 
+        Records follow one rule wherever they become Arrow (`runtime/record_types.py`): every value
+        is one Arrow can hold (an int fits in int64; no `object()`), and a field keeps one Arrow
+        type, that of its first non-None value. None fits any field, and a record lacking a field
+        has None there. Ints widen to floats (so an int may come back as an equal float, and must
+        fit one exactly: |int| <= 2**53), narrower numbers to wider ones, dicts to the union of
+        their keys, lists element-wise; nothing else mixes (not bool with numbers, str with bytes,
+        int with str). Tasks check it per stream, record by record, before records are grouped
+        into buffers, so a job fails or not whatever the buffer size and timing, on either
+        executor; they pass `checked=True`. Called directly, the records of this buffer are
+        checked as one stream. With `schema`, the records are converted to it as Arrow does.
+
         Raises:
-            RecordConversionError: a record cannot be represented in Arrow; the message names it.
+            RecordTypeError: a record breaks the rule (a `RecordConversionError`); the message
+                names the field, the types and the record.
+            RecordConversionError: Arrow could not convert the records otherwise; names a record.
         """
         rows = [r if isinstance(r, dict) else dict(r) for r in records]
+        if not checked and schema is None:
+            StreamSchema("records given to Buffer.from_records").check_records(rows)
         uniform = True
         try:
             if schema is not None or not rows:
@@ -57,6 +70,9 @@ class Buffer:
                 names = list(dict.fromkeys(k for r in rows for k in r))
                 batch = pa.RecordBatch.from_pydict({k: [r.get(k) for r in rows] for k in names})
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            if schema is None and checked:
+                # not expected after the caller's check; say which record and field if the rule can
+                StreamSchema("records given to Buffer.from_records").check_records(rows)
             bad = _first_unconvertible(rows)
             raise RecordConversionError(
                 f"record {bad!r} cannot be carried in an Arrow buffer: {exc}"
@@ -115,6 +131,7 @@ def _uniform_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
 
 
 def _first_unconvertible(rows: list[dict[str, Any]]) -> Any:
+    """The first record Arrow cannot convert on its own (else the first record)."""
     for row in rows:
         try:
             pa.RecordBatch.from_pylist([row])

@@ -11,6 +11,12 @@ Incremental keyed state (a manifest handle first under "keyed", see `runtime.sta
 rebuilt chain by chain (`state.incremental.restore_keyed_snapshot`) into one snapshot per old
 subtask, so rescaling treats it exactly like a full snapshot.
 
+`plan_restore` is what an executor calls first when a job starts from a checkpoint of another
+execution (`env.restore_from`): it reads what the checkpoint holds (`checkpoint_shape`) and checks
+it against the job (`runtime.restore_match`), so a job that does not match fails before it starts,
+with an error naming the mismatch, unless `allow_non_restored_state` drops the unmatched state
+(logged as a warning listing it); `build_restores(..., plan=)` then leaves that state out.
+
 `restore_latest_valid` is what executors call on (re)deployment: it tries the retained
 checkpoints newest first, re-reading each `_metadata` and verifying every file it needs; a
 corrupt or missing file makes it fall back to the previous retained checkpoint with a warning
@@ -26,6 +32,7 @@ they are `SuppressRestartsError`s, the executors do not retry them.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
@@ -34,12 +41,26 @@ from typing import TYPE_CHECKING, Any
 from checkpoint.handles import StateHandle, TaskId
 from checkpoint.storage import CorruptCheckpointError
 from runtime.messages import Buffer
-from runtime.result import CommittedOutput, SuppressRestartsError
-from runtime.task import TaskRestore
+from runtime.restore_match import (
+    CheckpointShape,
+    RestoreError,
+    RestorePlan,
+    StateMismatchError,
+    VertexShape,
+    match_checkpoint,
+)
+from runtime.result import CommittedOutput
+from runtime.task import SOURCE_OP_KEY, TaskRestore
 from state.errors import StateFormatError
 from state.incremental import Manifest, restore_keyed_snapshot
 from state.registry import reuse_floor_of
-from state.serialization import KeyedStateSnapshot, buffers_from_bytes, operator_state_from_bytes
+from state.serialization import (
+    KeyedStateSnapshot,
+    buffers_from_bytes,
+    keyed_snapshot_from_bytes,
+    keyed_snapshot_header,
+    operator_state_from_bytes,
+)
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
@@ -49,9 +70,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-class RestoreError(SuppressRestartsError):
-    """A checkpoint cannot be restored into this job (names the vertex and the reason)."""
+__all__ = ["CommittedOutputAheadError", "NoValidCheckpointError", "RestoreError", "StateMismatchError",
+           "build_restores", "check_not_behind_committed_output", "checkpoint_shape", "plan_restore",
+           "restore_latest_valid"]
 
 
 class NoValidCheckpointError(RestoreError):
@@ -85,10 +106,80 @@ def check_not_behind_committed_output(job: str, restored: int | None, committed:
     )
 
 
+def plan_restore(graph: JobGraph, completed: CompletedCheckpoint, storage: CheckpointStorage, *,
+                 allow_non_restored_state: bool = False) -> RestorePlan:
+    """Check that `completed` fits `graph` before a job starts from it (see `runtime.restore_match`).
+
+    Args:
+        allow_non_restored_state: drop the state the job does not use (operators, keyed or
+            operator state names) instead of failing, with a warning listing it. Source splits
+            must match regardless: their offsets are not droppable.
+
+    Returns:
+        The plan for `build_restores`; its `graph` is the job to run (defaulted split counts set
+        to the checkpoint's).
+
+    Raises:
+        StateMismatchError: the job does not match the checkpoint (every mismatch is named).
+        checkpoint.storage.CorruptCheckpointError: a file is missing or fails its checksum.
+    """
+    plan = match_checkpoint(graph, checkpoint_shape(completed, storage),
+                            allow_non_restored_state=allow_non_restored_state)
+    if plan.dropped:
+        log.warning("restoring checkpoint %d with allow_non_restored_state: dropped the state this job does not "
+                    "use: %s", plan.checkpoint_id, "; ".join(plan.dropped))
+    return plan
+
+
+def checkpoint_shape(completed: CompletedCheckpoint, storage: CheckpointStorage) -> CheckpointShape:
+    """What `completed` holds per vertex: source offsets, state names, channel state (reading only
+    the operator state files and the headers of keyed state).
+
+    Raises:
+        checkpoint.storage.CorruptCheckpointError: a file is missing or fails its checksum.
+    """
+    shape = CheckpointShape(completed.checkpoint_id)
+    for task_id in sorted(completed.acks):
+        ack = completed.acks[task_id]
+        held = shape.vertices.setdefault(task_id.vertex, VertexShape())
+        held.subtasks += 1
+        held.channel_state |= bool(ack.handles.get("input_channels") or ack.handles.get("output_channels"))
+        keyed_handles = ack.handles.get("keyed", ())
+        manifest = next((h for h in keyed_handles if h.key and reuse_floor_of(h.key) is not None), None)
+        for handle in [manifest] if manifest is not None else keyed_handles:
+            try:
+                blob = storage.read_task_file(handle)
+                header = Manifest.from_bytes(blob) if manifest is not None else keyed_snapshot_header(blob)
+            except StateFormatError as exc:
+                raise CorruptCheckpointError(f"keyed state in {handle.path}: {exc}", handle.path) from exc
+            held.keyed.update(header.kinds)
+            held.max_parallelism = header.max_parallelism
+        for op_key, states in _read_operator_states(storage, ack).items():
+            if op_key == SOURCE_OP_KEY:
+                held.splits = held.splits or {}
+                held.splits.update((e["split"], e["position"]) for e in states.get("offsets", ()))
+            else:
+                held.operator.setdefault(op_key, set()).update(states)
+    return shape
+
+
+def _read_operator_states(storage: CheckpointStorage, ack: Any) -> dict[str, dict[str, list[Any]]]:
+    """op_key -> name -> values of one task's operator state files."""
+    op_states: dict[str, dict[str, list[Any]]] = {}
+    for handle in ack.handles.get("operator", ()):
+        for composite, values in operator_state_from_bytes(storage.read_task_file(handle)).items():
+            op_key, _, name = composite.partition("::")
+            op_states.setdefault(op_key, {}).setdefault(name, []).extend(values)
+    return op_states
+
+
 def build_restores(
-    graph: JobGraph, completed: CompletedCheckpoint, storage: CheckpointStorage
+    graph: JobGraph, completed: CompletedCheckpoint, storage: CheckpointStorage, plan: RestorePlan | None = None
 ) -> dict[TaskId, TaskRestore]:
     """Read `completed`'s task files and build one `TaskRestore` per task of `graph`.
+
+    Args:
+        plan: from `plan_restore` (a restore into a new execution): the state it drops is left out.
 
     Raises:
         checkpoint.storage.CorruptCheckpointError: a file is missing or fails its checksum.
@@ -99,7 +190,7 @@ def build_restores(
     for task_id in sorted(completed.acks):
         by_vertex[task_id.vertex].append(completed.acks[task_id])
     known = {v.name for v in graph.vertices}
-    unknown = sorted(set(by_vertex) - known)
+    unknown = sorted(set(by_vertex) - known - (plan.dropped_vertices if plan is not None else set()))
     if unknown:
         raise RestoreError(
             f"checkpoint {completed.checkpoint_id} has state for operators this job does not have: "
@@ -108,6 +199,8 @@ def build_restores(
     restores: dict[TaskId, TaskRestore] = {}
     for vertex in graph.vertices:
         acks = by_vertex.get(vertex.name, [])
+        drop_keyed = plan.dropped_keyed.get(vertex.name, frozenset()) if plan is not None else frozenset()
+        drop_operator = plan.dropped_operator.get(vertex.name, {}) if plan is not None else {}
         keyed: list[bytes | KeyedStateSnapshot] = []
         op_states: dict[str, dict[str, list[Any]]] = {}
         channel_state: dict[int, tuple[dict[int, list[Buffer]], dict[int, list[Buffer]]]] = {}
@@ -118,11 +211,10 @@ def build_restores(
                 keyed.append(_read_incremental(storage, manifest, keyed_handles))
             else:
                 keyed.extend(storage.read_task_file(handle) for handle in keyed_handles)
-            for handle in ack.handles.get("operator", ()):
-                flat = operator_state_from_bytes(storage.read_task_file(handle))
-                for composite, values in flat.items():
-                    op_key, _, name = composite.partition("::")
-                    op_states.setdefault(op_key, {}).setdefault(name, []).extend(values)
+            for op_key, states in _read_operator_states(storage, ack).items():
+                for name, values in states.items():
+                    if name not in drop_operator.get(op_key, ()):
+                        op_states.setdefault(op_key, {}).setdefault(name, []).extend(values)
             inputs = _read_channels(storage, ack.handles.get("input_channels", ()))
             outputs = _read_channels(storage, ack.handles.get("output_channels", ()))
             if inputs or outputs:
@@ -133,6 +225,8 @@ def build_restores(
                 f"{vertex.name!r} at parallelism {len(acks)}; it cannot be restored at parallelism "
                 f"{vertex.parallelism} (take an aligned checkpoint or a savepoint to rescale)"
             )
+        if drop_keyed:
+            keyed = [_without_states(snapshot, drop_keyed) for snapshot in keyed]
         for subtask in range(vertex.parallelism):
             inputs, outputs = channel_state.get(subtask, ({}, {}))
             restores[TaskId(vertex.name, subtask)] = TaskRestore(
@@ -143,6 +237,13 @@ def build_restores(
                 output_channel_state=outputs,
             )
     return restores
+
+
+def _without_states(snapshot: bytes | KeyedStateSnapshot, names: frozenset[str]) -> KeyedStateSnapshot:
+    if not isinstance(snapshot, KeyedStateSnapshot):
+        snapshot = keyed_snapshot_from_bytes(snapshot)
+    return dataclasses.replace(snapshot, kinds={n: k for n, k in snapshot.kinds.items() if n not in names},
+                               groups={n: g for n, g in snapshot.groups.items() if n not in names})
 
 
 def _read_channels(storage: CheckpointStorage, handles: Any) -> dict[int, list[Buffer]]:

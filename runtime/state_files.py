@@ -105,6 +105,8 @@ class _TaskFiles:
     #: checkpoint -> files written for it that no completed checkpoint references yet
     new_paths: dict[int, list[str]] = field(default_factory=dict)
     aborted: set[int] = field(default_factory=set)
+    #: the newest checkpoint completed for the task: an upload for one up to it is obsolete
+    completed: int = 0
 
 
 class StateFileWriter:
@@ -257,12 +259,14 @@ class StateFileWriter:
         """Upload what `prepare` planned; return the handles per kind.
 
         Raises:
-            SnapshotCancelledError: the checkpoint was aborted meanwhile (written files removed).
+            SnapshotCancelledError: the checkpoint was aborted meanwhile, or a newer one completed
+                (a slow upload finishing late: it can only be discarded; written files removed).
             StorageError: a write failed (files written so far are removed).
         """
         task_id, checkpoint_id = snapshot.task_id, snapshot.checkpoint_id
         with self._lock:
             entry = self._task(task_id)
+            self._check_live(entry, task_id, checkpoint_id)
             if checkpoint_id not in entry.prepared:
                 self.prepare(snapshot)
             prepared = entry.prepared[checkpoint_id]
@@ -270,9 +274,7 @@ class StateFileWriter:
         try:
             for path, data in prepared.files.items():
                 with self._lock:
-                    if checkpoint_id in entry.aborted:
-                        raise SnapshotCancelledError(
-                            f"checkpoint {checkpoint_id} was aborted while {task_id} uploaded its snapshot")
+                    self._check_live(entry, task_id, checkpoint_id)
                 self.storage.write_file(path, data)
                 written.append(path)
         except Exception:
@@ -292,6 +294,14 @@ class StateFileWriter:
             self.history.append(WriteRecord(str(task_id), checkpoint_id, len(written),
                                             sum(len(prepared.files[p]) for p in written), prepared.reused))
         return prepared.handles
+
+    @staticmethod
+    def _check_live(entry: _TaskFiles, task_id: TaskId, checkpoint_id: int) -> None:
+        if checkpoint_id in entry.aborted:
+            raise SnapshotCancelledError(f"checkpoint {checkpoint_id} was aborted while {task_id} uploaded its snapshot")
+        if checkpoint_id <= entry.completed:
+            raise SnapshotCancelledError(f"checkpoint {checkpoint_id} was subsumed by completed checkpoint "
+                                         f"{entry.completed} while {task_id} uploaded its snapshot")
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -314,6 +324,7 @@ class StateFileWriter:
     def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
         with self._lock:
             entry = self._task(task_id)
+            entry.completed = max(entry.completed, checkpoint_id)
             if entry.strategy is not None:
                 entry.strategy.notify_complete(checkpoint_id)
                 known = self._known_handles.get(str(task_id), {})
@@ -341,7 +352,8 @@ class StateFileWriter:
         """Forget tasks (a new execution attempt): their next snapshots start from scratch.
 
         Files of their unfinished snapshots are not deleted here — whether those checkpoints
-        completed may not be known yet; `barrierflow checkpoints gc` removes real orphans.
+        completed may not be known yet; the executors' orphan cleanup (`checkpoint.cleanup`)
+        removes them once recovery completed.
         """
         with self._lock:
             for task_id in list(self._tasks) if task_ids is None else list(task_ids):

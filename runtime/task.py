@@ -32,6 +32,10 @@ A task is a pure state machine driven by its executor (the simulator or a Ray ac
   while others still need its acknowledgements (Flink FLIP-147). Without checkpointing it ends
   at once.
 
+* Record types: where records become Arrow — what the task emits, the input of a sink or a
+  vectorised operator — each stream is checked for one Arrow type per field, in stream order,
+  before partitioning (`runtime/record_types.py`), so the outcome does not depend on buffering.
+
 The task never blocks and never does I/O; the executor owns threads, time and the network.
 """
 
@@ -39,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from array import array
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,6 +64,7 @@ from runtime.barriers import (
 )
 from runtime.barriers.handler import BarrierHandler
 from runtime.debloat import BufferDebloater
+from runtime.histogram import LatencyHistogram
 from runtime.input_gate import CheckpointedInputGate
 from runtime.messages import (
     Buffer,
@@ -71,6 +75,7 @@ from runtime.messages import (
     EndOfPartition,
 )
 from runtime.ports import Clock, Timers
+from runtime.record_types import StreamSchema
 from state.key_groups import key_group_range_for_subtask
 from state.keyed import KeyedStateBackend
 from state.serialization import (
@@ -197,22 +202,41 @@ class _InFlightSnapshot:
     write_started_at: float = 0.0
 
 
+#: the operator-state key of a source task's split offsets (`{"offsets": [{"split", "position"}]}`)
 SOURCE_OP_KEY = "source"
 
 
-def _through(operators: Sequence[StreamOperator], data: Batch) -> Batch:
+def operator_state_key(index: int, operator_name: str) -> str:
+    """The key of the operator state of the chain's `index`-th operator in a task snapshot."""
+    return f"{index}:{operator_name}"
+
+
+def _through(operators: Sequence[StreamOperator], data: Batch,
+             input_types: Sequence[StreamSchema | None]) -> Batch:
     """Run `data` through `operators`, as records or as columns, whichever each one takes
-    (converting only where the chain changes kind; see `operators.columns`)."""
-    for op in operators:
+    (converting only where the chain changes kind; see `operators.columns`). An operator whose
+    input becomes Arrow has its input checked first (`input_types`, parallel to `operators`)."""
+    for op, types in zip(operators, input_types):
         if not num_rows(data):
             break
+        if types is not None:
+            types.check(data)
         if isinstance(data, list):
-            data = op.process_columns(as_batch(data, op.name)) if op.prefers_columns else op.process_batch(data)
+            data = op.process_columns(as_batch(data, op.name, checked=True)) if op.prefers_columns \
+                else op.process_batch(data)
         elif op.accepts_columns:
             data = op.process_columns(data)
         else:
             data = op.process_batch(data.to_pylist())
     return data
+
+
+def _stream_name(producer: str | None, consumer: str | None) -> str:
+    """How errors name a stream: by the operator that emitted it (by its consumer when it comes
+    from the network)."""
+    if producer is None:
+        return f"records reaching operator {consumer!r}"
+    return f"records emitted by operator {producer!r}"
 
 
 class Task:
@@ -260,6 +284,15 @@ class Task:
         self.operators: list[StreamOperator] = [factory() for factory in vertex.operator_factories]
         for op in self.operators:
             op.open(self.context)
+        # one Arrow type per field (runtime/record_types.py), checked where records become Arrow:
+        # what an operator hands to a sink or a vectorised operator, and what the task emits
+        producers = ([f"Source: {vertex.source.name}"] if vertex.source is not None else [None]) + \
+            [op.name for op in self.operators]
+        self._input_types: list[StreamSchema | None] = [
+            StreamSchema(_stream_name(producers[index], op.name)) if op.stages_records or op.prefers_columns
+            else None
+            for index, op in enumerate(self.operators)
+        ]
 
         # outputs: one channel per (edge, downstream subtask), in the graph's order
         self.outputs: list[OutputChannel] = []
@@ -272,6 +305,8 @@ class Task:
                 self.outputs.append(ch)
                 channels.append(ch.index)
             self._edge_routes.append((edge.partitioner.create(subtask), channels))
+
+        self._output_types = StreamSchema(_stream_name(producers[-1], None)) if self.outputs else None
 
         # inputs
         self.num_inputs = len(graph.input_channels(vertex.name, subtask))
@@ -314,8 +349,9 @@ class Task:
         self._latest_checkpoint_id = 0
         self.records_in = 0
         self.records_out = 0
-        #: end-to-end latencies (seconds) of records reaching this task's sink, when stamped
-        self.latencies: array[float] = array("d")
+        #: end-to-end latencies (seconds) of records reaching this task's sink, when stamped (a
+        #: bounded histogram: memory does not grow with the number of records)
+        self.latencies = LatencyHistogram()
         self._measures_latency = bool(vertex.sink_names)
         #: earliest creation stamp and latest arrival among the stamped records that reached the sink
         self.first_created_at: float | None = None
@@ -376,7 +412,7 @@ class Task:
             self.outputs[ch].queue.extend(restore.output_channel_state[ch])
 
     def _op_key(self, index: int) -> str:
-        return f"{index}:{self.vertex.operator_names[index]}"
+        return operator_state_key(index, self.vertex.operator_names[index])
 
     # ------------------------------------------------------------------ input / output
 
@@ -504,7 +540,7 @@ class Task:
         pending: list[tuple[int, Buffer]] = []
         if self._current is not None:
             channel, data = self._current
-            buffer = Buffer.from_records(data) if isinstance(data, list) else Buffer.of(compact(data))
+            buffer = Buffer.from_records(data, checked=True) if isinstance(data, list) else Buffer.of(compact(data))
             pending.append((channel, buffer))
         pending.extend(self._replay)
         return pending
@@ -552,7 +588,7 @@ class Task:
             self.records_in += n
         if self._measures_latency and n:
             self._record_latencies(data)
-        data = _through(self.operators, data)
+        data = _through(self.operators, data, self._input_types)
         if num_rows(data):
             self._emit(data)
         return n
@@ -563,12 +599,12 @@ class Task:
             if "created_at" not in data[0]:
                 return
             created = [r["created_at"] for r in data]
-            self.latencies.extend(now - c for c in created)
+            self.latencies.record_many(now - c for c in created)
             first = min(created)
         elif "created_at" in data.schema.names:
             stamps = data.column("created_at").to_numpy(zero_copy_only=False)
-            # frombytes: no Python float per record (this runs for every buffer at a sink)
-            self.latencies.frombytes((now - stamps.astype(np.float64, copy=False)).tobytes())
+            # no Python float per record (this runs for every buffer at a sink)
+            self.latencies.record_array(now - stamps.astype(np.float64, copy=False))
             first = float(stamps.min())
         else:
             return
@@ -577,6 +613,8 @@ class Task:
         self.last_arrival_at = now
 
     def _emit(self, data: Batch) -> None:
+        if self._output_types is not None:
+            self._output_types.check(data)  # before partitioning: in emission order
         self.records_out += num_rows(data)
         outputs = self.outputs
         columns = not isinstance(data, list)
@@ -601,7 +639,7 @@ class Task:
         for piece in concat(pieces):
             if isinstance(piece, list):
                 for start in range(0, len(piece), size):
-                    ch.queue.append(Buffer.from_records(piece[start:start + size]))
+                    ch.queue.append(Buffer.from_records(piece[start:start + size], checked=True))
             elif piece.num_rows <= size:
                 ch.queue.append(Buffer.of(compact(piece)))
             else:
@@ -616,7 +654,7 @@ class Task:
 
     def _end_of_input(self) -> None:
         for op_index, op in enumerate(self.operators):
-            tail = _through(self.operators[op_index + 1:], op.end_input())
+            tail = _through(self.operators[op_index + 1:], op.end_input(), self._input_types[op_index + 1:])
             if num_rows(tail):
                 self._emit(tail)
         self._emit_end_of_partition()
@@ -632,7 +670,17 @@ class Task:
     # ------------------------------------------------------------------ checkpoints: sources
 
     def trigger_source_checkpoint(self, checkpoint_id: int, timestamp: float, options: CheckpointOptions) -> None:
-        """The coordinator triggers checkpoint `checkpoint_id` on this source task."""
+        """The coordinator triggers checkpoint `checkpoint_id` on this source task.
+
+        A trigger for an id this task already triggered is a repeated control message: ignored
+        (a second snapshot of one checkpoint would send a second barrier and write its files
+        twice). One for an older id arrived late, after a newer checkpoint's barrier left: its
+        barrier could never align downstream, so it is declined.
+        """
+        if checkpoint_id <= self._latest_checkpoint_id:
+            if checkpoint_id < self._latest_checkpoint_id:
+                self.ports.decline(self.task_id, checkpoint_id, CheckpointFailureReason.DECLINED)
+            return
         if self.state is TaskState.FINISHED:
             # A source that already ended (its own final checkpoint completed) still takes part
             # in the checkpoints slower sources need: it acknowledges its final state (all splits

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import StateHandle
-from checkpoint.storage import METADATA_FILE, CheckpointStorage, storage_from_uri
+from checkpoint.storage import METADATA_FILE, CheckpointStorage, StorageError, storage_from_uri
 from spark_bridge.tables import SCHEMAS, TABLES, checkpoint_tables
 
 __all__ = ["CheckpointLander", "LandedCheckpoint", "LandingError", "land_checkpoint", "read_checkpoint",
@@ -99,7 +99,10 @@ def resolve_checkpoint(location: str | CheckpointStorage, checkpoint_id: int | N
             job_id, root = base, path.rsplit("/", 1)[0]
         else:
             root = path
-        storage = storage_from_uri(location if root == path else _uri_like(location, root))
+        try:  # reading: a missing directory is an error, never created
+            storage = storage_from_uri(location if root == path else _uri_like(location, root), create=False)
+        except StorageError as exc:
+            raise LandingError(f"no checkpoint storage at {location!r}: {exc}") from exc
     if job_id is None:
         jobs = sorted({p.split("/", 1)[0] for p in storage.blob_store.list("") if "/chk-" in p})
         if len(jobs) != 1:

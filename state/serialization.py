@@ -327,13 +327,27 @@ def keyed_snapshot_to_bytes(snapshot: KeyedStateSnapshot) -> bytes:
     return _pack(BlobKind.KEYED, streams)
 
 
-def keyed_snapshot_from_bytes(blob: bytes) -> KeyedStateSnapshot:
-    """Decode what `KeyedStateSnapshot.to_bytes()` wrote.
+@dataclass(frozen=True, slots=True)
+class KeyedSnapshotHeader:
+    """What a keyed snapshot blob says about itself, read without decoding any state."""
+
+    operator_name: str
+    checkpoint_id: int
+    max_parallelism: int
+    key_group_range: KeyGroupRange
+    kinds: Mapping[str, StateKind]
+
+
+def keyed_snapshot_header(blob: bytes) -> KeyedSnapshotHeader:
+    """The header of what `KeyedStateSnapshot.to_bytes()` wrote: operator, state names and kinds.
 
     Raises:
-        StateFormatError: not a keyed-state blob, corrupt, or internally inconsistent.
+        StateFormatError: not a keyed-state blob, or corrupt.
     """
-    streams = _unpack(blob, BlobKind.KEYED)
+    return _keyed_header(_unpack(blob, BlobKind.KEYED))
+
+
+def _keyed_header(streams: list[bytes]) -> KeyedSnapshotHeader:
     if not streams:
         raise StateFormatError("keyed state blob has no header stream")
     header = _read_stream(streams[0], "keyed state header")
@@ -353,11 +367,23 @@ def keyed_snapshot_from_bytes(blob: bytes) -> KeyedStateSnapshot:
     if len(streams) != len(names) + 1 or len(kinds) != len(names):
         raise StateFormatError(f"keyed state of operator {operator!r}: {len(names)} states in the "
                                f"header but {len(streams) - 1} state streams")
+    return KeyedSnapshotHeader(operator, checkpoint_id, max_parallelism, key_group_range, kinds)
+
+
+def keyed_snapshot_from_bytes(blob: bytes) -> KeyedStateSnapshot:
+    """Decode what `KeyedStateSnapshot.to_bytes()` wrote.
+
+    Raises:
+        StateFormatError: not a keyed-state blob, corrupt, or internally inconsistent.
+    """
+    streams = _unpack(blob, BlobKind.KEYED)
+    header = _keyed_header(streams)
+    operator, kinds, key_group_range = header.operator_name, header.kinds, header.key_group_range
     groups = {}
-    for name, data in zip(names, streams[1:]):
+    for name, data in zip(kinds, streams[1:]):
         groups[name] = _decode_state(data, operator, name, kinds[name], key_group_range)
-    return KeyedStateSnapshot(operator, checkpoint_id, max_parallelism, key_group_range, kinds, groups,
-                              frozenset(kg for g in groups.values() for kg in g))
+    return KeyedStateSnapshot(operator, header.checkpoint_id, header.max_parallelism, key_group_range, kinds,
+                              groups, frozenset(kg for g in groups.values() for kg in g))
 
 
 def _decode_state(data: bytes, operator: str, name: str, kind: StateKind,

@@ -40,3 +40,47 @@ class HeldExecutor(Executor):
 @pytest.fixture
 def held_executor() -> HeldExecutor:
     return HeldExecutor()
+
+
+@pytest.fixture
+def silent_port():
+    """A TCP port on 127.0.0.1 that accepts connections and never answers (an endpoint that
+    hangs); its connections are closed when the test ends."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    server.settimeout(0.1)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            accepted.append(conn)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join(timeout=5)
+    server.close()
+    for conn in accepted:
+        conn.close()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on (connections are refused at once)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

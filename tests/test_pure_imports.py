@@ -17,7 +17,10 @@ PURE = [
     ("runtime/input_gate.py", NO_CLOCK_OR_DICE),
     ("runtime/messages.py", NEVER),
     ("runtime/task.py", NEVER),
+    ("runtime/histogram.py", NO_CLOCK_OR_DICE),
     ("runtime/ports.py", NEVER),
+    ("runtime/restore_match.py", NEVER),
+    ("runtime/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng
     ("checkpoint/coordinator.py", NEVER),
     ("checkpoint/pending.py", NEVER),
     ("state", NEVER),

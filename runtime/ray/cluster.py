@@ -1,24 +1,44 @@
 """Starting or joining Ray, and what actors are placed with.
 
 `ensure_ray(address)` starts an embedded local Ray when none is running (the caller shuts it
-down afterwards) or joins the cluster at `address`, shipping barrierflow's packages with the
-job's `runtime_env` (`py_modules`). A local Ray gets the recipe that works on this kind of
-machine: token auth off, node on 127.0.0.1, no usage stats, no dashboard, arguments up to 1 MiB
-inline (`LOCAL_SYSTEM_CONFIG`), and a PYTHONPATH that lets worker processes import everything
-the driver can (job functions defined in importable modules are pickled by reference).
+down afterwards) or joins the cluster at `address` (or `RAY_ADDRESS`), shipping barrierflow's
+packages with the job's `runtime_env` (`py_modules`).
+
+An embedded Ray is safe by default (issue 20): every process it starts (GCS, raylet with its
+object manager, runtime-env agent, workers, the driver's own core worker) listens on 127.0.0.1
+only — checked after start, refused otherwise — the dashboard is off, and Ray's token
+authentication is on (Ray >= 2.59 turns it on for a local `ray.init()`; barrierflow hands it a
+random per-process token in `RAY_AUTH_TOKEN`, so nothing is written to `~/.ray`). A user who sets
+`RAY_AUTH_MODE=disabled` turns authentication off knowingly (a warning says so); loopback-only
+addresses still keep other hosts out. Joining a cluster (`address=`) is the user's configuration:
+its addresses, authentication and TLS are the cluster's, and barrierflow changes none of them.
+
+Also: no usage stats, arguments up to 1 MiB inline (`LOCAL_SYSTEM_CONFIG`), and a PYTHONPATH
+that lets worker processes import everything the driver can (job functions defined in importable
+modules are pickled by reference).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import logging
 import os
+import secrets
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import ray
 
+log = logging.getLogger("barrierflow.ray")
+
+#: the address every process of an embedded Ray listens on
+LOOPBACK = "127.0.0.1"
+
+#: environment of an embedded local Ray (set only when barrierflow starts one)
 LOCAL_ENV = {
-    "RAY_AUTH_MODE": "disabled",
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # Ray's own switch for a loopback node
     "RAY_USAGE_STATS_ENABLED": "0",
 }
 
@@ -29,6 +49,10 @@ LOCAL_ENV = {
 LOCAL_SYSTEM_CONFIG = {"max_direct_call_object_size": 1 << 20}
 
 _PACKAGES = ("runtime", "operators", "checkpoint", "state")
+
+#: the token of the embedded Rays this process starts (one per process: Ray's driver caches the
+#: token it first reads, so a second embedded Ray must use the same)
+_EMBEDDED_TOKEN = secrets.token_hex(32)
 
 
 class RayStartError(RuntimeError):
@@ -58,27 +82,95 @@ def cluster_runtime_env() -> dict[str, Any]:
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
     """Make sure this process is connected to Ray.
 
+    Args:
+        address: a cluster to join (default: `RAY_ADDRESS` if set, else an embedded local Ray on
+            loopback with token authentication, see the module docstring).
+        num_cpus: CPUs of an embedded Ray (default: the machine's).
+
     Returns:
         True when this call started or joined Ray (the caller then `ray.shutdown()`s), False when
         the process was already connected.
 
     Raises:
-        RayStartError: Ray could not start or the cluster could not be reached.
+        RayStartError: Ray could not start, the cluster could not be reached, or an embedded Ray
+            would not be on loopback only.
     """
     if ray.is_initialized():
         return False
-    for key, value in LOCAL_ENV.items():
-        os.environ.setdefault(key, value)
+    address = address if address is not None else (os.environ.get("RAY_ADDRESS") or None)
     try:
         if address is not None:
             ray.init(address=address, runtime_env=cluster_runtime_env(), log_to_driver=False)
         else:
-            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
-                     runtime_env=local_runtime_env(), log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG)
+            _start_local(num_cpus)
+    except RayStartError:
+        raise
     except Exception as exc:
         where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
         raise RayStartError(f"barrierflow could not start/join {where}: {exc}") from exc
     return True
+
+
+def _start_local(num_cpus: int | None) -> None:
+    for key, value in LOCAL_ENV.items():
+        os.environ.setdefault(key, value)
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is not None and mode.strip().lower() != "token":
+        log.warning("RAY_AUTH_MODE=%s: the embedded Ray runs without token authentication; only its "
+                    "loopback-only addresses keep other hosts out (any local user can still reach it)", mode)
+    elif not os.environ.get("RAY_AUTH_TOKEN") and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        os.environ["RAY_AUTH_TOKEN"] = _EMBEDDED_TOKEN  # inherited by every process Ray starts
+    with _loopback_node():
+        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, runtime_env=local_runtime_env(),
+                 log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG, _node_ip_address=LOOPBACK)
+    node_ip = ray.util.get_node_ip_address()
+    if not is_loopback(node_ip):
+        ray.shutdown()
+        raise RayStartError(f"the embedded Ray came up on {node_ip}, not {LOOPBACK}: it would listen on a "
+                            "network interface, so barrierflow stopped it (set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 "
+                            "before importing ray, or join a cluster you configured with address=)")
+    if (mode is None or mode.strip().lower() == "token") and not token_auth_enabled():
+        log.warning("the embedded Ray runs without token authentication (Ray %s has it off by default; "
+                    "barrierflow needs ray>=2.59): only its loopback-only addresses protect it", ray.__version__)
+
+
+@contextlib.contextmanager
+def _loopback_node() -> Iterator[None]:
+    """Make `ray.init` keep `_node_ip_address="127.0.0.1"`: Ray turns a loopback address into the
+    machine's external one unless `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` was set before `ray` was
+    imported (read once, into `ray_constants.ENABLE_RAY_CLUSTER`). Every Ray process then binds the
+    node address. Restored afterwards: joining a cluster later must advertise a reachable address."""
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # pragma: no cover - a Ray without it: the check after start decides
+        yield
+        return
+    previous = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = previous
+
+
+def is_loopback(address: str) -> bool:
+    """Whether `address` (an IP, IPv4-mapped IPv6 included) is 127.0.0.1 or ::1."""
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip in (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"))
+
+
+def token_auth_enabled() -> bool:
+    """Whether the connected Ray enforces token authentication (False for a Ray without it)."""
+    try:
+        from ray._private.authentication.authentication_utils import is_token_auth_enabled
+    except ImportError:
+        return False
+    return bool(is_token_auth_enabled())
 
 
 def alive_nodes() -> list[dict[str, Any]]:

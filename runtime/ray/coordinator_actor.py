@@ -44,6 +44,7 @@ from typing import Any
 
 import ray
 
+from checkpoint.cleanup import discard_orphans
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
@@ -63,14 +64,15 @@ log = logging.getLogger("barrierflow.ray")
 class CoordinatorActor:
     """Hosts the job's `CheckpointCoordinator`. Wrapped with `ray.remote` by the executor."""
 
-    def __init__(self, job_id: str, graph: Any, storage: StorageSpec, contender_id: str = "coordinator") -> None:
+    def __init__(self, job_id: str, graph: Any, storage: StorageSpec, contender_id: str = "coordinator",
+                 first_checkpoint_id: int | None = None, run_id: str | None = None) -> None:
         self._lock = threading.RLock()
         self._timers = ThreadTimers(self._lock)
         self.graph = graph
         self.job_id = job_id
         self.contender_id = contender_id
         config = graph.checkpoint_config
-        self.storage = open_storage(storage)
+        self.storage = open_storage(storage, graph)
         ha = getattr(graph, "high_availability", None)
         self.ha_factory: Any = None
         self.election: Any = None
@@ -79,20 +81,25 @@ class CoordinatorActor:
         self._leader_lost = False
         if ha is not None and ha.enabled:
             self.ha_factory = create_recovery_factory(ha.mode, hosts=ha.hosts, cluster_id=ha.cluster_id,
-                                                      session_timeout=ha.session_timeout)
+                                                      session_timeout=ha.session_timeout,
+                                                      operation_timeout=ha.operation_timeout)
             self.election = self.ha_factory.create_leader_election(job_id, contender_id, on_revoke=self._on_revoke)
-            self.store: Any = _HighAvailabilityStore(
-                self.ha_factory.create_store(job_id, self.storage, config.retained, leader_election=self.election,
-                                             discard_executor=self._discard_pool))
+            ha_store = self.ha_factory.create_store(job_id, self.storage, config.retained,
+                                                    leader_election=self.election, discard_executor=self._discard_pool)
+            ha_store.run_id = run_id  # recovery ignores other runs' checkpoints
+            self.store: Any = _HighAvailabilityStore(ha_store)
             self.id_counter: Any = self.ha_factory.create_id_counter(job_id)
             self.id_counter.start()  # shared in ZooKeeper: ids keep increasing across leaders
         else:
             self.store = StandaloneCompletedCheckpointStore(self.storage, job_id, config.retained,
-                                                            discard_executor=self._discard_pool)
+                                                            discard_executor=self._discard_pool, run_id=run_id)
             self.store.recover()  # a replacement coordinator finds what its predecessor completed
             self.id_counter = StorageCheckpointIDCounter(self.storage, job_id)
             self.id_counter.start()  # continues from the id a crashed predecessor persisted
             self.id_counter.set_count(max(self.id_counter.get(), self.store.highest_checkpoint_id_seen + 1))
+        #: ids from here on are this run's (the first coordinator's counter value, handed on to its
+        #: successors): the orphan cleanup touches no earlier run's checkpoints
+        self.first_checkpoint_id = first_checkpoint_id if first_checkpoint_id is not None else self.id_counter.get()
         self.epoch: int | None = None
         self._handles: dict[TaskId, Any] = {}
         self._notify_refs: list[Any] = []
@@ -176,7 +183,23 @@ class CoordinatorActor:
             check_not_behind_committed_output(
                 self.graph.job_name, latest.checkpoint_id if latest is not None else None, committed)
             self.coordinator.restored_from(latest)
+            self._discard_orphans()  # what the failed attempt left
             return restores, (latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
+
+    def checkpoint_id_floor(self) -> int:
+        """The first checkpoint id of this run (`first_checkpoint_id` of a successor)."""
+        return self.first_checkpoint_id
+
+    def discard_orphans(self) -> list[str]:
+        """Delete the files of this run's checkpoints that are neither retained nor pending, and
+        what interrupted writes left (`checkpoint.cleanup`); the driver calls it when the job
+        finished (a cancelled task of a failed attempt may have finished an upload late)."""
+        with self._lock:
+            return self._discard_orphans()
+
+    def _discard_orphans(self) -> list[str]:
+        return discard_orphans(self.storage, self.job_id, self.store, since=self.first_checkpoint_id,
+                               pending=self.coordinator.pending_ids)
 
     def status(self) -> dict[str, Any]:
         with self._lock:

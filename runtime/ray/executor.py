@@ -36,7 +36,10 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   records (or at a fraction of the task's expected records) the actor freezes at that record
   count and the driver kills it. `CoordinatorCrash` kills the coordinator actor (at a time or a
   fraction of the expected source records), `ChannelStall` holds a task's input back, lost
-  acknowledgements and failing storage writes are applied inside the task actor.
+  acknowledgements and failing storage writes are applied inside the task actor. Those five are
+  the kinds implemented here (`RAY_FAULT_KINDS`); a plan with any other kind (lost, duplicated
+  or late control messages, torn writes, slow storage, ...: the simulator's) is refused at once
+  with an `UnsupportedFaultError` naming it, never silently ignored.
 * End. When every task reports finished, the driver waits until the final checkpoint's
   completion notifications have executed (the sinks committed), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
@@ -56,8 +59,10 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from checkpoint.handles import TaskId
+from checkpoint.options import RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.recovery import create_recovery_factory
+from checkpoint.store import new_run_id
 from runtime.faults import (
     ChannelStall,
     CoordinatorCrash,
@@ -65,6 +70,7 @@ from runtime.faults import (
     LostAcknowledgement,
     StorageWriteFailure,
     TaskCrash,
+    check_supported,
     resolve_task,
 )
 from runtime.graph import JobGraph, JobGraphError
@@ -72,12 +78,16 @@ from runtime.links import resolve_link_delays
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
-from runtime.ray.storage import check_storage_for_cluster, is_memory
+from runtime.ray.storage import check_storage_for_cluster, is_memory, open_storage
 from runtime.ray.task_actor import TaskActor
+from runtime.restart import RestartBackoff
 from runtime.restore import RestoreError
 from runtime.result import JobFailedError, JobMetrics, JobResult, suppresses_restarts
 
 log = logging.getLogger("barrierflow.ray")
+
+#: the `FaultPlan` kinds this executor implements; it refuses a plan with any other
+RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure)
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
@@ -134,9 +144,12 @@ class RayExecutor:
         self._initial_committer = committer
         self.address = address
         self.faults = faults or FaultPlan()
+        check_supported(self.faults, RAY_FAULT_KINDS, "ray")
         self.seed = seed
         self.progress = progress
         self.job_id = job_id or graph.job_name
+        #: this run's identity in the checkpoint storage (recovery ignores other runs' checkpoints)
+        self.run_id = new_run_id()
         self.task_cpus = task_cpus
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
@@ -144,10 +157,10 @@ class RayExecutor:
         config = graph.checkpoint_config
         self.checkpointing = graph.checkpointing_enabled
         self.storage_uri = config.storage if config is not None else None
-        strategy = graph.restart_strategy
-        self.restarts_left = strategy.attempts if strategy else 0
+        #: the restart strategy applied (wall-clock times; jitter seeded by `seed`)
+        self.restart_backoff = RestartBackoff(graph.restart_strategy or RestartStrategy.no_restart(),
+                                              random.Random(f"restart/{seed}"))
         self.restored_checkpoints: list[int | None] = []
-        self.restart_delay = strategy.delay if strategy else 0.0
         self.task_ids = graph.task_ids()
         self.failures: list[str] = []
         self.epoch = -1
@@ -175,14 +188,16 @@ class RayExecutor:
         ha = graph.high_availability
         self.ha = ha if ha is not None and ha.enabled and self.checkpointing else None
         if self.ha is not None:  # bad hosts/cluster id fail here, in the driver, not in an actor
-            create_recovery_factory(self.ha.mode, hosts=self.ha.hosts, cluster_id=self.ha.cluster_id,
-                                    session_timeout=self.ha.session_timeout).close()
+            self._ha_factory().close()
         self.committer: Any = None
         self.blob_store: Any = None
+        #: the first checkpoint id of this run (from the first coordinator actor)
+        self._first_checkpoint_id: int | None = None
 
     # ------------------------------------------------------------------ entry
 
     def run(self) -> JobResult:
+        self._check_reachable()
         started_ray = ensure_ray(self.address)
         try:
             return self._run()
@@ -190,6 +205,27 @@ class RayExecutor:
             self._cleanup()
             if started_ray:
                 ray.shutdown()
+
+    def _ha_factory(self) -> Any:
+        assert self.ha is not None
+        return create_recovery_factory(self.ha.mode, hosts=self.ha.hosts, cluster_id=self.ha.cluster_id,
+                                       session_timeout=self.ha.session_timeout,
+                                       operation_timeout=self.ha.operation_timeout)
+
+    def _check_reachable(self) -> None:
+        """Fail within seconds, before Ray starts, naming what cannot be reached: the checkpoint
+        storage URI (`storage_timeout`) or ZooKeeper (`operation_timeout`). Actors would find out
+        too, but only by dying in their constructors, retried until the deploy gives up.
+
+        Raises:
+            checkpoint.storage.StorageError: the storage URI cannot be opened.
+            checkpoint.recovery.HighAvailabilityError: ZooKeeper cannot be reached.
+        """
+        if not is_memory(self.storage_uri):
+            open_storage(("uri", self.storage_uri), self.graph)
+        if self.ha is not None:
+            with self._ha_factory() as factory:
+                factory.create_id_counter(self.job_id).start()
 
     def _run(self) -> JobResult:
         nodes = alive_nodes()
@@ -238,9 +274,16 @@ class RayExecutor:
     def _new_coordinator(self) -> Any:
         contender = f"coordinator-{self._contenders}"
         self._contenders += 1
-        return _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
-                                         max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
-                                                                contender)
+        handle = _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
+                                           max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
+                                                                  contender, self._first_checkpoint_id,
+                                                                  self.run_id)
+        if self._first_checkpoint_id is None:  # the first one: its successors clean up this run's ids only
+            try:
+                self._first_checkpoint_id = ray.get(handle.checkpoint_id_floor.remote(), timeout=120)
+            except RayError as exc:  # it did not start: the next one is asked (its floor is only higher)
+                log.warning("barrierflow ray: coordinator did not start: %s", _short(exc))
+        return handle
 
     def _await_leader(self, first: bool = False) -> None:
         """HA: make whichever contender leads now `self.coordinator` (promoted: it recovered the
@@ -334,18 +377,12 @@ class RayExecutor:
         return _TaskActor.options(**options).remote(self.graph_ref, task_id, services)
 
     def _routes(self) -> tuple[dict[TaskId, dict[int, tuple[Any, int]]], dict[TaskId, dict[int, tuple[str, Any, int]]]]:
-        graph = self.graph
         outputs: dict[TaskId, dict[int, tuple[Any, int]]] = {t: {} for t in self.task_ids}
         inputs: dict[TaskId, dict[int, tuple[str, Any, int]]] = {t: {} for t in self.task_ids}
-        for task_id in self.task_ids:
-            index = 0
-            for edge, targets in graph.output_groups(task_id.vertex, task_id.subtask):
-                for downstream in targets:
-                    receiver = TaskId(edge.target, downstream)
-                    in_ch = graph.input_channel_index(edge.target, downstream, edge, task_id.subtask)
-                    outputs[task_id][index] = (self.tasks[receiver], in_ch)
-                    inputs[receiver][in_ch] = (str(task_id), self.tasks[task_id], index)
-                    index += 1
+        for route in self.graph.channel_routes():
+            outputs[route.sender][route.output_channel] = (self.tasks[route.receiver], route.input_channel)
+            inputs[route.receiver][route.input_channel] = (str(route.sender), self.tasks[route.sender],
+                                                           route.output_channel)
         return outputs, inputs
 
     # ------------------------------------------------------------------ watching
@@ -425,7 +462,7 @@ class RayExecutor:
         from checkpoint.zookeeper import close_session
 
         try:
-            close_session(self.ha.hosts, session, timeout=self.ha.session_timeout)
+            close_session(self.ha.hosts, session, timeout=self.ha.operation_timeout)
         except Exception as exc:  # the session timeout still ends it; this only speeds it up
             log.warning("could not close the dead coordinator's ZooKeeper session: %s", exc)
 
@@ -454,12 +491,12 @@ class RayExecutor:
                 handle.cancel.remote()  # survivors stop now and are redeployed below
         self._heartbeats.clear()
         self._status = {}
-        if self.restarts_left <= 0:
+        self.restart_backoff.notify_failure(time.time())
+        if not self.restart_backoff.can_restart():
             attempts = len(self.failures) - 1
             self._give_up(f"job {self.graph.job_name!r} failed after {attempts} restart(s): {why} "
-                          f"(executor=ray, faults={self.faults!r})", exc)
-        self.restarts_left -= 1
-        time.sleep(self.restart_delay)
+                          f"({self.restart_backoff.exhausted()}; executor=ray, faults={self.faults!r})", exc)
+        time.sleep(self.restart_backoff.backoff_time)
         restores: dict[TaskId, Any] = {}
         if self.coordinator is not None:
             committed = ray.get(self.committer.latest_committed.remote(), timeout=60)
@@ -572,6 +609,11 @@ class RayExecutor:
         if self.coordinator is not None:
             ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
         finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
+        if self.coordinator is not None:  # what failed attempts left (late uploads of cancelled tasks too)
+            try:
+                ray.get(self.coordinator.discard_orphans.remote(), timeout=120)
+            except RayError as exc:  # the job succeeded; `barrierflow checkpoints gc` gets the rest
+                log.warning("barrierflow ray: deleting orphan checkpoint files failed: %s", _short(exc))
         committer, last_commit_at = ray.get(
             [self.committer.committer.remote(), self.committer.last_commit_at.remote()], timeout=60)
         history: list[Any] = []
@@ -591,7 +633,7 @@ class RayExecutor:
             trace.extend(final["trace"])
             for name, entries in final["keyed_state"].items():
                 final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
-            metrics.latencies.extend(final["latencies"])
+            metrics.latencies.merge(final["latencies"])
             metrics.add_task_span(final["first_created_at"], final["last_arrival_at"])
             if final.get("buffer_size") is not None:
                 metrics.buffer_sizes[str(task_id)] = final["buffer_size"]
@@ -604,6 +646,7 @@ class RayExecutor:
         return JobResult(
             job_name=self.graph.job_name,
             executor="ray",
+            run_id=self.run_id,
             seed=self.seed,
             committer=committer,
             checkpoints=self._stats_history + history,
@@ -670,7 +713,8 @@ def run_job(
         graph: the job.
         address: a Ray cluster address to join; None uses the Ray this process is connected to,
             or starts (and afterwards stops) an embedded local one.
-        faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor).
+        faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor); a kind outside
+            `RAY_FAULT_KINDS` raises `runtime.faults.UnsupportedFaultError`, naming it.
         seed: picks unnamed fault targets together with the plan's seed.
         progress: called periodically with a dict of progress figures.
         options: `RayExecutor` tuning (job_id, task_cpus, heartbeat_interval, heartbeat_timeout,
@@ -679,6 +723,10 @@ def run_job(
     Raises:
         JobFailedError: the job failed for good (restart attempts exhausted).
         runtime.ray.storage.StorageConfigError: node-local checkpoint storage on a multi-node cluster.
+        checkpoint.storage.StorageError: the checkpoint storage URI cannot be reached (within
+            `storage_timeout`; names the URI and the cause).
+        checkpoint.recovery.HighAvailabilityError: ZooKeeper cannot be reached (within the
+            `operation_timeout` of `set_high_availability`; names the hosts).
         runtime.ray.cluster.RayStartError: Ray could not be started or joined.
     """
     for unsupported in ("restore_from", "checkpoint_listeners"):

@@ -26,9 +26,9 @@ from typing import Any
 
 import pyarrow as pa
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from checkpoint.storage import MemoryBlobStore, StorageError
+from checkpoint.storage import MemoryBlobStore, StorageError, StorageTimeoutError
 from runtime.messages import Buffer, RecordConversionError
 from runtime.result import CollectCommitter, CommittedOutput
 
@@ -69,10 +69,11 @@ class CommitterService:
 
 
 def _as_batch(records: list[dict[str, Any]] | pa.RecordBatch) -> pa.RecordBatch:
-    """Raises: RecordConversionError naming a record Arrow cannot carry."""
+    """Raises: RecordConversionError naming a record Arrow cannot carry (not expected: the task
+    checked the sink's input for one Arrow type per field)."""
     if isinstance(records, pa.RecordBatch):
         return records
-    return Buffer.from_records(records).batch
+    return Buffer.from_records(records, checked=True).batch
 
 
 class RemoteCommitter:
@@ -168,8 +169,14 @@ class BlobStoreService:
         return self._store.list(prefix)
 
 
+#: seconds a call to the in-memory storage actor may take: a local actor answers in milliseconds;
+#: only a dead or wedged process (or a host starting dozens of processes) takes this long
+REMOTE_STORE_TIMEOUT = 60.0
+
+
 class RemoteBlobStore:
-    """`BlobStore` over a `BlobStoreService` actor (blocking calls; for off-hot-path I/O).
+    """`BlobStore` over a `BlobStoreService` actor (blocking calls, each bounded by
+    `REMOTE_STORE_TIMEOUT`; for off-hot-path I/O).
 
     Deletes do not wait: nothing waits on a discarded checkpoint's files, and the actor runs one
     caller's calls in submission order, so a later read or list still sees them gone. A failed
@@ -196,9 +203,12 @@ class RemoteBlobStore:
     def _call(self, method: str, *args: Any) -> Any:
         self._reap_deletes()
         try:
-            return ray.get(getattr(self._handle, method).remote(*args))
+            return ray.get(getattr(self._handle, method).remote(*args), timeout=REMOTE_STORE_TIMEOUT)
         except RayActorError as exc:
             raise StorageError(f"in-memory checkpoint storage actor is gone ({method}): {exc}") from exc
+        except GetTimeoutError as exc:
+            raise StorageTimeoutError(f"in-memory checkpoint storage actor did not answer within "
+                                      f"{REMOTE_STORE_TIMEOUT:g} s ({method})") from exc
         except RayTaskError as exc:  # re-raise what the store raised (BlobNotFoundError, ...)
             raise (exc.cause if isinstance(exc.cause, Exception) else StorageError(str(exc))) from None
 
@@ -217,6 +227,12 @@ class RemoteBlobStore:
 
     def list(self, prefix: str) -> list[str]:
         return self._call("list", prefix)
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        return []  # a memory store's put is one step: nothing is ever half written
+
+    def where(self, path: str) -> str:
+        return f"memory://{path}"
 
     def __repr__(self) -> str:
         return "RemoteBlobStore(memory, in a Ray actor)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
 from checkpoint.storage import CheckpointStorage, storage_from_uri
 from runtime.ray.services import RemoteBlobStore
 
@@ -43,8 +44,15 @@ def check_storage_for_cluster(uri: str | None, num_nodes: int) -> None:
         )
 
 
-def open_storage(spec: StorageSpec) -> CheckpointStorage:
+def open_storage(spec: StorageSpec, graph: Any = None) -> CheckpointStorage:
+    """The job's checkpoint storage in this process; each call to a remote URI is bounded by the
+    job's `storage_timeout`.
+
+    Raises:
+        checkpoint.storage.StorageError: the URI cannot be opened (names it and the cause).
+    """
     kind, value = spec
     if kind == "memory":
         return CheckpointStorage(RemoteBlobStore(value))
-    return storage_from_uri(value)
+    config = getattr(graph, "checkpoint_config", None)
+    return storage_from_uri(value, timeout=config.storage_timeout if config is not None else DEFAULT_STORAGE_TIMEOUT)

@@ -121,7 +121,7 @@ class TaskActor:
         self.vertex = graph.vertex(task_id.vertex)
         self._coordinator: Any = None
         self._committer = RemoteCommitter(services["committer"], sender=self._sender)
-        self._writer = SnapshotWriter(open_storage(services["storage"]), services["job_id"], graph.checkpoint_config)
+        self._writer = SnapshotWriter(open_storage(services["storage"], graph), services["job_id"], graph.checkpoint_config)
         self._pace = graph.buffer_timeout
         self._rate_limited = self.vertex.source is not None and getattr(self.vertex.source, "rate", None) is not None
         #: barrier events (`trace_barriers`): (wall time, kind, checkpoint id, task, detail), the

@@ -18,7 +18,16 @@ targets) comes from one `random.Random(seed)`, so a seed replays the identical r
   `CheckpointStorage` (in memory unless the job names one).
 * Failover: a task failure bumps the execution *epoch* (events of the old epoch are dropped),
   aborts pending checkpoints, and after the restart delay redeploys every task from the latest
-  completed checkpoint (global failover), as long as the restart strategy allows.
+  completed checkpoint (global failover), as long as the restart strategy allows. A crashed
+  coordinator is shut down (its pending checkpoints end with COORDINATOR_SHUTDOWN, its timers
+  stop) and replaced by one that recovers the store.
+* Faults: the `FaultPlan` (every kind is described in `runtime.faults`) is resolved once by a
+  `runtime.sim.injector.FaultInjector`, which answers where a fault strikes; this executor applies
+  it: control messages go through `_send_control` (lost, duplicated, late), writes through
+  `_write_snapshot` (failing, torn, slow), a stalled task's input, control and timers wait in
+  `_held_for` until it resumes.
+* Invariants: with `invariants=True` (or an `InvariantChecker`) the checker of
+  `runtime.sim.invariants` is told what each event did and checks it after every event.
 """
 
 from __future__ import annotations
@@ -27,36 +36,36 @@ import heapq
 import itertools
 import logging
 import random
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkpoint.cleanup import discard_orphans
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
+from checkpoint.options import DEFAULT_STORAGE_TIMEOUT, RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError, storage_from_uri
-from checkpoint.store import StandaloneCompletedCheckpointStore
-from runtime.faults import (
-    ChannelStall,
-    CoordinatorCrash,
-    FaultPlan,
-    LostAcknowledgement,
-    StorageWriteFailure,
-    TaskCrash,
-    resolve_task,
-)
+from checkpoint.store import StandaloneCompletedCheckpointStore, new_run_id
+from runtime.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
 from runtime.graph import JobGraph
 from runtime.links import resolve_link_delays
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
+from runtime.restart import RestartBackoff
 from runtime.restore import (
     RestoreError,
     build_restores,
     check_not_behind_committed_output,
+    plan_restore,
     restore_latest_valid,
 )
+from runtime.restore_match import RestorePlan
 from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult, suppresses_restarts
+from runtime.sim.injector import FaultInjector, TearingBlobStore
+from runtime.sim.invariants import InvariantChecker
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskSnapshot
 
@@ -145,16 +154,21 @@ class _Timer:
 
 
 class _SimTimers:
-    def __init__(self, sim: SimExecutor, epoch_bound: bool) -> None:
-        self.sim, self.epoch_bound = sim, epoch_bound
+    """Timers of the coordinator (`task_id` None: survive failover) or of one task (bound to the
+    epoch; they wait while the task is stalled)."""
+
+    def __init__(self, sim: SimExecutor, epoch_bound: bool, task_id: TaskId | None = None) -> None:
+        self.sim, self.epoch_bound, self.task_id = sim, epoch_bound, task_id
 
     def schedule(self, delay: float, callback: Callable[[], None]) -> _Timer:
         timer = _Timer()
         epoch = self.sim.epoch if self.epoch_bound else None
+        task_id = self.task_id
 
         def fire() -> None:
-            if not timer.cancelled:
-                callback()
+            if timer.cancelled or (task_id is not None and self.sim._held(task_id, fire)):
+                return
+            callback()
 
         self.sim._at(self.sim.now + max(0.0, delay), fire, epoch, "timer")
         return timer
@@ -180,10 +194,20 @@ class SimExecutor:
         restore_from: tuple[Any, Any] | None = None,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
         committer: CollectCommitter | None = None,
+        allow_non_restored_state: bool = False,
+        invariants: bool | InvariantChecker = False,
+        run_id: str | None = None,
     ) -> None:
-        self.graph = graph
+        #: this run's identity in the checkpoint storage (recovery ignores other runs' checkpoints)
+        self.run_id = run_id or new_run_id()
         #: (CompletedCheckpoint, CheckpointStorage) the first deployment starts from, if any
         self.restore_from = restore_from
+        #: how that checkpoint fits the job, checked before anything runs (raises StateMismatchError)
+        self.restore_plan: RestorePlan | None = None
+        if restore_from is not None:
+            self.restore_plan = plan_restore(graph, *restore_from, allow_non_restored_state=allow_non_restored_state)
+            graph = self.restore_plan.graph  # defaulted split counts follow the checkpoint's
+        self.graph = graph
         #: called with (completed, storage) whenever a checkpoint completes (e.g. Spark landing)
         self.checkpoint_listeners = list(checkpoint_listeners)
         self.seed = seed
@@ -207,15 +231,23 @@ class SimExecutor:
 
         config = graph.checkpoint_config
         self.checkpointing = config is not None and config.interval is not None
-        self.storage = storage_from_uri(config.storage if config else None)
+        self.storage = storage_from_uri(config.storage if config else None,
+                                        timeout=config.storage_timeout if config else DEFAULT_STORAGE_TIMEOUT)
+        self._tearing: TearingBlobStore | None = None
         self.writer = SnapshotWriter(self.storage, self.job_id, config)
         #: the sinks' external system; an earlier execution's (`result.committer`) when this one
         #: restores its checkpoint, so the transactions that one staged can still be committed
         self.committer = committer if committer is not None else CollectCommitter()
+        #: checks invariants after every event (`runtime.sim.invariants`); None: off
+        self.invariants: InvariantChecker | None = (
+            invariants if isinstance(invariants, InvariantChecker) else InvariantChecker() if invariants else None)
+        if self.invariants is not None:
+            self.invariants.bind(self)  # before anything writes or deletes through the storage
         self.metrics = JobMetrics()
         self.failures: list[str] = []
-        self.restarts_left = graph.restart_strategy.attempts if graph.restart_strategy else 0
-        self.restart_delay = graph.restart_strategy.delay if graph.restart_strategy else 0.0
+        #: the restart strategy applied (its own seeded rng: jitter does not move network delays)
+        self.restart_backoff = RestartBackoff(graph.restart_strategy or RestartStrategy.no_restart(),
+                                              random.Random(f"restart/{seed}"))
         self.error: JobFailedError | None = None
         self.done = False
 
@@ -232,8 +264,11 @@ class SimExecutor:
         self._reverse: dict[tuple[TaskId, int], tuple[TaskId, int]] = {}
         self._last_delivery: dict[tuple[TaskId, int], float] = {}
         self._stalled_until: dict[TaskId, float] = {}
-        self._acks_sent: dict[TaskId, int] = {}
-        self._writes: dict[TaskId, int] = {}
+        #: stalled tasks (`TaskStall`): what reached them meanwhile, applied in order when they resume
+        self._held_for: dict[TaskId, list[Callable[[], None]]] = {}
+        #: a coordinator that crashes at the end of this instant (`CoordinatorCrashBeforeNotify`)
+        self._doomed: CheckpointCoordinator | None = None
+        self.injector: FaultInjector | None = None
         self._records: dict[TaskId, int] = {}
         self._pending_crashes: list[tuple[TaskId, TaskCrash, int | None]] = []
         self.stats_history: list[Any] = []
@@ -244,11 +279,13 @@ class SimExecutor:
         if restore_from is not None:  # ids continue after the restored checkpoint's
             self.id_counter.set_count(restore_from[0].checkpoint_id + 1)
         self.store = StandaloneCompletedCheckpointStore(
-            self.storage, self.job_id, config.retained if config else 1
+            self.storage, self.job_id, config.retained if config else 1, run_id=self.run_id
         )
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
         if self.ha is not None:
             self._setup_high_availability()
+        #: ids from here on are this run's: the orphan cleanup touches no earlier run's checkpoints
+        self.first_checkpoint_id = self.id_counter.get()
         self.coordinator = self._new_coordinator()
 
     def _setup_high_availability(self) -> None:
@@ -270,7 +307,9 @@ class SimExecutor:
     def _ha_store(self) -> Any:
         leader = next(e for e in self.elections if e.is_leader)
         retained = self.graph.checkpoint_config.retained if self.graph.checkpoint_config else 1
-        return self.ha_services.create_store(self.job_id, self.storage, retained, leader_election=leader)
+        store = self.ha_services.create_store(self.job_id, self.storage, retained, leader_election=leader)
+        store.run_id = self.run_id
+        return store
 
     # ------------------------------------------------------------------ scheduling
 
@@ -311,7 +350,7 @@ class SimExecutor:
             latest, restores = restore_latest_valid(self.graph, self.store, self.storage, committed)
             if latest is None and self.restore_from is not None:
                 given, latest = True, self.restore_from[0]
-                restores = build_restores(self.graph, *self.restore_from)
+                restores = build_restores(self.graph, *self.restore_from, plan=self.restore_plan)
             check_not_behind_committed_output(
                 self.graph.job_name, latest.checkpoint_id if latest is not None else None, committed)
         except RestoreError as exc:
@@ -319,9 +358,16 @@ class SimExecutor:
                 raise  # the checkpoint the user gave does not fit: the error itself, from execute()
             self._fail_for_good(f"job {self.graph.job_name!r} cannot recover: {exc}", exc)
             return
+        if self.failures:  # what the failed attempt left (its events are dropped: nothing still writes)
+            self._discard_orphans()
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
-        if not given:  # what a failed attempt staged past the restored checkpoint can never commit
-            self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
+        # what a failed attempt staged past the restored checkpoint can never commit; restoring
+        # the checkpoint the user gave, nothing of this execution is staged yet: every stage past
+        # it is the earlier execution's
+        before = sys.maxsize if given else self.id_counter.get()
+        self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, before)
+        if self.invariants is not None:
+            self.invariants.deploying()
         self.coordinator.restored_from(latest)
         if self.failures:  # a restart (the first deployment is not one)
             self.restored_checkpoints.append(latest.checkpoint_id if latest is not None else None)
@@ -331,16 +377,20 @@ class SimExecutor:
         self._scheduled.clear()
         self._flush_scheduled.clear()
         self._last_delivery.clear()
+        self._held_for.clear()  # a stalled task of the failed attempt is gone with it
+        committer = self.invariants.committer(self.committer) if self.invariants is not None else self.committer
         for task_id in self.task_ids:
             vertex = self.graph.vertex(task_id.vertex)
             self.tasks[task_id] = Task(
                 task_id, self.graph, vertex,
-                clock=_SimClock(self), timers=_SimTimers(self, epoch_bound=True),
-                ports=_Ports(self, task_id, epoch), committer=self.committer,
+                clock=_SimClock(self), timers=_SimTimers(self, epoch_bound=True, task_id=task_id),
+                ports=_Ports(self, task_id, epoch), committer=committer,
                 restore=restores.get(task_id),
             )
             self.tasks[task_id].records_per_step = self.costs.records_per_step
         self._build_routes()
+        if self.invariants is not None:
+            self.invariants.deployed()
         for task_id in self.task_ids:
             self._send_outputs(task_id)  # restored output channel state goes first
             self._schedule_run(task_id)
@@ -349,16 +399,9 @@ class SimExecutor:
     def _build_routes(self) -> None:
         self._routes.clear()
         self._reverse.clear()
-        in_index: dict[TaskId, dict[tuple[str, int], int]] = {}
-        for task_id in self.task_ids:
-            channels = self.graph.input_channels(task_id.vertex, task_id.subtask)
-            in_index[task_id] = {(edge.source, upstream): i for i, (edge, upstream) in enumerate(channels)}
-        for task_id, task in self.tasks.items():
-            for out in task.outputs:
-                receiver = out.target
-                in_ch = in_index[receiver][(task_id.vertex, task_id.subtask)]
-                self._routes[(task_id, out.index)] = (receiver, in_ch)
-                self._reverse[(receiver, in_ch)] = (task_id, out.index)
+        for route in self.graph.channel_routes():
+            self._routes[(route.sender, route.output_channel)] = (route.receiver, route.input_channel)
+            self._reverse[(route.receiver, route.input_channel)] = (route.sender, route.output_channel)
 
     # ------------------------------------------------------------------ the run
 
@@ -372,6 +415,9 @@ class SimExecutor:
         self._deploy()
         if self.checkpointing:
             self.coordinator.start()
+        invariants = self.invariants
+        if invariants is not None:
+            invariants.after_event()
         while self._heap and not self.done:
             when, _, fn, epoch, kind = heapq.heappop(self._heap)
             if epoch is not None and epoch != self.epoch:
@@ -384,16 +430,32 @@ class SimExecutor:
             self.events += 1
             if self.tracing:
                 self.trace.append((round(when, 9), kind))
-            fn()
+            try:
+                fn()
+            except Exception as exc:
+                if invariants is not None:
+                    invariants.raise_found(exc)  # a violation found first explains the error
+                raise
+            if invariants is not None:
+                invariants.after_event()
             if self.progress is not None and self.events % 5000 == 0:
                 self.progress(self._progress_info())
         if not self.done and self.error is None:
             stuck = [str(t) for t, task in self.tasks.items() if not task.is_finished]
             self._fail_for_good(f"job stalled with unfinished tasks {stuck} (seed={self.seed})", None)
         self.coordinator.stop()
+        if invariants is not None:
+            invariants.finished(self.error is None)
         if self.error is not None:
             raise self.error
+        self._discard_orphans()
         return self._result()
+
+    def _discard_orphans(self) -> None:
+        """Delete the files of this run's checkpoints that are neither retained nor pending, and
+        what interrupted writes left (`checkpoint.cleanup`)."""
+        discard_orphans(self.storage, self.job_id, self.store, since=self.first_checkpoint_id,
+                        pending=self.coordinator.pending_ids)
 
     def _result(self) -> JobResult:
         self.metrics.duration = self.now
@@ -409,11 +471,12 @@ class SimExecutor:
             if task.announced_buffer_size is not None:
                 self.metrics.buffer_sizes[str(task_id)] = task.announced_buffer_size
         for task in self.tasks.values():
-            self.metrics.latencies.extend(task.latencies)
+            self.metrics.latencies.merge(task.latencies)
             self.metrics.add_task_span(task.first_created_at, task.last_arrival_at)
         return JobResult(
             job_name=self.graph.job_name,
             executor="sim",
+            run_id=self.run_id,
             seed=self.seed,
             committer=self.committer,
             checkpoints=list(self.coordinator_history()),
@@ -494,20 +557,33 @@ class SimExecutor:
         task = self.tasks.get(task_id)
         if task is None:
             return
+        invariants = self.invariants
+        spikes = self.injector is not None and self.injector.delays_channels
         link_delay = self._link_delays.get(task_id, 0.0)
         for out_index, payload in task.drain_sendable():
             receiver, in_ch = self._routes[(task_id, out_index)]
             key = (task_id, out_index)
             delay = self.rng.uniform(self.network.delay_min, self.network.delay_max) + link_delay
+            if spikes:
+                extra = self.injector.channel_delay(receiver, in_ch, self.now)  # type: ignore[union-attr]
+                if extra:
+                    self._trace("fault", "ChannelDelay", str(receiver), in_ch, extra)
+                    delay += extra
             when = max(self.now + delay, self._last_delivery.get(key, 0.0),
                        self._stalled_until.get(receiver, 0.0))
             self._last_delivery[key] = when
+            if invariants is not None:
+                invariants.on_send(task_id, out_index, payload)
             self._at(when, lambda r=receiver, c=in_ch, p=payload: self._deliver(r, c, p), self.epoch, "net")
 
     def _deliver(self, receiver: TaskId, channel: int, payload: Any) -> None:
         task = self.tasks.get(receiver)
         if task is None:
             return
+        if self._held_for and self._held(receiver, lambda: self._deliver(receiver, channel, payload)):
+            return
+        if self.invariants is not None:
+            self.invariants.on_deliver(receiver, channel, payload)
         if isinstance(payload, CheckpointBarrier):
             self._trace_barrier("barrier-in", payload.id, str(receiver), channel)
         try:
@@ -523,12 +599,16 @@ class SimExecutor:
         receiving = self.tasks.get(receiver)
         # buffer debloating: the credit carries the buffer size the receiver asks for
         buffer_size = receiving.announced_buffer_size if receiving is not None else None
+        if self.invariants is not None:
+            self.invariants.on_credit_returned(sender, out_index)
 
         def give() -> None:
             task = self.tasks.get(sender)
             if task is None:
                 return
             task.add_credit(out_index, buffer_size)
+            if self.invariants is not None:
+                self.invariants.on_credit_given(sender, out_index)
             self._send_outputs(sender)
             self._schedule_run(sender)
 
@@ -541,89 +621,131 @@ class SimExecutor:
 
     # ------------------------------------------------------------------ checkpoint plumbing
 
+    def _send_control(self, kind: str, task_id: TaskId, checkpoint_id: int, epoch: int | None,
+                      fn: Callable[[], None]) -> None:
+        """A control message of `kind` to `task_id` ("ack": from it), as faults let it go."""
+        injector = self.injector
+        effect = injector.control(kind, task_id) if injector is not None else None
+        if effect is None or not effect.faults:
+            self._control(epoch, fn)
+            return
+        for fault in effect.faults:
+            if kind == "ack" and effect.lost:
+                self._trace("ack-lost", checkpoint_id, str(task_id))
+            else:
+                self._trace("fault", type(fault).__name__, kind, checkpoint_id, str(task_id))
+        if effect.lost:
+            return
+        when = self.now + self.network.control_delay + effect.delay
+        for copy in range(effect.copies):
+            self._at(when + copy * self.network.control_delay, fn, epoch, "control")
+
     def trigger_source(self, task_id: TaskId, checkpoint_id: int, timestamp: float,
                        unaligned: bool = False, alignment_timeout: float | None = None) -> None:
+        if self._doomed is self.coordinator:
+            return  # it is crashing: nothing more leaves it
         options = CheckpointOptions(unaligned=unaligned, alignment_timeout=alignment_timeout)
+        if self.invariants is not None:
+            self.invariants.on_trigger(checkpoint_id)
 
         def trigger() -> None:
             task = self.tasks.get(task_id)
-            if task is None:
+            if task is None or self._held(task_id, trigger):
                 return
             task.trigger_source_checkpoint(checkpoint_id, timestamp, options)
+            if self.invariants is not None:
+                self.invariants.on_source_triggered(task_id, checkpoint_id)
             self._send_outputs(task_id)
             self._schedule_run(task_id)
 
         self._trace("trigger", checkpoint_id, str(task_id))
-        self._control(self.epoch, trigger)
+        self._send_control("trigger", task_id, checkpoint_id, self.epoch, trigger)
 
     def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
         coordinator = self.coordinator
+        if self._doomed is coordinator:
+            return
+        if self.injector is not None and self.injector.completion_announced(checkpoint_id):
+            # the checkpoint is durable; the coordinator dies before telling anyone
+            self._doomed = coordinator
+            self._trace("fault", "CoordinatorCrashBeforeNotify", checkpoint_id)
+            self._at(self.now, self._crash_coordinator, None, "fault")
+            return
         final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
 
         def notify() -> None:
             task = self.tasks.get(task_id)
-            if task is None:
+            if task is None or self._held(task_id, notify):
                 return
             task.notify_checkpoint_complete(checkpoint_id, final=final)
             self.writer.notify_checkpoint_complete(task_id, checkpoint_id)
+            if self.invariants is not None:
+                self.invariants.on_notified(task_id, checkpoint_id, completed=True)
             self._send_outputs(task_id)
             self._schedule_run(task_id)
             if task.is_finished:
                 self._check_done()
 
-        self._control(self.epoch, notify)
+        self._send_control("complete", task_id, checkpoint_id, self.epoch, notify)
 
     def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        if self._doomed is self.coordinator:
+            return
+
         def notify() -> None:
             task = self.tasks.get(task_id)
-            if task is not None:
+            if task is not None and not self._held(task_id, notify):
                 task.notify_checkpoint_aborted(checkpoint_id, reason)
                 self.writer.notify_checkpoint_aborted(task_id, checkpoint_id)
+                if self.invariants is not None:
+                    self.invariants.on_notified(task_id, checkpoint_id, completed=False)
                 self._schedule_run(task_id)
 
-        self._control(self.epoch, notify)
+        self._send_control("abort", task_id, checkpoint_id, self.epoch, notify)
 
     def fail_job(self, error: Exception) -> None:
         self._global_failover(f"checkpoint failures: {error}", error)
 
     def on_checkpoint_completed(self, completed: Any) -> None:
+        if self._doomed is self.coordinator:
+            return
         self._trace("completed", completed.checkpoint_id)
+        if self.invariants is not None:
+            self.invariants.on_completed(completed)
         for listener in self.checkpoint_listeners:
             listener(completed, self.storage)
 
     def _on_ack(self, epoch: int, ack: TaskAcknowledgement) -> None:
         self._trace_barrier("ack", ack.checkpoint_id, str(ack.task_id))
-        n = self._acks_sent.get(ack.task_id, 0)
-        self._acks_sent[ack.task_id] = n + 1
-        for fault in self.faults.faults:
-            if isinstance(fault, LostAcknowledgement) and self._fault_target(fault) == ack.task_id and fault.nth == n:
-                self._trace("ack-lost", ack.checkpoint_id, str(ack.task_id))
-                return
-        self._control(epoch, lambda: self.coordinator.receive_acknowledge(ack))
+        self._send_control("ack", ack.task_id, ack.checkpoint_id, epoch,
+                           lambda: self.coordinator.receive_acknowledge(ack))
 
     def _write_snapshot(self, epoch: int, snapshot: TaskSnapshot) -> None:
         task_id = snapshot.task_id
         self._trace_barrier("snapshot", snapshot.checkpoint_id, str(task_id), snapshot.sync_time)
-        n = self._writes.get(task_id, 0)
-        self._writes[task_id] = n + 1
-        fail = any(
-            isinstance(f, StorageWriteFailure) and self._fault_target(f) == task_id and f.nth == n
-            for f in self.faults.faults
-        )
+        effect = self.injector.write(task_id) if self.injector is not None else None
         files = self.writer.prepare(snapshot)
         size = sum(len(data) for data in files.values())
         duration = self.network.write_latency + size / self.network.write_bandwidth
+        if self.injector is not None:
+            slower = self.injector.write_slowdown(self.now)
+            if slower > 1.0:
+                self._trace("fault", "SlowStorage", snapshot.checkpoint_id, str(task_id), slower)
+                duration *= slower
 
         def done() -> None:
             task = self.tasks.get(task_id)
-            if task is None:
+            if task is None or self._held(task_id, done):
                 return
             if task.is_cancelled(snapshot.checkpoint_id):
                 return  # cancelled in flight: nothing is written
             try:
-                if fail:
+                if effect is not None and effect.fail:
                     raise StorageError(f"injected storage failure writing {task_id} chk-{snapshot.checkpoint_id}")
-                handles = self.writer.write(snapshot, files)
+                if effect is not None and effect.tear is not None:
+                    handles = self._write_torn(snapshot, files, effect.tear)
+                else:
+                    handles = self.writer.write(snapshot, files)
             except StorageError as exc:
                 task.on_snapshot_failed(snapshot.checkpoint_id, exc)
                 return
@@ -632,21 +754,29 @@ class SimExecutor:
 
         self._at(self.now + duration, done, epoch, "write")
 
+    def _write_torn(self, snapshot: TaskSnapshot, files: dict[str, bytes], tear: Any) -> Any:
+        """Write `snapshot` with its first file torn (`TornWrite`): the write reports success."""
+        if self._tearing is None:
+            self._tearing = TearingBlobStore(self.storage.blob_store)
+            self.storage.blob_store = self._tearing
+        self._tearing.tear_next(tear.keep, tear.garble)
+        try:
+            handles = self.writer.write(snapshot, files)
+        finally:
+            torn = self._tearing.stop()
+        self._trace("fault", "TornWrite", snapshot.checkpoint_id, str(snapshot.task_id), torn)
+        return handles
+
     # ------------------------------------------------------------------ faults and failover
 
-    def _fault_target(self, fault: Any) -> TaskId:
-        return self._fault_targets[id(fault)]
-
     def _resolve_faults(self) -> None:
-        rng = random.Random(self.faults.seed)
-        names = [str(t) for t in self.task_ids]
-        self._fault_targets: dict[int, TaskId] = {}
+        num_inputs = {t: len(self.graph.input_channels(t.vertex, t.subtask)) for t in self.task_ids}
+        self.injector = injector = FaultInjector(self.faults, self.task_ids, self.source_ids, num_inputs,
+                                                 self._expected_duration())
         expected = self._expected_records()
         for fault in self.faults.faults:
-            if hasattr(fault, "task"):
-                self._fault_targets[id(fault)] = TaskId.parse(resolve_task(fault.task, names, rng))
             if isinstance(fault, TaskCrash):
-                target = self._fault_targets[id(fault)]
+                target = injector.target(fault)
                 if fault.at is not None:
                     self._at(fault.at, lambda t=target: self._crash(t, "TaskCrash"), None, "fault")
                 else:
@@ -659,8 +789,12 @@ class SimExecutor:
                 self._at(at, self._crash_coordinator, None, "fault")
             elif isinstance(fault, ChannelStall):
                 at = fault.at if fault.at is not None else (fault.at_fraction or 0.5) * self._expected_duration()
-                target = self._fault_targets[id(fault)]
+                target = injector.target(fault)
                 self._at(at, lambda t=target, d=fault.duration: self._stall(t, d), None, "fault")
+            elif isinstance(fault, TaskStall):
+                target = injector.target(fault)
+                self._at(injector.moment(fault), lambda t=target, d=fault.duration: self._stall_task(t, d),
+                         None, "fault")
 
     def _expected_records(self) -> dict[TaskId, int]:
         """Records each task handles in a failure-free run, roughly (fault placement only)."""
@@ -693,11 +827,41 @@ class SimExecutor:
         self._stalled_until[task_id] = self.now + duration
         self._trace("stall", str(task_id), duration)
 
+    def _stall_task(self, task_id: TaskId, duration: float | None) -> None:
+        """`TaskStall`: the task takes no step until `now + duration`; what reaches it meanwhile
+        (input, control messages, its timers, its finished writes) waits and is applied in order."""
+        if self.done or task_id not in self.tasks or task_id in self._held_for:
+            return
+        if duration is None:
+            config = self.graph.checkpoint_config
+            duration = 1.5 * config.timeout if self.checkpointing and config is not None else 1.0
+        until = self.now + duration
+        self._trace("fault", "TaskStall", str(task_id), duration)
+        self._held_for[task_id] = []
+        self._busy_until[task_id] = max(self._busy_until.get(task_id, 0.0), until)
+
+        def resume() -> None:
+            for fn in self._held_for.pop(task_id, []):
+                fn()
+            self._schedule_run(task_id)
+
+        self._at(until, resume, self.epoch, "fault")
+
+    def _held(self, task_id: TaskId, fn: Callable[[], None]) -> bool:
+        """True (and `fn` kept for later) while `task_id` is stalled."""
+        held = self._held_for.get(task_id)
+        if held is None:
+            return False
+        held.append(fn)
+        return True
+
     def _crash_coordinator(self) -> None:
         if self.done:
             return
         self._trace("coordinator-crash")
-        self.coordinator.stop()
+        # the process is gone: its pending checkpoints end with it (their notifications belong to
+        # the execution failing over below), and none of its timers may act again
+        self.coordinator.shutdown()
         self.stats_history.extend(self.coordinator.stats.history)
         if self.ha is not None:
             # the leader's process died: its session expires, the standby is elected and takes
@@ -713,7 +877,7 @@ class SimExecutor:
             return
         # standalone mode: the coordinator's memory is gone; what survives is the storage
         self.store = StandaloneCompletedCheckpointStore(
-            self.storage, self.job_id, self.graph.checkpoint_config.retained
+            self.storage, self.job_id, self.graph.checkpoint_config.retained, run_id=self.run_id
         )
         self.store.recover()
         latest = self.store.get_latest_checkpoint()
@@ -745,14 +909,14 @@ class SimExecutor:
         self.coordinator.abort_all_pending(reason)
         self.epoch += 1
         self.tasks = {}  # nothing of the failed execution may run, send or be delivered to again
-        if self.restarts_left <= 0:
+        self.restart_backoff.notify_failure(self.now)
+        if not self.restart_backoff.can_restart():
             attempts = len(self.failures) - 1
             self._fail_for_good(
                 f"job {self.graph.job_name!r} failed after {attempts} restart(s): {why} "
-                f"(replay: seed={self.seed}, faults={self.faults!r})", exc,
+                f"({self.restart_backoff.exhausted()}; replay: seed={self.seed}, faults={self.faults!r})", exc,
             )
             return
-        self.restarts_left -= 1
         epoch = self.epoch
 
         def restart() -> None:
@@ -761,7 +925,12 @@ class SimExecutor:
             if self.checkpointing:
                 self.coordinator.start()
 
-        self._at(self.now + self.restart_delay, restart, epoch, "restart")
+        self._at(self.now + self.restart_backoff.backoff_time, restart, epoch, "restart")
+        if self.injector is not None:
+            for target, fault in self.injector.recovery_started():
+                self._trace("fault", "TaskCrashDuringRecovery", str(target), fault.delay)
+                self._at(self.now + fault.delay, lambda t=target: self._crash(t, "TaskCrashDuringRecovery"),
+                         epoch, "fault")
 
     def _fail_for_good(self, message: str, exc: BaseException | None) -> None:
         self.error = JobFailedError(message, exc)

@@ -4,6 +4,10 @@
 (split, sequence number) so the committed output can be checked for loss, duplication and
 reordering; one keyed subtask is slow and channels have one credit, so in-flight data piles up
 in front of it and aligned barriers queue behind it.
+
+`relay_job`: two sources -> rebalance -> "relay" (map) -> key_by -> "count" -> sink, parallelism 2,
+so every relay and count subtask has two input channels and aligned checkpoints really align;
+named tasks for explicit fault plans (`Source: collection[0]`, `relay[1]`, `count[0]`, ...).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators import CollectSink, KeyedProcessFunction
+from runtime.sim.workloads import CountPerKey
 
 SINK = "checked"
 
@@ -72,3 +77,22 @@ def check_headers(rows: list[dict[str, Any]], committed: list[dict[str, Any]]) -
     lost = sum(1 for h in expected if seen.get(h, 0) == 0)
     duplicated = sum(n - 1 for n in seen.values() if n > 1)
     return HeaderCheck(lost, duplicated, reordered)
+
+
+RELAY_SINK = "out"
+
+
+def relay_job(rows: int = 400, *, storage: str | None = None, attempts: int = 5, **checkpointing: Any) -> Any:
+    """The relay job (see the module docstring) in a new `StreamEnvironment`, checkpointing every
+    2 virtual ms unless `checkpointing` (options of `enable_checkpointing`) says otherwise."""
+    from checkpoint.options import RestartStrategy
+    from runtime.api import StreamEnvironment
+
+    env = StreamEnvironment(parallelism=2, buffer_size=4, credits=2, buffer_timeout=0.001)
+    env.enable_checkpointing(**{"interval": 0.002, "tolerable_failures": 1_000_000, "storage": storage,
+                                **checkpointing})
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=attempts, delay=0.001))
+    records = [{"id": i, "key": f"k{i % 5}"} for i in range(rows)]
+    (env.from_collection(records, splits=2).rebalance().map(lambda r: r, name="relay")
+        .key_by("key").process(CountPerKey(), name="count").sink_to(CollectSink(RELAY_SINK)))
+    return env

@@ -137,3 +137,26 @@ def test_queries_name_unknown_vertices_and_subtasks():
     with pytest.raises(ValueError, match="vertex 's' has no subtask 1"):
         g.input_channels("s", 1)
     assert "a (p=1): Source: collection" in g.describe()
+
+
+def test_channel_routes_pair_every_output_channel_with_its_input_channel():
+    a, b = source("A", p=2), source("B", p=3)
+    c = op("C", p=2, sink="o")
+    fwd, hashed = JobEdge("A", "C", Forward()), JobEdge("B", "C", KeyGroupHash(ColumnKeySelector("k"), 128))
+    g = graph([a, b, c], [fwd, hashed])
+    routes = {(r.sender, r.output_channel): (r.receiver, r.input_channel) for r in g.channel_routes()}
+    assert routes[(TaskId("A", 1), 0)] == (TaskId("C", 1), 0)
+    assert routes[(TaskId("B", 2), 1)] == (TaskId("C", 1), 3)
+    assert len(routes) == 2 + 3 * 2
+
+
+def test_two_edges_between_the_same_vertices_are_two_channels_a_self_union():
+    a, u = source("A", p=2), op("U", p=2, sink="o")
+    first, second, third = JobEdge("A", "U", Forward()), JobEdge("A", "U", Forward()), JobEdge("A", "U", Rebalance())
+    g = graph([a, u], [first, second, third])
+    routes = [(r.sender, r.output_channel, r.receiver, r.input_channel) for r in g.channel_routes()]
+    # U[1] has channels 0: first A[1], 1: second A[1], 2: third A[0], 3: third A[1]
+    assert [(s, o, c) for s, o, rcv, c in routes if rcv == TaskId("U", 1)] == [
+        (TaskId("A", 0), 3, 2), (TaskId("A", 1), 0, 0), (TaskId("A", 1), 1, 1), (TaskId("A", 1), 3, 3)]
+    inputs = [(r.receiver, r.input_channel) for r in g.channel_routes()]
+    assert len(inputs) == len(set(inputs)) == 2 * len(g.input_channels("U", 0))

@@ -83,6 +83,22 @@ def test_a_failing_builder_exits_1_and_debug_shows_the_traceback(job_dir: Path) 
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "the builder is broken" in debug.stderr
 
 
+def test_high_availability_against_a_closed_port_fails_fast_naming_the_address(job_dir: Path) -> None:
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    done = barrierflow("run", "myjob:build", "--executor", "ray", "--zookeeper", f"127.0.0.1:{port}", cwd=job_dir)
+    took = time.monotonic() - started
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr  # one line, no kazoo noise
+    assert f"127.0.0.1:{port}" in done.stderr and "Connection refused" in done.stderr, done.stderr
+    assert took < 30, f"{took:.1f} s: an unreachable ZooKeeper must fail within seconds (was 85 s)"
+
+
 def test_every_option_says_its_unit_or_default(job_dir: Path) -> None:
     for command in ("run", "demo"):
         text = barrierflow(command, "--help", cwd=job_dir).stdout

@@ -214,6 +214,7 @@ def test_duplicate_unknown_task_and_late_acks_are_ignored() -> None:
     assert h.ack(SINK, 42, write=False) is AckResult.DISCARDED
     assert h.coordinator.counters == {
         "acks_for_unknown_checkpoint": 2, "acks_duplicate": 1, "acks_unknown_task": 1, "declines_ignored": 0,
+        "final_notifications_repeated": 0,
     }
     assert h.gateway.completed == []
 
@@ -311,6 +312,23 @@ def test_a_restored_final_checkpoint_is_final_again_without_a_new_checkpoint() -
         h.coordinator.source_finished(source)
     assert h.coordinator.is_final_checkpoint_complete and h.coordinator.final_checkpoint_id == 1
     assert h.gateway.events[events:] == [("complete", str(t), 1) for t in sorted(TASKS)]
+    assert h.gateway.triggered_ids() == [1]
+
+
+def test_the_final_completion_is_repeated_until_the_coordinator_stops() -> None:
+    # regression: a lost notification of the final checkpoint left its source waiting forever
+    h = make_harness(CheckpointConfig(interval=0.1, timeout=100.0), final_retry_delay=0.5)
+    for source in SRC:
+        h.coordinator.source_finished(source)
+    h.advance(0.0)
+    h.ack_all(1)
+    notified = [e for e in h.gateway.events if e[0] == "complete"]
+    h.advance(1.0)
+    assert [e for e in h.gateway.events if e[0] == "complete"] == notified * 3
+    assert h.coordinator.counters["final_notifications_repeated"] == 2
+    h.coordinator.stop()  # the job ended
+    h.advance(5.0)
+    assert h.coordinator.counters["final_notifications_repeated"] == 2
     assert h.gateway.triggered_ids() == [1]
 
 

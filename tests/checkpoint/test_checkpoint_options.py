@@ -105,3 +105,31 @@ def test_restart_strategy_validation_names_option(attempts, delay, option) -> No
         RestartStrategy.fixed_delay(attempts, delay)
     assert info.value.option == option
     assert option in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("build", "option"),
+    [(lambda: RestartStrategy.exponential_delay(initial_backoff=-1), "restart initial_backoff"),
+     (lambda: RestartStrategy.exponential_delay(initial_backoff=2, max_backoff=1), "restart max_backoff"),
+     (lambda: RestartStrategy.exponential_delay(backoff_multiplier=0.5), "restart backoff_multiplier"),
+     (lambda: RestartStrategy.exponential_delay(jitter_factor=1.5), "restart jitter_factor"),
+     (lambda: RestartStrategy.exponential_delay(reset_backoff_threshold=float("nan")),
+      "restart reset_backoff_threshold"),
+     (lambda: RestartStrategy.exponential_delay(attempts_before_reset_backoff=-1),
+      "restart attempts_before_reset_backoff"),
+     (lambda: RestartStrategy.failure_rate(max_failures_per_interval=0), "restart max_failures_per_interval"),
+     (lambda: RestartStrategy.failure_rate(failure_rate_interval=0), "restart failure_rate_interval"),
+     (lambda: RestartStrategy.failure_rate(delay=-0.1), "restart delay"),
+     (lambda: RestartStrategy(kind="forever"), "restart strategy")],
+)
+def test_restart_strategy_kinds_validate_their_options(build, option) -> None:
+    with pytest.raises(InvalidOptionError) as info:
+        build()
+    assert info.value.option == option and option in str(info.value)
+
+
+def test_restart_strategy_repr_shows_how_to_build_it() -> None:
+    for strategy in (RestartStrategy.fixed_delay(3, 0.5), RestartStrategy.no_restart(),
+                     RestartStrategy.exponential_delay(initial_backoff=0.25, attempts_before_reset_backoff=7),
+                     RestartStrategy.failure_rate(3, 30.0, 0.5)):
+        assert eval(repr(strategy), {"RestartStrategy": RestartStrategy}) == strategy  # noqa: S307

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 import threading
 import time
@@ -20,6 +21,9 @@ from runtime.ray.cluster import LOCAL_ENV, local_runtime_env  # noqa: E402
 
 for _key, _value in LOCAL_ENV.items():
     os.environ.setdefault(_key, _value)
+# a fake cluster this process starts: token authentication on for every node (read at import)
+os.environ.setdefault("RAY_AUTH_MODE", "token")
+os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402

@@ -27,12 +27,14 @@ def to_app(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def pageview_env(rows: list[dict[str, Any]], *, mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE,
-                 interval: float = 0.05, attempts: int = 10, fn: Any = to_app, buffer_size: int = 64,
+                 interval: float = 0.05, attempts: int | None = 10, fn: Any = to_app, buffer_size: int = 64,
                  storage: str | None = None) -> StreamEnvironment:
-    """The seed-003 page-view job: source -> map to app -> keyBy(app) -> count -> sink "pv"."""
+    """The seed-003 page-view job: source -> map to app -> keyBy(app) -> count -> sink "pv"
+    (`attempts=None`: the default restart strategy)."""
     env = StreamEnvironment(parallelism=2, buffer_size=buffer_size, credits=4, buffer_timeout=0.005)
     env.enable_checkpointing(interval=interval, mode=mode, tolerable_failures=1000, storage=storage)
-    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=attempts, delay=0.01))
+    if attempts is not None:
+        env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=attempts, delay=0.01))
     (
         env.from_collection(rows, splits=2)
         .map(fn, name="to-app")
@@ -43,12 +45,23 @@ def pageview_env(rows: list[dict[str, Any]], *, mode: CheckpointingMode = Checkp
     return env
 
 
+def self_union_env(rows: list[dict[str, Any]]) -> StreamEnvironment:
+    """source -> map to app, unioned with itself (two edges between the same vertices) -> keyBy(app)
+    -> count -> sink "pv": every app counts twice its records."""
+    env = StreamEnvironment(parallelism=2, buffer_size=64, credits=4, buffer_timeout=0.005)
+    env.enable_checkpointing(interval=0.05, tolerable_failures=1000)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=10, delay=0.01))
+    apps = env.from_collection(rows, splits=2).map(to_app, name="to-app")
+    apps.union(apps).key_by("app").process(CountPerKey("app"), name="count").sink_to(CollectSink("pv"))
+    return env
+
+
 #: the record index `emit_unstageable` gives a value Arrow cannot carry
 UNSTAGEABLE = 1500
 
 
 def emit_unstageable(record: dict[str, Any]) -> dict[str, Any]:
-    """One output record holds an int beyond int64: fine in Python, not in the sink's Arrow stage."""
+    """One output record holds an int beyond int64: fine in Python, not in Arrow (the sink's stage)."""
     return {"app": record["app"], "i": record["i"], "n": 2**70 if record["i"] == UNSTAGEABLE else 1}
 
 
@@ -58,4 +71,26 @@ def unstageable_env(rows: list[dict[str, Any]]) -> StreamEnvironment:
     env.enable_checkpointing(interval=0.02, tolerable_failures=1000)
     env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=1, delay=0.01))
     env.from_collection(rows, splits=1).map(emit_unstageable, name="emit").sink_to(CollectSink("pv"))
+    return env
+
+
+#: the record index from which `int_or_str` gives field "x" a str (an int before)
+MIXED_FROM = 1200
+
+
+def int_or_str(record: dict[str, Any]) -> dict[str, Any]:
+    return {"app": record["app"], "i": record["i"], "x": "s" if record["i"] >= MIXED_FROM else record["i"]}
+
+
+def mixed_types_env(rows: list[dict[str, Any]], buffer_size: int) -> StreamEnvironment:
+    """source -> map "shape" (field "x": ints, then strs) -> rebalance -> map "after" (p=2) -> sink."""
+    env = StreamEnvironment(parallelism=2, buffer_size=buffer_size, buffer_timeout=0.005)
+    env.enable_checkpointing(interval=0.02, tolerable_failures=1000)
+    env.set_restart_strategy(RestartStrategy.no_restart())
+    (
+        env.from_collection(rows, splits=1).set_parallelism(1)
+        .map(int_or_str, name="shape").set_parallelism(1)
+        .rebalance().map(lambda r: r, name="after")
+        .sink_to(CollectSink("pv"))
+    )
     return env

@@ -1,17 +1,29 @@
-"""Failures on Ray: a UDF that rejects a record, a hung task, checkpoint storage errors."""
+"""Failures on Ray: a UDF that rejects a record, records Arrow cannot carry or whose field types mix,
+a hung task, checkpoint storage errors."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import time
 from collections import Counter
 from typing import Any
 
 import pytest
-from ray_jobs import UNSTAGEABLE, expected_counts, pageview_env, pageview_rows, unstageable_env
+from ray_jobs import (
+    MIXED_FROM,
+    UNSTAGEABLE,
+    expected_counts,
+    int_or_str,
+    mixed_types_env,
+    pageview_env,
+    pageview_rows,
+    unstageable_env,
+)
 
 from runtime import FaultPlan
-from runtime.faults import StorageWriteFailure
+from runtime.faults import StorageWriteFailure, TaskCrash
 from runtime.result import JobFailedError
 from runtime.sim.workloads import multiset
 
@@ -41,19 +53,55 @@ def test_udf_rejecting_a_record_restarts_then_fails_naming_operator_and_record(r
 
 
 @pytest.mark.ray
-def test_a_record_the_sink_cannot_stage_fails_the_job_naming_sink_and_record(ray_session) -> None:
-    """The sink's stage is converted to Arrow on the task's writer thread, off the data path; a
-    record Arrow cannot carry must still fail the task (not merely decline the checkpoint, which
-    would retry for ever) with an error naming the sink and the record."""
-    env = unstageable_env(ROWS)
-    with pytest.raises(JobFailedError) as info:
-        env.execute("unstageable", executor="ray")
+def test_a_poison_record_fails_within_seconds_with_the_default_restart_strategy(ray_session, caplog) -> None:
+    # regression: the default restarted it 20 times, 0.1 s apart; exponential delay gives up after
+    # 5 restarts in a row (~1.3 s of backoff in all)
+    env = pageview_env(ROWS, attempts=None, fn=reject_one, interval=0.02)
+    with caplog.at_level(logging.INFO, logger="barrierflow.ray"), pytest.raises(JobFailedError) as info:
+        env.execute("poison", executor="ray")
     message = str(info.value)
-    assert "sink 'pv' cannot stage transaction" in message, message
-    assert f"'i': {UNSTAGEABLE}" in message and str(2**70) in message, message
+    assert "after 5 restart(s)" in message and "exponential_delay" in message, message
+    assert "'to-app'" in message and f"'i': {BAD}" in message and len(message) < 2000, message
+    failovers = [r.created for r in caplog.records if "failover" in r.getMessage()]
+    assert len(failovers) == 6, failovers  # the first failure and 5 restarts, not 20
+
+
+@pytest.mark.ray
+def test_a_record_the_sink_cannot_stage_fails_the_job_naming_operator_and_record(ray_session) -> None:
+    """A record Arrow cannot carry reaching a chained sink fails the task before the sink takes it,
+    with the simulator's error (it used to fail only at the stage, on the writer thread, and the
+    simulator accepted it)."""
+    with pytest.raises(JobFailedError) as info:
+        unstageable_env(ROWS).execute("unstageable", executor="ray")
+    message = str(info.value)
+    expected = f"holds {2**70} (int), which does not fit in int64, the widest int Arrow holds"
+    assert "records emitted by operator 'emit': field 'n' of record" in message and expected in message, message
+    assert f"'i': {UNSTAGEABLE}" in message, message
     committed = info.value.committer.output("pv")
     assert all(r["n"] == 1 for r in committed), "the record Arrow cannot carry was committed"
     assert max(Counter(r["i"] for r in committed).values(), default=1) == 1, "a record was committed twice"
+    with pytest.raises(JobFailedError) as on_sim:
+        unstageable_env(ROWS).execute("unstageable", executor="sim", seed=1)
+    assert str(on_sim.value.cause) in message
+
+
+@pytest.mark.ray
+def test_mixed_types_in_a_field_fail_alike_on_ray_and_the_simulator(ray_session) -> None:
+    """Ints, then strs in field "x": the same error naming operator, field, types and record at
+    every buffer size on both executors (it used to depend on whether the two shared a buffer)."""
+    rows = ROWS[:MIXED_FROM + 100]
+    expected = (
+        f"records emitted by operator 'shape': field 'x' is string in record {int_or_str(rows[MIXED_FROM])!r}, "
+        "but int64 in earlier records; a field keeps one Arrow type per stream (None fits any type, ints widen "
+        "to floats)"
+    )
+    for buffer_size in (1, 256):
+        with pytest.raises(JobFailedError) as on_sim:
+            mixed_types_env(rows, buffer_size).execute("mixed", executor="sim", seed=1)
+        assert str(on_sim.value.cause) == expected
+    with pytest.raises(JobFailedError) as on_ray:
+        mixed_types_env(rows, 256).execute("mixed", executor="ray")
+    assert f"task Source: collection[0] failed: {expected} (executor=ray" in str(on_ray.value), str(on_ray.value)
 
 
 @pytest.mark.ray
@@ -82,3 +130,39 @@ def test_storage_failures_decline_checkpoints_and_files_on_shared_storage(ray_se
     assert reasons.get("storage failure", 0) >= 1, reasons
     assert multiset(result.output("pv")) == expected_counts(ROWS)
     assert os.listdir(tmp_path / "chk" / "store"), "checkpoint files were not written to the storage path"
+
+
+@pytest.mark.ray
+def test_failovers_leave_no_orphan_checkpoint_files(ray_session, tmp_path) -> None:
+    # regression: each failover left the directory of the checkpoint in progress behind
+    from checkpoint.tools import collect_garbage, open_checkpoints
+
+    plan = FaultPlan.of(TaskCrash(task="count[0]", at_fraction=0.3), TaskCrash(task="count[1]", at_fraction=0.6))
+    env = pageview_env(ROWS, storage=str(tmp_path / "chk"), interval=0.01)
+    result = env.execute("orphans", executor="ray", faults=plan)
+    assert result.restarts == 2 and multiset(result.output("pv")) == expected_counts(ROWS)
+    chk_dirs = sorted(p.name for p in (tmp_path / "chk" / "orphans").glob("chk-*"))
+    assert len(chk_dirs) == 1, chk_dirs  # retained=1: the final checkpoint, nothing of the failed attempts
+    report = collect_garbage(open_checkpoints(str(tmp_path / "chk")), "orphans", dry_run=True)
+    assert [p for p, _ in report.removed if not p.endswith("_checkpoint_counter")] == []
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("what", ["storage", "zookeeper"])
+def test_unreachable_storage_or_zookeeper_fails_in_seconds_naming_it(what: str, silent_port: int) -> None:
+    # checked in the driver before Ray starts; the actors used to die in their constructors,
+    # redeployed until "actors kept dying" (storage) or leader election gave up after 70 s (ZooKeeper)
+    from checkpoint.recovery import HighAvailabilityError
+    from checkpoint.storage import StorageError
+
+    address = f"127.0.0.1:{silent_port}"
+    if what == "storage":
+        env = pageview_env(ROWS, storage=f"s3://bucket/chk?endpoint_override={address}&scheme=http")
+        env.checkpoint_config = dataclasses.replace(env.checkpoint_config, storage_timeout=1.0)
+    else:
+        env = pageview_env(ROWS)
+        env.set_high_availability("zookeeper", hosts=address, operation_timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(StorageError if what == "storage" else HighAvailabilityError, match=address):
+        env.execute("unreachable", executor="ray")
+    assert time.monotonic() - started < 15.0

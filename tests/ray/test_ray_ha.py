@@ -12,12 +12,12 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 from ray_jobs import expected_counts, pageview_env, pageview_rows
 
+from checkpoint.zookeeper_server import ZooKeeperServer
 from runtime import FaultPlan
 from runtime.faults import CoordinatorCrash
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.executor import RayExecutor
 from runtime.sim.workloads import multiset
-from scripts.zk_server import ZooKeeperServer
 
 SESSION_TIMEOUT = 2.0  # the server's tick is 200 ms: sessions range over 0.4-4 s
 ROWS = pageview_rows(4000)

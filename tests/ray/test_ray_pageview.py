@@ -1,10 +1,11 @@
 """The page-view job on real Ray: exactly-once under actor kills, at-least-once loses nothing,
-and a failure-free run agrees with the simulator (an agreement test across executors)."""
+a failure-free run agrees with the simulator (an agreement test across executors), and its
+stream unioned with itself counts every record twice."""
 
 from __future__ import annotations
 
 import pytest
-from ray_jobs import expected_counts, pageview_env, pageview_rows
+from ray_jobs import expected_counts, pageview_env, pageview_rows, self_union_env
 
 from checkpoint.options import CheckpointingMode
 from runtime import FaultPlan
@@ -87,3 +88,15 @@ def test_failure_free_run_agrees_with_the_simulator(ray_session) -> None:
             assert write_start == pytest.approx(snapshot, abs=0.01), (checkpoint.id, sub)
             assert write_start + sub.async_duration <= ack + 0.01
             assert ack - 0.01 <= checkpoint.trigger_time + sub.end_to_end_duration <= checkpoint.end_time + 1e-6
+
+
+@pytest.mark.ray
+def test_self_union_counts_every_record_twice_on_both_executors(ray_session) -> None:
+    """Two edges between the same vertices are two channels on Ray as on the simulator (issue 19:
+    the simulator used to merge them into one)."""
+    rows = ROWS[:2000]
+    faults = FaultPlan.of(TaskCrash(task="count[0]", after_records=1500))
+    on_ray = self_union_env(rows).execute("union", executor="ray", faults=faults)
+    on_sim = self_union_env(rows).execute("union", executor="sim", seed=3, faults=faults)
+    assert on_ray.restarts == on_sim.restarts == 1, (on_ray.failures, on_sim.failures)
+    assert multiset(on_ray.output("pv")) == multiset(on_sim.output("pv")) == expected_counts(rows + rows)

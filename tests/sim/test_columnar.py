@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -205,7 +204,7 @@ def _metrics_env(*, shape: str, timestamp_field: str | None = "created_at") -> S
     columns = ["app", "created_at"] if timestamp_field else ["app"]
     stream = (
         env.generate(count=3000, batch_fn=pv_batch_fn(20), name="pv", timestamp_field=timestamp_field)
-        .map_batches(lambda b: b.filter(pc.not_equal(pc.modulo(b.column("user"), 3), 0)).select(columns),
+        .map_batches(lambda b: b.filter(pa.array(b.column("user").to_numpy() % 3 != 0)).select(columns),
                      name="to-app")
     )
     if shape == "count":
@@ -231,7 +230,7 @@ def test_vectorised_latencies_count_every_record_at_the_sink_task(shape: str, cr
     assert len(result.output(SINK)) == SURVIVORS
     assert at_sinks > 0
     assert len(result.metrics.latencies) == at_sinks
-    assert all(latency >= 0 for latency in result.metrics.latencies)
+    assert result.metrics.latencies.min >= 0
     throughput = result.metrics.end_to_end_throughput
     assert isinstance(throughput, float) and throughput > 0
 

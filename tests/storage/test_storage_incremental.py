@@ -126,6 +126,24 @@ def test_an_aborted_checkpoint_stops_its_upload_and_leaves_no_files() -> None:
     assert len(puts) == 1 and storage.blob_store.list("") == []
 
 
+def test_an_upload_finishing_after_a_newer_checkpoint_completed_is_cancelled() -> None:
+    # regression: a slow upload of checkpoint 1 finishing after checkpoint 2 completed was planned
+    # again and raised ValueError ("planned twice or out of order"), out of the executor
+    writer, storage = make(merging=True)
+    backend = KeyedStateBackend("count", KeyGroupRange(0, 4), 4)
+    for i in range(20):
+        put(backend, i, i)
+    slow = snap(backend, 1)
+    writer.prepare(slow)
+    put(backend, 3, 300)
+    fast = snap(backend, 2)
+    handles = write(writer, fast)
+    writer.notify_checkpoint_complete(TASK, 2)
+    with pytest.raises(SnapshotCancelledError, match="checkpoint 1 was subsumed by completed checkpoint 2"):
+        writer.write(slow, {})
+    assert restore(storage, handles) == backend.dump()
+
+
 def test_compaction_moves_live_pieces_out_of_an_amplified_file() -> None:
     writer, storage = make(merging=True, threshold=1.5)
     backend = KeyedStateBackend("count", KeyGroupRange(0, 8), 8)

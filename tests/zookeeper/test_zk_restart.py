@@ -10,7 +10,7 @@ from zk_helpers import make_checkpoint, new_client, wait_until
 
 from checkpoint.recovery import HighAvailabilityError, create_recovery_factory
 from checkpoint.storage import CheckpointStorage, MemoryBlobStore
-from scripts.zk_server import ZooKeeperServer
+from checkpoint.zookeeper_server import ZooKeeperServer
 
 pytestmark = pytest.mark.zookeeper
 JOB = "pv"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from zk_helpers import REPO_ROOT, make_checkpoint
 
-import scripts.zk_server as zk_server_module
+import checkpoint.zookeeper_server as zk_server_module
 from checkpoint.recovery import HighAvailabilityError, RecoveryMode, create_recovery_factory
 from checkpoint.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.zookeeper import (
@@ -18,7 +18,7 @@ from checkpoint.zookeeper import (
     ZooKeeperCompletedCheckpointStore,
     ZooKeeperLeaderElection,
 )
-from scripts.zk_server import ZooKeeperServer, four_letter_word, free_port
+from checkpoint.zookeeper_server import ZooKeeperServer, four_letter_word, free_port
 
 pytestmark = pytest.mark.zookeeper
 
@@ -109,3 +109,17 @@ def test_shell_script_start_status_stop(tmp_path):
     status = run("status")
     assert status.returncode == 1 and "not running" in status.stdout
     assert subprocess.run([str(script), "bogus"], capture_output=True, text=True).returncode == 2
+
+
+def test_barrierflow_zookeeper_command_starts_and_stops_a_local_server(tmp_path):
+    from runtime.cli import main as cli
+
+    args = ["--dir", str(tmp_path / "cli"), "--port", str(free_port())]
+    assert cli(["zookeeper", "start", *args]) == 0
+    try:
+        port = int(args[-1])
+        assert four_letter_word(port, "ruok") == "imok"
+        assert cli(["zookeeper", "status", *args]) == 0
+    finally:
+        assert cli(["zookeeper", "stop", *args]) == 0
+    assert cli(["zookeeper", "status", *args]) == 1

@@ -15,7 +15,7 @@ busy, early exit with the log tail, timeout), never a silent skip.
 
 Command line (used by `scripts/zookeeper.sh`)::
 
-    python -m scripts.zk_server start|stop|status [DATA_DIR] [PORT]
+    python -m checkpoint.zookeeper_server start|stop|status [DATA_DIR] [PORT]
 """
 
 from __future__ import annotations
@@ -260,7 +260,7 @@ class ZooKeeperServer:
 def main(argv: list[str] | None = None) -> int:
     """`start|stop|status [DATA_DIR] [PORT]`; exit code 0 on success, 1 otherwise."""
     args = list(sys.argv[1:] if argv is None else argv)
-    usage = "usage: zk_server.py start|stop|status [DATA_DIR] [PORT]"
+    usage = "usage: python -m checkpoint.zookeeper_server start|stop|status [DATA_DIR] [PORT]"
     if not args or args[0] not in ("start", "stop", "status") or len(args) > 3:
         print(usage, file=sys.stderr)
         return 2

@@ -1,0 +1,142 @@
+"""Hostile or broken bytes in a checkpoint directory (issue 20 items 7 and 9): crafted metadata, a
+weak checksum, a garbage id counter, a corrupt state file, a directory that does not exist. Each
+gives an error (or a fallback) naming the file, never a bare ValueError or a traceback, and
+inspecting or restoring never creates anything."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import zlib
+from pathlib import Path
+
+import pytest
+
+from checkpoint.completed import canonical_json
+from checkpoint.options import RestartStrategy
+from checkpoint.storage import CorruptCheckpointError, compute_checksum
+from checkpoint.tools import CheckpointToolError, load_checkpoint
+from operators import CollectSink
+from runtime.api import StreamEnvironment
+from runtime.cli import main as cli
+from runtime.sim.workloads import CountPerKey
+
+ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(2000)]
+
+
+def job_env(storage: Path) -> StreamEnvironment:
+    env = StreamEnvironment(parallelism=2, buffer_size=16)
+    env.enable_checkpointing(interval=0.002, storage=str(storage), retained=2, tolerable_failures=100)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(5, 0.001))
+    env.from_collection(ROWS, splits=4).key_by("key").process(CountPerKey(), name="count").sink_to(CollectSink("out"))
+    return env
+
+
+@pytest.fixture
+def checkpoints(tmp_path: Path) -> tuple[Path, int, int]:
+    """A checkpoint directory with two retained checkpoints: (dir, older id, newest id)."""
+    result = job_env(tmp_path).execute("job", executor="sim", seed=1)
+    older, newest = sorted(c.id for c in result.completed_checkpoints)[-2:]
+    return tmp_path, older, newest
+
+
+def rewrite_metadata(path: Path, change) -> None:
+    """Edit a `_metadata` body and re-seal it, as someone who can write the directory would."""
+    document = json.loads(path.read_bytes())
+    change(document["body"])
+    document["checksum"] = compute_checksum(canonical_json(document["body"]))
+    path.write_bytes(canonical_json(document))
+
+
+def first_handle(body: dict) -> dict:
+    return next(h for ack in body["acks"] for hs in ack["handles"].values() for h in hs)
+
+
+@pytest.mark.parametrize("crafted", ["../../../../etc/passwd", "/etc/passwd", "job/chk-1/../../../x",
+                                     "otherjob/chk-1/taskowned/x"])
+def test_metadata_naming_a_file_outside_the_job_is_skipped_for_the_previous_checkpoint(
+        checkpoints, crafted: str, caplog, capsys) -> None:
+    # regression: restore_from raised a bare ValueError and `checkpoints show` a traceback
+    root, older, newest = checkpoints
+    metadata = root / "job" / f"chk-{newest}" / "_metadata"
+    rewrite_metadata(metadata, lambda body: first_handle(body).update(path=crafted))
+    with caplog.at_level(logging.WARNING, logger="checkpoint.tools"):
+        completed, _ = load_checkpoint(str(root))
+    assert completed.checkpoint_id == older
+    assert any(str(metadata) in r.getMessage() and "refused" in r.getMessage() for r in caplog.records)
+    with pytest.raises(CheckpointToolError, match=re.escape(str(metadata))):
+        load_checkpoint(str(root), checkpoint_id=newest)
+    capsys.readouterr()
+    assert cli(["checkpoints", "show", str(root), str(newest)]) == 1
+    out = capsys.readouterr().out
+    assert "INVALID" in out and str(metadata) in out and repr(crafted) in out
+
+
+def test_a_handle_with_a_weak_crc32_checksum_is_refused(checkpoints, capsys) -> None:
+    # regression: "crc32:<8 hex>" verified, so a crafted state file only needed a matching CRC
+    root, older, newest = checkpoints
+    metadata = root / "job" / f"chk-{newest}" / "_metadata"
+
+    def weaken(body: dict) -> None:
+        handle = first_handle(body)
+        data = (root / handle["path"]).read_bytes()
+        segment = data[handle["offset"]:handle["offset"] + handle["length"]] if handle["length"] else data
+        handle["checksum"] = f"crc32:{zlib.crc32(segment) & 0xFFFFFFFF:08x}"
+
+    rewrite_metadata(metadata, weaken)
+    completed, _ = load_checkpoint(str(root))
+    assert completed.checkpoint_id == older
+    assert cli(["checkpoints", "ls", str(root)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.split()[:1] == [str(newest)])
+    assert " no " in line and str(metadata) in line and "only a SHA-256 digest" in line
+
+
+def test_garbage_in_the_id_counter_is_an_error_naming_the_file(checkpoints) -> None:
+    # regression: ValueError: invalid literal for int() with base 10: 'garbage'
+    root, _, _ = checkpoints
+    counter = root / "job" / "_checkpoint_counter"
+    counter.write_bytes(b"garbage\n")
+    with pytest.raises(CorruptCheckpointError, match=re.escape(str(counter)) + r" is unreadable: it holds "
+                       r"b'garbage\\n', expected a decimal integer >= 1"):
+        job_env(root).execute("job", executor="sim", seed=2)
+
+
+def test_ls_verifies_every_file_or_says_it_did_not(checkpoints, capsys) -> None:
+    # regression: `ls` said "yes" for a checkpoint whose state file was corrupt (metadata only)
+    root, _, newest = checkpoints
+    state = sorted((root / "job" / f"chk-{newest}" / "taskowned").rglob("*"))
+    victim = next(p for p in state if p.is_file())
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    assert cli(["checkpoints", "ls", str(root)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.split()[:1] == [str(newest)])
+    assert " no " in line and str(victim) in line and "fails its checksum" in line
+    assert "every file it references read and checksummed" in out
+    assert cli(["checkpoints", "ls", "--metadata-only", str(root)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.split()[:1] == [str(newest)])
+    assert " yes " in line and "files NOT read" in out
+
+
+def test_restore_from_a_missing_directory_names_it_and_creates_nothing(tmp_path: Path) -> None:
+    # regression: the directory was created (empty) and the error said "no jobs"
+    missing = tmp_path / "no" / "such-dir"
+    with pytest.raises(CheckpointToolError, match=f"no checkpoint directory at {re.escape(str(missing))}.*"
+                       "does not exist"):
+        job_env(tmp_path / "out").restore_from(str(missing))
+    assert not (tmp_path / "no").exists()
+
+
+def test_checkpoints_ls_of_a_typo_names_it_exits_2_and_creates_nothing(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "chekpoints"
+    for command in (["ls"], ["show"], ["gc"]):
+        args = ["checkpoints", *command, str(missing)] + (["1"] if command == ["show"] else [])
+        assert cli(args) == 2
+        captured = capsys.readouterr()
+        lines = captured.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"barrierflow: error: checkpoints {command[0]}: ")
+        assert str(missing) in lines[0] and "does not exist" in lines[0]
+        assert not missing.exists()
