@@ -429,7 +429,7 @@ class StreamEnvironment:
         input to `target` seconds of its measured throughput by announcing a smaller buffer size
         (records, at least `min_buffer_size`, at most `buffer_size`) to its senders, so aligned
         barriers wait behind, and unaligned checkpoints persist, less data under backpressure.
-        See `runtime.debloat` for the options and why the default target is 10 ms.
+        See `runtime.debloat` for the options and why the default target is 100 ms.
 
         Raises:
             BufferDebloatError: an option out of range (the message names it).
