@@ -1,4 +1,5 @@
-"""Checkpoint modes compared: none, aligned, unaligned, aligned with timeout, at-least-once.
+"""Checkpoint modes compared: none, aligned, unaligned, aligned with timeout, at-least-once, and
+aligned and unaligned with buffer debloating.
 
     python -m benchmarks.checkpoint_modes [--quick] [--executor sim|ray|all] [--scenario NAME ...]
                                           [--modes MODE ...] [--repeat N] [--json PATH] [--out DIR]
@@ -15,25 +16,33 @@ twice:
 
 * a **latency run**: an open-loop generator at a target rate. Each record is stamped with the
   time it was *due* (`ScheduledGenerator`), not the time the source got round to reading it, so a
-  source held back by backpressure does not hide the wait (no coordinated omission). The sink
-  measures `now - created_at`. Checkpoint statistics come from this run.
-* a **throughput run**: the same job reading as fast as it can (max rate); throughput is records
-  divided by the span from the first record created to the last record counted (deployment and
-  teardown excluded, so the figure is comparable across executors).
+  source held back by backpressure does not hide the wait (no coordinated omission). The count
+  step (chained with the sink) stamps when it took the record; latency is the difference. The
+  first `warmup` seconds are left out of every statistic (records created and checkpoints
+  triggered then): on Ray actors are still starting and a backlog builds that has nothing to do
+  with checkpointing; on the simulator the backpressure queues are still filling.
+* a **throughput run**: the same job reading as fast as it can (max rate); throughput is the
+  rate records were counted in the middle of the run (the first and last fifth left out: start-up,
+  and the drain of whatever queued in front of a slow subtask), comparable across executors.
 
 On Ray, checkpoints go to a fresh local directory per run (as `barrierflow demo` does); on the
 simulator they stay in memory and writes are charged virtual time.
 
-Scenarios: `uniform` keys; `skewed` keys (Zipf); `backpressure` (keyed subtask 1 is slow: a
-`CostModel` slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is
-above what that subtask can take, so the job runs backpressured); `scale` (parallelism 1, 2, 4, 8,
-uniform keys). Executors: `sim` (virtual time: noise-free and deterministic, the same combination
-gives the same row every time) and `ray` (wall clock). A combination that fails gives a row with
-`status` saying why, never made-up numbers.
+Scenarios: `uniform` keys; `skewed` keys (Zipf); `slow-channel` (a second, thin source "remote"
+— 0.25 % of the records — is unioned in over a slow link, `link_delay` late: its barriers arrive
+late while the job has headroom, so aligned checkpoints block the other channels meanwhile and
+the other modes do not); `backpressure` (keyed subtask 1 is slow per record: a `CostModel`
+slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is above what
+that subtask can take, so the job runs backpressured; the `*-debloat` modes run here only);
+`scale` (parallelism 1, 2, 4, 8, uniform keys). Executors: `sim` (virtual time: noise-free and
+deterministic, the same combination gives the same row every time) and `ray` (wall clock). A
+combination that fails gives a row with `status` saying why, never made-up numbers.
 
-Output (see `FIELDS` and `UNITS`): one JSON row per combination, a Markdown table (printed and saved
-as `checkpoint_modes.md`), and PNG plots (`benchmarks.plots`): latency CDF per mode, checkpoint
-duration over time, and a barrier timeline for one checkpoint (the latency runs record barrier
+Output (see `FIELDS` and `UNITS`): one JSON row per combination (with the per-subtask phases of
+every checkpoint), a Markdown table (printed and saved as `checkpoint_modes.md`), target lines
+(`benchmarks.targets`), PNG plots (`benchmarks.plots`) and `report.html` (`benchmarks.html_report`)
+of the figures `benchmarks.figures` defines: latency CDFs, checkpoint durations over time, the
+barrier timeline and the phase Gantt of one checkpoint per mode (the latency runs record barrier
 arrivals per channel, snapshots and acknowledgements with `trace_barriers=True`: virtual time on
 the simulator, wall time on Ray).
 
@@ -56,12 +65,24 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchmarks.report import abort_reasons, local_checkpoint_dir, markdown_table, percentile, write_json
+from benchmarks.report import (
+    abort_reasons,
+    add_output_arguments,
+    local_checkpoint_dir,
+    markdown_table,
+    output_of,
+    parse_args,
+    percentile,
+    write_json,
+)
+from benchmarks.targets import target_checks, targets  # noqa: F401  (part of this module's interface)
 from operators import KeyedProcessFunction
 from operators.sources import GeneratorSource, GeneratorSplitReader
 
-MODES = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once")
-SCENARIOS = ("uniform", "skewed", "backpressure", "scale")
+MODES = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once", "aligned-debloat", "unaligned-debloat")
+#: the debloating modes run in these scenarios only (elsewhere nothing queues for them to shrink)
+DEBLOAT_SCENARIOS = ("backpressure",)
+SCENARIOS = ("uniform", "skewed", "slow-channel", "backpressure", "scale")
 EXECUTORS = ("sim", "ray")
 SINK = "bench"
 
@@ -72,8 +93,9 @@ FIELDS = (
     "latency_p50", "latency_p90", "latency_p99", "latency_p99_9", "latency_max",
     "checkpoint_duration_p50", "checkpoint_duration_p99", "checkpoint_duration_max",
     "alignment_time_p50", "alignment_time_max",
-    "persisted_bytes", "state_bytes",
+    "persisted_bytes", "persisted_bytes_p50", "state_bytes",
     "checkpoints_completed", "checkpoints_aborted", "abort_reasons",
+    "debloated_buffer_size",
     "rate", "records", "repeats",
 )
 UNITS = {
@@ -82,18 +104,23 @@ UNITS = {
     "checkpoint_duration_*": "ms, completed checkpoints of the open-loop run",
     "alignment_time_*": "ms, longest task alignment per completed checkpoint",
     "persisted_bytes": "bytes of channel state (in-flight data) persisted, summed over completed checkpoints",
+    "persisted_bytes_p50": "bytes of channel state persisted per completed checkpoint, median",
     "state_bytes": "bytes of operator state in the largest completed checkpoint",
+    "debloated_buffer_size": "records: the smallest input buffer size a task asked its senders for at the end "
+                             "of the open-loop run (debloating modes; the job's buffer size is the upper bound)",
     "rate": "records/s offered by the open-loop generator",
     "records": "records of the open-loop run",
     "time": "virtual seconds on sim, wall seconds on ray",
     "repeats": "runs merged into the row (`--repeat`): each number is its median run's (median_low); "
                "the runs themselves are under `runs`",
 }
+TABLE_UNITS = ("throughput in records/s; latencies, checkpoint durations and alignment times in ms "
+               "(virtual on sim, wall on ray); bytes in bytes; debloated_buffer_size in records")
 #: the columns of the printed table (the JSON has every field)
 TABLE_COLUMNS = (
     "executor", "scenario", "mode", "status", "throughput", "latency_p50", "latency_p99", "latency_p99_9",
-    "latency_max", "checkpoint_duration_p50", "checkpoint_duration_max", "alignment_time_max",
-    "persisted_bytes", "state_bytes", "checkpoints_completed", "checkpoints_aborted", "abort_reasons",
+    "checkpoint_duration_p50", "alignment_time_p50", "persisted_bytes_p50", "state_bytes",
+    "debloated_buffer_size", "checkpoints_completed", "abort_reasons",
 )
 
 
@@ -106,7 +133,8 @@ class Profile:
 
     Attributes:
         rate: open-loop rate, records/s over all sources (latency run).
-        duration: length of the latency run (records = rate * duration).
+        duration: length of the latency run (records = rate * duration), warm-up included.
+        warmup: seconds at its start left out of the statistics.
         max_rate_records: records of the throughput run.
         parallelism: parallelism of every scenario but `scale`.
         scale: parallelisms of the `scale` scenario.
@@ -126,6 +154,9 @@ class Profile:
     rate: float
     duration: float
     max_rate_records: int
+    #: seconds at the start of the latency run its statistics leave out (actors starting, first
+    #: calls, queues filling): records created and checkpoints triggered before then
+    warmup: float = 0.0
     parallelism: int = 2
     scale: tuple[int, ...] = (1, 2, 4, 8)
     interval: float = 0.1
@@ -145,19 +176,35 @@ class Profile:
     #: checkpoint to a fresh local directory per run (else in memory; the simulator charges
     #: virtual write time either way)
     local_storage: bool = False
+    #: target of the `*-debloat` modes (seconds of throughput in flight; `runtime.debloat`); the
+    #: simulator's 10 ms: its credit round trip is ~2 ms of network delay and costs no CPU
+    debloat_target: float = 0.01
+    #: `slow-channel`: seconds the link from the "remote" source adds to everything it sends
+    link_delay: float = 0.03
+    #: `slow-channel`: share of the records read by the "remote" source (kept small, so its own
+    #: late records stay out of the p99 of every mode)
+    remote_share: float = 0.0025
 
 
 PROFILES: dict[tuple[str, bool], Profile] = {
     # (executor, quick)
-    ("sim", True): Profile(rate=50_000, duration=0.6, max_rate_records=60_000, backpressure_rate=60_000),
-    ("sim", False): Profile(rate=50_000, duration=2.0, max_rate_records=300_000, backpressure_rate=60_000),
+    # backpressure: twice what the slow subtask takes (~50k rec/s), so the queues in front of it
+    # fill within the first 0.2 s and the checkpoints measure the steady state
+    ("sim", True): Profile(rate=50_000, duration=0.7, warmup=0.2, max_rate_records=60_000, backpressure_rate=100_000,
+                           scale=(1, 2, 4)),  # p8 shows the same trend at a third of the matrix's time
+    ("sim", False): Profile(rate=50_000, duration=2.2, warmup=0.2, max_rate_records=300_000,
+                            backpressure_rate=100_000),
     # quick on Ray: only uniform and backpressure (the targets' scenarios). Every Ray run costs
     # seconds of actor start-up, and the whole quick matrix must stay within about 3 minutes
-    ("ray", True): Profile(rate=20_000, duration=0.8, max_rate_records=60_000, backpressure_rate=20_000,
-                           buffer_size=1000, backpressure_buffer_size=100, scenarios=("uniform", "backpressure"),
-                           local_storage=True),
-    ("ray", False): Profile(rate=20_000, duration=3.5, max_rate_records=400_000, backpressure_rate=20_000,
-                            buffer_size=1000, backpressure_buffer_size=100, local_storage=True),
+    # Ray: the first second is start-up (actors still starting take no input: ~0.5 s of backlog).
+    # Debloating on Ray targets 100 ms: a credit round trip is Ray calls and thread hand-offs,
+    # tens of ms on a loaded machine, and 10-40 ms targets starved the slow subtask (35-70 %
+    # less throughput); its backpressure buffers (250 records) hold ~0.6 s of its work in flight
+    ("ray", True): Profile(rate=20_000, duration=3.0, warmup=1.0, max_rate_records=60_000, backpressure_rate=20_000,
+                           buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1,
+                           scenarios=("uniform", "slow-channel", "backpressure"), local_storage=True),
+    ("ray", False): Profile(rate=20_000, duration=5.0, warmup=1.0, max_rate_records=400_000, backpressure_rate=20_000,
+                            buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1, local_storage=True),
 }
 
 
@@ -274,6 +321,8 @@ class Outcome:
     latency_cdf: list[tuple[float, float]] = field(default_factory=list)  # (latency ms, fraction)
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     timeline: dict[str, Any] | None = None
+    #: the per-subtask phases of the timeline's checkpoint (`checkpoint_phases`)
+    phases: dict[str, Any] | None = None
     wall_s: float = 0.0
     #: the row of each repeat, in run order (one entry unless `--repeat`)
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -290,7 +339,8 @@ def plan(executors: Sequence[str], scenarios: Sequence[str], modes: Sequence[str
                 continue
             parallelisms = profile.scale if scenario == "scale" else (profile.parallelism,)
             for p in parallelisms:
-                combos.extend(Combination(executor, scenario, mode, p) for mode in modes)
+                combos.extend(Combination(executor, scenario, mode, p) for mode in modes
+                              if not mode.endswith("-debloat") or scenario in DEBLOAT_SCENARIOS)
     return combos
 
 
@@ -306,6 +356,9 @@ def make_env(combo: Combination, profile: Profile, storage: str | None = None) -
     env = StreamEnvironment(parallelism=combo.parallelism, buffer_size=buffer_size,
                             credits=profile.credits, buffer_timeout=profile.buffer_timeout)
     mode = combo.mode
+    if mode.endswith("-debloat"):
+        env.set_buffer_debloating(target=profile.debloat_target)
+        mode = mode.removesuffix("-debloat")
     if mode != "none":
         env.enable_checkpointing(
             interval=profile.interval,
@@ -318,20 +371,43 @@ def make_env(combo: Combination, profile: Profile, storage: str | None = None) -
     return env
 
 
+#: the `slow-channel` scenario's source behind the slow link (one subtask)
+REMOTE = "remote"
+
+
 def build_job(env: Any, combo: Combination, profile: Profile, *, rate: float | None, count: int | None) -> None:
+    """The page-view shaped job; `slow-channel` unions a second, thin source ("remote", one
+    subtask, `remote_share` of the records) into it, whose link is slow (`link_delays`)."""
     from operators import CollectSink
 
     keys = KeyedRecords(profile.keys, profile.zipf_s if combo.scenario == "skewed" else None)
-    source = ScheduledGenerator(count=count, rate=rate, fn=keys, splits=combo.parallelism, name="generator")
+    remote_count = 0
+    if combo.scenario == "slow-channel":
+        remote_count = max(1, round((count or 0) * profile.remote_share))
+    source = ScheduledGenerator(count=None if count is None else count - remote_count,
+                                rate=None if rate is None else rate * (1 - profile.remote_share),
+                                fn=keys, splits=combo.parallelism, name="generator")
     slow = combo.scenario == "backpressure" and combo.executor == "ray" and combo.parallelism > 1
     function = CountKeepStamp(slow_subtask=1 if slow else None, delay=profile.slow_delay)
-    (
-        env.from_source(source)
-        .map(parse, name="parse")
-        .key_by("key")
-        .process(function, name="count")
-        .sink_to(CollectSink(SINK))
-    )
+    stream = env.from_source(source).map(parse, name="parse")
+    if remote_count:
+        remote = ScheduledGenerator(count=remote_count, rate=None if rate is None else rate * profile.remote_share,
+                                    fn=keys, splits=1, name=REMOTE)
+        thin = env.from_source(remote).set_parallelism(1).map(parse, name="parse-remote").set_parallelism(1)
+        stream = stream.union(thin, name="union")
+    stream.key_by("key").process(function, name="count").sink_to(CollectSink(SINK))
+
+
+def link_delays(combo: Combination, profile: Profile) -> dict[str, float]:
+    """The slow links of a combination's job (task or vertex name -> seconds)."""
+    if combo.scenario != "slow-channel":
+        return {}
+    return {vertex_of(REMOTE): profile.link_delay}
+
+
+def vertex_of(source_name: str) -> str:
+    """The vertex name of a source (and the steps chained to it), as the job graph names it."""
+    return f"Source: {source_name}"
 
 
 def execute(combo: Combination, profile: Profile, *, rate: float | None, count: int | None,
@@ -347,13 +423,17 @@ def _execute(combo: Combination, profile: Profile, *, rate: float | None, count:
              trace_barriers: bool, storage: str | None) -> Any:
     env = make_env(combo, profile, storage)
     build_job(env, combo, profile, rate=rate, count=count)
+    links = link_delays(combo, profile)
     if combo.executor == "sim":
-        from runtime.sim.executor import CostModel
+        from runtime.sim.executor import CostModel, NetworkOptions
 
+        # the slow subtask's user function is expensive per record (as the sleeping one on Ray);
+        # its per-buffer overhead is that of any task
         slow = {"count[1]": profile.slowdown} if combo.scenario == "backpressure" and combo.parallelism > 1 else {}
-        return env.execute(combo.label.replace("/", "-"), executor="sim", seed=1, costs=CostModel(slow_tasks=slow),
-                           trace_barriers=trace_barriers)
-    return env.execute(combo.label.replace("/", "-"), executor="ray", trace_barriers=trace_barriers)
+        return env.execute(combo.label.replace("/", "-"), executor="sim", seed=1, costs=CostModel(slow_records=slow),
+                           network=NetworkOptions(link_delays=links), trace_barriers=trace_barriers)
+    return env.execute(combo.label.replace("/", "-"), executor="ray", trace_barriers=trace_barriers,
+                       **({"link_delays": links} if links else {}))
 
 
 def open_loop_rate(combo: Combination, profile: Profile) -> float:
@@ -367,12 +447,14 @@ def run_combination(combo: Combination, profile: Profile) -> Outcome:
     records = int(rate * profile.duration)
     # traced: a few tuples per checkpoint and task, no measurable cost on either executor
     latency_run = execute(combo, profile, rate=rate, count=records, trace_barriers=True)
+    since = measured_since(latency_run, profile.warmup)
     max_records = profile.max_rate_records
     if combo.scenario == "backpressure":  # the slow subtask caps throughput: keep the run short
         max_records = min(max_records, records)
     throughput_run = execute(combo, profile, rate=None, count=max_records)
-    outcome = summarise(combo, latency_run, throughput_run, rate=rate, records=records)
-    outcome.timeline = barrier_timeline(latency_run)
+    outcome = summarise(combo, latency_run, throughput_run, rate=rate, records=records, since=since)
+    outcome.timeline = barrier_timeline(latency_run, since)
+    outcome.phases = checkpoint_phases(latency_run, since)
     outcome.wall_s = time.perf_counter() - started
     return outcome
 
@@ -386,25 +468,44 @@ def _pct(values: list[float], q: float) -> float | None:
     return None if value is None else round(value, 6)
 
 
-def _latency_ms(latencies: Any, q: float) -> float | None:
-    value = latencies.percentile(q)
-    return None if value is None else round(value * 1e3, 6)
+#: share of a max-rate run's records, by the time they were counted, its throughput leaves out at
+#: either end: start-up, and the drain of whatever queued in front of a slow subtask
+THROUGHPUT_TRIM = 0.2
 
 
 def throughput_of(result: Any) -> float | None:
-    """Records per second from the first record created to the last record counted."""
-    output = result.output(SINK)
-    if not output:
+    """Records counted per second in the middle of a max-rate run (`THROUGHPUT_TRIM` of the
+    records left out at each end), so neither the start-up nor the final drain of a backlog
+    (which depends on how much was queued, not on how fast the job runs) counts."""
+    counted = sorted(r["processed_at"] for r in result.output(SINK))
+    if len(counted) < 10:
         return None
-    first = min(r["created_at"] for r in output)
-    last = max(r["processed_at"] for r in output)
-    return len(output) / (last - first) if last > first else None
+    first, last = int(len(counted) * THROUGHPUT_TRIM), int(len(counted) * (1 - THROUGHPUT_TRIM))
+    span = counted[last] - counted[first]
+    return (last - first) / span if span > 0 else None
 
 
-def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate: float, records: int) -> Outcome:
-    latencies = latency_run.metrics.latencies  # a histogram: percentiles within 1 %
-    done = [c for c in latency_run.checkpoints if c.completed]
-    aborted = [c for c in latency_run.checkpoints if not c.completed]
+def measured_since(result: Any, warmup: float) -> float:
+    """The clock time the statistics of a latency run start: `warmup` after its first record."""
+    output = result.output(SINK)
+    return (min(r["created_at"] for r in output) if output else 0.0) + warmup
+
+
+def latencies_ms(result: Any, since: float) -> list[float]:
+    """End-to-end latencies (ms, sorted) of the records created at or after `since`: the job
+    stamps each record's due time and when the count step (chained with the sink) took it."""
+    return sorted((r["processed_at"] - r["created_at"]) * 1e3 for r in result.output(SINK) if r["created_at"] >= since)
+
+
+def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate: float, records: int,
+              since: float = float("-inf")) -> Outcome:
+    """The row and plot series of one combination; statistics of the latency run cover the
+    records created and the checkpoints triggered from `since` on (after the warm-up)."""
+    latencies = latencies_ms(latency_run, since)
+    p50, p90, p99, p99_9, p100 = (_pct(latencies, q) for q in (50, 90, 99, 99.9, 100))
+    measured = [c for c in latency_run.checkpoints if c.trigger_time >= since]
+    done = [c for c in measured if c.completed]
+    aborted = [c for c in measured if not c.completed]
     durations = _ms(c.duration for c in done)
     alignments = _ms(c.alignment_time for c in done)
     throughput = throughput_of(throughput_run)
@@ -415,30 +516,35 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate
         "parallelism": combo.parallelism,
         "status": "ok",
         "throughput": None if throughput is None else round(throughput, 3),
-        "latency_p50": _latency_ms(latencies, 50),
-        "latency_p90": _latency_ms(latencies, 90),
-        "latency_p99": _latency_ms(latencies, 99),
-        "latency_p99_9": _latency_ms(latencies, 99.9),
-        "latency_max": _latency_ms(latencies, 100),
+        "latency_p50": p50,
+        "latency_p90": p90,
+        "latency_p99": p99,
+        "latency_p99_9": p99_9,
+        "latency_max": p100,
         "checkpoint_duration_p50": _pct(durations, 50),
         "checkpoint_duration_p99": _pct(durations, 99),
         "checkpoint_duration_max": _pct(durations, 100),
         "alignment_time_p50": _pct(alignments, 50),
         "alignment_time_max": _pct(alignments, 100),
         "persisted_bytes": sum(c.persisted_bytes for c in done),
+        "persisted_bytes_p50": percentile([c.persisted_bytes for c in done], 50),
         "state_bytes": max((c.state_bytes for c in done), default=0),
         "checkpoints_completed": len(done),
         "checkpoints_aborted": len(aborted),
         "abort_reasons": abort_reasons(aborted),
+        "debloated_buffer_size": min(latency_run.metrics.buffer_sizes.values(), default=None),
         "rate": rate,
         "records": records,
         "repeats": 1,
     }
-    cdf = [(_latency_ms(latencies, q / 2), q / 200) for q in range(201)] if len(latencies) else []
+    n = len(latencies)
+    cdf = [(round(latencies[min(n - 1, int(round(q * (n - 1) / 200)))], 6), q / 200) for q in range(201)] if n else []
     timeline_points = [
         {"id": c.id, "trigger_time": c.trigger_time, "duration": c.duration * 1e3, "completed": c.completed,
-         "failure_reason": c.failure_reason.value if c.failure_reason else None, "unaligned": c.unaligned}
-        for c in sorted(latency_run.checkpoints, key=lambda c: c.id)
+         "failure_reason": c.failure_reason.value if c.failure_reason else None, "unaligned": c.unaligned,
+         "alignment_time": c.alignment_time * 1e3, "persisted_bytes": c.persisted_bytes,
+         "subtasks": subtask_phases(c)}
+        for c in sorted(measured, key=lambda c: c.id)
     ]
     return Outcome(row=row, latency_cdf=cdf, checkpoints=timeline_points)
 
@@ -451,7 +557,39 @@ def failed_outcome(combo: Combination, error: BaseException) -> Outcome:
     return Outcome(row=row)
 
 
-def barrier_timeline(result: Any) -> dict[str, Any] | None:
+#: per-subtask checkpoint fields (`SubtaskCheckpointStats`) given in ms in the JSON
+PHASE_DURATIONS = ("start_delay", "alignment_duration", "sync_duration", "async_duration", "end_to_end_duration")
+
+
+def subtask_phases(checkpoint: Any) -> list[dict[str, Any]]:
+    """A checkpoint's per-subtask stats for the JSON: durations in ms, sizes in bytes."""
+    rows = []
+    for sub in checkpoint.subtasks.values():
+        row = sub.to_json()
+        for name in PHASE_DURATIONS:
+            row[name] = round(row[name] * 1e3, 6)
+        rows.append(row)
+    return rows
+
+
+def _chosen_checkpoint(result: Any, since: float) -> Any:
+    """The checkpoint the timeline and the phase plot show: the middle one completed among
+    those triggered from `since` on."""
+    done = [c for c in result.checkpoints if c.completed and c.trigger_time >= since]
+    return done[len(done) // 2] if done else None
+
+
+def checkpoint_phases(result: Any, since: float = float("-inf")) -> dict[str, Any] | None:
+    """`{"checkpoint_id", "trigger_time", "duration" (ms), "unaligned", "subtasks": [...]}` of the
+    chosen checkpoint (see `subtask_phases`); None when no checkpoint completed."""
+    chosen = _chosen_checkpoint(result, since)
+    if chosen is None:
+        return None
+    return {"checkpoint_id": chosen.id, "trigger_time": chosen.trigger_time, "duration": chosen.duration * 1e3,
+            "unaligned": chosen.unaligned, "subtasks": subtask_phases(chosen)}
+
+
+def barrier_timeline(result: Any, since: float = float("-inf")) -> dict[str, Any] | None:
     """The barrier events of one completed checkpoint (the middle one) from a traced sim run.
 
     Returns:
@@ -460,10 +598,9 @@ def barrier_timeline(result: Any) -> dict[str, Any] | None:
         synchronous snapshot time; the event time is when the upload started) or `ack`; None
         when no checkpoint completed.
     """
-    done = [c for c in result.checkpoints if c.completed]
-    if not done:
+    chosen = _chosen_checkpoint(result, since)
+    if chosen is None:
         return None
-    chosen = done[len(done) // 2]
     events = [
         [event[0], event[1], event[3], event[4] if len(event) > 4 else None]
         for event in result.trace
@@ -575,6 +712,7 @@ def payload_of(outcomes: Sequence[Outcome], args: dict[str, Any]) -> dict[str, A
     series = {
         "/".join((o.row["executor"], o.row["scenario"], o.row["mode"])): {
             "latency_cdf": o.latency_cdf, "checkpoints": o.checkpoints, "timeline": o.timeline,
+            "phases": o.phases,
         }
         for o in outcomes
     }
@@ -596,58 +734,6 @@ def _profile_json(profile: Profile) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in profile.__dict__.items()}
 
 
-def target_checks(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, bool]]:
-    """The issue's target ratios that these rows can answer: (target name, line, met)."""
-    def get(executor: str, scenario: str, mode: str, name: str) -> Any:
-        for row in rows:
-            if (row["executor"], row["scenario"], row["mode"]) == (executor, scenario, mode):
-                return row.get(name)
-        return None
-
-    checks = []
-    for executor in EXECUTORS:
-        aligned = get(executor, "backpressure", "aligned", "checkpoint_duration_p50")
-        unaligned = get(executor, "backpressure", "unaligned", "checkpoint_duration_p50")
-        if aligned and unaligned is not None:
-            ratio = unaligned / aligned
-            checks.append((f"{executor} backpressure duration",
-                           f"{executor} backpressure: unaligned/aligned checkpoint duration p50 = "
-                           f"{unaligned:.2f}/{aligned:.2f} ms = {ratio:.3f} (target <= 0.1: "
-                           f"{'met' if ratio <= 0.1 else 'NOT met'})", ratio <= 0.1))
-        p99 = {m: get(executor, "backpressure", m, "latency_p99") for m in ("aligned", "unaligned", "at-least-once")}
-        if all(v is not None for v in p99.values()):
-            ok = p99["unaligned"] <= p99["aligned"] and p99["at-least-once"] <= p99["aligned"]
-            checks.append((f"{executor} backpressure p99",
-                           f"{executor} backpressure: latency p99 aligned {p99['aligned']:.2f} ms, unaligned "
-                           f"{p99['unaligned']:.2f} ms, at-least-once {p99['at-least-once']:.2f} ms "
-                           f"(target unaligned, at-least-once <= aligned: {'met' if ok else 'NOT met'})", ok))
-        none = get(executor, "uniform", "none", "throughput")
-        aligned_tp = get(executor, "uniform", "aligned", "throughput")
-        if none and aligned_tp:
-            cost = 1 - aligned_tp / none
-            checks.append((f"{executor} uniform cost",
-                           f"{executor} uniform: aligned/none throughput = {aligned_tp:,.0f}/{none:,.0f} rec/s "
-                           f"= {aligned_tp / none:.3f} (cost {cost:.1%}; target cost <= 10%: "
-                           f"{'met' if cost <= 0.10 else 'NOT met'})", cost <= 0.10))
-    return checks
-
-
-def targets(rows: Sequence[dict[str, Any]], runs: Sequence[Sequence[dict[str, Any]]] = ()) -> list[str]:
-    """The target lines for `rows`; with `runs` (every combination's per-repeat rows, see
-    `Outcome.runs`) each line also says in how many repeats the target was met, judged on the
-    rows of that repeat alone (a combination run once counts in every repeat)."""
-    lines = []
-    repeats = max((len(r) for r in runs), default=1)
-    per_repeat = [{name: met for name, _, met in target_checks([r[min(i, len(r) - 1)] for r in runs])}
-                  for i in range(repeats)] if repeats > 1 else []
-    for name, line, _ in target_checks(rows):
-        verdicts = [checks[name] for checks in per_repeat if name in checks]
-        if verdicts:
-            line += f" [medians of {repeats} repeats; met in {sum(verdicts)} of {len(verdicts)} repeats]"
-        lines.append(line)
-    return lines
-
-
 def render_table(rows: Sequence[dict[str, Any]]) -> str:
     shown = []
     for row in rows:
@@ -655,13 +741,12 @@ def render_table(rows: Sequence[dict[str, Any]]) -> str:
             c: (", ".join(f"{k}: {v}" for k, v in (row.get(c) or {}).items()) if c == "abort_reasons" else row.get(c))
             for c in TABLE_COLUMNS
         })
-    header = ("throughput in records/s; latencies, checkpoint durations and alignment times in ms "
-              "(virtual on sim, wall on ray); bytes in bytes")
-    return header + "\n\n" + markdown_table(shown, TABLE_COLUMNS)
+    return TABLE_UNITS + "\n\n" + markdown_table(shown, TABLE_COLUMNS)
 
 
 def write_outputs(payload: dict[str, Any], json_path: str, out_dir: str, *, plots: bool = True) -> list[str]:
-    """Write the JSON, the Markdown table and (unless `plots` is False) the PNGs; returns the files."""
+    """Write the JSON, the Markdown table and (unless `plots` is False) the PNGs and
+    `report.html`; returns the files."""
     os.makedirs(out_dir, exist_ok=True)
     write_json(json_path, payload)
     table_path = os.path.join(out_dir, "checkpoint_modes.md")
@@ -672,22 +757,24 @@ def write_outputs(payload: dict[str, Any], json_path: str, out_dir: str, *, plot
             fh.write("\n" + "\n".join(f"- {line}" for line in lines) + "\n")
     files = [json_path, table_path]
     if plots:
+        from benchmarks.html_report import write_report
         from benchmarks.plots import make_plots
 
         files += make_plots(payload, out_dir)
+        files.append(write_report(payload, out_dir, columns=TABLE_COLUMNS, units=TABLE_UNITS,
+                                  target_lines=targets(payload["rows"], payload.get("runs", ()))))
     return files
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="small runs (whole matrix in a few minutes)")
-    parser.add_argument("--executor", choices=[*EXECUTORS, "all"], default="all")
+    add_output_arguments(parser, "checkpoint_modes", quick_help="small runs (the sim matrix in about 2 minutes)")
+    parser.add_argument("--executor", choices=[*EXECUTORS, "all"], default="all",
+                        help="where to run (default all)")
     parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS), metavar="SCENARIO",
                         help=f"scenarios to run ({', '.join(SCENARIOS)}); default all")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), metavar="MODE",
                         help=f"modes to run ({', '.join(MODES)}); default all")
-    parser.add_argument("--json", default=None, help="JSON output (default: OUT/checkpoint_modes.json)")
-    parser.add_argument("--out", default="bench-out", help="directory for the table and the plots")
-    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots and the HTML report")
     parser.add_argument("--peers", action="store_true",
                         help="also run PyFlink and Bytewax (optional extra: pip install -e .[peers])")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -718,8 +805,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         if skipped:
             print(f"note: {executor}{' --quick' if args.quick else ''} runs only {', '.join(only)}; "
                   f"skipped {', '.join(skipped)} (run without --quick for them)")
-    json_path = args.json or os.path.join(args.out, "checkpoint_modes.json")
+    json_path = output_of(args, "checkpoint_modes").json_path
     started = time.perf_counter()
+    load_before = os.getloadavg()[0]
     outcomes = run_matrix(combos, args.quick, repeat=args.repeat, show_progress=not args.no_progress)
     if args.peers:
         from benchmarks.peers import run_peers
@@ -728,13 +816,16 @@ def run_from_args(args: argparse.Namespace) -> int:
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     payload = payload_of(outcomes, settings)
     payload["total_wall_s"] = round(time.perf_counter() - started, 3)
+    payload["load_average"] = f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end " \
+                              f"(1-minute, {os.cpu_count()} cores)"
     files = write_outputs(payload, json_path, args.out, plots=not args.no_plots)
     print(render_table(payload["rows"]))  # plain print: rich would wrap the wide table
     lines = targets(payload["rows"], payload["runs"])
     if lines:
         print("\ntargets:\n" + "\n".join(f"  {line}" for line in lines))
     runs = f" ({args.repeat} repeats of the Ray ones)" if args.repeat > 1 else ""
-    print(f"\n{len(combos)} combinations{runs} in {payload['total_wall_s']:.1f} s; wrote {', '.join(files)}")
+    print(f"\n{len(combos)} combinations{runs} in {payload['total_wall_s']:.1f} s (load average "
+          f"{payload['load_average']}); wrote {', '.join(files)}")
     failed = [o.row for o in outcomes if o.row["status"] != "ok"]
     if failed:
         print(f"{len(failed)} combination(s) failed (see the status column)")
@@ -746,7 +837,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run_from_args(parser.parse_args(argv))
+    return run_from_args(parse_args(parser, argv))
 
 
 def replace_profile(executor: str, quick: bool, **changes: Any) -> Profile:

@@ -12,14 +12,13 @@ comparison.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
+from benchmarks.report import add_output_arguments, add_sized_argument, markdown_table, output_of, parse_args
 from runtime.barriers import BarrierAligner, BarrierTracker, UnalignedBarrierHandler
 from runtime.barriers.handler import AlignmentStats, BarrierHandler
 from runtime.input_gate import CheckpointedInputGate
@@ -108,10 +107,10 @@ def best_of(repeat: int, *args) -> Row:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gate_speed", description=__doc__.splitlines()[0])
-    parser.add_argument("--buffers", type=int, default=200_000, help="buffers pushed per run (default 200000)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per row; the fastest is reported (default 3)")
-    parser.add_argument("--json", default="bench-out/gate_speed.json", help="where to write the results")
-    args = parser.parse_args(argv)
+    add_output_arguments(parser, "gate_speed")
+    add_sized_argument(parser, "--buffers", full=200_000, quick=20_000, help="buffers pushed per run")
+    add_sized_argument(parser, "--repeat", full=3, quick=1, help="runs per row; the fastest is reported")
+    args = parse_args(parser, argv)
     if args.buffers < BARRIER_EVERY:
         parser.error(f"--buffers must be at least {BARRIER_EVERY}")
     if args.repeat < 1:
@@ -125,14 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     rows = [best_of(args.repeat, factory, args.buffers, skew) for factory, skew in cases]
 
-    header = f"{'handler':<24} {'skew':>5} {'buffers':>9} {'seconds':>8} {'buffers/s':>11} {'ckpts':>6} {'held max':>10}"
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        print(
-            f"{r.handler:<24} {r.barrier_skew:>5} {r.buffers:>9} {r.seconds:>8.3f} "
-            f"{r.buffers_per_s:>11,.0f} {r.checkpoints:>6} {r.bytes_held_max:>10,}"
-        )
+    table = markdown_table([asdict(r) for r in rows])
+    print(table)
     out = {
         "benchmark": "gate_speed",
         "channels": NUM_CHANNELS,
@@ -143,12 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "headline_buffers_per_s": rows[0].buffers_per_s,
         "rows": [asdict(r) for r in rows],
     }
-    directory = os.path.dirname(args.json)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(out, f, indent=2)
-    print(f"\nwrote {args.json}")
+    files = output_of(args, "gate_speed").write(out, table)
+    print(f"\nwrote {', '.join(files)}")
     return 0
 
 

@@ -21,7 +21,7 @@ import time
 import uuid
 from typing import Any
 
-from benchmarks.report import markdown_table, write_json
+from benchmarks.report import add_output_arguments, add_sized_argument, markdown_table, output_of, parse_args
 
 
 def slow_app(record: dict[str, Any]) -> dict[str, Any]:
@@ -77,12 +77,12 @@ def run_once(records: int, hosts: str, session_timeout: float) -> dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--records", type=int, default=4000)
+    add_output_arguments(parser, "ha_failover")
+    add_sized_argument(parser, "--runs", full=5, quick=2, help="failovers measured")
+    add_sized_argument(parser, "--records", full=4000, quick=1000, help="records per run")
     parser.add_argument("--session-timeout", type=float, default=2.0,
-                        help="ZooKeeper session timeout, seconds (the server allows 0.4-4)")
-    parser.add_argument("--json", default="bench-out/ha_failover.json")
-    args = parser.parse_args(argv)
+                        help="ZooKeeper session timeout, seconds (the server allows 0.4-4; default 2.0)")
+    args = parse_args(parser, argv)
     from checkpoint.zookeeper_server import ZooKeeperServer
     from runtime.ray.cluster import ensure_ray
 
@@ -91,11 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         runs = [run_once(args.records, zk.hosts, args.session_timeout) for _ in range(args.runs)]
     median = statistics.median(r["failover_s"] for r in runs)
     median_election = statistics.median(r["election_s"] for r in runs)
-    print(markdown_table(runs))
+    table = markdown_table(runs)
+    print(table)
     print(f"\nfailover (leader killed -> first checkpoint of the new leader), median of {len(runs)}: "
           f"{median:.3f} s (election wait {median_election:.3f} s; session timeout {args.session_timeout} s)")
-    write_json(args.json, {"runs": runs, "median_failover_s": median, "median_election_s": median_election,
-                           "session_timeout_s": args.session_timeout, "records": args.records})
+    output_of(args, "ha_failover").write({"runs": runs, "median_failover_s": median, "median_election_s": median_election,
+                                          "session_timeout_s": args.session_timeout, "records": args.records}, table)
     return 0
 
 

@@ -107,7 +107,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from benchmarks.report import abort_reasons, percentile
+from benchmarks.report import abort_reasons, add_output_arguments, output_of, parse_args, percentile
 
 PARALLELISM = 2
 INTERVAL_MS = 100
@@ -670,10 +670,9 @@ def run_peers(quick: bool = False, console: Any = None) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", default=None,
-                        help="a checkpoint_modes JSON to add the peer rows to (created when missing)")
-    parser.add_argument("--out", default="bench-out", help="directory for the table (and plots)")
+    add_output_arguments(parser, "checkpoint_modes", quick_help="fewer records per peer run",
+                         json_help="a checkpoint_modes JSON to add the peer rows to (created when missing; "
+                                   "default OUT/checkpoint_modes.json)")
     parser.add_argument("--setup-venv", action="store_true",
                         help=f"create {peers_venv()} with {FLINK_PIN} and {BYTEWAX_PIN}")
     # internal: one variant inside a child process
@@ -683,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", help=argparse.SUPPRESS)
     parser.add_argument("--proc-id", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--addresses", default="", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     if args.child:
         return _child_main(args)
     if args.setup_venv:
@@ -695,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = run_peers(quick=args.quick)
     from benchmarks.checkpoint_modes import UNITS, render_table, write_outputs
 
-    json_path = args.json or os.path.join(args.out, "checkpoint_modes.json")
+    json_path = output_of(args, "checkpoint_modes").json_path
     payload: dict[str, Any] = {"benchmark": "checkpoint_modes", "rows": [], "units": UNITS, "series": {}}
     if os.path.exists(json_path):
         with open(json_path) as fh:

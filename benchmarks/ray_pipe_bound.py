@@ -23,7 +23,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from benchmarks.report import markdown_table, median_row, write_json
+from benchmarks.report import (
+    add_output_arguments,
+    add_sized_argument,
+    markdown_table,
+    median_row,
+    output_of,
+    parse_args,
+)
 
 
 def make_batches(records: int, batch: int, splits: int, apps: int = 50) -> list[list[pa.RecordBatch]]:
@@ -122,20 +129,21 @@ def run(records: int, batch: int, credits: int, parallelism: int = 2) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=400_000)
-    parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--credits", type=int, default=8)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", default="bench-out/ray_pipe_bound.json")
-    args = parser.parse_args(argv)
+    add_output_arguments(parser, "ray_pipe_bound")
+    add_sized_argument(parser, "--records", full=400_000, quick=50_000, help="records per run")
+    parser.add_argument("--batch", type=int, default=1000, help="records per call (default 1000)")
+    parser.add_argument("--credits", type=int, default=8, help="calls in flight (default 8)")
+    add_sized_argument(parser, "--repeat", full=3, quick=1, help="runs; the median is reported")
+    args = parse_args(parser, argv)
     from runtime.ray.cluster import ensure_ray
 
     ensure_ray()
     rows = [run(args.records, args.batch, args.credits) for _ in range(args.repeat)]
     median = median_row(rows, "records_per_s")
-    print(markdown_table(rows))
+    table = markdown_table(rows)
+    print(table)
     print(f"\nraw bound (median of {len(rows)}): {median['records_per_s']:,.0f} records/s")
-    write_json(args.json, {"runs": rows, "median_records_per_s": median["records_per_s"]})
+    output_of(args, "ray_pipe_bound").write({"runs": rows, "median_records_per_s": median["records_per_s"]}, table)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Simulator speed: simulated records per wall second for the page-view job.
 
-    python -m benchmarks.sim_speed [--records N] [--invariants off|on|both] [--json PATH]
+    python -m benchmarks.sim_speed [--quick] [--records N] [--invariants off|on|both] [--out DIR] [--json PATH]
 
 Page-view job (source → map → keyBy → count → sink), parallelism 4, aligned checkpoints every
 100 virtual ms, no faults. Prints a table and writes JSON. `--invariants both` runs each repeat
@@ -13,7 +13,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from benchmarks.report import markdown_table, median_row, write_json
+from benchmarks.report import (
+    add_output_arguments,
+    add_sized_argument,
+    markdown_table,
+    median_row,
+    output_of,
+    parse_args,
+)
 
 
 def run_once(records: int, parallelism: int, interval: float, buffer_size: int, invariants: bool = False) -> dict:
@@ -44,19 +51,20 @@ def run_once(records: int, parallelism: int, interval: float, buffer_size: int, 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=400_000)
-    parser.add_argument("--parallelism", type=int, default=4)
-    parser.add_argument("--interval", type=float, default=0.1)
-    parser.add_argument("--buffer-size", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=3)
+    add_output_arguments(parser, "sim_speed")
+    add_sized_argument(parser, "--records", full=400_000, quick=50_000, help="records per run")
+    parser.add_argument("--parallelism", type=int, default=4, help="subtasks per operator (default 4)")
+    parser.add_argument("--interval", type=float, default=0.1, help="checkpoint interval, virtual seconds (default 0.1)")
+    parser.add_argument("--buffer-size", type=int, default=1000, help="records per buffer (default 1000)")
+    add_sized_argument(parser, "--repeat", full=3, quick=1, help="runs; the median is reported")
     parser.add_argument("--invariants", choices=["off", "on", "both"], default="off",
-                        help="run with the invariant checker off, on, or both (side by side)")
-    parser.add_argument("--json", default="bench-out/sim_speed.json")
-    args = parser.parse_args(argv)
+                        help="run with the invariant checker off, on, or both (side by side; default off)")
+    args = parse_args(parser, argv)
     settings = {"off": [False], "on": [True], "both": [False, True]}[args.invariants]
     rows = [run_once(args.records, args.parallelism, args.interval, args.buffer_size, invariants)
             for _ in range(args.repeat) for invariants in settings]
-    print(markdown_table(rows))
+    table = markdown_table(rows)
+    print(table)
     summary: dict[str, float] = {}
     for setting in ("off", "on"):
         runs = [r for r in rows if r["invariants"] == setting]
@@ -68,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(summary) == 2:
         payload["invariants_overhead"] = summary["off"] / summary["on"] - 1
         print(f"invariant checker overhead: {payload['invariants_overhead']:+.1%} wall time per record")
-    write_json(args.json, payload)
+    output_of(args, "sim_speed").write(payload, table)
     return 0
 
 

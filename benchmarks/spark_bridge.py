@@ -21,7 +21,7 @@ import tempfile
 import time
 from typing import Any
 
-from benchmarks.report import markdown_table, write_json
+from benchmarks.report import add_output_arguments, add_sized_argument, markdown_table, output_of, parse_args
 
 
 def spark_session() -> Any:
@@ -119,12 +119,13 @@ def bench_landing(spark: Any, keys: int, workdir: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--splits", type=int, default=4)
-    parser.add_argument("--keys", default="10000,100000,1000000")
-    parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--json", default="bench-out/spark_bridge.json")
-    args = parser.parse_args(argv)
+    add_output_arguments(parser, "spark_bridge")
+    add_sized_argument(parser, "--rows", full=1_000_000, quick=100_000, help="rows seeded from Spark")
+    parser.add_argument("--splits", type=int, default=4, help="source splits (default 4)")
+    add_sized_argument(parser, "--keys", full="10000,100000,1000000", quick="10000,100000", type=str,
+                       help="keyed state sizes landed, comma separated")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per row (default 1)")
+    args = parse_args(parser, argv)
     spark = spark_session()
     workdir = tempfile.mkdtemp(prefix="barrierflow-bench-spark-")
     try:
@@ -135,12 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         spark.stop()
-    print("## Seeding a source from a Spark DataFrame\n")
-    print(markdown_table(seeding))
-    print("\n## Landing a checkpoint versus keyed state size\n")
-    print(markdown_table(landing))
-    write_json(args.json, {"seeding": seeding, "landing": landing})
-    print(f"\nJSON: {args.json}")
+    table = (f"## Seeding a source from a Spark DataFrame\n\n{markdown_table(seeding)}\n\n"
+             f"## Landing a checkpoint versus keyed state size\n\n{markdown_table(landing)}")
+    print(table)
+    files = output_of(args, "spark_bridge").write({"seeding": seeding, "landing": landing}, table)
+    print(f"\nwrote {', '.join(files)}")
     return 0
 
 

@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import Any
 
-from benchmarks.report import markdown_table, write_json
+from benchmarks.report import add_output_arguments, add_sized_argument, markdown_table, output_of, parse_args
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.options import CheckpointConfig
@@ -188,14 +188,15 @@ def run_config(name: str, options: dict[str, Any], *, num_keys: int, checkpoints
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keys", type=int, default=1_000_000)
-    parser.add_argument("--checkpoints", type=int, default=50)
-    parser.add_argument("--update-fraction", type=float, default=0.01)
-    parser.add_argument("--parallelism", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--configs", default=",".join(CONFIGS))
-    parser.add_argument("--out", default="bench-out/state_storage.json")
-    args = parser.parse_args(argv)
+    add_output_arguments(parser, "state_storage")
+    add_sized_argument(parser, "--keys", full=1_000_000, quick=50_000, help="keys of state")
+    add_sized_argument(parser, "--checkpoints", full=50, quick=10, help="checkpoints per config")
+    parser.add_argument("--update-fraction", type=float, default=0.01,
+                        help="fraction of keys updated between checkpoints (default 0.01)")
+    parser.add_argument("--parallelism", type=int, default=4, help="subtasks (default 4)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"configs to run (default {','.join(CONFIGS)})")
+    args = parse_args(parser, argv)
     names = [c.strip() for c in args.configs.split(",") if c.strip()]
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
@@ -218,9 +219,10 @@ def main(argv: list[str] | None = None) -> int:
                "bytes on disk", "space amp (2nd half mean)", "space amp (max 2nd half)", "restore s"]
     print(f"\nkeys={args.keys:,} checkpoints={args.checkpoints} update_fraction={args.update_fraction} "
           f"parallelism={args.parallelism} (bytes/ckpt and files/ckpt exclude checkpoint 1)\n")
-    print(markdown_table(rows, columns))
-    write_json(args.out, {"params": vars(args), "results": rows})
-    print(f"\nwrote {args.out}")
+    table = markdown_table(rows, columns)
+    print(table)
+    files = output_of(args, "state_storage").write({"params": vars(args), "results": rows}, table)
+    print(f"\nwrote {', '.join(files)}")
     return 0
 
 

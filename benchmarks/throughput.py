@@ -38,7 +38,15 @@ import statistics
 import time
 from typing import Any
 
-from benchmarks.report import local_checkpoint_dir, markdown_table, median_row, write_json
+from benchmarks.report import (
+    add_output_arguments,
+    add_sized_argument,
+    local_checkpoint_dir,
+    markdown_table,
+    median_row,
+    output_of,
+    parse_args,
+)
 
 APPS = 50
 
@@ -175,20 +183,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job", default="udf", choices=JOBS)
     parser.add_argument("--buffer-size", type=int, default=None,
                         help=f"records per network buffer (default {BUFFER_SIZES})")
-    parser.add_argument("--credits", type=int, default=8, help="buffers in flight per channel")
+    parser.add_argument("--credits", type=int, default=8, help="buffers in flight per channel (default 8)")
     parser.add_argument("--records", type=int, default=None,
-                        help="records per max-rate run (default 400,000; vectorised 4,000,000)")
-    parser.add_argument("--rate", type=float, default=5000.0)
-    parser.add_argument("--steady-seconds", type=float, default=10.0)
-    parser.add_argument("--repeat", type=int, default=3)
+                        help="records per max-rate run (default 400,000, vectorised 4,000,000; a tenth with --quick)")
+    parser.add_argument("--rate", type=float, default=5000.0, help="records/s of the steady run (default 5000)")
+    add_sized_argument(parser, "--steady-seconds", full=10.0, quick=2.0, type=float, help="length of the steady run, s")
+    add_sized_argument(parser, "--repeat", full=3, quick=1, help="interleaved repeats; medians are reported")
     parser.add_argument("--no-bound", action="store_true", help="skip the raw Ray bound")
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args(argv)
+    add_output_arguments(parser, "throughput_<executor>[_<job>]")
+    args = parse_args(parser, argv)
     if args.executor == "ray":
         from runtime.ray.cluster import ensure_ray
 
         ensure_ray()  # one Ray for every run (and the bound), not one per job
-    records = args.records or (4_000_000 if args.job == "vectorised" else 400_000)
+    records = args.records or (4_000_000 if args.job == "vectorised" else 400_000) // (10 if args.quick else 1)
     kw = {"job": args.job, "buffer_size": args.buffer_size, "credits": args.credits}
     with_bound = args.executor == "ray" and not args.no_bound
     if with_bound:
@@ -233,14 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         summary["raw_bound_records_per_s"] = median_row(bounds, "records_per_s")["records_per_s"]
         summary["aligned_vs_bound"] = aligned / summary["raw_bound_records_per_s"]
         summary["off_vs_bound"] = off / summary["raw_bound_records_per_s"]
-    print(markdown_table(rows))
-    print()
-    print(markdown_table(per_repeat))
-    print()
-    print(markdown_table([summary]))
+    table = f"{markdown_table(rows)}\n\n{markdown_table(per_repeat)}\n\n{markdown_table([summary])}"
+    print(table)
     suffix = "" if args.job == "udf" else f"_{args.job}"
-    write_json(args.json or f"bench-out/throughput_{args.executor}{suffix}.json",
-               {"runs": rows, "bounds": bounds, "ratios": per_repeat, "summary": summary})
+    output_of(args, f"throughput_{args.executor}{suffix}").write(
+        {"runs": rows, "bounds": bounds, "ratios": per_repeat, "summary": summary}, table)
     return 0
 
 

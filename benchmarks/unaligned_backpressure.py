@@ -13,7 +13,14 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from benchmarks.report import markdown_table, percentile, write_json
+from benchmarks.report import (
+    add_output_arguments,
+    add_sized_argument,
+    markdown_table,
+    output_of,
+    parse_args,
+    percentile,
+)
 
 
 def run_mode(mode: str, per_split: int, slowdown: float, interval: float, credits: int, buffer_size: int) -> dict:
@@ -53,20 +60,21 @@ def run_mode(mode: str, per_split: int, slowdown: float, interval: float, credit
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--per-split", type=int, default=20000)
-    parser.add_argument("--slowdown", type=float, default=40.0)
-    parser.add_argument("--interval", type=float, default=0.05)
-    parser.add_argument("--credits", type=int, default=8)
-    parser.add_argument("--buffer-size", type=int, default=64)
-    parser.add_argument("--json", default="bench-out/unaligned_backpressure.json")
-    args = parser.parse_args(argv)
+    add_output_arguments(parser, "unaligned_backpressure")
+    add_sized_argument(parser, "--per-split", full=20_000, quick=2_000, help="records per source split")
+    parser.add_argument("--slowdown", type=float, default=40.0, help="slow subtask's cost factor (default 40)")
+    parser.add_argument("--interval", type=float, default=0.05, help="checkpoint interval, virtual seconds (default 0.05)")
+    parser.add_argument("--credits", type=int, default=8, help="buffers in flight per channel (default 8)")
+    parser.add_argument("--buffer-size", type=int, default=64, help="records per buffer (default 64)")
+    args = parse_args(parser, argv)
     rows = [run_mode(m, args.per_split, args.slowdown, args.interval, args.credits, args.buffer_size)
             for m in ("aligned", "unaligned", "aligned+timeout")]
-    print(markdown_table(rows))
+    table = markdown_table(rows)
+    print(table)
     aligned, unaligned = rows[0]["duration_ms_p50"], rows[1]["duration_ms_p50"]
     if aligned and unaligned:
         print(f"\nunaligned/aligned checkpoint duration p50: {unaligned / aligned:.3f}")
-    write_json(args.json, {"rows": rows, "args": vars(args)})
+    output_of(args, "unaligned_backpressure").write({"rows": rows, "args": vars(args)}, table)
     return 0
 
 

@@ -69,6 +69,13 @@ class TaskAcknowledgement:
 
     `handles` maps a kind ("keyed", "operator", "input_channels", "output_channels") to the
     handles written for it; a task without state of a kind omits it.
+
+    The task's phases, in seconds, with Flink's names (they add up to the time from the trigger
+    to this acknowledgement): `start_delay` (trigger to the first barrier the task took),
+    `alignment_duration` (first barrier to the last one; for an unaligned checkpoint the time it
+    kept persisting the in-flight data the barriers overtook, which does not block),
+    `sync_duration` (the synchronous snapshot) and `async_duration` (the write).
+    `processed_data`: bytes the task processed during the alignment.
     """
 
     task_id: TaskId
@@ -81,6 +88,9 @@ class TaskAcknowledgement:
     unaligned: bool = False
     sync_duration: float = 0.0
     async_duration: float = 0.0
+    start_delay: float = 0.0
+    alignment_duration: float = 0.0
+    processed_data: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +104,9 @@ class TaskAcknowledgement:
             "unaligned": self.unaligned,
             "sync_duration": self.sync_duration,
             "async_duration": self.async_duration,
+            "start_delay": self.start_delay,
+            "alignment_duration": self.alignment_duration,
+            "processed_data": self.processed_data,
         }
 
     @classmethod
@@ -109,4 +122,7 @@ class TaskAcknowledgement:
             unaligned=bool(data.get("unaligned", False)),
             sync_duration=float(data.get("sync_duration", 0.0)),
             async_duration=float(data.get("async_duration", 0.0)),
+            start_delay=float(data.get("start_delay", 0.0)),
+            alignment_duration=float(data.get("alignment_duration", 0.0)),
+            processed_data=int(data.get("processed_data", 0)),
         )

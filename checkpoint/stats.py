@@ -18,6 +18,44 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class SubtaskCheckpointStats:
+    """One task's part of one checkpoint, with the names of Flink's checkpoint history.
+
+    Durations in seconds (virtual on the simulator), sizes in bytes. The four phases follow one
+    another from the trigger: `start_delay` (until the task took its first barrier),
+    `alignment_duration` (first to last barrier; blocking only when `aligned_blocking`),
+    `sync_duration` (the synchronous snapshot) and `async_duration` (the write), after which the
+    task acknowledged; `end_to_end_duration` runs from the trigger until the coordinator received
+    that acknowledgement. An unaligned checkpoint snapshots at the first barrier and keeps
+    persisting the in-flight data the barriers overtake until the last one arrived: that wait is
+    its `alignment_duration`, which blocks nothing.
+
+    Attributes:
+        task: the task ("vertex[subtask]").
+        processed_data: input bytes processed during the alignment.
+        persisted_data: in-flight (channel state) bytes persisted.
+        checkpointed_size: state bytes written.
+        unaligned: the task took the checkpoint unaligned.
+        aligned_blocking: the alignment blocked input channels (aligned exactly-once).
+    """
+
+    task: str
+    start_delay: float
+    alignment_duration: float
+    sync_duration: float
+    async_duration: float
+    processed_data: int
+    persisted_data: int
+    end_to_end_duration: float
+    checkpointed_size: int
+    unaligned: bool = False
+    aligned_blocking: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
 class CheckpointStats:
     """What happened to one checkpoint.
 
@@ -35,6 +73,7 @@ class CheckpointStats:
         ack_delays: per task (``str(task_id)``), seconds from trigger to its acknowledgement.
         num_acknowledged: tasks that acknowledged.
         num_tasks: tasks it waited for.
+        subtasks: per acknowledged task (``str(task_id)``), its phases and sizes.
     """
 
     id: int
@@ -50,6 +89,7 @@ class CheckpointStats:
     ack_delays: dict[str, float] = field(default_factory=dict)
     num_acknowledged: int = 0
     num_tasks: int = 0
+    subtasks: dict[str, SubtaskCheckpointStats] = field(default_factory=dict)
 
     @property
     def end_time(self) -> float:
@@ -65,6 +105,25 @@ class CheckpointStats:
     ) -> CheckpointStats:
         """Summarise `pending` as it ended at `end_time` (`reason` None = completed)."""
         acks = pending.acks.values()
+        ack_times = pending.ack_times
+        # exactly-once barriers block while aligning unless the task took the checkpoint unaligned
+        blocking = pending.properties.get("mode", "EXACTLY_ONCE") == "EXACTLY_ONCE"
+        subtasks = {
+            str(a.task_id): SubtaskCheckpointStats(
+                task=str(a.task_id),
+                start_delay=a.start_delay,
+                alignment_duration=a.alignment_duration,
+                sync_duration=a.sync_duration,
+                async_duration=a.async_duration,
+                processed_data=a.processed_data,
+                persisted_data=a.persisted_bytes,
+                end_to_end_duration=max(0.0, ack_times.get(a.task_id, end_time) - pending.trigger_time),
+                checkpointed_size=a.state_bytes,
+                unaligned=a.unaligned,
+                aligned_blocking=blocking and not a.unaligned,
+            )
+            for a in acks
+        }
         return cls(
             id=pending.checkpoint_id,
             completed=reason is None,
@@ -79,6 +138,7 @@ class CheckpointStats:
             ack_delays={str(t): at - pending.trigger_time for t, at in pending.ack_times.items()},
             num_acknowledged=pending.num_acknowledged,
             num_tasks=pending.num_tasks,
+            subtasks=subtasks,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -96,6 +156,7 @@ class CheckpointStats:
             "ack_delays": dict(self.ack_delays),
             "num_acknowledged": self.num_acknowledged,
             "num_tasks": self.num_tasks,
+            "subtasks": [s.to_json() for s in self.subtasks.values()],
         }
 
 

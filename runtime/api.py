@@ -53,6 +53,7 @@ from operators.transforms import (
     MapOperator,
     PassThroughOperator,
 )
+from runtime.debloat import DEFAULT_TARGET, BufferDebloatConfig
 from runtime.graph import (
     JobEdge,
     JobGraph,
@@ -349,6 +350,7 @@ class StreamEnvironment:
         self.checkpoint_config = CheckpointConfig()
         self.restart_strategy: RestartStrategy | None = None
         self.high_availability: HighAvailabilityConfig | None = None
+        self.buffer_debloat: BufferDebloatConfig | None = None
         self.chaining = True
         self._nodes: list[_Node] = []
         self._ids = itertools.count()
@@ -417,6 +419,28 @@ class StreamEnvironment:
         self.high_availability = HighAvailabilityConfig.of(mode, hosts=hosts, cluster_id=cluster_id,
                                                            session_timeout=session_timeout,
                                                            operation_timeout=operation_timeout)
+        return self
+
+    def set_buffer_debloating(
+        self, enabled: bool = True, *, target: float = DEFAULT_TARGET, period: float = 0.01, samples: int = 10,
+        threshold: float = 0.25, min_buffer_size: int = 1,
+    ) -> StreamEnvironment:
+        """Buffer debloating (Flink FLIP-183, off by default): every task sizes its in-flight
+        input to `target` seconds of its measured throughput by announcing a smaller buffer size
+        (records, at least `min_buffer_size`, at most `buffer_size`) to its senders, so aligned
+        barriers wait behind, and unaligned checkpoints persist, less data under backpressure.
+        See `runtime.debloat` for the options and why the default target is 100 ms.
+
+        Raises:
+            BufferDebloatError: an option out of range (the message names it).
+        """
+        if not enabled:
+            self.buffer_debloat = None
+            return self
+        config = BufferDebloatConfig(target=target, period=period, samples=samples, threshold=threshold,
+                                     min_buffer_size=min_buffer_size)
+        config.validate()
+        self.buffer_debloat = config
         return self
 
     def set_restart_strategy(self, strategy: RestartStrategy) -> StreamEnvironment:
@@ -671,6 +695,7 @@ class _GraphBuilder:
             checkpoint_config=env.checkpoint_config,
             restart_strategy=self._restart_strategy(),
             high_availability=env.high_availability,
+            buffer_debloat=env.buffer_debloat,
         )
 
     def _live_nodes(self) -> list[_Node]:

@@ -176,6 +176,8 @@ class JobGraph:
     restart_strategy: RestartStrategy | None = None
     #: `checkpoint.recovery.HighAvailabilityConfig`, or None (standalone)
     high_availability: Any = None
+    #: `runtime.debloat.BufferDebloatConfig`, or None (buffers keep `buffer_size`)
+    buffer_debloat: Any = None
 
     def __post_init__(self) -> None:
         validate_settings(

@@ -101,9 +101,11 @@ class LatencyHistogram:
         self._counts += np.bincount(index.astype(np.intp), minlength=NUM_BUCKETS)
 
     def merge(self, other: LatencyHistogram) -> None:
-        """Add every value `other` holds (exactly: buckets, count, sum, min and max)."""
-        other._flush()
+        """Add every value `other` holds (exactly: buckets, count, sum, min and max); `other` is
+        left as it is (it may be read-only: Ray hands numpy arrays back zero-copy)."""
         self._flush()
+        if other._pending:
+            self._add(np.frombuffer(other._pending, dtype=np.float64))
         if not other._count:
             return
         self._counts += other._counts

@@ -212,6 +212,9 @@ class JobMetrics:
     #: when the last sink transaction was committed, i.e. the job's output became visible (wall
     #: seconds, Ray only; None on the simulator)
     last_commit_at: float | None = None
+    #: buffer debloating: per task with inputs, the buffer size (records) it last asked its
+    #: senders for (empty without debloating)
+    buffer_sizes: dict[str, int] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:

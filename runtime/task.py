@@ -63,6 +63,7 @@ from runtime.barriers import (
     UnalignedBarrierHandler,
 )
 from runtime.barriers.handler import BarrierHandler
+from runtime.debloat import BufferDebloater
 from runtime.histogram import LatencyHistogram
 from runtime.input_gate import CheckpointedInputGate
 from runtime.messages import (
@@ -172,11 +173,13 @@ class OutputChannel:
     """One outgoing channel: the pieces of the next buffer (record lists or Arrow batches, in
     order), a queue of ready payloads, and credits."""
 
-    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target")
+    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target", "buffer_size")
 
-    def __init__(self, index: int, credits: int, target: TaskId) -> None:
+    def __init__(self, index: int, credits: int, target: TaskId, buffer_size: int) -> None:
         self.index = index
         self.credits = credits
+        #: records per buffer: the job's, or smaller as the receiver announced (debloating)
+        self.buffer_size = buffer_size
         self.queue: deque[Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition] = deque()
         self.builder: list[Batch] = []
         self.builder_rows = 0
@@ -194,6 +197,9 @@ class _InFlightSnapshot:
     #: an aligned barrier with an alignment timeout still queued behind output buffers
     awaiting_output: bool = False
     output_timer: Any = None
+    #: clock times: the synchronous part ended; the write started (phases of the acknowledgement)
+    sync_end: float = 0.0
+    write_started_at: float = 0.0
 
 
 #: the operator-state key of a source task's split offsets (`{"offsets": [{"split", "position"}]}`)
@@ -295,7 +301,7 @@ class Task:
         for edge, targets in self._output_groups():
             channels = []
             for downstream in targets:
-                ch = OutputChannel(len(self.outputs), credits, TaskId(edge.target, downstream))
+                ch = OutputChannel(len(self.outputs), credits, TaskId(edge.target, downstream), self.buffer_size)
                 self.outputs.append(ch)
                 channels.append(ch.index)
             self._edge_routes.append((edge.partitioner.create(subtask), channels))
@@ -312,6 +318,11 @@ class Task:
                 self.num_inputs, self.handler, clock=clock,
                 spill_bound_bytes=spill_bound_bytes, spiller=spiller,
             )
+        #: buffer debloating (`runtime.debloat`): the input buffer size announced to the senders
+        #: with the credits they get back (None: debloating is off)
+        self.debloater: BufferDebloater | None = None
+        if self.gate is not None and graph.buffer_debloat is not None:
+            self.debloater = BufferDebloater(graph.buffer_debloat, graph.buffer_size, self.num_inputs * graph.credits)
 
         # sources
         self.readers: list[SplitReader] = []
@@ -332,6 +343,9 @@ class Task:
         self._columnar_input = not self.operators or self.operators[0].accepts_columns
         self._in_flight: dict[int, _InFlightSnapshot] = {}
         self._cancelled: set[int] = set()
+        #: checkpoint id -> bytes of input processed while its barriers were being collected
+        #: (Flink's "processed data"), counted only while the handler has one pending
+        self._processed: dict[int, int] = {}
         self._latest_checkpoint_id = 0
         self.records_in = 0
         self.records_out = 0
@@ -411,8 +425,18 @@ class Task:
         assert self.gate is not None, f"source task {self.task_id} has no inputs"
         self.gate.push(boe)
 
-    def add_credit(self, out_channel: int) -> None:
-        self.outputs[out_channel].credits += 1
+    def add_credit(self, out_channel: int, buffer_size: int | None = None) -> None:
+        """The receiver consumed a buffer of `out_channel`; `buffer_size`: the size it asks for
+        (buffer debloating; buffers already cut keep theirs)."""
+        ch = self.outputs[out_channel]
+        ch.credits += 1
+        if buffer_size is not None:
+            ch.buffer_size = max(1, min(buffer_size, self.buffer_size))
+
+    @property
+    def announced_buffer_size(self) -> int | None:
+        """The input buffer size this task asks its senders for (None: no debloating)."""
+        return self.debloater.buffer_size if self.debloater is not None else None
 
     def drain_sendable(self) -> list[tuple[int, Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition]]:
         """Pop everything that may be sent now: buffers while credits last, events always
@@ -480,14 +504,24 @@ class Task:
         assert gate is not None
         boe = gate.poll()
         if boe is None:
+            if self.debloater is not None:
+                self.debloater.idle(self.clock.now())
             if gate.is_finished and self.state is TaskState.RUNNING:
                 self._end_of_input()
             return 0
         payload = boe.payload
         if isinstance(payload, Buffer):
+            if self.debloater is not None:
+                self.debloater.consumed(payload.num_records, self.clock.now())
             self.ports.buffer_consumed(self.task_id, boe.channel)
+            pending = self.handler.pending_checkpoint_id() if self.checkpointing else None
+            if pending is not None:
+                self._processed[pending] = self._processed.get(pending, 0) + payload.size_bytes
             data = payload.batch if self._columnar_input else payload.to_records()
-            return self._process_input(boe.channel, data) or 1
+            handled = self._process_input(boe.channel, data) or 1
+            if self.debloater is not None and not gate.has_data:
+                self.debloater.idle(self.clock.now())  # until the next buffer arrives, the task idles
+            return handled
         if gate.is_finished and self.state is TaskState.RUNNING:
             self._end_of_input()
         return 0
@@ -516,7 +550,7 @@ class Task:
             return 0
         while self._reader_index < len(self.readers):
             reader = self.readers[self._reader_index]
-            records = reader.read(self.buffer_size)
+            records = reader.read(self._read_size())
             if records:
                 handled = self._run_chain(records, count_in=True)
                 if reader.finished():
@@ -528,6 +562,15 @@ class Task:
             return 0  # rate-limited: nothing due yet
         self._source_exhausted()
         return 0
+
+    def _read_size(self) -> int:
+        """Records a source reads in one step: a buffer, but no more than its outputs can send
+        now (one buffer per channel at least). Without debloating that is always a whole buffer;
+        with debloated (smaller) buffers a backpressured source then holds about what its
+        credits allow, as Flink's record writer waits for a free buffer, instead of a whole
+        read cut into small buffers in front of the barrier."""
+        room = sum(max(1, ch.credits) * ch.buffer_size for ch in self.outputs)
+        return min(self.buffer_size, room) if room else self.buffer_size
 
     def _source_exhausted(self) -> None:
         self.flush()
@@ -573,7 +616,6 @@ class Task:
         if self._output_types is not None:
             self._output_types.check(data)  # before partitioning: in emission order
         self.records_out += num_rows(data)
-        size = self.buffer_size
         outputs = self.outputs
         columns = not isinstance(data, list)
         for partitioner, channels in self._edge_routes:
@@ -588,12 +630,12 @@ class Task:
                 ch = outputs[index]
                 ch.builder.append(part)
                 ch.builder_rows += rows
-                if ch.builder_rows >= size:
+                if ch.builder_rows >= ch.buffer_size:
                     self._cut(ch)
 
     def _cut(self, ch: OutputChannel) -> None:
         pieces, ch.builder, ch.builder_rows = ch.builder, [], 0
-        size = self.buffer_size
+        size = ch.buffer_size
         for piece in concat(pieces):
             if isinstance(piece, list):
                 for start in range(0, len(piece), size):
@@ -697,6 +739,7 @@ class Task:
         awaiting = overtaking and self.num_inputs > 0
         entry = _InFlightSnapshot(snapshot, awaiting_channel_state=awaiting)
         self._in_flight[checkpoint_id] = entry
+        entry.sync_end = self.clock.now()
         timeout = barrier.options.alignment_timeout
         if not overtaking and timeout is not None and self._barrier_queued_behind_data(barrier):
             # Flink applies the alignment timeout to output buffers too: if the barrier is still
@@ -733,6 +776,7 @@ class Task:
         if entry is None or entry.write_started or entry.awaiting_channel_state or entry.awaiting_output:
             return
         entry.write_started = True
+        entry.write_started_at = self.clock.now()
         self.ports.write_snapshot(entry.snapshot)
 
     def _barrier_queued_behind_data(self, barrier: CheckpointBarrier) -> bool:
@@ -789,6 +833,7 @@ class Task:
             return False
         snap = entry.snapshot
         state_bytes = sum(h.length or h.size for hs in handles.values() for h in hs)
+        first = snap.stats.first_barrier_at if snap.stats.first_barrier_at is not None else snap.sync_time
         self.ports.acknowledge(
             TaskAcknowledgement(
                 task_id=self.task_id,
@@ -799,8 +844,13 @@ class Task:
                 alignment_time=snap.stats.alignment_time,
                 bytes_buffered=snap.stats.bytes_buffered,
                 unaligned=snap.stats.unaligned,
-                sync_duration=0.0,
+                sync_duration=max(0.0, entry.sync_end - snap.sync_time),
                 async_duration=async_duration,
+                start_delay=max(0.0, first - snap.barrier_timestamp),
+                # unaligned: the wait for the channel state (the last barrier) before the write
+                alignment_duration=max(0.0, snap.sync_time - first)
+                + max(0.0, entry.write_started_at - entry.sync_end),
+                processed_data=self._processed.pop(checkpoint_id, 0),
             )
         )
         return True
@@ -814,6 +864,7 @@ class Task:
     def _cancel(self, checkpoint_id: int) -> None:
         self._cancelled.add(checkpoint_id)
         self._in_flight.pop(checkpoint_id, None)
+        self._processed.pop(checkpoint_id, None)
 
     def is_cancelled(self, checkpoint_id: int) -> bool:
         return checkpoint_id in self._cancelled

@@ -15,6 +15,13 @@ if [ ! -f /usr/share/java/zookeeper.jar ]; then
 fi
 command -v java >/dev/null || { echo "java (17) is required for Spark and ZooKeeper" >&2; exit 1; }
 
+# Chromium (Debian package): the benchmark's HTML report is opened in a real headless browser.
+if ! command -v chromium >/dev/null; then
+  echo "== installing chromium (apt) =="
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
 echo "== installing barrierflow with test extras =="
 python3 -m pip install -q --disable-pip-version-check -e ".[test]"
 

@@ -111,7 +111,10 @@ class HandlerCore(BarrierHandler):
         unaligned: bool,
         alignment_time: float = 0.0,
         bytes_buffered: int = 0,
+        first_barrier_at: float | None = None,
     ) -> None:
+        """Tell the listener to take checkpoint `barrier`; `first_barrier_at` defaults to the
+        start of the alignment (`alignment_time` before now)."""
         now = self.clock.now()
         self.num_triggered += 1
         self.last_alignment_time = alignment_time
@@ -122,6 +125,8 @@ class HandlerCore(BarrierHandler):
             bytes_buffered=bytes_buffered,
             unaligned=unaligned,
             start_delay=max(0.0, now - barrier.timestamp) if self.has_clock else 0.0,
+            first_barrier_at=(now - alignment_time if first_barrier_at is None else first_barrier_at)
+            if self.has_clock else None,
         )
         self.listener.trigger_checkpoint(barrier, stats)
 

@@ -46,8 +46,11 @@ class AlignmentStats:
     bytes_buffered: int = 0
     #: True when the checkpoint was taken unaligned (always, or after the alignment timeout)
     unaligned: bool = False
-    #: seconds from the barrier's timestamp to the trigger (Flink's "start delay")
+    #: seconds from the barrier's timestamp to the trigger
     start_delay: float = 0.0
+    #: clock time the handler took the first barrier of this checkpoint (None: no clock); with
+    #: `start_delay` and `alignment_time` it gives Flink's per-subtask phases
+    first_barrier_at: float | None = None
 
 
 class CheckpointListener(Protocol):
@@ -125,6 +128,10 @@ class BarrierHandler(abc.ABC):
 
     def is_blocked(self, channel: int) -> bool:
         return False
+
+    def pending_checkpoint_id(self) -> int | None:
+        """The checkpoint whose barriers are being collected, if any."""
+        return None
 
     def handles_on_arrival(self, event: object) -> bool:
         """True: the gate hands `event` to the handler from `push()` (it overtakes queued data)."""

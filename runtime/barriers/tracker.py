@@ -42,6 +42,8 @@ class _PendingCheckpoint:
     barrier: CheckpointBarrier
     #: channels that delivered this checkpoint's barrier
     channels: set[int] = field(default_factory=set)
+    #: clock time of its first barrier
+    first_at: float = 0.0
 
     @property
     def id(self) -> int:
@@ -81,7 +83,7 @@ class BarrierTracker(HandlerCore):
             self.num_barriers_received += 1
         elif barrier.id > self.latest_checkpoint_id:
             self.latest_checkpoint_id = barrier.id
-            self._pending.append(_PendingCheckpoint(barrier, {channel}))
+            self._pending.append(_PendingCheckpoint(barrier, {channel}, self.clock.now()))
             if len(self._pending) > MAX_CHECKPOINTS_TO_TRACK:
                 self.abort(self._pending.popleft().id, CheckpointFailureReason.SUBSUMED)
             self.num_barriers_received += 1
@@ -128,7 +130,8 @@ class BarrierTracker(HandlerCore):
                 return
             for _ in range(index):
                 self.abort(self._pending.popleft().id, CheckpointFailureReason.SUBSUMED)
-            self.trigger(self._pending.popleft().barrier, unaligned=False)
+            pending = self._pending.popleft()
+            self.trigger(pending.barrier, unaligned=False, first_barrier_at=pending.first_at)
 
     def _repr_extra(self) -> str:
         return f", tracking={self.pending_checkpoint_ids}"

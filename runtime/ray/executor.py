@@ -74,6 +74,7 @@ from runtime.faults import (
     resolve_task,
 )
 from runtime.graph import JobGraph, JobGraphError
+from runtime.links import resolve_link_delays
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
@@ -114,6 +115,8 @@ class RayExecutor:
         committer: an earlier execution's `CollectCommitter` whose staged transactions this one may commit.
         trace_barriers: record barrier events in `JobResult.trace` (wall times: `barrier-in` per input
             channel, `snapshot`, `ack`, as on the simulator), for a barrier timeline.
+        link_delays: task or vertex name -> extra seconds on everything it sends (a slow link,
+            `runtime.links`), as the simulator's `NetworkOptions.link_delays`.
     """
 
     def __init__(
@@ -131,9 +134,11 @@ class RayExecutor:
         max_duration: float = 600.0,
         committer: Any = None,
         trace_barriers: bool = False,
+        link_delays: dict[str, float] | None = None,
     ) -> None:
         self.graph = graph
         self.trace_barriers = trace_barriers
+        self.link_delays = resolve_link_delays(link_delays, graph.task_ids())
         #: an earlier execution's `CollectCommitter` (`result.committer`): this one restores its
         #: checkpoint, so the transactions it staged must still be committable
         self._initial_committer = committer
@@ -368,7 +373,7 @@ class RayExecutor:
         if self._multi_node:
             options["scheduling_strategy"] = "SPREAD"
         services = {"committer": self.committer, "storage": self.storage_spec, "job_id": self.job_id,
-                    "trace_barriers": self.trace_barriers}
+                    "trace_barriers": self.trace_barriers, "link_delay": self.link_delays.get(task_id, 0.0)}
         return _TaskActor.options(**options).remote(self.graph_ref, task_id, services)
 
     def _routes(self) -> tuple[dict[TaskId, dict[int, tuple[Any, int]]], dict[TaskId, dict[int, tuple[str, Any, int]]]]:
@@ -630,6 +635,8 @@ class RayExecutor:
                 final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
             metrics.latencies.merge(final["latencies"])
             metrics.add_task_span(final["first_created_at"], final["last_arrival_at"])
+            if final.get("buffer_size") is not None:
+                metrics.buffer_sizes[str(task_id)] = final["buffer_size"]
             if self.graph.vertex(task_id.vertex).source is not None:
                 source_now += final["records_in"]
         metrics.records_in = self._done_source_records + source_now
@@ -711,7 +718,7 @@ def run_job(
         seed: picks unnamed fault targets together with the plan's seed.
         progress: called periodically with a dict of progress figures.
         options: `RayExecutor` tuning (job_id, task_cpus, heartbeat_interval, heartbeat_timeout,
-            max_duration, trace_barriers).
+            max_duration, trace_barriers, link_delays).
 
     Raises:
         JobFailedError: the job failed for good (restart attempts exhausted).

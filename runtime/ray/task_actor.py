@@ -106,7 +106,7 @@ class TaskActor:
         self._timers = ThreadTimers(self._lock, on_error=self._fail,
                                     dispatch=lambda fire: self._post("timer", self.epoch, fire))
         #: the task's mailbox, applied in arrival order under the lock (`_drain_inbox`), mostly by
-        #: the work thread: ("push", epoch, channel, seq, payloads), ("credits", epoch, credits),
+        #: the work thread: ("push", epoch, channel, seq, payloads), ("credits", epoch, credits, buffer size),
         #: ("call", epoch, action, args) for control calls, ("written", epoch, ...) for snapshots
         #: the writer thread finished, ("timer", epoch, fire) for due timers
         self._inbox: deque[tuple[Any, ...]] = deque()
@@ -127,6 +127,8 @@ class TaskActor:
         #: barrier events (`trace_barriers`): (wall time, kind, checkpoint id, task, detail), the
         #: simulator's `JobResult.trace` format; kept across epochs, lost if the actor dies
         self._trace: list[tuple[Any, ...]] | None = [] if services.get("trace_barriers") else None
+        #: a slow link (`runtime.links`): seconds every output waits before it is sent
+        self._link_delay: float = services.get("link_delay", 0.0)
         self.epoch = -1
         self.task: Task | None = None
         self._dead = True  # no task deployed yet
@@ -173,8 +175,12 @@ class TaskActor:
             self._flush_timer: Any = None
             self._stalled_until = 0.0
             self._stalled: deque[tuple[int, int, list[Any]]] = deque()
-            self.outputs = OutputChannels(outputs, epoch)
-            self.inputs = InputChannels(inputs, str(self.task_id), epoch, threshold=self.graph.credits // 2)
+            self.outputs = OutputChannels(outputs, epoch, delay=self._link_delay,
+                                          schedule=lambda d, cb: self._timers.schedule(d, self._bound(cb)))
+            # credits go back from the sender thread, like acknowledgements: a backpressured task
+            # returns the most credits, and its work thread is the job's bottleneck
+            self.inputs = InputChannels(inputs, str(self.task_id), epoch, threshold=self.graph.credits // 2,
+                                        submit=self._sender.submit)
             self.task = None
             try:
                 self.task = Task(self.task_id, self.graph, self.vertex, clock=self._clock,
@@ -200,9 +206,10 @@ class TaskActor:
         thread: the main thread does not wait for the lock (see `_drain_inbox`)."""
         self._post("push", epoch, channel, seq, payloads)
 
-    def add_credits(self, epoch: int, credits: dict[int, int]) -> None:
-        """Credits returned by receivers: out channel -> buffers. Queued like `push`."""
-        self._post("credits", epoch, credits)
+    def add_credits(self, epoch: int, credits: dict[int, int], buffer_size: int | None = None) -> None:
+        """Credits returned by receivers: out channel -> buffers, and the buffer size the
+        receiver asks for (buffer debloating; None: unchanged). Queued like `push`."""
+        self._post("credits", epoch, credits, buffer_size)
 
     def _post(self, kind: str, epoch: int, *args: Any) -> None:
         """Queue a call for the work thread (the task's mailbox) and wake it."""
@@ -238,7 +245,7 @@ class TaskActor:
                 try:
                     for out_index, n in item[2].items():
                         for _ in range(n):
-                            self.task.add_credit(out_index)
+                            self.task.add_credit(out_index, item[3])
                 except Exception as exc:  # a protocol error (credit for an unknown channel)
                     self._fail(exc)
             elif self._stalled or time.time() < self._stalled_until:
@@ -304,7 +311,7 @@ class TaskActor:
         except Exception as exc:  # a user function or protocol error: the task fails
             self._fail(exc)
             return
-        self.inputs.return_credits()
+        self.inputs.return_credits(task.announced_buffer_size)
         self._schedule_continuation()
         if task.pending_output() and self._flush_timer is None:
             self._flush_timer = self._timers.schedule(self._pace, self._bound(self._on_flush))
@@ -555,5 +562,6 @@ class TaskActor:
                 "first_created_at": self.task.first_created_at,
                 "last_arrival_at": self.task.last_arrival_at,
                 "records_in": self.task.records_in,
+                "buffer_size": self.task.announced_buffer_size,
                 "trace": self._trace or [],
             }

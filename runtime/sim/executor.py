@@ -52,6 +52,7 @@ from checkpoint.storage import StorageError, storage_from_uri
 from checkpoint.store import StandaloneCompletedCheckpointStore, new_run_id
 from runtime.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
 from runtime.graph import JobGraph
+from runtime.links import resolve_link_delays
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
 from runtime.restart import RestartBackoff
 from runtime.restore import (
@@ -83,6 +84,9 @@ class NetworkOptions:
     #: snapshot write: fixed latency plus size / bandwidth
     write_latency: float = 0.002
     write_bandwidth: float = 200e6
+    #: task name ("vertex[i]") or vertex name -> extra seconds on everything it sends on its output
+    #: channels (a slow link, `runtime.links`)
+    link_delays: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -96,9 +100,17 @@ class CostModel:
     records_per_step: int | None = None
     #: task name ("vertex[i]") or vertex name -> slowdown factor (backpressure scenarios)
     slow_tasks: dict[str, float] = field(default_factory=dict)
+    #: task or vertex name -> slowdown of the per-record cost only: an expensive user function,
+    #: while the per-step (per-buffer) overhead stays that of any task
+    slow_records: dict[str, float] = field(default_factory=dict)
 
     def factor(self, task: TaskId) -> float:
         return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))
+
+    def step_cost(self, task: TaskId, records: int) -> float:
+        """Virtual seconds of a step of `task` that handled `records`."""
+        per_record = self.per_record * self.slow_records.get(str(task), self.slow_records.get(task.vertex, 1.0))
+        return (self.per_step + records * per_record) * self.factor(task)
 
 
 class _Ports:
@@ -243,6 +255,7 @@ class SimExecutor:
             TaskId(v.name, s) for v in graph.vertices for s in range(v.parallelism)
         ]
         self.source_ids = [t for t in self.task_ids if graph.vertex(t.vertex).source is not None]
+        self._link_delays = resolve_link_delays(self.network.link_delays, self.task_ids)
         self.tasks: dict[TaskId, Task] = {}
         self._busy_until: dict[TaskId, float] = {}
         self._scheduled: set[TaskId] = set()
@@ -454,6 +467,9 @@ class SimExecutor:
         for task_id in self.task_ids:
             for name, entries in self.tasks[task_id].keyed_state().items():
                 final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
+        for task_id, task in self.tasks.items():
+            if task.announced_buffer_size is not None:
+                self.metrics.buffer_sizes[str(task_id)] = task.announced_buffer_size
         for task in self.tasks.values():
             self.metrics.latencies.merge(task.latencies)
             self.metrics.add_task_span(task.first_created_at, task.last_arrival_at)
@@ -515,8 +531,7 @@ class SimExecutor:
             self._task_failed(task_id, exc)
             return
         self._send_outputs(task_id)
-        cost = self.costs.per_step + handled * self.costs.per_record
-        self._busy_until[task_id] = self.now + cost * self.costs.factor(task_id)
+        self._busy_until[task_id] = self.now + self.costs.step_cost(task_id, handled)
         if handled:
             self.metrics.records_in += handled if task.is_source else 0
             self._records[task_id] = self._records.get(task_id, 0) + handled
@@ -544,10 +559,11 @@ class SimExecutor:
             return
         invariants = self.invariants
         spikes = self.injector is not None and self.injector.delays_channels
+        link_delay = self._link_delays.get(task_id, 0.0)
         for out_index, payload in task.drain_sendable():
             receiver, in_ch = self._routes[(task_id, out_index)]
             key = (task_id, out_index)
-            delay = self.rng.uniform(self.network.delay_min, self.network.delay_max)
+            delay = self.rng.uniform(self.network.delay_min, self.network.delay_max) + link_delay
             if spikes:
                 extra = self.injector.channel_delay(receiver, in_ch, self.now)  # type: ignore[union-attr]
                 if extra:
@@ -580,6 +596,9 @@ class SimExecutor:
 
     def _return_credit(self, epoch: int, receiver: TaskId, in_ch: int) -> None:
         sender, out_index = self._reverse[(receiver, in_ch)]
+        receiving = self.tasks.get(receiver)
+        # buffer debloating: the credit carries the buffer size the receiver asks for
+        buffer_size = receiving.announced_buffer_size if receiving is not None else None
         if self.invariants is not None:
             self.invariants.on_credit_returned(sender, out_index)
 
@@ -587,7 +606,7 @@ class SimExecutor:
             task = self.tasks.get(sender)
             if task is None:
                 return
-            task.add_credit(out_index)
+            task.add_credit(out_index, buffer_size)
             if self.invariants is not None:
                 self.invariants.on_credit_given(sender, out_index)
             self._send_outputs(sender)

@@ -159,6 +159,7 @@ def test_alignment_stats_come_from_the_clock() -> None:
     stats = r.listener.stats[1]
     assert stats.alignment_time == pytest.approx(2.0)
     assert stats.start_delay == pytest.approx(2.5)
+    assert stats.first_barrier_at == pytest.approx(1.0)  # the per-subtask phases start here
     assert stats.bytes_buffered == 2 * size
     assert not stats.unaligned
     assert r.handler.stats().last_alignment_time == pytest.approx(2.0)

@@ -8,7 +8,7 @@ from checkpoint.reasons import CheckpointFailureReason as R
 from runtime.barriers import MAX_CHECKPOINTS_TO_TRACK, BarrierProtocolError, BarrierTracker
 from runtime.messages import CheckpointBarrier
 
-from .helpers import RecordingListener, barrier, buf, cancel, eop, expect, run
+from .helpers import RecordingListener, advance, barrier, buf, cancel, eop, expect, run
 
 
 def test_single_channel_triggers_every_newer_barrier_at_once() -> None:
@@ -25,6 +25,13 @@ def test_multi_channel_triggers_when_every_channel_delivered() -> None:
     ]  # fmt: skip
     r = run(BarrierTracker, 2, steps)
     assert r.sequence == expect(1, 2, 3)
+
+
+def test_the_stats_say_when_the_first_barrier_came_though_nothing_was_blocked() -> None:
+    r = run(BarrierTracker, 2, [advance(1.0), barrier(1, 0, ts=0.5), buf(1), advance(2.0), barrier(1, 1, ts=0.5)])
+    stats = r.listener.stats[1]
+    assert stats.first_barrier_at == pytest.approx(1.0)
+    assert stats.alignment_time == 0.0 and stats.start_delay == pytest.approx(2.5)
 
 
 def test_never_blocks_or_holds_data() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -12,8 +13,8 @@ from benchmarks import peers
 from benchmarks.plots import make_plots
 
 # a tiny profile: a few thousand records per run, well under a second each
-TINY = cm.replace_profile("sim", True, rate=20_000, duration=0.25, max_rate_records=4_000,
-                          backpressure_rate=40_000, scale=(1, 2))
+TINY = cm.replace_profile("sim", True, rate=20_000, duration=0.25, warmup=0.0, max_rate_records=4_000,
+                          backpressure_rate=100_000, scale=(1, 2))
 
 
 @pytest.fixture(autouse=True)
@@ -31,6 +32,7 @@ def test_quick_matrix_on_sim_writes_json_table_and_plots(tmp_path) -> None:
     rows = payload["rows"]
     assert [(r["scenario"], r["mode"]) for r in rows] == [
         (s, m) for s in ("uniform", "backpressure") for m in cm.MODES
+        if not m.endswith("-debloat") or s == "backpressure"  # debloating matters only under backpressure
     ]
     for row in rows:
         assert row["status"] == "ok", row
@@ -51,14 +53,23 @@ def test_quick_matrix_on_sim_writes_json_table_and_plots(tmp_path) -> None:
     assert by[("backpressure", "aligned")]["alignment_time_max"] > 0
     assert by[("backpressure", "unaligned")]["checkpoint_duration_p50"] < \
         by[("backpressure", "aligned")]["checkpoint_duration_p50"]
+    # debloating: smaller buffers in front of the slow subtask, so aligned barriers wait behind
+    # less data and unaligned checkpoints persist less
+    assert by[("backpressure", "aligned-debloat")]["checkpoint_duration_p50"] < \
+        by[("backpressure", "aligned")]["checkpoint_duration_p50"] / 3
+    assert by[("backpressure", "unaligned-debloat")]["persisted_bytes_p50"] < \
+        by[("backpressure", "unaligned")]["persisted_bytes_p50"] / 3
+    assert by[("backpressure", "aligned-debloat")]["debloated_buffer_size"] < TINY.buffer_size
+    assert by[("backpressure", "aligned")]["debloated_buffer_size"] is None
     table = (out / "checkpoint_modes.md").read_text()
     assert "| sim | backpressure | unaligned | ok |" in table
     pngs = sorted(p.name for p in out.glob("*.png"))
+    # uniform: only its latency CDF (its durations, timeline and phases repeat each other's: ~5 ms)
     assert pngs == sorted([
-        "sim_uniform_latency_cdf.png", "sim_uniform_checkpoint_durations.png",
-        "sim_backpressure_latency_cdf.png", "sim_backpressure_checkpoint_durations.png",
-        "sim_backpressure_barrier_timeline.png",
+        "sim-uniform-latency.png", "sim-backpressure-latency.png", "sim-backpressure-durations.png",
+        "sim-backpressure-timeline.png", "sim-backpressure-phases.png",
     ])
+    assert (out / "report.html").stat().st_size > 10_000
     for png in out.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
     timeline = payload["series"]["sim/backpressure/aligned"]["timeline"]
@@ -128,21 +139,44 @@ def test_a_failing_combination_is_a_row_saying_so(monkeypatch) -> None:
     assert "failed: RuntimeError" in cm.render_table([row])
 
 
-def test_targets_report_ratios() -> None:
+def test_targets_report_ratios_with_a_reason() -> None:
     rows = [
         {"executor": "sim", "scenario": "backpressure", "mode": "aligned", "checkpoint_duration_p50": 100.0,
          "latency_p99": 50.0},
         {"executor": "sim", "scenario": "backpressure", "mode": "unaligned", "checkpoint_duration_p50": 5.0,
          "latency_p99": 40.0},
-        {"executor": "sim", "scenario": "backpressure", "mode": "at-least-once", "checkpoint_duration_p50": 90.0,
-         "latency_p99": 60.0},
+        {"executor": "sim", "scenario": "slow-channel", "mode": "aligned", "latency_p99": 30.0,
+         "alignment_time_p50": 28.0},
+        {"executor": "sim", "scenario": "slow-channel", "mode": "unaligned", "latency_p99": 10.0},
+        {"executor": "sim", "scenario": "slow-channel", "mode": "at-least-once", "latency_p99": 20.0},
         {"executor": "ray", "scenario": "uniform", "mode": "none", "throughput": 1000.0},
         {"executor": "ray", "scenario": "uniform", "mode": "aligned", "throughput": 850.0},
     ]
     lines = cm.targets(rows)
-    assert any("= 0.050 (target <= 0.1: met)" in line for line in lines)
-    assert any("NOT met" in line and "latency p99" in line for line in lines)
+    assert len(lines) == 3  # the backpressure latency target is gone: under saturation p99 is the queue
+    assert any("= 0.050 (target <= 0.1: met; unaligned barriers overtake" in line for line in lines)
+    slow = next(line for line in lines if "slow-channel" in line)
+    assert "3.0x unaligned" in slow and "1.5x at-least-once" in slow and "NOT met" in slow
+    assert "aligned blocks only ~28.0 ms per checkpoint" in slow
     assert any("cost 15.0%" in line and "NOT met" in line for line in lines)
+
+
+def test_slow_channel_aligned_waits_for_the_late_barrier_and_the_others_do_not() -> None:
+    profile = replace(TINY, link_delay=0.03)
+    rows = {mode: cm.run_combination(cm.Combination("sim", "slow-channel", mode, 2), profile).row
+            for mode in ("aligned", "unaligned", "at-least-once")}
+    for row in rows.values():
+        assert row["status"] == "ok" and row["checkpoints_completed"] > 0
+    # aligned: the fast channels wait ~ the link's 30 ms for each checkpoint's late barrier
+    assert 25 <= rows["aligned"]["alignment_time_p50"] <= 35
+    assert rows["unaligned"]["alignment_time_max"] == rows["at-least-once"]["alignment_time_max"] == 0
+    assert rows["aligned"]["latency_p99"] >= 2 * rows["unaligned"]["latency_p99"]
+    assert rows["aligned"]["latency_p99"] >= 2 * rows["at-least-once"]["latency_p99"]
+    # the remote source's own records (0.25 %) are late in every mode: they show at p99.9
+    for row in rows.values():
+        assert row["latency_p99_9"] >= 30
+    line = next(line for line in cm.targets(list(rows.values())) if "slow-channel" in line)
+    assert "(target >= 2x both: met;" in line
 
 
 def test_plots_redraw_from_saved_json(tmp_path) -> None:
@@ -154,8 +188,8 @@ def test_plots_redraw_from_saved_json(tmp_path) -> None:
 
     assert plots_main([str(path), "--out", str(tmp_path / "png")]) == 0
     assert sorted(os.listdir(tmp_path / "png")) == [
-        "sim_backpressure_barrier_timeline.png", "sim_backpressure_checkpoint_durations.png",
-        "sim_backpressure_latency_cdf.png",
+        "sim-backpressure-durations.png", "sim-backpressure-latency.png", "sim-backpressure-phases.png",
+        "sim-backpressure-timeline.png",
     ]
     assert make_plots({"rows": [], "series": {}}, str(tmp_path / "empty")) == []
 
@@ -248,3 +282,25 @@ def test_repeat_must_be_a_positive_integer(capsys) -> None:
     assert "--repeat must be an integer >= 1, got '0'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="repeat must be an integer >= 1"):
         cm.run_matrix([], quick=True, repeat=0, show_progress=False)
+
+
+def test_the_warm_up_is_left_out_of_latencies_and_checkpoints() -> None:
+    from types import SimpleNamespace
+
+    from checkpoint.stats import CheckpointStats
+    from runtime.result import JobMetrics
+
+    # start-up: the first records waited 500 ms, then 2 ms; one checkpoint during the warm-up
+    records = [{"created_at": t / 1000, "processed_at": t / 1000 + (0.5 if t < 100 else 0.002)} for t in range(1000)]
+    checkpoints = [CheckpointStats(id=1, completed=True, failure_reason=None, trigger_time=0.05, duration=0.3),
+                   CheckpointStats(id=2, completed=True, failure_reason=None, trigger_time=0.5, duration=0.01)]
+    run = SimpleNamespace(output=lambda name: records, checkpoints=checkpoints, metrics=JobMetrics())
+    combo = cm.Combination("sim", "uniform", "aligned", 2)
+    since = cm.measured_since(run, 0.2)
+    outcome = cm.summarise(combo, run, run, rate=1000.0, records=1000, since=since)
+    assert since == pytest.approx(0.2)
+    assert outcome.row["latency_max"] == pytest.approx(2.0)
+    assert outcome.row["checkpoint_duration_p50"] == pytest.approx(10.0) and outcome.row["checkpoints_completed"] == 1
+    assert [p["id"] for p in outcome.checkpoints] == [2]
+    everything = cm.summarise(combo, run, run, rate=1000.0, records=1000)
+    assert everything.row["latency_max"] == pytest.approx(500.0)

@@ -77,6 +77,17 @@ def test_failure_free_run_agrees_with_the_simulator(ray_session) -> None:
             (ack,) = [e[0] for e in events if e[3] == task and e[1] == "ack"]
             assert checkpoint.trigger_time <= min(barriers_in, default=snapshot)
             assert max(barriers_in, default=snapshot) <= snapshot <= ack <= checkpoint.end_time, (checkpoint.id, task)
+            # the per-subtask phases (the acknowledgement's timing) follow one another from the
+            # trigger: start delay, alignment and sync end when the write starts (the "snapshot"
+            # event), the async part when the task acknowledges
+            sub = checkpoint.subtasks[task]
+            phases = (sub.start_delay, sub.alignment_duration, sub.sync_duration, sub.async_duration)
+            assert all(p >= 0 for p in phases), (checkpoint.id, sub)
+            # (the same wall clock read a moment apart: 10 ms allows for a preempted thread)
+            write_start = checkpoint.trigger_time + sum(phases[:3])
+            assert write_start == pytest.approx(snapshot, abs=0.01), (checkpoint.id, sub)
+            assert write_start + sub.async_duration <= ack + 0.01
+            assert ack - 0.01 <= checkpoint.trigger_time + sub.end_to_end_duration <= checkpoint.end_time + 1e-6
 
 
 @pytest.mark.ray

@@ -18,8 +18,10 @@ ROWS = header_rows(SPLITS, PER_SPLIT, KEYS)
 SLOW = CostModel(slow_tasks={"slow-count[1]": 40.0})
 
 
-def run(mode: str, seed: int, crashes: int):
+def run(mode: str, seed: int, crashes: int, debloat: bool = False):
     env = StreamEnvironment(parallelism=2, buffer_size=8, credits=1, buffer_timeout=0.001)
+    if debloat:
+        env.set_buffer_debloating(target=0.0005, period=0.0005, samples=2)
     env.enable_checkpointing(
         interval=0.01,
         mode=CheckpointingMode.EXACTLY_ONCE,
@@ -40,6 +42,17 @@ def test_no_loss_duplication_or_reordering_after_recovery(mode: str, seed: int) 
     assert result.restarts >= 1
     check = check_headers(ROWS, result.output(SINK))
     assert (check.lost, check.duplicated, check.reordered) == (0, 0, 0), result.replay
+
+
+@pytest.mark.parametrize("mode", ["aligned", "unaligned"])
+def test_with_buffer_debloating_too(mode: str) -> None:
+    result = run(mode, 4, crashes=2, debloat=True)
+    assert result.restarts >= 1
+    check = check_headers(ROWS, result.output(SINK))
+    assert (check.lost, check.duplicated, check.reordered) == (0, 0, 0), result.replay
+    # the slow subtask asked its senders for smaller buffers than the job's 8 records
+    assert result.metrics.buffer_sizes["slow-count[1]"] < 8
+    assert set(result.metrics.buffer_sizes) == {"slow-count[0]", "slow-count[1]"}
 
 
 def test_unaligned_checkpoints_persist_in_flight_data_and_are_not_held_up_by_backpressure() -> None:

@@ -76,6 +76,22 @@ def test_exactly_once_under_mixed_faults(mode, job_seed, sim_seed, crashes, lost
     assert result.final_state == expected_state, result.replay
 
 
+@pytest.mark.parametrize("mode", EXACTLY_ONCE_MODES)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(job_seed=st.integers(0, 10_000), sim_seed=st.integers(0, 10_000), crashes=st.integers(0, 3))
+def test_exactly_once_with_buffer_debloating(mode: str, job_seed: int, sim_seed: int, crashes: int) -> None:
+    """Buffer debloating changes the buffer size senders cut at, mid-run and across restarts;
+    an aggressive setting (recalculated every 0.2 ms, sizes down to one record) makes it do so
+    even in these short jobs. Exactly-once must not notice."""
+    expected_output, expected_state = reference(job_seed)
+    spec = random_spec(job_seed)
+    env = make_env(spec, mode=mode)
+    env.set_buffer_debloating(target=0.0005, period=0.0002, samples=2, threshold=0.0)
+    result = env.execute("job", executor="sim", seed=sim_seed, faults=FaultPlan.random(seed=sim_seed, crashes=crashes))
+    assert multiset(result.output(SINK)) == expected_output, result.replay
+    assert result.final_state == expected_state, result.replay
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(job_seed=st.integers(0, 10_000), sim_seed=st.integers(0, 10_000), crashes=st.integers(0, 3))
 def test_at_least_once_loses_nothing(job_seed: int, sim_seed: int, crashes: int) -> None:

@@ -117,6 +117,21 @@ def test_the_histogram_is_bounded_and_survives_pickling_with_values_still_buffer
     assert copy == small and len(copy) == 3 and copy.percentile(50) == small.percentile(50)
 
 
+
+def test_merging_a_read_only_histogram_with_values_still_buffered() -> None:
+    """Ray hands a task actor's histogram back with read-only numpy arrays (zero-copy from the
+    object store): merging it must not write to it (it raised "output array is read-only" at the
+    end of every Ray job whose sink measured latencies)."""
+    other = LatencyHistogram()
+    other.record_array(np.full(5_000, 0.01))  # bucketed
+    other.record_many([0.002, 0.003])  # still buffered
+    other._counts.setflags(write=False)
+    merged = LatencyHistogram()
+    merged.merge(other)
+    assert len(merged) == 5_002 and len(other) == 5_002
+    assert merged.min == 0.002 and abs(merged.percentile(50) - 0.01) <= 0.01 * 0.01
+
+
 APPS = pa.array([f"app{i}" for i in range(50)])
 
 

@@ -1,0 +1,160 @@
+"""The checkpoint-modes benchmark's targets: each compares modes on the mechanism it is about.
+
+* slow-channel p99: aligned >= 2x unaligned and >= 2x at-least-once. One upstream subtask's
+  barriers arrive late while the job has headroom; aligned checkpoints block the other channels
+  until they do, the other modes never block.
+* backpressure duration: unaligned checkpoint duration p50 <= 1/10 of aligned (unaligned
+  barriers overtake the in-flight data aligned ones queue behind).
+* debloating under backpressure: aligned-debloat checkpoint duration p50 >= 5x shorter than
+  aligned, unaligned-debloat persisted bytes per checkpoint >= 5x smaller than unaligned, each
+  costing <= 5 % throughput.
+* uniform cost: aligned throughput within 10 % of no checkpointing.
+
+Each line says met / NOT met and, in a few words, why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+EXECUTORS = ("sim", "ray")
+
+#: (target name, printed line, met)
+Check = tuple[str, str, bool]
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("inf")
+
+
+def target_checks(rows: Sequence[dict[str, Any]]) -> list[Check]:
+    """The targets these rows can answer, in a fixed order; a target whose rows are missing (or
+    failed) is left out."""
+    checks: list[Check] = []
+    for executor in EXECUTORS:
+        def get(scenario: str, mode: str, name: str, executor: str = executor) -> Any:
+            for row in rows:
+                if (row["executor"], row["scenario"], row["mode"]) == (executor, scenario, mode):
+                    return row.get(name)
+            return None
+
+        for check in (_slow_channel, _backpressure_duration, _debloat_duration, _debloat_persisted,
+                      _debloat_throughput, _uniform_cost):
+            line = check(executor, get)
+            if line is not None:
+                checks.append(line)
+    return checks
+
+
+Getter = Callable[..., Any]
+
+
+def _slow_channel(executor: str, get: Getter) -> Check | None:
+    p99 = {m: get("slow-channel", m, "latency_p99") for m in ("aligned", "unaligned", "at-least-once")}
+    if any(v is None for v in p99.values()):
+        return None
+    vs_u, vs_a = _ratio(p99["aligned"], p99["unaligned"]), _ratio(p99["aligned"], p99["at-least-once"])
+    ok = vs_u >= 2 and vs_a >= 2
+    align = get("slow-channel", "aligned", "alignment_time_p50") or 0.0
+    why = (f"aligned blocks the fast channels ~{align:.0f} ms per checkpoint waiting for the late barrier; "
+           "the others never block") if ok else (
+        f"aligned blocks only ~{align:.1f} ms per checkpoint against a base p99 of {p99['unaligned']:.1f} ms")
+    return (f"{executor} slow-channel p99",
+            f"{executor} slow-channel: latency p99 aligned {p99['aligned']:.1f} ms = {vs_u:.1f}x unaligned "
+            f"({p99['unaligned']:.1f} ms), {vs_a:.1f}x at-least-once ({p99['at-least-once']:.1f} ms) "
+            f"(target >= 2x both: {_verdict(ok)}; {why})", ok)
+
+
+def _backpressure_duration(executor: str, get: Getter) -> Check | None:
+    aligned = get("backpressure", "aligned", "checkpoint_duration_p50")
+    unaligned = get("backpressure", "unaligned", "checkpoint_duration_p50")
+    if not aligned or unaligned is None:
+        return None
+    ratio = unaligned / aligned
+    ok = ratio <= 0.1
+    why = ("unaligned barriers overtake the in-flight data aligned ones queue behind" if ok else
+           f"unaligned barriers still waited {unaligned:.1f} ms (behind a step of the slow subtask?)"
+           if unaligned > 10 else f"aligned barriers queued only {aligned:.1f} ms behind in-flight data")
+    return (f"{executor} backpressure duration",
+            f"{executor} backpressure: unaligned/aligned checkpoint duration p50 = {unaligned:.2f}/{aligned:.2f} ms "
+            f"= {ratio:.3f} (target <= 0.1: {_verdict(ok)}; {why})", ok)
+
+
+def _debloat_duration(executor: str, get: Getter) -> Check | None:
+    plain = get("backpressure", "aligned", "checkpoint_duration_p50")
+    debloated = get("backpressure", "aligned-debloat", "checkpoint_duration_p50")
+    if not plain or not debloated:
+        return None
+    ratio = plain / debloated
+    ok = ratio >= 5
+    why = ("aligned barriers queue behind target-sized in-flight data" if ok else
+           "the data aligned barriers queue behind did not shrink enough")
+    return (f"{executor} debloat duration",
+            f"{executor} backpressure: aligned checkpoint duration p50 {plain:.1f} ms -> {debloated:.1f} ms with "
+            f"debloating = {ratio:.1f}x shorter (target >= 5x: {_verdict(ok)}; {why})", ok)
+
+
+def _debloat_persisted(executor: str, get: Getter) -> Check | None:
+    plain = get("backpressure", "unaligned", "persisted_bytes_p50")
+    debloated = get("backpressure", "unaligned-debloat", "persisted_bytes_p50")
+    if not plain or debloated is None:
+        return None
+    ratio = _ratio(plain, debloated)
+    ok = ratio >= 5
+    why = ("unaligned checkpoints persist the in-flight data, now sized to the target" if ok else
+           "the in-flight data unaligned checkpoints persist did not shrink enough")
+    return (f"{executor} debloat persisted",
+            f"{executor} backpressure: unaligned persisted bytes per checkpoint p50 {plain:,.0f} -> {debloated:,.0f} "
+            f"with debloating = {ratio:.1f}x smaller (target >= 5x: {_verdict(ok)}; {why})", ok)
+
+
+def _debloat_throughput(executor: str, get: Getter) -> Check | None:
+    costs, listed = {}, []
+    for mode in ("aligned", "unaligned"):
+        plain = get("backpressure", mode, "throughput")
+        debloated = get("backpressure", f"{mode}-debloat", "throughput")
+        if plain and debloated:
+            costs[mode] = 1 - debloated / plain
+            listed.append(f"{mode} {plain:,.0f} -> {debloated:,.0f} rec/s (cost {costs[mode]:.1%})")
+    if not costs:
+        return None
+    ok = max(costs.values()) <= 0.05
+    why = ("smaller buffers still keep the slow subtask busy" if ok else
+           "per-buffer costs grew more than the smaller buffers saved")
+    return (f"{executor} debloat throughput",
+            f"{executor} backpressure: throughput with debloating {', '.join(listed)} "
+            f"(target cost <= 5%: {_verdict(ok)}; {why})", ok)
+
+
+def _uniform_cost(executor: str, get: Getter) -> Check | None:
+    none = get("uniform", "none", "throughput")
+    aligned = get("uniform", "aligned", "throughput")
+    if not none or not aligned:
+        return None
+    cost = 1 - aligned / none
+    ok = cost <= 0.10
+    why = "barriers are cheap when nothing queues" if ok else "checkpointing took CPU from the data path"
+    return (f"{executor} uniform cost",
+            f"{executor} uniform: aligned/none throughput = {aligned:,.0f}/{none:,.0f} rec/s = {aligned / none:.3f} "
+            f"(cost {cost:.1%}; target cost <= 10%: {_verdict(ok)}; {why})", ok)
+
+
+def targets(rows: Sequence[dict[str, Any]], runs: Sequence[Sequence[dict[str, Any]]] = ()) -> list[str]:
+    """The target lines for `rows`; with `runs` (every combination's per-repeat rows) each line
+    also says in how many repeats the target was met, judged on the rows of that repeat alone (a
+    combination run once counts in every repeat)."""
+    lines = []
+    repeats = max((len(r) for r in runs), default=1)
+    per_repeat = [{name: met for name, _, met in target_checks([r[min(i, len(r) - 1)] for r in runs])}
+                  for i in range(repeats)] if repeats > 1 else []
+    for name, line, _ in target_checks(rows):
+        verdicts = [checks[name] for checks in per_repeat if name in checks]
+        if verdicts:
+            line += f" [medians of {repeats} repeats; met in {sum(verdicts)} of {len(verdicts)} repeats]"
+        lines.append(line)
+    return lines
