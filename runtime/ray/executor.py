@@ -97,6 +97,10 @@ _Committer = ray.remote(enable_task_events=False)(CommitterService)
 _BlobStore = ray.remote(enable_task_events=False)(BlobStoreService)
 
 
+#: seconds a newly created task actor may take to start its process and take its deployment
+ACTOR_START_TIMEOUT = 60.0
+
+
 class RayExecutor:
     """Runs `graph` on Ray. See the module docstring; `run_job` is the entry point.
 
@@ -339,9 +343,11 @@ class RayExecutor:
         for _ in range(5):
             self.epoch += 1
             epoch = self.epoch
+            fresh = set()
             for task_id in self.task_ids:
                 if task_id in self._dead or task_id not in self.tasks:
                     self.tasks[task_id] = self._new_task_actor(task_id)
+                    fresh.add(task_id)
             self._dead.clear()
             self.placement = {}
             outputs, inputs = self._routes()
@@ -351,8 +357,11 @@ class RayExecutor:
                                                    self._task_faults(t), self.coordinator)
                     for t in self.task_ids}
             for task_id, ref in refs.items():
+                # a new actor first starts a process (seconds on a busy host); a survivor that does
+                # not answer within the heartbeat timeout is hung
+                timeout = max(self.heartbeat_timeout, ACTOR_START_TIMEOUT) if task_id in fresh else self.heartbeat_timeout
                 try:
-                    ray.get(ref, timeout=self.heartbeat_timeout)
+                    ray.get(ref, timeout=timeout)
                 except RayActorError:
                     self._dead.add(task_id)  # died before or while deploying: replace it
                 except GetTimeoutError:
