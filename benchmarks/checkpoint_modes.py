@@ -28,10 +28,10 @@ twice:
 On Ray, checkpoints go to a fresh local directory per run (as `barrierflow demo` does); on the
 simulator they stay in memory and writes are charged virtual time.
 
-Scenarios: `uniform` keys; `skewed` keys (Zipf); `slow-channel` (a second, thin source "remote"
-— 0.25 % of the records — is unioned in over a slow link, `link_delay` late: its barriers arrive
-late while the job has headroom, so aligned checkpoints block the other channels meanwhile and
-the other modes do not); `backpressure` (keyed subtask 1 is slow per record: a `CostModel`
+Scenarios: `uniform` keys; `skewed` keys (Zipf); `slow-channel` (the generator gets one more
+subtask, reading a thin split — 0.25 % of the records — over a slow link, `link_delay` late: its
+barriers arrive late while the job has headroom, so aligned checkpoints block the other channels
+meanwhile and the other modes do not); `backpressure` (keyed subtask 1 is slow per record: a `CostModel`
 slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is above what
 that subtask can take, so the job runs backpressured; the `*-debloat` modes run here only);
 `scale` (parallelism 1, 2, 4, 8, uniform keys). Executors: `sim` (virtual time: noise-free and
@@ -77,7 +77,7 @@ from benchmarks.report import (
 )
 from benchmarks.targets import target_checks, targets  # noqa: F401  (part of this module's interface)
 from operators import KeyedProcessFunction
-from operators.sources import GeneratorSource, GeneratorSplitReader
+from operators.sources import GeneratorSource, GeneratorSplitReader, SourceSplit
 
 MODES = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once", "aligned-debloat", "unaligned-debloat")
 #: the debloating modes run in these scenarios only (elsewhere nothing queues for them to shrink)
@@ -179,11 +179,14 @@ class Profile:
     #: target of the `*-debloat` modes (seconds of throughput in flight; `runtime.debloat`); the
     #: simulator's 10 ms: its credit round trip is ~2 ms of network delay and costs no CPU
     debloat_target: float = 0.01
-    #: `slow-channel`: seconds the link from the "remote" source adds to everything it sends
-    link_delay: float = 0.03
+    #: `slow-channel`: seconds the link from the "remote" source adds to everything it sends (more
+    #: than the base p99 on a loaded Ray, ~30-60 ms, so the wait it causes stands out)
+    link_delay: float = 0.06
     #: `slow-channel`: share of the records read by the "remote" source (kept small, so its own
     #: late records stay out of the p99 of every mode)
     remote_share: float = 0.0025
+    #: `slow-channel`: open-loop rate, if not `rate` (the scenario needs headroom)
+    slow_channel_rate: float | None = None
 
 
 PROFILES: dict[tuple[str, bool], Profile] = {
@@ -196,14 +199,15 @@ PROFILES: dict[tuple[str, bool], Profile] = {
                             backpressure_rate=100_000),
     # quick on Ray: only uniform and backpressure (the targets' scenarios). Every Ray run costs
     # seconds of actor start-up, and the whole quick matrix must stay within about 3 minutes
-    # Ray: the first second is start-up (actors still starting take no input: ~0.5 s of backlog).
+    # Ray: the first 1.5 s are start-up (actors still starting take no input: 0.5-1 s of backlog,
+    # longer on a loaded machine).
     # Debloating on Ray targets 100 ms: a credit round trip is Ray calls and thread hand-offs,
     # tens of ms on a loaded machine, and 10-40 ms targets starved the slow subtask (35-70 %
     # less throughput); its backpressure buffers (250 records) hold ~0.6 s of its work in flight
-    ("ray", True): Profile(rate=20_000, duration=3.0, warmup=1.0, max_rate_records=60_000, backpressure_rate=20_000,
+    ("ray", True): Profile(rate=20_000, duration=3.5, warmup=1.5, max_rate_records=60_000, backpressure_rate=20_000,
                            buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1,
                            scenarios=("uniform", "slow-channel", "backpressure"), local_storage=True),
-    ("ray", False): Profile(rate=20_000, duration=5.0, warmup=1.0, max_rate_records=400_000, backpressure_rate=20_000,
+    ("ray", False): Profile(rate=20_000, duration=6.0, warmup=1.5, max_rate_records=400_000, backpressure_rate=20_000,
                             buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1, local_storage=True),
 }
 
@@ -261,6 +265,37 @@ class _ScheduledReader(GeneratorSplitReader):
             for k, record in enumerate(records):
                 record[field_name] = started_at + (first + k) / rate
         return records
+
+
+class RemoteSplitGenerator(ScheduledGenerator):
+    """A `ScheduledGenerator` whose last split is thin: it holds `remote_share` of the records
+    (and of the rate), the other splits share the rest evenly (`slow-channel`: the last subtask
+    reads a remote partition over a slow link)."""
+
+    def __init__(self, *, remote_share: float, **options: Any) -> None:
+        super().__init__(**options)
+        if not 0 < remote_share < 1 or self.num_splits < 2:
+            raise ValueError(f"RemoteSplitGenerator: remote_share must be in (0, 1) and splits >= 2, got "
+                             f"{remote_share!r} and {self.num_splits!r}")
+        self.remote_share = remote_share
+
+    def _shares(self) -> list[float]:
+        even = (1 - self.remote_share) / (self.num_splits - 1)
+        return [even] * (self.num_splits - 1) + [self.remote_share]
+
+    def splits(self) -> list[SourceSplit]:
+        total = self.total_records()
+        if total is None:
+            return super().splits()
+        remote = max(1, round(total * self.remote_share))
+        counts = [len(range(i, total - remote, self.num_splits - 1)) for i in range(self.num_splits - 1)] + [remote]
+        return [SourceSplit(f"{self.name}-{i}", i, 0, n) for i, n in enumerate(counts)]
+
+    def reader(self, split: Any, clock: Any) -> GeneratorSplitReader:
+        reader = _ScheduledReader(self, split, clock)
+        if self.rate is not None:  # this split's own pace (the base class divides the rate evenly)
+            reader._rate = self.rate * self._shares()[split.index]
+        return reader
 
 
 def parse(record: dict[str, Any]) -> dict[str, Any]:
@@ -371,43 +406,30 @@ def make_env(combo: Combination, profile: Profile, storage: str | None = None) -
     return env
 
 
-#: the `slow-channel` scenario's source behind the slow link (one subtask)
-REMOTE = "remote"
-
-
 def build_job(env: Any, combo: Combination, profile: Profile, *, rate: float | None, count: int | None) -> None:
-    """The page-view shaped job; `slow-channel` unions a second, thin source ("remote", one
-    subtask, `remote_share` of the records) into it, whose link is slow (`link_delays`)."""
+    """The page-view shaped job. `slow-channel`: the generator gets one more subtask, which reads
+    a thin split (`remote_share` of the records) over a slow link (`link_delays`)."""
     from operators import CollectSink
 
     keys = KeyedRecords(profile.keys, profile.zipf_s if combo.scenario == "skewed" else None)
-    remote_count = 0
     if combo.scenario == "slow-channel":
-        remote_count = max(1, round((count or 0) * profile.remote_share))
-    source = ScheduledGenerator(count=None if count is None else count - remote_count,
-                                rate=None if rate is None else rate * (1 - profile.remote_share),
-                                fn=keys, splits=combo.parallelism, name="generator")
+        source: GeneratorSource = RemoteSplitGenerator(count=count, rate=rate, fn=keys, splits=combo.parallelism + 1,
+                                                       name="generator", remote_share=profile.remote_share)
+        stream = env.from_source(source).set_parallelism(combo.parallelism + 1) \
+            .map(parse, name="parse").set_parallelism(combo.parallelism + 1)
+    else:
+        source = ScheduledGenerator(count=count, rate=rate, fn=keys, splits=combo.parallelism, name="generator")
+        stream = env.from_source(source).map(parse, name="parse")
     slow = combo.scenario == "backpressure" and combo.executor == "ray" and combo.parallelism > 1
     function = CountKeepStamp(slow_subtask=1 if slow else None, delay=profile.slow_delay)
-    stream = env.from_source(source).map(parse, name="parse")
-    if remote_count:
-        remote = ScheduledGenerator(count=remote_count, rate=None if rate is None else rate * profile.remote_share,
-                                    fn=keys, splits=1, name=REMOTE)
-        thin = env.from_source(remote).set_parallelism(1).map(parse, name="parse-remote").set_parallelism(1)
-        stream = stream.union(thin, name="union")
     stream.key_by("key").process(function, name="count").sink_to(CollectSink(SINK))
 
 
 def link_delays(combo: Combination, profile: Profile) -> dict[str, float]:
-    """The slow links of a combination's job (task or vertex name -> seconds)."""
+    """The slow links of a combination's job (task name -> seconds): `slow-channel`'s remote split."""
     if combo.scenario != "slow-channel":
         return {}
-    return {vertex_of(REMOTE): profile.link_delay}
-
-
-def vertex_of(source_name: str) -> str:
-    """The vertex name of a source (and the steps chained to it), as the job graph names it."""
-    return f"Source: {source_name}"
+    return {f"Source: generator[{combo.parallelism}]": profile.link_delay}
 
 
 def execute(combo: Combination, profile: Profile, *, rate: float | None, count: int | None,
@@ -437,7 +459,11 @@ def _execute(combo: Combination, profile: Profile, *, rate: float | None, count:
 
 
 def open_loop_rate(combo: Combination, profile: Profile) -> float:
-    return profile.backpressure_rate if combo.scenario == "backpressure" else profile.rate
+    if combo.scenario == "backpressure":
+        return profile.backpressure_rate
+    if combo.scenario == "slow-channel" and profile.slow_channel_rate is not None:
+        return profile.slow_channel_rate
+    return profile.rate
 
 
 def run_combination(combo: Combination, profile: Profile) -> Outcome:
