@@ -179,9 +179,10 @@ class Profile:
     #: target of the `*-debloat` modes (seconds of throughput in flight; `runtime.debloat`); the
     #: simulator's 10 ms: its credit round trip is ~2 ms of network delay and costs no CPU
     debloat_target: float = 0.01
-    #: `slow-channel`: seconds the link from the "remote" source adds to everything it sends (more
-    #: than the base p99 on a loaded Ray, ~30-60 ms, so the wait it causes stands out)
-    link_delay: float = 0.06
+    #: `slow-channel`: seconds the link to the remote split adds to everything it sends: another
+    #: region's distance, and well above the base p99 of a loaded Ray (~25-60 ms), so the wait
+    #: it causes stands out
+    link_delay: float = 0.08
     #: `slow-channel`: share of the records read by the "remote" source (kept small, so its own
     #: late records stay out of the p99 of every mode)
     remote_share: float = 0.0025
@@ -200,15 +201,18 @@ PROFILES: dict[tuple[str, bool], Profile] = {
     # quick on Ray: only uniform and backpressure (the targets' scenarios). Every Ray run costs
     # seconds of actor start-up, and the whole quick matrix must stay within about 3 minutes
     # Ray: the first 1.5 s are start-up (actors still starting take no input: 0.5-1 s of backlog,
-    # longer on a loaded machine).
+    # longer on a loaded machine). slow-channel runs at 5k rec/s: it needs headroom, and on 2
+    # cores at 20k rec/s the CPU that checkpoints every 100 ms take (snapshots, sink commits)
+    # gave every mode a 100-200 ms tail, at-least-once's as much as aligned's.
     # Debloating on Ray targets 100 ms: a credit round trip is Ray calls and thread hand-offs,
     # tens of ms on a loaded machine, and 10-40 ms targets starved the slow subtask (35-70 %
     # less throughput); its backpressure buffers (250 records) hold ~0.6 s of its work in flight
     ("ray", True): Profile(rate=20_000, duration=3.5, warmup=1.5, max_rate_records=60_000, backpressure_rate=20_000,
-                           buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1,
+                           buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1, slow_channel_rate=5_000,
                            scenarios=("uniform", "slow-channel", "backpressure"), local_storage=True),
     ("ray", False): Profile(rate=20_000, duration=6.0, warmup=1.5, max_rate_records=400_000, backpressure_rate=20_000,
-                            buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1, local_storage=True),
+                            buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1, slow_channel_rate=5_000,
+                            local_storage=True),
 }
 
 
@@ -644,15 +648,16 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, s
     """Run every combination (Ray started once for the Ray ones), with a rich progress bar.
 
     `repeat` > 1 runs the Ray combinations that many times, the whole matrix once per repeat, so
-    the modes compared by a target run side by side and machine drift hits them alike; each
-    combination's outcome is then `merge_runs` of its runs. Simulator combinations run once: they
+    the modes compared by a target run side by side and machine drift hits them alike (each
+    repeat starts a scenario's modes at another one, `_rotated`); each combination's outcome is
+    then `merge_runs` of its runs. Simulator combinations run once: they
     are deterministic, a repeat would give the same row. `on_outcome` sees every single run.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"repeat must be an integer >= 1, got {repeat!r}")
-    schedule = [(r, c) for r in range(repeat) for c in combos if r == 0 or c.executor != "sim"]
+    schedule = [(r, c) for r in range(repeat) for c in _rotated(combos, r) if r == 0 or c.executor != "sim"]
     runs: dict[Combination, list[Outcome]] = {c: [] for c in combos}
     ray_started = False
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -695,6 +700,23 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, s
 
                 ray.shutdown()
     return [merge_runs(runs[c]) for c in combos]
+
+
+def _rotated(combos: Sequence[Combination], r: int) -> list[Combination]:
+    """`combos` with each run of combinations of one (executor, scenario, parallelism) rotated by
+    `r`: repeat `r` starts that group's modes at another one, so no mode always runs first (on a
+    shared machine the first run after a quiet spell, or the last before a busy one, differs)."""
+    out: list[Combination] = []
+    group: list[Combination] = []
+    for combo in [*combos, None]:
+        if group and (combo is None or (combo.executor, combo.scenario, combo.parallelism)
+                      != (group[0].executor, group[0].scenario, group[0].parallelism)):
+            shift = r % len(group)
+            out.extend(group[shift:] + group[:shift])
+            group = []
+        if combo is not None:
+            group.append(combo)
+    return out
 
 
 #: row fields that `merge_runs` does not take a median of
