@@ -31,10 +31,10 @@ simulator they stay in memory and writes are charged virtual time.
 Scenarios: `uniform` keys; `skewed` keys (Zipf); `slow-channel` (the generator gets one more
 subtask, reading a thin split — 0.25 % of the records — over a slow link, `link_delay` late: its
 barriers arrive late while the job has headroom, so aligned checkpoints block the other channels
-meanwhile and the other modes do not); `backpressure` (keyed subtask 1 is slow per record: a `CostModel`
-slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is above what
-that subtask can take, so the job runs backpressured; the `*-debloat` modes run here only);
-`scale` (parallelism 1, 2, 4, 8, uniform keys). Executors: `sim` (virtual time: noise-free and
+meanwhile and the other modes do not); `backpressure` (keyed subtask 1 is slow per record: a
+`CostModel` slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is
+above what that subtask can take, so the job runs backpressured; the `*-debloat` modes run here
+only); `scale` (parallelism 1, 2, 4 and, without --quick, 8; uniform keys). Executors: `sim` (virtual time: noise-free and
 deterministic, the same combination gives the same row every time) and `ray` (wall clock). A
 combination that fails gives a row with `status` saying why, never made-up numbers.
 
@@ -183,8 +183,8 @@ class Profile:
     #: region's distance, and well above the base p99 of a loaded Ray (~25-60 ms), so the wait
     #: it causes stands out
     link_delay: float = 0.08
-    #: `slow-channel`: share of the records read by the "remote" source (kept small, so its own
-    #: late records stay out of the p99 of every mode)
+    #: `slow-channel`: share of the records in the remote split (kept small, so its own late
+    #: records stay out of the p99 of every mode)
     remote_share: float = 0.0025
     #: `slow-channel`: open-loop rate, if not `rate` (the scenario needs headroom)
     slow_channel_rate: float | None = None
@@ -198,8 +198,8 @@ PROFILES: dict[tuple[str, bool], Profile] = {
                            scale=(1, 2, 4)),  # p8 shows the same trend at a third of the matrix's time
     ("sim", False): Profile(rate=50_000, duration=2.2, warmup=0.2, max_rate_records=300_000,
                             backpressure_rate=100_000),
-    # quick on Ray: only uniform and backpressure (the targets' scenarios). Every Ray run costs
-    # seconds of actor start-up, and the whole quick matrix must stay within about 3 minutes
+    # quick on Ray: only the targets' scenarios (uniform, slow-channel, backpressure); every Ray
+    # run costs seconds of actor start-up and teardown, ~10 minutes a repeat.
     # Ray: the first 1.5 s are start-up (actors still starting take no input: 0.5-1 s of backlog,
     # longer on a loaded machine). slow-channel runs at 5k rec/s: it needs headroom, and on 2
     # cores at 20k rec/s the CPU that checkpoints every 100 ms take (snapshots, sink commits)
@@ -650,8 +650,8 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, s
     `repeat` > 1 runs the Ray combinations that many times, the whole matrix once per repeat, so
     the modes compared by a target run side by side and machine drift hits them alike (each
     repeat starts a scenario's modes at another one, `_rotated`); each combination's outcome is
-    then `merge_runs` of its runs. Simulator combinations run once: they
-    are deterministic, a repeat would give the same row. `on_outcome` sees every single run.
+    then `merge_runs` of its runs. Simulator combinations run once: they are deterministic, a
+    repeat would give the same row. `on_outcome` sees every single run.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
