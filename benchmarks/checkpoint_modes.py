@@ -28,13 +28,13 @@ twice:
 On Ray, checkpoints go to a fresh local directory per run (as `barrierflow demo` does); on the
 simulator they stay in memory and writes are charged virtual time.
 
-Scenarios: `uniform` keys; `skewed` keys (Zipf); `slow-channel` (a second, thin source "remote"
-— 0.25 % of the records — is unioned in over a slow link, `link_delay` late: its barriers arrive
-late while the job has headroom, so aligned checkpoints block the other channels meanwhile and
-the other modes do not); `backpressure` (keyed subtask 1 is slow per record: a `CostModel`
-slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is above what
-that subtask can take, so the job runs backpressured; the `*-debloat` modes run here only);
-`scale` (parallelism 1, 2, 4, 8, uniform keys). Executors: `sim` (virtual time: noise-free and
+Scenarios: `uniform` keys; `skewed` keys (Zipf); `slow-channel` (the generator gets one more
+subtask, reading a thin split — 0.25 % of the records — over a slow link, `link_delay` late: its
+barriers arrive late while the job has headroom, so aligned checkpoints block the other channels
+meanwhile and the other modes do not); `backpressure` (keyed subtask 1 is slow per record: a
+`CostModel` slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is
+above what that subtask can take, so the job runs backpressured; the `*-debloat` modes run here
+only); `scale` (parallelism 1, 2, 4 and, without --quick, 8; uniform keys). Executors: `sim` (virtual time: noise-free and
 deterministic, the same combination gives the same row every time) and `ray` (wall clock). A
 combination that fails gives a row with `status` saying why, never made-up numbers.
 
@@ -77,7 +77,7 @@ from benchmarks.report import (
 )
 from benchmarks.targets import target_checks, targets  # noqa: F401  (part of this module's interface)
 from operators import KeyedProcessFunction
-from operators.sources import GeneratorSource, GeneratorSplitReader
+from operators.sources import GeneratorSource, GeneratorSplitReader, SourceSplit
 
 MODES = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once", "aligned-debloat", "unaligned-debloat")
 #: the debloating modes run in these scenarios only (elsewhere nothing queues for them to shrink)
@@ -179,11 +179,15 @@ class Profile:
     #: target of the `*-debloat` modes (seconds of throughput in flight; `runtime.debloat`); the
     #: simulator's 10 ms: its credit round trip is ~2 ms of network delay and costs no CPU
     debloat_target: float = 0.01
-    #: `slow-channel`: seconds the link from the "remote" source adds to everything it sends
-    link_delay: float = 0.03
-    #: `slow-channel`: share of the records read by the "remote" source (kept small, so its own
-    #: late records stay out of the p99 of every mode)
+    #: `slow-channel`: seconds the link to the remote split adds to everything it sends: another
+    #: region's distance, and well above the base p99 of a loaded Ray (~25-60 ms), so the wait
+    #: it causes stands out
+    link_delay: float = 0.08
+    #: `slow-channel`: share of the records in the remote split (kept small, so its own late
+    #: records stay out of the p99 of every mode)
     remote_share: float = 0.0025
+    #: `slow-channel`: open-loop rate, if not `rate` (the scenario needs headroom)
+    slow_channel_rate: float | None = None
 
 
 PROFILES: dict[tuple[str, bool], Profile] = {
@@ -194,17 +198,21 @@ PROFILES: dict[tuple[str, bool], Profile] = {
                            scale=(1, 2, 4)),  # p8 shows the same trend at a third of the matrix's time
     ("sim", False): Profile(rate=50_000, duration=2.2, warmup=0.2, max_rate_records=300_000,
                             backpressure_rate=100_000),
-    # quick on Ray: only uniform and backpressure (the targets' scenarios). Every Ray run costs
-    # seconds of actor start-up, and the whole quick matrix must stay within about 3 minutes
-    # Ray: the first second is start-up (actors still starting take no input: ~0.5 s of backlog).
+    # quick on Ray: only the targets' scenarios (uniform, slow-channel, backpressure); every Ray
+    # run costs seconds of actor start-up and teardown, ~10 minutes a repeat.
+    # Ray: the first 1.5 s are start-up (actors still starting take no input: 0.5-1 s of backlog,
+    # longer on a loaded machine). slow-channel runs at 5k rec/s: it needs headroom, and on 2
+    # cores at 20k rec/s the CPU that checkpoints every 100 ms take (snapshots, sink commits)
+    # gave every mode a 100-200 ms tail, at-least-once's as much as aligned's.
     # Debloating on Ray targets 100 ms: a credit round trip is Ray calls and thread hand-offs,
     # tens of ms on a loaded machine, and 10-40 ms targets starved the slow subtask (35-70 %
     # less throughput); its backpressure buffers (250 records) hold ~0.6 s of its work in flight
-    ("ray", True): Profile(rate=20_000, duration=3.0, warmup=1.0, max_rate_records=60_000, backpressure_rate=20_000,
-                           buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1,
+    ("ray", True): Profile(rate=20_000, duration=3.5, warmup=1.5, max_rate_records=60_000, backpressure_rate=20_000,
+                           buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1, slow_channel_rate=5_000,
                            scenarios=("uniform", "slow-channel", "backpressure"), local_storage=True),
-    ("ray", False): Profile(rate=20_000, duration=5.0, warmup=1.0, max_rate_records=400_000, backpressure_rate=20_000,
-                            buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1, local_storage=True),
+    ("ray", False): Profile(rate=20_000, duration=6.0, warmup=1.5, max_rate_records=400_000, backpressure_rate=20_000,
+                            buffer_size=1000, backpressure_buffer_size=250, debloat_target=0.1, slow_channel_rate=5_000,
+                            local_storage=True),
 }
 
 
@@ -261,6 +269,37 @@ class _ScheduledReader(GeneratorSplitReader):
             for k, record in enumerate(records):
                 record[field_name] = started_at + (first + k) / rate
         return records
+
+
+class RemoteSplitGenerator(ScheduledGenerator):
+    """A `ScheduledGenerator` whose last split is thin: it holds `remote_share` of the records
+    (and of the rate), the other splits share the rest evenly (`slow-channel`: the last subtask
+    reads a remote partition over a slow link)."""
+
+    def __init__(self, *, remote_share: float, **options: Any) -> None:
+        super().__init__(**options)
+        if not 0 < remote_share < 1 or self.num_splits < 2:
+            raise ValueError(f"RemoteSplitGenerator: remote_share must be in (0, 1) and splits >= 2, got "
+                             f"{remote_share!r} and {self.num_splits!r}")
+        self.remote_share = remote_share
+
+    def _shares(self) -> list[float]:
+        even = (1 - self.remote_share) / (self.num_splits - 1)
+        return [even] * (self.num_splits - 1) + [self.remote_share]
+
+    def splits(self) -> list[SourceSplit]:
+        total = self.total_records()
+        if total is None:
+            return super().splits()
+        remote = max(1, round(total * self.remote_share))
+        counts = [len(range(i, total - remote, self.num_splits - 1)) for i in range(self.num_splits - 1)] + [remote]
+        return [SourceSplit(f"{self.name}-{i}", i, 0, n) for i, n in enumerate(counts)]
+
+    def reader(self, split: Any, clock: Any) -> GeneratorSplitReader:
+        reader = _ScheduledReader(self, split, clock)
+        if self.rate is not None:  # this split's own pace (the base class divides the rate evenly)
+            reader._rate = self.rate * self._shares()[split.index]
+        return reader
 
 
 def parse(record: dict[str, Any]) -> dict[str, Any]:
@@ -371,43 +410,30 @@ def make_env(combo: Combination, profile: Profile, storage: str | None = None) -
     return env
 
 
-#: the `slow-channel` scenario's source behind the slow link (one subtask)
-REMOTE = "remote"
-
-
 def build_job(env: Any, combo: Combination, profile: Profile, *, rate: float | None, count: int | None) -> None:
-    """The page-view shaped job; `slow-channel` unions a second, thin source ("remote", one
-    subtask, `remote_share` of the records) into it, whose link is slow (`link_delays`)."""
+    """The page-view shaped job. `slow-channel`: the generator gets one more subtask, which reads
+    a thin split (`remote_share` of the records) over a slow link (`link_delays`)."""
     from operators import CollectSink
 
     keys = KeyedRecords(profile.keys, profile.zipf_s if combo.scenario == "skewed" else None)
-    remote_count = 0
     if combo.scenario == "slow-channel":
-        remote_count = max(1, round((count or 0) * profile.remote_share))
-    source = ScheduledGenerator(count=None if count is None else count - remote_count,
-                                rate=None if rate is None else rate * (1 - profile.remote_share),
-                                fn=keys, splits=combo.parallelism, name="generator")
+        source: GeneratorSource = RemoteSplitGenerator(count=count, rate=rate, fn=keys, splits=combo.parallelism + 1,
+                                                       name="generator", remote_share=profile.remote_share)
+        stream = env.from_source(source).set_parallelism(combo.parallelism + 1) \
+            .map(parse, name="parse").set_parallelism(combo.parallelism + 1)
+    else:
+        source = ScheduledGenerator(count=count, rate=rate, fn=keys, splits=combo.parallelism, name="generator")
+        stream = env.from_source(source).map(parse, name="parse")
     slow = combo.scenario == "backpressure" and combo.executor == "ray" and combo.parallelism > 1
     function = CountKeepStamp(slow_subtask=1 if slow else None, delay=profile.slow_delay)
-    stream = env.from_source(source).map(parse, name="parse")
-    if remote_count:
-        remote = ScheduledGenerator(count=remote_count, rate=None if rate is None else rate * profile.remote_share,
-                                    fn=keys, splits=1, name=REMOTE)
-        thin = env.from_source(remote).set_parallelism(1).map(parse, name="parse-remote").set_parallelism(1)
-        stream = stream.union(thin, name="union")
     stream.key_by("key").process(function, name="count").sink_to(CollectSink(SINK))
 
 
 def link_delays(combo: Combination, profile: Profile) -> dict[str, float]:
-    """The slow links of a combination's job (task or vertex name -> seconds)."""
+    """The slow links of a combination's job (task name -> seconds): `slow-channel`'s remote split."""
     if combo.scenario != "slow-channel":
         return {}
-    return {vertex_of(REMOTE): profile.link_delay}
-
-
-def vertex_of(source_name: str) -> str:
-    """The vertex name of a source (and the steps chained to it), as the job graph names it."""
-    return f"Source: {source_name}"
+    return {f"Source: generator[{combo.parallelism}]": profile.link_delay}
 
 
 def execute(combo: Combination, profile: Profile, *, rate: float | None, count: int | None,
@@ -437,7 +463,11 @@ def _execute(combo: Combination, profile: Profile, *, rate: float | None, count:
 
 
 def open_loop_rate(combo: Combination, profile: Profile) -> float:
-    return profile.backpressure_rate if combo.scenario == "backpressure" else profile.rate
+    if combo.scenario == "backpressure":
+        return profile.backpressure_rate
+    if combo.scenario == "slow-channel" and profile.slow_channel_rate is not None:
+        return profile.slow_channel_rate
+    return profile.rate
 
 
 def run_combination(combo: Combination, profile: Profile) -> Outcome:
@@ -618,15 +648,16 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, s
     """Run every combination (Ray started once for the Ray ones), with a rich progress bar.
 
     `repeat` > 1 runs the Ray combinations that many times, the whole matrix once per repeat, so
-    the modes compared by a target run side by side and machine drift hits them alike; each
-    combination's outcome is then `merge_runs` of its runs. Simulator combinations run once: they
-    are deterministic, a repeat would give the same row. `on_outcome` sees every single run.
+    the modes compared by a target run side by side and machine drift hits them alike (each
+    repeat starts a scenario's modes at another one, `_rotated`); each combination's outcome is
+    then `merge_runs` of its runs. Simulator combinations run once: they are deterministic, a
+    repeat would give the same row. `on_outcome` sees every single run.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"repeat must be an integer >= 1, got {repeat!r}")
-    schedule = [(r, c) for r in range(repeat) for c in combos if r == 0 or c.executor != "sim"]
+    schedule = [(r, c) for r in range(repeat) for c in _rotated(combos, r) if r == 0 or c.executor != "sim"]
     runs: dict[Combination, list[Outcome]] = {c: [] for c in combos}
     ray_started = False
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -669,6 +700,23 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, s
 
                 ray.shutdown()
     return [merge_runs(runs[c]) for c in combos]
+
+
+def _rotated(combos: Sequence[Combination], r: int) -> list[Combination]:
+    """`combos` with each run of combinations of one (executor, scenario, parallelism) rotated by
+    `r`: repeat `r` starts that group's modes at another one, so no mode always runs first (on a
+    shared machine the first run after a quiet spell, or the last before a busy one, differs)."""
+    out: list[Combination] = []
+    group: list[Combination] = []
+    for combo in [*combos, None]:
+        if group and (combo is None or (combo.executor, combo.scenario, combo.parallelism)
+                      != (group[0].executor, group[0].scenario, group[0].parallelism)):
+            shift = r % len(group)
+            out.extend(group[shift:] + group[:shift])
+            group = []
+        if combo is not None:
+            group.append(combo)
+    return out
 
 
 #: row fields that `merge_runs` does not take a median of

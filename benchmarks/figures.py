@@ -136,9 +136,9 @@ def _latency_caption(payload: dict[str, Any], executor: str, scenario: str, same
         p99 = {m: _row(payload, executor, scenario, m).get("latency_p99") for m in ("aligned", "unaligned",
                                                                                    "at-least-once")}
         return (f"Aligned p99 {_fmt(p99['aligned'])} vs unaligned {_fmt(p99['unaligned'])} and at-least-once "
-                f"{_fmt(p99['at-least-once'])}: aligned checkpoints hold the fast channels back until the remote "
-                f"source's late barrier arrives; the last fraction of a percent are the remote source's own "
-                f"records, late in every mode.{coincide}")
+                f"{_fmt(p99['at-least-once'])}: aligned checkpoints hold the fast channels back until the late "
+                f"barrier of the remote split arrives over its slow link; the last fraction of a percent are "
+                f"that split's own records, late in every mode.{coincide}")
     if scenario == "backpressure":
         return ("Saturated: latency is the backlog in front of the slow subtask, which grows with the run "
                 f"whatever the mode (so no latency target here; see the checkpoint durations).{coincide}")

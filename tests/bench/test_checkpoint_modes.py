@@ -241,9 +241,10 @@ def test_repeat_interleaves_the_ray_matrix_and_reports_median_runs(monkeypatch) 
     combos = [cm.Combination("ray", "uniform", "none", 2), cm.Combination("ray", "uniform", "aligned", 2),
               cm.Combination("sim", "uniform", "aligned", 2)]
     none, aligned, sim = cm.run_matrix(combos, quick=True, repeat=3, show_progress=False)
-    # repeat by repeat, so the modes a target compares run side by side; the simulator once
+    # repeat by repeat, so the modes a target compares run side by side, each repeat starting at
+    # another mode; the simulator once
     assert calls == [("ray", "none"), ("ray", "aligned"), ("sim", "aligned"),
-                     ("ray", "none"), ("ray", "aligned"), ("ray", "none"), ("ray", "aligned")]
+                     ("ray", "aligned"), ("ray", "none"), ("ray", "none"), ("ray", "aligned")]
     assert (none.row["throughput"], none.row["latency_p99"], none.row["repeats"]) == (1000.0, 20.0, 3)
     assert [r["throughput"] for r in none.runs] == [1000.0, 900.0, 1100.0]
     assert none.latency_cdf == [(20.0, 1.0)]  # the plots show the run with the median p99

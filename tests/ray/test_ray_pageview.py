@@ -38,6 +38,19 @@ def test_exactly_once_with_task_actors_killed(ray_session, faults: FaultPlan) ->
 
 
 @pytest.mark.ray
+def test_exactly_once_with_buffer_debloating_and_a_kill(ray_session) -> None:
+    """Debloating on Ray: the buffer size rides on the returned credits (`add_credits`) and the
+    senders cut smaller buffers mid-run; a kill and a restore must not notice."""
+    env = pageview_env(ROWS)
+    env.set_buffer_debloating(target=0.002, period=0.002, samples=2)
+    result = env.execute("pv", executor="ray", faults=FaultPlan.of(TaskCrash(task="count[1]", after_records=1500)))
+    assert result.restarts == 1, result.failures
+    assert multiset(result.output("pv")) == EXPECTED, result.replay
+    assert set(result.metrics.buffer_sizes) == {"count[0]", "count[1]"}
+    assert min(result.metrics.buffer_sizes.values()) < 64  # smaller than the job's buffers
+
+
+@pytest.mark.ray
 def test_at_least_once_loses_nothing_with_kills(ray_session) -> None:
     env = pageview_env(ROWS, mode=CheckpointingMode.AT_LEAST_ONCE)
     result = env.execute("pv", executor="ray", faults=FaultPlan.random(seed=5, crashes=2))
