@@ -153,6 +153,10 @@ class SwarmConfig:
     #: fraction of its records; a second one with parallelism `rescale_to` restores its directory
     rescale_to: int | None = None
     rescale_at: float = 0.5
+    #: buffer debloating (`env.set_buffer_debloating`): its target in seconds (None: off) and
+    #: its sampling period
+    debloat_target: float | None = None
+    debloat_period: float = 0.002
     # the simulator
     #: the source's steps cost this many times the `CostModel`'s: records enter over a longer
     #: stretch of virtual time, so more checkpoints fall inside the job
@@ -214,7 +218,7 @@ class SwarmConfig:
 OPTION_FIELDS = ("skew", "buffer_size", "credits", "buffer_timeout", "records_per_step", "mode",
                   "alignment_timeout", "interval", "max_concurrent", "retained", "min_pause", "timeout",
                   "tolerable_failures", "storage", "backend", "ha", "restart_attempts", "rescale_at",
-                  "source_slowdown", "write_latency")
+                  "source_slowdown", "write_latency", "debloat_target", "debloat_period")
 
 
 # --------------------------------------------------------------------------- judging
@@ -335,7 +339,18 @@ def draw_config(seed: int) -> SwarmConfig:
         source_slowdown=100.0 if rescale_to is not None else rng.choice((1.0, 1.0, 20.0, 100.0)),
         write_latency=rng.choice((0.002, 0.0005)),
         stages=_maybe_union(rng, stages),
+        **_draw_debloating(seed),
     )
+
+
+def _draw_debloating(seed: int) -> dict[str, Any]:
+    """Buffer debloating for a quarter of the seeds, from a stream of its own (so drawing it
+    leaves the rest of every seed's config as it was). Targets are short, as the jobs are: a
+    few ms of virtual time, so buffers do shrink under the swarm's slow sources."""
+    rng = random.Random(f"swarm-debloat/{seed}")
+    if rng.random() >= 0.25:
+        return {}
+    return {"debloat_target": rng.choice((0.0002, 0.001, 0.005)), "debloat_period": rng.choice((0.0005, 0.002))}
 
 
 def _maybe_union(rng: random.Random, stages: tuple[str, ...]) -> tuple[str, ...]:
@@ -558,6 +573,8 @@ def _environment(config: SwarmConfig, parallelism: int, storage: str | None, res
     )
     if config.ha:
         env.set_high_availability("zookeeper", hosts="simulated:2181", cluster_id="swarm")
+    if config.debloat_target is not None:
+        env.set_buffer_debloating(target=config.debloat_target, period=config.debloat_period, samples=3)
     env.set_restart_strategy(restart)
     rows = draw_rows(config.seed, config.rows, config.keys, config.skew)
     build_stamped_job(env, rows, config.splits, config.stages, strict_order=config.exactly_once)
@@ -746,5 +763,6 @@ def coverage(config: SwarmConfig) -> dict[str, Any]:
         "rescale": rescale,
         "source_slowdown": config.source_slowdown,
         "write_latency": config.write_latency,
+        "debloat_target": config.debloat_target,
         "stages": sorted(set(config.stages)),
     }

@@ -17,7 +17,8 @@ from dataclasses import replace
 import pytest
 
 from operators.sinks import CollectSink
-from runtime.faults import TaskCrash
+from runtime.faults import FaultPlan, TaskCrash
+from runtime.restart import RestartStrategy
 from runtime.sim import swarm, vopr
 from runtime.sim.shrink import same_violation, shrink
 from runtime.sim.swarm import (
@@ -26,6 +27,8 @@ from runtime.sim.swarm import (
     KNOWN_BUGS,
     KnownBug,
     SwarmConfig,
+    _environment,
+    _execute,
     coverage,
     draw_config,
     parse_config,
@@ -145,6 +148,7 @@ def test_the_sweep_covers_every_option_value_and_fault_kind() -> None:
     assert set(seen["stages"]) == set(ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES)
     assert min(seen["timeout"]) <= 0.01 and set(seen["records_per_step"]) == {None, 1, 3}
     assert set(seen["source_slowdown"]) == {1.0, 20.0, 100.0} and len(seen["write_latency"]) == 2
+    assert set(seen["debloat_target"]) == {None, 0.0002, 0.001, 0.005}
     kinds_per_config = Counter(len({type(f).__name__ for f in c.faults}) for c in configs)
     assert 0 in kinds_per_config and len(kinds_per_config) >= 4, "each seed enables a random subset of kinds"
     faults = Counter(type(f).__name__ for c in configs for f in c.faults)
@@ -268,3 +272,19 @@ def test_shrinking_a_planted_runtime_bug_keeps_the_violation(monkeypatch) -> Non
 #: a seed whose config loses records under the planted sink bug (crashes between a snapshot and
 #: its completion notification)
 PLANTED_SEED = 13
+
+
+def test_debloating_seeds_do_shrink_buffers() -> None:
+    """The swarm draws buffer debloating, and in its jobs the announced buffers do get smaller
+    than the job's (a drawn option that never acts would test nothing)."""
+    shrunk = 0
+    configs = [c for c in (draw_config(seed) for seed in range(BASE, BASE + 120)) if c.debloat_target is not None]
+    assert len(configs) >= 15
+    for config in configs[:15]:
+        config = replace(config, faults=(), rescale_to=None)
+        env = _environment(config, config.parallelism, None, RestartStrategy.no_restart())
+        result = _execute(config, env, FaultPlan((), config.seed), None)
+        sizes = result.metrics.buffer_sizes
+        assert sizes, config
+        shrunk += any(size < config.buffer_size for size in sizes.values())
+    assert shrunk >= 3, f"only {shrunk} of 15 debloating configs shrank a buffer"
