@@ -57,30 +57,6 @@ _positive = _number(int, 1, "a whole number", inclusive=True)
 _count = _number(int, 0, "a whole number", inclusive=True)
 
 
-def _pageview_rows(n: int, apps: int, seed: int) -> list[dict[str, Any]]:
-    import random
-
-    rng = random.Random(seed)
-    weights = [1.0 / (k + 1) for k in range(apps)]
-    names = [f"app{k}" for k in range(apps)]
-    chosen = rng.choices(names, weights=weights, k=n)
-    return [{"user": rng.randrange(10_000), "app": chosen[i], "url": f"/p/{i % 97}"} for i in range(n)]
-
-
-def build_pageview(env: Any, rows: list[dict[str, Any]], splits: int = 2) -> None:
-    """The seed-003 page-view job: source → map to app id → keyBy(app) → count → sink."""
-    from operators import CollectSink
-    from runtime.sim.workloads import CountPerKey
-
-    (
-        env.from_collection(rows, splits=splits)
-        .map(lambda r: {"app": r["app"]}, name="to-app")
-        .key_by("app")
-        .process(CountPerKey("app"), name="count")
-        .sink_to(CollectSink("pv"))
-    )
-
-
 def _progress_table(info: dict[str, Any], title: str) -> Table:
     table = Table(title=title, show_header=False)
     for key, value in info.items():
@@ -91,8 +67,9 @@ def _progress_table(info: dict[str, Any], title: str) -> Table:
 def cmd_demo(args: argparse.Namespace) -> int:
     from checkpoint.options import CheckpointingMode, RestartStrategy
     from runtime import FaultPlan, StreamEnvironment
+    from runtime.workloads.pageview import build_pageview, pageview_rows
 
-    rows = _pageview_rows(args.records, args.apps, args.seed)
+    rows = pageview_rows(args.records, args.apps, args.seed)
     env = StreamEnvironment(parallelism=args.parallelism, buffer_size=256, credits=8)
     env.enable_checkpointing(interval=args.interval, mode=CheckpointingMode.EXACTLY_ONCE,
                              unaligned=args.unaligned, tolerable_failures=100, storage=args.checkpoint_dir)

@@ -43,7 +43,7 @@ Invariants (the name is what a violation reports):
   still release them: its sender has not decided on c yet, or sent something for c or later.
 
 Not covered here: the final keyed state (compare `result.final_state` with a reference run) and
-per-channel FIFO order of records (`runtime.sim.scenarios.check_headers`).
+per-channel FIFO order of records (`runtime.workloads.scenarios.check_headers`).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class InvariantViolation(AssertionError):
 
 
 def record_key(record: Mapping[str, Any]) -> tuple:
-    """A record as a hashable multiset element (as `runtime.sim.workloads.multiset` counts them)."""
+    """A record as a hashable multiset element (as `runtime.workloads.seeded.multiset` counts them)."""
     return tuple(sorted(record.items()))
 
 

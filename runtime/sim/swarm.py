@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 `draw_config(seed)` returns a frozen `SwarmConfig`: an order-sensitive job
-(`runtime.sim.workloads.build_stamped_job`: rows, keys, stages, parallelism, splits, buffers,
+(`runtime.workloads.seeded.build_stamped_job`: rows, keys, stages, parallelism, splits, buffers,
 credits), every checkpointing option that changes the protocol's path (mode incl. alignment
 timeouts, `max_concurrent`, `retained`, `min_pause`, a possibly short `timeout`, storage in
 memory or on disk, the full / incremental / incremental+merging backend, HA), the simulator's
@@ -48,7 +48,7 @@ from runtime.faults import FaultPlan, TaskCrash
 from runtime.result import CollectCommitter, JobFailedError
 from runtime.sim.executor import CostModel, NetworkOptions
 from runtime.sim.invariants import InvariantChecker, InvariantViolation
-from runtime.sim.workloads import (
+from runtime.workloads.seeded import (
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
     SINK,

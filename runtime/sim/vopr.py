@@ -34,7 +34,7 @@ from runtime.sim.swarm import (
     replay_line,
     run_config,
 )
-from runtime.sim.workloads import SINK, make_env, multiset, random_spec
+from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
 
 def check_seed(seed: int, mode: str = "aligned") -> str | None:

@@ -22,10 +22,10 @@ from runtime.messages import CancelCheckpointMarker
 from runtime.result import CollectCommitter, JobFailedError
 from runtime.sim import executor as sim_executor
 from runtime.sim.invariants import InvariantChecker, InvariantViolation, record_key
-from runtime.sim.scenarios import relay_job
-from runtime.sim.workloads import SINK, make_env, multiset, random_spec
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task
+from runtime.workloads.scenarios import relay_job
+from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
 _REFERENCES: dict[int, object] = {}
 
