@@ -75,6 +75,8 @@ from benchmarks.report import (
     percentile,
 )
 from benchmarks.targets import target_checks, targets  # noqa: F401  (part of this module's interface)
+from checkpoint.modes import parse_mode
+from checkpoint.options import InvalidOptionError
 from operators import KeyedProcessFunction
 from operators.sources import GeneratorSource, GeneratorSplitReader, SourceSplit
 
@@ -361,7 +363,6 @@ def plan(executors: Sequence[str], scenarios: Sequence[str], modes: Sequence[str
 def make_env(combo: Combination, profile: Profile, storage: str | None = None) -> Any:
     """A `StreamEnvironment` with the combination's checkpointing mode (checkpoints in `storage`,
     None: in memory)."""
-    from checkpoint.options import CheckpointingMode
     from runtime import StreamEnvironment
 
     buffer_size = profile.buffer_size
@@ -369,16 +370,13 @@ def make_env(combo: Combination, profile: Profile, storage: str | None = None) -
         buffer_size = profile.backpressure_buffer_size
     env = StreamEnvironment(parallelism=combo.parallelism, buffer_size=buffer_size,
                             credits=profile.credits, buffer_timeout=profile.buffer_timeout)
-    mode = combo.mode
-    if mode.endswith("-debloat"):
+    mode = parse_mode(combo.mode, accepted=MODES)
+    if mode.debloat:
         env.set_buffer_debloating(target=profile.debloat_target)
-        mode = mode.removesuffix("-debloat")
-    if mode != "none":
+    if mode.enabled:
         env.enable_checkpointing(
             interval=profile.interval,
-            mode=CheckpointingMode.AT_LEAST_ONCE if mode == "at-least-once" else CheckpointingMode.EXACTLY_ONCE,
-            unaligned=mode == "unaligned",
-            alignment_timeout=profile.alignment_timeout if mode == "aligned-timeout" else None,
+            **mode.checkpointing(profile.alignment_timeout),
             tolerable_failures=1_000_000,
             storage=storage,
         )
@@ -763,7 +761,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where to run (default all)")
     parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS), metavar="SCENARIO",
                         help=f"scenarios to run ({', '.join(SCENARIOS)}); default all")
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), metavar="MODE",
+    parser.add_argument("--modes", nargs="+", type=_mode_name, default=list(MODES), metavar="MODE",
                         help=f"modes to run ({', '.join(MODES)}); default all")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots and the HTML report")
     parser.add_argument("--peers", action="store_true",
@@ -772,6 +770,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=_at_least_one, default=1, metavar="N",
                         help="run the Ray combinations N times, the matrix once per repeat, and report "
                              "medians (sim runs once: it is deterministic); default 1")
+
+
+def _mode_name(text: str) -> str:
+    try:
+        return parse_mode(text, accepted=MODES, option="--modes").name
+    except InvalidOptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
 
 
 def _at_least_one(text: str) -> int:

@@ -55,6 +55,18 @@ def _number(kind: type, minimum: float, unit: str, *, inclusive: bool) -> Callab
 _seconds = _number(float, 0, "a number of seconds", inclusive=False)
 _positive = _number(int, 1, "a whole number", inclusive=True)
 _count = _number(int, 0, "a whole number", inclusive=True)
+#: `run --mode`: the guarantee
+RUN_MODES = ("exactly-once", "at-least-once")
+
+
+def _run_mode(text: str) -> str:
+    from checkpoint.modes import parse_mode
+    from checkpoint.options import InvalidOptionError
+
+    try:
+        return parse_mode(text, accepted=RUN_MODES).name
+    except InvalidOptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
 
 
 def _progress_table(info: dict[str, Any], title: str) -> Table:
@@ -149,14 +161,14 @@ def _load_builder(target: str) -> Callable[[], Any]:
 def _configure_checkpointing(env: Any, args: argparse.Namespace) -> None:
     """Apply --mode/--unaligned/--interval/--checkpoint-dir over what the builder configured
     (any of them, or --zookeeper, enables checkpointing)."""
-    from checkpoint.options import CheckpointingMode
+    from checkpoint.modes import parse_mode
 
-    if args.unaligned and args.mode == "at-least-once":
-        raise UsageError("run: --unaligned needs --mode exactly-once (unaligned checkpoints are exactly-once)")
     changes: dict[str, Any] = {}
     if args.mode is not None:
-        at_least_once = args.mode == "at-least-once"
-        changes["mode"] = CheckpointingMode.AT_LEAST_ONCE if at_least_once else CheckpointingMode.EXACTLY_ONCE
+        profile = parse_mode(args.mode, accepted=RUN_MODES, option="--mode")
+        if args.unaligned and not profile.exactly_once:
+            raise UsageError("run: --unaligned needs --mode exactly-once (unaligned checkpoints are exactly-once)")
+        changes["mode"] = profile.mode
     if args.unaligned:
         changes["unaligned"] = True
     if args.checkpoint_dir is not None:
@@ -259,8 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="module (imported from the current directory) and the function that builds the job")
     run.add_argument("--executor", default="sim", choices=["sim", "ray"],
                      help="sim (deterministic simulator, default) or ray")
-    run.add_argument("--mode", choices=["exactly-once", "at-least-once"],
-                     help="checkpointing mode (default: the builder's, else exactly-once)")
+    run.add_argument("--mode", type=_run_mode,
+                     help="checkpointing mode: exactly-once or at-least-once (default: the builder's, else exactly-once)")
     run.add_argument("--unaligned", action="store_true", help="unaligned checkpoints (exactly-once only)")
     run.add_argument("--interval", type=_seconds,
                      help=f"checkpoint interval in seconds (default: the builder's, else {DEFAULT_INTERVAL} "

@@ -41,7 +41,8 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
-from checkpoint.options import CheckpointingMode, RestartStrategy
+from checkpoint.modes import ALIASES, parse_mode
+from checkpoint.options import RestartStrategy
 from checkpoint.tools import CheckpointToolError
 from runtime import faults as fault_module
 from runtime.faults import FaultPlan, TaskCrash
@@ -64,6 +65,7 @@ from runtime.workloads.seeded import (
 
 MODES = ("aligned", "unaligned", "timeout", "at_least_once")
 EXACTLY_ONCE_MODES = ("aligned", "unaligned", "timeout")
+_MODE_NAMES = tuple(ALIASES.get(mode, mode) for mode in MODES)  # as `checkpoint.modes` spells them
 BACKENDS = ("full", "incremental", "merging")
 #: the source vertex of every stamped job (`from_collection` without a name)
 SOURCE_VERTEX = "Source: collection"
@@ -544,9 +546,7 @@ def _environment(config: SwarmConfig, parallelism: int, storage: str | None, res
                             buffer_timeout=config.buffer_timeout)
     env.enable_checkpointing(
         interval=config.interval,
-        mode=CheckpointingMode.AT_LEAST_ONCE if config.mode == "at_least_once" else CheckpointingMode.EXACTLY_ONCE,
-        unaligned=config.mode == "unaligned",
-        alignment_timeout=config.alignment_timeout if config.mode == "timeout" else None,
+        **parse_mode(config.mode, accepted=_MODE_NAMES).checkpointing(config.alignment_timeout),
         timeout=config.timeout,
         min_pause=config.min_pause,
         max_concurrent=config.max_concurrent,
