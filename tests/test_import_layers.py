@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("operators", ["operators"]),
     ("protocol core", [
         "runtime.barriers", "runtime.input_gate", "runtime.partitioners", "runtime.graph", "runtime.task",
-        "runtime.restart",
+        "runtime.operator_chain", "runtime.record_writer", "runtime.subtask_checkpoint", "runtime.restart",
     ]),
     ("job master", [
         "runtime.jobmaster", "runtime.result", "runtime.state_files", "runtime.snapshot_writer",
