@@ -31,7 +31,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         "runtime.histogram", "runtime.debloat", "runtime.faults", "runtime.links",
     ]),
     ("state", ["state"]),
-    ("checkpoint", ["checkpoint"]),
+    # state_files/snapshot_writer: how a task snapshot becomes files in checkpoint storage
+    ("checkpoint", ["checkpoint", "runtime.state_files", "runtime.snapshot_writer"]),
     ("records", ["runtime.record_types", "runtime.messages", "runtime.spilling"]),
     ("operators", ["operators"]),
     ("protocol core", [
@@ -39,8 +40,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         "runtime.operator_chain", "runtime.record_writer", "runtime.subtask_checkpoint", "runtime.restart",
     ]),
     ("job master", [
-        "runtime.jobmaster", "runtime.result", "runtime.state_files", "runtime.snapshot_writer",
-        "runtime.restore_match", "runtime.restore", "spark_bridge",
+        "runtime.jobmaster", "runtime.result", "runtime.restore_match", "runtime.restore", "spark_bridge",
     ]),
     ("executors", ["runtime.sim", "runtime.ray"]),
     # `runtime/__init__` is the public API facade; `spark_bridge/__init__` re-exports its source
