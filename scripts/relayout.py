@@ -117,6 +117,8 @@ LAYERS_BLOCK = re.compile(r"^LAYERS: list\[tuple\[str, list\[str\]\]\] = \[\n.*?
 
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".sh", ".txt", ".cfg", ".ini", ".yml", ".yaml", ".rst", ".json"}
 SELF = "scripts/relayout.py"
+#: not rewritten: this script, and the draft of the new layout docs (written in the new names)
+SKIP = {SELF, "docs/layout-after-relayout.md"}
 
 
 def module_of(path: str) -> str:
@@ -269,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     changed = 0
     for rel in git("ls-files", capture=True).splitlines():
         path = root / rel
-        if rel == SELF or path.suffix not in TEXT_SUFFIXES or not path.is_file():
+        if rel in SKIP or path.suffix not in TEXT_SUFFIXES or not path.is_file():
             continue
         try:
             old = path.read_text()
