@@ -121,7 +121,7 @@ def test_invariants_are_off_by_default() -> None:
 
 def test_a_task_aborting_without_a_cancellation_marker_is_caught(monkeypatch) -> None:
     def abort_silently(self, checkpoint_id, reason):  # the planted bug: no marker downstream
-        self._cancel(checkpoint_id)
+        self.checkpoints.cancel(checkpoint_id)
         if reason.name != "CANCELLED":
             self.ports.decline(self.task_id, checkpoint_id, reason)
 
