@@ -15,7 +15,7 @@ Run once, from the repository root, on a clean work tree, after every branch is 
 4. creates each new package's `__init__.py` (keeping one that exists, e.g. `runtime/jobmaster/`);
 5. runs `ruff check --fix` (import order) and `ruff check`.
 
-It then deletes itself (`--keep` keeps it): its map describes the layout it replaces. Nothing is
+It then deletes itself and its test (`--keep` keeps them): its map describes the layout it replaces. Nothing is
 committed; review `git status` / `git diff -M --stat` and commit.
 """
 
@@ -117,8 +117,9 @@ LAYERS_BLOCK = re.compile(r"^LAYERS: list\[tuple\[str, list\[str\]\]\] = \[\n.*?
 
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".sh", ".txt", ".cfg", ".ini", ".yml", ".yaml", ".rst", ".json"}
 SELF = "scripts/relayout.py"
+SELF_TEST = "tests/test_relayout.py"
 #: not rewritten: this script, and the draft of the new layout docs (written in the new names)
-SKIP = {SELF, "docs/layout-after-relayout.md"}
+SKIP = {SELF, SELF_TEST, "docs/layout-after-relayout.md"}
 
 
 def module_of(path: str) -> str:
@@ -290,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run([sys.executable, "-m", "ruff", "check", "--fix", "-q", "."], check=False)
     lint = subprocess.run([sys.executable, "-m", "ruff", "check", "."], check=False)
     if not args.keep:
-        git("rm", "-q", "-f", SELF)
+        git("rm", "-q", "-f", SELF, SELF_TEST)
     git("add", "-A")
     print("done: review `git diff --cached -M --stat`, run the tests, commit" if lint.returncode == 0
           else "ruff reports problems above: fix them before committing")
