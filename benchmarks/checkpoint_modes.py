@@ -65,17 +65,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from benchmarks.modes_table import UNITS, render_table, write_outputs
 from benchmarks.report import (
     abort_reasons,
     add_output_arguments,
     local_checkpoint_dir,
-    markdown_table,
     output_of,
     parse_args,
     percentile,
-    write_json,
 )
 from benchmarks.targets import target_checks, targets  # noqa: F401  (part of this module's interface)
+from checkpoint.modes import parse_mode
+from checkpoint.options import InvalidOptionError
 from operators import KeyedProcessFunction
 from operators.sources import GeneratorSource, GeneratorSplitReader, SourceSplit
 
@@ -97,30 +98,6 @@ FIELDS = (
     "checkpoints_completed", "checkpoints_aborted", "abort_reasons",
     "debloated_buffer_size",
     "rate", "records", "repeats",
-)
-UNITS = {
-    "throughput": "records/s (max-rate run)",
-    "latency_*": "ms, end to end, open-loop run at `rate`",
-    "checkpoint_duration_*": "ms, completed checkpoints of the open-loop run",
-    "alignment_time_*": "ms, longest task alignment per completed checkpoint",
-    "persisted_bytes": "bytes of channel state (in-flight data) persisted, summed over completed checkpoints",
-    "persisted_bytes_p50": "bytes of channel state persisted per completed checkpoint, median",
-    "state_bytes": "bytes of operator state in the largest completed checkpoint",
-    "debloated_buffer_size": "records: the smallest input buffer size a task asked its senders for at the end "
-                             "of the open-loop run (debloating modes; the job's buffer size is the upper bound)",
-    "rate": "records/s offered by the open-loop generator",
-    "records": "records of the open-loop run",
-    "time": "virtual seconds on sim, wall seconds on ray",
-    "repeats": "runs merged into the row (`--repeat`): each number is its median run's (median_low); "
-               "the runs themselves are under `runs`",
-}
-TABLE_UNITS = ("throughput in records/s; latencies, checkpoint durations and alignment times in ms "
-               "(virtual on sim, wall on ray); bytes in bytes; debloated_buffer_size in records")
-#: the columns of the printed table (the JSON has every field)
-TABLE_COLUMNS = (
-    "executor", "scenario", "mode", "status", "throughput", "latency_p50", "latency_p99", "latency_p99_9",
-    "checkpoint_duration_p50", "alignment_time_p50", "persisted_bytes_p50", "state_bytes",
-    "debloated_buffer_size", "checkpoints_completed", "abort_reasons",
 )
 
 
@@ -386,7 +363,6 @@ def plan(executors: Sequence[str], scenarios: Sequence[str], modes: Sequence[str
 def make_env(combo: Combination, profile: Profile, storage: str | None = None) -> Any:
     """A `StreamEnvironment` with the combination's checkpointing mode (checkpoints in `storage`,
     None: in memory)."""
-    from checkpoint.options import CheckpointingMode
     from runtime import StreamEnvironment
 
     buffer_size = profile.buffer_size
@@ -394,16 +370,13 @@ def make_env(combo: Combination, profile: Profile, storage: str | None = None) -
         buffer_size = profile.backpressure_buffer_size
     env = StreamEnvironment(parallelism=combo.parallelism, buffer_size=buffer_size,
                             credits=profile.credits, buffer_timeout=profile.buffer_timeout)
-    mode = combo.mode
-    if mode.endswith("-debloat"):
+    mode = parse_mode(combo.mode, accepted=MODES)
+    if mode.debloat:
         env.set_buffer_debloating(target=profile.debloat_target)
-        mode = mode.removesuffix("-debloat")
-    if mode != "none":
+    if mode.enabled:
         env.enable_checkpointing(
             interval=profile.interval,
-            mode=CheckpointingMode.AT_LEAST_ONCE if mode == "at-least-once" else CheckpointingMode.EXACTLY_ONCE,
-            unaligned=mode == "unaligned",
-            alignment_timeout=profile.alignment_timeout if mode == "aligned-timeout" else None,
+            **mode.checkpointing(profile.alignment_timeout),
             tolerable_failures=1_000_000,
             storage=storage,
         )
@@ -782,45 +755,13 @@ def _profile_json(profile: Profile) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in profile.__dict__.items()}
 
 
-def render_table(rows: Sequence[dict[str, Any]]) -> str:
-    shown = []
-    for row in rows:
-        shown.append({
-            c: (", ".join(f"{k}: {v}" for k, v in (row.get(c) or {}).items()) if c == "abort_reasons" else row.get(c))
-            for c in TABLE_COLUMNS
-        })
-    return TABLE_UNITS + "\n\n" + markdown_table(shown, TABLE_COLUMNS)
-
-
-def write_outputs(payload: dict[str, Any], json_path: str, out_dir: str, *, plots: bool = True) -> list[str]:
-    """Write the JSON, the Markdown table and (unless `plots` is False) the PNGs and
-    `report.html`; returns the files."""
-    os.makedirs(out_dir, exist_ok=True)
-    write_json(json_path, payload)
-    table_path = os.path.join(out_dir, "checkpoint_modes.md")
-    with open(table_path, "w") as fh:
-        fh.write(render_table(payload["rows"]) + "\n")
-        lines = targets(payload["rows"], payload.get("runs", ()))
-        if lines:
-            fh.write("\n" + "\n".join(f"- {line}" for line in lines) + "\n")
-    files = [json_path, table_path]
-    if plots:
-        from benchmarks.html_report import write_report
-        from benchmarks.plots import make_plots
-
-        files += make_plots(payload, out_dir)
-        files.append(write_report(payload, out_dir, columns=TABLE_COLUMNS, units=TABLE_UNITS,
-                                  target_lines=targets(payload["rows"], payload.get("runs", ()))))
-    return files
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser, "checkpoint_modes", quick_help="small runs (the sim matrix in about 2 minutes)")
     parser.add_argument("--executor", choices=[*EXECUTORS, "all"], default="all",
                         help="where to run (default all)")
     parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS), metavar="SCENARIO",
                         help=f"scenarios to run ({', '.join(SCENARIOS)}); default all")
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), metavar="MODE",
+    parser.add_argument("--modes", nargs="+", type=_mode_name, default=list(MODES), metavar="MODE",
                         help=f"modes to run ({', '.join(MODES)}); default all")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots and the HTML report")
     parser.add_argument("--peers", action="store_true",
@@ -829,6 +770,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=_at_least_one, default=1, metavar="N",
                         help="run the Ray combinations N times, the matrix once per repeat, and report "
                              "medians (sim runs once: it is deterministic); default 1")
+
+
+def _mode_name(text: str) -> str:
+    try:
+        return parse_mode(text, accepted=MODES, option="--modes").name
+    except InvalidOptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
 
 
 def _at_least_one(text: str) -> int:

@@ -33,7 +33,7 @@ def build_graph(records: int, hosts: str, session_timeout: float) -> Any:
     from checkpoint.options import RestartStrategy
     from operators import CollectSink
     from runtime import StreamEnvironment
-    from runtime.sim.workloads import CountPerKey
+    from runtime.workloads.seeded import CountPerKey
 
     rng = random.Random(3)
     rows = [{"user": rng.randrange(1000), "app": f"app{rng.randrange(8)}", "i": i} for i in range(records)]

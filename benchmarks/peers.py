@@ -692,7 +692,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     rows = run_peers(quick=args.quick)
-    from benchmarks.checkpoint_modes import UNITS, render_table, write_outputs
+    from benchmarks.modes_table import UNITS, render_table, write_outputs
 
     json_path = output_of(args, "checkpoint_modes").json_path
     payload: dict[str, Any] = {"benchmark": "checkpoint_modes", "rows": [], "units": UNITS, "series": {}}

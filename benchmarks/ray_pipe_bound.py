@@ -34,9 +34,9 @@ from benchmarks.report import (
 
 
 def make_batches(records: int, batch: int, splits: int, apps: int = 50) -> list[list[pa.RecordBatch]]:
-    from runtime.cli import _pageview_rows
+    from runtime.workloads.pageview import pageview_rows
 
-    rows = _pageview_rows(records, apps, seed=1)
+    rows = pageview_rows(records, apps, seed=1)
     per_split: list[list[pa.RecordBatch]] = [[] for _ in range(splits)]
     size = len(rows) // splits
     for s in range(splits):

@@ -26,9 +26,9 @@ from benchmarks.report import (
 def run_once(records: int, parallelism: int, interval: float, buffer_size: int, invariants: bool = False) -> dict:
     from checkpoint.options import CheckpointingMode
     from runtime import StreamEnvironment
-    from runtime.cli import _pageview_rows, build_pageview
+    from runtime.workloads.pageview import build_pageview, pageview_rows
 
-    rows = _pageview_rows(records, 50, seed=1)
+    rows = pageview_rows(records, 50, seed=1)
     env = StreamEnvironment(parallelism=parallelism, buffer_size=buffer_size, credits=8)
     env.enable_checkpointing(interval=interval, mode=CheckpointingMode.EXACTLY_ONCE)
     build_pageview(env, rows, splits=parallelism)

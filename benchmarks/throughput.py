@@ -78,6 +78,8 @@ def to_app_batch(batch: Any) -> Any:
 
 
 JOBS = ("udf", "vectorised")
+#: checkpoint modes `build` takes (`checkpoint.modes` names)
+MODES = ("aligned", "unaligned", "at-least-once")
 #: network buffer size per job unless `--buffer-size`
 BUFFER_SIZES = {"udf": 1000, "vectorised": 10_000}
 
@@ -87,7 +89,7 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
           storage: str | None = None, credits: int = 8) -> Any:
     """The page-view job (`job`: "udf" or "vectorised"); `mode` (with `checkpoints`): "aligned",
     "unaligned" or "at-least-once"; checkpoints in `storage` (None: in memory)."""
-    from checkpoint.options import CheckpointingMode
+    from checkpoint.modes import parse_mode
     from operators import CollectSink, KeyedProcessFunction
     from runtime import StreamEnvironment
 
@@ -103,10 +105,8 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
     size = buffer_size or BUFFER_SIZES[job]
     env = StreamEnvironment(parallelism=2, buffer_size=size, credits=credits, buffer_timeout=buffer_timeout)
     if checkpoints:
-        exactly_once = mode != "at-least-once"
-        env.enable_checkpointing(
-            interval=0.1, tolerable_failures=100, unaligned=mode == "unaligned", storage=storage,
-            mode=CheckpointingMode.EXACTLY_ONCE if exactly_once else CheckpointingMode.AT_LEAST_ONCE)
+        env.enable_checkpointing(interval=0.1, tolerable_failures=100, storage=storage,
+                                 **parse_mode(mode, accepted=MODES).checkpointing())
     if job == "vectorised":
         (
             env.generate(count=records, rate=rate, batch_fn=page_views_batch)

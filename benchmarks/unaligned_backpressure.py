@@ -27,7 +27,7 @@ def run_mode(mode: str, per_split: int, slowdown: float, interval: float, credit
     from checkpoint.options import CheckpointingMode
     from runtime import StreamEnvironment
     from runtime.sim.executor import CostModel
-    from runtime.sim.scenarios import SINK, build_backpressure_job, check_headers, header_rows
+    from runtime.workloads.scenarios import SINK, build_backpressure_job, check_headers, header_rows
 
     splits = 4
     rows = header_rows(splits, per_split, 16)

@@ -7,12 +7,13 @@ A coordinator needs three things that must outlive it: the completed checkpoints
 `CompletedCheckpointStore`), the next checkpoint id (a `CheckpointIDCounter`), and the knowledge of
 whether it is the one coordinator allowed to act for the job (a `LeaderElection`).
 `CheckpointRecoveryFactory` (alias `HighAvailabilityServices`) hands out all three for a
-`RecoveryMode`, like Flink's `CheckpointRecoveryFactory` plus its leader services:
+`RecoveryMode`, like Flink's `CheckpointRecoveryFactory` plus its leader services
+(`checkpoint/ha_services.py:create_recovery_factory` picks one for a mode):
 
 * `STANDALONE`: the checkpoint module's in-memory counter and storage-backed store, and an election
   that this single contender always wins. No failover between processes.
 * `ZOOKEEPER`: everything lives under `/barrierflow/<cluster_id>/<job_id>/` in ZooKeeper
-  (`checkpoint/zookeeper.py`, imported lazily so this module never needs kazoo).
+  (`checkpoint/zookeeper.py`, which builds on this module).
 
 The simulator uses `checkpoint/ha_memory.py`, an in-memory stand-in for ZooKeeper with sessions
 that can be expired, through the same interface.
@@ -296,29 +297,3 @@ class HighAvailabilityConfig:
     def enabled(self) -> bool:
         return self.mode is not RecoveryMode.STANDALONE
 
-
-def create_recovery_factory(mode: RecoveryMode | str = RecoveryMode.STANDALONE, *,
-                            hosts: str | None = None, cluster_id: str = "default",
-                            session_timeout: float = 10.0,
-                            operation_timeout: float = DEFAULT_OPERATION_TIMEOUT) -> CheckpointRecoveryFactory:
-    """The HA services for `mode`.
-
-    Args:
-        mode: STANDALONE or ZOOKEEPER (or their names).
-        hosts: ZooKeeper connection string (`"host:port,..."`), required for ZOOKEEPER.
-        cluster_id: separates clusters sharing one ZooKeeper (`/barrierflow/<cluster_id>/...`).
-        session_timeout: ZooKeeper session timeout, seconds (the server may clamp it).
-        operation_timeout: bound on every ZooKeeper call, seconds.
-
-    Raises:
-        ValueError: an unknown mode, a missing `hosts`, or a bad `cluster_id`/timeout.
-    """
-    mode = RecoveryMode.parse(mode)
-    if mode is RecoveryMode.STANDALONE:
-        return StandaloneCheckpointRecoveryFactory()
-    if not isinstance(hosts, str) or not hosts.strip():
-        raise ValueError(f"recovery mode ZOOKEEPER needs hosts='host:port[,host:port...]', got {hosts!r}")
-    from checkpoint.zookeeper import ZooKeeperCheckpointRecoveryFactory
-
-    return ZooKeeperCheckpointRecoveryFactory(hosts, cluster_id=cluster_id, session_timeout=session_timeout,
-                                              operation_timeout=operation_timeout)

@@ -8,7 +8,7 @@ Two layers, so the protocol code never sees a filesystem:
   `exists`, `list`). `MemoryBlobStore` keeps a dict (the default, and the simulator's);
   `FsBlobStore` maps keys onto any `pyarrow.fs` filesystem (a local directory, S3, GCS, HDFS...)
   and writes each file under a temporary name before moving it into place, so a reader never
-  sees half a file. `FailingBlobStore` wraps another store and fails writes on demand (faults).
+  sees half a file. (A store that fails writes on demand, for tests, is in `tests/checkpoint/ckpt_testkit.py`.)
 * every call to a remote filesystem is bounded by a timeout (`storage_timeout`, default
   `DEFAULT_STORAGE_TIMEOUT`): pyarrow's own retries can wait for minutes (GCS retries for 15
   minutes by default; an S3 endpoint that accepts connections but never answers is waited for
@@ -389,60 +389,6 @@ class FsBlobStore:
 
     def __repr__(self) -> str:
         return f"FsBlobStore({self.uri!r})"
-
-
-class FailingBlobStore:
-    """Wraps a blob store and makes writes fail on demand (storage fault injection).
-
-    `fail_writes(count, matching=...)` makes the next `count` writes (None: every write until
-    `heal()`) whose path contains `matching` raise `StorageError`; reads and deletes pass through.
-    """
-
-    def __init__(self, inner: BlobStore) -> None:
-        self.inner = inner
-        self._remaining: int | None = 0
-        self._matching: str | None = None
-        self.num_failed_writes = 0
-
-    def fail_writes(self, count: int | None = None, *, matching: str | None = None) -> None:
-        if count is not None and count < 0:
-            raise ValueError(f"count must be >= 0 or None, got {count!r}")
-        self._remaining = count
-        self._matching = matching
-
-    def heal(self) -> None:
-        self._remaining = 0
-        self._matching = None
-
-    @property
-    def failing(self) -> bool:
-        return self._remaining is None or self._remaining > 0
-
-    def put(self, path: str, data: bytes) -> None:
-        if self.failing and (self._matching is None or self._matching in path):
-            if self._remaining is not None:
-                self._remaining -= 1
-            self.num_failed_writes += 1
-            raise StorageError(f"injected write failure for {path}")
-        self.inner.put(path, data)
-
-    def get(self, path: str) -> bytes:
-        return self.inner.get(path)
-
-    def delete(self, path: str) -> None:
-        self.inner.delete(path)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def list(self, prefix: str) -> list[str]:
-        return self.inner.list(prefix)
-
-    def list_temporary(self, prefix: str) -> list[str]:
-        return self.inner.list_temporary(prefix)
-
-    def where(self, path: str) -> str:
-        return self.inner.where(path)
 
 
 # -- checkpoint layout -------------------------------------------------------------------------

@@ -34,7 +34,14 @@ from typing import Any
 
 import cloudpickle
 
-from checkpoint.options import DEFAULT_STORAGE_TIMEOUT, CheckpointConfig, CheckpointingMode, RestartStrategy
+from checkpoint.modes import parse_mode
+from checkpoint.options import (
+    DEFAULT_STORAGE_TIMEOUT,
+    CheckpointConfig,
+    CheckpointingMode,
+    InvalidOptionError,
+    RestartStrategy,
+)
 from checkpoint.recovery import DEFAULT_OPERATION_TIMEOUT, HighAvailabilityConfig
 from operators.base import Record, StreamOperator
 from operators.keyed import (
@@ -79,6 +86,8 @@ __all__ = [
 DEFAULT_RESTART_STRATEGY = RestartStrategy.exponential_delay()
 
 EXECUTORS = ("sim", "ray")
+#: the checkpoint-mode names `enable_checkpointing` takes (`checkpoint.modes`)
+API_MODES = ("exactly-once", "at-least-once", "aligned", "unaligned", "aligned-timeout")
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,13 +391,21 @@ class StreamEnvironment:
     ) -> StreamEnvironment:
         """Checkpoint every `interval` seconds (see `checkpoint.options.CheckpointConfig`).
 
+        `mode` is the guarantee (`CheckpointingMode`, "exactly-once", "at-least-once") or a mode
+        name that also says how barriers travel: "aligned", "unaligned", "aligned-timeout" (needs
+        `alignment_timeout`); see `checkpoint.modes`.
+
         Raises:
             InvalidOptionError: an option is out of range or options conflict (names the option).
         """
         if interval is None:
-            from checkpoint.options import InvalidOptionError
-
             raise InvalidOptionError("interval", interval, "must be a number of seconds > 0 to enable checkpointing")
+        profile = parse_mode(mode, accepted=API_MODES)
+        if profile.name in ("aligned", "aligned-timeout") and unaligned:
+            raise InvalidOptionError("unaligned", unaligned, f"conflicts with mode={profile.name!r}")
+        if profile.alignment_timeout and alignment_timeout is None:
+            raise InvalidOptionError("alignment_timeout", None, f"mode {profile.name!r} needs one, in seconds")
+        mode, unaligned = profile.mode, unaligned or profile.unaligned
         config = CheckpointConfig(
             interval=interval, mode=mode, unaligned=unaligned, alignment_timeout=alignment_timeout,
             timeout=timeout, min_pause=min_pause, max_concurrent=max_concurrent,

@@ -55,30 +55,18 @@ def _number(kind: type, minimum: float, unit: str, *, inclusive: bool) -> Callab
 _seconds = _number(float, 0, "a number of seconds", inclusive=False)
 _positive = _number(int, 1, "a whole number", inclusive=True)
 _count = _number(int, 0, "a whole number", inclusive=True)
+#: `run --mode`: the guarantee
+RUN_MODES = ("exactly-once", "at-least-once")
 
 
-def _pageview_rows(n: int, apps: int, seed: int) -> list[dict[str, Any]]:
-    import random
+def _run_mode(text: str) -> str:
+    from checkpoint.modes import parse_mode
+    from checkpoint.options import InvalidOptionError
 
-    rng = random.Random(seed)
-    weights = [1.0 / (k + 1) for k in range(apps)]
-    names = [f"app{k}" for k in range(apps)]
-    chosen = rng.choices(names, weights=weights, k=n)
-    return [{"user": rng.randrange(10_000), "app": chosen[i], "url": f"/p/{i % 97}"} for i in range(n)]
-
-
-def build_pageview(env: Any, rows: list[dict[str, Any]], splits: int = 2) -> None:
-    """The seed-003 page-view job: source → map to app id → keyBy(app) → count → sink."""
-    from operators import CollectSink
-    from runtime.sim.workloads import CountPerKey
-
-    (
-        env.from_collection(rows, splits=splits)
-        .map(lambda r: {"app": r["app"]}, name="to-app")
-        .key_by("app")
-        .process(CountPerKey("app"), name="count")
-        .sink_to(CollectSink("pv"))
-    )
+    try:
+        return parse_mode(text, accepted=RUN_MODES).name
+    except InvalidOptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
 
 
 def _progress_table(info: dict[str, Any], title: str) -> Table:
@@ -91,8 +79,9 @@ def _progress_table(info: dict[str, Any], title: str) -> Table:
 def cmd_demo(args: argparse.Namespace) -> int:
     from checkpoint.options import CheckpointingMode, RestartStrategy
     from runtime import FaultPlan, StreamEnvironment
+    from runtime.workloads.pageview import build_pageview, pageview_rows
 
-    rows = _pageview_rows(args.records, args.apps, args.seed)
+    rows = pageview_rows(args.records, args.apps, args.seed)
     env = StreamEnvironment(parallelism=args.parallelism, buffer_size=256, credits=8)
     env.enable_checkpointing(interval=args.interval, mode=CheckpointingMode.EXACTLY_ONCE,
                              unaligned=args.unaligned, tolerable_failures=100, storage=args.checkpoint_dir)
@@ -172,14 +161,14 @@ def _load_builder(target: str) -> Callable[[], Any]:
 def _configure_checkpointing(env: Any, args: argparse.Namespace) -> None:
     """Apply --mode/--unaligned/--interval/--checkpoint-dir over what the builder configured
     (any of them, or --zookeeper, enables checkpointing)."""
-    from checkpoint.options import CheckpointingMode
+    from checkpoint.modes import parse_mode
 
-    if args.unaligned and args.mode == "at-least-once":
-        raise UsageError("run: --unaligned needs --mode exactly-once (unaligned checkpoints are exactly-once)")
     changes: dict[str, Any] = {}
     if args.mode is not None:
-        at_least_once = args.mode == "at-least-once"
-        changes["mode"] = CheckpointingMode.AT_LEAST_ONCE if at_least_once else CheckpointingMode.EXACTLY_ONCE
+        profile = parse_mode(args.mode, accepted=RUN_MODES, option="--mode")
+        if args.unaligned and not profile.exactly_once:
+            raise UsageError("run: --unaligned needs --mode exactly-once (unaligned checkpoints are exactly-once)")
+        changes["mode"] = profile.mode
     if args.unaligned:
         changes["unaligned"] = True
     if args.checkpoint_dir is not None:
@@ -282,8 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="module (imported from the current directory) and the function that builds the job")
     run.add_argument("--executor", default="sim", choices=["sim", "ray"],
                      help="sim (deterministic simulator, default) or ray")
-    run.add_argument("--mode", choices=["exactly-once", "at-least-once"],
-                     help="checkpointing mode (default: the builder's, else exactly-once)")
+    run.add_argument("--mode", type=_run_mode,
+                     help="checkpointing mode: exactly-once or at-least-once (default: the builder's, else exactly-once)")
     run.add_argument("--unaligned", action="store_true", help="unaligned checkpoints (exactly-once only)")
     run.add_argument("--interval", type=_seconds,
                      help=f"checkpoint interval in seconds (default: the builder's, else {DEFAULT_INTERVAL} "

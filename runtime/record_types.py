@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from runtime.result import SuppressRestartsError
+from runtime.errors import SuppressRestartsError
 from state.values import describe_value
 
 NONE = type(None)

@@ -5,7 +5,7 @@ Theory of operation
 An executor reports every global failover with `notify_failure(now)` (its own clock: virtual
 seconds on the simulator, wall seconds on Ray), then asks `can_restart()`; if yes it waits
 `backoff_time` before redeploying, else the job fails and `exhausted()` says why. Errors no
-restart can fix (`runtime.result.SuppressRestartsError`) never get here.
+restart can fix (`runtime.errors.SuppressRestartsError`) never get here.
 
 * fixed-delay: the n-th failure may restart while n <= attempts; the delay is constant.
 * exponential-delay (Flink 1.19 `ExponentialDelayRestartBackoffTimeStrategy`): the first failure

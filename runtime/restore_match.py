@@ -45,8 +45,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from operators.base import DeclaredState
+from runtime.errors import SuppressRestartsError
 from runtime.graph import JobGraph, JobVertex
-from runtime.result import SuppressRestartsError
 from runtime.task import operator_state_key
 
 #: list at most this many names in one message

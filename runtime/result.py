@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from runtime.errors import SuppressRestartsError
 from runtime.histogram import LatencyHistogram
 
 Record = dict[str, Any]
@@ -23,12 +24,6 @@ def _rows(records: Records) -> list[Record]:
 def _keep(records: Records) -> Records:
     """What a committer stores: a batch as is (immutable), dicts as a private list."""
     return records if isinstance(records, pa.RecordBatch) else list(records)
-
-
-class SuppressRestartsError(RuntimeError):
-    """A failure no restart can fix (Flink's `SuppressRestartsException`): the executor fails the
-    job for good at once instead of restarting it (a restart would hide the problem, or turn it
-    into duplicated output)."""
 
 
 def suppresses_restarts(exc: BaseException | None) -> bool:

@@ -11,11 +11,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from checkpoint.handles import StateHandle, TaskId
-from runtime.state_files import StateFileOptions, StateFileWriter
+from runtime.state_files import StateFileOptions, StateFileWriter, TaskSnapshot
 
 if TYPE_CHECKING:
     from checkpoint.storage import CheckpointStorage
-    from runtime.task import TaskSnapshot
 
 
 class SnapshotWriter:

@@ -34,7 +34,7 @@ import dataclasses
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from checkpoint.handles import StateHandle, TaskId
 from checkpoint.storage import StorageError
@@ -45,7 +45,18 @@ from state.registry import manifest_key
 
 if TYPE_CHECKING:
     from checkpoint.storage import CheckpointStorage
-    from runtime.task import TaskSnapshot
+
+
+class TaskSnapshot(Protocol):
+    """What is written of a task's snapshot: the task's `runtime.subtask_checkpoint.TaskSnapshot`
+    (a dataclass) is one; described here so the file code needs nothing from the runtime above it."""
+
+    task_id: TaskId
+    checkpoint_id: int
+    #: keyed state (`state.keyed` snapshot) or None
+    keyed: Any
+
+    def to_files(self) -> dict[str, bytes]: ...
 
 
 class SnapshotCancelledError(StorageError):

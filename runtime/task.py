@@ -1,5 +1,10 @@
 """`Task`: one parallel instance of a job vertex — gate, barrier handler, operator chain, outputs.
 
+The task owns the lifecycle (running, awaiting its final checkpoint, finished) and wires its parts:
+the operator chain (`runtime/operator_chain.py`), the output channels and credits
+(`runtime/record_writer.py`), and its snapshots in flight with their channel state
+(`runtime/subtask_checkpoint.py`).
+
 Theory of operation
 -------------------
 A task is a pure state machine driven by its executor (the simulator or a Ray actor):
@@ -45,16 +50,15 @@ import dataclasses
 import enum
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
+from checkpoint.handles import StateHandle, TaskId
 from checkpoint.options import CheckpointingMode
 from checkpoint.reasons import CheckpointFailureReason
 from operators.base import OperatorContext, SinkCommitter, StreamOperator
-from operators.columns import Batch, as_batch, compact, concat, num_rows
+from operators.columns import Batch, compact, num_rows
 from operators.sources import SplitReader, assign_splits
 from runtime.barriers import (
     AlignmentStats,
@@ -74,17 +78,19 @@ from runtime.messages import (
     CheckpointOptions,
     EndOfPartition,
 )
+from runtime.operator_chain import SOURCE_OP_KEY, OperatorChain, operator_state_key
 from runtime.ports import Clock, Timers
-from runtime.record_types import StreamSchema
+from runtime.record_writer import OutputChannel, RecordWriter
+from runtime.subtask_checkpoint import SubtaskCheckpointCoordinator, TaskPorts, TaskRestore, TaskSnapshot
 from state.key_groups import key_group_range_for_subtask
 from state.keyed import KeyedStateBackend
-from state.serialization import (
-    buffers_to_bytes,
-    operator_state_to_bytes,
-)
 
 if TYPE_CHECKING:
     from runtime.graph import JobGraph, JobVertex
+
+__all__ = [
+    "SOURCE_OP_KEY", "Task", "TaskPorts", "TaskRestore", "TaskSnapshot", "TaskState", "operator_state_key",
+]
 
 
 class TaskState(enum.Enum):
@@ -92,151 +98,6 @@ class TaskState(enum.Enum):
     #: a source that read all its splits, waiting for its final checkpoint to complete
     AWAITING_FINAL_CHECKPOINT = "awaiting final checkpoint"
     FINISHED = "finished"
-    FAILED = "failed"
-
-
-class TaskPorts(Protocol):
-    """What a task asks of its executor."""
-
-    def acknowledge(self, ack: TaskAcknowledgement) -> None: ...
-
-    def decline(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None: ...
-
-    def source_finished(self, task_id: TaskId) -> None: ...
-
-    def write_snapshot(self, snapshot: TaskSnapshot) -> None:
-        """Serialise (`snapshot.to_files()`) and write off the hot path, then call
-        `task.on_snapshot_written(...)` or `task.on_snapshot_failed(...)`."""
-        ...
-
-    def buffer_consumed(self, task_id: TaskId, input_channel: int) -> None:
-        """A buffer from `input_channel` was consumed: give its sender a credit back."""
-        ...
-
-
-@dataclass
-class TaskSnapshot:
-    """The synchronous part of a task's checkpoint; `to_files()` is the asynchronous part."""
-
-    task_id: TaskId
-    checkpoint_id: int
-    barrier_timestamp: float
-    stats: AlignmentStats
-    keyed: Any | None = None  # state.keyed snapshot object (immutable copy)
-    operator_states: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
-    input_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
-    output_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
-    sync_time: float = 0.0
-
-    @property
-    def persisted_bytes(self) -> int:
-        """Bytes of channel state (in-flight data) in this snapshot."""
-        return sum(b.size_bytes for bs in self.input_channel_state.values() for b in bs) + sum(
-            b.size_bytes for bs in self.output_channel_state.values() for b in bs
-        )
-
-    def to_files(self) -> dict[str, bytes]:
-        """Serialise to Arrow IPC, one blob per kind (called by the executor, off the hot path)."""
-        files: dict[str, bytes] = {}
-        if self.keyed is not None and self.keyed.num_entries:
-            files["keyed"] = self.keyed.to_bytes()
-        if any(self.operator_states.values()):
-            flat: dict[str, list[Any]] = {}
-            for op_key, states in sorted(self.operator_states.items()):
-                for name, values in sorted(states.items()):
-                    flat[f"{op_key}::{name}"] = values
-            files["operator"] = operator_state_to_bytes(flat)
-        if any(self.input_channel_state.values()):
-            files["input_channels"] = buffers_to_bytes(
-                {ch: [b.batch for b in bs] for ch, bs in self.input_channel_state.items() if bs}
-            )
-        if any(self.output_channel_state.values()):
-            files["output_channels"] = buffers_to_bytes(
-                {ch: [b.batch for b in bs] for ch, bs in self.output_channel_state.items() if bs}
-            )
-        return files
-
-
-@dataclass
-class TaskRestore:
-    """State a task starts from (built by `runtime.restore` from a completed checkpoint)."""
-
-    checkpoint_id: int
-    keyed_snapshots: list[bytes] = field(default_factory=list)
-    #: op_key -> name -> values, the union over all old subtasks of the vertex
-    operator_states: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
-    input_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
-    output_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
-
-
-class OutputChannel:
-    """One outgoing channel: the pieces of the next buffer (record lists or Arrow batches, in
-    order), a queue of ready payloads, and credits."""
-
-    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target", "buffer_size")
-
-    def __init__(self, index: int, credits: int, target: TaskId, buffer_size: int) -> None:
-        self.index = index
-        self.credits = credits
-        #: records per buffer: the job's, or smaller as the receiver announced (debloating)
-        self.buffer_size = buffer_size
-        self.queue: deque[Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition] = deque()
-        self.builder: list[Batch] = []
-        self.builder_rows = 0
-        self.target = target
-
-    def queued_buffers(self) -> int:
-        return sum(1 for p in self.queue if isinstance(p, Buffer))
-
-
-@dataclass
-class _InFlightSnapshot:
-    snapshot: TaskSnapshot
-    awaiting_channel_state: bool
-    write_started: bool = False
-    #: an aligned barrier with an alignment timeout still queued behind output buffers
-    awaiting_output: bool = False
-    output_timer: Any = None
-    #: clock times: the synchronous part ended; the write started (phases of the acknowledgement)
-    sync_end: float = 0.0
-    write_started_at: float = 0.0
-
-
-#: the operator-state key of a source task's split offsets (`{"offsets": [{"split", "position"}]}`)
-SOURCE_OP_KEY = "source"
-
-
-def operator_state_key(index: int, operator_name: str) -> str:
-    """The key of the operator state of the chain's `index`-th operator in a task snapshot."""
-    return f"{index}:{operator_name}"
-
-
-def _through(operators: Sequence[StreamOperator], data: Batch,
-             input_types: Sequence[StreamSchema | None]) -> Batch:
-    """Run `data` through `operators`, as records or as columns, whichever each one takes
-    (converting only where the chain changes kind; see `operators.columns`). An operator whose
-    input becomes Arrow has its input checked first (`input_types`, parallel to `operators`)."""
-    for op, types in zip(operators, input_types):
-        if not num_rows(data):
-            break
-        if types is not None:
-            types.check(data)
-        if isinstance(data, list):
-            data = op.process_columns(as_batch(data, op.name, checked=True)) if op.prefers_columns \
-                else op.process_batch(data)
-        elif op.accepts_columns:
-            data = op.process_columns(data)
-        else:
-            data = op.process_batch(data.to_pylist())
-    return data
-
-
-def _stream_name(producer: str | None, consumer: str | None) -> str:
-    """How errors name a stream: by the operator that emitted it (by its consumer when it comes
-    from the network)."""
-    if producer is None:
-        return f"records reaching operator {consumer!r}"
-    return f"records emitted by operator {producer!r}"
 
 
 class Task:
@@ -281,32 +142,9 @@ class Task:
             checkpointing=self.checkpointing,
             restored_checkpoint_id=restore.checkpoint_id if restore else None,
         )
-        self.operators: list[StreamOperator] = [factory() for factory in vertex.operator_factories]
-        for op in self.operators:
-            op.open(self.context)
-        # one Arrow type per field (runtime/record_types.py), checked where records become Arrow:
-        # what an operator hands to a sink or a vectorised operator, and what the task emits
-        producers = ([f"Source: {vertex.source.name}"] if vertex.source is not None else [None]) + \
-            [op.name for op in self.operators]
-        self._input_types: list[StreamSchema | None] = [
-            StreamSchema(_stream_name(producers[index], op.name)) if op.stages_records or op.prefers_columns
-            else None
-            for index, op in enumerate(self.operators)
-        ]
-
-        # outputs: one channel per (edge, downstream subtask), in the graph's order
-        self.outputs: list[OutputChannel] = []
-        self._edge_routes: list[tuple[Any, list[int]]] = []  # (partitioner instance, out channels)
-        credits = graph.credits
-        for edge, targets in self._output_groups():
-            channels = []
-            for downstream in targets:
-                ch = OutputChannel(len(self.outputs), credits, TaskId(edge.target, downstream), self.buffer_size)
-                self.outputs.append(ch)
-                channels.append(ch.index)
-            self._edge_routes.append((edge.partitioner.create(subtask), channels))
-
-        self._output_types = StreamSchema(_stream_name(producers[-1], None)) if self.outputs else None
+        self.chain = OperatorChain(vertex, self.context)
+        self.writer = RecordWriter(graph, vertex, subtask, self.chain.output_name)
+        self.checkpoints = SubtaskCheckpointCoordinator(task_id, ports, clock)
 
         # inputs
         self.num_inputs = len(graph.input_channels(vertex.name, subtask))
@@ -339,16 +177,7 @@ class Task:
         self.records_per_step: int | None = None
         #: (channel, rest of the input buffer being processed in parts)
         self._current: tuple[int, Batch] | None = None
-        #: the chain's head takes Arrow batches: hand it a buffer's batch, not its dicts
-        self._columnar_input = not self.operators or self.operators[0].accepts_columns
-        self._in_flight: dict[int, _InFlightSnapshot] = {}
-        self._cancelled: set[int] = set()
-        #: checkpoint id -> bytes of input processed while its barriers were being collected
-        #: (Flink's "processed data"), counted only while the handler has one pending
-        self._processed: dict[int, int] = {}
-        self._latest_checkpoint_id = 0
         self.records_in = 0
-        self.records_out = 0
         #: end-to-end latencies (seconds) of records reaching this task's sink, when stamped (a
         #: bounded histogram: memory does not grow with the number of records)
         self.latencies = LatencyHistogram()
@@ -356,22 +185,22 @@ class Task:
         #: earliest creation stamp and latest arrival among the stamped records that reached the sink
         self.first_created_at: float | None = None
         self.last_arrival_at: float | None = None
-        self.error: BaseException | None = None
         if restore is not None:
             self._restore(restore)
 
-    # ------------------------------------------------------------------ construction helpers
+    @property
+    def operators(self) -> list[StreamOperator]:
+        return self.chain.operators
 
-    def _output_groups(self) -> list[tuple[Any, list[int]]]:
-        groups: dict[int, tuple[Any, list[int]]] = {}
-        order: list[int] = []
-        for edge, downstream in self.graph.output_channels(self.vertex.name, self.task_id.subtask):
-            key = id(edge)
-            if key not in groups:
-                groups[key] = (edge, [])
-                order.append(key)
-            groups[key][1].append(downstream)
-        return [groups[k] for k in order]
+    @property
+    def outputs(self) -> list[OutputChannel]:
+        return self.writer.channels
+
+    @property
+    def records_out(self) -> int:
+        return self.writer.records_out
+
+    # ------------------------------------------------------------------ construction helpers
 
     def _create_keyed_backend(self, restore: TaskRestore | None) -> KeyedStateBackend:
         key_groups = key_group_range_for_subtask(
@@ -412,7 +241,7 @@ class Task:
             self.outputs[ch].queue.extend(restore.output_channel_state[ch])
 
     def _op_key(self, index: int) -> str:
-        return operator_state_key(index, self.vertex.operator_names[index])
+        return self.chain.op_key(index)
 
     # ------------------------------------------------------------------ input / output
 
@@ -428,10 +257,7 @@ class Task:
     def add_credit(self, out_channel: int, buffer_size: int | None = None) -> None:
         """The receiver consumed a buffer of `out_channel`; `buffer_size`: the size it asks for
         (buffer debloating; buffers already cut keep theirs)."""
-        ch = self.outputs[out_channel]
-        ch.credits += 1
-        if buffer_size is not None:
-            ch.buffer_size = max(1, min(buffer_size, self.buffer_size))
+        self.writer.add_credit(out_channel, buffer_size)
 
     @property
     def announced_buffer_size(self) -> int | None:
@@ -441,17 +267,8 @@ class Task:
     def drain_sendable(self) -> list[tuple[int, Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition]]:
         """Pop everything that may be sent now: buffers while credits last, events always
         (an event behind a buffer without credit waits, keeping channel FIFO)."""
-        out = []
-        for ch in self.outputs:
-            queue = ch.queue
-            while queue:
-                head = queue[0]
-                if isinstance(head, Buffer):
-                    if ch.credits <= 0:
-                        break
-                    ch.credits -= 1
-                out.append((ch.index, queue.popleft()))
-        if self._in_flight:
+        out = self.writer.drain_sendable()
+        if self.checkpoints.in_flight:
             for _, payload in out:
                 if isinstance(payload, CheckpointBarrier):
                     self._barrier_left_outputs(payload.id)
@@ -460,10 +277,10 @@ class Task:
     @property
     def is_backpressured(self) -> bool:
         """True when some output channel has more ready buffers than it has credits for."""
-        return any(ch.queued_buffers() > 1 and ch.credits <= 0 for ch in self.outputs)
+        return self.writer.is_backpressured
 
     def has_work(self) -> bool:
-        if self.state in (TaskState.FINISHED, TaskState.FAILED):
+        if self.state is TaskState.FINISHED:
             return False
         if self.is_backpressured:
             return False
@@ -480,13 +297,13 @@ class Task:
         return None
 
     def pending_output(self) -> bool:
-        return any(ch.builder for ch in self.outputs)
+        return self.writer.pending_output()
 
     # ------------------------------------------------------------------ the work
 
     def step(self) -> int:
         """Do one unit of work; return the number of records handled (0 = nothing to do now)."""
-        if self.state in (TaskState.FINISHED, TaskState.FAILED) or self.is_backpressured:
+        if self.state is TaskState.FINISHED or self.is_backpressured:
             return 0
         if self._current is not None:
             channel, data = self._current
@@ -494,7 +311,7 @@ class Task:
             return self._process_input(channel, data)
         if self._replay:
             channel, buffer = self._replay.popleft()
-            return self._process_input(channel, buffer.batch if self._columnar_input else buffer.to_records())
+            return self._process_input(channel, buffer.batch if self.chain.columnar_input else buffer.to_records())
         if self.is_source:
             return self._source_step()
         return self._input_step()
@@ -516,8 +333,8 @@ class Task:
             self.ports.buffer_consumed(self.task_id, boe.channel)
             pending = self.handler.pending_checkpoint_id() if self.checkpointing else None
             if pending is not None:
-                self._processed[pending] = self._processed.get(pending, 0) + payload.size_bytes
-            data = payload.batch if self._columnar_input else payload.to_records()
+                self.checkpoints.count_processed(pending, payload.size_bytes)
+            data = payload.batch if self.chain.columnar_input else payload.to_records()
             handled = self._process_input(boe.channel, data) or 1
             if self.debloater is not None and not gate.has_data:
                 self.debloater.idle(self.clock.now())  # until the next buffer arrives, the task idles
@@ -550,7 +367,7 @@ class Task:
             return 0
         while self._reader_index < len(self.readers):
             reader = self.readers[self._reader_index]
-            records = reader.read(self._read_size())
+            records = reader.read(self.writer.read_size())
             if records:
                 handled = self._run_chain(records, count_in=True)
                 if reader.finished():
@@ -562,15 +379,6 @@ class Task:
             return 0  # rate-limited: nothing due yet
         self._source_exhausted()
         return 0
-
-    def _read_size(self) -> int:
-        """Records a source reads in one step: a buffer, but no more than its outputs can send
-        now (one buffer per channel at least). Without debloating that is always a whole buffer;
-        with debloated (smaller) buffers a backpressured source then holds about what its
-        credits allow, as Flink's record writer waits for a free buffer, instead of a whole
-        read cut into small buffers in front of the barrier."""
-        room = sum(max(1, ch.credits) * ch.buffer_size for ch in self.outputs)
-        return min(self.buffer_size, room) if room else self.buffer_size
 
     def _source_exhausted(self) -> None:
         self.flush()
@@ -588,9 +396,9 @@ class Task:
             self.records_in += n
         if self._measures_latency and n:
             self._record_latencies(data)
-        data = _through(self.operators, data, self._input_types)
+        data = self.chain.process(data)
         if num_rows(data):
-            self._emit(data)
+            self.writer.emit(data)
         return n
 
     def _record_latencies(self, data: Batch) -> None:
@@ -612,59 +420,19 @@ class Task:
             self.first_created_at = first
         self.last_arrival_at = now
 
-    def _emit(self, data: Batch) -> None:
-        if self._output_types is not None:
-            self._output_types.check(data)  # before partitioning: in emission order
-        self.records_out += num_rows(data)
-        outputs = self.outputs
-        columns = not isinstance(data, list)
-        for partitioner, channels in self._edge_routes:
-            if columns:
-                parts = partitioner.partition_columns(data, len(channels))
-            else:
-                parts = partitioner.partition(data, len(channels))
-            for part, index in zip(parts, channels):
-                rows = num_rows(part)
-                if not rows:
-                    continue
-                ch = outputs[index]
-                ch.builder.append(part)
-                ch.builder_rows += rows
-                if ch.builder_rows >= ch.buffer_size:
-                    self._cut(ch)
-
-    def _cut(self, ch: OutputChannel) -> None:
-        pieces, ch.builder, ch.builder_rows = ch.builder, [], 0
-        size = ch.buffer_size
-        for piece in concat(pieces):
-            if isinstance(piece, list):
-                for start in range(0, len(piece), size):
-                    ch.queue.append(Buffer.from_records(piece[start:start + size], checked=True))
-            elif piece.num_rows <= size:
-                ch.queue.append(Buffer.of(compact(piece)))
-            else:
-                for start in range(0, piece.num_rows, size):
-                    ch.queue.append(Buffer.of(compact(piece.slice(start, size))))
-
     def flush(self) -> None:
         """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
-        for ch in self.outputs:
-            if ch.builder:
-                self._cut(ch)
+        self.writer.flush()
 
     def _end_of_input(self) -> None:
-        for op_index, op in enumerate(self.operators):
-            tail = _through(self.operators[op_index + 1:], op.end_input(), self._input_types[op_index + 1:])
+        for tail in self.chain.end_input():
             if num_rows(tail):
-                self._emit(tail)
+                self.writer.emit(tail)
         self._emit_end_of_partition()
 
     def _emit_end_of_partition(self) -> None:
-        self.flush()
-        for ch in self.outputs:
-            ch.queue.append(EndOfPartition())
-        for op in self.operators:
-            op.close()
+        self.writer.end_of_partition()
+        self.chain.close()
         self.state = TaskState.FINISHED
 
     # ------------------------------------------------------------------ checkpoints: sources
@@ -677,8 +445,9 @@ class Task:
         twice). One for an older id arrived late, after a newer checkpoint's barrier left: its
         barrier could never align downstream, so it is declined.
         """
-        if checkpoint_id <= self._latest_checkpoint_id:
-            if checkpoint_id < self._latest_checkpoint_id:
+        latest = self.checkpoints.latest_checkpoint_id
+        if checkpoint_id <= latest:
+            if checkpoint_id < latest:
                 self.ports.decline(self.task_id, checkpoint_id, CheckpointFailureReason.DECLINED)
             return
         if self.state is TaskState.FINISHED:
@@ -688,9 +457,6 @@ class Task:
             # Declining instead would abort every checkpoint until the slowest source finished.
             barrier = CheckpointBarrier(checkpoint_id, timestamp, options)
             self.trigger_checkpoint(barrier, AlignmentStats(checkpoint_id), emit_barrier=False)
-            return
-        if self.state is TaskState.FAILED:
-            self.ports.decline(self.task_id, checkpoint_id, CheckpointFailureReason.DECLINED)
             return
         barrier = CheckpointBarrier(checkpoint_id, timestamp, options)
         self.trigger_checkpoint(barrier, AlignmentStats(checkpoint_id, unaligned=options.unaligned))
@@ -702,7 +468,8 @@ class Task:
         """Snapshot synchronously, forward the barrier (unless `emit_barrier` is False: a
         finished source), hand the snapshot over for writing."""
         checkpoint_id = barrier.id
-        self._latest_checkpoint_id = max(self._latest_checkpoint_id, checkpoint_id)
+        checkpoints = self.checkpoints
+        checkpoints.latest_checkpoint_id = max(checkpoints.latest_checkpoint_id, checkpoint_id)
         self.flush()
         snapshot = TaskSnapshot(
             task_id=self.task_id,
@@ -712,10 +479,7 @@ class Task:
             keyed=self.keyed_backend.snapshot(checkpoint_id),
             sync_time=self.clock.now(),
         )
-        for index, op in enumerate(self.operators):
-            op_state = op.snapshot_state(checkpoint_id)
-            if op_state:
-                snapshot.operator_states[self._op_key(index)] = op_state
+        snapshot.operator_states.update(self.chain.snapshot_state(checkpoint_id))
         if self.readers:
             snapshot.operator_states[SOURCE_OP_KEY] = {
                 "offsets": [{"split": r.split.split_id, "position": r.position} for r in self.readers]
@@ -727,98 +491,51 @@ class Task:
             # too (ahead of whatever the handler adds for the same channel)
             for channel, buffer in self._unprocessed_input():
                 snapshot.input_channel_state.setdefault(channel, []).append(buffer)
-        for ch in self.outputs if emit_barrier else ():
-            if overtaking:
-                # the barrier overtakes queued output; that output becomes channel state
-                queued = [p for p in ch.queue if isinstance(p, Buffer)]
-                if queued:
-                    snapshot.output_channel_state[ch.index] = queued
-                ch.queue.appendleft(barrier)
-            else:
-                ch.queue.append(barrier)
-        awaiting = overtaking and self.num_inputs > 0
-        entry = _InFlightSnapshot(snapshot, awaiting_channel_state=awaiting)
-        self._in_flight[checkpoint_id] = entry
-        entry.sync_end = self.clock.now()
+        if emit_barrier:
+            # an overtaking barrier goes ahead of queued output, which becomes channel state
+            snapshot.output_channel_state.update(self.writer.put_barrier(barrier, overtake=overtaking))
+        entry = checkpoints.start(snapshot, awaiting_channel_state=overtaking and self.num_inputs > 0)
         timeout = barrier.options.alignment_timeout
-        if not overtaking and timeout is not None and self._barrier_queued_behind_data(barrier):
+        if not overtaking and timeout is not None and self.writer.barrier_queued_behind_data(barrier):
             # Flink applies the alignment timeout to output buffers too: if the barrier is still
             # stuck behind queued output when it expires, it overtakes that output, which becomes
             # channel state; so the write waits until the barrier left or overtook.
             entry.awaiting_output = True
             delay = max(0.0, barrier.timestamp + timeout - self.clock.now())
             entry.output_timer = self.timers.schedule(delay, lambda: self._output_timed_out(checkpoint_id))
-        self._maybe_start_write(checkpoint_id)
+        checkpoints.maybe_start_write(checkpoint_id)
 
     def abort_checkpoint(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         """The handler gave up on a checkpoint: tell downstream and the coordinator."""
-        for ch in self.outputs:
-            ch.queue.append(CancelCheckpointMarker(checkpoint_id))
-        self._cancel(checkpoint_id)
+        self.writer.cancel_checkpoint(checkpoint_id)
+        self.checkpoints.cancel(checkpoint_id)
         if reason is not CheckpointFailureReason.CANCELLED:
             self.ports.decline(self.task_id, checkpoint_id, reason)
 
     def add_input_channel_state(self, checkpoint_id: int, channel: int, buffers: Sequence[Buffer]) -> None:
-        entry = self._in_flight.get(checkpoint_id)
-        if entry is None or not buffers:
-            return
-        entry.snapshot.input_channel_state.setdefault(channel, []).extend(buffers)
+        self.checkpoints.add_input_channel_state(checkpoint_id, channel, buffers)
 
     def finish_input_channel_state(self, checkpoint_id: int) -> None:
-        entry = self._in_flight.get(checkpoint_id)
-        if entry is None or not entry.awaiting_channel_state:
-            return
-        entry.awaiting_channel_state = False
-        self._maybe_start_write(checkpoint_id)
-
-    def _maybe_start_write(self, checkpoint_id: int) -> None:
-        entry = self._in_flight.get(checkpoint_id)
-        if entry is None or entry.write_started or entry.awaiting_channel_state or entry.awaiting_output:
-            return
-        entry.write_started = True
-        entry.write_started_at = self.clock.now()
-        self.ports.write_snapshot(entry.snapshot)
-
-    def _barrier_queued_behind_data(self, barrier: CheckpointBarrier) -> bool:
-        for ch in self.outputs:
-            for payload in ch.queue:
-                if payload is barrier:
-                    break
-                if isinstance(payload, Buffer):
-                    return True
-        return False
+        self.checkpoints.finish_input_channel_state(checkpoint_id)
 
     def _barrier_left_outputs(self, checkpoint_id: int) -> None:
-        entry = self._in_flight.get(checkpoint_id)
-        if entry is None or not entry.awaiting_output:
-            return
-        barrier_id = checkpoint_id
-        if any(isinstance(p, CheckpointBarrier) and p.id == barrier_id for ch in self.outputs for p in ch.queue):
+        entry = self.checkpoints.in_flight.get(checkpoint_id)
+        if entry is None or not entry.awaiting_output or self.writer.barrier_queued(checkpoint_id):
             return
         entry.awaiting_output = False
         if entry.output_timer is not None:
             entry.output_timer.cancel()
-        self._maybe_start_write(checkpoint_id)
+        self.checkpoints.maybe_start_write(checkpoint_id)
 
     def _output_timed_out(self, checkpoint_id: int) -> None:
-        entry = self._in_flight.get(checkpoint_id)
-        if entry is None or not entry.awaiting_output or self.state is TaskState.FAILED:
+        entry = self.checkpoints.in_flight.get(checkpoint_id)
+        if entry is None or not entry.awaiting_output:
             return
         snapshot = entry.snapshot
-        for ch in self.outputs:
-            index = next((i for i, p in enumerate(ch.queue)
-                          if isinstance(p, CheckpointBarrier) and p.id == checkpoint_id), None)
-            if index is None:
-                continue
-            ahead = [p for p in list(ch.queue)[:index] if isinstance(p, Buffer)]
-            barrier = ch.queue[index]
-            del ch.queue[index]
-            ch.queue.appendleft(barrier)
-            if ahead:
-                snapshot.output_channel_state[ch.index] = ahead
+        snapshot.output_channel_state.update(self.writer.overtake_with_barrier(checkpoint_id))
         snapshot.stats = dataclasses.replace(snapshot.stats, unaligned=True)
         entry.awaiting_output = False
-        self._maybe_start_write(checkpoint_id)
+        self.checkpoints.maybe_start_write(checkpoint_id)
 
     def on_snapshot_written(
         self, checkpoint_id: int, handles: dict[str, tuple[StateHandle, ...]], async_duration: float = 0.0
@@ -828,66 +545,27 @@ class Task:
         Returns False when the write was for a cancelled checkpoint (the executor then deletes
         the files it wrote).
         """
-        entry = self._in_flight.pop(checkpoint_id, None)
-        if entry is None or checkpoint_id in self._cancelled:
-            return False
-        snap = entry.snapshot
-        state_bytes = sum(h.length or h.size for hs in handles.values() for h in hs)
-        first = snap.stats.first_barrier_at if snap.stats.first_barrier_at is not None else snap.sync_time
-        self.ports.acknowledge(
-            TaskAcknowledgement(
-                task_id=self.task_id,
-                checkpoint_id=checkpoint_id,
-                handles=handles,
-                state_bytes=state_bytes,
-                persisted_bytes=snap.persisted_bytes,
-                alignment_time=snap.stats.alignment_time,
-                bytes_buffered=snap.stats.bytes_buffered,
-                unaligned=snap.stats.unaligned,
-                sync_duration=max(0.0, entry.sync_end - snap.sync_time),
-                async_duration=async_duration,
-                start_delay=max(0.0, first - snap.barrier_timestamp),
-                # unaligned: the wait for the channel state (the last barrier) before the write
-                alignment_duration=max(0.0, snap.sync_time - first)
-                + max(0.0, entry.write_started_at - entry.sync_end),
-                processed_data=self._processed.pop(checkpoint_id, 0),
-            )
-        )
-        return True
+        return self.checkpoints.on_snapshot_written(checkpoint_id, handles, async_duration)
 
     def on_snapshot_failed(self, checkpoint_id: int, error: BaseException) -> None:
-        entry = self._in_flight.pop(checkpoint_id, None)
-        if entry is None or checkpoint_id in self._cancelled:
-            return
-        self.ports.decline(self.task_id, checkpoint_id, CheckpointFailureReason.STORAGE_FAILURE)
-
-    def _cancel(self, checkpoint_id: int) -> None:
-        self._cancelled.add(checkpoint_id)
-        self._in_flight.pop(checkpoint_id, None)
-        self._processed.pop(checkpoint_id, None)
+        self.checkpoints.on_snapshot_failed(checkpoint_id, error)
 
     def is_cancelled(self, checkpoint_id: int) -> bool:
-        return checkpoint_id in self._cancelled
+        return self.checkpoints.is_cancelled(checkpoint_id)
 
     # ------------------------------------------------------------------ notifications
 
     def notify_checkpoint_complete(self, checkpoint_id: int, *, final: bool = False) -> None:
         """Checkpoint `checkpoint_id` completed. `final`: it is the job's final checkpoint
         (triggered after every source finished), so a source waiting for it may end its output."""
-        if self.state is TaskState.FAILED:
-            return
-        for op in self.operators:
-            op.notify_checkpoint_complete(checkpoint_id)
-        self._cancelled = {c for c in self._cancelled if c > checkpoint_id}
+        self.chain.notify_checkpoint_complete(checkpoint_id)
+        self.checkpoints.completed(checkpoint_id)
         if final and self.state is TaskState.AWAITING_FINAL_CHECKPOINT:
             self._end_of_input()
 
     def notify_checkpoint_aborted(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
-        if self.state is TaskState.FAILED:
-            return
-        self._cancel(checkpoint_id)
-        for op in self.operators:
-            op.notify_checkpoint_aborted(checkpoint_id)
+        self.checkpoints.cancel(checkpoint_id)
+        self.chain.notify_checkpoint_aborted(checkpoint_id)
 
     # ------------------------------------------------------------------ inspection
 
@@ -901,5 +579,5 @@ class Task:
     def __repr__(self) -> str:
         return (
             f"Task({self.task_id}, state={self.state.value}, in={self.records_in}, "
-            f"out={self.records_out}, in_flight={sorted(self._in_flight)})"
+            f"out={self.records_out}, in_flight={sorted(self.checkpoints.in_flight)})"
         )

@@ -46,10 +46,11 @@ import ray
 
 from checkpoint.cleanup import discard_orphans
 from checkpoint.coordinator import CheckpointCoordinator
+from checkpoint.ha_services import create_recovery_factory
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
 from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.recovery import HighAvailabilityError, create_recovery_factory
+from checkpoint.recovery import HighAvailabilityError
 from checkpoint.storage import StorageError
 from checkpoint.store import StandaloneCompletedCheckpointStore
 from runtime.ray.storage import StorageSpec, open_storage

@@ -58,10 +58,10 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from checkpoint.ha_services import create_recovery_factory
 from checkpoint.handles import TaskId
 from checkpoint.options import RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.recovery import create_recovery_factory
 from checkpoint.store import new_run_id
 from runtime.faults import (
     ChannelStall,

@@ -43,7 +43,7 @@ Invariants (the name is what a violation reports):
   still release them: its sender has not decided on c yet, or sent something for c or later.
 
 Not covered here: the final keyed state (compare `result.final_state` with a reference run) and
-per-channel FIFO order of records (`runtime.sim.scenarios.check_headers`).
+per-channel FIFO order of records (`runtime.workloads.scenarios.check_headers`).
 """
 
 from __future__ import annotations
@@ -58,11 +58,11 @@ from checkpoint.options import CheckpointingMode
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.barriers import BarrierTracker
 from runtime.messages import Buffer, BufferOrEvent, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
-from runtime.task import TaskState
 
 if TYPE_CHECKING:
+    from runtime.record_writer import OutputChannel
     from runtime.sim.executor import SimExecutor
-    from runtime.task import OutputChannel, Task
+    from runtime.task import Task
 
 __all__ = ["InvariantChecker", "InvariantViolation", "record_key"]
 
@@ -88,7 +88,7 @@ class InvariantViolation(AssertionError):
 
 
 def record_key(record: Mapping[str, Any]) -> tuple:
-    """A record as a hashable multiset element (as `runtime.sim.workloads.multiset` counts them)."""
+    """A record as a hashable multiset element (as `runtime.workloads.seeded.multiset` counts them)."""
     return tuple(sorted(record.items()))
 
 
@@ -282,7 +282,7 @@ class InvariantChecker:
     def on_source_triggered(self, task_id: TaskId, checkpoint_id: int) -> None:
         """Source `task_id` handled the trigger of `checkpoint_id`."""
         task = self._require().tasks.get(task_id)
-        if task is not None and task.state is not TaskState.FAILED:
+        if task is not None:
             self._task_ended(task_id, task, checkpoint_id, None)
 
     def _task_ended(self, task_id: TaskId, task: Task, checkpoint_id: int,

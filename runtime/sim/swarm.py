@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 `draw_config(seed)` returns a frozen `SwarmConfig`: an order-sensitive job
-(`runtime.sim.workloads.build_stamped_job`: rows, keys, stages, parallelism, splits, buffers,
+(`runtime.workloads.seeded.build_stamped_job`: rows, keys, stages, parallelism, splits, buffers,
 credits), every checkpointing option that changes the protocol's path (mode incl. alignment
 timeouts, `max_concurrent`, `retained`, `min_pause`, a possibly short `timeout`, storage in
 memory or on disk, the full / incremental / incremental+merging backend, HA), the simulator's
@@ -41,14 +41,15 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
-from checkpoint.options import CheckpointingMode, RestartStrategy
+from checkpoint.modes import ALIASES, parse_mode
+from checkpoint.options import RestartStrategy
 from checkpoint.tools import CheckpointToolError
 from runtime import faults as fault_module
 from runtime.faults import FaultPlan, TaskCrash
 from runtime.result import CollectCommitter, JobFailedError
 from runtime.sim.executor import CostModel, NetworkOptions
 from runtime.sim.invariants import InvariantChecker, InvariantViolation
-from runtime.sim.workloads import (
+from runtime.workloads.seeded import (
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
     SINK,
@@ -64,6 +65,7 @@ from runtime.sim.workloads import (
 
 MODES = ("aligned", "unaligned", "timeout", "at_least_once")
 EXACTLY_ONCE_MODES = ("aligned", "unaligned", "timeout")
+_MODE_NAMES = tuple(ALIASES.get(mode, mode) for mode in MODES)  # as `checkpoint.modes` spells them
 BACKENDS = ("full", "incremental", "merging")
 #: the source vertex of every stamped job (`from_collection` without a name)
 SOURCE_VERTEX = "Source: collection"
@@ -559,9 +561,7 @@ def _environment(config: SwarmConfig, parallelism: int, storage: str | None, res
                             buffer_timeout=config.buffer_timeout)
     env.enable_checkpointing(
         interval=config.interval,
-        mode=CheckpointingMode.AT_LEAST_ONCE if config.mode == "at_least_once" else CheckpointingMode.EXACTLY_ONCE,
-        unaligned=config.mode == "unaligned",
-        alignment_timeout=config.alignment_timeout if config.mode == "timeout" else None,
+        **parse_mode(config.mode, accepted=_MODE_NAMES).checkpointing(config.alignment_timeout),
         timeout=config.timeout,
         min_pause=config.min_pause,
         max_concurrent=config.max_concurrent,

@@ -23,6 +23,8 @@ import time
 from collections import Counter, defaultdict
 from functools import partial
 
+from checkpoint.modes import parse_mode
+from checkpoint.options import InvalidOptionError
 from runtime.faults import FaultPlan
 from runtime.sim.shrink import same_violation, shrink
 from runtime.sim.swarm import (
@@ -34,7 +36,10 @@ from runtime.sim.swarm import (
     replay_line,
     run_config,
 )
-from runtime.sim.workloads import SINK, make_env, multiset, random_spec
+from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
+
+#: `--mode` of the original runner (`checkpoint.modes` names; `timeout`, `at_least_once` too)
+LEGACY_MODES = ("aligned", "unaligned", "aligned-timeout", "at-least-once")
 
 
 def check_seed(seed: int, mode: str = "aligned") -> str | None:
@@ -46,7 +51,7 @@ def check_seed(seed: int, mode: str = "aligned") -> str | None:
     reference = make_env(spec, mode="none").execute("job", executor="sim", seed=0)
     result = make_env(spec, mode=mode).execute("job", executor="sim", seed=seed, faults=faults)
     want, got = multiset(reference.output(SINK)), multiset(result.output(SINK))
-    if mode == "at_least_once":
+    if not parse_mode(mode).exactly_once:
         lost = want - got
         return f"lost {sum(lost.values())} records" if lost else None
     if got != want:
@@ -145,12 +150,20 @@ def _sweep(first: int, minutes: float, do_shrink: bool) -> int:
     return 1
 
 
+def _mode_name(text: str) -> str:
+    try:
+        return parse_mode(text, accepted=LEGACY_MODES, option="--mode").name
+    except InvalidOptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--count", type=int, default=1)
-    parser.add_argument("--mode", default=None, choices=["aligned", "unaligned", "timeout", "at_least_once"],
-                        help="the original runner: random_spec jobs in this mode")
+    parser.add_argument("--mode", default=None, type=_mode_name,
+                        help="the original runner: random_spec jobs in this mode (aligned, unaligned, "
+                             "aligned-timeout or timeout, at-least-once or at_least_once)")
     parser.add_argument("--config", default=None, help="replay one SwarmConfig(...) (as printed)")
     parser.add_argument("--swarm", action="store_true", help="run seeds until --minutes passed")
     parser.add_argument("--minutes", type=float, default=1.0)

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from benchmarks import checkpoint_modes as cm
-from benchmarks import peers
+from benchmarks import modes_table, peers
 from benchmarks.plots import make_plots
 
 # a tiny profile: a few thousand records per run, well under a second each
@@ -136,7 +136,7 @@ def test_a_failing_combination_is_a_row_saying_so(monkeypatch) -> None:
     row = outcomes[0].row
     assert row["status"] == "failed: RuntimeError: no cluster here"
     assert row["throughput"] is None and row["latency_p99"] is None
-    assert "failed: RuntimeError" in cm.render_table([row])
+    assert "failed: RuntimeError" in modes_table.render_table([row])
 
 
 def test_targets_report_ratios_with_a_reason() -> None:

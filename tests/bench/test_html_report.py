@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import checkpoint_modes as cm
+from benchmarks import modes_table
 from benchmarks.figures import figures
 from benchmarks.html_report import write_report
 
@@ -75,7 +76,7 @@ def test_every_chart_renders_without_script_errors(payload, tmp_path) -> None:
     # both scenarios' latency, durations, barrier timeline and phase Gantt
     assert len(expected) == 8 and {f["id"].rsplit("-", 1)[1] for f in expected} == {
         "latency", "durations", "timeline", "phases"}
-    path = write_report(payload, str(tmp_path), columns=cm.TABLE_COLUMNS,
+    path = write_report(payload, str(tmp_path), columns=modes_table.TABLE_COLUMNS,
                         target_lines=["sim demo: p99 < 2x (target: NOT met; why)"])
     page = Path(path).read_text()
     dom = rendered_dom(path)
@@ -94,7 +95,7 @@ def test_every_chart_renders_without_script_errors(payload, tmp_path) -> None:
 
 def test_a_script_error_is_caught_by_the_check(payload, tmp_path) -> None:
     """The check above would notice a broken chart: a figure the renderer chokes on is reported."""
-    path = Path(write_report(payload, str(tmp_path), columns=cm.TABLE_COLUMNS))
+    path = Path(write_report(payload, str(tmp_path), columns=modes_table.TABLE_COLUMNS))
     path.write_text(path.read_text().replace('"panels":[', '"panels":null,"was":[', 1))
     dom = rendered_dom(path)
     assert "data-errors" in dom.body

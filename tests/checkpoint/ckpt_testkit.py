@@ -1,4 +1,5 @@
-"""Test doubles for the checkpoint tests: a recording gateway and a coordinator factory."""
+"""Test doubles for the checkpoint tests: a recording gateway, a coordinator factory, and a blob
+store that fails writes on demand."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.ids import StandaloneCheckpointIDCounter
 from checkpoint.options import CheckpointConfig
 from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.storage import CheckpointStorage, MemoryBlobStore
+from checkpoint.storage import BlobStore, CheckpointStorage, MemoryBlobStore, StorageError
 from checkpoint.store import StandaloneCompletedCheckpointStore
 from runtime.ports import ManualClock, ManualTimers
 
@@ -123,3 +124,57 @@ def make_harness(config: CheckpointConfig | None = None, *, blob_store: Any = No
         **kwargs,
     )
     return Harness(coordinator, clock, timers, gateway, store, storage, counter)
+
+
+class FailingBlobStore:
+    """Wraps a blob store and makes writes fail on demand (storage fault injection).
+
+    `fail_writes(count, matching=...)` makes the next `count` writes (None: every write until
+    `heal()`) whose path contains `matching` raise `StorageError`; reads and deletes pass through.
+    """
+
+    def __init__(self, inner: BlobStore) -> None:
+        self.inner = inner
+        self._remaining: int | None = 0
+        self._matching: str | None = None
+        self.num_failed_writes = 0
+
+    def fail_writes(self, count: int | None = None, *, matching: str | None = None) -> None:
+        if count is not None and count < 0:
+            raise ValueError(f"count must be >= 0 or None, got {count!r}")
+        self._remaining = count
+        self._matching = matching
+
+    def heal(self) -> None:
+        self._remaining = 0
+        self._matching = None
+
+    @property
+    def failing(self) -> bool:
+        return self._remaining is None or self._remaining > 0
+
+    def put(self, path: str, data: bytes) -> None:
+        if self.failing and (self._matching is None or self._matching in path):
+            if self._remaining is not None:
+                self._remaining -= 1
+            self.num_failed_writes += 1
+            raise StorageError(f"injected write failure for {path}")
+        self.inner.put(path, data)
+
+    def get(self, path: str) -> bytes:
+        return self.inner.get(path)
+
+    def delete(self, path: str) -> None:
+        self.inner.delete(path)
+
+    def exists(self, path: str) -> bool:
+        return self.inner.exists(path)
+
+    def list(self, prefix: str) -> list[str]:
+        return self.inner.list(prefix)
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        return self.inner.list_temporary(prefix)
+
+    def where(self, path: str) -> str:
+        return self.inner.where(path)

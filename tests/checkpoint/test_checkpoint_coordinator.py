@@ -6,7 +6,7 @@ Outcomes are written Flink-style: `+id` completed, `-id` aborted, in event order
 from __future__ import annotations
 
 import pytest
-from ckpt_testkit import JOB, SINK, SRC, TASKS, make_harness
+from ckpt_testkit import JOB, SINK, SRC, TASKS, FailingBlobStore, make_harness
 
 from checkpoint.coordinator import CheckpointCoordinator, CheckpointFailureLimitError
 from checkpoint.handles import TaskId
@@ -14,7 +14,7 @@ from checkpoint.ids import StandaloneCheckpointIDCounter
 from checkpoint.options import CheckpointConfig, CheckpointingMode
 from checkpoint.pending import AckResult
 from checkpoint.reasons import CheckpointFailureReason as R
-from checkpoint.storage import FailingBlobStore, MemoryBlobStore
+from checkpoint.storage import MemoryBlobStore
 from checkpoint.store import StandaloneCompletedCheckpointStore
 from runtime.ports import ManualClock, ManualTimers
 

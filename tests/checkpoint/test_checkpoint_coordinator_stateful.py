@@ -10,7 +10,7 @@ their timeout.
 
 from __future__ import annotations
 
-from ckpt_testkit import JOB, SRC, TASKS, make_harness
+from ckpt_testkit import JOB, SRC, TASKS, FailingBlobStore, make_harness
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from checkpoint.options import CheckpointConfig
 from checkpoint.pending import AckResult
 from checkpoint.reasons import CheckpointFailureReason as R
-from checkpoint.storage import FailingBlobStore, MemoryBlobStore
+from checkpoint.storage import MemoryBlobStore
 
 configs = st.builds(
     CheckpointConfig,

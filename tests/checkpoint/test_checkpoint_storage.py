@@ -4,6 +4,7 @@ import os
 import pickle
 
 import pytest
+from ckpt_testkit import FailingBlobStore
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
@@ -11,7 +12,6 @@ from checkpoint.storage import (
     BlobNotFoundError,
     CheckpointStorage,
     CorruptCheckpointError,
-    FailingBlobStore,
     FsBlobStore,
     MemoryBlobStore,
     StorageError,

@@ -5,12 +5,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from ckpt_testkit import FailingBlobStore
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.storage import (
     CheckpointStorage,
-    FailingBlobStore,
     FsBlobStore,
     MemoryBlobStore,
     StorageError,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from ha_helpers import JOB, ids, make_checkpoint
 
+from checkpoint.ha_services import create_recovery_factory
 from checkpoint.ids import StandaloneCheckpointIDCounter
 from checkpoint.recovery import (
     HighAvailabilityServices,
@@ -12,7 +13,6 @@ from checkpoint.recovery import (
     RecoveryMode,
     StandaloneCheckpointRecoveryFactory,
     StandaloneLeaderElection,
-    create_recovery_factory,
 )
 from checkpoint.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.store import StandaloneCompletedCheckpointStore

@@ -33,7 +33,7 @@ from operators import CollectSink  # noqa: E402
 from runtime import StreamEnvironment  # noqa: E402
 from runtime.ray.executor import RayExecutor  # noqa: E402
 from runtime.ray.storage import StorageConfigError  # noqa: E402
-from runtime.sim.workloads import CountPerKey  # noqa: E402
+from runtime.workloads.seeded import CountPerKey  # noqa: E402
 
 RECORDS, RATE, APPS = 12_000, 2_000, 7
 

@@ -9,7 +9,7 @@ from typing import Any
 from checkpoint.options import CheckpointingMode, RestartStrategy
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.sim.workloads import CountPerKey, multiset
+from runtime.workloads.seeded import CountPerKey, multiset
 
 
 def pageview_rows(n: int, apps: int = 8, seed: int = 3) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from ray_jobs import (
 from runtime import FaultPlan
 from runtime.faults import StorageWriteFailure, TaskCrash
 from runtime.result import JobFailedError
-from runtime.sim.workloads import multiset
+from runtime.workloads.seeded import multiset
 
 ROWS = pageview_rows(4000)
 BAD = 3000  # the index of the record the UDF rejects

@@ -17,7 +17,7 @@ from runtime import FaultPlan
 from runtime.faults import CoordinatorCrash
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.executor import RayExecutor
-from runtime.sim.workloads import multiset
+from runtime.workloads.seeded import multiset
 
 SESSION_TIMEOUT = 2.0  # the server's tick is 200 ms: sessions range over 0.4-4 s
 ROWS = pageview_rows(4000)

@@ -11,7 +11,7 @@ import pytest
 from checkpoint.options import CheckpointingMode, RestartStrategy
 from runtime import FaultPlan, StreamEnvironment
 from runtime.sim.executor import CostModel
-from runtime.sim.scenarios import SINK, build_backpressure_job, check_headers, header_rows
+from runtime.workloads.scenarios import SINK, build_backpressure_job, check_headers, header_rows
 
 SPLITS, PER_SPLIT, KEYS = 4, 400, 16
 ROWS = header_rows(SPLITS, PER_SPLIT, KEYS)

@@ -9,7 +9,7 @@ from checkpoint.options import CheckpointingMode
 from checkpoint.stats import SubtaskCheckpointStats
 from runtime import StreamEnvironment
 from runtime.sim.executor import CostModel
-from runtime.sim.scenarios import build_backpressure_job, header_rows
+from runtime.workloads.scenarios import build_backpressure_job, header_rows
 
 SPLITS, PER_SPLIT, KEYS = 2, 600, 16
 ROWS = header_rows(SPLITS, PER_SPLIT, KEYS)

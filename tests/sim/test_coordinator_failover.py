@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from runtime import FaultPlan
 from runtime.faults import CoordinatorCrash
-from runtime.sim.workloads import SINK, make_env, multiset, random_spec
+from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
 _REFERENCES: dict[int, tuple] = {}
 

@@ -14,7 +14,7 @@ import pytest
 from operators import CollectSink
 from runtime import StreamEnvironment
 from runtime.faults import ChannelStall, FaultPlan, TaskCrash
-from runtime.sim.workloads import SINK, make_env, multiset, random_spec
+from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
 
 def _keyed_count_job(mode: str, max_concurrent: int) -> StreamEnvironment:

@@ -1,7 +1,7 @@
 """Exactly-once (DESIGN §6) on the simulator, proven over random jobs, seeds and fault plans.
 
 The reference for a job is its failure-free run without checkpointing; the workloads in
-`runtime.sim.workloads` have order-free output multisets, so any fault schedule must commit
+`runtime.workloads.seeded` have order-free output multisets, so any fault schedule must commit
 the identical multiset and end in the identical keyed state.
 """
 
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from runtime import FaultPlan
-from runtime.sim.workloads import SINK, make_env, multiset, random_spec
+from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
 _REFERENCES: dict[int, tuple] = {}
 

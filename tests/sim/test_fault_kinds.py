@@ -1,7 +1,7 @@
 """The fault kinds of `runtime.faults` on the simulator: each one fires (its trace event) and
 exactly-once holds under it, with the invariant checker on; random plans of each kind too.
 
-The explicit tests run the relay job (`runtime.sim.scenarios.relay_job`: two sources, two-input
+The explicit tests run the relay job (`runtime.workloads.scenarios.relay_job`: two sources, two-input
 relay and count tasks), whose failure-free checkpoints end at about 17, 32, 47, 61 and 67 virtual
 ms with seed 0.
 """
@@ -28,8 +28,8 @@ from runtime.faults import (
 )
 from runtime.result import JobFailedError
 from runtime.sim.invariants import InvariantChecker
-from runtime.sim.scenarios import RELAY_SINK, relay_job
-from runtime.sim.workloads import SINK, make_env, multiset, random_spec
+from runtime.workloads.scenarios import RELAY_SINK, relay_job
+from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
 _REFERENCE: list = []
 _REFERENCES: dict[int, object] = {}

@@ -22,10 +22,10 @@ from runtime.messages import CancelCheckpointMarker
 from runtime.result import CollectCommitter, JobFailedError
 from runtime.sim import executor as sim_executor
 from runtime.sim.invariants import InvariantChecker, InvariantViolation, record_key
-from runtime.sim.scenarios import relay_job
-from runtime.sim.workloads import SINK, make_env, multiset, random_spec
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task
+from runtime.workloads.scenarios import relay_job
+from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
 _REFERENCES: dict[int, object] = {}
 
@@ -121,7 +121,7 @@ def test_invariants_are_off_by_default() -> None:
 
 def test_a_task_aborting_without_a_cancellation_marker_is_caught(monkeypatch) -> None:
     def abort_silently(self, checkpoint_id, reason):  # the planted bug: no marker downstream
-        self._cancel(checkpoint_id)
+        self.checkpoints.cancel(checkpoint_id)
         if reason.name != "CANCELLED":
             self.ports.decline(self.task_id, checkpoint_id, reason)
 

@@ -9,7 +9,7 @@ import pytest
 from checkpoint.options import CheckpointingMode, RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
-from runtime.sim.workloads import CountPerKey, multiset
+from runtime.workloads.seeded import CountPerKey, multiset
 
 ROWS = [{"user": i, "app": f"app{(i * 7) % 5}", "ts": i} for i in range(600)]
 APPS = Counter(r["app"] for r in ROWS)

@@ -16,7 +16,7 @@ from runtime.faults import TaskCrash
 from runtime.restart import RestartBackoff
 from runtime.result import JobFailedError
 from runtime.sim.executor import SimExecutor
-from runtime.sim.workloads import CountPerKey, multiset
+from runtime.workloads.seeded import CountPerKey, multiset
 
 # --------------------------------------------------------------------------- the backoff itself
 

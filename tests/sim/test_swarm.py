@@ -35,7 +35,8 @@ from runtime.sim.swarm import (
     replay_line,
     run_config,
 )
-from runtime.sim.workloads import (
+from runtime.task import Task
+from runtime.workloads.seeded import (
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
     UNION_STAGES,
@@ -45,7 +46,6 @@ from runtime.sim.workloads import (
     order_violations,
     stages_valid,
 )
-from runtime.task import Task
 
 SWEEP_SEEDS = 2000
 CHUNK = 100

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from checkpoint.options import CheckpointingMode, RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
-from runtime.sim.workloads import CountPerKey, multiset
+from runtime.workloads.seeded import CountPerKey, multiset
 
 ROWS = [{"id": i, "key": f"k{i % 5}"} for i in range(300)]
 OTHER = [{"id": 1000 + i, "key": f"k{i % 3}"} for i in range(40)]

@@ -10,7 +10,7 @@ from checkpoint.options import CheckpointingMode
 from operators import CollectSink, KeyedProcessFunction
 from runtime import StreamEnvironment
 from runtime.result import CollectCommitter
-from runtime.sim.workloads import multiset
+from runtime.workloads.seeded import multiset
 from spark_bridge import LandingError, decode_value, land_checkpoint, landed_checkpoint_ids, read_checkpoint
 from spark_bridge.landing import resolve_checkpoint
 

@@ -19,7 +19,7 @@ from runtime.faults import TaskCrash
 from runtime.restore import checkpoint_shape
 from runtime.result import CollectCommitter, JobFailedError
 from runtime.sim.executor import SimExecutor
-from runtime.sim.workloads import CountPerKey, multiset
+from runtime.workloads.seeded import CountPerKey, multiset
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(3000)]
 

@@ -19,7 +19,7 @@ from runtime import FaultPlan
 from runtime.api import StreamEnvironment
 from runtime.faults import TaskCrash
 from runtime.sim.executor import SimExecutor
-from runtime.sim.workloads import CountPerKey, multiset
+from runtime.workloads.seeded import CountPerKey, multiset
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(3000)]
 BACKENDS = {

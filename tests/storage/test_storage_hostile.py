@@ -20,7 +20,7 @@ from checkpoint.tools import CheckpointToolError, load_checkpoint
 from operators import CollectSink
 from runtime.api import StreamEnvironment
 from runtime.cli import main as cli
-from runtime.sim.workloads import CountPerKey
+from runtime.workloads.seeded import CountPerKey
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(2000)]
 

@@ -17,7 +17,7 @@ from runtime.cli import main as cli
 from runtime.faults import TaskCrash
 from runtime.result import CollectCommitter, JobFailedError, UnknownTransactionError
 from runtime.sim.executor import NetworkOptions, SimExecutor
-from runtime.sim.workloads import SINK, CountPerKey, build_job, make_env, multiset, random_spec
+from runtime.workloads.seeded import SINK, CountPerKey, build_job, make_env, multiset, random_spec
 
 BACKENDS = {
     "incremental": dict(state_backend="incremental"),

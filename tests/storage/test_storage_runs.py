@@ -21,7 +21,7 @@ from runtime import FaultPlan
 from runtime.api import StreamEnvironment
 from runtime.cli import main as cli
 from runtime.faults import CoordinatorCrash
-from runtime.sim.workloads import CountPerKey, multiset
+from runtime.workloads.seeded import CountPerKey, multiset
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(3000)]
 

@@ -15,7 +15,7 @@ from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api import StreamEnvironment
 from runtime.faults import CoordinatorCrash, TaskCrash
-from runtime.sim.workloads import CountPerKey, multiset
+from runtime.workloads.seeded import CountPerKey, multiset
 
 ROWS = [{"id": i, "key": f"k{i % 37}", "when": i * 0.5} for i in range(2000)]
 BACKENDS = {"memory": {}, "incremental+merge": dict(state_backend="incremental", file_merging=True)}

@@ -8,7 +8,8 @@ import time
 import pytest
 from zk_helpers import make_checkpoint, new_client, wait_until
 
-from checkpoint.recovery import HighAvailabilityError, create_recovery_factory
+from checkpoint.ha_services import create_recovery_factory
+from checkpoint.recovery import HighAvailabilityError
 from checkpoint.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.zookeeper_server import ZooKeeperServer
 

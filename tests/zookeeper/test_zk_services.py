@@ -10,7 +10,8 @@ import pytest
 from zk_helpers import REPO_ROOT, make_checkpoint
 
 import checkpoint.zookeeper_server as zk_server_module
-from checkpoint.recovery import HighAvailabilityError, RecoveryMode, create_recovery_factory
+from checkpoint.ha_services import create_recovery_factory
+from checkpoint.recovery import HighAvailabilityError, RecoveryMode
 from checkpoint.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.zookeeper import (
     ZooKeeperCheckpointIDCounter,

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from checkpoint.ha_services import create_recovery_factory
 from checkpoint.recovery import (
     DEFAULT_OPERATION_TIMEOUT,
     HighAvailabilityConfig,
     HighAvailabilityError,
-    create_recovery_factory,
 )
 from checkpoint.zookeeper import close_session
 

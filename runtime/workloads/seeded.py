@@ -131,19 +131,19 @@ def build_job(spec: JobSpec, env: Any) -> None:
 
 
 def make_env(spec: JobSpec, *, mode: str = "aligned", attempts: int = 50) -> Any:
-    """An environment for `spec` with checkpointing in `mode`:
-    aligned | unaligned | timeout (aligned with alignment timeout 0) | at_least_once | none."""
-    from checkpoint.options import CheckpointingMode, RestartStrategy
+    """An environment for `spec` with checkpointing in `mode` (a `checkpoint.modes` name; an
+    `aligned-timeout`/`timeout` alignment timeout is 0)."""
+    from checkpoint.modes import parse_mode
+    from checkpoint.options import RestartStrategy
     from runtime.api import StreamEnvironment
 
+    profile = parse_mode(mode)
     env = StreamEnvironment(parallelism=spec.parallelism, buffer_size=spec.buffer_size,
                             credits=spec.credits, buffer_timeout=0.001)
-    if mode != "none":
+    if profile.enabled:
         env.enable_checkpointing(
             interval=spec.interval,
-            mode=CheckpointingMode.AT_LEAST_ONCE if mode == "at_least_once" else CheckpointingMode.EXACTLY_ONCE,
-            unaligned=mode == "unaligned",
-            alignment_timeout=0.0 if mode == "timeout" else None,
+            **profile.checkpointing(alignment_timeout=0.0),
             max_concurrent=1,
             tolerable_failures=1_000_000,
         )

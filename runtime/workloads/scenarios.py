@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators import CollectSink, KeyedProcessFunction
-from runtime.sim.workloads import CountPerKey
+from runtime.workloads.seeded import CountPerKey
 
 SINK = "checked"
 

@@ -1,0 +1,241 @@
+"""The project's import graph has no cycle and no edge from a lower layer to a higher one.
+
+Built with `ast` from every module of the project packages: module-level and function-level
+imports, `import a.b as c`, `from a import b` (b a module or a name), `from . import x`. Imports
+under `if TYPE_CHECKING:` never run, so they cannot close an import cycle; they still count for
+the layers (naming a higher layer's type is depending on it). A package's `__init__` is a module
+of its own (`runtime` is the public API facade); importing `a.b` is an edge to `a.b` only, not to
+`a` (Python runs `a/__init__` too, but that is the package's choice, not the importer's).
+
+The layers are data (`LAYERS`, lowest first). A module belongs to the layer of its longest
+matching pattern (`"x"` matches module `x` and its submodules); a project module no pattern
+matches fails the test, so a new module gets a place. `scripts/relayout.py` rewrites the names here
+when it moves modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+from collections.abc import Iterable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("runtime", "operators", "checkpoint", "state", "spark_bridge", "benchmarks")
+
+#: (layer, module patterns), lowest first: a module may import its own layer and those below it
+LAYERS: list[tuple[str, list[str]]] = [
+    ("ids, options, ports", [
+        "checkpoint.handles", "checkpoint.reasons", "checkpoint.options", "runtime.ports", "runtime.errors",
+        "runtime.histogram", "runtime.debloat", "runtime.faults", "runtime.links",
+    ]),
+    ("state", ["state"]),
+    # state_files/snapshot_writer: how a task snapshot becomes files in checkpoint storage
+    ("checkpoint", ["checkpoint", "runtime.state_files", "runtime.snapshot_writer"]),
+    ("records", ["runtime.record_types", "runtime.messages", "runtime.spilling"]),
+    ("operators", ["operators"]),
+    ("protocol core", [
+        "runtime.barriers", "runtime.input_gate", "runtime.partitioners", "runtime.graph", "runtime.task",
+        "runtime.operator_chain", "runtime.record_writer", "runtime.subtask_checkpoint", "runtime.restart",
+    ]),
+    ("job master", [
+        "runtime.jobmaster", "runtime.result", "runtime.restore_match", "runtime.restore", "spark_bridge",
+    ]),
+    ("executors", ["runtime.sim", "runtime.ray"]),
+    # `runtime/__init__` is the public API facade; `spark_bridge/__init__` re-exports its source
+    ("api", ["runtime.__init__", "runtime.api", "spark_bridge.__init__", "spark_bridge.source"]),
+    ("workloads, verification", [
+        "runtime.workloads", "runtime.sim.swarm", "runtime.sim.shrink", "runtime.sim.vopr",
+    ]),
+    ("benchmarks", ["benchmarks"]),
+    ("cli", ["runtime.cli"]),
+]
+
+
+def module_files(root: Path, packages: Iterable[str] = PACKAGES) -> dict[str, Path]:
+    """Module name -> file, for every `.py` under the packages (`a/__init__.py` is module `a`)."""
+    found = {}
+    for package in packages:
+        for file in sorted((root / package).rglob("*.py")):
+            parts = list(file.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = file
+    return found
+
+
+@functools.cache
+def _parse(file: Path) -> ast.Module:
+    return ast.parse(file.read_text(), filename=str(file))
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            guarded |= {id(inner) for stmt in node.body for inner in ast.walk(stmt)}
+    return guarded
+
+
+def import_edges(modules: dict[str, Path]) -> dict[str, dict[str, tuple[int, bool]]]:
+    """module -> {imported project module: (line, type_checking_only)}."""
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, dict[str, tuple[int, bool]]] = {}
+    for module, file in modules.items():
+        tree = _parse(file)
+        guarded = _type_checking_nodes(tree)
+        package = module if file.name == "__init__.py" else module.rpartition(".")[0]
+        out = edges.setdefault(module, {})
+
+        def add(target: str | None, node: ast.stmt, out: dict = out, module: str = module,
+                guarded: set[int] = guarded) -> None:
+            if target is None or target == module:
+                return
+            typing_only = id(node) in guarded
+            seen = out.get(target)
+            if seen is None or (seen[1] and not typing_only):  # a real import outranks a typing-only one
+                out[target] = (node.lineno, typing_only)
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    add(resolve(alias.name), node)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                for alias in node.names:
+                    submodule = f"{source}.{alias.name}"
+                    add(submodule if submodule in modules else resolve(source), node)
+    return edges
+
+
+def find_cycle(edges: dict[str, dict[str, tuple[int, bool]]]) -> list[str] | None:
+    """One import cycle (first module repeated at the end), ignoring type-checking-only edges."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for target, (_, typing_only) in sorted(edges.get(module, {}).items()):
+            if typing_only:
+                continue
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(edges):
+        if module not in state and (cycle := visit(module)):
+            return cycle
+    return None
+
+
+def layer_of(module: str, layers: list[tuple[str, list[str]]] = LAYERS) -> int | None:
+    """Index of the layer of the longest pattern matching `module` (`"a.__init__"`: package `a` only)."""
+    best: tuple[int, int] | None = None  # (pattern length, layer)
+    for index, (_, patterns) in enumerate(layers):
+        for pattern in patterns:
+            exact = pattern.removesuffix(".__init__")
+            matches = module == exact if pattern.endswith(".__init__") else (
+                module == pattern or module.startswith(pattern + "."))
+            if matches and (best is None or len(pattern) > best[0]):
+                best = (len(pattern), index)
+    return None if best is None else best[1]
+
+
+def layer_problems(edges: dict[str, dict[str, tuple[int, bool]]], modules: dict[str, Path],
+                   layers: list[tuple[str, list[str]]] = LAYERS) -> list[str]:
+    problems = [f"{name}: no layer in LAYERS matches it" for name in sorted(edges)
+                if layer_of(name, layers) is None]
+    for source, targets in sorted(edges.items()):
+        low = layer_of(source, layers)
+        for target, (line, _) in sorted(targets.items()):
+            high = layer_of(target, layers)
+            if low is not None and high is not None and high > low:
+                problems.append(f"{modules[source].relative_to(ROOT)}:{line}: {source} ({layers[low][0]}) "
+                                f"imports {target} ({layers[high][0]}), a higher layer")
+    return problems
+
+
+def _pure_entries() -> list[tuple[str, set[str]]]:
+    spec = importlib.util.spec_from_file_location("_pure_imports", ROOT / "tests" / "test_pure_imports.py")
+    assert spec is not None and spec.loader is not None
+    pure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pure)
+    return pure.PURE
+
+
+def test_no_import_cycle() -> None:
+    modules = module_files(ROOT)
+    cycle = find_cycle(import_edges(modules))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    modules = module_files(ROOT)
+    problems = layer_problems(import_edges(modules), modules)
+    assert not problems, "layering broken:\n" + "\n".join(problems)
+
+
+def test_pure_modules_import_only_modules_free_of_io_frameworks() -> None:
+    """Agrees with tests/test_pure_imports.py: what a pure module imports (transitively, within the
+    project) imports no framework that module may not import either."""
+    modules = module_files(ROOT)
+    edges = import_edges(modules)
+    problems = []
+    for rel, forbidden in _pure_entries():
+        start = rel.removesuffix(".py").replace("/", ".")
+        roots = [m for m in modules if m == start or m.startswith(start + ".")]
+        seen: dict[str, str] = {m: m for m in roots}  # module -> the pure module that reaches it
+        todo = list(roots)
+        while todo:
+            module = todo.pop()
+            for target, (_, typing_only) in edges[module].items():
+                if not typing_only and target not in seen:
+                    seen[target] = seen[module]
+                    todo.append(target)
+        for module, via in sorted(seen.items()):
+            tree = _parse(modules[module])
+            for node in ast.walk(tree):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+                for name in names:
+                    if name.split(".")[0] in forbidden and module != via:
+                        problems.append(f"{via} (pure) reaches {module}, which imports {name} (line {node.lineno})")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_graph_sees_every_import_form(tmp_path: Path) -> None:
+    pkg = tmp_path / "runtime"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from . import low\n")
+    (pkg / "sub" / "low.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from runtime.top import Top\n"
+        "def later():\n    import runtime.mid as m\n    return m\n")
+    (pkg / "mid.py").write_text("from .sub.low import later\nfrom runtime import top\n")
+    (pkg / "top.py").write_text("from runtime.sub import low\n")
+    modules = module_files(tmp_path, ["runtime"])
+    edges = import_edges(modules)
+    assert edges["runtime.sub"] == {"runtime.sub.low": (1, False)}
+    assert edges["runtime.sub.low"] == {"runtime.top": (3, True), "runtime.mid": (5, False)}
+    assert edges["runtime.mid"] == {"runtime.sub.low": (1, False), "runtime.top": (2, False)}
+    cycle = find_cycle(edges)
+    assert cycle == ["runtime.mid", "runtime.sub.low", "runtime.mid"]
+    layers = [("low", ["runtime.sub"]), ("high", ["runtime"])]
+    problems = layer_problems(edges, {m: ROOT / "x.py" for m in modules}, layers)
+    assert any("runtime.sub.low (low) imports runtime.top (high)" in p for p in problems)
+    assert any("runtime.sub.low (low) imports runtime.mid (high)" in p for p in problems)
