@@ -308,6 +308,32 @@ class FsBlobStore:
             self._quiet_delete(tmp)
             raise StorageError(f"cannot write {full}: {exc}") from exc
 
+    def put_durably(self, path: str, data: bytes) -> None:
+        """`put`, synced: on a local file system the file is fsynced before it is renamed into
+        place and its directory after, so a crash leaves the old file or the new one, never a
+        torn or lost one (elsewhere a `put` is atomic and durable once it returns)."""
+        if not isinstance(self._fs, pafs.LocalFileSystem):
+            self.put(path, data)
+            return
+        full = self._full(path)
+        parent, _, name = full.rpartition("/")
+        tmp = f"{parent}/.{name}{_TMP_MARKER}{uuid.uuid4().hex}"
+        try:
+            os.makedirs(parent, exist_ok=True)
+            with open(tmp, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, full)
+            directory = os.open(parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+        except OSError as exc:
+            self._quiet_delete(tmp)
+            raise StorageError(f"cannot write {full}: {exc}") from exc
+
     def get(self, path: str) -> bytes:
         return self._call(f"read {self._full(path)}", lambda: self._get(path))
 

@@ -694,10 +694,10 @@ class _GraphBuilder:
         vertices = [self._vertex(chain, parallelism, names) for h, chain in chains.items()]
         vertex_of = {n.id: names[head[n.id].id] for n in nodes}
         edges = [
-            JobEdge(vertex_of[upstream.id], vertex_of[node.id], specs[(node.id, i)])
+            JobEdge(vertex_of[upstream.id], vertex_of[node.id], specs[(node.id, i)], exchange is None)
             for node in nodes
             if head[node.id] is node
-            for i, (upstream, _) in enumerate(node.inputs)
+            for i, (upstream, exchange) in enumerate(node.inputs)
         ]
         self._check_picklable(nodes, names)
         return JobGraph(

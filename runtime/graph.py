@@ -130,11 +130,17 @@ class JobVertex:
 
 @dataclass(frozen=True, eq=False)
 class JobEdge:
-    """`source` vertex -> `target` vertex through `partitioner` (vertex names)."""
+    """`source` vertex -> `target` vertex through `partitioner` (vertex names).
+
+    `follows_parallelism`: no exchange was asked for, so the partitioner follows the parallelism
+    (forward when equal, rebalance otherwise): a checkpoint taken at other parallelism may have
+    had the other one (`runtime.channel_rescale` reads its channels so).
+    """
 
     source: str
     target: str
     partitioner: PartitionerSpec
+    follows_parallelism: bool = False
 
     @property
     def is_forward(self) -> bool:

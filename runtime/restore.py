@@ -4,8 +4,9 @@ Keyed state: every new subtask receives the keyed snapshots of *all* old subtask
 and keeps the key groups it owns (rescaling redistributes key groups). Operator state (source
 offsets, pending sink transactions): the union over the old subtasks; a source subtask seeks
 the splits it is assigned, a sink re-commits pending transactions idempotently. Channel state
-(unaligned) belongs to one channel of one subtask, so it is restored only when the vertex kept
-its parallelism; otherwise restoring is refused with a clear error.
+(unaligned) belongs to one channel of one subtask: restored as it is while every vertex keeps its
+parallelism, otherwise redistributed to the new subtasks (by key group on keyed edges) by
+`runtime.channel_rescale`, which refuses what it cannot make exactly-once.
 
 Incremental keyed state (a manifest handle first under "keyed", see `runtime.state_files`) is
 rebuilt chain by chain (`state.incremental.restore_keyed_snapshot`) into one snapshot per old
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from checkpoint.handles import StateHandle, TaskId
 from checkpoint.storage import CorruptCheckpointError
+from runtime.channel_rescale import ChannelState, redistribute_channel_state
 from runtime.messages import Buffer
 from runtime.restore_match import (
     CheckpointShape,
@@ -183,8 +185,8 @@ def build_restores(
 
     Raises:
         checkpoint.storage.CorruptCheckpointError: a file is missing or fails its checksum.
-        RestoreError: the checkpoint does not fit the job (unknown vertex, channel state with a
-            changed parallelism).
+        RestoreError: the checkpoint does not fit the job (unknown vertex; in-flight data that
+            cannot be redistributed to a changed parallelism, see `runtime.channel_rescale`).
     """
     by_vertex: dict[str, list[Any]] = defaultdict(list)
     for task_id in sorted(completed.acks):
@@ -196,6 +198,16 @@ def build_restores(
             f"checkpoint {completed.checkpoint_id} has state for operators this job does not have: "
             f"{', '.join(unknown)}"
         )
+    channel_state: dict[str, ChannelState] = {}
+    for vertex in graph.vertices:
+        for ack in by_vertex.get(vertex.name, []):
+            inputs = _read_channels(storage, ack.handles.get("input_channels", ()))
+            outputs = _read_channels(storage, ack.handles.get("output_channels", ()))
+            if inputs or outputs:
+                channel_state.setdefault(vertex.name, {})[ack.task_id.subtask] = (inputs, outputs)
+    old_parallelism = {name: len(acks) for name, acks in by_vertex.items()}
+    if channel_state and any(old_parallelism.get(v.name, v.parallelism) != v.parallelism for v in graph.vertices):
+        channel_state = redistribute_channel_state(graph, old_parallelism, channel_state, completed.checkpoint_id)
     restores: dict[TaskId, TaskRestore] = {}
     for vertex in graph.vertices:
         acks = by_vertex.get(vertex.name, [])
@@ -203,7 +215,6 @@ def build_restores(
         drop_operator = plan.dropped_operator.get(vertex.name, {}) if plan is not None else {}
         keyed: list[bytes | KeyedStateSnapshot] = []
         op_states: dict[str, dict[str, list[Any]]] = {}
-        channel_state: dict[int, tuple[dict[int, list[Buffer]], dict[int, list[Buffer]]]] = {}
         for ack in acks:
             keyed_handles = ack.handles.get("keyed", ())
             manifest = next((h for h in keyed_handles if h.key and reuse_floor_of(h.key) is not None), None)
@@ -215,20 +226,10 @@ def build_restores(
                 for name, values in states.items():
                     if name not in drop_operator.get(op_key, ()):
                         op_states.setdefault(op_key, {}).setdefault(name, []).extend(values)
-            inputs = _read_channels(storage, ack.handles.get("input_channels", ()))
-            outputs = _read_channels(storage, ack.handles.get("output_channels", ()))
-            if inputs or outputs:
-                channel_state[ack.task_id.subtask] = (inputs, outputs)
-        if channel_state and len(acks) != vertex.parallelism:
-            raise RestoreError(
-                f"checkpoint {completed.checkpoint_id} holds unaligned channel state for operator "
-                f"{vertex.name!r} at parallelism {len(acks)}; it cannot be restored at parallelism "
-                f"{vertex.parallelism} (take an aligned checkpoint or a savepoint to rescale)"
-            )
         if drop_keyed:
             keyed = [_without_states(snapshot, drop_keyed) for snapshot in keyed]
         for subtask in range(vertex.parallelism):
-            inputs, outputs = channel_state.get(subtask, ({}, {}))
+            inputs, outputs = channel_state.get(vertex.name, {}).get(subtask, ({}, {}))
             restores[TaskId(vertex.name, subtask)] = TaskRestore(
                 checkpoint_id=completed.checkpoint_id,
                 keyed_snapshots=keyed,  # type: ignore[arg-type]  # Task restores accept both

@@ -65,8 +65,7 @@ class StateMismatchError(RestoreError):
         checkpoint_id: the checkpoint.
         mismatches: one sentence per mismatch, each naming the operator and the names on both sides.
         droppable: True when `allow_non_restored_state=True` would drop the unmatched state
-            instead; False when a mismatch cannot be dropped (source splits, max parallelism,
-            channel state at another parallelism).
+            instead; False when a mismatch cannot be dropped (source splits, max parallelism).
     """
 
     def __init__(self, checkpoint_id: int, mismatches: list[str], droppable: bool) -> None:
@@ -213,16 +212,13 @@ def _with_checkpoint_splits(graph: JobGraph, shape: CheckpointShape) -> JobGraph
 
 
 def _fixed_mismatches(vertex: JobVertex, held: VertexShape) -> list[str]:
-    """Mismatches no drop can fix: key groups, channel state at another parallelism."""
+    """Mismatches no drop can fix: key groups (in-flight data at another parallelism is
+    redistributed, or refused, by `runtime.channel_rescale` when the restores are built)."""
     out = []
     if held.max_parallelism is not None and held.max_parallelism != vertex.max_parallelism:
         out.append(f"operator {vertex.name!r} has keyed state in {held.max_parallelism} key groups "
                    f"(max_parallelism) but this job has {vertex.max_parallelism}; max parallelism cannot "
                    "change across a restore")
-    if held.channel_state and held.subtasks != vertex.parallelism:
-        out.append(f"operator {vertex.name!r} holds unaligned channel state at parallelism {held.subtasks}; "
-                   f"it cannot be restored at parallelism {vertex.parallelism} (take an aligned "
-                   "checkpoint or a savepoint to rescale)")
     return out
 
 

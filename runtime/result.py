@@ -123,7 +123,8 @@ class CollectCommitter:
                     f"sink {sink!r}: transaction {transaction_id!r} was committed but never staged here "
                     f"(staged: {sorted(self._staged.get(sink, {}))}). Restoring a checkpoint of an earlier "
                     "execution? Its sinks staged their records in that execution's committer: pass it as "
-                    "execute(..., committer=earlier_result.committer)"
+                    "execute(..., committer=earlier_result.committer), or restore a checkpoint directory whose "
+                    "<job>/committed/ folder (the durable committer kept beside the checkpoints) is intact"
                 )
             records = staged
         txns[transaction_id] = _keep(records)

@@ -23,6 +23,7 @@ PURE = [
     ("runtime/histogram.py", NO_CLOCK_OR_DICE),
     ("runtime/ports.py", NEVER),
     ("runtime/restore_match.py", NEVER),
+    ("runtime/channel_rescale.py", NEVER),
     ("runtime/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng
     ("checkpoint/coordinator.py", NEVER),
     ("checkpoint/pending.py", NEVER),

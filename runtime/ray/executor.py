@@ -63,6 +63,7 @@ from checkpoint.handles import TaskId
 from checkpoint.options import RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.store import new_run_id
+from runtime.durable_committer import committer_for
 from runtime.faults import (
     ChannelStall,
     CoordinatorCrash,
@@ -236,8 +237,10 @@ class RayExecutor:
         check_storage_for_cluster(self.storage_uri, len(nodes))
         self._multi_node = len(nodes) > 1
         self._pin = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self.committer = _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote(
-            self._initial_committer)
+        initial = self._initial_committer
+        if initial is None and not is_memory(self.storage_uri):  # durable beside the checkpoints
+            initial = committer_for(open_storage(("uri", self.storage_uri), self.graph), self.job_id, self.run_id)
+        self.committer = _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote(initial)
         if is_memory(self.storage_uri):
             self.blob_store = _BlobStore.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote()
             self.storage_spec: tuple[str, Any] = ("memory", self.blob_store)

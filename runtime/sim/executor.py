@@ -50,6 +50,7 @@ from checkpoint.options import DEFAULT_STORAGE_TIMEOUT, RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError, storage_from_uri
 from checkpoint.store import StandaloneCompletedCheckpointStore, new_run_id
+from runtime.durable_committer import committer_for
 from runtime.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
 from runtime.graph import JobGraph
 from runtime.links import resolve_link_delays
@@ -237,7 +238,8 @@ class SimExecutor:
         self.writer = SnapshotWriter(self.storage, self.job_id, config)
         #: the sinks' external system; an earlier execution's (`result.committer`) when this one
         #: restores its checkpoint, so the transactions that one staged can still be committed
-        self.committer = committer if committer is not None else CollectCommitter()
+        self.committer = committer if committer is not None else committer_for(
+            self.storage, self.job_id, self.run_id, restore_from)
         #: checks invariants after every event (`runtime.sim.invariants`); None: off
         self.invariants: InvariantChecker | None = (
             invariants if isinstance(invariants, InvariantChecker) else InvariantChecker() if invariants else None)

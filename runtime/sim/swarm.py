@@ -196,11 +196,8 @@ class SwarmConfig:
             out.append(f"stages {self.stages} are not valid (see workloads.stages_valid)")
         if min(self.rows, self.keys, self.parallelism, self.splits, self.buffer_size, self.credits) < 1:
             out.append("rows, keys, parallelism, splits, buffer_size and credits must be >= 1")
-        if self.rescale_to is not None:
-            if self.storage != "disk":
-                out.append("rescale_to needs storage='disk'")
-            if self.mode == "unaligned" and self.rescale_to != self.parallelism:
-                out.append("an unaligned checkpoint restores at the same parallelism only")
+        if self.rescale_to is not None and self.storage != "disk":
+            out.append("rescale_to needs storage='disk'")
         return out
 
     def size(self) -> int:
@@ -236,18 +233,12 @@ class ExpectedError:
     applies: Callable[[SwarmConfig], bool]
 
 
-def _rescaled(config: SwarmConfig) -> bool:
-    return config.rescale_to is not None and config.rescale_to != config.parallelism
-
-
 def _corrupts(config: SwarmConfig) -> bool:
     return any(type(f).__name__ == "TornWrite" for f in config.faults)
 
 
 #: known limitations, tracked elsewhere; delete an entry when its fix lands
 EXPECTED_ERRORS: tuple[ExpectedError, ...] = (
-    ExpectedError("RestoreError", "unaligned channel state",
-                  "rescaling an unaligned checkpoint is refused (known limitation)", _rescaled),
     ExpectedError("CommittedOutputAheadError", "falling back past committed output",
                   "a corrupt checkpoint whose output was committed cannot be fallen back past (DESIGN §4)",
                   _corrupts),
@@ -308,7 +299,7 @@ def draw_config(seed: int) -> SwarmConfig:
     timeout = rng.choice((2.0, 0.5, 0.05, 0.02, 0.01))
     rescale_to = None
     if rng.random() < 0.2:
-        rescale_to = parallelism if mode == "unaligned" else rng.randint(1, 4)
+        rescale_to = rng.randint(1, 4)  # unaligned too: in-flight data is redistributed
     storage = "disk" if rescale_to is not None or rng.random() < 0.3 else "memory"
     return SwarmConfig(
         seed=seed,

@@ -5,7 +5,14 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+from ray_jobs import expected_counts, pageview_env, pageview_rows
+
+from checkpoint.options import RestartStrategy
+from runtime.faults import FaultPlan, TaskCrash
 from runtime.ray.services import CommitterService, RemoteCommitter
+from runtime.result import JobFailedError
+from runtime.sim.workloads import multiset
 
 
 def test_drain_waits_for_commits_still_queued_on_the_sender_thread(ray_session) -> None:
@@ -46,3 +53,19 @@ def test_a_commit_after_stages_still_queued_sends_them_first(ray_session) -> Non
     finally:
         sender.shutdown()
         ray_session.kill(service)
+
+
+@pytest.mark.ray
+def test_a_ray_job_keeps_its_committer_beside_the_checkpoints(ray_session, tmp_path) -> None:
+    # the Ray job fails for good; a new environment (no committer passed) restores its directory
+    # and finds the transactions the Ray sinks staged in the durable committer
+    rows = pageview_rows(6000)
+    env = pageview_env(rows, storage=str(tmp_path / "chk"), interval=0.02, buffer_size=16)
+    env.set_restart_strategy(RestartStrategy.no_restart())
+    with pytest.raises(JobFailedError):
+        env.execute("durable", executor="ray", faults=FaultPlan.of(TaskCrash(task="count[0]", at_fraction=0.6)))
+    files = list((tmp_path / "chk" / "durable" / "committed").rglob("*.txn"))
+    assert any(f.name.startswith("commit-") for f in files), files
+    again = pageview_env(rows, storage=str(tmp_path / "chk2")).restore_from(str(tmp_path / "chk"), job_id="durable")
+    result = again.execute("durable", executor="sim", seed=1)
+    assert multiset(result.output("pv")) == expected_counts(rows)

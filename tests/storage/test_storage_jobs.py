@@ -5,6 +5,7 @@ backend, corruption fallback, rescaling from a checkpoint directory, snapshot ca
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -212,6 +213,7 @@ def test_rescale_from_a_checkpoint_directory_is_exactly_once(tmp_path: Path, bac
 def test_restoring_staged_transactions_without_their_external_system_is_a_clear_error(tmp_path: Path) -> None:
     first = partial_run(tmp_path, 2)
     assert first.staged_transactions("out"), "the crash should leave a staged, uncommitted transaction"
+    shutil.rmtree(tmp_path / "job" / "committed")  # the durable committer beside the checkpoints is lost
     env = count_env(tmp_path / "second", 2).restore_from(str(tmp_path), job_id="job")
     with pytest.raises(UnknownTransactionError, match=r"'out/\d/1' was committed but never staged.*committer="):
         env.execute("job", executor="sim", seed=2)  # a fresh committer: the staged records are elsewhere

@@ -1,0 +1,167 @@
+"""The durable `CollectSink` committer kept beside the checkpoints (`runtime.durable_committer`):
+a job that failed for good is restored in a fresh Python process and its output is exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from checkpoint.storage import FsBlobStore, MemoryBlobStore
+from runtime.durable_committer import CorruptCommitterError, DurableCollectCommitter, encode_transaction
+from runtime.result import CollectCommitter
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: the job: a poison record fails the first run for good (no restarts); the restore runs clean
+JOB = '''
+import json, os, sys
+from checkpoint.options import RestartStrategy
+from operators import CollectSink
+from runtime.api import StreamEnvironment
+from runtime.result import JobFailedError
+from runtime.sim.workloads import CountPerKey
+
+ROWS = [{"id": i, "key": f"k{i % 17}"} for i in range(2400)]
+
+
+def poison(record):
+    if record["id"] == 1900 and os.environ.get("POISON") == "1":
+        raise ValueError("poison record")
+    return record
+
+
+def build(parallelism, mode, storage):
+    env = StreamEnvironment(parallelism=parallelism, buffer_size=8, credits=2)
+    if storage is not None:
+        env.enable_checkpointing(interval=0.002, storage=storage, unaligned=mode == "unaligned", retained=2,
+                                 tolerable_failures=100)
+    env.set_restart_strategy(RestartStrategy.no_restart())
+    env.from_collection(ROWS, splits=4).map(poison, name="poison").key_by("key") \\
+        .process(CountPerKey(), name="count").sink_to(CollectSink("out"))
+    return env
+
+
+if __name__ == "__main__":
+    phase, parallelism, mode, storage = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    env = build(parallelism, mode, storage)
+    if phase == "first":
+        try:
+            env.execute("job", executor="sim", seed=3)
+        except JobFailedError as failed:
+            print(json.dumps({"failed": str(failed)[:200]}))
+    else:
+        result = env.restore_from(storage, job_id="job").execute("job", executor="sim", seed=4)
+        print(json.dumps({"output": result.output("out")}))
+'''
+
+
+def run(tmp: Path, *args: str, poison: bool) -> dict:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{tmp}", "POISON": "1" if poison else "0"}
+    done = subprocess.run([sys.executable, str(tmp / "durable_job.py"), *args], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=tmp)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def oracle() -> Counter:
+    rows = [{"id": i, "key": f"k{i % 17}"} for i in range(2400)]
+    counts: Counter = Counter()
+    out: Counter = Counter()
+    for row in rows:
+        counts[row["key"]] += 1
+        out[(row["key"], counts[row["key"]])] += 1
+    return out
+
+
+@pytest.mark.parametrize(("mode", "parallelism"), [("aligned", 1), ("aligned", 3), ("unaligned", 1),
+                                                    ("unaligned", 3)])
+def test_a_job_failed_for_good_is_restored_exactly_once_in_a_fresh_process(tmp_path: Path, mode: str,
+                                                                           parallelism: int) -> None:
+    (tmp_path / "durable_job.py").write_text(JOB)
+    storage = str(tmp_path / "checkpoints")
+    first = run(tmp_path, "first", "2", mode, storage, poison=True)
+    assert "poison record" in first["failed"]
+    committed = list((tmp_path / "checkpoints" / "job" / "committed").rglob("commit-*.txn"))
+    staged = list((tmp_path / "checkpoints" / "job" / "committed").rglob("staged-*.txn"))
+    assert committed and staged, "the first run should have committed output and left staged transactions"
+    second = run(tmp_path, "second", str(parallelism), mode, storage, poison=False)
+    got = Counter((r["key"], r["count"]) for r in second["output"])
+    assert got == oracle(), "output is not exactly once: " + str((got - oracle()) + (oracle() - got))[:500]
+
+
+# --------------------------------------------------------------------------- the files
+
+
+def test_stages_commits_and_aborts_survive_a_reopen(tmp_path: Path) -> None:
+    store = FsBlobStore(str(tmp_path))
+    first = DurableCollectCommitter(store, "job/committed/r1")
+    first.stage("out", "out/0/1", [{"k": "a", "n": 1}])
+    first.stage("out", "out/0/2", [{"k": "b", "n": 2}])
+    first.stage("out", "out/1/3", [{"k": "c", "n": 3}])
+    first.commit("out", "out/0/1")
+    first.commit("out", "out/0/9", [{"k": "z", "n": 9}])
+    assert first.abort_lingering(2, 4) == ["out/1/3"]
+    again = DurableCollectCommitter(store, "job/committed/r1")
+    assert again.output("out") == first.output("out") == [{"k": "a", "n": 1}, {"k": "z", "n": 9}]
+    assert again.staged_transactions("out") == ["out/0/2"]
+    again.commit("out", "out/0/1")  # idempotent: nothing written, nothing repeated
+    again.commit("out", "out/0/2")
+    assert DurableCollectCommitter(store, "job/committed/r1").output("out") == [
+        {"k": "a", "n": 1}, {"k": "z", "n": 9}, {"k": "b", "n": 2}]
+    assert not list(tmp_path.rglob("*.tmp-*")), "temporary files left behind"
+    revived = pickle.loads(pickle.dumps(again))  # as Ray ships it
+    revived.commit("out", "out/5/5", [{"k": "p", "n": 5}])
+    assert DurableCollectCommitter(store, "job/committed/r1").transactions("out")[-1] == "out/5/5"
+
+
+def test_a_crash_between_commit_and_unstage_keeps_the_commit_once(tmp_path: Path) -> None:
+    store = FsBlobStore(str(tmp_path))
+    committer = DurableCollectCommitter(store, "c")
+    committer.stage("out", "out/0/1", [{"n": 1}])
+    staged_file = next(p for p in store.list("c/") if "staged-" in p)
+    data = store.get(staged_file)
+    committer.commit("out", "out/0/1")
+    store.put(staged_file, data)  # the unstage never happened
+    reopened = DurableCollectCommitter(store, "c")
+    assert reopened.output("out") == [{"n": 1}] and reopened.staged_transactions("out") == []
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "foreign", "header"])
+def test_a_damaged_or_foreign_file_is_named(tmp_path: Path, damage: str) -> None:
+    store = FsBlobStore(str(tmp_path))
+    DurableCollectCommitter(store, "c").commit("out", "out/0/1", [{"n": i} for i in range(50)])
+    path = next(p for p in store.list("c/") if "commit-" in p)
+    data = store.get(path)
+    if damage == "truncate":
+        store.put(path, data[:-7])
+    elif damage == "flip":
+        store.put(path, data[:-3] + bytes([data[-3] ^ 1]) + data[-2:])
+    elif damage == "foreign":
+        store.put("c/notes.txt", b"hello")
+        path = "c/notes.txt"
+    else:
+        store.put(path, data.replace(b'"bytes"', b'"bites"', 1))
+    with pytest.raises(CorruptCommitterError, match=str(tmp_path / path)):
+        DurableCollectCommitter(store, "c")
+
+
+def test_a_file_of_another_transaction_under_a_staged_name_is_refused(tmp_path: Path) -> None:
+    store = FsBlobStore(str(tmp_path))
+    store.put("c/staged-0123.txn", encode_transaction("out", "out/0/1", [{"n": 1}]))
+    with pytest.raises(CorruptCommitterError, match="staged-0123.txn holds transaction 'out/0/1'"):
+        DurableCollectCommitter(store, "c")
+
+
+def test_jobs_without_a_checkpoint_directory_keep_the_in_memory_committer() -> None:
+    from checkpoint.storage import CheckpointStorage
+    from runtime.durable_committer import committer_for
+
+    committer = committer_for(CheckpointStorage(MemoryBlobStore()), "job", "run")
+    assert type(committer) is CollectCommitter
