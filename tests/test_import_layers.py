@@ -40,7 +40,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         "runtime.operator_chain", "runtime.record_writer", "runtime.subtask_checkpoint", "runtime.restart",
     ]),
     ("job master", [
-        "runtime.jobmaster", "runtime.result", "runtime.restore_match", "runtime.restore", "spark_bridge",
+        "runtime.jobmaster", "runtime.result", "runtime.restore_match", "runtime.restore", "runtime.channel_rescale",
+        "runtime.durable_committer", "spark_bridge",
     ]),
     ("executors", ["runtime.sim", "runtime.ray"]),
     # `runtime/__init__` is the public API facade; `spark_bridge/__init__` re-exports its source

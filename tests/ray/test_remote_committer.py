@@ -12,7 +12,7 @@ from checkpoint.options import RestartStrategy
 from runtime.faults import FaultPlan, TaskCrash
 from runtime.ray.services import CommitterService, RemoteCommitter
 from runtime.result import JobFailedError
-from runtime.sim.workloads import multiset
+from runtime.workloads.seeded import multiset
 
 
 def test_drain_waits_for_commits_still_queued_on_the_sender_thread(ray_session) -> None:

@@ -26,7 +26,7 @@ from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime.api import StreamEnvironment
 from runtime.result import JobFailedError
-from runtime.sim.workloads import CountPerKey
+from runtime.workloads.seeded import CountPerKey
 
 ROWS = [{"id": i, "key": f"k{i % 17}"} for i in range(2400)]
 

@@ -22,7 +22,7 @@ from runtime.messages import Buffer
 from runtime.result import JobFailedError
 from runtime.sim.executor import CostModel, SimExecutor
 from runtime.sim.swarm import SCRATCH_DIR
-from runtime.sim.workloads import SumAndCountPerKey, multiset
+from runtime.workloads.seeded import SumAndCountPerKey, multiset
 from state.key_groups import key_group_for, subtask_for_key_group
 
 ROWS = [{"id": i, "key": f"k{i % 23}", "v": i % 7} for i in range(600)]
