@@ -4,13 +4,11 @@ traceback."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_launcher import run_cli
 
 JOB_MODULE = '''
 from operators import CollectSink
@@ -34,16 +32,15 @@ def broken():
 
 
 def barrierflow(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    exe = shutil.which("barrierflow")
-    command = [exe] if exe else [sys.executable, "-c", "import sys; from runtime.cli import main; sys.exit(main())"]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return run_cli(cwd.parent / "bin", *args, cwd=cwd)
 
 
 @pytest.fixture
 def job_dir(tmp_path: Path) -> Path:
-    (tmp_path / "myjob.py").write_text(JOB_MODULE)
-    return tmp_path
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "myjob.py").write_text(JOB_MODULE)
+    return folder
 
 
 def test_run_imports_the_job_from_the_current_folder_and_checkpoints_to_a_directory(job_dir: Path) -> None:
