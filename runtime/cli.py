@@ -8,8 +8,10 @@ fails exits 1 with one such line; no traceback unless `--debug`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
+import json
 import logging
 import os
 import sys
@@ -69,66 +71,195 @@ def _run_mode(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
 
 
-def _progress_table(info: dict[str, Any], title: str) -> Table:
-    table = Table(title=title, show_header=False)
-    for key, value in info.items():
-        table.add_row(key, str(value))
-    return table
+def _shown(value: Any) -> str:
+    """A progress or summary figure for people: whole numbers with thousands separators."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+class DemoProgress:
+    """Shows a running job's progress and phase (`runtime.progress.Phase`): a live table on a
+    terminal; otherwise one plain line about every `every` seconds and at each phase change."""
+
+    def __init__(self, out: Console, live: Live | None, every: float = 1.0) -> None:
+        self.out = out
+        self.live = live
+        self.every = every
+        self.started = time.perf_counter()
+        self._printed_at: float | None = None
+        self._phase: str | None = None
+        #: the phases reported, in order (a phase entered again is listed again)
+        self.phases: list[str] = []
+
+    def __call__(self, info: dict[str, Any]) -> None:
+        wall = time.perf_counter() - self.started
+        phase = str(info.get("phase", "running"))
+        changed = phase != self._phase
+        if changed:
+            self._phase = phase
+            self.phases.append(phase)
+        figures = {k: v for k, v in info.items() if k != "phase"}
+        records = info.get("records in")
+        if isinstance(records, int) and wall > 0:
+            figures["records/s (wall)"] = round(records / wall)
+        if self.live is not None:
+            table = Table(title=f"{phase} ({wall:.1f} s)", show_header=False)
+            for key, value in figures.items():
+                table.add_row(key, _shown(value))
+            self.live.update(table)
+        elif changed or self._printed_at is None or wall - self._printed_at >= self.every:
+            self._printed_at = wall
+            text = ", ".join(f"{k} {_shown(v)}" for k, v in figures.items())
+            self.out.print(f"[{wall:6.1f} s] {phase}: {text}", soft_wrap=True, highlight=False)
+
+
+def _demo_job(args: argparse.Namespace, rows: list[dict[str, Any]], *, unaligned: bool,
+              storage: str | None) -> Any:
+    from checkpoint.options import CheckpointingMode, RestartStrategy
+    from runtime import StreamEnvironment
+    from runtime.workloads.pageview import build_pageview
+
+    env = StreamEnvironment(parallelism=args.parallelism, buffer_size=256, credits=8)
+    env.enable_checkpointing(interval=args.interval, mode=CheckpointingMode.EXACTLY_ONCE,
+                             unaligned=unaligned, tolerable_failures=100, storage=storage)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=10, delay=0.01))
+    build_pageview(env, rows, splits=args.parallelism)
+    return env
+
+
+def _figures(result: Any) -> dict[str, Any]:
+    """A run's figures, as numbers (the demo's summary and `--json` both show these)."""
+    completed = [c for c in result.checkpoints if c.completed]
+    durations = sorted(c.duration for c in completed)
+    persisted = [c.persisted_bytes for c in completed]
+    return {
+        "records_read": result.metrics.records_in,
+        "records_committed": len(result.output("pv")),
+        "job_time_s": result.metrics.duration,
+        "restarts": result.restarts,
+        "checkpoints_completed": len(completed),
+        "checkpoints_aborted": len(result.checkpoints) - len(completed),
+        "checkpoint_duration_p50_ms": durations[len(durations) // 2] * 1e3 if durations else None,
+        "checkpoint_duration_max_ms": durations[-1] * 1e3 if durations else None,
+        "alignment_time_max_ms": max(c.alignment_time for c in completed) * 1e3 if completed else None,
+        "persisted_bytes_total": sum(persisted),
+        "persisted_bytes_max": max(persisted, default=0),
+    }
+
+
+def _checkpoint_rows(figures: dict[str, Any]) -> dict[str, str]:
+    """The checkpoint rows of the summary and of the unaligned comparison, for people."""
+    rows = {"checkpoints completed / aborted":
+            f"{figures['checkpoints_completed']:,} / {figures['checkpoints_aborted']:,}"}
+    if figures["checkpoints_completed"]:
+        rows["checkpoint duration p50 / max"] = (f"{figures['checkpoint_duration_p50_ms']:,.2f} / "
+                                                 f"{figures['checkpoint_duration_max_ms']:,.2f} ms")
+        rows["alignment time max"] = f"{figures['alignment_time_max_ms']:,.2f} ms"
+        rows["persisted in-flight data total / max"] = (f"{figures['persisted_bytes_total']:,} / "
+                                                        f"{figures['persisted_bytes_max']:,} bytes")
+    return rows
+
+
+def _restart_lines(result: Any, crashes: int) -> list[str]:
+    """Each restart with its cause and the checkpoint it resumed from, and why restarts and
+    injected crashes can differ."""
+    lines = []
+    for number, failure in enumerate(result.failures, 1):
+        resumed = result.restored_checkpoints[number - 1] if number <= len(result.restored_checkpoints) else None
+        origin = f"checkpoint {resumed}" if resumed is not None else "the start (no checkpoint completed yet)"
+        lines.append(f"restart {number}: {failure} -> resumed from {origin}")
+    if result.restarts != crashes:
+        lines.append(
+            f"{crashes} crash(es) were planned and the job restarted {result.restarts} time(s): a restart is one "
+            "failover (every task cancelled and redeployed from the latest completed checkpoint). Each planned "
+            "crash strikes its task once that task has handled a set fraction of an even share of the records; "
+            "the apps are skewed, so one count task handles far fewer records than the other and a crash "
+            "planned late on it never fires; and crashes that strike before the failover of an earlier one "
+            "has redeployed the tasks are recovered by that same failover.")
+    return lines
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from checkpoint.options import CheckpointingMode, RestartStrategy
-    from runtime import FaultPlan, StreamEnvironment
-    from runtime.workloads.pageview import build_pageview, pageview_rows
+    from runtime import FaultPlan
+    from runtime.workloads.pageview import pageview_rows
 
     rows = pageview_rows(args.records, args.apps, args.seed)
-    env = StreamEnvironment(parallelism=args.parallelism, buffer_size=256, credits=8)
-    env.enable_checkpointing(interval=args.interval, mode=CheckpointingMode.EXACTLY_ONCE,
-                             unaligned=args.unaligned, tolerable_failures=100, storage=args.checkpoint_dir)
-    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=10, delay=0.01))
-    build_pageview(env, rows, splits=args.parallelism)
+    env = _demo_job(args, rows, unaligned=args.unaligned, storage=args.checkpoint_dir)
     faults = FaultPlan.random(seed=args.seed, crashes=args.crashes)
+    mode = "unaligned" if args.unaligned else "aligned"
     console.print(
-        f"[bold]barrierflow demo[/bold]: page-view job, {args.records} records, parallelism "
-        f"{args.parallelism}, {'unaligned' if args.unaligned else 'aligned'} checkpoints every "
-        f"{args.interval}s, {args.crashes} injected crash(es), executor={args.executor}, seed={args.seed}"
+        f"[bold]barrierflow demo[/bold]: page-view job, {args.records:,} records, parallelism "
+        f"{args.parallelism}, {mode} checkpoints every {args.interval}s, {args.crashes} injected "
+        f"crash(es), executor={args.executor}, seed={args.seed}", soft_wrap=True
     )
     started = time.perf_counter()
-    with Live(console=console, refresh_per_second=8, transient=True) as live:
-        def progress(info: dict[str, Any]) -> None:
-            wall = time.perf_counter() - started
-            shown = dict(info)
-            shown["records/s (wall)"] = f"{info['records in'] / wall:,.0f}" if wall > 0 else "-"
-            live.update(_progress_table(shown, "running"))
-
+    interactive = console.is_terminal
+    with Live(console=console, refresh_per_second=8, transient=True) if interactive \
+            else contextlib.nullcontext() as live:
         result = env.execute("pageview", executor=args.executor, seed=args.seed, faults=faults,
-                             progress=progress)
+                             progress=(progress := DemoProgress(console, live)))
     wall = time.perf_counter() - started
-    completed = [c for c in result.checkpoints if c.completed]
-    aborted = [c for c in result.checkpoints if not c.completed]
-    durations = sorted(c.duration for c in completed)
+    figures = _figures(result)
     summary = Table(title="summary")
     summary.add_column("metric")
     summary.add_column("value", justify="right")
-    summary.add_row("records read (incl. replays)", f"{result.metrics.records_in:,}")
-    summary.add_row("records committed", f"{len(result.output('pv')):,}")
-    summary.add_row("wall time", f"{wall:.2f} s")
-    summary.add_row("job time (virtual on sim)", f"{result.metrics.duration:.4f} s")
-    summary.add_row("restarts", str(result.restarts))
-    summary.add_row("checkpoints completed / aborted", f"{len(completed)} / {len(aborted)}")
-    if durations:
-        summary.add_row("checkpoint duration p50 / max", f"{durations[len(durations) // 2] * 1e3:.2f} / "
-                        f"{durations[-1] * 1e3:.2f} ms")
-        summary.add_row("alignment time max", f"{max(c.alignment_time for c in completed) * 1e3:.2f} ms")
+    summary.add_row("records read (incl. replays)", f"{figures['records_read']:,}")
+    summary.add_row("records committed", f"{figures['records_committed']:,}")
+    summary.add_row("wall time", f"{wall:,.2f} s")
+    summary.add_row("job time (virtual on sim)", f"{figures['job_time_s']:,.4f} s")
+    summary.add_row("injected crashes (planned)", f"{args.crashes:,}")
+    summary.add_row("restarts (failovers)", f"{figures['restarts']:,}")
+    for name, value in _checkpoint_rows(figures).items():
+        summary.add_row(name, value)
+    aborted = [c for c in result.checkpoints if not c.completed]
     reasons = Counter(str(c.failure_reason.value) for c in aborted if c.failure_reason)
     if reasons:
-        summary.add_row("abort reasons", ", ".join(f"{r}: {n}" for r, n in sorted(reasons.items())))
+        summary.add_row("abort reasons", ", ".join(f"{r}: {n:,}" for r, n in sorted(reasons.items())))
     console.print(summary)
+    for line in _restart_lines(result, args.crashes):
+        console.print(line, soft_wrap=True, highlight=False)
+    comparison = _compare_with_aligned(args, rows, faults, result) if args.unaligned else None
     _print_checkpoint_dir(args.checkpoint_dir)
     ok = _exactly_once_check(rows, result)
     console.print("[green]exactly-once check passed[/green]: every app's committed counts are exactly "
-                  "1..n for its n page views" if ok else "[red]exactly-once check FAILED[/red]")
+                  "1..n for its n page views" if ok else "[red]exactly-once check FAILED[/red]", soft_wrap=True)
+    if args.json:
+        report = {"executor": args.executor, "seed": args.seed, "records": args.records,
+                  "unaligned": args.unaligned, "injected_crashes": args.crashes, "wall_time_s": wall,
+                  **figures, "failures": list(result.failures),
+                  "restored_checkpoints": list(result.restored_checkpoints), "phases": progress.phases,
+                  "exactly_once": ok, "compared_with_aligned": comparison}
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=2)
     return 0 if ok else 1
+
+
+def _compare_with_aligned(args: argparse.Namespace, rows: list[dict[str, Any]], faults: Any,
+                          result: Any) -> dict[str, dict[str, Any]]:
+    """What unaligned changed: the same job, seed and crashes with aligned checkpoints. The
+    baseline runs on the simulator (seconds; a second Ray run would double the demo); after a Ray
+    run the unaligned job runs on the simulator too, so the two sim columns compare like with like."""
+    runs = {f"unaligned ({args.executor}, this run)": result}
+    note = "aligned baseline: same job, seed and crashes on the simulator (virtual time)"
+    if args.executor != "sim":
+        note += "; the unaligned job ran there too, as Ray's wall-clock times do not compare with virtual ones"
+    console.print(f"{note}...", soft_wrap=True, highlight=False)
+    if args.executor != "sim":
+        runs["unaligned (sim)"] = _demo_job(args, rows, unaligned=True, storage=None).execute(
+            "pageview", executor="sim", seed=args.seed, faults=faults)
+    runs["aligned (sim)"] = _demo_job(args, rows, unaligned=False, storage=None).execute(
+        "pageview", executor="sim", seed=args.seed, faults=faults)
+    figures = {name: _figures(run) for name, run in runs.items()}
+    shown = {name: _checkpoint_rows(f) for name, f in figures.items()}
+    table = Table(title="what unaligned changed")
+    table.add_column("metric")
+    for name in runs:
+        table.add_column(name, justify="right")
+    for metric in shown[next(iter(runs))]:
+        table.add_row(metric, *(shown[name].get(metric, "-") for name in runs))
+    console.print(table)
+    return figures
 
 
 def _exactly_once_check(rows: list[dict[str, Any]], result: Any) -> bool:
@@ -263,6 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=7, help="seed of the faults and the data (default: %(default)s)")
     demo.add_argument("--checkpoint-dir", metavar="DIR",
                       help="keep checkpoints in this directory (default: in memory)")
+    demo.add_argument("--json", metavar="PATH",
+                      help="also write the summary's figures, the phases seen and each restart to PATH "
+                      "(default: none)")
     demo.set_defaults(func=cmd_demo)
 
     run = sub.add_parser("run", parents=[common],

@@ -76,6 +76,7 @@ from runtime.faults import (
 )
 from runtime.graph import JobGraph, JobGraphError
 from runtime.links import resolve_link_delays
+from runtime.progress import Phase, reading_phase
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
@@ -152,6 +153,7 @@ class RayExecutor:
         check_supported(self.faults, RAY_FAULT_KINDS, "ray")
         self.seed = seed
         self.progress = progress
+        self.started = time.time()  # reset once Ray and the services are up (job time)
         self.job_id = job_id or graph.job_name
         #: this run's identity in the checkpoint storage (recovery ignores other runs' checkpoints)
         self.run_id = new_run_id()
@@ -203,10 +205,15 @@ class RayExecutor:
 
     def run(self) -> JobResult:
         self._check_reachable()
+        self._report(Phase.STARTING)
         started_ray = ensure_ray(self.address)
         try:
             return self._run()
         finally:
+            try:
+                self._report(Phase.STOPPING)
+            except Exception as exc:  # a failing progress display must not leave the actors running
+                log.warning("barrierflow ray: progress callback failed: %s", exc)
             self._cleanup()
             if started_ray:
                 ray.shutdown()
@@ -270,6 +277,7 @@ class RayExecutor:
                 self._failover(*failure)
                 continue
             if self._all_finished():
+                self._report(Phase.COMMITTING)
                 return self._finish()
             if self.progress is not None and now - last_progress >= 0.25:
                 last_progress = now
@@ -489,6 +497,7 @@ class RayExecutor:
             self._give_up(f"job {self.graph.job_name!r} failed without restarting: {why} "
                           f"(executor=ray, faults={self.faults!r})", exc)
         self.failures.append(why)
+        self._report(Phase.RESTARTING)
         log.info("barrierflow ray: failover (%s)", why)
         reason = CheckpointFailureReason.TASK_FAILURE
         if self.coordinator is not None:
@@ -675,7 +684,9 @@ class RayExecutor:
         status = self._coord_status
         last_d, last_a = status.get("last_duration"), status.get("last_alignment")
         source_records = self._done_source_records + sum(s.get("source_records", 0) for s in self._status.values())
+        sources = [t for t in self.task_ids if self.graph.vertex(t.vertex).source is not None]
         return {
+            "phase": reading_phase(self._status.get(t, {}).get("state") for t in sources).value,
             "wall time": f"{time.time() - self.started:.2f} s",
             "records in": source_records,
             "checkpoints completed": status.get("completed", 0),
@@ -685,6 +696,11 @@ class RayExecutor:
             "restarts": len(self.failures),
             "task actors": len(self.tasks),
         }
+
+    def _report(self, phase: Phase) -> None:
+        """Tell the progress callback the job entered `phase` (the loop reports the others)."""
+        if self.progress is not None:
+            self.progress({**self._progress_info(), "phase": phase.value})
 
     def _cleanup(self) -> None:
         if not ray.is_initialized():

@@ -543,6 +543,7 @@ class TaskActor:
                 "records": self._records,
                 "source_records": task.records_in if task is not None and task.is_source else 0,
                 "finished": task is not None and task.is_finished,
+                "state": task.state.value if task is not None else None,
                 "error": self._error,
                 "suppress_restarts": self._suppress_restarts,
                 "frozen": self._frozen,

@@ -55,6 +55,7 @@ from runtime.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash,
 from runtime.graph import JobGraph
 from runtime.links import resolve_link_delays
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
+from runtime.progress import reading_phase
 from runtime.restart import RestartBackoff
 from runtime.restore import (
     RestoreError,
@@ -71,6 +72,9 @@ from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskSnapshot
 
 log = logging.getLogger("barrierflow.sim")
+
+#: events between progress reports (a busy job runs ~2,000 events per wall second)
+PROGRESS_EVERY_EVENTS = 200
 
 
 @dataclass(frozen=True)
@@ -440,7 +444,7 @@ class SimExecutor:
                 raise
             if invariants is not None:
                 invariants.after_event()
-            if self.progress is not None and self.events % 5000 == 0:
+            if self.progress is not None and self.events % PROGRESS_EVERY_EVENTS == 0:
                 self.progress(self._progress_info())
         if not self.done and self.error is None:
             stuck = [str(t) for t, task in self.tasks.items() if not task.is_finished]
@@ -496,6 +500,7 @@ class SimExecutor:
         completed = [c for c in history if c.completed]
         last = completed[-1] if completed else None
         return {
+            "phase": reading_phase(self.tasks[t].state.value for t in self.source_ids).value,
             "virtual time": f"{self.now:.4f} s",
             "records in": self.metrics.records_in,
             "checkpoints completed": len(completed),

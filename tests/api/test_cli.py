@@ -111,3 +111,72 @@ def test_every_option_says_its_unit_or_default(job_dir: Path) -> None:
         assert "seconds" in text and "default" in text
         for option in ("--interval", "--parallelism", "--checkpoint-dir", "--seed", "--crashes"):
             assert option in text, (command, option)
+
+
+def summary_rows(text: str) -> dict[str, str]:
+    """The rows of the demo's printed tables: label -> the cells after it."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
+        if len(cells) >= 2 and cells[0]:
+            rows[cells[0]] = " | ".join(cells[1:])
+    return rows
+
+
+def test_demo_without_a_terminal_prints_plain_progress_and_a_summary_its_json_agrees_with(job_dir: Path) -> None:
+    import json
+    import re
+
+    from runtime import FaultPlan
+    from runtime.cli import _demo_job, build_parser
+    from runtime.workloads.pageview import pageview_rows
+
+    argv = ["demo", "--executor", "sim", "--records", "60000", "--interval", "0.02", "--seed", "6", "--unaligned",
+            "--json", "demo.json"]
+    done = barrierflow(*argv, cwd=job_dir)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    out = done.stdout
+    assert "\x1b[" not in out, "no terminal: no escape sequences, no live table"
+    progress = re.findall(r"^\[\s*[\d.]+ s\] (running|final checkpoint): .*records in ([\d,]+)", out, re.M)
+    assert progress, out
+    report = json.loads((job_dir / "demo.json").read_text())
+    assert report["phases"][0] == "running" and set(report["phases"]) <= {"running", "final checkpoint"}
+    rows = summary_rows(out)
+    assert rows["records read (incl. replays)"] == f"{report['records_read']:,}"
+    assert rows["records committed"] == "60,000" == f"{report['records_committed']:,}"
+    assert rows["restarts (failovers)"] == str(report["restarts"]) == str(len(report["failures"]))
+    assert rows["checkpoints completed / aborted"] == \
+        f"{report['checkpoints_completed']} / {report['checkpoints_aborted']}"
+    assert rows["persisted in-flight data total / max"] == \
+        f"{report['persisted_bytes_total']:,} / {report['persisted_bytes_max']:,} bytes"
+    # each restart is listed with its cause, and fewer restarts than crashes are explained
+    assert len(re.findall(r"^restart \d+: .* -> resumed from ", out, re.M)) == report["restarts"]
+    assert report["restarts"] < 2 and "2 crash(es) were planned and the job restarted 1 time(s)" in out
+    # what unaligned changed, next to the aligned baseline on the simulator
+    compared = report["compared_with_aligned"]
+    unaligned, aligned = compared["unaligned (sim, this run)"], compared["aligned (sim)"]
+    assert aligned["persisted_bytes_total"] == 0 < unaligned["persisted_bytes_total"]
+    assert unaligned["checkpoint_duration_p50_ms"] < aligned["checkpoint_duration_p50_ms"]
+    assert rows["checkpoint duration p50 / max"].count("|") == 1  # the comparison's row: both columns
+    assert "exactly-once check passed" in out and report["exactly_once"]
+    # the same job, seed and crashes in this process: the simulator is deterministic
+    args = build_parser().parse_args(argv)
+    rows_in = pageview_rows(args.records, args.apps, args.seed)
+    result = _demo_job(args, rows_in, unaligned=True, storage=None).execute(
+        "pageview", executor="sim", seed=args.seed, faults=FaultPlan.random(seed=args.seed, crashes=args.crashes))
+    assert report["records_read"] == result.metrics.records_in
+    assert report["failures"] == result.failures and report["restarts"] == result.restarts
+    assert report["checkpoints_completed"] == len(result.completed_checkpoints)
+
+
+def test_demo_on_ray_shows_every_phase_to_the_end(job_dir: Path) -> None:
+    import json
+    import re
+
+    done = barrierflow("demo", "--records", "20000", "--crashes", "0", "--json", "demo.json", cwd=job_dir)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    phases = json.loads((job_dir / "demo.json").read_text())["phases"]
+    assert phases[0] == "starting" and phases[-2:] == ["committing", "stopping"], phases
+    assert "running" in phases, phases
+    printed = re.findall(r"^\[\s*[\d.]+ s\] ([a-z ]+):", done.stdout, re.M)
+    assert [p for i, p in enumerate(printed) if i == 0 or printed[i - 1] != p] == phases, done.stdout
