@@ -3,7 +3,9 @@
 - `from_spark(env, df, splits=N)`: a replayable source seeded from a DataFrame.
 - `SparkSink(path, format="parquet")`: a two-phase-commit file sink Spark reads.
 - `land_checkpoint(spark, checkpoint_dir, checkpoint_id, target)` / `read_checkpoint(spark,
-  target, checkpoint_id=None)`: checkpoints as Parquet tables and back as DataFrames.
+  target, checkpoint_id=None)`: checkpoints as Parquet tables and back as DataFrames;
+  `read_checkpoint(...).state("count")`: one keyed state with its keys and values in their natural
+  Spark types (strings, longs, doubles, structs, arrays; JSON text only when they mix).
 - `checkpoint_from_landed(spark, target, checkpoint_id)`: what
   `env.restore_from_landed(...)` restores from.
 """

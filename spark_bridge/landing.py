@@ -21,6 +21,16 @@ the first failure.
 
 `read_checkpoint` reads the tables back (one checkpoint, the latest by default) with explicit
 schemas, so partition columns keep their types whatever the operator names look like.
+
+Keyed state in natural types: besides `keyed_state` (exact JSON text, what a restore reads), each
+state of each operator lands in `<target>/state/<operator>/<state>/checkpoint_id=<n>` with its
+keys and values in the Spark types they fit (`spark_bridge.state_tables`; the decision is per
+state and checkpoint, see `spark_bridge.values`; one Parquet file per state, written with pyarrow
+on the target's filesystem, as a Spark job per state would cost more than the landing itself).
+`LandedCheckpoint.state(name)` reads one of
+them: `WHERE key = 'app0'`, `sum(value)` work as written. Each checkpoint's partition is read on
+its own, as a state's types may differ between checkpoints (a float that shows up later makes a
+long column a double).
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -40,6 +50,7 @@ import pyarrow.parquet as pq
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import StateHandle
 from checkpoint.storage import METADATA_FILE, CheckpointStorage, StorageError, storage_from_uri
+from spark_bridge.state_tables import state_dir, state_tables
 from spark_bridge.tables import SCHEMAS, TABLES, checkpoint_tables
 
 __all__ = ["CheckpointLander", "LandedCheckpoint", "LandingError", "land_checkpoint", "read_checkpoint",
@@ -47,6 +58,8 @@ __all__ = ["CheckpointLander", "LandedCheckpoint", "LandingError", "land_checkpo
 
 PARTITION_COLUMNS = ("checkpoint_id", "operator")
 JOB_MARKER = "_barrierflow_job"
+#: the folder of the per-state tables under a landing target
+STATE_FOLDER = "state"
 
 
 class LandingError(RuntimeError):
@@ -166,6 +179,24 @@ def write_tables(spark: Any, tables: dict[str, pa.Table], target: str) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def state_path(target: str, operator: str, name: str) -> str:
+    """Where the natural-type table of state `name` of `operator` lands under `target`."""
+    return f"{target.rstrip('/')}/{STATE_FOLDER}/{state_dir(operator)}/{state_dir(name)}"
+
+
+def write_state_tables(checkpoint_id: int, tables: dict[tuple[str, str], pa.Table], target: str) -> None:
+    """Write each state's table as the Parquet file of its `checkpoint_id=<id>` partition,
+    replacing what was there (landing again is idempotent). Written with pyarrow, on the target's
+    filesystem: one small file per state, no Spark job each."""
+    fs, root = _fs(target)
+    for (operator, name), table in tables.items():
+        partition = f"{state_path(root, operator, name)}/checkpoint_id={checkpoint_id}"
+        if fs.get_file_info(partition).type == pafs.FileType.Directory:
+            fs.delete_dir(partition)
+        fs.create_dir(partition, recursive=True)
+        pq.write_table(table, f"{partition}/part-00000.parquet", filesystem=fs)
+
+
 def land_checkpoint(spark: Any, checkpoint_dir: str | CheckpointStorage, checkpoint_id: int | None,
                     target: str, *, job_id: str | None = None) -> int:
     """Land one completed checkpoint as Parquet tables under `target` (idempotent).
@@ -192,7 +223,9 @@ def land_checkpoint(spark: Any, checkpoint_dir: str | CheckpointStorage, checkpo
 
 def _land(spark: Any, completed: CompletedCheckpoint, read: Callable[[StateHandle], bytes], target: str) -> None:
     _check_job(target, completed.job_id)
+    states = state_tables(completed, read)  # first: its error names the key of a value that cannot land
     write_tables(spark, checkpoint_tables(completed, read), target)
+    write_state_tables(completed.checkpoint_id, states, target)
 
 
 class CheckpointLander:
@@ -257,10 +290,43 @@ class LandedCheckpoint:
     operator_state: Any
     channel_state: Any
     checkpoint_stats: Any
+    spark: Any = field(default=None, repr=False)
+    target: str = ""
 
     @property
     def tables(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in TABLES}
+
+    def state(self, name: str, operator: str | None = None) -> Any:
+        """Keyed state `name` as a DataFrame in natural types: `checkpoint_id, subtask,
+        key_group, key, [map_key,] value` (see the module docstring).
+
+        Args:
+            name: the state's name.
+            operator: the operator holding it; needed only when several operators have a state
+                of that name.
+
+        Raises:
+            LandingError: no operator (or several, and `operator` is None) holds state `name`
+                in this checkpoint, or its table was not landed.
+        """
+        from pyspark.sql import functions as F
+
+        if operator is None:
+            holders = sorted(r[0] for r in self.keyed_state.where(F.col("state_name") == name)
+                             .select("operator").distinct().collect())
+            if len(holders) != 1:
+                raise LandingError(f"checkpoint {self.checkpoint_id} in {self.target!r}: "
+                                   + (f"state {name!r} is held by operators {holders}; pass operator="
+                                      if holders else f"no operator holds a keyed state {name!r}"))
+            operator = holders[0]
+        path = f"{state_path(self.target, operator, name)}/checkpoint_id={self.checkpoint_id}"
+        fs, local = _fs(path)
+        if fs.get_file_info(local).type != pafs.FileType.Directory:
+            raise LandingError(f"no landed state {name!r} of operator {operator!r} in checkpoint "
+                               f"{self.checkpoint_id} at {path!r}")
+        frame = self.spark.read.parquet(path)
+        return frame.select(F.lit(self.checkpoint_id).cast("long").alias("checkpoint_id"), *frame.columns)
 
     def __getitem__(self, name: str) -> Any:
         if name not in TABLES:
@@ -300,7 +366,7 @@ def read_checkpoint(spark: Any, target: str, checkpoint_id: int | None = None) -
         raise LandingError(f"checkpoint {checkpoint_id} is not landed in {target!r} (landed: {ids})")
     frames = {name: _table_df(spark, target, name).where(f"checkpoint_id = {int(checkpoint_id)}")
               for name in TABLES}
-    return LandedCheckpoint(checkpoint_id, **frames)
+    return LandedCheckpoint(checkpoint_id, **frames, spark=spark, target=target)
 
 
 def landed_checkpoint_ids(spark: Any, target: str) -> list[int]:

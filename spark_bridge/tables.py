@@ -8,7 +8,8 @@ operator, subtask` (operator = the job vertex, subtask = the task that owned the
 
 - `keyed_state`: one row per key and state (per map entry for map state): `key_group`,
   `state_name`, `state_kind` (value/list/map), `key`, `map_key`, `value` — keys and values as
-  exact JSON text (`spark_bridge.values`).
+  exact JSON text (`spark_bridge.values`), one column for every state, as a restore needs them;
+  `spark_bridge.state_tables` gives each state its own table in natural Spark types, for queries.
 - `source_offsets`: `split`, `position` (rows of the split already emitted).
 - `operator_state`: non-keyed operator state other than offsets (e.g. a sink's pending
   transactions): `op_key` (chain index:operator name), `state_name`, `idx`, `value` (JSON).

@@ -12,7 +12,8 @@ from runtime import StreamEnvironment
 from runtime.result import CollectCommitter
 from runtime.workloads.seeded import multiset
 from spark_bridge import LandingError, decode_value, land_checkpoint, landed_checkpoint_ids, read_checkpoint
-from spark_bridge.landing import resolve_checkpoint
+from spark_bridge.landing import resolve_checkpoint, write_state_tables
+from spark_bridge.state_tables import state_tables
 
 ROWS = [{"id": i, "app": f"app{(i * 7) % 5}", "region": i % 3, "v": i / 8} for i in range(3000)]
 
@@ -54,11 +55,19 @@ def finished(tmp_path_factory):
     return storage, result
 
 
-def test_land_and_read_back_equals_the_state_the_job_reports(spark, finished, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def landed_final(spark, finished, tmp_path_factory):
+    """The run's last checkpoint landed (the latest by default): its target."""
     storage, result = finished
-    target = str(tmp_path / "landed")
+    target = str(tmp_path_factory.mktemp("landed"))
+    assert land_checkpoint(spark, storage, None, target) == result.completed_checkpoints[-1].id
+    return target
+
+
+def test_land_and_read_back_equals_the_state_the_job_reports(spark, finished, landed_final) -> None:
+    storage, result = finished
+    target = landed_final
     final_id = result.completed_checkpoints[-1].id
-    assert land_checkpoint(spark, storage, None, target) == final_id  # latest by default
 
     landed = read_checkpoint(spark, target)
     assert landed.checkpoint_id == final_id
@@ -172,3 +181,26 @@ def test_landing_errors_are_clear(spark, finished, tmp_path) -> None:
     assert other.completed_checkpoints
     with pytest.raises(LandingError, match="holds checkpoints of job 'landjob'"):
         land_checkpoint(spark, str(tmp_path / "other"), None, target)
+
+
+def test_each_keyed_state_lands_in_its_natural_spark_types(spark, finished, landed_final) -> None:
+    storage, result = finished
+    landed = read_checkpoint(spark, landed_final)
+    types = {name: dict(landed.state(name).dtypes) for name in ("count", "recent", "last_v")}
+    assert types["count"] == {"checkpoint_id": "bigint", "subtask": "int", "key_group": "int",
+                              "key": "struct<_1:string,_2:bigint>", "value": "bigint"}
+    assert types["recent"]["value"] == "array<bigint>"
+    assert (types["last_v"]["map_key"], types["last_v"]["value"]) == ("string", "double")
+    counts = landed.state("count", operator="profile")
+    assert {(r["key"]["_1"], r["key"]["_2"]): r["value"] for r in counts.collect()} == \
+        result.final_state["profile"]["count"]
+    counts.createOrReplaceTempView("counts")  # queried as written: no JSON, no casts
+    app0 = spark.sql("SELECT sum(value) FROM counts WHERE key._1 = 'app0'").first()[0]
+    assert app0 == sum(n for (app, _), n in expected_counts().items() if app == "app0")
+    recent = {(r["key"]["_1"], r["key"]["_2"]): list(r["value"]) for r in landed.state("recent").collect()}
+    assert recent == result.final_state["profile"]["recent"]
+    with pytest.raises(LandingError, match="no operator holds a keyed state 'nope'"):
+        landed.state("nope")
+    completed, files = resolve_checkpoint(storage)  # landing again replaces, never duplicates
+    write_state_tables(completed.checkpoint_id, state_tables(completed, files.read_task_file), landed_final)
+    assert read_checkpoint(spark, landed_final).state("count").count() == len(expected_counts())

@@ -70,3 +70,30 @@ def test_unsupported_value_names_the_state() -> None:
 def test_decimal_and_dates_are_tagged() -> None:
     assert encode_value(decimal.Decimal("1.50")) == '{"$decimal":"1.50"}'
     assert decode_value(encode_value(dt.date(2024, 2, 29))) == dt.date(2024, 2, 29)
+
+
+def test_natural_types_per_column() -> None:
+    import pyarrow as pa
+
+    from spark_bridge.values import natural_type
+
+    assert natural_type(["app0", None]) == pa.string()
+    assert natural_type([1, 2**63 - 1]) == pa.int64()
+    assert natural_type([1, 2.5]) == pa.float64()  # a float among ints: the column is double
+    assert natural_type([[1], []]) == pa.list_(pa.int64())
+    assert natural_type([{"a": 1}, {"b": "x"}]) == pa.struct([("a", pa.int64()), ("b", pa.string())])
+    assert natural_type([("app0", 1)]) == pa.struct([("_1", pa.string()), ("_2", pa.int64())])
+    assert natural_type([None]) == pa.string()
+    # JSON text: mixed types, values a Spark type would change, names Spark cannot use
+    for mixed in ([1, "a"], [True, 1], [2**63], [2**53 + 1, 0.5], [{1: "a"}], [{"A": 1, "a": 2}], [{"a b": 1}],
+                  [(1,), (1, 2)], [dt.date(2024, 1, 1)], [{}]):
+        assert natural_type(mixed) is None, mixed
+
+
+def test_natural_column_falls_back_to_json_and_names_what_cannot_land() -> None:
+    from spark_bridge.values import natural_column
+
+    assert natural_column([1, "a", None], str).to_pylist() == ["1", '"a"', None]
+    assert natural_column([("a", 1)], str).to_pylist() == [{"_1": "a", "_2": 1}]
+    with pytest.raises(ValueEncodingError, match=r"operator 'count', state 'seen', key 'app1': .*type set"):
+        natural_column(["a", {1, 2}], lambda i: f"operator 'count', state 'seen', key 'app{i}'")
