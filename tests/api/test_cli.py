@@ -169,6 +169,7 @@ def test_demo_without_a_terminal_prints_plain_progress_and_a_summary_its_json_ag
     assert report["checkpoints_completed"] == len(result.completed_checkpoints)
 
 
+@pytest.mark.ray
 def test_demo_on_ray_shows_every_phase_to_the_end(job_dir: Path) -> None:
     import json
     import re
