@@ -127,10 +127,6 @@ def test_demo_without_a_terminal_prints_plain_progress_and_a_summary_its_json_ag
     import json
     import re
 
-    from runtime import FaultPlan
-    from runtime.cli import _demo_job, build_parser
-    from runtime.workloads.pageview import pageview_rows
-
     argv = ["demo", "--executor", "sim", "--records", "60000", "--interval", "0.02", "--seed", "6", "--unaligned",
             "--json", "demo.json"]
     done = barrierflow(*argv, cwd=job_dir)
@@ -160,6 +156,10 @@ def test_demo_without_a_terminal_prints_plain_progress_and_a_summary_its_json_ag
     assert rows["checkpoint duration p50 / max"].count("|") == 1  # the comparison's row: both columns
     assert "exactly-once check passed" in out and report["exactly_once"]
     # the same job, seed and crashes in this process: the simulator is deterministic
+    from runtime import FaultPlan
+    from runtime.cli import _demo_job, build_parser
+    from runtime.workloads.pageview import pageview_rows
+
     args = build_parser().parse_args(argv)
     rows_in = pageview_rows(args.records, args.apps, args.seed)
     result = _demo_job(args, rows_in, unaligned=True, storage=None).execute(
