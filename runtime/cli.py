@@ -111,7 +111,7 @@ class DemoProgress:
         elif changed or self._printed_at is None or wall - self._printed_at >= self.every:
             self._printed_at = wall
             text = ", ".join(f"{k} {_shown(v)}" for k, v in figures.items())
-            self.out.print(f"[{wall:6.1f} s] {phase}: {text}", soft_wrap=True, highlight=False)
+            self.out.print(f"[{wall:6.1f} s] {phase}: {text}", soft_wrap=True, highlight=False, markup=False)
 
 
 def _demo_job(args: argparse.Namespace, rows: list[dict[str, Any]], *, unaligned: bool,
@@ -169,7 +169,9 @@ def _restart_lines(result: Any, crashes: int) -> list[str]:
         resumed = result.restored_checkpoints[number - 1] if number <= len(result.restored_checkpoints) else None
         origin = f"checkpoint {resumed}" if resumed is not None else "the start (no checkpoint completed yet)"
         lines.append(f"restart {number}: {failure} -> resumed from {origin}")
-    if result.restarts != crashes:
+    if result.restarts > crashes:
+        lines.append(f"{crashes} crash(es) were planned; the other restarts had the causes listed above")
+    elif result.restarts < crashes:
         lines.append(
             f"{crashes} crash(es) were planned and the job restarted {result.restarts} time(s): a restart is one "
             "failover (every task cancelled and redeployed from the latest completed checkpoint). Each planned "
@@ -218,7 +220,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         summary.add_row("abort reasons", ", ".join(f"{r}: {n:,}" for r, n in sorted(reasons.items())))
     console.print(summary)
     for line in _restart_lines(result, args.crashes):
-        console.print(line, soft_wrap=True, highlight=False)
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
     comparison = _compare_with_aligned(args, rows, faults, result) if args.unaligned else None
     _print_checkpoint_dir(args.checkpoint_dir)
     ok = _exactly_once_check(rows, result)
@@ -244,7 +246,7 @@ def _compare_with_aligned(args: argparse.Namespace, rows: list[dict[str, Any]], 
     note = "aligned baseline: same job, seed and crashes on the simulator (virtual time)"
     if args.executor != "sim":
         note += "; the unaligned job ran there too, as Ray's wall-clock times do not compare with virtual ones"
-    console.print(f"{note}...", soft_wrap=True, highlight=False)
+    console.print(f"{note}...", soft_wrap=True, highlight=False, markup=False)
     if args.executor != "sim":
         runs["unaligned (sim)"] = _demo_job(args, rows, unaligned=True, storage=None).execute(
             "pageview", executor="sim", seed=args.seed, faults=faults)
