@@ -79,39 +79,44 @@ def _shown(value: Any) -> str:
 
 
 class DemoProgress:
-    """Shows a running job's progress and phase (`runtime.progress.Phase`): a live table on a
-    terminal; otherwise one plain line about every `every` seconds and at each phase change."""
+    """Shows a running job's progress and phase (`runtime.progress.Phase`): on a terminal, a live
+    table (`render`, redrawn by `rich.live.Live` with the seconds ticking, so a phase without
+    reports does not look frozen); otherwise one plain line about every `every` seconds and at
+    each phase change."""
 
-    def __init__(self, out: Console, live: Live | None, every: float = 1.0) -> None:
+    def __init__(self, out: Console, live: bool, every: float = 1.0) -> None:
         self.out = out
         self.live = live
         self.every = every
         self.started = time.perf_counter()
         self._printed_at: float | None = None
-        self._phase: str | None = None
+        self._figures: dict[str, Any] = {}
         #: the phases reported, in order (a phase entered again is listed again)
         self.phases: list[str] = []
 
     def __call__(self, info: dict[str, Any]) -> None:
         wall = time.perf_counter() - self.started
         phase = str(info.get("phase", "running"))
-        changed = phase != self._phase
+        changed = not self.phases or phase != self.phases[-1]
         if changed:
-            self._phase = phase
             self.phases.append(phase)
         figures = {k: v for k, v in info.items() if k != "phase"}
         records = info.get("records in")
         if isinstance(records, int) and wall > 0:
             figures["records/s (wall)"] = round(records / wall)
-        if self.live is not None:
-            table = Table(title=f"{phase} ({wall:.1f} s)", show_header=False)
-            for key, value in figures.items():
-                table.add_row(key, _shown(value))
-            self.live.update(table)
-        elif changed or self._printed_at is None or wall - self._printed_at >= self.every:
+        self._figures = figures
+        if not self.live and (changed or self._printed_at is None or wall - self._printed_at >= self.every):
             self._printed_at = wall
             text = ", ".join(f"{k} {_shown(v)}" for k, v in figures.items())
             self.out.print(f"[{wall:6.1f} s] {phase}: {text}", soft_wrap=True, highlight=False, markup=False)
+
+    def render(self) -> Table:
+        """The live table: the phase and seconds since the start, then the latest figures."""
+        wall = time.perf_counter() - self.started
+        table = Table(title=f"{self.phases[-1] if self.phases else 'starting'} ({wall:.1f} s)", show_header=False)
+        for key, value in self._figures.items():
+            table.add_row(key, _shown(value))
+        return table
 
 
 def _demo_job(args: argparse.Namespace, rows: list[dict[str, Any]], *, unaligned: bool,
@@ -196,11 +201,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"crash(es), executor={args.executor}, seed={args.seed}", soft_wrap=True
     )
     started = time.perf_counter()
-    interactive = console.is_terminal
-    with Live(console=console, refresh_per_second=8, transient=True) if interactive \
-            else contextlib.nullcontext() as live:
+    progress = DemoProgress(console, live=console.is_terminal)
+    with Live(console=console, get_renderable=progress.render, refresh_per_second=4, transient=True) \
+            if progress.live else contextlib.nullcontext():
         result = env.execute("pageview", executor=args.executor, seed=args.seed, faults=faults,
-                             progress=(progress := DemoProgress(console, live)))
+                             progress=progress)
     wall = time.perf_counter() - started
     figures = _figures(result)
     summary = Table(title="summary")

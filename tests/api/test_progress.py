@@ -21,7 +21,7 @@ def test_plain_progress_is_a_line_a_second_and_one_at_each_phase_change(monkeypa
     clock = [100.0]
     monkeypatch.setattr("runtime.cli.time.perf_counter", lambda: clock[0])
     out = io.StringIO()
-    progress = DemoProgress(Console(file=out, width=200), None, every=1.0)
+    progress = DemoProgress(Console(file=out, width=200), live=False, every=1.0)
     for step, phase in enumerate(["running"] * 8 + ["final checkpoint", "committing", "stopping"]):
         clock[0] = 100.0 + step * 0.25
         progress({"phase": phase, "records in": 1_000_000 + step})
