@@ -57,6 +57,7 @@ MOVES: list[tuple[str, str]] = [
     ("runtime/restore.py", "runtime/jobmaster/restore.py"),
     ("runtime/channel_rescale.py", "runtime/jobmaster/channel_rescale.py"),
     ("runtime/durable_committer.py", "runtime/jobmaster/durable_committer.py"),
+    ("runtime/progress.py", "runtime/jobmaster/progress.py"),
     # verification on the simulator (the invariant checker stays in runtime/sim/: the executor runs it)
     ("runtime/sim/swarm.py", "runtime/verify/swarm.py"),
     ("runtime/sim/shrink.py", "runtime/verify/shrink.py"),

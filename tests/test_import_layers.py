@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ]),
     ("job master", [
         "runtime.jobmaster", "runtime.result", "runtime.restore_match", "runtime.restore", "runtime.channel_rescale",
-        "runtime.durable_committer", "spark_bridge",
+        "runtime.durable_committer", "runtime.progress", "spark_bridge",
     ]),
     ("executors", ["runtime.sim", "runtime.ray"]),
     # `runtime/__init__` is the public API facade; `spark_bridge/__init__` re-exports its source
