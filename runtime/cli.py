@@ -336,6 +336,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.parallelism is not None:
         env.parallelism = args.parallelism
     _configure_checkpointing(env, args)
+    if args.restore_from is not None:
+        _restore(env, args.restore_from, job=args.target.partition(":")[2])
     if args.zookeeper is not None:
         env.set_high_availability("zookeeper", hosts=args.zookeeper, cluster_id=f"run-{args.target}")
     kwargs: dict[str, Any] = {}
@@ -353,6 +355,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"{len(result.aborted_checkpoints)}, restarts: {result.restarts}")
     _print_checkpoint_dir(env.checkpoint_config.storage)
     return 0
+
+
+def _restore(env: Any, directory: str, job: str) -> None:
+    """`run --restore-from DIR`: start from the newest valid checkpoint of `job` (the builder's
+    name, as `run` names its jobs) in DIR, at the parallelism the job has now."""
+    from checkpoint.tools import CheckpointToolError
+
+    try:
+        env.restore_from(directory, job_id=job)
+    except CheckpointToolError as exc:
+        raise UsageError(f"run: --restore-from {directory}: {exc}") from exc
 
 
 def _print_checkpoint_dir(storage: str | None) -> None:
@@ -421,6 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--parallelism", type=_positive, help="default subtasks per operator (default: the builder's)")
     run.add_argument("--checkpoint-dir", metavar="DIR",
                      help="keep checkpoints in this directory (default: the builder's storage, else memory)")
+    run.add_argument("--restore-from", metavar="DIR",
+                     help="start from the newest valid checkpoint of the job in this checkpoint directory, "
+                     "with the job's parallelism now (default: from scratch)")
     run.add_argument("--zookeeper", metavar="HOSTS",
                      help="high availability: coordinators elected in ZooKeeper at HOSTS (host:port[,...]; "
                      "try it with 'barrierflow zookeeper start'); default: no HA")

@@ -12,12 +12,20 @@ from cli_launcher import run_cli
 
 JOB_MODULE = '''
 from operators import CollectSink
-from runtime import StreamEnvironment
+from runtime import RestartStrategy, StreamEnvironment
 
 
 def build():
     env = StreamEnvironment(parallelism=2)
     env.from_collection([{"k": i % 3} for i in range(300)], splits=2).key_by("k").count() \\
+        .sink_to(CollectSink("out"))
+    return env
+
+
+def fragile():
+    env = StreamEnvironment(parallelism=2)
+    env.set_restart_strategy(RestartStrategy.no_restart())
+    env.from_collection([{"k": i % 3} for i in range(20_000)], splits=2).key_by("k").count() \\
         .sink_to(CollectSink("out"))
     return env
 
@@ -78,6 +86,20 @@ def test_usage_errors_are_one_line_exit_2_no_traceback(job_dir: Path, args: list
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("barrierflow: error: "), done.stderr
     assert names in lines[0] and "Traceback" not in done.stderr + done.stdout
+
+
+def test_a_job_failed_for_good_restores_in_a_new_process_with_another_parallelism(job_dir: Path) -> None:
+    other = barrierflow("run", "myjob:build", "--checkpoint-dir", "ckpts", "--interval", "0.002", cwd=job_dir)
+    assert other.returncode == 0, other.stderr  # another job's checkpoints in the same directory
+    failed = barrierflow("run", "myjob:fragile", "--checkpoint-dir", "ckpts", "--interval", "0.002", "--crashes", "1",
+                         "--seed", "2", cwd=job_dir)
+    assert failed.returncode == 1 and "TaskCrash" in failed.stderr, (failed.stdout, failed.stderr)
+    restored = barrierflow("run", "myjob:fragile", "--restore-from", "ckpts", "--checkpoint-dir", "ckpts",
+                           "--interval", "0.002", "--parallelism", "4", cwd=job_dir)
+    assert restored.returncode == 0, restored.stderr
+    assert "│ out  │            20,000 │" in restored.stdout, restored.stdout  # every record once
+    missing = barrierflow("run", "myjob:fragile", "--restore-from", "nowhere", cwd=job_dir)
+    assert missing.returncode == 2 and "--restore-from nowhere" in missing.stderr, missing.stderr
 
 
 def test_a_failing_builder_exits_1_and_debug_shows_the_traceback(job_dir: Path) -> None:
