@@ -2,10 +2,13 @@
 measured, the same on the simulator and on Ray.
 
 * Steps: per task, least squares of CPU seconds per step against records per step
-  (`StepTimes.fit`), plus the CPU the task spent outside its steps (calls, serialisation,
-  thread hand-offs) spread over its steps; off-CPU time (sleeps, I/O) per record is the step
-  time beyond CPU once the machine's contention (the median elapsed/CPU ratio) is taken out.
-  A vertex gets the median of its tasks; a task more than `OUTLIER` away from it keeps its own.
+  (`StepTimes.fit`); off-CPU time (sleeps, I/O) per record is the step time beyond CPU once
+  the machine's contention (the median elapsed/CPU ratio) is taken out. A vertex gets the
+  (lower) median of its tasks; a task more than `OUTLIER` away from it keeps its own.
+* Cores: the CPU the task processes spent outside their steps (Ray: calls, serialisation,
+  thread hand-offs and the runtime's own threads; measured as process CPU) comes mostly with
+  time, not with steps (a sink task that sends nothing spends as much): per second of the run
+  it is taken from the cores the steps share.
 * Transport: from the barrier trace, each barrier's time from its sender's snapshot to its
   arrival at the receiver (`barrier-in`): the 5th and 95th percentiles, widened to the uniform
   distribution they bound. The calibration run takes unaligned checkpoints, whose barriers
@@ -46,7 +49,14 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     if not completed:
         raise CalibrationError(f"job {result.job_name!r}: no checkpoint completed after the warm-up; calibration "
                                "needs checkpoints (a longer run or a shorter interval)")
-    profile = CostProfile(steps=fit_steps(tasks), cores=cores, calibrated=dict(calibrated or {}))
+    info = dict(calibrated or {})
+    duration = result.metrics.duration
+    background = sum(t.overhead for t in tasks.values()) / duration if duration > 0 else 0.0
+    info["background_cpu"] = round(background, 3)  # cores' worth of CPU spent outside steps
+    if cores is not None:
+        info["cores_measured"] = cores
+        cores = max(1, round(cores - background))
+    profile = CostProfile(steps=fit_steps(tasks), cores=cores, calibrated=info)
     profile.latency_min, profile.latency_max = fit_transport(result.trace, graph, since)
     profile.trigger_delay, profile.ack_delay, profile.finalize = fit_control(completed, graph)
     subtasks = [s for c in completed for s in c.subtasks.values()]
@@ -68,8 +78,6 @@ def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
             per_step, per_record = max(0.0, per_step), max(0.0, per_record)
             if times.records:
                 per_record = max(0.0, (times.busy - per_step * times.steps) / times.records)
-        if times.steps:
-            per_step += times.overhead / times.steps
         wait = max(0.0, times.wall - times.busy * contention) / times.records if times.records else 0.0
         own[name] = StepCost(per_step, per_record, wait)
     vertices: dict[str, list[str]] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.calibration.fit import fit_steps
+from runtime.calibration.fit import fit_profile
 from runtime.calibration.predict import METRICS, calibrate, figures, predict
 from runtime.sim.costs import StepCost
 from runtime.sim.executor import CostModel, NetworkOptions
@@ -65,9 +65,11 @@ def test_least_squares_splits_step_and_record_costs() -> None:
     assert same.fit() == pytest.approx((0.0, 1e-4))  # unknowable split: all per record
 
 
-def test_cpu_outside_the_steps_goes_to_the_step_cost() -> None:
-    times = StepTimes()
-    for records in (1, 2, 3, 4):
-        times.add(records, records * 1e-6)
-    times.cpu = times.busy + 4e-3  # 1 ms of calls and hand-offs per step
-    assert fit_steps({"v[0]": times})["v"].per_step == pytest.approx(1e-3)
+def test_cpu_outside_the_steps_takes_from_the_shared_cores(calibrated: tuple) -> None:
+    _, result = calibrated
+    graph = small_job(records=4000, rate=5000).get_job_graph("known")
+    for times in result.metrics.tasks.values():  # as on Ray: 0.3 cores per task outside its steps
+        times.cpu = times.busy + 0.3 * result.metrics.duration
+    profile = fit_profile(result, graph, cores=4)
+    assert profile.cores == 3 and profile.calibrated["background_cpu"] == pytest.approx(1.2)
+    assert profile.steps["count"].per_step == pytest.approx(3e-5, rel=0.1)  # the steps' own cost stays
