@@ -61,8 +61,8 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     profile.trigger_delay, profile.ack_delay, profile.finalize = fit_control(completed, graph)
     subtasks = [s for c in completed for s in c.subtasks.values()]
     sizes = [s.checkpointed_size for s in subtasks]
-    profile.sync_latency, profile.sync_per_byte = _line(sizes, [s.sync_duration for s in subtasks])
-    profile.write_latency, profile.write_per_byte = _line(sizes, [s.async_duration for s in subtasks])
+    profile.sync_latency, profile.sync_per_byte = fit_line(sizes, [s.sync_duration for s in subtasks])
+    profile.write_latency, profile.write_per_byte = fit_line(sizes, [s.async_duration for s in subtasks])
     return profile
 
 
@@ -138,7 +138,7 @@ def fit_control(completed: Sequence[Any], graph: Any) -> tuple[float, float, flo
     return _median(triggers), _median(acks), _median(finals)
 
 
-def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     """(intercept, slope) >= 0 of a least-squares line; a flat line when x does not vary."""
     n = len(xs)
     if n == 0:
