@@ -1,4 +1,5 @@
-"""The `barrierflow` command line: `demo`, `run MODULE:FUNCTION`, `checkpoints`, `bench`.
+"""The `barrierflow` command line: `demo`, `run MODULE:FUNCTION`, `checkpoints`, `bench`,
+`calibrate MODULE:FUNCTION`, `whatif`.
 
 Conventions: a usage error (a bad option, a builder that cannot be loaded or returns no
 environment) prints one `barrierflow: error: ...` line naming the option and exits 2; a job that
@@ -381,6 +382,87 @@ def cmd_zookeeper(args: argparse.Namespace) -> int:
     return zookeeper_main([args.action, str(args.dir or DEFAULT_DIR), str(args.port or DEFAULT_PORT)])
 
 
+def _build_env(target: str, command: str) -> Callable[[], Any]:
+    """A function building the job `target` (MODULE:FUNCTION) names, checked once."""
+    from runtime.api import StreamEnvironment
+
+    builder = _load_builder(target)
+
+    def build() -> Any:
+        env = builder()
+        if not isinstance(env, StreamEnvironment):
+            raise UsageError(f"{command}: {target} returned {type(env).__name__ if env is not None else 'None'}; "
+                             "it must return the StreamEnvironment it built the job on")
+        return env
+
+    return build
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Run the job briefly for real and write the fitted profile (`runtime.calibration`)."""
+    from runtime.calibration.predict import calibrate
+
+    build = _build_env(args.target, "calibrate")
+    env = build()
+    if args.interval is not None:
+        env.enable_checkpointing(interval=args.interval)
+    options: dict[str, Any] = {}
+    if args.executor == "ray" and args.address:
+        options["address"] = args.address
+    profile, result = calibrate(env, args.target.partition(":")[2], executor=args.executor, cores=args.cores,
+                                calibrated={"target": args.target}, **options)
+    profile.save(args.output)
+    info = profile.calibrated
+    console.print(f"calibrated {args.target} on {args.executor}: {info['records_in']:,} records in "
+                  f"{info['seconds']} s, {len(result.completed_checkpoints)} checkpoints, load average "
+                  f"{info['load_average']}; profile written to {args.output}", soft_wrap=True)
+    return 0
+
+
+def _slow(text: str) -> tuple[str, float]:
+    task, sep, factor = text.rpartition("=")
+    try:
+        value = float(factor)
+    except ValueError:
+        value = -1.0
+    if not sep or not task or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected TASK=FACTOR (a task or vertex name and a factor > 0, "
+                                         f"e.g. count[1]=3), got {text!r}")
+    return task, value
+
+
+def cmd_whatif(args: argparse.Namespace) -> int:
+    """Predict the calibrated job under other settings, next to its baseline."""
+    import json
+
+    from runtime.calibration.profile import CostProfile, ProfileError
+    from runtime.calibration.whatif import table, variants, what_if
+
+    try:
+        profile = CostProfile.load(args.profile)
+    except ProfileError as exc:
+        raise UsageError(f"whatif: --profile: {exc}") from exc
+    target = args.job or profile.calibrated.get("target")
+    if not target:
+        raise UsageError(f"whatif: {args.profile} does not name the job it calibrated ('calibrated.target'); "
+                         "give it with --job MODULE:FUNCTION")
+    asked = variants(modes=args.mode or (), unaligned=args.unaligned, alignment_timeout=args.alignment_timeout,
+                     debloat_target=args.debloat_target, parallelism=args.parallelism, interval=args.interval,
+                     slow=dict(args.slow or ()))
+    predictions = what_if(_build_env(target, "whatif"), target.partition(":")[2], profile, asked, seed=args.seed)
+    rows = table(predictions)
+    out = Table(title=f"what if: {target} (profile {args.profile}, simulated)")
+    for i, name in enumerate(rows[0]):
+        out.add_column(name, justify="left" if i == 0 else "right")
+    for row in rows[1:]:
+        out.add_row(*row)
+    console.print(out)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([{"variant": p.variant.name, "seconds": p.seconds, **p.figures} for p in predictions], f, indent=2)
+    return 0
+
+
 #: checkpoint interval `run` uses when it enables checkpointing and no --interval is given (seconds)
 DEFAULT_INTERVAL = 0.1
 
@@ -453,6 +535,42 @@ def build_parser() -> argparse.ArgumentParser:
     zookeeper.add_argument("--port", type=_positive, default=None,
                            help="client port, bound to 127.0.0.1 only (default: 2181)")
     zookeeper.set_defaults(func=cmd_zookeeper)
+
+    calibrate = sub.add_parser("calibrate", parents=[common],
+                               help="run MODULE:FUNCTION briefly for real and fit the simulator's cost model to it")
+    calibrate.add_argument("target", metavar="MODULE:FUNCTION",
+                           help="module (imported from the current directory) and the function that builds the job; "
+                           "the job should finish within 60 s")
+    calibrate.add_argument("-o", "--output", required=True, metavar="PROFILE.json",
+                           help="where to write the profile (readable JSON, editable)")
+    calibrate.add_argument("--executor", default="ray", choices=["ray", "sim"],
+                           help="ray (default: the real run) or sim (the simulator's default model, for trying it)")
+    calibrate.add_argument("--interval", type=_seconds,
+                           help="checkpoint interval in seconds (default: the builder's, else 0.05); the "
+                           "calibration run takes unaligned checkpoints whatever the builder's mode")
+    calibrate.add_argument("--cores", type=_positive,
+                           help="cores the tasks share (default: this machine's CPUs on ray, none on sim)")
+    calibrate.add_argument("--address", help="Ray cluster to join (default: a local Ray)")
+    calibrate.set_defaults(func=cmd_calibrate)
+
+    whatif = sub.add_parser("whatif", parents=[common],
+                            help="predict a calibrated job under other settings (simulated, side by side)")
+    whatif.add_argument("--profile", required=True, metavar="PROFILE.json", help="a profile from 'barrierflow calibrate'")
+    whatif.add_argument("--job", metavar="MODULE:FUNCTION", help="the job (default: the one the profile calibrated)")
+    whatif.add_argument("--mode", nargs="+", choices=["none", "aligned", "unaligned", "at-least-once"],
+                        help="one variant per checkpointing mode")
+    whatif.add_argument("--unaligned", action="store_true", help="a variant with unaligned checkpoints")
+    whatif.add_argument("--alignment-timeout", type=_seconds, metavar="S",
+                        help="a variant: aligned checkpoints that turn unaligned after S seconds of alignment")
+    whatif.add_argument("--debloat-target", type=_seconds, metavar="S",
+                        help="a variant with buffer debloating to S seconds of in-flight data")
+    whatif.add_argument("--parallelism", type=_positive, metavar="N", help="a variant with parallelism N")
+    whatif.add_argument("--interval", type=_seconds, metavar="S", help="a variant checkpointing every S seconds")
+    whatif.add_argument("--slow", type=_slow, action="append", metavar="TASK=F",
+                        help="a variant where task or vertex TASK is F times slower (repeat for several tasks)")
+    whatif.add_argument("--seed", type=int, default=1, help="simulator seed (default: %(default)s)")
+    whatif.add_argument("--json", metavar="PATH", help="also write the predictions as JSON")
+    whatif.set_defaults(func=cmd_whatif)
 
     from checkpoint.tools import add_cli as add_checkpoint_commands
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from runtime.errors import SuppressRestartsError
 from runtime.histogram import LatencyHistogram
+from runtime.task_metrics import StepTimes
 
 Record = dict[str, Any]
 #: a transaction's records: dicts, or one Arrow record batch (as the Ray committer receives them)
@@ -211,6 +212,8 @@ class JobMetrics:
     #: buffer debloating: per task with inputs, the buffer size (records) it last asked its
     #: senders for (empty without debloating)
     buffer_sizes: dict[str, int] = field(default_factory=dict)
+    #: per task ("vertex[i]"), what its steps cost (`runtime.task_metrics`; calibration input)
+    tasks: dict[str, StepTimes] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:

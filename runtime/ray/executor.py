@@ -658,6 +658,8 @@ class RayExecutor:
             metrics.add_task_span(final["first_created_at"], final["last_arrival_at"])
             if final.get("buffer_size") is not None:
                 metrics.buffer_sizes[str(task_id)] = final["buffer_size"]
+            if final.get("step_times") is not None:
+                metrics.tasks[str(task_id)] = final["step_times"]
             if self.graph.vertex(task_id.vertex).source is not None:
                 source_now += final["records_in"]
         metrics.records_in = self._done_source_records + source_now

@@ -65,6 +65,7 @@ from runtime.ray.work_thread import CallerFirstLock, WorkThread
 from runtime.result import suppresses_restarts
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskRestore, TaskSnapshot
+from runtime.task_metrics import StepTimes
 
 #: seconds of work per slice before the work thread lets waiting calls in (see `TaskActor._drive`)
 WORK_SLICE = 0.002
@@ -164,6 +165,9 @@ class TaskActor:
             self._suppress_restarts = False
             self._frozen = False
             self._records = 0
+            #: what this attempt's steps cost (calibration), and the process CPU when it began
+            self._step_times = StepTimes()
+            self._cpu_at_deploy = time.process_time()
             self._acks = 0
             self._writes = 0
             self._crash_after: int | None = faults.get("crash_after")
@@ -296,10 +300,12 @@ class TaskActor:
                     self._send()
                     if not task.has_work():
                         break
-                    started = time.perf_counter()
+                    started, cpu_started = time.perf_counter(), time.thread_time()
                     handled = task.step()
+                    elapsed = time.perf_counter() - started
+                    self._step_times.add(handled, time.thread_time() - cpu_started, elapsed)
                     if handled and not is_source:
-                        self._pace_steps(handled, time.perf_counter() - started)
+                        self._pace_steps(handled, elapsed)
                     if handled:
                         self._records += handled
                         if self._crash_after is not None and self._records >= self._crash_after:
@@ -550,6 +556,14 @@ class TaskActor:
                 "calls": self.outputs.calls,
             }
 
+    def _finished_step_times(self) -> StepTimes:
+        """This attempt's step costs, with the process's CPU since deployment (the actor hosts
+        one task: its calls, serialisation and helper threads count) and the calls it sent."""
+        times = self._step_times
+        times.cpu = time.process_time() - self._cpu_at_deploy
+        times.calls = self.outputs.calls
+        return times
+
     def finish(self) -> dict[str, Any]:
         """After the job finished: wait for this task's commits, report final state and metrics."""
         self._committer.drain()
@@ -565,4 +579,5 @@ class TaskActor:
                 "records_in": self.task.records_in,
                 "buffer_size": self.task.announced_buffer_size,
                 "trace": self._trace or [],
+                "step_times": self._finished_step_times(),
             }

@@ -66,10 +66,12 @@ from runtime.restore import (
 )
 from runtime.restore_match import RestorePlan
 from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult, suppresses_restarts
+from runtime.sim.costs import CpuCores, StepCost
 from runtime.sim.injector import FaultInjector, TearingBlobStore
 from runtime.sim.invariants import InvariantChecker
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskSnapshot
+from runtime.task_metrics import StepTimes
 
 log = logging.getLogger("barrierflow.sim")
 
@@ -89,6 +91,8 @@ class NetworkOptions:
     #: snapshot write: fixed latency plus size / bandwidth
     write_latency: float = 0.002
     write_bandwidth: float = 200e6
+    #: delay of an acknowledgement reaching the coordinator (None: `control_delay`)
+    ack_delay: float | None = None
     #: task name ("vertex[i]") or vertex name -> extra seconds on everything it sends on its output
     #: channels (a slow link, `runtime.links`)
     link_delays: dict[str, float] = field(default_factory=dict)
@@ -96,7 +100,7 @@ class NetworkOptions:
 
 @dataclass(frozen=True)
 class CostModel:
-    """Virtual CPU time a task spends per step."""
+    """Virtual CPU time a task spends per step (the terms `runtime.calibration` fits)."""
 
     per_record: float = 2e-6
     per_step: float = 2e-5
@@ -108,14 +112,35 @@ class CostModel:
     #: task or vertex name -> slowdown of the per-record cost only: an expensive user function,
     #: while the per-step (per-buffer) overhead stays that of any task
     slow_records: dict[str, float] = field(default_factory=dict)
+    #: task or vertex name -> its own step cost (the task's entry wins over its vertex's), in
+    #: place of `per_step`/`per_record`
+    task_costs: dict[str, StepCost] = field(default_factory=dict)
+    #: cores the tasks share (`runtime.sim.costs.CpuCores`); None: a core per task
+    cores: int | None = None
+    #: CPU a task spends on a synchronous snapshot: fixed plus per byte of the snapshot
+    sync_latency: float = 0.0
+    sync_per_byte: float = 0.0
 
     def factor(self, task: TaskId) -> float:
         return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))
 
+    def step_times(self, task: TaskId, records: int) -> tuple[float, float]:
+        """(CPU seconds, off-CPU seconds) of a step of `task` that handled `records`: the CPU
+        occupies a core, the rest (sleeps, I/O) keeps only the task busy."""
+        own = self.task_costs.get(str(task)) or self.task_costs.get(task.vertex)
+        per_step, per_record, wait = (own.per_step, own.per_record, own.wait_per_record) if own is not None \
+            else (self.per_step, self.per_record, 0.0)
+        per_record *= self.slow_records.get(str(task), self.slow_records.get(task.vertex, 1.0))
+        factor = self.factor(task)
+        return (per_step + records * per_record) * factor, records * wait * factor
+
     def step_cost(self, task: TaskId, records: int) -> float:
         """Virtual seconds of a step of `task` that handled `records`."""
-        per_record = self.per_record * self.slow_records.get(str(task), self.slow_records.get(task.vertex, 1.0))
-        return (self.per_step + records * per_record) * self.factor(task)
+        return sum(self.step_times(task, records))
+
+    def sync_cost(self, size: int) -> float:
+        """CPU seconds of a synchronous snapshot of `size` bytes."""
+        return self.sync_latency + size * self.sync_per_byte
 
 
 class _Ports:
@@ -264,6 +289,10 @@ class SimExecutor:
         self._link_delays = resolve_link_delays(self.network.link_delays, self.task_ids)
         self.tasks: dict[TaskId, Task] = {}
         self._busy_until: dict[TaskId, float] = {}
+        #: the shared cores (None: a core per task) and CPU a task owes for snapshots taken
+        #: outside its steps (charged with its next step)
+        self._cores = CpuCores(self.costs.cores) if self.costs.cores is not None else None
+        self._owed_cpu: dict[TaskId, float] = {}
         self._scheduled: set[TaskId] = set()
         self._flush_scheduled: set[TaskId] = set()
         self._routes: dict[tuple[TaskId, int], tuple[TaskId, int]] = {}
@@ -380,6 +409,9 @@ class SimExecutor:
         epoch = self.epoch
         self.tasks = {}
         self._busy_until.clear()
+        self._owed_cpu.clear()
+        if self._cores is not None:
+            self._cores.reset()
         self._scheduled.clear()
         self._flush_scheduled.clear()
         self._last_delivery.clear()
@@ -532,13 +564,23 @@ class SimExecutor:
         if busy > self.now:
             self._schedule_run(task_id, busy)
             return
+        cores = self._cores
+        if cores is not None and not cores.free(self.now):
+            cores.wait(task_id)  # ready, no core: `_core_freed` runs it (no other run meanwhile)
+            self._scheduled.add(task_id)
+            return
         try:
             handled = task.step()
         except Exception as exc:  # a user function or protocol error: the task fails
             self._task_failed(task_id, exc)
             return
         self._send_outputs(task_id)
-        self._busy_until[task_id] = self.now + self.costs.step_cost(task_id, handled)
+        cpu, wait = self.costs.step_times(task_id, handled)
+        self._step_times(task_id).add(handled, cpu, cpu + wait)
+        cpu += self._owed_cpu.pop(task_id, 0.0)
+        if cores is not None:
+            self._at(cores.occupy(self.now, cpu), self._core_freed, self.epoch, "cpu")
+        self._busy_until[task_id] = self.now + cpu + wait
         if handled:
             self.metrics.records_in += handled if task.is_source else 0
             self._records[task_id] = self._records.get(task_id, 0) + handled
@@ -552,6 +594,22 @@ class SimExecutor:
             self._at(self.now + self.graph.buffer_timeout, lambda: self._flush(task_id), self.epoch, "flush")
         if task.is_finished:
             self._check_done()
+
+    def _step_times(self, task_id: TaskId) -> StepTimes:
+        name = str(task_id)
+        times = self.metrics.tasks.get(name)
+        if times is None:
+            times = self.metrics.tasks[name] = StepTimes()
+        return times
+
+    def _core_freed(self) -> None:
+        """A core freed: the tasks that waited longest take the free cores."""
+        cores = self._cores
+        while cores is not None and cores.free(self.now):
+            task_id = cores.next_waiting()
+            if task_id is None:
+                return
+            self._run_task(task_id)  # type: ignore[arg-type]
 
     def _flush(self, task_id: TaskId) -> None:
         self._flush_scheduled.discard(task_id)
@@ -633,8 +691,10 @@ class SimExecutor:
         """A control message of `kind` to `task_id` ("ack": from it), as faults let it go."""
         injector = self.injector
         effect = injector.control(kind, task_id) if injector is not None else None
+        delay = self.network.ack_delay if kind == "ack" and self.network.ack_delay is not None \
+            else self.network.control_delay
         if effect is None or not effect.faults:
-            self._control(epoch, fn)
+            self._at(self.now + delay, fn, epoch, "control")
             return
         for fault in effect.faults:
             if kind == "ack" and effect.lost:
@@ -643,7 +703,7 @@ class SimExecutor:
                 self._trace("fault", type(fault).__name__, kind, checkpoint_id, str(task_id))
         if effect.lost:
             return
-        when = self.now + self.network.control_delay + effect.delay
+        when = self.now + delay + effect.delay
         for copy in range(effect.copies):
             self._at(when + copy * self.network.control_delay, fn, epoch, "control")
 
@@ -734,6 +794,9 @@ class SimExecutor:
         files = self.writer.prepare(snapshot)
         size = sum(len(data) for data in files.values())
         duration = self.network.write_latency + size / self.network.write_bandwidth
+        sync = self.costs.sync_cost(size)
+        if sync > 0:  # the task's CPU (charged with its step); the write starts after it
+            self._owed_cpu[task_id] = self._owed_cpu.get(task_id, 0.0) + sync
         if self.injector is not None:
             slower = self.injector.write_slowdown(self.now)
             if slower > 1.0:
@@ -759,7 +822,7 @@ class SimExecutor:
             if not task.on_snapshot_written(snapshot.checkpoint_id, handles, duration):
                 self.writer.discard(handles)
 
-        self._at(self.now + duration, done, epoch, "write")
+        self._at(self.now + sync + duration, done, epoch, "write")
 
     def _write_torn(self, snapshot: TaskSnapshot, files: dict[str, bytes], tear: Any) -> Any:
         """Write `snapshot` with its first file torn (`TornWrite`): the write reports success."""

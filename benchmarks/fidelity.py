@@ -1,0 +1,249 @@
+"""Fidelity: does the calibrated simulator predict the real executor? (issue 25)
+
+    python -m benchmarks.fidelity [--quick] [--json PATH] [--out DIR] [--measure ray|sim]
+                                  [--scenario NAME ...] [--modes MODE ...] [--repeat N]
+
+Theory of operation
+-------------------
+For each scenario of `benchmarks.checkpoint_modes` (uniform, skewed, slow-channel,
+backpressure; `--quick`: the quick Ray profile's three) the job is **calibrated once**: its
+unaligned latency run on the measured executor (`--measure`, default Ray), with the barrier
+trace on, is fitted into a `CostProfile` (`runtime.calibration.fit`). Then every mode (none,
+aligned, unaligned, at-least-once) runs twice in the same process: measured — the combination
+exactly as `benchmarks.checkpoint_modes` runs it — and predicted — the same job on the
+simulator with the scenario's profile (no other knob: the slow subtask of `backpressure` and
+the slow link of `slow-channel` are whatever the calibration measured, plus the link delay the
+job declares). Both are summarised by `checkpoint_modes.summarise` (same warm-up, same
+windows); predicted checkpoint durations add the profile's coordinator `finalize` time.
+
+Per (scenario, mode, metric) cell: measured, predicted and the relative error
+(predicted / measured - 1). `within_25pct_fraction` is the share of cells within +-25 %
+(a cell whose measured value is 0 is within when the prediction is 0 too, or below 1 ms / 1 KB).
+`order_agreement` is the share of (scenario, metric) pairs where the simulator orders the modes
+as the measurement does: every pair of modes whose measured values differ by more than
+`TIE` (relative) must be ordered the same way by the prediction (closer pairs are noise).
+`--repeat N` measures N times (predictions are deterministic) and compares the per-cell median.
+`--measure sim` measures on the simulator's default cost model instead: a fast self-check of
+the whole loop (calibration should then reproduce it closely).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from benchmarks import checkpoint_modes as cm
+from benchmarks.report import add_output_arguments, markdown_table, output_of, parse_args
+from runtime.calibration.fit import fit_profile
+from runtime.calibration.predict import predict
+from runtime.calibration.profile import CostProfile
+
+MODES = ("none", "aligned", "unaligned", "at-least-once")
+SCENARIOS = ("uniform", "skewed", "slow-channel", "backpressure")
+#: row fields compared (`checkpoint_modes.FIELDS` names)
+METRICS = ("throughput", "latency_p50", "latency_p99", "checkpoint_duration_p50", "checkpoint_duration_p99",
+           "alignment_time_p50", "persisted_bytes_p50")
+#: relative difference under which two modes' measured values count as a tie (not ranked)
+TIE = 0.10
+WITHIN = 0.25
+#: below these a measured 0 and a predicted value agree (ms, bytes)
+ZERO = {"persisted_bytes_p50": 1024.0}
+ZERO_MS = 1.0
+
+
+def calibrate_scenario(measure: str, scenario: str, bench: cm.Profile) -> tuple[CostProfile, dict[str, Any]]:
+    """Fit the scenario's profile from its unaligned latency run on `measure`."""
+    combo = cm.Combination(measure, scenario, "unaligned", bench.parallelism)
+    rate = cm.open_loop_rate(combo, bench)
+    records = int(rate * bench.duration)
+    env = cm.make_env(combo, bench)
+    cm.build_job(env, combo, bench, rate=rate, count=records)
+    graph = env.get_job_graph(combo.label.replace("/", "-"))
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    result = cm.execute(combo, bench, rate=rate, count=records, trace_barriers=True)
+    seconds = time.perf_counter() - started
+    cores = len(os.sched_getaffinity(0)) if measure == "ray" else None
+    info = {"job": combo.label, "executor": measure, "seconds": round(seconds, 2), "load_average": round(load, 2),
+            "cpus": os.cpu_count(), "records_in": result.metrics.records_in}
+    profile = fit_profile(result, graph, cores=cores, calibrated=info, since=cm.measured_since(result, bench.warmup))
+    return profile, info
+
+
+def predict_combination(combo: cm.Combination, bench: cm.Profile, profile: CostProfile) -> dict[str, Any]:
+    """`checkpoint_modes.run_combination`'s row for `combo`, simulated with `profile`."""
+    sim = replace(combo, executor="sim")  # the job without Ray's sleeping subtask: the profile has its cost
+    rate = cm.open_loop_rate(combo, bench)
+    records = int(rate * bench.duration)
+    links = cm.link_delays(combo, bench)
+
+    def run(rate: float | None, count: int, trace: bool) -> Any:
+        env = cm.make_env(sim, bench)
+        cm.build_job(env, sim, bench, rate=rate, count=count)
+        return predict(env, sim.label.replace("/", "-"), profile, link_delays=links, trace_barriers=trace)
+
+    latency_run = run(rate, records, True)
+    since = cm.measured_since(latency_run, bench.warmup)
+    max_records = min(bench.max_rate_records, records) if combo.scenario == "backpressure" else bench.max_rate_records
+    throughput_run = run(None, max_records, False)
+    row = cm.summarise(sim, latency_run, throughput_run, rate=rate, records=records, since=since).row
+    for key in ("checkpoint_duration_p50", "checkpoint_duration_p99"):
+        if row[key] is not None:
+            row[key] += profile.finalize * 1e3
+    return row
+
+
+def relative_error(measured: float | None, predicted: float | None) -> float | None:
+    if measured is None or predicted is None:
+        return None
+    if measured == 0:
+        return 0.0 if predicted == 0 else None
+    return predicted / measured - 1
+
+
+def within(metric: str, measured: float | None, predicted: float | None) -> bool | None:
+    """Whether a cell is within +-25 % (None: nothing to compare)."""
+    if measured is None or predicted is None:
+        return None
+    zero = ZERO.get(metric, ZERO_MS)
+    if abs(measured) < zero and abs(predicted) < zero:
+        return True
+    error = relative_error(measured, predicted)
+    return error is not None and abs(error) <= WITHIN
+
+
+def order_agrees(measured: dict[str, float | None], predicted: dict[str, float | None]) -> bool | None:
+    """Whether the prediction orders every clearly different pair of modes as measured (None:
+    no pair to judge)."""
+    judged = agree = 0
+    modes = [m for m in measured if measured[m] is not None and predicted.get(m) is not None]
+    for i, a in enumerate(modes):
+        for b in modes[i + 1:]:
+            ma, mb = measured[a], measured[b]
+            if abs(ma - mb) <= TIE * max(abs(ma), abs(mb)):  # type: ignore[operator]
+                continue
+            judged += 1
+            agree += (ma < mb) == (predicted[a] < predicted[b])  # type: ignore[operator]
+    return None if judged == 0 else agree == judged
+
+
+def compare(measured_rows: dict[tuple[str, str], list[dict[str, Any]]],
+            predicted_rows: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    """Cells, `within_25pct_fraction` and `order_agreement` of the median measured rows."""
+    cells = []
+    for (scenario, mode), runs in measured_rows.items():
+        predicted = predicted_rows[(scenario, mode)]
+        for metric in METRICS:
+            values = [r[metric] for r in runs if r.get(metric) is not None]
+            measured = statistics.median(values) if values else None
+            spread = (min(values), max(values)) if values else None
+            cells.append({"scenario": scenario, "mode": mode, "metric": metric, "measured": measured,
+                          "measured_runs": [r.get(metric) for r in runs], "measured_spread": spread,
+                          "predicted": predicted.get(metric),
+                          "relative_error": relative_error(measured, predicted.get(metric)),
+                          "within_25pct": within(metric, measured, predicted.get(metric))})
+    judged = [c for c in cells if c["within_25pct"] is not None]
+    orders = []
+    for scenario in dict.fromkeys(s for s, _ in measured_rows):
+        for metric in METRICS:
+            mine = [c for c in cells if c["scenario"] == scenario and c["metric"] == metric]
+            verdict = order_agrees({c["mode"]: c["measured"] for c in mine}, {c["mode"]: c["predicted"] for c in mine})
+            orders.append({"scenario": scenario, "metric": metric, "agrees": verdict})
+    ranked = [o for o in orders if o["agrees"] is not None]
+    worst = sorted((c for c in cells if c["relative_error"] is not None), key=lambda c: -abs(c["relative_error"]))[:8]
+    return {
+        "cells": cells,
+        "within_25pct_fraction": sum(c["within_25pct"] for c in judged) / len(judged) if judged else None,
+        "order_agreement": sum(o["agrees"] for o in ranked) / len(ranked) if ranked else None,
+        "orders": orders,
+        "worst_cells": worst,
+    }
+
+
+def run(measure: str, scenarios: Sequence[str], modes: Sequence[str], quick: bool, repeat: int,
+        bench: cm.Profile | None = None) -> dict[str, Any]:
+    """Calibrate per scenario, measure and predict every mode; the JSON payload."""
+    bench = bench or cm.PROFILES[(measure, quick)]
+    if bench.scenarios is not None:
+        scenarios = [s for s in scenarios if s in bench.scenarios]
+    load_before = os.getloadavg()
+    profiles: dict[str, Any] = {}
+    measured: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    predicted: dict[tuple[str, str], dict[str, Any]] = {}
+    for scenario in scenarios:
+        profile, info = calibrate_scenario(measure, scenario, bench)
+        profiles[scenario] = profile.to_json()
+        print(f"calibrated {scenario} on {measure} in {info['seconds']} s (load {info['load_average']})", flush=True)
+        for mode in modes:
+            combo = cm.Combination(measure, scenario, mode, bench.parallelism)
+            started = time.perf_counter()
+            predicted[(scenario, mode)] = predict_combination(combo, bench, profile)
+            print(f"  predicted {combo.label} in {time.perf_counter() - started:.1f} s", flush=True)
+    for r in range(repeat):
+        for scenario in scenarios:
+            for mode in modes:
+                combo = cm.Combination(measure, scenario, mode, bench.parallelism)
+                row = cm.run_combination(combo, bench).row
+                measured.setdefault((scenario, mode), []).append(row)
+                print(f"  measured {combo.label} (repeat {r + 1}/{repeat})", flush=True)
+    payload = {"measure": measure, "quick": quick, "repeat": repeat, "bench_profile": cm._profile_json(bench),
+               "load_average_before": load_before, "load_average_after": os.getloadavg(), "profiles": profiles}
+    payload.update(compare(measured, predicted))
+    return payload
+
+
+def render(payload: dict[str, Any]) -> str:
+    rows = [{"scenario": c["scenario"], "mode": c["mode"], "metric": c["metric"], "measured": _round(c["measured"]),
+             "predicted": _round(c["predicted"]),
+             "error": None if c["relative_error"] is None else f"{c['relative_error']:+.0%}",
+             "within 25%": c["within_25pct"]} for c in payload["cells"]]
+    fraction, order = payload["within_25pct_fraction"], payload["order_agreement"]
+    summary = (f"\nwithin_25pct_fraction: {fraction if fraction is None else round(fraction, 3)}; "
+               f"order_agreement: {order if order is None else round(order, 3)} "
+               f"(measured on {payload['measure']}, load average {payload['load_average_before'][0]:.1f} before, "
+               f"{payload['load_average_after'][0]:.1f} after)")
+    return markdown_table(rows) + "\n" + summary
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_output_arguments(parser, "fidelity", quick_help="the quick profile of benchmarks.checkpoint_modes")
+    parser.add_argument("--measure", choices=["ray", "sim"], default="ray",
+                        help="the executor measured: ray (default) or sim (a self-check of the loop)")
+    parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS), help="scenarios")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="checkpoint modes")
+    parser.add_argument("--repeat", type=cm._at_least_one, default=1,
+                        help="measured runs per cell; the median is compared (default 1)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="seconds of each latency run (default: the benchmark profile's)")
+    parser.add_argument("--max-rate-records", type=int, default=None,
+                        help="records of each throughput run (default: the benchmark profile's)")
+    args = parse_args(parser, argv)
+    bench = cm.PROFILES[(args.measure, args.quick)]
+    if args.duration is not None:
+        bench = replace(bench, duration=args.duration, warmup=min(bench.warmup, args.duration / 3))
+    if args.max_rate_records is not None:
+        bench = replace(bench, max_rate_records=args.max_rate_records)
+    if args.measure == "ray":
+        from runtime.ray.cluster import ensure_ray
+
+        ensure_ray()
+    payload = run(args.measure, args.scenario, args.modes, args.quick, args.repeat, bench)
+    table = render(payload)
+    print(table)
+    for path in output_of(args, "fidelity").write(payload, table):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

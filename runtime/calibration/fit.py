@@ -1,0 +1,182 @@
+"""Fit a `CostProfile` to a finished run (`JobResult`): pure arithmetic over what the executor
+measured, the same on the simulator and on Ray.
+
+* Steps: per task, least squares of CPU seconds per step against records per step
+  (`StepTimes.fit`); off-CPU time (sleeps, I/O) per record is the step time beyond CPU once
+  the machine's contention (the median elapsed/CPU ratio) is taken out. A vertex gets the
+  (lower) median of its tasks; a task more than `OUTLIER` away from it keeps its own.
+* Cores: the CPU the task processes spent outside their steps (Ray: calls, serialisation,
+  thread hand-offs and the runtime's own threads; measured as process CPU) comes mostly with
+  time, not with steps (a sink task that sends nothing spends as much): per second of the run
+  it is taken from the cores the steps share.
+* Transport: from the barrier trace, each barrier's time from its sender's snapshot to its
+  arrival at the receiver (`barrier-in`): the uniform distribution with their median and 5th
+  percentile. The calibration run takes unaligned checkpoints, whose barriers
+  overtake queued data, so this is the transport and hand-off time, not the queueing.
+* Control: the sources' start delay (trigger), the acknowledgement's time after the write
+  (`end_to_end_duration` less the task's phases), and the coordinator's finalize time (a
+  checkpoint's duration after its last acknowledgement); medians.
+* Snapshots: least squares of `sync_duration` and of `async_duration` against the snapshot's
+  size, over every subtask of every completed checkpoint.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from runtime.calibration.profile import CostProfile
+from runtime.sim.costs import StepCost
+from runtime.task_metrics import StepTimes
+
+#: relative distance from its vertex's median at which a task keeps its own step costs
+OUTLIER = 0.25
+
+
+class CalibrationError(ValueError):
+    """The run does not hold what a fit needs (no steps, no checkpoints, no barrier trace)."""
+
+
+def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[str, Any] | None = None,
+                since: float = float("-inf")) -> CostProfile:
+    """The profile of `result`, a run of `graph` with `trace_barriers=True` and checkpoints
+    (checkpoints triggered before `since` are left out: start-up)."""
+    tasks = result.metrics.tasks
+    if not tasks:
+        raise CalibrationError(f"job {result.job_name!r}: the run recorded no task steps (metrics.tasks is empty)")
+    completed = [c for c in result.checkpoints if c.completed and c.trigger_time >= since]
+    if not completed:
+        raise CalibrationError(f"job {result.job_name!r}: no checkpoint completed after the warm-up; calibration "
+                               "needs checkpoints (a longer run or a shorter interval)")
+    info = dict(calibrated or {})
+    duration = result.metrics.duration
+    background = sum(t.overhead for t in tasks.values()) / duration if duration > 0 else 0.0
+    info["background_cpu"] = round(background, 3)  # cores' worth of CPU spent outside steps
+    if cores is not None:
+        info["cores_measured"] = cores
+        cores = max(1, round(cores - background))
+    profile = CostProfile(steps=fit_steps(tasks), cores=cores, calibrated=info)
+    profile.latency_min, profile.latency_max = fit_transport(result.trace, graph, since)
+    profile.trigger_delay, profile.ack_delay, profile.finalize = fit_control(completed, graph)
+    subtasks = [s for c in completed for s in c.subtasks.values()]
+    sizes = [s.checkpointed_size for s in subtasks]
+    profile.sync_latency, profile.sync_per_byte = fit_line(sizes, [s.sync_duration for s in subtasks])
+    profile.write_latency, profile.write_per_byte = fit_line(sizes, [s.async_duration for s in subtasks])
+    return profile
+
+
+def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
+    """Step costs per vertex (median of its tasks) and per outlying task; "default": the median
+    over every task."""
+    ratios = [t.wall / t.busy for t in tasks.values() if t.busy > 0]
+    contention = max(1.0, statistics.median(ratios)) if ratios else 1.0
+    own: dict[str, StepCost] = {}
+    for name, times in tasks.items():
+        per_step, per_record = times.fit()
+        if per_step < 0 or per_record < 0:  # noise: keep the total, drop the split
+            per_step, per_record = max(0.0, per_step), max(0.0, per_record)
+            if times.records:
+                per_record = max(0.0, (times.busy - per_step * times.steps) / times.records)
+        wait = max(0.0, times.wall - times.busy * contention) / times.records if times.records else 0.0
+        own[name] = StepCost(per_step, per_record, wait)
+    vertices: dict[str, list[str]] = {}
+    for name in own:
+        vertices.setdefault(name.rpartition("[")[0] or name, []).append(name)
+    steps = {"default": StepCost(_median(c.per_step for c in own.values()), _median(c.per_record for c in own.values()))}
+    for vertex, names in vertices.items():
+        typical = StepCost(*(_median_low(getattr(own[n], f) for n in names)
+                             for f in ("per_step", "per_record", "wait_per_record")))
+        steps[vertex] = typical
+        for name in names:
+            if _far(own[name], typical):
+                steps[name] = own[name]
+    return steps
+
+
+def fit_transport(trace: Sequence[tuple], graph: Any, since: float = float("-inf")) -> tuple[float, float]:
+    """(latency_min, latency_max) of a data call from the barrier trace (see the module doc)."""
+    snapshots: dict[tuple[int, str], float] = {}
+    arrivals: list[tuple[float, int, str, int]] = []
+    for event in trace:
+        if len(event) >= 4 and event[1] == "snapshot":
+            snapshots.setdefault((event[2], event[3]), event[0])
+        elif len(event) >= 5 and event[1] == "barrier-in":
+            arrivals.append((event[0], event[2], event[3], event[4]))
+    senders = {(str(r.receiver), r.input_channel): str(r.sender) for r in graph.channel_routes()}
+    transits = []
+    for at, checkpoint_id, receiver, channel in arrivals:
+        sender = senders.get((receiver, channel))
+        sent = snapshots.get((checkpoint_id, sender)) if sender is not None else None
+        if sent is not None and sent >= since and at >= sent:
+            transits.append(at - sent)
+    if len(transits) < 5:
+        raise CalibrationError(f"the barrier trace holds {len(transits)} barrier transits; calibration needs "
+                               "a run with trace_barriers=True and a few checkpoints")
+    transits.sort()
+    low, median = _quantile(transits, 0.05), _quantile(transits, 0.5)
+    # the uniform distribution with this median whose 5th percentile is `low`: a real
+    # transport's tail is longer than a uniform's, so its median, not its spread, sets the width
+    # (measured on Ray: 5th-95th percentiles of 0-124 ms around a median of ~20 ms)
+    half = max(0.0, (median - low) / 0.9)  # a uniform: median - 5th percentile = 0.45 x width
+    return max(0.0, median - half), median + half
+
+
+def fit_control(completed: Sequence[Any], graph: Any) -> tuple[float, float, float]:
+    """(trigger delay, acknowledgement delay, coordinator finalize time), medians."""
+    sources = {str(t) for v in graph.vertices if v.source is not None for t in v.task_ids()}
+    triggers, acks, finals = [], [], []
+    for checkpoint in completed:
+        latest = 0.0
+        for name, sub in checkpoint.subtasks.items():
+            if name in sources:
+                triggers.append(sub.start_delay)
+            phases = sub.start_delay + sub.alignment_duration + sub.sync_duration + sub.async_duration
+            acks.append(max(0.0, sub.end_to_end_duration - phases))
+            latest = max(latest, sub.end_to_end_duration)
+        finals.append(max(0.0, checkpoint.duration - latest))
+    return _median(triggers), _median(acks), _median(finals)
+
+
+def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """(intercept, slope) >= 0 of a least-squares line; a flat line when x does not vary."""
+    n = len(xs)
+    if n == 0:
+        return 0.0, 0.0
+    mx, my = sum(xs) / n, sum(ys) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    if var <= 1e-12 * max(1.0, mx * mx * n):
+        return max(0.0, my), 0.0
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
+    if slope < 0:
+        return max(0.0, my), 0.0
+    intercept = my - slope * mx
+    if intercept < 0:  # through the origin instead
+        return 0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / max(1e-30, sum(x * x for x in xs))
+    return intercept, slope
+
+
+def _median(values: Iterable[float]) -> float:
+    values = list(values)
+    return statistics.median(values) if values else 0.0
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    position = q * (len(sorted_values) - 1)
+    below = int(position)
+    above = min(below + 1, len(sorted_values) - 1)
+    return sorted_values[below] + (sorted_values[above] - sorted_values[below]) * (position - below)
+
+
+def _far(cost: StepCost, typical: StepCost) -> bool:
+    def apart(a: float, b: float) -> bool:
+        return abs(a - b) > OUTLIER * max(abs(b), 1e-12) and abs(a - b) > 1e-7
+
+    return apart(cost.per_record, typical.per_record) or apart(cost.wait_per_record, typical.wait_per_record) \
+        or apart(cost.per_step, typical.per_step)
+
+
+def _median_low(values: Iterable[float]) -> float:
+    """The lower median: with two tasks, one slow, the typical task is the other one."""
+    values = list(values)
+    return statistics.median_low(values) if values else 0.0

@@ -1,0 +1,109 @@
+"""Calibrate a job (run it for real, fit a profile) and predict runs of it on the simulator.
+
+`calibrate` runs the job once with unaligned exactly-once checkpoints and the barrier trace on
+(unaligned barriers overtake queued data, so their transit times measure the transport, see
+`runtime.calibration.fit`), then fits the profile. `predict` runs a job on the simulator with a
+profile's cost model; `figures` summarises any run the same way for both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any
+
+from runtime.calibration.fit import fit_profile
+from runtime.calibration.profile import CostProfile
+
+#: wall seconds a calibration run may take on Ray before it is failed as too long
+CALIBRATION_LIMIT = 60.0
+#: checkpoint interval of a calibration run when the job sets none (seconds)
+CALIBRATION_INTERVAL = 0.05
+#: the figures `figures` reports, in print order
+METRICS = ("throughput", "latency_p50", "latency_p99", "checkpoint_duration_p50", "checkpoint_duration_p99",
+           "alignment_time_p50", "persisted_bytes")
+
+
+def calibration_env(env: Any) -> Any:
+    """`env` with unaligned exactly-once checkpoints (its own interval, else
+    `CALIBRATION_INTERVAL`): the checkpoints whose barriers measure the transport."""
+    from checkpoint.options import CheckpointingMode
+
+    config = env.checkpoint_config
+    env.checkpoint_config = dataclasses.replace(
+        config, interval=config.interval if config.enabled else CALIBRATION_INTERVAL,
+        mode=CheckpointingMode.EXACTLY_ONCE, unaligned=True, alignment_timeout=None)
+    env.checkpoint_config.validate()
+    return env
+
+
+def calibrate(env: Any, job_name: str, *, executor: str = "ray", cores: int | None = None, warmup: float | None = None,
+              calibrated: dict[str, Any] | None = None, **options: Any) -> tuple[CostProfile, Any]:
+    """Run the job `env` built on `executor` once (see the module docstring) and fit a profile.
+
+    Args:
+        cores: cores the tasks share (None: this machine's CPUs on Ray; `options["costs"].cores`
+            on the simulator).
+        warmup: seconds after the first checkpoint's trigger whose checkpoints are left out
+            (None: 1 s on Ray, where actors are still starting; 0 on the simulator).
+        options: passed to `env.execute` (the simulator's `costs`/`network`, Ray's `address`...).
+
+    Returns:
+        (profile, the calibration run's `JobResult`).
+    """
+    calibration_env(env)
+    graph = env.get_job_graph(job_name)
+    if executor == "ray":
+        options.setdefault("max_duration", CALIBRATION_LIMIT)
+        cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    elif cores is None and options.get("costs") is not None:
+        cores = options["costs"].cores
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    result = env.execute(job_name, executor=executor, trace_barriers=True, **options)
+    seconds = time.perf_counter() - started
+    first = min((c.trigger_time for c in result.checkpoints), default=0.0)
+    since = first + (warmup if warmup is not None else (1.0 if executor == "ray" else 0.0))
+    info = {"job": job_name, "executor": executor, "parallelism": env.parallelism,
+            "interval": env.checkpoint_config.interval, "records_in": result.metrics.records_in,
+            "seconds": round(seconds, 3), "load_average": round(load, 2), "cpus": os.cpu_count()}
+    info.update(calibrated or {})
+    return fit_profile(result, graph, cores=cores, calibrated=info, since=since), result
+
+
+def predict(env: Any, job_name: str, profile: CostProfile, *, seed: int = 1, slow: dict[str, float] | None = None,
+            link_delays: dict[str, float] | None = None, **options: Any) -> Any:
+    """Run the job `env` built on the simulator with `profile`'s cost model; `slow`: task or
+    vertex name -> slowdown of its step costs (what-if); returns the `JobResult`."""
+    costs = profile.cost_model(slow_tasks=dict(slow or {}))
+    network = profile.network(link_delays=dict(link_delays or {}))
+    return env.execute(job_name, executor="sim", seed=seed, costs=costs, network=network, **options)
+
+
+def figures(result: Any, *, finalize: float = 0.0, since: float = float("-inf")) -> dict[str, float | None]:
+    """The run's figures (`METRICS`): throughput in records/s from the first record's creation
+    to the last one's arrival, latencies in ms, checkpoint durations and alignment in ms (of the
+    completed checkpoints triggered from `since`; `finalize` seconds added to each duration: a
+    simulated coordinator completes at once), persisted (channel-state) bytes per checkpoint."""
+    done = [c for c in result.checkpoints if c.completed and c.trigger_time >= since]
+    durations = sorted((c.duration + finalize) * 1e3 for c in done)
+    alignments = sorted(c.alignment_time * 1e3 for c in done)
+    persisted = sorted(float(c.persisted_bytes) for c in done)
+    metrics = result.metrics
+    p50, p99 = metrics.latency_percentile(50), metrics.latency_percentile(99)
+    return {
+        "throughput": metrics.end_to_end_throughput,
+        "latency_p50": None if p50 is None else p50 * 1e3,
+        "latency_p99": None if p99 is None else p99 * 1e3,
+        "checkpoint_duration_p50": _percentile(durations, 50),
+        "checkpoint_duration_p99": _percentile(durations, 99),
+        "alignment_time_p50": _percentile(alignments, 50),
+        "persisted_bytes": _percentile(persisted, 50),
+    }
+
+
+def _percentile(sorted_values: list[float], q: float) -> float | None:
+    if not sorted_values:
+        return None
+    return sorted_values[min(len(sorted_values) - 1, max(0, round(q / 100 * len(sorted_values) + 0.5) - 1))]

@@ -1,0 +1,164 @@
+"""`CostProfile`: the simulator's cost model as a JSON file a person can read and edit.
+
+Every number is in seconds (or seconds per record / per byte) and was measured by `barrierflow
+calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
+
+    {"format": "barrierflow-profile/1",
+     "calibrated": {...what was run, where, and the machine's load...},
+     "cores": 2,
+     "steps": {"default": {"per_step": s, "per_record": s, "wait_per_record": s},
+               "count[1]": {...}, ...},                  # a task or vertex name -> its own costs
+     "transport": {"latency_min": s, "latency_max": s},  # one data call, sender to receiver
+     "control": {"trigger_delay": s, "ack_delay": s, "finalize": s},
+     "snapshot": {"sync_latency": s, "sync_per_byte": s, "write_latency": s, "write_per_byte": s}}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime.sim.costs import StepCost
+
+FORMAT = "barrierflow-profile/1"
+
+#: JSON group -> the `CostProfile` fields it holds (all numbers >= 0)
+GROUPS: dict[str, tuple[str, ...]] = {
+    "transport": ("latency_min", "latency_max"),
+    "control": ("trigger_delay", "ack_delay", "finalize"),
+    "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_per_byte"),
+}
+STEP_FIELDS = ("per_step", "per_record", "wait_per_record")
+
+
+class ProfileError(ValueError):
+    """A profile file or document that cannot be read; the message names the file and field."""
+
+
+@dataclass
+class CostProfile:
+    """The cost model terms (see the module docstring for units and the JSON layout)."""
+
+    steps: dict[str, StepCost] = field(default_factory=lambda: {"default": StepCost(2e-5, 2e-6)})
+    cores: int | None = None
+    latency_min: float = 0.0002
+    latency_max: float = 0.002
+    trigger_delay: float = 0.0005
+    ack_delay: float = 0.0005
+    #: coordinator time from the last acknowledgement to the completed checkpoint (metadata
+    #: write): the simulated coordinator completes at once, so predictions add it to durations
+    finalize: float = 0.0
+    sync_latency: float = 0.0
+    sync_per_byte: float = 0.0
+    write_latency: float = 0.002
+    write_per_byte: float = 1 / 200e6
+    #: what was run to measure it (free-form: job, executor, load average, seconds)
+    calibrated: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ the simulator's terms
+
+    def cost_model(self, **overrides: Any) -> Any:
+        """The simulator's `CostModel` of this profile (`overrides`: its other fields)."""
+        from runtime.sim.executor import CostModel
+
+        default = self.steps.get("default", StepCost(0.0, 0.0))
+        return CostModel(per_step=default.per_step, per_record=default.per_record,
+                         task_costs={k: v for k, v in self.steps.items() if k != "default"},
+                         cores=self.cores, sync_latency=self.sync_latency, sync_per_byte=self.sync_per_byte,
+                         **overrides)
+
+    def network(self, **overrides: Any) -> Any:
+        """The simulator's `NetworkOptions` of this profile (`overrides`: e.g. `link_delays`)."""
+        from runtime.sim.executor import NetworkOptions
+
+        return NetworkOptions(delay_min=self.latency_min, delay_max=self.latency_max,
+                              control_delay=self.trigger_delay, ack_delay=self.ack_delay,
+                              write_latency=self.write_latency,
+                              write_bandwidth=1 / self.write_per_byte if self.write_per_byte > 0 else math.inf,
+                              **overrides)
+
+    # ------------------------------------------------------------------ JSON
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"format": FORMAT, "calibrated": dict(self.calibrated), "cores": self.cores,
+                               "steps": {name: {f: getattr(c, f) for f in STEP_FIELDS} for name, c in self.steps.items()}}
+        for group, names in GROUPS.items():
+            doc[group] = {name: getattr(self, name) for name in names}
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str = "profile") -> CostProfile:
+        """Read a document `to_json` wrote (possibly edited). Raises ProfileError naming `where`
+        (the file) and the field."""
+        if not isinstance(doc, dict):
+            raise ProfileError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+        known = {"format", "calibrated", "cores", "steps", *GROUPS}
+        for key in doc:
+            if key not in known:
+                raise ProfileError(f"{where}: unknown field {key!r} (known: {', '.join(sorted(known))})")
+        if doc.get("format", FORMAT) != FORMAT:
+            raise ProfileError(f"{where}: field 'format': expected {FORMAT!r}, got {doc['format']!r}")
+        values: dict[str, Any] = {}
+        for group, names in GROUPS.items():
+            section = doc.get(group, {})
+            if not isinstance(section, dict):
+                raise ProfileError(f"{where}: field {group!r}: expected an object, got {section!r}")
+            for key, value in section.items():
+                if key not in names:
+                    raise ProfileError(f"{where}: unknown field '{group}.{key}' (known: {', '.join(names)})")
+                values[key] = _seconds(value, f"{group}.{key}", where)
+        cores = doc.get("cores")
+        if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int) or cores < 1):
+            raise ProfileError(f"{where}: field 'cores': expected a whole number >= 1 or null, got {cores!r}")
+        steps_doc = doc.get("steps", {"default": {"per_step": 2e-5, "per_record": 2e-6}})
+        if not isinstance(steps_doc, dict) or not steps_doc:
+            raise ProfileError(f"{where}: field 'steps': expected an object of task or vertex name -> costs, "
+                               f"got {steps_doc!r}")
+        steps = {}
+        for name, entry in steps_doc.items():
+            if not isinstance(entry, dict):
+                raise ProfileError(f"{where}: field 'steps.{name}': expected an object, got {entry!r}")
+            for key in entry:
+                if key not in STEP_FIELDS:
+                    raise ProfileError(f"{where}: unknown field 'steps.{name}.{key}' (known: {', '.join(STEP_FIELDS)})")
+            for key in ("per_step", "per_record"):
+                if key not in entry:
+                    raise ProfileError(f"{where}: field 'steps.{name}.{key}' is missing")
+            if name == "default" and entry.get("wait_per_record"):
+                raise ProfileError(f"{where}: field 'steps.default.wait_per_record': only a task or vertex entry "
+                                   "can have off-CPU time")
+            steps[name] = StepCost(*(_seconds(entry.get(k, 0.0), f"steps.{name}.{k}", where) for k in STEP_FIELDS))
+        calibrated = doc.get("calibrated", {})
+        if not isinstance(calibrated, dict):
+            raise ProfileError(f"{where}: field 'calibrated': expected an object, got {calibrated!r}")
+        profile = cls(steps=steps, cores=cores, calibrated=dict(calibrated), **values)
+        if profile.latency_max < profile.latency_min:
+            raise ProfileError(f"{where}: field 'transport.latency_max' ({profile.latency_max}) is below "
+                               f"'transport.latency_min' ({profile.latency_min})")
+        return profile
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> CostProfile:
+        """Read a profile file. Raises ProfileError naming the file (and the field)."""
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ProfileError(f"{path}: cannot read the profile: {exc.strerror or exc}") from exc
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ProfileError(f"{path}: not JSON: {exc}") from exc
+        return cls.from_json(doc, str(path))
+
+
+def _seconds(value: Any, name: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ProfileError(f"{where}: field {name!r}: expected a number >= 0, got {value!r}")
+    return float(value)
+

@@ -1,0 +1,68 @@
+"""`StepTimes`: what a task's steps cost, measured the same way on every executor.
+
+Each step adds (records handled, seconds it took); the sums kept are those of an ordinary least
+squares fit of `seconds = per_step + per_record * records`, so calibration
+(`runtime.calibration.fit`) recovers a task's cost per step (per buffer) and per record without
+keeping every step. `cpu` is the task's whole CPU time where the executor can measure it (a Ray
+actor's process time: the step work plus calls, serialisation and thread hand-offs), else the
+step time itself (the simulator).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class StepTimes:
+    """Running sums over one task's steps (seconds: virtual on sim, wall on Ray)."""
+
+    steps: int = 0
+    records: int = 0
+    #: CPU seconds of the steps (Ray: the work thread's CPU time; sim: the virtual CPU cost)
+    busy: float = 0.0
+    #: elapsed seconds of the steps (more than `busy` when a step sleeps, waits on I/O or is
+    #: preempted by other processes)
+    wall: float = 0.0
+    #: sum of records squared and of records x seconds (the least-squares fit)
+    records_sq: float = 0.0
+    records_busy: float = 0.0
+    #: the task's CPU seconds over its life, when measured apart from the steps (None: `busy`)
+    cpu: float | None = None
+    #: data calls (pushes) the task sent
+    calls: int = 0
+
+    def add(self, records: int, seconds: float, wall: float | None = None) -> None:
+        """One step: `records` handled in `seconds` of CPU (`wall` elapsed; default the same)."""
+        self.steps += 1
+        self.records += records
+        self.busy += seconds
+        self.wall += seconds if wall is None else wall
+        self.records_sq += records * records
+        self.records_busy += records * seconds
+
+    def fit(self) -> tuple[float, float]:
+        """(seconds per step, seconds per record) by least squares; when every step handled the
+        same number of records the split is unknowable and it all goes to the records."""
+        n = self.steps
+        if n == 0:
+            return 0.0, 0.0
+        var = n * self.records_sq - self.records * self.records
+        if var <= 1e-9 * max(1.0, n * self.records_sq):
+            return 0.0, (self.busy / self.records if self.records else 0.0)
+        per_record = (n * self.records_busy - self.records * self.busy) / var
+        per_step = (self.busy - per_record * self.records) / n
+        return per_step, per_record
+
+    @property
+    def overhead(self) -> float:
+        """CPU seconds outside the steps (calls, serialisation, hand-offs); 0 when not measured."""
+        return max(0.0, self.cpu - self.busy) if self.cpu is not None else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StepTimes:
+        return cls(**data)

@@ -1,0 +1,73 @@
+"""The simulator's cost/time model: shared cores (CPU contention), step costs per task, the
+synchronous snapshot's CPU and the acknowledgement delay."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.sim.costs import CpuCores, StepCost
+from runtime.sim.executor import CostModel, NetworkOptions
+from tests.calibration.jobs import small_job
+
+
+def run(costs: CostModel, network: NetworkOptions | None = None, **job: object) -> object:
+    return small_job(**job).execute("costs", executor="sim", seed=3, costs=costs, network=network)
+
+
+def test_cores_no_fewer_than_tasks_change_nothing() -> None:
+    free = run(CostModel(), records=600)
+    four = run(CostModel(cores=4), records=600)  # 4 tasks: a core each
+    assert four.metrics.duration == free.metrics.duration
+    assert four.output("out") == free.output("out")
+
+
+def test_one_shared_core_serialises_the_steps() -> None:
+    # max rate, expensive records: two cores' worth of work on one core takes about twice as long
+    costs = dict(per_record=2e-4, per_step=1e-4)
+    free = run(CostModel(**costs), records=2000, rate=None)
+    shared = run(CostModel(cores=1, **costs), records=2000, rate=None)
+    busy = sum(t.busy for t in shared.metrics.tasks.values())
+    assert shared.metrics.duration >= busy * 0.99  # one core: the steps never overlap
+    assert shared.metrics.duration > 1.6 * free.metrics.duration
+    assert sorted(r["n"] for r in shared.output("out")) == sorted(r["n"] for r in free.output("out"))
+
+
+def test_waiting_tasks_take_the_core_in_turn() -> None:
+    # FIFO: both sources progress together on one core (neither starves the other)
+    result = run(CostModel(cores=1, per_record=2e-4), records=2000, rate=None)
+    steps = [result.metrics.tasks[f"Source: generator[{i}]"].steps for i in (0, 1)]
+    assert abs(steps[0] - steps[1]) <= 0.1 * max(steps)
+
+
+def test_off_cpu_time_keeps_the_task_busy_without_a_core() -> None:
+    sleepy = {"count": StepCost(1e-5, 1e-6, wait_per_record=5e-4)}
+    one_core = run(CostModel(cores=1, task_costs=sleepy), records=1000, rate=None)
+    many = run(CostModel(task_costs=sleepy), records=1000, rate=None)
+    # the count tasks mostly sleep: one core is hardly slower than one core per task
+    assert one_core.metrics.duration < 1.15 * many.metrics.duration
+    times = one_core.metrics.tasks["count[0]"]
+    assert times.wall > 10 * times.busy
+
+
+def test_task_costs_win_over_their_vertex_and_the_default() -> None:
+    model = CostModel(per_step=1.0, per_record=1.0, task_costs={"count": StepCost(0.1, 0.01),
+                                                                "count[1]": StepCost(0.2, 0.02, 0.5)})
+    from checkpoint.handles import TaskId
+
+    assert model.step_times(TaskId("count", 0), 10) == pytest.approx((0.2, 0.0))
+    assert model.step_times(TaskId("count", 1), 10) == pytest.approx((0.4, 5.0))
+    assert model.step_times(TaskId("map", 0), 10) == pytest.approx((11.0, 0.0))
+
+
+def test_sync_snapshot_cpu_and_ack_delay_lengthen_checkpoints() -> None:
+    base = run(CostModel(), records=600)
+    slower = run(CostModel(sync_latency=0.003), NetworkOptions(ack_delay=0.004), records=600)
+    durations = sorted(c.duration for c in base.completed_checkpoints)
+    slower_durations = sorted(c.duration for c in slower.completed_checkpoints)
+    median = durations[len(durations) // 2]
+    assert slower_durations[len(slower_durations) // 2] > median + 0.005  # 3 ms sync + 3.5 ms more ack
+
+
+def test_cores_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="CostModel.cores"):
+        CpuCores(0)

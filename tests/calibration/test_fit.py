@@ -1,0 +1,75 @@
+"""The issue's test: a profile fitted from a simulator run with a known cost model recovers that
+model's parameters within 10 %, and predicting the same run with it reproduces its figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.calibration.fit import fit_profile
+from runtime.calibration.predict import METRICS, calibrate, figures, predict
+from runtime.sim.costs import StepCost
+from runtime.sim.executor import CostModel, NetworkOptions
+from runtime.task_metrics import StepTimes
+from tests.calibration.jobs import small_job
+
+KNOWN_COSTS = CostModel(per_step=3e-5, per_record=4e-5, cores=2,
+                        task_costs={"count[1]": StepCost(3e-5, 4e-5, wait_per_record=1e-4)})
+KNOWN_NETWORK = NetworkOptions(delay_min=0.0005, delay_max=0.003, control_delay=0.001, ack_delay=0.002,
+                               write_latency=0.004, write_bandwidth=50e6)
+
+
+@pytest.fixture(scope="module")
+def calibrated() -> tuple:
+    return calibrate(small_job(records=4000, rate=5000), "known", executor="sim", costs=KNOWN_COSTS,
+                     network=KNOWN_NETWORK, seed=5)
+
+
+def test_the_fit_recovers_the_known_model(calibrated: tuple) -> None:
+    profile, _ = calibrated
+    close = pytest.approx
+    for name in ("default", "Source: generator", "count"):
+        assert profile.steps[name].per_step == close(3e-5, rel=0.1), name
+        assert profile.steps[name].per_record == close(4e-5, rel=0.1), name
+    assert profile.steps["count"].wait_per_record == close(0.0, abs=1e-9)  # count[0]: the typical task
+    assert profile.steps["count[1]"].wait_per_record == close(1e-4, rel=0.1)  # the outlier keeps its own
+    assert profile.cores == 2
+    assert profile.latency_min == close(0.0005, rel=0.1)
+    assert profile.latency_max == close(0.003, rel=0.1)
+    assert profile.trigger_delay == close(0.001, rel=0.1)
+    assert profile.ack_delay == close(0.002, rel=0.1)
+    assert profile.finalize == close(0.0, abs=1e-9)
+    assert profile.write_latency == close(0.004, rel=0.1)
+    assert profile.write_per_byte == close(1 / 50e6, rel=0.1)
+    assert (profile.sync_latency, profile.sync_per_byte) == (0.0, 0.0)
+
+
+def test_predicting_the_same_run_reproduces_its_figures(calibrated: tuple) -> None:
+    profile, measured = calibrated
+    predicted = predict(small_job(records=4000, rate=5000), "known", profile, seed=5)
+    want, got = figures(measured), figures(predicted, finalize=profile.finalize)
+    for metric in METRICS:
+        if want[metric] in (None, 0) or want[metric] == 0.0:
+            assert got[metric] == pytest.approx(want[metric] or 0.0, abs=1e-9), metric
+        else:
+            assert got[metric] == pytest.approx(want[metric], rel=0.1), metric
+
+
+def test_least_squares_splits_step_and_record_costs() -> None:
+    times = StepTimes()
+    for records in (0, 1, 5, 64, 64, 30):
+        times.add(records, 2e-5 + records * 3e-6)
+    assert times.fit() == pytest.approx((2e-5, 3e-6))
+    same = StepTimes()
+    for _ in range(3):
+        same.add(10, 1e-3)
+    assert same.fit() == pytest.approx((0.0, 1e-4))  # unknowable split: all per record
+
+
+def test_cpu_outside_the_steps_takes_from_the_shared_cores(calibrated: tuple) -> None:
+    _, result = calibrated
+    graph = small_job(records=4000, rate=5000).get_job_graph("known")
+    for times in result.metrics.tasks.values():  # as on Ray: 0.3 cores per task outside its steps
+        times.cpu = times.busy + 0.3 * result.metrics.duration
+    profile = fit_profile(result, graph, cores=4)
+    assert profile.cores == 3 and profile.calibrated["background_cpu"] == pytest.approx(1.2)
+    assert profile.steps["count"].per_step == pytest.approx(3e-5, rel=0.1)  # the steps' own cost stays

@@ -1,0 +1,61 @@
+"""A profile from Flink REST responses (`runtime.calibration.flink`), on a document shaped as
+Flink's REST API answers (durations in ms)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from runtime.calibration.flink import profile_from_flink
+from runtime.calibration.profile import ProfileError
+
+
+def subtask(start: float, align: float, sync: float, write: float, ack: float, size: int) -> dict:
+    return {"index": 0, "status": "completed", "start_delay": start, "alignment": {"duration": align},
+            "checkpoint": {"sync": sync, "async": write}, "checkpointed_size": size,
+            "end_to_end_duration": start + align + sync + write + ack}
+
+
+DOC = {
+    "job": "backpressure",
+    "sources": ["Source: generator"],
+    "vertices": [
+        {"name": "Source: generator", "parallelism": 2, "subtasks": [
+            {"busyTimeMsPerSecond": 200, "numRecordsInPerSecond": 0, "numRecordsOutPerSecond": 40000},
+            {"busyTimeMsPerSecond": 200, "numRecordsInPerSecond": 0, "numRecordsOutPerSecond": 40000}]},
+        {"name": "count", "parallelism": 2, "subtasks": [
+            {"busyTimeMsPerSecond": 100, "numRecordsInPerSecond": 40000},
+            {"busyTimeMsPerSecond": 1000, "numRecordsInPerSecond": 40000}]},  # the slow subtask
+    ],
+    "checkpoints": [
+        {"end_to_end_duration": 432, "tasks": {
+            "Source: generator": [subtask(2, 0, 1, 10, 3, 1000), subtask(2, 0, 1, 10, 3, 1000)],
+            "count": [subtask(12, 5, 1, 12, 3, 2000), subtask(12, 400, 1, 12, 3, 2000)]}},
+        {"end_to_end_duration": 440, "tasks": {
+            "Source: generator": [subtask(2, 0, 1, 10, 3, 1000), subtask(2, 0, 1, 10, 3, 1000)],
+            "count": [subtask(12, 5, 1, 12, 3, 2000), subtask(12, 408, 1, 12, 3, 2000)]}},
+    ],
+}
+
+
+def test_vertex_metrics_and_checkpoint_phases_make_a_profile() -> None:
+    profile = profile_from_flink(DOC)
+    assert profile.steps["count"].per_record == pytest.approx(0.1 / 40000)  # busy s per record
+    assert profile.steps["count[1]"].per_record == pytest.approx(1.0 / 40000)  # the outlier keeps its own
+    assert profile.steps["Source: generator"].per_record == pytest.approx(0.2 / 40000)
+    assert profile.trigger_delay == pytest.approx(0.002)
+    assert profile.ack_delay == pytest.approx(0.003)
+    assert profile.latency_max == pytest.approx(0.02)  # 10 ms downstream: uniform 0-20 ms
+    assert profile.write_latency == pytest.approx(0.008) and profile.write_per_byte == pytest.approx(2e-3 / 1000)
+    assert profile.finalize == pytest.approx(0.004)  # 432 - 428 and 440 - 436 ms
+    assert profile.calibrated["executor"] == "flink"
+
+
+def test_bad_documents_name_the_field() -> None:
+    doc = copy.deepcopy(DOC)
+    doc["checkpoints"][0]["tasks"]["count"][1]["start_delay"] = "soon"
+    with pytest.raises(ProfileError, match=r"checkpoints\[0\].tasks.count\[1\]: field 'start_delay'"):
+        profile_from_flink(doc, "flink.json")
+    with pytest.raises(ProfileError, match="flink.json: field 'vertices' must be a list"):
+        profile_from_flink({"checkpoints": []}, "flink.json")

@@ -1,0 +1,68 @@
+"""`CostProfile`: JSON round trip, the simulator's terms, clear errors naming file and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runtime.calibration.profile import CostProfile, ProfileError
+from runtime.sim.costs import StepCost
+
+
+def sample() -> CostProfile:
+    return CostProfile(steps={"default": StepCost(1e-5, 2e-6), "count[1]": StepCost(1e-5, 2e-6, 3e-4)},
+                       cores=2, latency_min=1e-4, latency_max=3e-3, trigger_delay=4e-3, ack_delay=5e-3,
+                       finalize=6e-3, sync_latency=7e-4, sync_per_byte=1e-9, write_latency=2e-3,
+                       write_per_byte=1e-8, calibrated={"job": "x:y"})
+
+
+def test_round_trip_through_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "profile.json"
+    sample().save(path)
+    assert CostProfile.load(path) == sample()
+    doc = json.loads(path.read_text())
+    assert doc["transport"] == {"latency_min": 1e-4, "latency_max": 3e-3}
+    assert doc["steps"]["count[1]"]["wait_per_record"] == 3e-4
+
+
+def test_simulator_terms() -> None:
+    profile = sample()
+    costs, network = profile.cost_model(), profile.network(link_delays={"a": 1.0})
+    assert (costs.per_step, costs.per_record, costs.cores) == (1e-5, 2e-6, 2)
+    assert costs.task_costs == {"count[1]": StepCost(1e-5, 2e-6, 3e-4)}
+    assert (costs.sync_latency, costs.sync_per_byte) == (7e-4, 1e-9)
+    assert (network.delay_min, network.delay_max, network.control_delay, network.ack_delay) == (1e-4, 3e-3, 4e-3, 5e-3)
+    assert network.write_bandwidth == pytest.approx(1e8)
+    assert network.link_delays == {"a": 1.0}
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d["transport"].update(latency_min="fast"), "'transport.latency_min': expected a number >= 0, got 'fast'"),
+    (lambda d: d["snapshot"].update(write_latency=-1), "'snapshot.write_latency': expected a number >= 0"),
+    (lambda d: d["control"].update(finalise=1), "unknown field 'control.finalise'"),
+    (lambda d: d.update(core=2), "unknown field 'core'"),
+    (lambda d: d.update(cores=0), "field 'cores': expected a whole number >= 1 or null, got 0"),
+    (lambda d: d["steps"]["count[1]"].pop("per_record"), "field 'steps.count[1].per_record' is missing"),
+    (lambda d: d["steps"]["default"].update(wait_per_record=1.0), "steps.default.wait_per_record"),
+    (lambda d: d["transport"].update(latency_max=1e-5), "'transport.latency_max' (1e-05) is below"),
+    (lambda d: d.update(format="other/2"), "field 'format'"),
+])
+def test_bad_fields_are_named_with_the_file(tmp_path: Path, edit: object, message: str) -> None:
+    doc = sample().to_json()
+    edit(doc)  # type: ignore[operator]
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ProfileError) as info:
+        CostProfile.load(path)
+    assert str(info.value).startswith(f"{path}: ")
+    assert message in str(info.value)
+
+
+def test_unreadable_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="missing.json: cannot read the profile"):
+        CostProfile.load(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ProfileError, match="bad.json: not JSON"):
+        CostProfile.load(tmp_path / "bad.json")

@@ -1,0 +1,39 @@
+"""Calibrate a small job on Ray, predict another configuration of it, check against Ray (issue 25).
+
+The job (`tests.calibration.jobs.small_job`, 12,000 records at 3,000 records/s, checkpoints
+every 50 ms) is calibrated from one unaligned run; the prediction is for *aligned* checkpoints,
+which the calibration never ran, and is checked against a real aligned run.
+
+Tolerances, from measurements on this 2-core machine shared with other work (load average
+~24, see the fidelity note in the reply of this change): predicted/measured throughput 0.98,
+alignment time 1.14, checkpoint duration p50 1.49. One Ray run's checkpoint durations moved by
+10-30 % between runs on a quiet machine (PLATFORM.md) and much more under load (the same job's
+*unaligned* checkpoints measured 304 ms against 197 ms aligned in the run above, the opposite
+of what the modes do). So: throughput within 35 % (the rate limits it; the calibration should
+not move it), alignment time and checkpoint duration within a factor of 2.5 either way (the
+prediction must land in the right range, not reproduce one noisy run).
+"""
+
+from __future__ import annotations
+
+from runtime.calibration.predict import calibrate, figures, predict
+from tests.calibration.jobs import small_job
+
+JOB = dict(records=12000, rate=3000.0, interval=0.05)
+
+
+def test_a_calibrated_profile_predicts_aligned_checkpoints(ray_session) -> None:
+    profile, calibration = calibrate(small_job(**JOB), "calibrate", executor="ray", warmup=0.5, max_duration=120)
+    assert len(calibration.completed_checkpoints) >= 5
+    assert profile.cores is not None and profile.latency_max > profile.latency_min >= 0
+
+    aligned = small_job(**JOB, unaligned=False).execute("aligned", executor="ray", max_duration=120)
+    measured = figures(aligned, since=min(c.trigger_time for c in aligned.checkpoints) + 0.5)
+    predicted = figures(predict(small_job(**JOB, unaligned=False), "aligned", profile),
+                        finalize=profile.finalize, since=0.5)
+
+    assert predicted["persisted_bytes"] == measured["persisted_bytes"] == 0  # aligned: nothing persisted
+    assert 0.65 < predicted["throughput"] / measured["throughput"] < 1.35, (predicted, measured)
+    for metric in ("checkpoint_duration_p50", "alignment_time_p50"):
+        assert measured[metric] and predicted[metric], (metric, predicted, measured)
+        assert 1 / 2.5 < predicted[metric] / measured[metric] < 2.5, (metric, predicted, measured)
