@@ -36,6 +36,7 @@ MOVES: list[tuple[str, str]] = [
     ("runtime/errors.py", "runtime/core/errors.py"),
     ("runtime/ports.py", "runtime/core/ports.py"),
     ("runtime/histogram.py", "runtime/core/histogram.py"),
+    ("runtime/task_metrics.py", "runtime/core/task_metrics.py"),
     ("runtime/record_types.py", "runtime/core/record_types.py"),
     ("runtime/messages.py", "runtime/core/messages.py"),
     ("runtime/spilling.py", "runtime/core/spilling.py"),
@@ -99,7 +100,7 @@ PACKAGES: dict[str, str] = {
 NEW_LAYERS = '''LAYERS: list[tuple[str, list[str]]] = [
     ("ids, options, ports", [
         "checkpoint.handles", "checkpoint.reasons", "checkpoint.options", "runtime.core.ports",
-        "runtime.core.errors", "runtime.core.histogram", "runtime.core.debloat", "runtime.jobmaster.faults",
+        "runtime.core.errors", "runtime.core.histogram", "runtime.core.task_metrics", "runtime.core.debloat", "runtime.jobmaster.faults",
         "runtime.core.links",
     ]),
     ("state", ["state"]),
@@ -112,7 +113,7 @@ NEW_LAYERS = '''LAYERS: list[tuple[str, list[str]]] = [
     ("executors", ["runtime.sim", "runtime.ray"]),
     # `runtime/__init__` is the public API facade; `spark_bridge/__init__` re-exports its source
     ("api", ["runtime.__init__", "runtime.api", "spark_bridge.__init__", "spark_bridge.source"]),
-    ("workloads, verification", ["runtime.workloads", "runtime.verify"]),
+    ("workloads, verification", ["runtime.workloads", "runtime.calibration", "runtime.verify"]),
     ("benchmarks", ["benchmarks"]),
     ("cli", ["runtime.api.cli"]),
 ]'''

@@ -28,7 +28,7 @@ PACKAGES = ("runtime", "operators", "checkpoint", "state", "spark_bridge", "benc
 LAYERS: list[tuple[str, list[str]]] = [
     ("ids, options, ports", [
         "checkpoint.handles", "checkpoint.reasons", "checkpoint.options", "runtime.ports", "runtime.errors",
-        "runtime.histogram", "runtime.debloat", "runtime.faults", "runtime.links",
+        "runtime.histogram", "runtime.task_metrics", "runtime.debloat", "runtime.faults", "runtime.links",
     ]),
     ("state", ["state"]),
     # state_files/snapshot_writer: how a task snapshot becomes files in checkpoint storage
@@ -47,7 +47,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # `runtime/__init__` is the public API facade; `spark_bridge/__init__` re-exports its source
     ("api", ["runtime.__init__", "runtime.api", "spark_bridge.__init__", "spark_bridge.source"]),
     ("workloads, verification", [
-        "runtime.workloads", "runtime.sim.swarm", "runtime.sim.shrink", "runtime.sim.vopr",
+        "runtime.workloads", "runtime.calibration", "runtime.sim.swarm", "runtime.sim.shrink", "runtime.sim.vopr",
     ]),
     ("benchmarks", ["benchmarks"]),
     ("cli", ["runtime.cli"]),
