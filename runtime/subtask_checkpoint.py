@@ -99,6 +99,8 @@ class TaskRestore:
 
 @dataclass
 class InFlightSnapshot:
+    """A snapshot between its synchronous part and its write, and what it still waits for."""
+
     snapshot: TaskSnapshot
     awaiting_channel_state: bool
     write_started: bool = False
