@@ -32,14 +32,19 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   the driver waits for whichever contender leads now, `promote()`s it (it recovers the latest
   completed checkpoint from ZooKeeper), fails over globally from it and starts a replacement
   standby. Checkpoint ids come from ZooKeeper's counter, so they keep increasing.
-* Faults (`FaultPlan`): `TaskCrash` at a time is a `ray.kill` of that task's actor; after N
-  records (or at a fraction of the task's expected records) the actor freezes at that record
-  count and the driver kills it. `CoordinatorCrash` kills the coordinator actor (at a time or a
-  fraction of the expected source records), `ChannelStall` holds a task's input back, lost
-  acknowledgements and failing storage writes are applied inside the task actor. Those five are
-  the kinds implemented here (`RAY_FAULT_KINDS`); a plan with any other kind (lost, duplicated
-  or late control messages, torn writes, slow storage, ...: the simulator's) is refused at once
-  with an `UnsupportedFaultError` naming it, never silently ignored.
+* Faults (`FaultPlan`): resolved once per run by `runtime.fault_schedule.FaultSchedule`, as on
+  the simulator, so a plan means the same on both (targets from the plan's seed, `nth` counted
+  over the whole run across attempts, `at_fraction` a point of the records, not of time; `at`
+  is wall seconds here, virtual ones there). A `TaskCrash` after N records (or at a fraction of
+  the task's expected records) freezes the actor at that record count, at a time the driver
+  freezes it; the driver then kills it and fails over with the simulator's failure message.
+  `CoordinatorCrash` kills the coordinator actor, `ChannelStall` holds a task's input back (both
+  at a time or at a fraction of the sources' expected records, checked every heartbeat
+  interval); lost acknowledgements and failing storage writes are applied inside the task
+  actor, which reports what it counted (heartbeats, `cancel`) so the next attempt continues the
+  count. Those five are the kinds implemented here (`RAY_FAULT_KINDS`); a plan with any other
+  kind is refused at once with an `UnsupportedFaultError` naming it, never silently ignored
+  (the module docstring of `runtime.faults` says why each is missing).
 * End. When every task reports finished, the driver waits until the final checkpoint's
   completion notifications have executed (the sinks committed), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
@@ -63,6 +68,7 @@ from checkpoint.options import RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.recovery import create_recovery_factory
 from checkpoint.store import new_run_id
+from runtime.fault_schedule import FaultSchedule
 from runtime.faults import (
     ChannelStall,
     CoordinatorCrash,
@@ -71,7 +77,6 @@ from runtime.faults import (
     StorageWriteFailure,
     TaskCrash,
     check_supported,
-    resolve_task,
 )
 from runtime.graph import JobGraph, JobGraphError
 from runtime.links import resolve_link_delays
@@ -108,7 +113,8 @@ class RayExecutor:
         graph: the job.
         address: a Ray cluster to join (None: the running Ray, else an embedded local one).
         faults: what to break.
-        seed: picks unnamed fault targets (with the plan's seed); recorded in the result.
+        seed: recorded in the result; seeds the restart strategy's jitter. Fault targets the plan
+            leaves open are drawn from the plan's own seed (`FaultPlan.seed`), as on the simulator.
         progress: called about four times a second with a dict of progress figures.
         job_id: storage directory name (default: the job name).
         task_cpus: CPUs each task actor requests.
@@ -179,7 +185,6 @@ class RayExecutor:
         self._coord_status: dict[str, Any] = {}
         self._coord_ref: Any = None
         self._stats_history: list[Any] = []
-        self._fired: set[int] = set()
         self.coordinator: Any = None
         #: HA only: the standby coordinator actor, and how many contenders were started so far
         self.standby: Any = None
@@ -417,7 +422,7 @@ class RayExecutor:
             if status["error"]:
                 return status["error"], RemoteTaskError(status["error"], status["suppress_restarts"])
             if status["frozen"]:
-                self._kill(task_id)  # TaskCrash after N records: the poll sees it dead next
+                return self._check_crash(task_id, status)
         for task_id, (_, sent) in self._heartbeats.items():
             if now - sent > self.heartbeat_timeout:
                 self._kill(task_id)
@@ -493,11 +498,8 @@ class RayExecutor:
                 ray.get(self.coordinator.suspend.remote(reason), timeout=30)
             except (RayActorError, GetTimeoutError):
                 self._replace_coordinator()
-        for task_id, handle in self.tasks.items():
-            self._done_records[task_id] += self._status.get(task_id, {}).get("records", 0)
-            self._done_source_records += self._status.get(task_id, {}).get("source_records", 0)
-            if task_id not in self._dead:
-                handle.cancel.remote()  # survivors stop now and are redeployed below
+        # survivors stop now and are redeployed below
+        self._count_attempt({t: h.cancel.remote() for t, h in self.tasks.items() if t not in self._dead})
         self._heartbeats.clear()
         self._status = {}
         self.restart_backoff.notify_failure(time.time())
@@ -532,83 +534,80 @@ class RayExecutor:
     # ------------------------------------------------------------------ faults
 
     def _resolve_faults(self) -> None:
-        rng = random.Random(self.faults.seed)
-        names = [str(t) for t in self.task_ids]
-        self._targets: dict[int, TaskId] = {}
-        self._crash_after: dict[TaskId, int] = {}
-        self._timed: list[tuple[int, Any]] = []
-        expected = self._expected_records()
-        total = sum(v.source.expected_records() for v in self.graph.vertices if v.source is not None)
-        for index, fault in enumerate(self.faults.faults):
-            if hasattr(fault, "task"):
-                self._targets[index] = TaskId.parse(resolve_task(fault.task, names, rng))
-            if isinstance(fault, TaskCrash) and fault.at is None:
-                after = fault.after_records
-                if after is None:
-                    after = max(1, int((fault.at_fraction or 0.5) * expected[self._targets[index]]))
-                target = self._targets[index]
-                # one crash per task at a time; a second waits for the first to fire
-                if target not in self._crash_after:
-                    self._crash_after[target] = after
-                else:
-                    self._timed.append((index, ("records", target, after)))
-            elif isinstance(fault, TaskCrash | CoordinatorCrash | ChannelStall):
-                if fault.at is not None:
-                    self._timed.append((index, ("time", fault.at)))
-                else:
-                    self._timed.append((index, ("progress", (fault.at_fraction or 0.5) * max(1, total))))
-
-    def _expected_records(self) -> dict[TaskId, int]:
-        total = sum(v.source.expected_records() for v in self.graph.vertices if v.source is not None)
-        return {t: max(1, total // max(1, self.graph.vertex(t.vertex).parallelism)) for t in self.task_ids}
+        """Resolve the plan once for the run (`runtime.fault_schedule`, as the simulator does)."""
+        self.schedule = FaultSchedule.for_graph(self.faults, self.graph)
+        #: faults placed at a wall time (seconds since the first deployment): (at, index)
+        self._timed = [(at, index) for at, index, _ in self.schedule.timed()]
+        #: task -> what froze it, for a `TaskCrash` at a time (the actor reports it frozen)
+        self._crashing: dict[TaskId, str] = {}
 
     def _task_faults(self, task_id: TaskId) -> dict[str, Any]:
+        """What the task actor applies itself in the attempt being deployed, as offsets from the
+        attempt's start: the schedule counts records, acknowledgements and writes over the run."""
         out: dict[str, Any] = {}
-        after = self._crash_after.get(task_id)
+        after = self.schedule.next_crash(task_id)
         if after is not None:
             out["crash_after"] = max(1, after - self._done_records[task_id])
-        lost = [f.nth for i, f in enumerate(self.faults.faults)
-                if isinstance(f, LostAcknowledgement) and self._targets[i] == task_id and i not in self._fired]
-        failed = [f.nth for i, f in enumerate(self.faults.faults)
-                  if isinstance(f, StorageWriteFailure) and self._targets[i] == task_id and i not in self._fired]
-        if self.epoch == 0:  # acks and writes are counted per run in the simulator; here per first attempt
-            out["lost_acks"], out["failed_writes"] = lost, failed
+        out["lost_acks"] = [n for n, f in self.schedule.upcoming("ack", task_id) if isinstance(f, LostAcknowledgement)]
+        out["failed_writes"] = [n for n, f in self.schedule.upcoming("write", task_id)
+                                if isinstance(f, StorageWriteFailure)]
         return out
+
+    def _count_attempt(self, cancels: dict[TaskId, Any]) -> None:
+        """An attempt ended: add what each task counted in it to the run's counts (records, source
+        records, acknowledgements, writes). A cancelled task's counts come with its `cancel`; a
+        frozen or failed task's last heartbeat is final; a task that died otherwise loses what it
+        did after its last heartbeat."""
+        final: dict[TaskId, dict[str, Any]] = {}
+        for task_id, ref in cancels.items():
+            try:
+                final[task_id] = ray.get(ref, timeout=self.heartbeat_timeout)
+            except RayError:
+                self._dead.add(task_id)
+        for task_id in self.tasks:
+            counts = final.get(task_id) or self._status.get(task_id, {})
+            self._done_records[task_id] += counts.get("records", 0)
+            self._done_source_records += counts.get("source_records", 0)
+            self.schedule.advance("ack", task_id, counts.get("acks", 0))
+            self.schedule.advance("write", task_id, counts.get("writes", 0))
+
+    def _check_crash(self, task_id: TaskId, status: dict[str, Any]) -> tuple[str, BaseException]:
+        """The task froze for a `TaskCrash` (after its records, or at a time): kill it; the failure
+        reads as the simulator's."""
+        self._kill(task_id)
+        what = self._crashing.pop(task_id, None)
+        if what is None:
+            after = self.schedule.crash_due(task_id, self._done_records[task_id] + status["records"])
+            what = f"TaskCrash after {after} records"
+        exc = RuntimeError(f"injected fault: {what} of task {task_id}")
+        return f"task {task_id} failed: {exc}", exc
 
     def _inject_faults(self, now: float) -> None:
         elapsed = now - self.running_since
+        for at, index in list(self._timed):
+            if elapsed >= at:
+                self._timed.remove((at, index))
+                self._fire(index)
         source_records = self._done_source_records + sum(s.get("source_records", 0) for s in self._status.values())
-        for task_id in list(self._crash_after):
-            if self._status.get(task_id, {}).get("frozen"):
-                del self._crash_after[task_id]  # fired (the poll kills it)
-                for entry in list(self._timed):
-                    index, trigger = entry
-                    if trigger[0] == "records" and trigger[1] == task_id:
-                        self._timed.remove(entry)
-                        self._crash_after[task_id] = trigger[2]
-                        break
-        for entry in list(self._timed):
-            index, trigger = entry
-            if trigger[0] == "time" and elapsed < trigger[1]:
-                continue
-            if trigger[0] == "progress" and source_records < trigger[1]:
-                continue
-            if trigger[0] == "records":
-                continue
-            self._timed.remove(entry)
-            self._fired.add(index)
-            self._fire(self.faults.faults[index], index)
+        for index, _ in self.schedule.due(source_records, now):
+            self._fire(index)
 
-    def _fire(self, fault: Any, index: int) -> None:
+    def _fire(self, index: int) -> None:
+        self.schedule.fire(index)
+        fault = self.faults.faults[index]
         if isinstance(fault, TaskCrash):
-            self._kill(self._targets[index])
+            target = self.schedule.target(index)
+            handle = self.tasks.get(target)
+            if handle is not None and target not in self._dead:
+                self._crashing[target] = "TaskCrash"
+                handle.freeze.remote(self.epoch)  # the next heartbeat reports it frozen: killed then
         elif isinstance(fault, CoordinatorCrash) and self.coordinator is not None:
             with contextlib.suppress(RayError):
                 self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
             self.coordinator_crash_times.append(time.time())
             ray.kill(self.coordinator, no_restart=True)
         elif isinstance(fault, ChannelStall):
-            handle = self.tasks.get(self._targets[index])
+            handle = self.tasks.get(self.schedule.target(index))
             if handle is not None:
                 handle.stall.remote(self.epoch, fault.duration)
 
@@ -724,7 +723,8 @@ def run_job(
             or starts (and afterwards stops) an embedded local one.
         faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor); a kind outside
             `RAY_FAULT_KINDS` raises `runtime.faults.UnsupportedFaultError`, naming it.
-        seed: picks unnamed fault targets together with the plan's seed.
+        seed: recorded in the result; seeds the restart jitter (fault targets come from the plan's
+            seed only, as on the simulator).
         progress: called periodically with a dict of progress figures.
         options: `RayExecutor` tuning (job_id, task_cpus, heartbeat_interval, heartbeat_timeout,
             max_duration, trace_barriers, link_delays).

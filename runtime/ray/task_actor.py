@@ -36,9 +36,11 @@ post mail to it (Flink's mailbox model, `_drain_inbox`).
   writer thread through the shared `SnapshotWriter` (off the data path); the completion
   re-enters the task as mail. The writer is used on that thread only (completion/abort notices
   are queued to it as well).
-* Faults. A `TaskCrash` after N records *freezes* the task at that point (it ignores every
-  later call) and reports it in its heartbeat; the driver then `ray.kill`s the actor. Lost
-  acknowledgements, storage write failures and channel stalls are applied here.
+* Faults. A `TaskCrash` after N records (or at a time: `freeze`) *freezes* the task at that
+  point (it ignores every later call) and reports it in its heartbeat; the driver then
+  `ray.kill`s the actor. Lost acknowledgements, storage write failures and channel stalls are
+  applied here; the attempt counts its records, acknowledgements and writes and reports them
+  (heartbeat, `cancel`) so the driver's `FaultSchedule` counts them over the whole run.
 * Failure. An exception from the task (a user function raising `OperatorError`, a protocol
   error) stops the task and is reported by the next heartbeat; the driver fails over.
 """
@@ -143,7 +145,8 @@ class TaskActor:
         Args:
             outputs: out channel -> (receiver actor, its input channel).
             inputs: input channel -> (sender name, sender actor, its out channel).
-            faults: ``crash_after`` (records), ``lost_acks`` and ``failed_writes`` (nth, 0-based).
+            faults: ``crash_after`` (records), ``lost_acks`` and ``failed_writes`` (0-based, counted
+                from this attempt's start: the driver subtracts what earlier attempts counted).
             coordinator: the coordinator actor (replaced if the previous one died).
 
         Raises:
@@ -522,26 +525,43 @@ class TaskActor:
         self._suppress_restarts = suppresses_restarts(exc)
         self._timers.clear()
 
-    def cancel(self) -> None:
-        """Failover: stop the current task at once (it is redeployed or the job ends)."""
+    def cancel(self) -> dict[str, Any]:
+        """Failover: stop the current task at once (it is redeployed or the job ends); what this
+        attempt counted (`_counts`), final now."""
         with self._lock:
             self._dead = True
             self._timers.clear()
+            return self._counts()
+
+    def freeze(self, epoch: int) -> None:
+        """`TaskCrash` at a time: freeze now; the driver kills the actor once a heartbeat says so."""
+        with self._lock:
+            if self._live(epoch):
+                self._freeze()
 
     def _freeze(self) -> None:
         self._dead = True
         self._frozen = True
         self._timers.clear()
 
+    def _counts(self) -> dict[str, Any]:
+        """What this attempt counted, for the run's `FaultSchedule` (kept by the driver)."""
+        task = self.task
+        return {
+            "records": self._records,
+            "source_records": task.records_in if task is not None and task.is_source else 0,
+            "acks": self._acks,
+            "writes": self._writes,
+        }
+
     def heartbeat(self) -> dict[str, Any]:
         """Liveness and progress of the current epoch, polled by the driver."""
         with self._lock:
             task = self.task
             return {
+                **self._counts(),
                 "epoch": self.epoch,
                 "node": self._node,
-                "records": self._records,
-                "source_records": task.records_in if task is not None and task.is_source else 0,
                 "finished": task is not None and task.is_finished,
                 "error": self._error,
                 "suppress_restarts": self._suppress_restarts,
