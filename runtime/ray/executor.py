@@ -565,11 +565,13 @@ class RayExecutor:
             except RayError:
                 self._dead.add(task_id)
         for task_id in self.tasks:
-            counts = final.get(task_id) or self._status.get(task_id, {})
-            self._done_records[task_id] += counts.get("records", 0)
-            self._done_source_records += counts.get("source_records", 0)
-            self.schedule.advance("ack", task_id, counts.get("acks", 0))
-            self.schedule.advance("write", task_id, counts.get("writes", 0))
+            self._add_counts(task_id, final.get(task_id) or self._status.get(task_id, {}))
+
+    def _add_counts(self, task_id: TaskId, counts: dict[str, Any]) -> None:
+        self._done_records[task_id] += counts.get("records", 0)
+        self._done_source_records += counts.get("source_records", 0)
+        self.schedule.advance("ack", task_id, counts.get("acks", 0))
+        self.schedule.advance("write", task_id, counts.get("writes", 0))
 
     def _check_crash(self, task_id: TaskId, status: dict[str, Any]) -> tuple[str, BaseException]:
         """The task froze for a `TaskCrash` (after its records, or at a time): kill it; the failure
@@ -617,6 +619,9 @@ class RayExecutor:
         if self.coordinator is not None:
             ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
         finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
+        for task_id, final in zip(self.task_ids, finals):  # the last attempt's occurrences: `schedule.fired` complete
+            for what in ("ack", "write"):
+                self.schedule.advance(what, task_id, final["counts"][f"{what}s"])
         if self.coordinator is not None:  # what failed attempts left (late uploads of cancelled tasks too)
             try:
                 ray.get(self.coordinator.discard_orphans.remote(), timeout=120)

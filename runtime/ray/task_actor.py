@@ -584,4 +584,5 @@ class TaskActor:
                 "records_in": self.task.records_in,
                 "buffer_size": self.task.announced_buffer_size,
                 "trace": self._trace or [],
+                "counts": self._counts(),
             }
