@@ -42,9 +42,11 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   at a time or at a fraction of the sources' expected records, checked every heartbeat
   interval); lost acknowledgements and failing storage writes are applied inside the task
   actor, which reports what it counted (heartbeats, `cancel`) so the next attempt continues the
-  count. Those five are the kinds implemented here (`RAY_FAULT_KINDS`); a plan with any other
-  kind is refused at once with an `UnsupportedFaultError` naming it, never silently ignored
-  (the module docstring of `runtime.faults` says why each is missing).
+  count. A `TaskStall` hangs the actor (`hang`); a `TaskCrashDuringRecovery` freezes its task
+  `delay` seconds after the failover began, once the new attempt is deployed. Those are the
+  kinds implemented here (`RAY_FAULT_KINDS`); a plan with any other kind is refused at once
+  with an `UnsupportedFaultError` naming it, never silently ignored (the module docstring of
+  `runtime.faults` says why each is missing).
 * End. When every task reports finished, the driver waits until the final checkpoint's
   completion notifications have executed (the sinks committed), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
@@ -76,6 +78,8 @@ from runtime.faults import (
     LostAcknowledgement,
     StorageWriteFailure,
     TaskCrash,
+    TaskCrashDuringRecovery,
+    TaskStall,
     check_supported,
 )
 from runtime.graph import JobGraph, JobGraphError
@@ -92,7 +96,8 @@ from runtime.result import JobFailedError, JobMetrics, JobResult, suppresses_res
 log = logging.getLogger("barrierflow.ray")
 
 #: the `FaultPlan` kinds this executor implements; it refuses a plan with any other
-RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure)
+RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure, TaskStall,
+                   TaskCrashDuringRecovery)
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
@@ -507,6 +512,7 @@ class RayExecutor:
             attempts = len(self.failures) - 1
             self._give_up(f"job {self.graph.job_name!r} failed after {attempts} restart(s): {why} "
                           f"({self.restart_backoff.exhausted()}; executor=ray, faults={self.faults!r})", exc)
+        self._recovery_began()
         time.sleep(self.restart_backoff.backoff_time)
         restores: dict[TaskId, Any] = {}
         if self.coordinator is not None:
@@ -538,8 +544,10 @@ class RayExecutor:
         self.schedule = FaultSchedule.for_graph(self.faults, self.graph)
         #: faults placed at a wall time (seconds since the first deployment): (at, index)
         self._timed = [(at, index) for at, index, _ in self.schedule.timed()]
-        #: task -> what froze it, for a `TaskCrash` at a time (the actor reports it frozen)
+        #: task -> what froze it, for a crash at a time (the actor reports it frozen)
         self._crashing: dict[TaskId, str] = {}
+        #: `TaskCrashDuringRecovery` faults due: (wall time, task)
+        self._recovery_crashes: list[tuple[float, TaskId]] = []
 
     def _task_faults(self, task_id: TaskId) -> dict[str, Any]:
         """What the task actor applies itself in the attempt being deployed, as offsets from the
@@ -593,16 +601,36 @@ class RayExecutor:
         source_records = self._done_source_records + sum(s.get("source_records", 0) for s in self._status.values())
         for index, _ in self.schedule.due(source_records, now):
             self._fire(index)
+        for at, target in list(self._recovery_crashes):
+            if now >= at:
+                self._recovery_crashes.remove((at, target))
+                self._freeze(target, "TaskCrashDuringRecovery")
+
+    def _recovery_began(self) -> None:
+        """A failover's recovery begins: its `TaskCrashDuringRecovery` faults strike `delay` seconds
+        from now — at the earliest once the new attempt is deployed (this driver waits out the
+        restart delay and deploys before it injects again), so on Ray the task fails while the
+        new attempt restores and replays, never during the restart delay itself."""
+        for target, fault in self.schedule.recovery_started():
+            self._recovery_crashes.append((time.time() + fault.delay, target))
+
+    def _freeze(self, task_id: TaskId, what: str) -> None:
+        """Crash `task_id` now: it freezes (its counts final), its next heartbeat says so, the poll
+        kills it and fails over (`_check_crash`)."""
+        handle = self.tasks.get(task_id)
+        if handle is not None and task_id not in self._dead:
+            self._crashing[task_id] = what
+            handle.freeze.remote(self.epoch)
 
     def _fire(self, index: int) -> None:
         self.schedule.fire(index)
         fault = self.faults.faults[index]
         if isinstance(fault, TaskCrash):
-            target = self.schedule.target(index)
-            handle = self.tasks.get(target)
-            if handle is not None and target not in self._dead:
-                self._crashing[target] = "TaskCrash"
-                handle.freeze.remote(self.epoch)  # the next heartbeat reports it frozen: killed then
+            self._freeze(self.schedule.target(index), "TaskCrash")
+        elif isinstance(fault, TaskStall):
+            handle = self.tasks.get(self.schedule.target(index))
+            if handle is not None:
+                handle.hang.remote(self.epoch, fault.duration if fault.duration is not None else self._stall_default())
         elif isinstance(fault, CoordinatorCrash) and self.coordinator is not None:
             with contextlib.suppress(RayError):
                 self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
@@ -612,6 +640,11 @@ class RayExecutor:
             handle = self.tasks.get(self.schedule.target(index))
             if handle is not None:
                 handle.stall.remote(self.epoch, fault.duration)
+
+    def _stall_default(self) -> float:
+        """A `TaskStall` without a duration: 1.5 x the checkpoint timeout (the simulator's)."""
+        config = self.graph.checkpoint_config
+        return 1.5 * config.timeout if self.checkpointing and config is not None else 1.0
 
     # ------------------------------------------------------------------ the end
 

@@ -380,6 +380,15 @@ class TaskActor:
                 self._stalled_until = time.time() + duration
                 self._timers.schedule(duration, self._bound(self._unstall))
 
+    def hang(self, epoch: int, duration: float) -> None:
+        """`TaskStall`: the task hangs `duration` seconds (a GC pause, a stuck call). It holds the
+        lock, so its work thread takes no step; the actor's calls are serial, so input, control
+        messages and heartbeats wait behind this one; its timers and finished writes queue as
+        mail. It then resumes where it stopped."""
+        with self._lock:
+            if self._live(epoch):
+                time.sleep(duration)
+
     def _unstall(self) -> None:
         while self._stalled and not self._dead:
             self._accept(*self._stalled.popleft())

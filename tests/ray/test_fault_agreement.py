@@ -17,20 +17,33 @@ import pytest
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
-from runtime.faults import LostAcknowledgement, StorageWriteFailure, TaskCrash
+from runtime.faults import (
+    LostAcknowledgement,
+    StorageWriteFailure,
+    TaskCrash,
+    TaskCrashDuringRecovery,
+    TaskStall,
+)
 from runtime.sim.executor import SimExecutor
 from runtime.sim.workloads import CountPerKey, multiset
 
 ROWS = 3000
 
-#: count[0] crashes at its first record (so it has written nothing yet: its write 1 falls in the
-#: second attempt, which the Ray executor used to leave unbroken), count[1] at its 500th record
-#: over the run (it handles 750 in a failure-free run), count[1]'s third acknowledgement is lost
+#: count[0] crashes at its first record, before its first state write and acknowledgement: the
+#: write and the acknowledgement that fail fall in a later attempt (the Ray executor used to
+#: break the first attempt's only). Source 1 fails during the recovery from that crash, count[1]
+#: at its 500th record over the run (it handles 750 in a failure-free run), and it hangs for 1.5
+#: x the checkpoint timeout once the sources read 70 % of their records (records read again
+#: after a restore count again). None of these depends on timing: each happens on both
+#: executors, whatever the checkpoints' pace (a lost final acknowledgement times the final
+#: checkpoint out and the next one is final).
 PLAN = FaultPlan.of(
     TaskCrash(task="count[0]", after_records=1),
     TaskCrash(task="count[1]", after_records=500),
-    StorageWriteFailure(task="count[0]", nth=1),
-    LostAcknowledgement(task="count[1]", nth=2),
+    StorageWriteFailure(task="count[0]", nth=0),
+    LostAcknowledgement(task="count[0]", nth=0),
+    TaskCrashDuringRecovery(task="Source: generator[1]", nth=0),
+    TaskStall(task="count[1]", at_fraction=0.7),
 )
 
 
@@ -71,13 +84,19 @@ def test_the_same_plan_breaks_the_same_things_on_the_simulator_and_on_ray(ray_se
     ray_executor = RayExecutor(graph, faults=PLAN)
     on_ray = ray_executor.run()
 
+    source = "Source: generator[1]"
     assert on_sim.failures == on_ray.failures == [
         "task count[0] failed: injected fault: TaskCrash after 1 records of task count[0]",
+        f"task {source} failed: injected fault: TaskCrashDuringRecovery of task {source}",
         "task count[1] failed: injected fault: TaskCrash after 500 records of task count[1]",
     ], (on_sim.failures, on_ray.failures)
-    assert on_sim.restarts == on_ray.restarts == 2
+    assert on_sim.restarts == on_ray.restarts == 3
     # every fault fired, once (the write and the ack in an attempt after the first)
-    assert sorted(sim.injector.fired) == sorted(ray_executor.schedule.fired) == [0, 1, 2, 3]
+    assert sorted(sim.injector.fired) == sorted(ray_executor.schedule.fired) == list(range(len(PLAN.faults)))
     for schedule in (sim.injector, ray_executor.schedule):
-        assert [str(schedule.target(i)) for i in range(4)] == ["count[0]", "count[1]", "count[0]", "count[1]"]
+        assert [str(schedule.target(i)) for i in range(len(PLAN.faults))] == [
+            "count[0]", "count[1]", "count[0]", "count[0]", source, "count[1]"]
+    for result in (on_sim, on_ray):
+        reasons = [c.failure_reason.value for c in result.aborted_checkpoints]
+        assert "storage failure" in reasons and "timeout" in reasons, reasons
     assert multiset(on_sim.output("pv")) == multiset(on_ray.output("pv")) == expected_output()
