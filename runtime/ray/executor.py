@@ -76,10 +76,12 @@ from runtime.faults import (
     CoordinatorCrash,
     FaultPlan,
     LostAcknowledgement,
+    SlowStorage,
     StorageWriteFailure,
     TaskCrash,
     TaskCrashDuringRecovery,
     TaskStall,
+    TornWrite,
     check_supported,
 )
 from runtime.graph import JobGraph, JobGraphError
@@ -97,7 +99,7 @@ log = logging.getLogger("barrierflow.ray")
 
 #: the `FaultPlan` kinds this executor implements; it refuses a plan with any other
 RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure, TaskStall,
-                   TaskCrashDuringRecovery)
+                   TaskCrashDuringRecovery, TornWrite, SlowStorage)
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
@@ -548,6 +550,11 @@ class RayExecutor:
         self._crashing: dict[TaskId, str] = {}
         #: `TaskCrashDuringRecovery` faults due: (wall time, task)
         self._recovery_crashes: list[tuple[float, TaskId]] = []
+        #: `SlowStorage` windows opened so far: (wall start, end, factor)
+        self._slow_windows: list[tuple[float, float, float]] = []
+        #: paths of the files `TornWrite` faults tore, and how many writes `SlowStorage` slowed
+        self.torn_files: list[str] = []
+        self.slowed_writes = 0
 
     def _task_faults(self, task_id: TaskId) -> dict[str, Any]:
         """What the task actor applies itself in the attempt being deployed, as offsets from the
@@ -557,8 +564,10 @@ class RayExecutor:
         if after is not None:
             out["crash_after"] = max(1, after - self._done_records[task_id])
         out["lost_acks"] = [n for n, f in self.schedule.upcoming("ack", task_id) if isinstance(f, LostAcknowledgement)]
-        out["failed_writes"] = [n for n, f in self.schedule.upcoming("write", task_id)
-                                if isinstance(f, StorageWriteFailure)]
+        writes = self.schedule.upcoming("write", task_id)
+        out["failed_writes"] = [n for n, f in writes if isinstance(f, StorageWriteFailure)]
+        out["torn_writes"] = [(n, f.keep, f.garble) for n, f in writes if isinstance(f, TornWrite)]
+        out["slow_writes"] = [w for w in self._slow_windows if w[1] > time.time()]
         return out
 
     def _count_attempt(self, cancels: dict[TaskId, Any]) -> None:
@@ -575,11 +584,14 @@ class RayExecutor:
         for task_id in self.tasks:
             self._add_counts(task_id, final.get(task_id) or self._status.get(task_id, {}))
 
-    def _add_counts(self, task_id: TaskId, counts: dict[str, Any]) -> None:
-        self._done_records[task_id] += counts.get("records", 0)
-        self._done_source_records += counts.get("source_records", 0)
+    def _add_counts(self, task_id: TaskId, counts: dict[str, Any], records: bool = True) -> None:
+        if records:
+            self._done_records[task_id] += counts.get("records", 0)
+            self._done_source_records += counts.get("source_records", 0)
         self.schedule.advance("ack", task_id, counts.get("acks", 0))
         self.schedule.advance("write", task_id, counts.get("writes", 0))
+        self.torn_files.extend(counts.get("torn", ()))
+        self.slowed_writes += counts.get("slowed", 0)
 
     def _check_crash(self, task_id: TaskId, status: dict[str, Any]) -> tuple[str, BaseException]:
         """The task froze for a `TaskCrash` (after its records, or at a time): kill it; the failure
@@ -640,6 +652,12 @@ class RayExecutor:
             handle = self.tasks.get(self.schedule.target(index))
             if handle is not None:
                 handle.stall.remote(self.epoch, fault.duration)
+        elif isinstance(fault, SlowStorage):  # the storage is shared: every task's writes
+            window = (time.time(), time.time() + fault.duration, fault.factor)
+            self._slow_windows.append(window)
+            for task_id, handle in self.tasks.items():
+                if task_id not in self._dead:
+                    handle.slow_writes.remote(self.epoch, *window)
 
     def _stall_default(self) -> float:
         """A `TaskStall` without a duration: 1.5 x the checkpoint timeout (the simulator's)."""
@@ -653,8 +671,7 @@ class RayExecutor:
             ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
         finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
         for task_id, final in zip(self.task_ids, finals):  # the last attempt's occurrences: `schedule.fired` complete
-            for what in ("ack", "write"):
-                self.schedule.advance(what, task_id, final["counts"][f"{what}s"])
+            self._add_counts(task_id, final["counts"], records=False)  # (its records are counted below)
         if self.coordinator is not None:  # what failed attempts left (late uploads of cancelled tasks too)
             try:
                 ray.get(self.coordinator.discard_orphans.remote(), timeout=120)

@@ -39,7 +39,8 @@ post mail to it (Flink's mailbox model, `_drain_inbox`).
 * Faults. A `TaskCrash` after N records (or at a time: `freeze`) *freezes* the task at that
   point (it ignores every later call) and reports it in its heartbeat; the driver then
   `ray.kill`s the actor. Lost acknowledgements, storage write failures and channel stalls are
-  applied here; the attempt counts its records, acknowledgements and writes and reports them
+  applied here, and so are torn writes (`runtime.fault_storage`) and slow storage windows;
+  the attempt counts its records, acknowledgements and writes and reports them
   (heartbeat, `cancel`) so the driver's `FaultSchedule` counts them over the whole run.
 * Failure. An exception from the task (a user function raising `OperatorError`, a protocol
   error) stops the task and is reported by the next heartbeat; the driver fails over.
@@ -58,6 +59,7 @@ import ray
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError
+from runtime.fault_storage import write_torn
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions, RecordConversionError
 from runtime.ray.channels import InputChannels, OutputChannels
 from runtime.ray.services import RemoteCommitter
@@ -172,6 +174,12 @@ class TaskActor:
             self._crash_after: int | None = faults.get("crash_after")
             self._lost_acks = set(faults.get("lost_acks", ()))
             self._failed_writes = set(faults.get("failed_writes", ()))
+            self._torn_writes: dict[int, tuple[float, bool]] = {
+                n: (keep, garble) for n, keep, garble in faults.get("torn_writes", ())}
+            #: `SlowStorage` windows: (wall start, end, factor)
+            self._slow_windows: list[tuple[float, float, float]] = list(faults.get("slow_writes", ()))
+            self._torn: list[str] = []
+            self._slowed = 0
             self._step_pending = False
             self._pace_seconds = self._pace_records = 0.0
             self._wake_timer: Any = None
@@ -467,10 +475,17 @@ class TaskActor:
             self._trace.append((time.time(), "snapshot", snapshot.checkpoint_id, str(snapshot.task_id),
                                 snapshot.sync_time))
         staged = self._committer.take_staged()  # the sinks' pre-commits of this snapshot
-        self._write_pool.submit(self._write, self.epoch, snapshot, n in self._failed_writes, staged)
+        self._write_pool.submit(self._write, self.epoch, snapshot, n in self._failed_writes, staged,
+                                self._torn_writes.get(n))
+
+    def slow_writes(self, epoch: int, start: float, end: float, factor: float) -> None:
+        """`SlowStorage`: state writes started in [start, end) (wall time) take `factor` times longer."""
+        with self._lock:
+            if self._live(epoch):
+                self._slow_windows.append((start, end, factor))
 
     def _write(self, epoch: int, snapshot: TaskSnapshot, fail: bool,
-               staged: tuple[list[tuple[str, str, Any]], list[Any]]) -> None:
+               staged: tuple[list[tuple[str, str, Any]], list[Any]], tear: tuple[float, bool] | None = None) -> None:
         """On the writer thread: send the sinks' stages, serialise and write, wait for the
         stages, then report back through the mailbox (`_on_written`)."""
         checkpoint_id = snapshot.checkpoint_id
@@ -503,7 +518,17 @@ class TaskActor:
                 raise send_error
             if refs:
                 ray.get(refs)
-            handles = self._writer.write(snapshot, self._writer.prepare(snapshot))
+            slower = max((f for s, e, f in list(self._slow_windows) if s <= started < e), default=1.0)
+            if tear is not None:  # TornWrite: reports success, its first file lands partially
+                handles, torn = write_torn(self._writer.storage, *tear,
+                                           lambda: self._writer.write(snapshot, self._writer.prepare(snapshot)))
+                if torn is not None:
+                    self._torn.append(torn)
+            else:
+                handles = self._writer.write(snapshot, self._writer.prepare(snapshot))
+            if slower > 1.0:  # SlowStorage: the write takes `slower` times as long
+                self._slowed += 1
+                time.sleep((slower - 1.0) * (time.time() - started))
         except Exception as exc:  # StorageError, the storage or committer actor gone
             error = exc
         self._post("written", epoch, checkpoint_id, handles, error, time.time() - started)
@@ -561,6 +586,8 @@ class TaskActor:
             "source_records": task.records_in if task is not None and task.is_source else 0,
             "acks": self._acks,
             "writes": self._writes,
+            "torn": list(self._torn),
+            "slowed": self._slowed,
         }
 
     def heartbeat(self) -> dict[str, Any]:

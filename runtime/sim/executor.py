@@ -53,6 +53,7 @@ from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError, storage_from_uri
 from checkpoint.store import StandaloneCompletedCheckpointStore, new_run_id
 from runtime.fault_schedule import FaultSchedule
+from runtime.fault_storage import write_torn
 from runtime.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
 from runtime.graph import JobGraph
 from runtime.links import resolve_link_delays
@@ -67,7 +68,6 @@ from runtime.restore import (
 )
 from runtime.restore_match import RestorePlan
 from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult, suppresses_restarts
-from runtime.sim.injector import TearingBlobStore
 from runtime.sim.invariants import InvariantChecker
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskSnapshot
@@ -236,7 +236,6 @@ class SimExecutor:
         self.checkpointing = config is not None and config.interval is not None
         self.storage = storage_from_uri(config.storage if config else None,
                                         timeout=config.storage_timeout if config else DEFAULT_STORAGE_TIMEOUT)
-        self._tearing: TearingBlobStore | None = None
         self.writer = SnapshotWriter(self.storage, self.job_id, config)
         #: the sinks' external system; an earlier execution's (`result.committer`) when this one
         #: restores its checkpoint, so the transactions that one staged can still be committed
@@ -761,14 +760,7 @@ class SimExecutor:
 
     def _write_torn(self, snapshot: TaskSnapshot, files: dict[str, bytes], tear: Any) -> Any:
         """Write `snapshot` with its first file torn (`TornWrite`): the write reports success."""
-        if self._tearing is None:
-            self._tearing = TearingBlobStore(self.storage.blob_store)
-            self.storage.blob_store = self._tearing
-        self._tearing.tear_next(tear.keep, tear.garble)
-        try:
-            handles = self.writer.write(snapshot, files)
-        finally:
-            torn = self._tearing.stop()
+        handles, torn = write_torn(self.storage, tear.keep, tear.garble, lambda: self.writer.write(snapshot, files))
         self._trace("fault", "TornWrite", snapshot.checkpoint_id, str(snapshot.task_id), torn)
         return handles
 

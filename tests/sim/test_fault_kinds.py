@@ -249,11 +249,11 @@ def test_the_older_kinds_draw_as_they_always_did() -> None:
 
 
 def test_the_ray_executor_refuses_kinds_it_does_not_implement() -> None:
-    faults = FaultPlan.of(TaskCrash(at=0.1), SlowStorage(at=0.1))
-    with pytest.raises(UnsupportedFaultError, match=r"the ray executor does not implement fault kind SlowStorage "
-                                                    r"\(SlowStorage\(.*\)\); it implements TaskCrash, "
+    faults = FaultPlan.of(TaskCrash(at=0.1), ChannelDelay(at=0.1))
+    with pytest.raises(UnsupportedFaultError, match=r"the ray executor does not implement fault kind ChannelDelay "
+                                                    r"\(ChannelDelay\(.*\)\); it implements TaskCrash, "
                                                     r"CoordinatorCrash, LostAcknowledgement, ChannelStall, "
-                                                    r"StorageWriteFailure"):
+                                                    r"StorageWriteFailure, TaskStall"):
         relay_job().execute("job", executor="ray", faults=faults)
 
 

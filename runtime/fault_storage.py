@@ -1,12 +1,12 @@
-"""`TearingBlobStore`: the simulator's blob store as a `TornWrite` leaves it.
-
-Where a fault strikes is answered by `runtime.fault_schedule.FaultSchedule` (shared with the Ray
-executor); this module only holds the simulator's storage wrapper that applies a torn write.
-"""
+"""Storage wrappers that apply storage faults, shared by both executors: `TearingBlobStore` and
+`write_torn` for `TornWrite` (a write that reports success but lands partially)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class TearingBlobStore:
@@ -64,3 +64,18 @@ def _torn(data: bytes, keep: float, garble: bool) -> bytes:
     if torn == data:  # the lost part was zeros already
         torn = data[:cut] + bytes([data[cut] ^ 0xFF]) + data[cut + 1:]
     return torn
+
+
+def write_torn(storage: Any, keep: float, garble: bool, write: Callable[[], T]) -> tuple[T, str | None]:
+    """Run `write` (a snapshot write into `storage`, a `CheckpointStorage`) with the first file it
+    puts torn (`TornWrite`); its result and the path torn (None: it wrote nothing). Wraps the
+    storage's blob store once, for good (it passes everything through when not armed)."""
+    tearing = storage.blob_store
+    if not isinstance(tearing, TearingBlobStore):
+        tearing = storage.blob_store = TearingBlobStore(storage.blob_store)
+    tearing.tear_next(keep, garble)
+    try:
+        result = write()
+    finally:
+        torn = tearing.stop()
+    return result, torn
