@@ -277,14 +277,18 @@ class FaultSchedule:
 
     def control(self, kind: str, task_id: TaskId) -> ControlEffect:
         """A control message of `kind` is about to go to `task_id` ("ack": from it)."""
-        hits = tuple(self._occur(kind, task_id))
-        if not hits:
-            return DELIVER
-        if any(isinstance(f, LostAcknowledgement | LostControlMessage) for f in hits):
-            return ControlEffect(lost=True, faults=hits)
-        copies = 1 + sum(1 for f in hits if isinstance(f, DuplicatedControlMessage))
-        delay = sum(f.delay for f in hits if isinstance(f, DelayedControlMessage))
-        return ControlEffect(copies=copies, delay=delay, faults=hits)
+        return control_effect(self._occur(kind, task_id))
+
+    def upcoming_control(self, kind: str, task_id: TaskId) -> dict[int, ControlEffect]:
+        """`upcoming` for control messages: offset in the attempt -> what happens to that message."""
+        hits: dict[int, list[Fault]] = {}
+        for n, fault in self.upcoming(kind, task_id):
+            hits.setdefault(n, []).append(fault)
+        return {n: control_effect(faults) for n, faults in hits.items()}
+
+    def counts(self) -> dict[tuple[str, TaskId], int]:
+        """Every occurrence count so far: (what, task) -> count."""
+        return dict(self._counts)
 
     def write(self, task_id: TaskId) -> WriteEffect:
         """`task_id` starts a state write."""
@@ -336,6 +340,17 @@ class FaultSchedule:
         self._recoveries += 1
         due = [i for i in self._recovery_crashes.get(n, ()) if self.fire(i)]
         return [(self._targets[i], self.plan.faults[i]) for i in due]
+
+
+def control_effect(hits: Sequence[Fault]) -> ControlEffect:
+    """What the faults striking one control message do to it together."""
+    if not hits:
+        return DELIVER
+    if any(isinstance(f, LostAcknowledgement | LostControlMessage) for f in hits):
+        return ControlEffect(lost=True, faults=tuple(hits))
+    copies = 1 + sum(1 for f in hits if isinstance(f, DuplicatedControlMessage))
+    delay = sum(f.delay for f in hits if isinstance(f, DelayedControlMessage))
+    return ControlEffect(copies=copies, delay=delay, faults=tuple(hits))
 
 
 def _fraction(fault: Any) -> float:

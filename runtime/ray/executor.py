@@ -74,8 +74,11 @@ from runtime.fault_schedule import FaultSchedule
 from runtime.faults import (
     ChannelStall,
     CoordinatorCrash,
+    DelayedControlMessage,
+    DuplicatedControlMessage,
     FaultPlan,
     LostAcknowledgement,
+    LostControlMessage,
     SlowStorage,
     StorageWriteFailure,
     TaskCrash,
@@ -99,7 +102,8 @@ log = logging.getLogger("barrierflow.ray")
 
 #: the `FaultPlan` kinds this executor implements; it refuses a plan with any other
 RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure, TaskStall,
-                   TaskCrashDuringRecovery, TornWrite, SlowStorage)
+                   TaskCrashDuringRecovery, TornWrite, SlowStorage, LostControlMessage, DuplicatedControlMessage,
+                   DelayedControlMessage)
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
@@ -294,6 +298,7 @@ class RayExecutor:
                                            max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
                                                                   contender, self._first_checkpoint_id,
                                                                   self.run_id)
+        self._arm_coordinator(handle)
         if self._first_checkpoint_id is None:  # the first one: its successors clean up this run's ids only
             try:
                 self._first_checkpoint_id = ray.get(handle.checkpoint_id_floor.remote(), timeout=120)
@@ -332,6 +337,7 @@ class RayExecutor:
                     if self.standby is None:
                         self.standby = self._new_coordinator()
                     if not first:
+                        self._arm_coordinator(self.coordinator)
                         self.promotion_times.append(time.time())
                         status = ray.get(self.coordinator.status.remote(), timeout=30)
                         self.recovered_checkpoints.append(status["latest_id"])
@@ -563,7 +569,7 @@ class RayExecutor:
         after = self.schedule.next_crash(task_id)
         if after is not None:
             out["crash_after"] = max(1, after - self._done_records[task_id])
-        out["lost_acks"] = [n for n, f in self.schedule.upcoming("ack", task_id) if isinstance(f, LostAcknowledgement)]
+        out["acks"] = {n: (e.lost, e.copies, e.delay) for n, e in self.schedule.upcoming_control("ack", task_id).items()}
         writes = self.schedule.upcoming("write", task_id)
         out["failed_writes"] = [n for n, f in writes if isinstance(f, StorageWriteFailure)]
         out["torn_writes"] = [(n, f.keep, f.garble) for n, f in writes if isinstance(f, TornWrite)]
@@ -646,6 +652,7 @@ class RayExecutor:
         elif isinstance(fault, CoordinatorCrash) and self.coordinator is not None:
             with contextlib.suppress(RayError):
                 self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
+                self._control_counts(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
             self.coordinator_crash_times.append(time.time())
             ray.kill(self.coordinator, no_restart=True)
         elif isinstance(fault, ChannelStall):
@@ -658,6 +665,19 @@ class RayExecutor:
             for task_id, handle in self.tasks.items():
                 if task_id not in self._dead:
                     handle.slow_writes.remote(self.epoch, *window)
+
+    def _arm_coordinator(self, handle: Any) -> None:
+        """A new (or newly promoted) coordinator applies the plan's control-message faults, counting
+        on from what its predecessors sent (exact when a `CoordinatorCrash` killed the last one;
+        else as of the driver's last poll of it)."""
+        self._control_counts(self._coord_status.get("fault_counts", {}))
+        handle.arm_faults.remote(self.faults, self.schedule.counts())
+
+    def _control_counts(self, counts: dict[tuple[str, TaskId], int]) -> None:
+        """The control messages a coordinator sent so far (trigger, complete, abort), into the run's
+        schedule (`schedule.fired` then lists the faults that struck them)."""
+        for (kind, task_id), n in counts.items():
+            self.schedule.advance(kind, task_id, max(0, n - self.schedule.count(kind, task_id)))
 
     def _stall_default(self) -> float:
         """A `TaskStall` without a duration: 1.5 x the checkpoint timeout (the simulator's)."""
@@ -682,6 +702,7 @@ class RayExecutor:
         history: list[Any] = []
         if self.coordinator is not None:
             history = ray.get(self.coordinator.history.remote(), timeout=60)
+            self._control_counts(ray.get(self.coordinator.fault_counts.remote(), timeout=60))
             ray.get(self.coordinator.shutdown.remote(), timeout=60)
         if self.standby is not None:
             with contextlib.suppress(RayError):

@@ -147,8 +147,10 @@ class TaskActor:
         Args:
             outputs: out channel -> (receiver actor, its input channel).
             inputs: input channel -> (sender name, sender actor, its out channel).
-            faults: ``crash_after`` (records), ``lost_acks`` and ``failed_writes`` (0-based, counted
-                from this attempt's start: the driver subtracts what earlier attempts counted).
+            faults: ``crash_after`` (records), ``acks`` (offset -> (lost, copies, delay)),
+                ``failed_writes``, ``torn_writes`` (offsets, keep, garble) and ``slow_writes``
+                (windows): offsets are 0-based from this attempt's start (the driver subtracts
+                what earlier attempts counted).
             coordinator: the coordinator actor (replaced if the previous one died).
 
         Raises:
@@ -172,7 +174,8 @@ class TaskActor:
             self._acks = 0
             self._writes = 0
             self._crash_after: int | None = faults.get("crash_after")
-            self._lost_acks = set(faults.get("lost_acks", ()))
+            #: acknowledgement faults: offset in this attempt -> (lost, copies, delay)
+            self._ack_faults: dict[int, tuple[bool, int, float]] = dict(faults.get("acks", {}))
             self._failed_writes = set(faults.get("failed_writes", ()))
             self._torn_writes: dict[int, tuple[float, bool]] = {
                 n: (keep, garble) for n, keep, garble in faults.get("torn_writes", ())}
@@ -454,11 +457,21 @@ class TaskActor:
 
     def acknowledge(self, ack: TaskAcknowledgement) -> None:
         n, self._acks = self._acks, self._acks + 1
-        if n in self._lost_acks:
-            return  # LostAcknowledgement fault
+        lost, copies, delay = self._ack_faults.get(n, (False, 1, 0.0))
+        if lost:
+            return  # LostAcknowledgement, LostControlMessage("ack")
         if self._trace is not None:
             self._trace.append((time.time(), "ack", ack.checkpoint_id, str(ack.task_id)))
-        self._sender.submit(self._coordinator.acknowledge.remote, self.epoch, ack)
+        epoch, coordinator = self.epoch, self._coordinator
+
+        def send() -> None:
+            for _ in range(copies):  # DuplicatedControlMessage("ack")
+                self._sender.submit(coordinator.acknowledge.remote, epoch, ack)
+
+        if delay > 0:  # DelayedControlMessage("ack"): a timer, so later acks may overtake it
+            self._timers.schedule(delay, send)
+        else:
+            send()
 
     def decline(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         self._sender.submit(self._coordinator.decline.remote, self.epoch, task_id, checkpoint_id, reason)

@@ -18,7 +18,10 @@ from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
 from runtime.faults import (
+    DelayedControlMessage,
+    DuplicatedControlMessage,
     LostAcknowledgement,
+    LostControlMessage,
     SlowStorage,
     StorageWriteFailure,
     TaskCrash,
@@ -105,21 +108,33 @@ def test_the_same_plan_breaks_the_same_things_on_the_simulator_and_on_ray(ray_se
 
 
 @pytest.mark.ray
-def test_torn_writes_and_slow_storage_on_ray(ray_session) -> None:
-    """The storage faults on Ray: count[0]'s write 1 lands torn (reported written), every task's
-    writes slow down 20 times for 0.3 s from 30 % of the sources' records; nothing restores the
-    torn checkpoint here (no failover), and the output stays exactly once, as on the simulator."""
+def test_storage_and_control_message_faults_on_ray(ray_session) -> None:
+    """The storage and control-message faults on Ray, in one run next to the simulator: count[0]'s
+    write 1 lands torn (reported written; nothing restores it here), every task's writes slow
+    down 20 times for 0.3 s from 30 % of the sources' records, source 0's second trigger is lost
+    (that checkpoint times out), count[0]'s first completion arrives twice, count[1]'s first
+    abort and first acknowledgement arrive 50 ms late, count[0]'s second acknowledgement twice.
+    Each fires once and the output stays exactly once, as on the simulator."""
     from runtime.ray.executor import RayExecutor
 
-    plan = FaultPlan.of(TornWrite(task="count[0]", nth=1, keep=0.5),
-                        SlowStorage(at_fraction=0.3, duration=0.3, factor=20.0))
+    plan = FaultPlan.of(
+        TornWrite(task="count[0]", nth=1, keep=0.5),
+        SlowStorage(at_fraction=0.3, duration=0.3, factor=20.0),
+        LostControlMessage("trigger", task="Source: generator[0]", nth=1),
+        DuplicatedControlMessage("complete", task="count[0]", nth=0),
+        DelayedControlMessage("abort", task="count[1]", nth=0, delay=0.05),
+        DelayedControlMessage("ack", task="count[1]", nth=0, delay=0.05),
+        DuplicatedControlMessage("ack", task="count[0]", nth=1),
+    )
     graph = agreement_env().get_job_graph("storage")
     sim = SimExecutor(graph, seed=0, faults=plan)
     on_sim = sim.run()
     ray_executor = RayExecutor(graph, faults=plan)
     on_ray = ray_executor.run()
-    assert sorted(sim.injector.fired) == sorted(ray_executor.schedule.fired) == [0, 1]
+    assert sorted(sim.injector.fired) == sorted(ray_executor.schedule.fired) == list(range(len(plan.faults)))
     assert len(ray_executor.torn_files) == 1 and "count" in ray_executor.torn_files[0], ray_executor.torn_files
     assert ray_executor.slowed_writes >= 1
+    for result in (on_sim, on_ray):
+        assert "timeout" in [c.failure_reason.value for c in result.aborted_checkpoints]  # the lost trigger
     assert on_sim.restarts == on_ray.restarts == 0, (on_sim.failures, on_ray.failures)
     assert multiset(on_sim.output("pv")) == multiset(on_ray.output("pv")) == expected_output()
