@@ -131,9 +131,8 @@ class FaultSchedule:
         self._timed: list[tuple[float, int]] = []
         self._windows: dict[int, float] = {}  # index -> start (SlowStorage, ChannelDelay)
         self._occurrences: dict[tuple[str, TaskId], list[int]] = {}  # (what, task) -> [index]
-        self._counts: dict[tuple[str, TaskId], int] = {}
+        self._counts: dict[tuple[str, TaskId | None], int] = {}
         self._notify_crashes: dict[int, int] = {}  # nth completion -> index
-        self._completions = 0
         self._last_completed: int | None = None
         self._recovery_crashes: dict[int, list[int]] = {}
         self._recoveries = 0
@@ -248,8 +247,9 @@ class FaultSchedule:
 
     # ------------------------------------------------------------------ occurrences
 
-    def count(self, what: str, task_id: TaskId) -> int:
-        """Occurrences of `what` ("ack", "write", "trigger", "complete", "abort") of `task_id` so far."""
+    def count(self, what: str, task_id: TaskId | None) -> int:
+        """Occurrences of `what` ("ack", "write", "trigger", "complete", "abort"; "completion" with
+        task None: completed checkpoints announced) of `task_id` so far."""
         return self._counts.get((what, task_id), 0)
 
     def _occur(self, what: str, task_id: TaskId) -> list[Fault]:
@@ -269,11 +269,17 @@ class FaultSchedule:
         return [(self.plan.faults[i].nth - base, self.plan.faults[i])
                 for i in self._occurrences.get((what, task_id), ()) if self.plan.faults[i].nth >= base]
 
-    def advance(self, what: str, task_id: TaskId, n: int) -> None:
+    def advance(self, what: str, task_id: TaskId | None, n: int) -> None:
         """An attempt counted `n` occurrences of `what` of `task_id` itself (see `upcoming`); the
         faults among them fired there."""
         for _ in range(n):
-            self._occur(what, task_id)
+            if what == "completion":
+                index = self._notify_crashes.get(self.count(what, None))
+                self._counts[(what, None)] = self.count(what, None) + 1
+                if index is not None:
+                    self.fire(index)
+            else:
+                self._occur(what, task_id)
 
     def control(self, kind: str, task_id: TaskId) -> ControlEffect:
         """A control message of `kind` is about to go to `task_id` ("ack": from it)."""
@@ -286,7 +292,7 @@ class FaultSchedule:
             hits.setdefault(n, []).append(fault)
         return {n: control_effect(faults) for n, faults in hits.items()}
 
-    def counts(self) -> dict[tuple[str, TaskId], int]:
+    def counts(self) -> dict[tuple[str, TaskId | None], int]:
         """Every occurrence count so far: (what, task) -> count."""
         return dict(self._counts)
 
@@ -330,8 +336,9 @@ class FaultSchedule:
         if checkpoint_id == self._last_completed:
             return False
         self._last_completed = checkpoint_id
-        self._completions += 1
-        index = self._notify_crashes.get(self._completions - 1)
+        n = self.count("completion", None)
+        self._counts[("completion", None)] = n + 1
+        index = self._notify_crashes.get(n)
         return index is not None and self.fire(index)
 
     def recovery_started(self) -> list[tuple[TaskId, TaskCrashDuringRecovery]]:

@@ -114,6 +114,8 @@ class CoordinatorActor:
         )
         #: control-message faults (trigger, complete, abort), counted over the run (`arm_faults`)
         self._faults: FaultSchedule | None = None
+        #: `CoordinatorCrashBeforeNotify` struck: it sends nothing more; the driver kills it
+        self._doomed = False
         if self.election is not None:
             self.election.start()
 
@@ -132,9 +134,20 @@ class CoordinatorActor:
         with self._lock:
             return self._faults.counts() if self._faults is not None else {}
 
+    def _announce(self, checkpoint_id: int) -> bool:
+        """The completion of `checkpoint_id` is about to be announced: False if this coordinator
+        dies instead (`CoordinatorCrashBeforeNotify`), or died already."""
+        if not self._doomed and self._faults is not None and self._faults.completion_announced(checkpoint_id):
+            self._doomed = True
+            self.coordinator.stop()
+            log.info("barrierflow ray: CoordinatorCrashBeforeNotify after checkpoint %d", checkpoint_id)
+        return not self._doomed
+
     def _send(self, kind: str, task_id: TaskId, send: Any) -> None:
         """Send a control message of `kind` to `task_id` (`send()`), as the plan's faults let it go:
         lost, duplicated, or `delay` seconds late (a timer: later messages may overtake it)."""
+        if self._doomed:
+            return  # it is crashing: nothing more leaves it
         effect = self._faults.control(kind, task_id) if self._faults is not None else DELIVER
         if effect.lost:
             return
@@ -252,6 +265,7 @@ class CoordinatorActor:
                 "leader_lost": self._leader_lost,
                 "contender": self.contender_id,
                 "fault_counts": self._faults.counts() if self._faults is not None else {},
+                "doomed": self._doomed,
                 "zk_session": self.ha_factory.session() if self.ha_factory is not None and hasattr(
                     self.ha_factory, "session") else None,
             }
@@ -308,7 +322,7 @@ class CoordinatorActor:
 
     def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
         handle = self._handles.get(task_id)
-        if handle is not None and self.epoch is not None:
+        if handle is not None and self.epoch is not None and self._announce(checkpoint_id):
             coordinator = self.coordinator
             final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
             epoch = self.epoch

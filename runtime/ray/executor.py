@@ -74,6 +74,7 @@ from runtime.fault_schedule import FaultSchedule
 from runtime.faults import (
     ChannelStall,
     CoordinatorCrash,
+    CoordinatorCrashBeforeNotify,
     DelayedControlMessage,
     DuplicatedControlMessage,
     FaultPlan,
@@ -103,7 +104,7 @@ log = logging.getLogger("barrierflow.ray")
 #: the `FaultPlan` kinds this executor implements; it refuses a plan with any other
 RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure, TaskStall,
                    TaskCrashDuringRecovery, TornWrite, SlowStorage, LostControlMessage, DuplicatedControlMessage,
-                   DelayedControlMessage)
+                   DelayedControlMessage, CoordinatorCrashBeforeNotify)
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
@@ -619,6 +620,8 @@ class RayExecutor:
         source_records = self._done_source_records + sum(s.get("source_records", 0) for s in self._status.values())
         for index, _ in self.schedule.due(source_records, now):
             self._fire(index)
+        if self._coord_status.get("doomed") and self.coordinator is not None:  # CoordinatorCrashBeforeNotify
+            self._kill_coordinator()
         for at, target in list(self._recovery_crashes):
             if now >= at:
                 self._recovery_crashes.remove((at, target))
@@ -650,11 +653,7 @@ class RayExecutor:
             if handle is not None:
                 handle.hang.remote(self.epoch, fault.duration if fault.duration is not None else self._stall_default())
         elif isinstance(fault, CoordinatorCrash) and self.coordinator is not None:
-            with contextlib.suppress(RayError):
-                self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
-                self._control_counts(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
-            self.coordinator_crash_times.append(time.time())
-            ray.kill(self.coordinator, no_restart=True)
+            self._kill_coordinator()
         elif isinstance(fault, ChannelStall):
             handle = self.tasks.get(self.schedule.target(index))
             if handle is not None:
@@ -665,6 +664,16 @@ class RayExecutor:
             for task_id, handle in self.tasks.items():
                 if task_id not in self._dead:
                     handle.slow_writes.remote(self.epoch, *window)
+
+    def _kill_coordinator(self) -> None:
+        """Kill the coordinator actor (`CoordinatorCrash`, `CoordinatorCrashBeforeNotify`), keeping
+        its statistics and fault counts; the next poll finds it dead and replaces it."""
+        with contextlib.suppress(RayError):
+            self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
+            self._control_counts(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
+        self._coord_status = {**self._coord_status, "doomed": False}
+        self.coordinator_crash_times.append(time.time())
+        ray.kill(self.coordinator, no_restart=True)
 
     def _arm_coordinator(self, handle: Any) -> None:
         """A new (or newly promoted) coordinator applies the plan's control-message faults, counting

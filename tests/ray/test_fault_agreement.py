@@ -18,6 +18,7 @@ from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
 from runtime.faults import (
+    CoordinatorCrashBeforeNotify,
     DelayedControlMessage,
     DuplicatedControlMessage,
     LostAcknowledgement,
@@ -138,3 +139,24 @@ def test_storage_and_control_message_faults_on_ray(ray_session) -> None:
         assert "timeout" in [c.failure_reason.value for c in result.aborted_checkpoints]  # the lost trigger
     assert on_sim.restarts == on_ray.restarts == 0, (on_sim.failures, on_ray.failures)
     assert multiset(on_sim.output("pv")) == multiset(on_ray.output("pv")) == expected_output()
+
+
+@pytest.mark.ray
+def test_a_coordinator_crash_before_notifying_on_ray(ray_session) -> None:
+    """`CoordinatorCrashBeforeNotify` on Ray: the coordinator actor dies once the second completed
+    checkpoint is durable, before any task heard of it; its successor restores exactly that
+    checkpoint and its transactions are committed once — as on the simulator."""
+    from runtime.ray.executor import RayExecutor
+
+    plan = FaultPlan.of(CoordinatorCrashBeforeNotify(nth=1))
+    graph = agreement_env().get_job_graph("notify")
+    sim = SimExecutor(graph, seed=0, faults=plan)
+    on_sim = sim.run()
+    ray_executor = RayExecutor(graph, faults=plan)
+    on_ray = ray_executor.run()
+    assert sim.injector.fired == ray_executor.schedule.fired == [0]
+    for result in (on_sim, on_ray):
+        assert result.restarts == 1 and "coordinator" in result.failures[0], result.failures
+        second = sorted({c.id for c in result.completed_checkpoints})[1]
+        assert result.restored_checkpoints == [second], (result.restored_checkpoints, second)
+        assert multiset(result.output("pv")) == expected_output()
