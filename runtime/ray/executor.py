@@ -72,6 +72,7 @@ from checkpoint.recovery import create_recovery_factory
 from checkpoint.store import new_run_id
 from runtime.fault_schedule import FaultSchedule
 from runtime.faults import (
+    ChannelDelay,
     ChannelStall,
     CoordinatorCrash,
     CoordinatorCrashBeforeNotify,
@@ -104,7 +105,7 @@ log = logging.getLogger("barrierflow.ray")
 #: the `FaultPlan` kinds this executor implements; it refuses a plan with any other
 RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure, TaskStall,
                    TaskCrashDuringRecovery, TornWrite, SlowStorage, LostControlMessage, DuplicatedControlMessage,
-                   DelayedControlMessage, CoordinatorCrashBeforeNotify)
+                   DelayedControlMessage, CoordinatorCrashBeforeNotify, ChannelDelay)
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
@@ -559,6 +560,8 @@ class RayExecutor:
         self._recovery_crashes: list[tuple[float, TaskId]] = []
         #: `SlowStorage` windows opened so far: (wall start, end, factor)
         self._slow_windows: list[tuple[float, float, float]] = []
+        #: `ChannelDelay` windows opened so far: sender -> [(out channel, wall start, end, extra)]
+        self._channel_spikes: dict[TaskId, list[tuple[int, float, float, float]]] = {}
         #: paths of the files `TornWrite` faults tore, and how many writes `SlowStorage` slowed
         self.torn_files: list[str] = []
         self.slowed_writes = 0
@@ -575,6 +578,7 @@ class RayExecutor:
         out["failed_writes"] = [n for n, f in writes if isinstance(f, StorageWriteFailure)]
         out["torn_writes"] = [(n, f.keep, f.garble) for n, f in writes if isinstance(f, TornWrite)]
         out["slow_writes"] = [w for w in self._slow_windows if w[1] > time.time()]
+        out["channel_delays"] = [w for w in self._channel_spikes.get(task_id, ()) if w[2] > time.time()]
         return out
 
     def _count_attempt(self, cancels: dict[TaskId, Any]) -> None:
@@ -658,6 +662,14 @@ class RayExecutor:
             handle = self.tasks.get(self.schedule.target(index))
             if handle is not None:
                 handle.stall.remote(self.epoch, fault.duration)
+        elif isinstance(fault, ChannelDelay):  # applied by the sender of that input channel
+            receiver, channel = self.schedule.target(index), self.schedule.channel(index)
+            route = next(r for r in self.graph.channel_routes() if r.receiver == receiver and r.input_channel == channel)
+            window = (route.output_channel, time.time(), time.time() + fault.duration, fault.delay)
+            self._channel_spikes.setdefault(route.sender, []).append(window)
+            handle = self.tasks.get(route.sender)
+            if handle is not None and route.sender not in self._dead:
+                handle.delay_channel.remote(self.epoch, *window)
         elif isinstance(fault, SlowStorage):  # the storage is shared: every task's writes
             window = (time.time(), time.time() + fault.duration, fault.factor)
             self._slow_windows.append(window)

@@ -148,8 +148,8 @@ class TaskActor:
             outputs: out channel -> (receiver actor, its input channel).
             inputs: input channel -> (sender name, sender actor, its out channel).
             faults: ``crash_after`` (records), ``acks`` (offset -> (lost, copies, delay)),
-                ``failed_writes``, ``torn_writes`` (offsets, keep, garble) and ``slow_writes``
-                (windows): offsets are 0-based from this attempt's start (the driver subtracts
+                ``failed_writes``, ``torn_writes`` (offsets, keep, garble), ``slow_writes`` and
+                ``channel_delays`` (windows, wall times): offsets are 0-based from this attempt's start (the driver subtracts
                 what earlier attempts counted).
             coordinator: the coordinator actor (replaced if the previous one died).
 
@@ -191,6 +191,8 @@ class TaskActor:
             self._stalled: deque[tuple[int, int, list[Any]]] = deque()
             self.outputs = OutputChannels(outputs, epoch, delay=self._link_delay,
                                           schedule=lambda d, cb: self._timers.schedule(d, self._bound(cb)))
+            for out_index, start, end, extra in faults.get("channel_delays", ()):
+                self.outputs.spike(out_index, start, end, extra)
             # credits go back from the sender thread, like acknowledgements: a backpressured task
             # returns the most credits, and its work thread is the job's bottleneck
             self.inputs = InputChannels(inputs, str(self.task_id), epoch, threshold=self.graph.credits // 2,
@@ -490,6 +492,13 @@ class TaskActor:
         staged = self._committer.take_staged()  # the sinks' pre-commits of this snapshot
         self._write_pool.submit(self._write, self.epoch, snapshot, n in self._failed_writes, staged,
                                 self._torn_writes.get(n))
+
+    def delay_channel(self, epoch: int, out_index: int, start: float, end: float, extra: float) -> None:
+        """`ChannelDelay`: what this task sends on `out_index` in [start, end) arrives `extra` s later."""
+        with self._lock:
+            self._drain_inbox()
+            if self._live(epoch):
+                self.outputs.spike(out_index, start, end, extra)
 
     def slow_writes(self, epoch: int, start: float, end: float, factor: float) -> None:
         """`SlowStorage`: state writes started in [start, end) (wall time) take `factor` times longer."""

@@ -18,6 +18,7 @@ from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
 from runtime.faults import (
+    ChannelDelay,
     CoordinatorCrashBeforeNotify,
     DelayedControlMessage,
     DuplicatedControlMessage,
@@ -109,12 +110,13 @@ def test_the_same_plan_breaks_the_same_things_on_the_simulator_and_on_ray(ray_se
 
 
 @pytest.mark.ray
-def test_storage_and_control_message_faults_on_ray(ray_session) -> None:
-    """The storage and control-message faults on Ray, in one run next to the simulator: count[0]'s
+def test_storage_control_message_and_channel_faults_on_ray(ray_session) -> None:
+    """The storage, control-message and channel faults on Ray, in one run next to the simulator: count[0]'s
     write 1 lands torn (reported written; nothing restores it here), every task's writes slow
     down 20 times for 0.3 s from 30 % of the sources' records, source 0's second trigger is lost
     (that checkpoint times out), count[0]'s first completion arrives twice, count[1]'s first
-    abort and first acknowledgement arrive 50 ms late, count[0]'s second acknowledgement twice.
+    abort and first acknowledgement arrive 50 ms late, count[0]'s second acknowledgement twice,
+    and what source 0 sends count[1] in 0.2 s from 40 % of the records arrives 50 ms late (FIFO).
     Each fires once and the output stays exactly once, as on the simulator."""
     from runtime.ray.executor import RayExecutor
 
@@ -126,6 +128,7 @@ def test_storage_and_control_message_faults_on_ray(ray_session) -> None:
         DelayedControlMessage("abort", task="count[1]", nth=0, delay=0.05),
         DelayedControlMessage("ack", task="count[1]", nth=0, delay=0.05),
         DuplicatedControlMessage("ack", task="count[0]", nth=1),
+        ChannelDelay(task="count[1]", channel=0, at_fraction=0.4, duration=0.2, delay=0.05),
     )
     graph = agreement_env().get_job_graph("storage")
     sim = SimExecutor(graph, seed=0, faults=plan)
