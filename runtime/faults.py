@@ -63,18 +63,18 @@ Fault kinds, field by field (what breaks, where, when):
   run began (a failover after a task or coordinator crash), `task` fails: during the restart delay
   (the job redeploying) or while the new attempt restores and replays its state.
 
-The simulator implements every kind. The Ray executor (`RAY_FAULT_KINDS` there) implements
-`TaskCrash`, `CoordinatorCrash`, `LostAcknowledgement`, `ChannelStall`, `StorageWriteFailure`,
-`TaskStall` (the actor holds its lock: its calls, heartbeats included, wait) and
-`TaskCrashDuringRecovery` (its driver deploys synchronously, so there the task fails once the
-new attempt is deployed, while it restores and replays, never during the restart delay). It
-refuses a plan with any other kind, naming it; not implemented there yet:
-`LostControlMessage` / `DuplicatedControlMessage` / `DelayedControlMessage` (need run-wide
-counters in the coordinator actor, which a coordinator crash replaces, and the coordinator
-defers completions to sources without listeners, so "the nth complete" would count differently),
-`TornWrite` and `SlowStorage` (need a tearing / slowing wrapper of the actors' storage),
-`ChannelDelay` (needs per-channel windows in the sender's `OutputChannels`) and
-`CoordinatorCrashBeforeNotify` (needs a run-wide completion count across coordinator actors).
+Both executors implement every kind. On Ray (`runtime.ray.executor`): the driver resolves the
+plan and applies crashes, stalls and coordinator crashes; the task actors apply what strikes
+their records, acknowledgements, writes and output channels and report their counts, and the
+coordinator actor the triggers, completions and aborts it sends (with its own `FaultSchedule`,
+armed with the run's counts). Where Ray differs, by necessity: a progress point is noticed
+within a heartbeat interval (0.1 s), not at the exact record; a `TaskStall` holds the actor's
+calls, so its heartbeats wait too (a stall longer than `heartbeat_timeout` is detected as a
+hang, which the simulator's is not); a `TaskCrashDuringRecovery` strikes once the new attempt is
+deployed (the driver waits out the restart delay and deploys synchronously), never during the
+restart delay; a replaced coordinator counts control messages on from its predecessor's last
+poll (exact when a fault killed it); a task actor that dies unasked loses the records and
+occurrences it counted since its last heartbeat.
 """
 
 from __future__ import annotations

@@ -35,18 +35,16 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
 * Faults (`FaultPlan`): resolved once per run by `runtime.fault_schedule.FaultSchedule`, as on
   the simulator, so a plan means the same on both (targets from the plan's seed, `nth` counted
   over the whole run across attempts, `at_fraction` a point of the records, not of time; `at`
-  is wall seconds here, virtual ones there). A `TaskCrash` after N records (or at a fraction of
-  the task's expected records) freezes the actor at that record count, at a time the driver
-  freezes it; the driver then kills it and fails over with the simulator's failure message.
-  `CoordinatorCrash` kills the coordinator actor, `ChannelStall` holds a task's input back (both
-  at a time or at a fraction of the sources' expected records, checked every heartbeat
-  interval); lost acknowledgements and failing storage writes are applied inside the task
-  actor, which reports what it counted (heartbeats, `cancel`) so the next attempt continues the
-  count. A `TaskStall` hangs the actor (`hang`); a `TaskCrashDuringRecovery` freezes its task
-  `delay` seconds after the failover began, once the new attempt is deployed. Those are the
-  kinds implemented here (`RAY_FAULT_KINDS`); a plan with any other kind is refused at once
-  with an `UnsupportedFaultError` naming it, never silently ignored (the module docstring of
-  `runtime.faults` says why each is missing).
+  is wall seconds here, virtual ones there). Every kind is implemented (`RAY_FAULT_KINDS`). The
+  driver: a `TaskCrash` (after records: the actor freezes at that count; at a time: the driver
+  freezes it) and a `TaskCrashDuringRecovery` (once the new attempt is deployed) end with the
+  driver killing the frozen actor and failing over with the simulator's failure message;
+  `CoordinatorCrash` and `CoordinatorCrashBeforeNotify` kill the coordinator actor; progress
+  points are checked every heartbeat interval. The task actors apply lost, duplicated and late
+  acknowledgements, failed, torn and slow writes, `ChannelStall`, `TaskStall` (`hang`) and
+  `ChannelDelay` (in the sender's `OutputChannels`), and report what they counted (heartbeats,
+  `cancel`, `finish`) so the next attempt continues the count; the coordinator actor applies the
+  faults of triggers, completions and aborts. `runtime.faults` names where Ray differs.
 * End. When every task reports finished, the driver waits until the final checkpoint's
   completion notifications have executed (the sinks committed), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
@@ -818,8 +816,8 @@ def run_job(
         graph: the job.
         address: a Ray cluster address to join; None uses the Ray this process is connected to,
             or starts (and afterwards stops) an embedded local one.
-        faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor); a kind outside
-            `RAY_FAULT_KINDS` raises `runtime.faults.UnsupportedFaultError`, naming it.
+        faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor), meaning what it
+            means on the simulator (`runtime.fault_schedule`).
         seed: recorded in the result; seeds the restart jitter (fault targets come from the plan's
             seed only, as on the simulator).
         progress: called periodically with a dict of progress figures.
