@@ -160,3 +160,27 @@ def test_a_coordinator_crash_at_a_fraction_strikes_when_the_sources_read_that_fr
     result = sim.run()
     assert len(seen) == 1 and result.restarts == 1, (seen, result.failures)
     assert 240 <= seen[0] < 240 + 2 * graph.buffer_size, seen
+
+
+def test_the_ray_driver_hands_each_attempt_the_faults_still_ahead_as_offsets() -> None:
+    """Regression: the Ray executor gave lost acknowledgements and failed writes to the first
+    attempt only (the task actor's counters restart with each attempt); now each attempt gets the
+    faults still ahead in the run, as offsets from what earlier attempts counted."""
+    from runtime.faults import DelayedControlMessage, TornWrite
+    from runtime.ray.executor import RayExecutor  # builds no actor: Ray does not start
+
+    graph = relay_job().get_job_graph("job")
+    task = TaskId("count", 0)
+    plan = FaultPlan.of(LostAcknowledgement(task="count[0]", nth=4), StorageWriteFailure(task="count[0]", nth=1),
+                        TornWrite(task="count[0]", nth=6), DelayedControlMessage("ack", task="count[0]", nth=5),
+                        TaskCrash(task="count[0]", after_records=100))
+    driver = RayExecutor(graph, faults=plan)
+    driver._resolve_faults()
+    first = driver._task_faults(task)
+    assert first["crash_after"] == 100 and first["failed_writes"] == [1] and first["torn_writes"] == [(6, 0.5, False)]
+    assert first["acks"] == {4: (True, 1, 0.0), 5: (False, 1, 0.05)}
+    driver._add_counts(task, {"records": 60, "acks": 3, "writes": 3})  # the first attempt failed over
+    second = driver._task_faults(task)
+    assert second["crash_after"] == 40 and second["failed_writes"] == [] and second["torn_writes"] == [(3, 0.5, False)]
+    assert second["acks"] == {1: (True, 1, 0.0), 2: (False, 1, 0.05)}
+    assert driver.schedule.fired == [1]  # the write failed in the first attempt
