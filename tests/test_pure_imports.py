@@ -21,6 +21,7 @@ PURE = [
     ("runtime/ports.py", NEVER),
     ("runtime/restore_match.py", NEVER),
     ("runtime/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng
+    ("runtime/fault_schedule.py", NEVER | {"time"}),  # the executors pass their time in; dice from the plan's seed
     ("checkpoint/coordinator.py", NEVER),
     ("checkpoint/pending.py", NEVER),
     ("state", NEVER),
