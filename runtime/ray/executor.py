@@ -588,7 +588,9 @@ class RayExecutor:
         for task_id, ref in cancels.items():
             try:
                 final[task_id] = ray.get(ref, timeout=self.heartbeat_timeout)
-            except RayError:
+            except RayError:  # dead, or hung (a `TaskStall` longer than the heartbeat timeout): replaced
+                with contextlib.suppress(RayError):
+                    self._kill(task_id)
                 self._dead.add(task_id)
         for task_id in self.tasks:
             self._add_counts(task_id, final.get(task_id) or self._status.get(task_id, {}))
