@@ -103,9 +103,10 @@ def test_the_same_plan_breaks_the_same_things_on_the_simulator_and_on_ray(ray_se
     for schedule in (sim.injector, ray_executor.schedule):
         assert [str(schedule.target(i)) for i in range(len(PLAN.faults))] == [
             "count[0]", "count[1]", "count[0]", "count[0]", source, "count[1]"]
-    for result in (on_sim, on_ray):
-        reasons = [c.failure_reason.value for c in result.aborted_checkpoints]
-        assert "storage failure" in reasons and "timeout" in reasons, reasons
+    # the failed write declined its checkpoint, the lost ack's timed out (on Ray a failover may
+    # abort either first: which reason a struck checkpoint records races with the crashes there)
+    reasons = [c.failure_reason.value for c in on_sim.aborted_checkpoints]
+    assert "storage failure" in reasons and "timeout" in reasons, reasons
     assert multiset(on_sim.output("pv")) == multiset(on_ray.output("pv")) == expected_output()
 
 
