@@ -1,13 +1,23 @@
 """`FaultPlan`: what to break, and when — the same plan drives the simulator and the Ray executor.
 
-A plan is a frozen list of faults plus the seed that picks unnamed targets. A fault names its
-target task (`"vertex[subtask]"`, a bare vertex name meaning subtask 0, or None = drawn by the
-executor from the plan's seed) and its moment: a time in seconds since the job started (`at`;
-virtual on the simulator, wall clock on Ray), a number of records the task has handled
-(`after_records`), a fraction of the records the task is expected to handle in a failure-free run
-(`at_fraction`, what `FaultPlan.random` draws, so a random fault lands inside the job whatever
-its size), or the `nth` (0-based, counted over the whole run, across restarts) occurrence of
-what it breaks. Each fault fires at most once per job run.
+A plan is a frozen list of faults plus the seed that picks unnamed targets. Both executors resolve
+it once per run with `runtime.fault_schedule.FaultSchedule`, so a plan means the same on both:
+
+* Where. A fault names its target task (`"vertex[subtask]"`, a bare vertex name meaning subtask
+  0) or None: drawn from the *plan's* seed (`FaultPlan.seed`; the executor's `seed` plays no
+  part), in plan order, identically on every executor.
+* When, in logical terms. `after_records=N`: when the task has handled N records; `nth`
+  (0-based): the nth acknowledgement, state write, control message, completed checkpoint or
+  recovery of the run. Both count over the whole run, across execution attempts (records
+  replayed after a restore count again), so a fault fires in whichever attempt its point falls.
+  `at_fraction=f` of a `TaskCrash`: after `f` x the records the task handles in a failure-free
+  run; of any other kind: once the job's sources have read `f` x their failure-free total (a
+  point of the records, not of time, so the same on both executors; on Ray it is noticed within
+  a heartbeat interval). `FaultPlan.random` draws `at_fraction`s, so a random fault lands
+  inside the job whatever its size.
+* When, in time. `at`: seconds since the job started — virtual seconds on the simulator, wall
+  seconds (since the first deployment) on Ray, so the one field whose logical point differs.
+* Once. Each fault fires at most once per job run.
 
 Fault kinds, field by field (what breaks, where, when):
 
@@ -53,8 +63,18 @@ Fault kinds, field by field (what breaks, where, when):
   run began (a failover after a task or coordinator crash), `task` fails: during the restart delay
   (the job redeploying) or while the new attempt restores and replays its state.
 
-The simulator implements every kind; the Ray executor implements the first five
-(`RAY_FAULT_KINDS` there) and refuses a plan with any other, naming the kind.
+Both executors implement every kind. On Ray (`runtime.ray.executor`): the driver resolves the
+plan and applies crashes, stalls and coordinator crashes; the task actors apply what strikes
+their records, acknowledgements, writes and output channels and report their counts, and the
+coordinator actor the triggers, completions and aborts it sends (with its own `FaultSchedule`,
+armed with the run's counts). Where Ray differs, by necessity: a progress point is noticed
+within a heartbeat interval (0.1 s), not at the exact record; a `TaskStall` holds the actor's
+calls, so its heartbeats wait too (a stall longer than `heartbeat_timeout` is detected as a
+hang, which the simulator's is not); a `TaskCrashDuringRecovery` strikes once the new attempt is
+deployed (the driver waits out the restart delay and deploys synchronously), never during the
+restart delay; a replaced coordinator counts control messages on from its predecessor's last
+poll (exact when a fault killed it); a task actor that dies unasked loses the records and
+occurrences it counted since its last heartbeat.
 """
 
 from __future__ import annotations

@@ -52,6 +52,8 @@ MOVES: list[tuple[str, str]] = [
     ("runtime/task.py", "runtime/core/task.py"),
     # the job master (the jobmaster branch creates runtime/jobmaster/: these join it)
     ("runtime/faults.py", "runtime/jobmaster/faults.py"),
+    ("runtime/fault_schedule.py", "runtime/jobmaster/fault_schedule.py"),
+    ("runtime/fault_storage.py", "runtime/jobmaster/fault_storage.py"),
     ("runtime/restart.py", "runtime/jobmaster/restart.py"),
     ("runtime/result.py", "runtime/jobmaster/result.py"),
     ("runtime/restore_match.py", "runtime/jobmaster/restore_match.py"),

@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         "runtime.operator_chain", "runtime.record_writer", "runtime.subtask_checkpoint", "runtime.restart",
     ]),
     ("job master", [
-        "runtime.jobmaster", "runtime.result", "runtime.restore_match", "runtime.restore", "runtime.channel_rescale",
+        "runtime.jobmaster", "runtime.result", "runtime.restore_match", "runtime.restore", "runtime.channel_rescale", "runtime.fault_schedule", "runtime.fault_storage",
         "runtime.durable_committer", "runtime.progress", "spark_bridge",
     ]),
     ("executors", ["runtime.sim", "runtime.ray"]),

@@ -25,6 +25,7 @@ PURE = [
     ("runtime/restore_match.py", NEVER),
     ("runtime/channel_rescale.py", NEVER),
     ("runtime/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng
+    ("runtime/fault_schedule.py", NEVER | {"time"}),  # the executors pass their time in; dice from the plan's seed
     ("checkpoint/coordinator.py", NEVER),
     ("checkpoint/pending.py", NEVER),
     ("state", NEVER),

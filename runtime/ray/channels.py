@@ -29,6 +29,8 @@ cancellation markers, end of partition) need no credit.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -46,7 +48,9 @@ class OutputChannels:
     Consecutive payloads for one channel go in one call; each call carries the sequence number
     of its first payload. With a `delay` (a slow link, `runtime.links`) every drained batch is
     held that long and sent in order by a timer (`schedule(delay, callback)`, run under the
-    actor's lock).
+    actor's lock). A delay spike on one channel (`spike`, the `ChannelDelay` fault) holds what is
+    sent on that channel in its window `extra` seconds longer; what follows on that channel
+    queues behind it (FIFO), the other channels are not affected.
     """
 
     def __init__(self, routes: dict[int, tuple[Any, int]], epoch: int, *, delay: float = 0.0,
@@ -60,9 +64,37 @@ class OutputChannels:
         self._schedule = schedule
         self._held: deque[tuple[float, list[tuple[int, Any]]]] = deque()
         self.calls = 0
+        #: `ChannelDelay`: out channel -> [(start, end, extra seconds)] (wall times)
+        self._spikes: dict[int, list[tuple[float, float, float]]] = {}
+        #: batches held by spikes or sent after one: (due, order, out channel, payloads)
+        self._spiked: list[tuple[float, int, int, list[Any]]] = []
+        self._order = itertools.count()
+        self._last_due: dict[int, float] = {}
+        self._release_at: float | None = None
+
+    def spike(self, out_index: int, start: float, end: float, extra: float) -> None:
+        """`ChannelDelay`: what is sent on `out_index` in [start, end) is held `extra` s longer."""
+        if self._schedule is None:
+            raise ValueError("OutputChannels: a delay spike needs a schedule function")
+        self._spikes.setdefault(out_index, []).append((start, end, extra))
+        while self._held:  # from now on every batch goes the spiked way (`_send_spiked`), in order
+            due, drained = self._held.popleft()
+            self._hold(due, drained)
+
+    def _hold(self, due: float, drained: list[tuple[int, Any]]) -> None:
+        grouped: dict[int, list[Any]] = {}
+        for out_index, payload in drained:
+            grouped.setdefault(out_index, []).append(payload)
+        for out_index, payloads in grouped.items():
+            due_here = max(due, self._last_due.get(out_index, 0.0))
+            self._last_due[out_index] = due_here
+            heapq.heappush(self._spiked, (due_here, next(self._order), out_index, payloads))
 
     def send(self, drained: list[tuple[int, Any]]) -> None:
         if not drained:
+            return
+        if self._spikes:
+            self._send_spiked(drained)
             return
         if self._delay > 0:
             self._held.append((time.time() + self._delay, drained))
@@ -71,6 +103,18 @@ class OutputChannels:
             return
         self._push(drained)
 
+    def _send_spiked(self, drained: list[tuple[int, Any]]) -> None:
+        """Once a channel had a spike: each channel's batch is due after the link delay plus the
+        spike it is sent in, never before the channel's previous batch (FIFO)."""
+        now = time.time()
+        grouped: dict[int, list[tuple[int, Any]]] = {}
+        for out_index, payload in drained:
+            grouped.setdefault(out_index, []).append((out_index, payload))
+        for out_index, batch in grouped.items():
+            extra = max((e for start, end, e in self._spikes.get(out_index, ()) if start <= now < end), default=0.0)
+            self._hold(now + self._delay + extra, batch)
+        self._release()
+
     def _release(self) -> None:
         """Send the held batches that are due, in order; wait for the next one."""
         now = time.time()
@@ -78,6 +122,14 @@ class OutputChannels:
             self._push(self._held.popleft()[1])
         if self._held:
             self._schedule(self._held[0][0] - now, self._release)
+        while self._spiked and self._spiked[0][0] <= now:
+            _, _, out_index, payloads = heapq.heappop(self._spiked)
+            self._push([(out_index, p) for p in payloads])
+        if self._spiked:
+            due = self._spiked[0][0]
+            if self._release_at is None or due < self._release_at or self._release_at <= now:
+                self._release_at = due
+                self._schedule(due - now, self._release)
 
     def _push(self, drained: list[tuple[int, Any]]) -> None:
         grouped: dict[int, list[Any]] = {}

@@ -53,6 +53,8 @@ from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.recovery import HighAvailabilityError
 from checkpoint.storage import StorageError
 from checkpoint.store import StandaloneCompletedCheckpointStore
+from runtime.fault_schedule import DELIVER, FaultSchedule
+from runtime.faults import FaultPlan
 from runtime.ray.storage import StorageSpec, open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
 from runtime.restore import check_not_behind_committed_output, restore_latest_valid
@@ -111,8 +113,54 @@ class CoordinatorActor:
             job_id, config, clock=WallClock(), timers=self._timers, gateway=self, store=self.store,
             id_counter=self.id_counter, source_tasks=sources, all_tasks=graph.task_ids(),
         )
+        #: control-message faults (trigger, complete, abort), counted over the run (`arm_faults`)
+        self._faults: FaultSchedule | None = None
+        #: `CoordinatorCrashBeforeNotify` struck: it sends nothing more; the driver kills it
+        self._doomed = False
         if self.election is not None:
             self.election.start()
+
+    # ------------------------------------------------------------------ faults
+
+    def arm_faults(self, plan: FaultPlan, counts: dict[tuple[str, TaskId], int]) -> None:
+        """Apply `plan`'s control-message faults to the triggers, completions and aborts this
+        coordinator sends; `counts`: the messages earlier coordinators of the run sent."""
+        with self._lock:
+            self._faults = FaultSchedule.for_graph(plan, self.graph)
+            for (kind, task_id), n in counts.items():
+                self._faults.advance(kind, task_id, n)
+
+    def fault_counts(self) -> dict[tuple[str, TaskId], int]:
+        """The control messages sent so far in the run, per (kind, task) (for `arm_faults`)."""
+        with self._lock:
+            return self._faults.counts() if self._faults is not None else {}
+
+    def _announce(self, checkpoint_id: int) -> bool:
+        """The completion of `checkpoint_id` is about to be announced: False if this coordinator
+        dies instead (`CoordinatorCrashBeforeNotify`), or died already."""
+        if not self._doomed and self._faults is not None and self._faults.completion_announced(checkpoint_id):
+            self._doomed = True
+            self.coordinator.stop()
+            log.info("barrierflow ray: CoordinatorCrashBeforeNotify after checkpoint %d", checkpoint_id)
+        return not self._doomed
+
+    def _send(self, kind: str, task_id: TaskId, send: Any) -> None:
+        """Send a control message of `kind` to `task_id` (`send()`), as the plan's faults let it go:
+        lost, duplicated, or `delay` seconds late (a timer: later messages may overtake it)."""
+        if self._doomed:
+            return  # it is crashing: nothing more leaves it
+        effect = self._faults.control(kind, task_id) if self._faults is not None else DELIVER
+        if effect.lost:
+            return
+
+        def deliver() -> None:
+            for _ in range(effect.copies):
+                send()
+
+        if effect.delay > 0:
+            self._timers.schedule(effect.delay, deliver)
+        else:
+            deliver()
 
     # ------------------------------------------------------------------ high availability
 
@@ -217,6 +265,8 @@ class CoordinatorActor:
                 "leader": self.is_leader(),
                 "leader_lost": self._leader_lost,
                 "contender": self.contender_id,
+                "fault_counts": self._faults.counts() if self._faults is not None else {},
+                "doomed": self._doomed,
                 "zk_session": self.ha_factory.session() if self.ha_factory is not None and hasattr(
                     self.ha_factory, "session") else None,
             }
@@ -267,16 +317,24 @@ class CoordinatorActor:
         if self.election is not None and not self.election.is_leader:
             return  # only the leader triggers
         if handle is not None and self.epoch is not None:
-            handle.trigger_source.remote(self.epoch, checkpoint_id, timestamp, unaligned, alignment_timeout,
-                                         self._deferred.take(task_id))
+            epoch, completed = self.epoch, self._deferred.take(task_id)
+            self._send("trigger", task_id, lambda: handle.trigger_source.remote(
+                epoch, checkpoint_id, timestamp, unaligned, alignment_timeout, completed))
 
     def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
         handle = self._handles.get(task_id)
-        if handle is not None and self.epoch is not None:
+        if handle is not None and self.epoch is not None and self._announce(checkpoint_id):
             coordinator = self.coordinator
             final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
-            if not self._deferred.defer(task_id, checkpoint_id, final):
-                self._notify_refs.append(handle.notify_complete.remote(self.epoch, checkpoint_id, final))
+            epoch = self.epoch
+
+            def send() -> None:
+                if epoch != self.epoch:  # a late copy (DelayedControlMessage) of a failed-over epoch
+                    return
+                if not self._deferred.defer(task_id, checkpoint_id, final):
+                    self._notify_refs.append(handle.notify_complete.remote(epoch, checkpoint_id, final))
+
+            self._send("complete", task_id, send)
             if len(self._notify_refs) > 256:
                 _, self._notify_refs = ray.wait(self._notify_refs, num_returns=len(self._notify_refs), timeout=0)
 
@@ -286,7 +344,8 @@ class CoordinatorActor:
             completed = self._deferred.take(task_id)  # keeps the task's notifications in order
             if completed is not None:
                 self._notify_refs.append(handle.notify_complete.remote(self.epoch, completed, False))
-            handle.notify_aborted.remote(self.epoch, checkpoint_id, reason)
+            epoch = self.epoch
+            self._send("abort", task_id, lambda: handle.notify_aborted.remote(epoch, checkpoint_id, reason))
 
     def fail_job(self, error: Exception) -> None:
         if self._fail_request is None:

@@ -32,14 +32,19 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   the driver waits for whichever contender leads now, `promote()`s it (it recovers the latest
   completed checkpoint from ZooKeeper), fails over globally from it and starts a replacement
   standby. Checkpoint ids come from ZooKeeper's counter, so they keep increasing.
-* Faults (`FaultPlan`): `TaskCrash` at a time is a `ray.kill` of that task's actor; after N
-  records (or at a fraction of the task's expected records) the actor freezes at that record
-  count and the driver kills it. `CoordinatorCrash` kills the coordinator actor (at a time or a
-  fraction of the expected source records), `ChannelStall` holds a task's input back, lost
-  acknowledgements and failing storage writes are applied inside the task actor. Those five are
-  the kinds implemented here (`RAY_FAULT_KINDS`); a plan with any other kind (lost, duplicated
-  or late control messages, torn writes, slow storage, ...: the simulator's) is refused at once
-  with an `UnsupportedFaultError` naming it, never silently ignored.
+* Faults (`FaultPlan`): resolved once per run by `runtime.fault_schedule.FaultSchedule`, as on
+  the simulator, so a plan means the same on both (targets from the plan's seed, `nth` counted
+  over the whole run across attempts, `at_fraction` a point of the records, not of time; `at`
+  is wall seconds here, virtual ones there). Every kind is implemented (`RAY_FAULT_KINDS`). The
+  driver: a `TaskCrash` (after records: the actor freezes at that count; at a time: the driver
+  freezes it) and a `TaskCrashDuringRecovery` (once the new attempt is deployed) end with the
+  driver killing the frozen actor and failing over with the simulator's failure message;
+  `CoordinatorCrash` and `CoordinatorCrashBeforeNotify` kill the coordinator actor; progress
+  points are checked every heartbeat interval. The task actors apply lost, duplicated and late
+  acknowledgements, failed, torn and slow writes, `ChannelStall`, `TaskStall` (`hang`) and
+  `ChannelDelay` (in the sender's `OutputChannels`), and report what they counted (heartbeats,
+  `cancel`, `finish`) so the next attempt continues the count; the coordinator actor applies the
+  faults of triggers, completions and aborts. `runtime.faults` names where Ray differs.
 * End. When every task reports finished, the driver waits until the final checkpoint's
   completion notifications have executed (the sinks committed), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
@@ -64,15 +69,24 @@ from checkpoint.options import RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.store import new_run_id
 from runtime.durable_committer import committer_for
+from runtime.fault_schedule import FaultSchedule
 from runtime.faults import (
+    ChannelDelay,
     ChannelStall,
     CoordinatorCrash,
+    CoordinatorCrashBeforeNotify,
+    DelayedControlMessage,
+    DuplicatedControlMessage,
     FaultPlan,
     LostAcknowledgement,
+    LostControlMessage,
+    SlowStorage,
     StorageWriteFailure,
     TaskCrash,
+    TaskCrashDuringRecovery,
+    TaskStall,
+    TornWrite,
     check_supported,
-    resolve_task,
 )
 from runtime.graph import JobGraph, JobGraphError
 from runtime.links import resolve_link_delays
@@ -89,7 +103,9 @@ from runtime.result import JobFailedError, JobMetrics, JobResult, suppresses_res
 log = logging.getLogger("barrierflow.ray")
 
 #: the `FaultPlan` kinds this executor implements; it refuses a plan with any other
-RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure)
+RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure, TaskStall,
+                   TaskCrashDuringRecovery, TornWrite, SlowStorage, LostControlMessage, DuplicatedControlMessage,
+                   DelayedControlMessage, CoordinatorCrashBeforeNotify, ChannelDelay)
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
@@ -110,7 +126,8 @@ class RayExecutor:
         graph: the job.
         address: a Ray cluster to join (None: the running Ray, else an embedded local one).
         faults: what to break.
-        seed: picks unnamed fault targets (with the plan's seed); recorded in the result.
+        seed: recorded in the result; seeds the restart strategy's jitter. Fault targets the plan
+            leaves open are drawn from the plan's own seed (`FaultPlan.seed`), as on the simulator.
         progress: called about four times a second with a dict of progress figures.
         job_id: storage directory name (default: the job name).
         task_cpus: CPUs each task actor requests.
@@ -182,7 +199,6 @@ class RayExecutor:
         self._coord_status: dict[str, Any] = {}
         self._coord_ref: Any = None
         self._stats_history: list[Any] = []
-        self._fired: set[int] = set()
         self.coordinator: Any = None
         #: HA only: the standby coordinator actor, and how many contenders were started so far
         self.standby: Any = None
@@ -293,6 +309,7 @@ class RayExecutor:
                                            max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
                                                                   contender, self._first_checkpoint_id,
                                                                   self.run_id)
+        self._arm_coordinator(handle)
         if self._first_checkpoint_id is None:  # the first one: its successors clean up this run's ids only
             try:
                 self._first_checkpoint_id = ray.get(handle.checkpoint_id_floor.remote(), timeout=120)
@@ -331,6 +348,7 @@ class RayExecutor:
                     if self.standby is None:
                         self.standby = self._new_coordinator()
                     if not first:
+                        self._arm_coordinator(self.coordinator)
                         self.promotion_times.append(time.time())
                         status = ray.get(self.coordinator.status.remote(), timeout=30)
                         self.recovered_checkpoints.append(status["latest_id"])
@@ -428,7 +446,7 @@ class RayExecutor:
             if status["error"]:
                 return status["error"], RemoteTaskError(status["error"], status["suppress_restarts"])
             if status["frozen"]:
-                self._kill(task_id)  # TaskCrash after N records: the poll sees it dead next
+                return self._check_crash(task_id, status)
         for task_id, (_, sent) in self._heartbeats.items():
             if now - sent > self.heartbeat_timeout:
                 self._kill(task_id)
@@ -505,11 +523,8 @@ class RayExecutor:
                 ray.get(self.coordinator.suspend.remote(reason), timeout=30)
             except (RayActorError, GetTimeoutError):
                 self._replace_coordinator()
-        for task_id, handle in self.tasks.items():
-            self._done_records[task_id] += self._status.get(task_id, {}).get("records", 0)
-            self._done_source_records += self._status.get(task_id, {}).get("source_records", 0)
-            if task_id not in self._dead:
-                handle.cancel.remote()  # survivors stop now and are redeployed below
+        # survivors stop now and are redeployed below
+        self._count_attempt({t: h.cancel.remote() for t, h in self.tasks.items() if t not in self._dead})
         self._heartbeats.clear()
         self._status = {}
         self.restart_backoff.notify_failure(time.time())
@@ -517,6 +532,7 @@ class RayExecutor:
             attempts = len(self.failures) - 1
             self._give_up(f"job {self.graph.job_name!r} failed after {attempts} restart(s): {why} "
                           f"({self.restart_backoff.exhausted()}; executor=ray, faults={self.faults!r})", exc)
+        self._recovery_began()
         time.sleep(self.restart_backoff.backoff_time)
         restores: dict[TaskId, Any] = {}
         if self.coordinator is not None:
@@ -544,85 +560,162 @@ class RayExecutor:
     # ------------------------------------------------------------------ faults
 
     def _resolve_faults(self) -> None:
-        rng = random.Random(self.faults.seed)
-        names = [str(t) for t in self.task_ids]
-        self._targets: dict[int, TaskId] = {}
-        self._crash_after: dict[TaskId, int] = {}
-        self._timed: list[tuple[int, Any]] = []
-        expected = self._expected_records()
-        total = sum(v.source.expected_records() for v in self.graph.vertices if v.source is not None)
-        for index, fault in enumerate(self.faults.faults):
-            if hasattr(fault, "task"):
-                self._targets[index] = TaskId.parse(resolve_task(fault.task, names, rng))
-            if isinstance(fault, TaskCrash) and fault.at is None:
-                after = fault.after_records
-                if after is None:
-                    after = max(1, int((fault.at_fraction or 0.5) * expected[self._targets[index]]))
-                target = self._targets[index]
-                # one crash per task at a time; a second waits for the first to fire
-                if target not in self._crash_after:
-                    self._crash_after[target] = after
-                else:
-                    self._timed.append((index, ("records", target, after)))
-            elif isinstance(fault, TaskCrash | CoordinatorCrash | ChannelStall):
-                if fault.at is not None:
-                    self._timed.append((index, ("time", fault.at)))
-                else:
-                    self._timed.append((index, ("progress", (fault.at_fraction or 0.5) * max(1, total))))
-
-    def _expected_records(self) -> dict[TaskId, int]:
-        total = sum(v.source.expected_records() for v in self.graph.vertices if v.source is not None)
-        return {t: max(1, total // max(1, self.graph.vertex(t.vertex).parallelism)) for t in self.task_ids}
+        """Resolve the plan once for the run (`runtime.fault_schedule`, as the simulator does)."""
+        self.schedule = FaultSchedule.for_graph(self.faults, self.graph)
+        #: faults placed at a wall time (seconds since the first deployment): (at, index)
+        self._timed = [(at, index) for at, index, _ in self.schedule.timed()]
+        #: task -> what froze it, for a crash at a time (the actor reports it frozen)
+        self._crashing: dict[TaskId, str] = {}
+        #: `TaskCrashDuringRecovery` faults due: (wall time, task)
+        self._recovery_crashes: list[tuple[float, TaskId]] = []
+        #: `SlowStorage` windows opened so far: (wall start, end, factor)
+        self._slow_windows: list[tuple[float, float, float]] = []
+        #: `ChannelDelay` windows opened so far: sender -> [(out channel, wall start, end, extra)]
+        self._channel_spikes: dict[TaskId, list[tuple[int, float, float, float]]] = {}
+        #: paths of the files `TornWrite` faults tore, and how many writes `SlowStorage` slowed
+        self.torn_files: list[str] = []
+        self.slowed_writes = 0
 
     def _task_faults(self, task_id: TaskId) -> dict[str, Any]:
+        """What the task actor applies itself in the attempt being deployed, as offsets from the
+        attempt's start: the schedule counts records, acknowledgements and writes over the run."""
         out: dict[str, Any] = {}
-        after = self._crash_after.get(task_id)
+        after = self.schedule.next_crash(task_id)
         if after is not None:
             out["crash_after"] = max(1, after - self._done_records[task_id])
-        lost = [f.nth for i, f in enumerate(self.faults.faults)
-                if isinstance(f, LostAcknowledgement) and self._targets[i] == task_id and i not in self._fired]
-        failed = [f.nth for i, f in enumerate(self.faults.faults)
-                  if isinstance(f, StorageWriteFailure) and self._targets[i] == task_id and i not in self._fired]
-        if self.epoch == 0:  # acks and writes are counted per run in the simulator; here per first attempt
-            out["lost_acks"], out["failed_writes"] = lost, failed
+        out["acks"] = {n: (e.lost, e.copies, e.delay) for n, e in self.schedule.upcoming_control("ack", task_id).items()}
+        writes = self.schedule.upcoming("write", task_id)
+        out["failed_writes"] = [n for n, f in writes if isinstance(f, StorageWriteFailure)]
+        out["torn_writes"] = [(n, f.keep, f.garble) for n, f in writes if isinstance(f, TornWrite)]
+        out["slow_writes"] = [w for w in self._slow_windows if w[1] > time.time()]
+        out["channel_delays"] = [w for w in self._channel_spikes.get(task_id, ()) if w[2] > time.time()]
         return out
+
+    def _count_attempt(self, cancels: dict[TaskId, Any]) -> None:
+        """An attempt ended: add what each task counted in it to the run's counts (records, source
+        records, acknowledgements, writes). A cancelled task's counts come with its `cancel`; a
+        frozen or failed task's last heartbeat is final; a task that died otherwise loses what it
+        did after its last heartbeat."""
+        final: dict[TaskId, dict[str, Any]] = {}
+        for task_id, ref in cancels.items():
+            try:
+                final[task_id] = ray.get(ref, timeout=self.heartbeat_timeout)
+            except RayError:  # dead, or hung (a `TaskStall` longer than the heartbeat timeout): replaced
+                with contextlib.suppress(RayError):
+                    self._kill(task_id)
+                self._dead.add(task_id)
+        for task_id in self.tasks:
+            self._add_counts(task_id, final.get(task_id) or self._status.get(task_id, {}))
+
+    def _add_counts(self, task_id: TaskId, counts: dict[str, Any], records: bool = True) -> None:
+        if records:
+            self._done_records[task_id] += counts.get("records", 0)
+            self._done_source_records += counts.get("source_records", 0)
+        self.schedule.advance("ack", task_id, counts.get("acks", 0))
+        self.schedule.advance("write", task_id, counts.get("writes", 0))
+        self.torn_files.extend(counts.get("torn", ()))
+        self.slowed_writes += counts.get("slowed", 0)
+
+    def _check_crash(self, task_id: TaskId, status: dict[str, Any]) -> tuple[str, BaseException]:
+        """The task froze for a `TaskCrash` (after its records, or at a time): kill it; the failure
+        reads as the simulator's."""
+        self._kill(task_id)
+        what = self._crashing.pop(task_id, None)
+        if what is None:
+            after = self.schedule.crash_due(task_id, self._done_records[task_id] + status["records"])
+            what = f"TaskCrash after {after} records"
+        exc = RuntimeError(f"injected fault: {what} of task {task_id}")
+        return f"task {task_id} failed: {exc}", exc
 
     def _inject_faults(self, now: float) -> None:
         elapsed = now - self.running_since
+        for at, index in list(self._timed):
+            if elapsed >= at:
+                self._timed.remove((at, index))
+                self._fire(index)
         source_records = self._done_source_records + sum(s.get("source_records", 0) for s in self._status.values())
-        for task_id in list(self._crash_after):
-            if self._status.get(task_id, {}).get("frozen"):
-                del self._crash_after[task_id]  # fired (the poll kills it)
-                for entry in list(self._timed):
-                    index, trigger = entry
-                    if trigger[0] == "records" and trigger[1] == task_id:
-                        self._timed.remove(entry)
-                        self._crash_after[task_id] = trigger[2]
-                        break
-        for entry in list(self._timed):
-            index, trigger = entry
-            if trigger[0] == "time" and elapsed < trigger[1]:
-                continue
-            if trigger[0] == "progress" and source_records < trigger[1]:
-                continue
-            if trigger[0] == "records":
-                continue
-            self._timed.remove(entry)
-            self._fired.add(index)
-            self._fire(self.faults.faults[index], index)
+        for index, _ in self.schedule.due(source_records, now):
+            self._fire(index)
+        if self._coord_status.get("doomed") and self.coordinator is not None:  # CoordinatorCrashBeforeNotify
+            self._kill_coordinator()
+        for at, target in list(self._recovery_crashes):
+            if now >= at:
+                self._recovery_crashes.remove((at, target))
+                self._freeze(target, "TaskCrashDuringRecovery")
 
-    def _fire(self, fault: Any, index: int) -> None:
+    def _recovery_began(self) -> None:
+        """A failover's recovery begins: its `TaskCrashDuringRecovery` faults strike `delay` seconds
+        from now — at the earliest once the new attempt is deployed (this driver waits out the
+        restart delay and deploys before it injects again), so on Ray the task fails while the
+        new attempt restores and replays, never during the restart delay itself."""
+        for target, fault in self.schedule.recovery_started():
+            self._recovery_crashes.append((time.time() + fault.delay, target))
+
+    def _freeze(self, task_id: TaskId, what: str) -> None:
+        """Crash `task_id` now: it freezes (its counts final), its next heartbeat says so, the poll
+        kills it and fails over (`_check_crash`)."""
+        handle = self.tasks.get(task_id)
+        if handle is not None and task_id not in self._dead:
+            self._crashing[task_id] = what
+            handle.freeze.remote(self.epoch)
+
+    def _fire(self, index: int) -> None:
+        self.schedule.fire(index)
+        fault = self.faults.faults[index]
         if isinstance(fault, TaskCrash):
-            self._kill(self._targets[index])
+            self._freeze(self.schedule.target(index), "TaskCrash")
+        elif isinstance(fault, TaskStall):
+            handle = self.tasks.get(self.schedule.target(index))
+            if handle is not None:
+                handle.hang.remote(self.epoch, fault.duration if fault.duration is not None else self._stall_default())
         elif isinstance(fault, CoordinatorCrash) and self.coordinator is not None:
-            with contextlib.suppress(RayError):
-                self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
-            self.coordinator_crash_times.append(time.time())
-            ray.kill(self.coordinator, no_restart=True)
+            self._kill_coordinator()
         elif isinstance(fault, ChannelStall):
-            handle = self.tasks.get(self._targets[index])
+            handle = self.tasks.get(self.schedule.target(index))
             if handle is not None:
                 handle.stall.remote(self.epoch, fault.duration)
+        elif isinstance(fault, ChannelDelay):  # applied by the sender of that input channel
+            receiver, channel = self.schedule.target(index), self.schedule.channel(index)
+            route = next(r for r in self.graph.channel_routes() if r.receiver == receiver and r.input_channel == channel)
+            window = (route.output_channel, time.time(), time.time() + fault.duration, fault.delay)
+            self._channel_spikes.setdefault(route.sender, []).append(window)
+            handle = self.tasks.get(route.sender)
+            if handle is not None and route.sender not in self._dead:
+                handle.delay_channel.remote(self.epoch, *window)
+        elif isinstance(fault, SlowStorage):  # the storage is shared: every task's writes
+            window = (time.time(), time.time() + fault.duration, fault.factor)
+            self._slow_windows.append(window)
+            for task_id, handle in self.tasks.items():
+                if task_id not in self._dead:
+                    handle.slow_writes.remote(self.epoch, *window)
+
+    def _kill_coordinator(self) -> None:
+        """Kill the coordinator actor (`CoordinatorCrash`, `CoordinatorCrashBeforeNotify`), keeping
+        its statistics and fault counts; the next poll finds it dead and replaces it."""
+        with contextlib.suppress(RayError):
+            self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
+            self._control_counts(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
+        self._coord_status = {**self._coord_status, "doomed": False}
+        self.coordinator_crash_times.append(time.time())
+        ray.kill(self.coordinator, no_restart=True)
+
+    def _arm_coordinator(self, handle: Any) -> None:
+        """A new (or newly promoted) coordinator applies the plan's control-message faults, counting
+        on from what its predecessors sent (exact when a `CoordinatorCrash` killed the last one;
+        else as of the driver's last poll of it)."""
+        self._control_counts(self._coord_status.get("fault_counts", {}))
+        handle.arm_faults.remote(self.faults, self.schedule.counts())
+
+    def _control_counts(self, counts: dict[tuple[str, TaskId], int]) -> None:
+        """The control messages a coordinator sent so far (trigger, complete, abort), into the run's
+        schedule (`schedule.fired` then lists the faults that struck them)."""
+        for (kind, task_id), n in counts.items():
+            self.schedule.advance(kind, task_id, max(0, n - self.schedule.count(kind, task_id)))
+
+    def _stall_default(self) -> float:
+        """A `TaskStall` without a duration: 1.5 x the checkpoint timeout (the simulator's)."""
+        config = self.graph.checkpoint_config
+        return 1.5 * config.timeout if self.checkpointing and config is not None else 1.0
 
     # ------------------------------------------------------------------ the end
 
@@ -630,6 +723,8 @@ class RayExecutor:
         if self.coordinator is not None:
             ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
         finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
+        for task_id, final in zip(self.task_ids, finals):  # the last attempt's occurrences: `schedule.fired` complete
+            self._add_counts(task_id, final["counts"], records=False)  # (its records are counted below)
         if self.coordinator is not None:  # what failed attempts left (late uploads of cancelled tasks too)
             try:
                 ray.get(self.coordinator.discard_orphans.remote(), timeout=120)
@@ -640,6 +735,7 @@ class RayExecutor:
         history: list[Any] = []
         if self.coordinator is not None:
             history = ray.get(self.coordinator.history.remote(), timeout=60)
+            self._control_counts(ray.get(self.coordinator.fault_counts.remote(), timeout=60))
             ray.get(self.coordinator.shutdown.remote(), timeout=60)
         if self.standby is not None:
             with contextlib.suppress(RayError):
@@ -743,9 +839,10 @@ def run_job(
         graph: the job.
         address: a Ray cluster address to join; None uses the Ray this process is connected to,
             or starts (and afterwards stops) an embedded local one.
-        faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor); a kind outside
-            `RAY_FAULT_KINDS` raises `runtime.faults.UnsupportedFaultError`, naming it.
-        seed: picks unnamed fault targets together with the plan's seed.
+        faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor), meaning what it
+            means on the simulator (`runtime.fault_schedule`).
+        seed: recorded in the result; seeds the restart jitter (fault targets come from the plan's
+            seed only, as on the simulator).
         progress: called periodically with a dict of progress figures.
         options: `RayExecutor` tuning (job_id, task_cpus, heartbeat_interval, heartbeat_timeout,
             max_duration, trace_barriers, link_delays).

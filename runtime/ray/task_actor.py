@@ -36,9 +36,12 @@ post mail to it (Flink's mailbox model, `_drain_inbox`).
   writer thread through the shared `SnapshotWriter` (off the data path); the completion
   re-enters the task as mail. The writer is used on that thread only (completion/abort notices
   are queued to it as well).
-* Faults. A `TaskCrash` after N records *freezes* the task at that point (it ignores every
-  later call) and reports it in its heartbeat; the driver then `ray.kill`s the actor. Lost
-  acknowledgements, storage write failures and channel stalls are applied here.
+* Faults. A `TaskCrash` after N records (or at a time: `freeze`) *freezes* the task at that
+  point (it ignores every later call) and reports it in its heartbeat; the driver then
+  `ray.kill`s the actor. Lost acknowledgements, storage write failures and channel stalls are
+  applied here, and so are torn writes (`runtime.fault_storage`) and slow storage windows;
+  the attempt counts its records, acknowledgements and writes and reports them
+  (heartbeat, `cancel`) so the driver's `FaultSchedule` counts them over the whole run.
 * Failure. An exception from the task (a user function raising `OperatorError`, a protocol
   error) stops the task and is reported by the next heartbeat; the driver fails over.
 """
@@ -56,6 +59,7 @@ import ray
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError
+from runtime.fault_storage import write_torn
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions, RecordConversionError
 from runtime.ray.channels import InputChannels, OutputChannels
 from runtime.ray.services import RemoteCommitter
@@ -144,7 +148,10 @@ class TaskActor:
         Args:
             outputs: out channel -> (receiver actor, its input channel).
             inputs: input channel -> (sender name, sender actor, its out channel).
-            faults: ``crash_after`` (records), ``lost_acks`` and ``failed_writes`` (nth, 0-based).
+            faults: ``crash_after`` (records), ``acks`` (offset -> (lost, copies, delay)),
+                ``failed_writes``, ``torn_writes`` (offsets, keep, garble), ``slow_writes`` and
+                ``channel_delays`` (windows, wall times): offsets are 0-based from this attempt's start (the driver subtracts
+                what earlier attempts counted).
             coordinator: the coordinator actor (replaced if the previous one died).
 
         Raises:
@@ -171,8 +178,15 @@ class TaskActor:
             self._acks = 0
             self._writes = 0
             self._crash_after: int | None = faults.get("crash_after")
-            self._lost_acks = set(faults.get("lost_acks", ()))
+            #: acknowledgement faults: offset in this attempt -> (lost, copies, delay)
+            self._ack_faults: dict[int, tuple[bool, int, float]] = dict(faults.get("acks", {}))
             self._failed_writes = set(faults.get("failed_writes", ()))
+            self._torn_writes: dict[int, tuple[float, bool]] = {
+                n: (keep, garble) for n, keep, garble in faults.get("torn_writes", ())}
+            #: `SlowStorage` windows: (wall start, end, factor)
+            self._slow_windows: list[tuple[float, float, float]] = list(faults.get("slow_writes", ()))
+            self._torn: list[str] = []
+            self._slowed = 0
             self._step_pending = False
             self._pace_seconds = self._pace_records = 0.0
             self._wake_timer: Any = None
@@ -181,6 +195,8 @@ class TaskActor:
             self._stalled: deque[tuple[int, int, list[Any]]] = deque()
             self.outputs = OutputChannels(outputs, epoch, delay=self._link_delay,
                                           schedule=lambda d, cb: self._timers.schedule(d, self._bound(cb)))
+            for out_index, start, end, extra in faults.get("channel_delays", ()):
+                self.outputs.spike(out_index, start, end, extra)
             # credits go back from the sender thread, like acknowledgements: a backpressured task
             # returns the most credits, and its work thread is the job's bottleneck
             self.inputs = InputChannels(inputs, str(self.task_id), epoch, threshold=self.graph.credits // 2,
@@ -383,6 +399,15 @@ class TaskActor:
                 self._stalled_until = time.time() + duration
                 self._timers.schedule(duration, self._bound(self._unstall))
 
+    def hang(self, epoch: int, duration: float) -> None:
+        """`TaskStall`: the task hangs `duration` seconds (a GC pause, a stuck call). It holds the
+        lock, so its work thread takes no step; the actor's calls are serial, so input, control
+        messages and heartbeats wait behind this one; its timers and finished writes queue as
+        mail. It then resumes where it stopped."""
+        with self._lock:
+            if self._live(epoch):
+                time.sleep(duration)
+
     def _unstall(self) -> None:
         while self._stalled and not self._dead:
             self._accept(*self._stalled.popleft())
@@ -440,11 +465,21 @@ class TaskActor:
 
     def acknowledge(self, ack: TaskAcknowledgement) -> None:
         n, self._acks = self._acks, self._acks + 1
-        if n in self._lost_acks:
-            return  # LostAcknowledgement fault
+        lost, copies, delay = self._ack_faults.get(n, (False, 1, 0.0))
+        if lost:
+            return  # LostAcknowledgement, LostControlMessage("ack")
         if self._trace is not None:
             self._trace.append((time.time(), "ack", ack.checkpoint_id, str(ack.task_id)))
-        self._sender.submit(self._coordinator.acknowledge.remote, self.epoch, ack)
+        epoch, coordinator = self.epoch, self._coordinator
+
+        def send() -> None:
+            for _ in range(copies):  # DuplicatedControlMessage("ack")
+                self._sender.submit(coordinator.acknowledge.remote, epoch, ack)
+
+        if delay > 0:  # DelayedControlMessage("ack"): a timer, so later acks may overtake it
+            self._timers.schedule(delay, send)
+        else:
+            send()
 
     def decline(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         self._sender.submit(self._coordinator.decline.remote, self.epoch, task_id, checkpoint_id, reason)
@@ -461,10 +496,24 @@ class TaskActor:
             self._trace.append((time.time(), "snapshot", snapshot.checkpoint_id, str(snapshot.task_id),
                                 snapshot.sync_time))
         staged = self._committer.take_staged()  # the sinks' pre-commits of this snapshot
-        self._write_pool.submit(self._write, self.epoch, snapshot, n in self._failed_writes, staged)
+        self._write_pool.submit(self._write, self.epoch, snapshot, n in self._failed_writes, staged,
+                                self._torn_writes.get(n))
+
+    def delay_channel(self, epoch: int, out_index: int, start: float, end: float, extra: float) -> None:
+        """`ChannelDelay`: what this task sends on `out_index` in [start, end) arrives `extra` s later."""
+        with self._lock:
+            self._drain_inbox()
+            if self._live(epoch):
+                self.outputs.spike(out_index, start, end, extra)
+
+    def slow_writes(self, epoch: int, start: float, end: float, factor: float) -> None:
+        """`SlowStorage`: state writes started in [start, end) (wall time) take `factor` times longer."""
+        with self._lock:
+            if self._live(epoch):
+                self._slow_windows.append((start, end, factor))
 
     def _write(self, epoch: int, snapshot: TaskSnapshot, fail: bool,
-               staged: tuple[list[tuple[str, str, Any]], list[Any]]) -> None:
+               staged: tuple[list[tuple[str, str, Any]], list[Any]], tear: tuple[float, bool] | None = None) -> None:
         """On the writer thread: send the sinks' stages, serialise and write, wait for the
         stages, then report back through the mailbox (`_on_written`)."""
         checkpoint_id = snapshot.checkpoint_id
@@ -497,7 +546,17 @@ class TaskActor:
                 raise send_error
             if refs:
                 ray.get(refs)
-            handles = self._writer.write(snapshot, self._writer.prepare(snapshot))
+            slower = max((f for s, e, f in list(self._slow_windows) if s <= started < e), default=1.0)
+            if tear is not None:  # TornWrite: reports success, its first file lands partially
+                handles, torn = write_torn(self._writer.storage, *tear,
+                                           lambda: self._writer.write(snapshot, self._writer.prepare(snapshot)))
+                if torn is not None:
+                    self._torn.append(torn)
+            else:
+                handles = self._writer.write(snapshot, self._writer.prepare(snapshot))
+            if slower > 1.0:  # SlowStorage: the write takes `slower` times as long
+                self._slowed += 1
+                time.sleep((slower - 1.0) * (time.time() - started))
         except Exception as exc:  # StorageError, the storage or committer actor gone
             error = exc
         self._post("written", epoch, checkpoint_id, handles, error, time.time() - started)
@@ -528,26 +587,45 @@ class TaskActor:
         self._suppress_restarts = suppresses_restarts(exc)
         self._timers.clear()
 
-    def cancel(self) -> None:
-        """Failover: stop the current task at once (it is redeployed or the job ends)."""
+    def cancel(self) -> dict[str, Any]:
+        """Failover: stop the current task at once (it is redeployed or the job ends); what this
+        attempt counted (`_counts`), final now."""
         with self._lock:
             self._dead = True
             self._timers.clear()
+            return self._counts()
+
+    def freeze(self, epoch: int) -> None:
+        """`TaskCrash` at a time: freeze now; the driver kills the actor once a heartbeat says so."""
+        with self._lock:
+            if self._live(epoch):
+                self._freeze()
 
     def _freeze(self) -> None:
         self._dead = True
         self._frozen = True
         self._timers.clear()
 
+    def _counts(self) -> dict[str, Any]:
+        """What this attempt counted, for the run's `FaultSchedule` (kept by the driver)."""
+        task = self.task
+        return {
+            "records": self._records,
+            "source_records": task.records_in if task is not None and task.is_source else 0,
+            "acks": self._acks,
+            "writes": self._writes,
+            "torn": list(self._torn),
+            "slowed": self._slowed,
+        }
+
     def heartbeat(self) -> dict[str, Any]:
         """Liveness and progress of the current epoch, polled by the driver."""
         with self._lock:
             task = self.task
             return {
+                **self._counts(),
                 "epoch": self.epoch,
                 "node": self._node,
-                "records": self._records,
-                "source_records": task.records_in if task is not None and task.is_source else 0,
                 "finished": task is not None and task.is_finished,
                 "state": task.state.value if task is not None else None,
                 "error": self._error,
@@ -580,4 +658,5 @@ class TaskActor:
                 "buffer_size": self.task.announced_buffer_size,
                 "trace": self._trace or [],
                 "step_times": self._finished_step_times(),
+                "counts": self._counts(),
             }

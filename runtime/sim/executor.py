@@ -21,9 +21,11 @@ targets) comes from one `random.Random(seed)`, so a seed replays the identical r
   completed checkpoint (global failover), as long as the restart strategy allows. A crashed
   coordinator is shut down (its pending checkpoints end with COORDINATOR_SHUTDOWN, its timers
   stop) and replaced by one that recovers the store.
-* Faults: the `FaultPlan` (every kind is described in `runtime.faults`) is resolved once by a
-  `runtime.sim.injector.FaultInjector`, which answers where a fault strikes; this executor applies
-  it: control messages go through `_send_control` (lost, duplicated, late), writes through
+* Faults: the `FaultPlan` (every kind is described in `runtime.faults`) is resolved once per run
+  by a `runtime.fault_schedule.FaultSchedule` (the Ray executor's too, so a plan means the same on
+  both), which answers where and when a fault strikes; this executor applies it: faults at a
+  virtual time are events, at a fraction of the sources' records fire after the source step
+  that reached it, crashes after records after the task's step, control messages go through `_send_control` (lost, duplicated, late), writes through
   `_write_snapshot` (failing, torn, slow), a stalled task's input, control and timers wait in
   `_held_for` until it resumes.
 * Invariants: with `invariants=True` (or an `InvariantChecker`) the checker of
@@ -51,6 +53,8 @@ from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError, storage_from_uri
 from checkpoint.store import StandaloneCompletedCheckpointStore, new_run_id
 from runtime.durable_committer import committer_for
+from runtime.fault_schedule import FaultSchedule
+from runtime.fault_storage import write_torn
 from runtime.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
 from runtime.graph import JobGraph
 from runtime.links import resolve_link_delays
@@ -67,7 +71,6 @@ from runtime.restore import (
 from runtime.restore_match import RestorePlan
 from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult, suppresses_restarts
 from runtime.sim.costs import CpuCores, StepCost
-from runtime.sim.injector import FaultInjector, TearingBlobStore
 from runtime.sim.invariants import InvariantChecker
 from runtime.snapshot_writer import SnapshotWriter
 from runtime.task import Task, TaskSnapshot
@@ -263,7 +266,6 @@ class SimExecutor:
         self.checkpointing = config is not None and config.interval is not None
         self.storage = storage_from_uri(config.storage if config else None,
                                         timeout=config.storage_timeout if config else DEFAULT_STORAGE_TIMEOUT)
-        self._tearing: TearingBlobStore | None = None
         self.writer = SnapshotWriter(self.storage, self.job_id, config)
         #: the sinks' external system; an earlier execution's (`result.committer`) when this one
         #: restores its checkpoint, so the transactions that one staged can still be committed
@@ -303,9 +305,9 @@ class SimExecutor:
         self._held_for: dict[TaskId, list[Callable[[], None]]] = {}
         #: a coordinator that crashes at the end of this instant (`CoordinatorCrashBeforeNotify`)
         self._doomed: CheckpointCoordinator | None = None
-        self.injector: FaultInjector | None = None
+        #: the run's `FaultSchedule` (one for the whole run, across attempts)
+        self.injector: FaultSchedule | None = None
         self._records: dict[TaskId, int] = {}
-        self._pending_crashes: list[tuple[TaskId, TaskCrash, int | None]] = []
         self.stats_history: list[Any] = []
         self.restored_checkpoints: list[int | None] = []
 
@@ -586,6 +588,8 @@ class SimExecutor:
             self._records[task_id] = self._records.get(task_id, 0) + handled
             if self._check_crash(task_id):
                 return
+            if task.is_source:
+                self._check_progress()
         if task.has_work():
             ready = task.next_ready_time() if (task.is_source and handled == 0) else None
             self._schedule_run(task_id, ready)
@@ -826,67 +830,51 @@ class SimExecutor:
 
     def _write_torn(self, snapshot: TaskSnapshot, files: dict[str, bytes], tear: Any) -> Any:
         """Write `snapshot` with its first file torn (`TornWrite`): the write reports success."""
-        if self._tearing is None:
-            self._tearing = TearingBlobStore(self.storage.blob_store)
-            self.storage.blob_store = self._tearing
-        self._tearing.tear_next(tear.keep, tear.garble)
-        try:
-            handles = self.writer.write(snapshot, files)
-        finally:
-            torn = self._tearing.stop()
+        handles, torn = write_torn(self.storage, tear.keep, tear.garble, lambda: self.writer.write(snapshot, files))
         self._trace("fault", "TornWrite", snapshot.checkpoint_id, str(snapshot.task_id), torn)
         return handles
 
     # ------------------------------------------------------------------ faults and failover
 
     def _resolve_faults(self) -> None:
-        num_inputs = {t: len(self.graph.input_channels(t.vertex, t.subtask)) for t in self.task_ids}
-        self.injector = injector = FaultInjector(self.faults, self.task_ids, self.source_ids, num_inputs,
-                                                 self._expected_duration())
-        expected = self._expected_records()
-        for fault in self.faults.faults:
-            if isinstance(fault, TaskCrash):
-                target = injector.target(fault)
-                if fault.at is not None:
-                    self._at(fault.at, lambda t=target: self._crash(t, "TaskCrash"), None, "fault")
-                else:
-                    after = fault.after_records
-                    if after is None:
-                        after = max(1, int((fault.at_fraction or 0.5) * expected.get(target, 1)))
-                    self._pending_crashes.append((target, fault, after))
-            elif isinstance(fault, CoordinatorCrash):
-                at = fault.at if fault.at is not None else (fault.at_fraction or 0.5) * self._expected_duration()
-                self._at(at, self._crash_coordinator, None, "fault")
-            elif isinstance(fault, ChannelStall):
-                at = fault.at if fault.at is not None else (fault.at_fraction or 0.5) * self._expected_duration()
-                target = injector.target(fault)
-                self._at(at, lambda t=target, d=fault.duration: self._stall(t, d), None, "fault")
-            elif isinstance(fault, TaskStall):
-                target = injector.target(fault)
-                self._at(injector.moment(fault), lambda t=target, d=fault.duration: self._stall_task(t, d),
-                         None, "fault")
+        """Resolve the plan once for the run (`runtime.fault_schedule`); schedule the faults placed
+        at a virtual time, and any due before the first record."""
+        self.injector = schedule = FaultSchedule.for_graph(self.faults, self.graph)
+        for at, index, _ in schedule.timed():
+            self._at(at, lambda i=index: self._fire(i), None, "fault")
 
-    def _expected_records(self) -> dict[TaskId, int]:
-        """Records each task handles in a failure-free run, roughly (fault placement only)."""
-        total = 0
-        for vertex in self.graph.vertices:
-            if vertex.source is not None:
-                total += vertex.source.expected_records()
-        return {t: max(1, total // max(1, self.graph.vertex(t.vertex).parallelism)) for t in self.task_ids}
+    def _fire(self, index: int) -> None:
+        """A fault placed at a time or at the sources' progress starts now."""
+        schedule = self.injector
+        assert schedule is not None
+        schedule.fire(index)
+        fault = self.faults.faults[index]
+        if isinstance(fault, TaskCrash):
+            self._crash(schedule.target(index), "TaskCrash")
+        elif isinstance(fault, CoordinatorCrash):
+            self._crash_coordinator()
+        elif isinstance(fault, ChannelStall):
+            self._stall(schedule.target(index), fault.duration)
+        elif isinstance(fault, TaskStall):
+            self._stall_task(schedule.target(index), fault.duration)
+        # SlowStorage, ChannelDelay: their window is open in the schedule
 
-    def _expected_duration(self) -> float:
-        per_task = max(self._expected_records().values(), default=1)
-        return max(0.01, per_task * (self.costs.per_record + self.costs.per_step / max(1, self.graph.buffer_size)) * 3)
+    def _check_progress(self) -> None:
+        """After a source step: fire the faults placed at this point of the sources' progress (not
+        within the step: at the same virtual instant, as an event)."""
+        schedule = self.injector
+        if schedule is None:
+            return
+        for index, _ in schedule.due(self.metrics.records_in, self.now):
+            self._at(self.now, lambda i=index: self._fire(i), None, "fault")
 
     def _check_crash(self, task_id: TaskId) -> bool:
-        done = self._records.get(task_id, 0)
-        for entry in list(self._pending_crashes):
-            target, fault, after = entry
-            if target == task_id and after is not None and done >= after:
-                self._pending_crashes.remove(entry)
-                self._crash(task_id, f"TaskCrash after {after} records")
-                return True
-        return False
+        """`TaskCrash` after records: the task has handled its crash point's records over the run."""
+        after = self.injector.crash_due(task_id, self._records.get(task_id, 0)) if self.injector else None
+        if after is None:
+            return False
+        self._crash(task_id, f"TaskCrash after {after} records")
+        return True
 
     def _crash(self, task_id: TaskId, what: str) -> None:
         if self.done:

@@ -85,3 +85,24 @@ def test_returned_credits_carry_the_buffer_size_the_receiver_asks_for() -> None:
     inputs.consumed(1)
     inputs.return_credits(17)
     assert log == [(3, {1: 2, 2: 1}, 17)]
+
+
+def test_a_delay_spike_holds_one_channel_fifo_and_leaves_the_others_alone() -> None:
+    """`ChannelDelay` on Ray: what is sent on the spiked channel in its window waits `extra` s,
+    what follows on it queues behind (FIFO, contiguous sequence numbers); another channel and
+    what is sent after the window go at once."""
+    log: list = []
+    timers: list = []
+    routes = {0: (_Receiver(log, "a"), 0), 1: (_Receiver(log, "b"), 0)}
+    out = OutputChannels(routes, epoch=0, schedule=lambda d, cb: timers.append((d, cb)))
+    now = time.time()
+    out.spike(0, now, now + 0.05, 0.1)
+    out.send([(0, "a1"), (1, "b1")])
+    assert log == [("b", 0, 0, 0, ["b1"])]  # channel 1 not affected
+    time.sleep(0.06)  # the window is over: a2 is not delayed itself, but queues behind a1
+    out.send([(0, "a2"), (1, "b2")])
+    assert log[-1] == ("b", 0, 0, 1, ["b2"]) and all(entry[0] == "b" for entry in log)
+    time.sleep(0.05)
+    for _, release in list(timers):
+        release()
+    assert [entry for entry in log if entry[0] == "a"] == [("a", 0, 0, 0, ["a1"]), ("a", 0, 0, 1, ["a2"])]

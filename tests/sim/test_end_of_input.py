@@ -44,7 +44,9 @@ def test_failover_after_the_final_unaligned_checkpoint_does_not_duplicate() -> N
     # before the fix: 154 extra records (the end-of-input transactions of some sinks were committed
     # under 'end-after-1', the replay staged the same records again as checkpoint 2)
     spec = random_spec(385)
-    faults = FaultPlan.of(ChannelStall(task="sum1[2]", at_fraction=0.3558, duration=0.0651),
+    # the stall at the virtual time `at_fraction=0.3558` meant when the seed was found (it now
+    # means a point of the sources' records)
+    faults = FaultPlan.of(ChannelStall(task="sum1[2]", at=0.003558, duration=0.0651),
                           TaskCrash(task="sum1[0]", at=0.0084))
     reference = make_env(spec, mode="none").execute("job", executor="sim", seed=0)
     result = make_env(spec, mode="unaligned").execute("job", executor="sim", seed=385, faults=faults)
