@@ -3,6 +3,7 @@ import it by name): source -> check (a poison record fails it) -> keyBy -> count
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,15 @@ POISON = 2200
 
 
 class Check:
-    """Passes records on; with `poison`, record `POISON` raises (a bug the next deployment fixes)."""
+    """Passes records on, `delay` wall seconds each (on Ray: checkpoints complete before the
+    poison); with `poison`, record `POISON` raises (a bug the next deployment fixes)."""
 
-    def __init__(self, poison: bool) -> None:
-        self.poison = poison
+    def __init__(self, poison: bool, delay: float = 0.0) -> None:
+        self.poison, self.delay = poison, delay
 
     def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
+        if self.delay:
+            time.sleep(self.delay)
         if self.poison and record["id"] == POISON:
             raise ValueError(f"poison record {record['id']}")
         return record
@@ -41,13 +45,13 @@ class Count(KeyedProcessFunction):
 
 
 def restore_env(checkpoints: Path, out: Path, *, parallelism: int, poison: bool, unaligned: bool = False,
-                interval: float = 0.002, buffer_size: int = 16) -> StreamEnvironment:
+                interval: float = 0.002, buffer_size: int = 16, delay: float = 0.0) -> StreamEnvironment:
     """The job with checkpoints in `checkpoints` and its output in `out`; no restarts."""
     env = StreamEnvironment(parallelism=parallelism, buffer_size=buffer_size)
     env.enable_checkpointing(interval=interval, storage=str(checkpoints), unaligned=unaligned, retained=2,
                              tolerable_failures=100)
     env.set_restart_strategy(RestartStrategy.no_restart())
-    (env.from_collection(ROWS, splits=4).map(Check(poison), name="check")
+    (env.from_collection(ROWS, splits=4).map(Check(poison, delay), name="check")
      .key_by("key").process(Count(), name="count").sink_to(SparkSink(str(out))))
     return env
 
