@@ -18,10 +18,14 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   its error in its heartbeat; the coordinator reports "too many checkpoint failures" (which also
   covers a task hanging inside a checkpoint: the checkpoint times out). Each of these starts a
   global failover.
-* Failover, as the simulator: suspend the coordinator (stop triggering, abort pending checkpoints
-  with TASK_FAILURE), cancel every task, consult the restart strategy, wait its delay, and deploy
-  every task afresh from the latest completed checkpoint (`build_restores`, in the coordinator
-  actor next to the store) as a new epoch; then resume triggering. Actors that died are replaced
+* Failover, as the simulator: the `runtime.jobmaster.JobMaster` decides (restart strategy,
+  restore plan, result) and the driver is its gateway: cancelling an attempt suspends the
+  coordinator (stop triggering, abort pending checkpoints with TASK_FAILURE) and cancels every
+  task; after the restart delay (the driver sleeps) every task is deployed afresh from the
+  checkpoint the master planned (the newest valid one is read in the coordinator actor, next to
+  the store; `restore_from`'s is the fallback, any parallelism) as a new epoch; then triggering
+  resumes. Completed checkpoints reach the master's listeners (`land_checkpoints_to`) with their
+  files, read by the coordinator actor when they completed. Actors that died are replaced
   by new ones; the survivors host the new epoch's tasks (a new actor costs a process start, ~1 s).
   Every call carries its epoch and anything from an older epoch is dropped, so nothing leaks
   from the failed attempt into the restored one.

@@ -16,9 +16,10 @@ targets) comes from one `random.Random(seed)`, so a seed replays the identical r
   sources, notifications) and each task's `TaskPorts` (acks, declines, snapshot writes).
   Snapshot writes take virtual time proportional to their size and go to a real
   `CheckpointStorage` (in memory unless the job names one).
-* Failover: a task failure bumps the execution *epoch* (events of the old epoch are dropped),
-  aborts pending checkpoints, and after the restart delay redeploys every task from the latest
-  completed checkpoint (global failover), as long as the restart strategy allows. A crashed
+* Failover: the `runtime.jobmaster.JobMaster` decides (restart strategy, restore plan, result);
+  this executor is its gateway: cancelling an attempt bumps the execution *epoch* (events of the
+  old epoch are dropped) and aborts pending checkpoints; deploying one creates every task from
+  the checkpoint the master planned (global failover). A crashed
   coordinator is shut down (its pending checkpoints end with COORDINATOR_SHUTDOWN, its timers
   stop) and replaced by one that recovers the store.
 * Faults: the `FaultPlan` (every kind is described in `runtime.faults`) is resolved once by a

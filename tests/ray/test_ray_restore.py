@@ -5,6 +5,7 @@ its `SparkSink` output is exactly once; every completed checkpoint is landed whi
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,33 +18,46 @@ from tests.jobmaster.restore_jobs import committed_output, expected_output, rest
 DELAY = 0.0003
 
 
-def fail_then_restore(tmp_path: Path, parallelism: int, *, unaligned: bool = False, listeners=()):
-    first, out = tmp_path / "first", tmp_path / "out"
-    with pytest.raises(JobFailedError, match="failed after 0 restart.*poison record 2200"):
-        restore_env(first, out, parallelism=2, poison=True, unaligned=unaligned, interval=0.05,
-                    buffer_size=64, delay=DELAY).execute("job", executor="ray")
+@pytest.fixture(scope="module")
+def failed(ray_session, tmp_path_factory):
+    """mode -> (checkpoint directory, output directory) of a run that failed for good; each mode's
+    run happens once and is shared (the restores copy its output directory)."""
+    runs: dict[str, tuple[Path, Path]] = {}
+
+    def get(mode: str) -> tuple[Path, Path]:
+        if mode not in runs:
+            root = tmp_path_factory.mktemp(f"failed-{mode}")
+            with pytest.raises(JobFailedError, match="failed after 0 restart.*poison record 2200"):
+                restore_env(root / "first", root / "out", parallelism=2, poison=True, unaligned=mode == "unaligned",
+                            interval=0.05, buffer_size=64, delay=DELAY).execute("job", executor="ray")
+            runs[mode] = root / "first", root / "out"
+        return runs[mode]
+
+    return get
+
+
+def restore(failed, tmp_path: Path, parallelism: int, mode: str = "aligned") -> Path:
+    first, failed_out = failed(mode)
+    out = tmp_path / "out"
+    shutil.copytree(failed_out, out)
     restored_from = load_checkpoint(str(first))[0].checkpoint_id
-    env = restore_env(tmp_path / "second", out, parallelism=parallelism, poison=False, unaligned=unaligned,
-                      interval=0.05, buffer_size=64)
-    env._checkpoint_listeners.extend(listeners)
+    env = restore_env(tmp_path / "second", out, parallelism=parallelism, poison=False,
+                      unaligned=mode == "unaligned", interval=0.05, buffer_size=64)
     result = env.restore_from(str(first)).execute("job", executor="ray")
     assert all(c.id > restored_from for c in result.checkpoints)  # ids continue after the restored one
     assert result.metrics.records_in < 3000  # it resumed instead of starting over
-    return result, out
+    return out
 
 
 @pytest.mark.parametrize("parallelism", [1, 3])
-def test_a_failed_job_restores_aligned_at_another_parallelism_exactly_once(ray_session, tmp_path: Path,
+def test_a_failed_job_restores_aligned_at_another_parallelism_exactly_once(failed, tmp_path: Path,
                                                                             parallelism: int) -> None:
-    _, out = fail_then_restore(tmp_path, parallelism)
-    assert committed_output(out) == expected_output()
+    assert committed_output(restore(failed, tmp_path, parallelism)) == expected_output()
 
 
-@pytest.mark.parametrize("unaligned", [False, True], ids=["aligned", "unaligned"])
-def test_a_failed_job_restores_at_the_same_parallelism_exactly_once(ray_session, tmp_path: Path,
-                                                                     unaligned: bool) -> None:
-    _, out = fail_then_restore(tmp_path, 2, unaligned=unaligned)
-    assert committed_output(out) == expected_output()
+@pytest.mark.parametrize("mode", ["aligned", "unaligned"])
+def test_a_failed_job_restores_at_the_same_parallelism_exactly_once(failed, tmp_path: Path, mode: str) -> None:
+    assert committed_output(restore(failed, tmp_path, 2, mode)) == expected_output()
 
 
 class RecordingListener:
