@@ -1,8 +1,8 @@
 """The executors `env.execute(executor=NAME)` can run a job on, by name.
 
 An executor is any callable `run_job(graph, **options) -> JobResult` (`Executor`). The built-in
-ones are registered by module path ("module:function") and imported only when first used, so
-naming them here imports neither Ray nor the simulator; a new executor calls
+ones are registered by module path ("module:function"), looked up on every use, so naming them
+here imports neither Ray nor the simulator (and a patched `run_job` is the one called); a new executor calls
 `register_executor(name, run_job)` (or passes a path) and needs no change to `runtime.api`.
 """
 
@@ -58,5 +58,4 @@ def get_executor(name: str) -> Executor:
             entry = getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as exc:
             raise JobGraphError(f"executor {name!r}: cannot load {module_name}:{attribute}: {exc}") from exc
-        _EXECUTORS[name] = entry
     return entry
