@@ -45,8 +45,6 @@ from runtime.restore import RestoreError, build_restores, check_not_behind_commi
 from runtime.restore_match import RestorePlan
 from runtime.result import CommittedOutput, JobFailedError, JobMetrics, JobResult, suppresses_restarts
 
-log = logging.getLogger("barrierflow.jobmaster")
-
 #: `(latest, restores)` of the newest retained checkpoint that verifies (`restore_latest_valid`)
 LatestValid = Callable[[], tuple[Any, dict[Any, Any]]]
 
@@ -109,6 +107,7 @@ class JobMaster:
                  checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (), run_id: str | None = None,
                  replay_hint: str | None = None) -> None:
         self.executor = executor
+        self._log = logging.getLogger(f"barrierflow.{executor}")  # the executor's log, as before the master
         self.gateway, self.clock, self.timers = gateway, clock, timers
         self.seed, self.faults = seed, faults
         self.run_id = run_id or new_run_id()
@@ -205,7 +204,7 @@ class JobMaster:
             self.fail_for_good(f"job {self.graph.job_name!r} failed without restarting: {why} "
                                f"({self.replay_hint})", exc)
             return
-        log.info("barrierflow %s: failover (%s)", self.executor, why)
+        self._log.info("barrierflow %s: failover (%s)", self.executor, why)
         self.gateway.cancel_attempt(self.attempt, reason)
         self.attempt += 1
         self.restart_backoff.notify_failure(self.clock.now())
