@@ -21,6 +21,8 @@ PURE = [
     ("runtime/ports.py", NEVER),
     ("runtime/restore_match.py", NEVER),
     ("runtime/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng
+    ("runtime/jobmaster/master.py", NEVER | {"time"}),  # time from the injected clock, timers
+    ("runtime/jobmaster/gateway.py", NEVER | {"time"}),
     ("checkpoint/coordinator.py", NEVER),
     ("checkpoint/pending.py", NEVER),
     ("state", NEVER),
