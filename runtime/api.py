@@ -69,6 +69,7 @@ from runtime.graph import (
     OperatorFactory,
     validate_settings,
 )
+from runtime.jobmaster.registry import get_executor
 from runtime.partitioners import Broadcast, Forward, KeyGroupHash, PartitionerSpec, Rebalance
 
 __all__ = [
@@ -85,7 +86,6 @@ __all__ = [
 #: restarts, 13.6 s on Ray), while faults an hour apart are each restarted afresh
 DEFAULT_RESTART_STRATEGY = RestartStrategy.exponential_delay()
 
-EXECUTORS = ("sim", "ray")
 #: the checkpoint-mode names `enable_checkpointing` takes (`checkpoint.modes`)
 API_MODES = ("exactly-once", "at-least-once", "aligned", "unaligned", "aligned-timeout")
 
@@ -560,8 +560,8 @@ class StreamEnvironment:
 
         Args:
             job_name: the job's name (and default job id).
-            executor: "sim" (deterministic simulator; kwargs e.g. `seed`, `faults`) or "ray"
-                (kwargs e.g. `address`).
+            executor: a registered executor (`runtime.jobmaster.registry`): "sim" (deterministic
+                simulator; kwargs e.g. `seed`, `faults`) or "ray" (kwargs e.g. `address`).
 
         Returns:
             The executor's `JobResult` (`result.output(sink)`, `result.checkpoints`, ...).
@@ -571,13 +571,8 @@ class StreamEnvironment:
             runtime.StateMismatchError: the job does not match the checkpoint it restores
                 (`restore_from`), raised before anything runs.
         """
-        if executor not in EXECUTORS:
-            raise JobGraphError(f"unknown executor {executor!r}; choose one of {list(EXECUTORS)}")
+        run_job = get_executor(executor)
         graph = self.get_job_graph(job_name)
-        if executor == "sim":
-            from runtime.sim.executor import run_job
-        else:
-            from runtime.ray.executor import run_job
         if self._restore_from is not None:
             kwargs.setdefault("restore_from", self._restore_from)
             if self._allow_non_restored_state:

@@ -26,6 +26,8 @@ PURE = [
     ("runtime/channel_rescale.py", NEVER),
     ("runtime/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng
     ("runtime/fault_schedule.py", NEVER | {"time"}),  # the executors pass their time in; dice from the plan's seed
+    ("runtime/jobmaster/master.py", NEVER | {"time"}),  # time from the injected clock, timers
+    ("runtime/jobmaster/gateway.py", NEVER | {"time"}),
     ("checkpoint/coordinator.py", NEVER),
     ("checkpoint/pending.py", NEVER),
     ("state", NEVER),

@@ -57,7 +57,7 @@ from runtime.fault_schedule import DELIVER, FaultSchedule
 from runtime.faults import FaultPlan
 from runtime.ray.storage import StorageSpec, open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
-from runtime.restore import check_not_behind_committed_output, restore_latest_valid
+from runtime.restore import restore_latest_valid
 from runtime.result import CommittedOutput
 from runtime.task import TaskRestore
 
@@ -68,7 +68,8 @@ class CoordinatorActor:
     """Hosts the job's `CheckpointCoordinator`. Wrapped with `ray.remote` by the executor."""
 
     def __init__(self, job_id: str, graph: Any, storage: StorageSpec, contender_id: str = "coordinator",
-                 first_checkpoint_id: int | None = None, run_id: str | None = None) -> None:
+                 first_checkpoint_id: int | None = None, run_id: str | None = None, min_checkpoint_id: int = 1,
+                 capture_completed: bool = False) -> None:
         self._lock = threading.RLock()
         self._timers = ThreadTimers(self._lock)
         self.graph = graph
@@ -93,13 +94,15 @@ class CoordinatorActor:
             self.store: Any = _HighAvailabilityStore(ha_store)
             self.id_counter: Any = self.ha_factory.create_id_counter(job_id)
             self.id_counter.start()  # shared in ZooKeeper: ids keep increasing across leaders
+            self.id_counter.set_count(max(self.id_counter.get(), min_checkpoint_id))
         else:
             self.store = StandaloneCompletedCheckpointStore(self.storage, job_id, config.retained,
                                                             discard_executor=self._discard_pool, run_id=run_id)
             self.store.recover()  # a replacement coordinator finds what its predecessor completed
             self.id_counter = StorageCheckpointIDCounter(self.storage, job_id)
             self.id_counter.start()  # continues from the id a crashed predecessor persisted
-            self.id_counter.set_count(max(self.id_counter.get(), self.store.highest_checkpoint_id_seen + 1))
+            self.id_counter.set_count(max(self.id_counter.get(), self.store.highest_checkpoint_id_seen + 1,
+                                          min_checkpoint_id))  # a restored run's ids continue after its checkpoint's
         #: ids from here on are this run's (the first coordinator's counter value, handed on to its
         #: successors): the orphan cleanup touches no earlier run's checkpoints
         self.first_checkpoint_id = first_checkpoint_id if first_checkpoint_id is not None else self.id_counter.get()
@@ -107,6 +110,9 @@ class CoordinatorActor:
         self._handles: dict[TaskId, Any] = {}
         self._notify_refs: list[Any] = []
         self._fail_request: str | None = None
+        #: completed checkpoints with their files, for the driver's listeners (`capture_completed`)
+        self._capture = capture_completed
+        self._completed: list[tuple[Any, CapturedFiles]] = []
         sources = graph.source_task_ids()
         self._deferred = DeferredCompletions(deferrable_sources(graph))
         self.coordinator = CheckpointCoordinator(
@@ -214,12 +220,16 @@ class CoordinatorActor:
             self.coordinator.stop()
             self.coordinator.abort_all_pending(reason)
 
-    def restores(self, committed: CommittedOutput | None = None
-                 ) -> tuple[dict[TaskId, TaskRestore], tuple[int, int]]:
-        """Restore state of every task from the newest retained checkpoint that verifies (empty:
-        none yet; a corrupt one is skipped for the previous retained one), and the (after,
-        before) range for `CollectCommitter.abort_lingering`: transactions of checkpoints
-        between the restored one and the next id can never commit.
+    def next_checkpoint_id(self) -> int:
+        with self._lock:
+            return self.id_counter.get()
+
+    def restores(self, committed: CommittedOutput | None = None, given: Any = None
+                 ) -> tuple[Any, dict[TaskId, TaskRestore]]:
+        """The newest retained checkpoint that verifies and the restore state of every task from it
+        (`(None, {})`: none yet; a corrupt one is skipped for the previous retained one). Without
+        one, the coordinator restarts from `given` (the checkpoint the job restores, if any), whose
+        restores the driver builds (`runtime.jobmaster`).
 
         Raises:
             runtime.restore.NoValidCheckpointError: checkpoints are retained but none verifies.
@@ -229,11 +239,9 @@ class CoordinatorActor:
         """
         with self._lock:
             latest, restores = restore_latest_valid(self.graph, self.store, self.storage, committed)
-            check_not_behind_committed_output(
-                self.graph.job_name, latest.checkpoint_id if latest is not None else None, committed)
-            self.coordinator.restored_from(latest)
+            self.coordinator.restored_from(latest if latest is not None else given)
             self._discard_orphans()  # what the failed attempt left
-            return restores, (latest.checkpoint_id if latest is not None else 0, self.id_counter.get())
+            return latest, restores
 
     def checkpoint_id_floor(self) -> int:
         """The first checkpoint id of this run (`first_checkpoint_id` of a successor)."""
@@ -269,7 +277,17 @@ class CoordinatorActor:
                 "doomed": self._doomed,
                 "zk_session": self.ha_factory.session() if self.ha_factory is not None and hasattr(
                     self.ha_factory, "session") else None,
+                "completed_files": self._take_completed(),
             }
+
+    def take_completed(self) -> list[tuple[Any, CapturedFiles]]:
+        """The checkpoints completed since the last call (or `status()`), with their files."""
+        with self._lock:
+            return self._take_completed()
+
+    def _take_completed(self) -> list[tuple[Any, CapturedFiles]]:
+        completed, self._completed = self._completed, []
+        return completed
 
     def history(self) -> list[Any]:
         with self._lock:
@@ -352,7 +370,19 @@ class CoordinatorActor:
             self._fail_request = f"checkpoint failures: {error}"
 
     def on_checkpoint_completed(self, completed: Any) -> None:
-        pass
+        if self._capture:  # read now: by the time the driver's listener runs, the store may have deleted them
+            self._completed.append((completed, CapturedFiles(completed, self.storage)))
+
+
+class CapturedFiles:
+    """The task files of one completed checkpoint, read when it completed: what a checkpoint
+    listener (e.g. `spark_bridge.landing.CheckpointLander`) reads through `read_task_file`."""
+
+    def __init__(self, completed: Any, storage: Any) -> None:
+        self._files = {(h.path, h.offset, h.length): storage.read_task_file(h) for h in completed.state_handles()}
+
+    def read_task_file(self, handle: Any) -> bytes:
+        return self._files[(handle.path, handle.offset, handle.length)]
 
 
 def deferrable_sources(graph: Any) -> set[TaskId]:

@@ -18,10 +18,14 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   its error in its heartbeat; the coordinator reports "too many checkpoint failures" (which also
   covers a task hanging inside a checkpoint: the checkpoint times out). Each of these starts a
   global failover.
-* Failover, as the simulator: suspend the coordinator (stop triggering, abort pending checkpoints
-  with TASK_FAILURE), cancel every task, consult the restart strategy, wait its delay, and deploy
-  every task afresh from the latest completed checkpoint (`build_restores`, in the coordinator
-  actor next to the store) as a new epoch; then resume triggering. Actors that died are replaced
+* Failover, as the simulator: the `runtime.jobmaster.JobMaster` decides (restart strategy,
+  restore plan, result) and the driver is its gateway: cancelling an attempt suspends the
+  coordinator (stop triggering, abort pending checkpoints with TASK_FAILURE) and cancels every
+  task; after the restart delay (the driver sleeps) every task is deployed afresh from the
+  checkpoint the master planned (the newest valid one is read in the coordinator actor, next to
+  the store; `restore_from`'s is the fallback, any parallelism) as a new epoch; then triggering
+  resumes. Completed checkpoints reach the master's listeners (`land_checkpoints_to`) with their
+  files, read by the coordinator actor when they completed. Actors that died are replaced
   by new ones; the survivors host the new epoch's tasks (a new actor costs a process start, ~1 s).
   Every call carries its epoch and anything from an older epoch is dropped, so nothing leaks
   from the failed attempt into the restored one.
@@ -54,9 +58,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
@@ -65,7 +68,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from checkpoint.ha_services import create_recovery_factory
 from checkpoint.handles import TaskId
-from checkpoint.options import RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.store import new_run_id
 from runtime.durable_committer import committer_for
@@ -88,7 +90,8 @@ from runtime.faults import (
     TornWrite,
     check_supported,
 )
-from runtime.graph import JobGraph, JobGraphError
+from runtime.graph import JobGraph
+from runtime.jobmaster.master import JobMaster, TaskFinal
 from runtime.links import resolve_link_delays
 from runtime.progress import Phase, reading_phase
 from runtime.ray.cluster import alive_nodes, ensure_ray
@@ -96,9 +99,9 @@ from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
 from runtime.ray.storage import check_storage_for_cluster, is_memory, open_storage
 from runtime.ray.task_actor import TaskActor
+from runtime.ray.timers import WallClock
 from runtime.restart import RestartBackoff
-from runtime.restore import RestoreError
-from runtime.result import JobFailedError, JobMetrics, JobResult, suppresses_restarts
+from runtime.result import JobFailedError, JobMetrics, JobResult
 
 log = logging.getLogger("barrierflow.ray")
 
@@ -158,8 +161,17 @@ class RayExecutor:
         committer: Any = None,
         trace_barriers: bool = False,
         link_delays: dict[str, float] | None = None,
+        restore_from: tuple[Any, Any] | None = None,
+        allow_non_restored_state: bool = False,
+        checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
     ) -> None:
-        self.graph = graph
+        #: attempts, restarts, restore planning and the result (`runtime.jobmaster`); checks a
+        #: `restore_from` checkpoint against the job before anything starts (StateMismatchError)
+        self.master = JobMaster(
+            graph, executor="ray", gateway=self, clock=WallClock(), timers=_DriverTimers(), seed=seed,
+            faults=faults, restore_from=restore_from, allow_non_restored_state=allow_non_restored_state,
+            checkpoint_listeners=checkpoint_listeners, run_id=new_run_id(), replay_hint=f"executor=ray, faults={faults or FaultPlan()!r}")
+        self.graph = graph = self.master.graph
         self.trace_barriers = trace_barriers
         self.link_delays = resolve_link_delays(link_delays, graph.task_ids())
         #: an earlier execution's `CollectCommitter` (`result.committer`): this one restores its
@@ -173,7 +185,7 @@ class RayExecutor:
         self.started = time.time()  # reset once Ray and the services are up (job time)
         self.job_id = job_id or graph.job_name
         #: this run's identity in the checkpoint storage (recovery ignores other runs' checkpoints)
-        self.run_id = new_run_id()
+        self.run_id = self.master.run_id
         self.task_cpus = task_cpus
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
@@ -181,12 +193,7 @@ class RayExecutor:
         config = graph.checkpoint_config
         self.checkpointing = graph.checkpointing_enabled
         self.storage_uri = config.storage if config is not None else None
-        #: the restart strategy applied (wall-clock times; jitter seeded by `seed`)
-        self.restart_backoff = RestartBackoff(graph.restart_strategy or RestartStrategy.no_restart(),
-                                              random.Random(f"restart/{seed}"))
-        self.restored_checkpoints: list[int | None] = []
         self.task_ids = graph.task_ids()
-        self.failures: list[str] = []
         self.epoch = -1
         self.tasks: dict[TaskId, Any] = {}
         self._dead: set[TaskId] = set()
@@ -216,6 +223,14 @@ class RayExecutor:
         self.blob_store: Any = None
         #: the first checkpoint id of this run (from the first coordinator actor)
         self._first_checkpoint_id: int | None = None
+
+    @property
+    def failures(self) -> list[str]:
+        return self.master.failures
+
+    @property
+    def restart_backoff(self) -> RestartBackoff:
+        return self.master.restart_backoff
 
     # ------------------------------------------------------------------ entry
 
@@ -278,7 +293,8 @@ class RayExecutor:
             self.coordinator = self._new_coordinator()
             if self.ha is not None:
                 self._await_leader(first=True)
-        self._deploy({})
+        self.master.start()
+        self._raise_if_failed()
         self.running_since = time.time()  # job time excludes starting Ray and the first actors
         last_progress = 0.0
         while True:
@@ -290,7 +306,8 @@ class RayExecutor:
             self._inject_faults(now)
             failure = self._poll_tasks(now) or self._poll_coordinator()
             if failure is not None:
-                self._failover(*failure)
+                self.master.failover(*failure)  # cancels this attempt and deploys the next (or fails)
+                self._raise_if_failed()
                 continue
             if self._all_finished():
                 self._report(Phase.COMMITTING)
@@ -308,7 +325,8 @@ class RayExecutor:
         handle = _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
                                            max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
                                                                   contender, self._first_checkpoint_id,
-                                                                  self.run_id)
+                                                                  self.run_id, self.master.first_checkpoint_id,
+                                                                  bool(self.master.checkpoint_listeners))
         self._arm_coordinator(handle)
         if self._first_checkpoint_id is None:  # the first one: its successors clean up this run's ids only
             try:
@@ -471,6 +489,7 @@ class RayExecutor:
         except RayActorError as exc:
             self._replace_coordinator()
             return f"checkpoint coordinator died: {_short(exc)}", exc
+        self._land(self._coord_status)
         if self._coord_status.get("fail_request"):
             return self._coord_status["fail_request"], None
         if self.ha is not None and self._coord_status.get("leader_lost"):
@@ -509,15 +528,9 @@ class RayExecutor:
 
     # ------------------------------------------------------------------ failover
 
-    def _failover(self, why: str, exc: BaseException | None) -> None:
-        if suppresses_restarts(exc):  # no restart can fix it (a restart could duplicate output)
-            self.failures.append(why)
-            self._give_up(f"job {self.graph.job_name!r} failed without restarting: {why} "
-                          f"(executor=ray, faults={self.faults!r})", exc)
-        self.failures.append(why)
+    def cancel_attempt(self, attempt: int, reason: CheckpointFailureReason) -> None:
+        """`JobMasterGateway`: suspend the coordinator and cancel every task of the attempt."""
         self._report(Phase.RESTARTING)
-        log.info("barrierflow ray: failover (%s)", why)
-        reason = CheckpointFailureReason.TASK_FAILURE
         if self.coordinator is not None:
             try:
                 ray.get(self.coordinator.suspend.remote(reason), timeout=30)
@@ -527,29 +540,34 @@ class RayExecutor:
         self._count_attempt({t: h.cancel.remote() for t, h in self.tasks.items() if t not in self._dead})
         self._heartbeats.clear()
         self._status = {}
-        self.restart_backoff.notify_failure(time.time())
-        if not self.restart_backoff.can_restart():
-            attempts = len(self.failures) - 1
-            self._give_up(f"job {self.graph.job_name!r} failed after {attempts} restart(s): {why} "
-                          f"({self.restart_backoff.exhausted()}; executor=ray, faults={self.faults!r})", exc)
         self._recovery_began()
-        time.sleep(self.restart_backoff.backoff_time)
-        restores: dict[TaskId, Any] = {}
+
+    def deploy_attempt(self, attempt: int) -> None:
+        """`JobMasterGateway`: deploy the tasks restored as the job master plans (the coordinator
+        actor reads the newest valid retained checkpoint, next to its store)."""
+        committed = ray.get(self.committer.latest_committed.remote(), timeout=60)
         if self.coordinator is not None:
-            committed = ray.get(self.committer.latest_committed.remote(), timeout=60)
-            try:
-                restores, (after, before) = ray.get(self.coordinator.restores.remote(committed), timeout=120)
-            except RestoreError as exc:  # Ray's error is an instance of the remote one's class too
-                self._give_up(f"job {self.graph.job_name!r} cannot recover: {_short(exc)}", exc)
-            # what the failed attempt staged past the restored checkpoint can never commit
-            ray.get(self.committer.abort_lingering.remote(after, before), timeout=60)
-            self.restored_checkpoints.append(after or None)
+            given = self.master.restore_from[0] if self.master.restore_from is not None else None
+            next_id = ray.get(self.coordinator.next_checkpoint_id.remote(), timeout=60)
+            plan = self.master.plan_attempt(
+                lambda: ray.get(self.coordinator.restores.remote(committed, given), timeout=120), committed, next_id)
         else:
-            self.restored_checkpoints.append(None)
-        self._deploy(restores)
+            plan = self.master.plan_attempt(lambda: (None, {}), committed, 0)
+        if plan is None:
+            return  # cannot recover: the job master failed the job
+        # what the failed attempt staged past the restored checkpoint can never commit
+        ray.get(self.committer.abort_lingering.remote(plan.abort_after, plan.abort_before), timeout=60)
+        self._deploy(plan.restores)
+
+    def _raise_if_failed(self) -> None:
+        if self.master.error is not None:
+            self._raise(self.master.error)
 
     def _give_up(self, message: str, exc: BaseException | None) -> None:
-        error = JobFailedError(message, exc)
+        self.master.fail_for_good(message, exc)
+        self._raise_if_failed()
+
+    def _raise(self, error: JobFailedError) -> None:
         # what the sinks committed before the job failed (committed output is never taken back)
         error.committer = None
         if self.committer is not None:
@@ -734,6 +752,10 @@ class RayExecutor:
             [self.committer.committer.remote(), self.committer.last_commit_at.remote()], timeout=60)
         history: list[Any] = []
         if self.coordinator is not None:
+            if self._coord_ref is not None:  # a status poll in flight may carry completed checkpoints
+                with contextlib.suppress(RayError):
+                    self._land(ray.get(self._coord_ref, timeout=60))
+            self._land({"completed_files": ray.get(self.coordinator.take_completed.remote(), timeout=60)})
             history = ray.get(self.coordinator.history.remote(), timeout=60)
             self._control_counts(ray.get(self.coordinator.fault_counts.remote(), timeout=60))
             ray.get(self.coordinator.shutdown.remote(), timeout=60)
@@ -742,41 +764,28 @@ class RayExecutor:
                 ray.get(self.standby.shutdown.remote(), timeout=30)
         metrics = JobMetrics()
         metrics.duration = time.time() - self.running_since
-        metrics.restarts = len(self.failures)
-        final_state: dict[str, dict[str, dict[Any, Any]]] = {}
-        source_now = 0
+        metrics.last_commit_at = last_commit_at
         trace: list[tuple[Any, ...]] = []
+        source_now = 0
         for task_id, final in zip(self.task_ids, finals):
             trace.extend(final["trace"])
-            for name, entries in final["keyed_state"].items():
-                final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
-            metrics.latencies.merge(final["latencies"])
-            metrics.add_task_span(final["first_created_at"], final["last_arrival_at"])
-            if final.get("buffer_size") is not None:
-                metrics.buffer_sizes[str(task_id)] = final["buffer_size"]
             if final.get("step_times") is not None:
                 metrics.tasks[str(task_id)] = final["step_times"]
             if self.graph.vertex(task_id.vertex).source is not None:
                 source_now += final["records_in"]
         metrics.records_in = self._done_source_records + source_now
-        sinks = self.graph.sink_names
-        metrics.records_out = sum(len(committer.output(s)) for s in sinks)
-        metrics.last_commit_at = last_commit_at
-        return JobResult(
-            job_name=self.graph.job_name,
-            executor="ray",
-            run_id=self.run_id,
-            seed=self.seed,
-            committer=committer,
-            checkpoints=self._stats_history + history,
-            metrics=metrics,
-            final_state=final_state,
-            failures=list(self.failures),
-            restored_checkpoints=list(self.restored_checkpoints),
-            replay=f"env.execute({self.graph.job_name!r}, executor='ray', seed={self.seed}, faults={self.faults!r})",
-            sink_names=sinks,
-            trace=sorted(trace, key=lambda event: event[0]),
-        )
+        return self.master.result(
+            committer=committer, checkpoints=self._stats_history + history, metrics=metrics,
+            finals=[TaskFinal(task_id, final["keyed_state"], final["latencies"], final["first_created_at"],
+                              final["last_arrival_at"], final.get("buffer_size"))
+                    for task_id, final in zip(self.task_ids, finals)],
+            trace=sorted(trace, key=lambda event: event[0]))
+
+    def _land(self, status: dict[str, Any]) -> None:
+        """Hand the checkpoints the coordinator completed (with their files, read when they
+        completed: the store may have deleted them since) to the job master's listeners."""
+        for completed, files in status.get("completed_files") or ():
+            self.master.checkpoint_completed(completed, files)
 
     def _progress_info(self) -> dict[str, Any]:
         status = self._coord_status
@@ -808,6 +817,21 @@ class RayExecutor:
                 with contextlib.suppress(Exception):  # already gone
                     ray.kill(handle, no_restart=True)
         self.tasks = {}
+
+
+class _DriverTimers:
+    """The job master's restart delay: the driver has nothing else to do meanwhile, so it sleeps
+    and then calls back (before `schedule` returns)."""
+
+    def schedule(self, delay: float, callback: Callable[[], None]) -> _Fired:
+        time.sleep(max(0.0, delay))
+        callback()
+        return _Fired()
+
+
+class _Fired:
+    def cancel(self) -> None:
+        pass
 
 
 class RemoteTaskError(RuntimeError):
@@ -845,7 +869,8 @@ def run_job(
             seed only, as on the simulator).
         progress: called periodically with a dict of progress figures.
         options: `RayExecutor` tuning (job_id, task_cpus, heartbeat_interval, heartbeat_timeout,
-            max_duration, trace_barriers, link_delays).
+            max_duration, trace_barriers, link_delays), and what `runtime.api` passes: restore_from,
+            allow_non_restored_state, checkpoint_listeners, committer.
 
     Raises:
         JobFailedError: the job failed for good (restart attempts exhausted).
@@ -856,11 +881,4 @@ def run_job(
             `operation_timeout` of `set_high_availability`; names the hosts).
         runtime.ray.cluster.RayStartError: Ray could not be started or joined.
     """
-    for unsupported in ("restore_from", "checkpoint_listeners"):
-        if options.get(unsupported):
-            raise JobGraphError(
-                f"executor 'ray' does not support {unsupported} yet (env.restore_from / "
-                "land_checkpoints_to run on executor='sim')"
-            )
-        options.pop(unsupported, None)
     return RayExecutor(graph, address=address, faults=faults, seed=seed, progress=progress, **options).run()

@@ -16,9 +16,10 @@ targets) comes from one `random.Random(seed)`, so a seed replays the identical r
   sources, notifications) and each task's `TaskPorts` (acks, declines, snapshot writes).
   Snapshot writes take virtual time proportional to their size and go to a real
   `CheckpointStorage` (in memory unless the job names one).
-* Failover: a task failure bumps the execution *epoch* (events of the old epoch are dropped),
-  aborts pending checkpoints, and after the restart delay redeploys every task from the latest
-  completed checkpoint (global failover), as long as the restart strategy allows. A crashed
+* Failover: the `runtime.jobmaster.JobMaster` decides (restart strategy, restore plan, result);
+  this executor is its gateway: cancelling an attempt bumps the execution *epoch* (events of the
+  old epoch are dropped) and aborts pending checkpoints; deploying one creates every task from
+  the checkpoint the master planned (global failover). A crashed
   coordinator is shut down (its pending checkpoints end with COORDINATOR_SHUTDOWN, its timers
   stop) and replaced by one that recovers the store.
 * Faults: the `FaultPlan` (every kind is described in `runtime.faults`) is resolved once per run
@@ -38,7 +39,6 @@ import heapq
 import itertools
 import logging
 import random
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +48,7 @@ from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
-from checkpoint.options import DEFAULT_STORAGE_TIMEOUT, RestartStrategy
+from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.storage import StorageError, storage_from_uri
 from checkpoint.store import StandaloneCompletedCheckpointStore, new_run_id
@@ -57,18 +57,12 @@ from runtime.fault_schedule import FaultSchedule
 from runtime.fault_storage import write_torn
 from runtime.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
 from runtime.graph import JobGraph
+from runtime.jobmaster.master import JobMaster, TaskFinal
 from runtime.links import resolve_link_delays
 from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
 from runtime.progress import reading_phase
 from runtime.restart import RestartBackoff
-from runtime.restore import (
-    RestoreError,
-    build_restores,
-    check_not_behind_committed_output,
-    plan_restore,
-    restore_latest_valid,
-)
-from runtime.restore_match import RestorePlan
+from runtime.restore import restore_latest_valid
 from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult, suppresses_restarts
 from runtime.sim.costs import CpuCores, StepCost
 from runtime.sim.invariants import InvariantChecker
@@ -190,8 +184,9 @@ class _SimTimers:
     """Timers of the coordinator (`task_id` None: survive failover) or of one task (bound to the
     epoch; they wait while the task is stalled)."""
 
-    def __init__(self, sim: SimExecutor, epoch_bound: bool, task_id: TaskId | None = None) -> None:
-        self.sim, self.epoch_bound, self.task_id = sim, epoch_bound, task_id
+    def __init__(self, sim: SimExecutor, epoch_bound: bool, task_id: TaskId | None = None,
+                 kind: str = "timer") -> None:
+        self.sim, self.epoch_bound, self.task_id, self.kind = sim, epoch_bound, task_id, kind
 
     def schedule(self, delay: float, callback: Callable[[], None]) -> _Timer:
         timer = _Timer()
@@ -203,7 +198,7 @@ class _SimTimers:
                 return
             callback()
 
-        self.sim._at(self.sim.now + max(0.0, delay), fire, epoch, "timer")
+        self.sim._at(self.sim.now + max(0.0, delay), fire, epoch, self.kind)
         return timer
 
 
@@ -231,18 +226,21 @@ class SimExecutor:
         invariants: bool | InvariantChecker = False,
         run_id: str | None = None,
     ) -> None:
-        #: this run's identity in the checkpoint storage (recovery ignores other runs' checkpoints)
-        self.run_id = run_id or new_run_id()
-        #: (CompletedCheckpoint, CheckpointStorage) the first deployment starts from, if any
+        self.now = 0.0
+        self.epoch = 0
+        self._heap: list[tuple[float, int, Callable[[], None], int | None, str]] = []
+        self._seq = itertools.count()
+        #: attempts, restarts, restore planning and the result (`runtime.jobmaster`); checks a
+        #: `restore_from` checkpoint against the job before anything runs (StateMismatchError)
+        self.master = JobMaster(
+            graph, executor="sim", gateway=self, clock=_SimClock(self),
+            timers=_SimTimers(self, epoch_bound=False, kind="restart"), seed=seed, faults=faults,
+            restore_from=restore_from, allow_non_restored_state=allow_non_restored_state,
+            checkpoint_listeners=checkpoint_listeners, run_id=run_id or new_run_id(),
+            replay_hint=f"replay: seed={seed}, faults={faults or FaultPlan()!r}")
+        self.run_id = self.master.run_id
         self.restore_from = restore_from
-        #: how that checkpoint fits the job, checked before anything runs (raises StateMismatchError)
-        self.restore_plan: RestorePlan | None = None
-        if restore_from is not None:
-            self.restore_plan = plan_restore(graph, *restore_from, allow_non_restored_state=allow_non_restored_state)
-            graph = self.restore_plan.graph  # defaulted split counts follow the checkpoint's
-        self.graph = graph
-        #: called with (completed, storage) whenever a checkpoint completes (e.g. Spark landing)
-        self.checkpoint_listeners = list(checkpoint_listeners)
+        self.graph = graph = self.master.graph
         self.seed = seed
         self.faults = faults or FaultPlan()
         self.network = network or NetworkOptions()
@@ -255,10 +253,6 @@ class SimExecutor:
         self.max_events = max_events
         self.progress = progress
         self.rng = random.Random(seed)
-        self.now = 0.0
-        self.epoch = 0
-        self._heap: list[tuple[float, int, Callable[[], None], int | None, str]] = []
-        self._seq = itertools.count()
         self.trace: list[tuple] = []
         self.events = 0
 
@@ -277,12 +271,6 @@ class SimExecutor:
         if self.invariants is not None:
             self.invariants.bind(self)  # before anything writes or deletes through the storage
         self.metrics = JobMetrics()
-        self.failures: list[str] = []
-        #: the restart strategy applied (its own seeded rng: jitter does not move network delays)
-        self.restart_backoff = RestartBackoff(graph.restart_strategy or RestartStrategy.no_restart(),
-                                              random.Random(f"restart/{seed}"))
-        self.error: JobFailedError | None = None
-        self.done = False
 
         self.task_ids = [
             TaskId(v.name, s) for v in graph.vertices for s in range(v.parallelism)
@@ -309,12 +297,11 @@ class SimExecutor:
         self.injector: FaultSchedule | None = None
         self._records: dict[TaskId, int] = {}
         self.stats_history: list[Any] = []
-        self.restored_checkpoints: list[int | None] = []
 
         self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
         self.id_counter.start()
         if restore_from is not None:  # ids continue after the restored checkpoint's
-            self.id_counter.set_count(restore_from[0].checkpoint_id + 1)
+            self.id_counter.set_count(self.master.first_checkpoint_id)
         self.store = StandaloneCompletedCheckpointStore(
             self.storage, self.job_id, config.retained if config else 1, run_id=self.run_id
         )
@@ -324,6 +311,23 @@ class SimExecutor:
         #: ids from here on are this run's: the orphan cleanup touches no earlier run's checkpoints
         self.first_checkpoint_id = self.id_counter.get()
         self.coordinator = self._new_coordinator()
+
+    @property
+    def failures(self) -> list[str]:
+        return self.master.failures
+
+    @property
+    def restart_backoff(self) -> RestartBackoff:
+        return self.master.restart_backoff
+
+    @property
+    def error(self) -> JobFailedError | None:
+        return self.master.error
+
+    @property
+    def done(self) -> bool:
+        """Every task finished, or the job failed for good."""
+        return self.master.done
 
     def _setup_high_availability(self) -> None:
         """ZooKeeper mode, simulated: the ID counter and the completed-checkpoint store live in
@@ -338,7 +342,7 @@ class SimExecutor:
         self.id_counter = self.ha_services.create_id_counter(self.job_id)
         self.id_counter.start()
         if self.restore_from is not None:
-            self.id_counter.set_count(self.restore_from[0].checkpoint_id + 1)
+            self.id_counter.set_count(self.master.first_checkpoint_id)
         self.store = self._ha_store()
 
     def _ha_store(self) -> Any:
@@ -379,35 +383,39 @@ class SimExecutor:
             all_tasks=list(self.task_ids),
         )
 
+    def deploy_attempt(self, attempt: int) -> None:
+        """`JobMasterGateway`: deploy attempt `attempt` (a restart, the first one included) and
+        let the coordinator trigger."""
+        if attempt > 0:
+            self.coordinator.restart(list(self.source_ids), list(self.task_ids))
+        self._deploy()
+        if self.checkpointing and self.master.error is None:
+            self.coordinator.start()
+
+    def cancel_attempt(self, attempt: int, reason: CheckpointFailureReason) -> None:
+        """`JobMasterGateway`: the running attempt's events are dropped from now on."""
+        self.coordinator.stop()
+        # notifications of these aborts belong to the dying execution: they are dropped with it
+        self.coordinator.abort_all_pending(reason)
+        self.epoch += 1
+        self.tasks = {}  # nothing of the failed execution may run, send or be delivered to again
+
     def _deploy(self) -> None:
         """Create every task of the current epoch, restored from the latest completed checkpoint."""
+        # newest retained checkpoint that verifies (corrupt ones are skipped, with a warning)
         committed = self.committer.latest_committed()
-        given = False  # restoring the checkpoint the user gave (`restore_from`), not one of ours
-        try:  # newest retained checkpoint that verifies (corrupt ones are skipped, with a warning)
-            latest, restores = restore_latest_valid(self.graph, self.store, self.storage, committed)
-            if latest is None and self.restore_from is not None:
-                given, latest = True, self.restore_from[0]
-                restores = build_restores(self.graph, *self.restore_from, plan=self.restore_plan)
-            check_not_behind_committed_output(
-                self.graph.job_name, latest.checkpoint_id if latest is not None else None, committed)
-        except RestoreError as exc:
-            if given and not self.failures:
-                raise  # the checkpoint the user gave does not fit: the error itself, from execute()
-            self._fail_for_good(f"job {self.graph.job_name!r} cannot recover: {exc}", exc)
+        plan = self.master.plan_attempt(lambda: restore_latest_valid(self.graph, self.store, self.storage, committed),
+                                        committed, self.id_counter.get())
+        if plan is None:
             return
+        latest, restores = plan.checkpoint, plan.restores
         if self.failures:  # what the failed attempt left (its events are dropped: nothing still writes)
             self._discard_orphans()
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
-        # what a failed attempt staged past the restored checkpoint can never commit; restoring
-        # the checkpoint the user gave, nothing of this execution is staged yet: every stage past
-        # it is the earlier execution's
-        before = sys.maxsize if given else self.id_counter.get()
-        self.committer.abort_lingering(latest.checkpoint_id if latest is not None else 0, before)
+        self.committer.abort_lingering(plan.abort_after, plan.abort_before)
         if self.invariants is not None:
             self.invariants.deploying()
         self.coordinator.restored_from(latest)
-        if self.failures:  # a restart (the first deployment is not one)
-            self.restored_checkpoints.append(latest.checkpoint_id if latest is not None else None)
         epoch = self.epoch
         self.tasks = {}
         self._busy_until.clear()
@@ -452,9 +460,7 @@ class SimExecutor:
             "seed=%s, faults=%r)", self.graph.job_name, self.seed, self.faults, self.graph.job_name,
             self.seed, self.faults,
         )
-        self._deploy()
-        if self.checkpointing:
-            self.coordinator.start()
+        self.master.start()
         invariants = self.invariants
         if invariants is not None:
             invariants.after_event()
@@ -500,34 +506,10 @@ class SimExecutor:
     def _result(self) -> JobResult:
         self.metrics.duration = self.now
         self.metrics.events = self.events
-        self.metrics.restarts = len(self.failures)
-        sinks = [name for v in self.graph.vertices for name in v.sink_names]
-        self.metrics.records_out = sum(len(self.committer.output(s)) for s in sinks)
-        final_state: dict[str, dict[str, dict[Any, Any]]] = {}
-        for task_id in self.task_ids:
-            for name, entries in self.tasks[task_id].keyed_state().items():
-                final_state.setdefault(task_id.vertex, {}).setdefault(name, {}).update(entries)
-        for task_id, task in self.tasks.items():
-            if task.announced_buffer_size is not None:
-                self.metrics.buffer_sizes[str(task_id)] = task.announced_buffer_size
-        for task in self.tasks.values():
-            self.metrics.latencies.merge(task.latencies)
-            self.metrics.add_task_span(task.first_created_at, task.last_arrival_at)
-        return JobResult(
-            job_name=self.graph.job_name,
-            executor="sim",
-            run_id=self.run_id,
-            seed=self.seed,
-            committer=self.committer,
-            checkpoints=list(self.coordinator_history()),
-            metrics=self.metrics,
-            final_state=final_state,
-            failures=list(self.failures),
-            restored_checkpoints=list(self.restored_checkpoints),
-            trace=self.trace,
-            replay=f"env.execute({self.graph.job_name!r}, executor='sim', seed={self.seed}, faults={self.faults!r})",
-            sink_names=sinks,
-        )
+        finals = [TaskFinal(task_id, task.keyed_state(), task.latencies, task.first_created_at, task.last_arrival_at,
+                            task.announced_buffer_size) for task_id, task in self.tasks.items()]
+        return self.master.result(committer=self.committer, checkpoints=self.coordinator_history(),
+                                  metrics=self.metrics, finals=finals, trace=self.trace)
 
     def _progress_info(self) -> dict[str, Any]:
         history = self.coordinator_history()
@@ -685,7 +667,7 @@ class SimExecutor:
 
     def _check_done(self) -> None:
         if self.tasks and all(t.is_finished for t in self.tasks.values()):
-            self.done = True
+            self.master.job_finished()
             self._trace("finished")
 
     # ------------------------------------------------------------------ checkpoint plumbing
@@ -783,8 +765,7 @@ class SimExecutor:
         self._trace("completed", completed.checkpoint_id)
         if self.invariants is not None:
             self.invariants.on_completed(completed)
-        for listener in self.checkpoint_listeners:
-            listener(completed, self.storage)
+        self.master.checkpoint_completed(completed, self.storage)
 
     def _on_ack(self, epoch: int, ack: TaskAcknowledgement) -> None:
         self._trace_barrier("ack", ack.checkpoint_id, str(ack.task_id))
@@ -948,51 +929,24 @@ class SimExecutor:
         self._global_failover("coordinator crash", None, reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
 
     def _task_failed(self, task_id: TaskId, exc: BaseException) -> None:
-        if suppresses_restarts(exc):  # no restart can fix it (a restart could duplicate output)
-            if not self.done:
-                self.failures.append(f"task {task_id} failed: {exc}")
-                self._fail_for_good(f"job {self.graph.job_name!r} failed without restarting: task {task_id} "
-                                    f"failed: {exc} (replay: seed={self.seed}, faults={self.faults!r})", exc)
-            return
         self._global_failover(f"task {task_id} failed: {exc}", exc)
 
     def _global_failover(self, why: str, exc: BaseException | None,
                          reason: CheckpointFailureReason = CheckpointFailureReason.TASK_FAILURE) -> None:
         if self.done:
             return
-        self.failures.append(why)
-        self._trace("failover", why)
-        self.coordinator.stop()
-        # notifications of these aborts belong to the dying execution: they are dropped with it
-        self.coordinator.abort_all_pending(reason)
-        self.epoch += 1
-        self.tasks = {}  # nothing of the failed execution may run, send or be delivered to again
-        self.restart_backoff.notify_failure(self.now)
-        if not self.restart_backoff.can_restart():
-            attempts = len(self.failures) - 1
-            self._fail_for_good(
-                f"job {self.graph.job_name!r} failed after {attempts} restart(s): {why} "
-                f"({self.restart_backoff.exhausted()}; replay: seed={self.seed}, faults={self.faults!r})", exc,
-            )
-            return
-        epoch = self.epoch
-
-        def restart() -> None:
-            self.coordinator.restart(list(self.source_ids), list(self.task_ids))
-            self._deploy()
-            if self.checkpointing:
-                self.coordinator.start()
-
-        self._at(self.now + self.restart_backoff.backoff_time, restart, epoch, "restart")
-        if self.injector is not None:
+        if not suppresses_restarts(exc):
+            self._trace("failover", why)
+        self.master.failover(why, exc, reason)  # cancels this attempt, schedules the next (or fails)
+        if self.master.error is None and self.injector is not None:
+            epoch = self.epoch
             for target, fault in self.injector.recovery_started():
                 self._trace("fault", "TaskCrashDuringRecovery", str(target), fault.delay)
                 self._at(self.now + fault.delay, lambda t=target: self._crash(t, "TaskCrashDuringRecovery"),
                          epoch, "fault")
 
     def _fail_for_good(self, message: str, exc: BaseException | None) -> None:
-        self.error = JobFailedError(message, exc)
-        self.done = True
+        self.master.fail_for_good(message, exc)
 
 
 def run_job(graph: JobGraph, *, seed: int = 0, faults: FaultPlan | None = None, **options: Any) -> JobResult:

@@ -330,7 +330,7 @@ def test_execute_dispatches_to_ray_lazily_and_rejects_unknown_executors(monkeypa
     env = StreamEnvironment()
     env.from_collection(ROWS).sink_to(CollectSink("o"))
     assert env.execute("j", executor="ray", address="auto") == ("ray", "j", {"address": "auto"})
-    with pytest.raises(JobGraphError, match=r"unknown executor 'spark'; choose one of \['sim', 'ray'\]"):
+    with pytest.raises(JobGraphError, match=r"unknown executor 'spark'; registered executors: sim, ray"):
         env.execute(executor="spark")
 
 
