@@ -153,7 +153,7 @@ class Profile:
     #: checkpoint to a fresh local directory per run (else in memory; the simulator charges
     #: virtual write time either way)
     local_storage: bool = False
-    #: target of the `*-debloat` modes (seconds of throughput in flight; `runtime.debloat`); the
+    #: target of the `*-debloat` modes (seconds of throughput in flight; `runtime.core.debloat`); the
     #: simulator's 10 ms: its credit round trip is ~2 ms of network delay and costs no CPU
     debloat_target: float = 0.01
     #: `slow-channel`: seconds the link to the remote split adds to everything it sends: another

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from benchmarks.report import add_output_arguments, add_sized_argument, markdown_table, output_of, parse_args
-from runtime.barriers import BarrierAligner, BarrierTracker, UnalignedBarrierHandler
-from runtime.barriers.handler import AlignmentStats, BarrierHandler
-from runtime.input_gate import CheckpointedInputGate
-from runtime.messages import Buffer, BufferOrEvent, CheckpointBarrier
-from runtime.ports import ManualClock
+from runtime.core.barriers import BarrierAligner, BarrierTracker, UnalignedBarrierHandler
+from runtime.core.barriers.handler import AlignmentStats, BarrierHandler
+from runtime.core.input_gate import CheckpointedInputGate
+from runtime.core.messages import Buffer, BufferOrEvent, CheckpointBarrier
+from runtime.core.ports import ManualClock
 
 NUM_CHANNELS = 4
 BARRIER_EVERY = 1_000

@@ -2,7 +2,7 @@
 
     python -m benchmarks.ha_failover [--runs 5] [--records 4000] [--session-timeout 2.0] [--json PATH]
 
-Starts a standalone ZooKeeper (`checkpoint/zookeeper_server.py`) and one local Ray, then runs the page-view
+Starts a standalone ZooKeeper (`checkpoint/io/zookeeper_server.py`) and one local Ray, then runs the page-view
 job (parallelism 2, checkpoints every 50 ms, a map that sleeps 0.8 ms per record so the job lasts a
 few seconds) with HA on and a `CoordinatorCrash` at 40 % of the source records: the driver
 `ray.kill`s the leader coordinator actor. Failover time is from the kill to the end of the first
@@ -54,7 +54,7 @@ def build_graph(records: int, hosts: str, session_timeout: float) -> Any:
 
 def run_once(records: int, hosts: str, session_timeout: float) -> dict[str, Any]:
     from runtime import FaultPlan
-    from runtime.faults import CoordinatorCrash
+    from runtime.jobmaster.faults import CoordinatorCrash
     from runtime.ray.executor import RayExecutor
 
     executor = RayExecutor(build_graph(records, hosts, session_timeout),
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeout", type=float, default=2.0,
                         help="ZooKeeper session timeout, seconds (the server allows 0.4-4; default 2.0)")
     args = parse_args(parser, argv)
-    from checkpoint.zookeeper_server import ZooKeeperServer
+    from checkpoint.io.zookeeper_server import ZooKeeperServer
     from runtime.ray.cluster import ensure_ray
 
     ensure_ray()

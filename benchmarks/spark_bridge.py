@@ -65,7 +65,7 @@ def make_checkpoint(root: str, keys: int, job_id: str = "bench") -> int:
     """Write a checkpoint of a 2-subtask count operator holding `keys` keys; return its id."""
     from checkpoint.completed import CompletedCheckpoint
     from checkpoint.handles import TaskAcknowledgement, TaskId
-    from checkpoint.storage import storage_from_uri
+    from checkpoint.io.storage import storage_from_uri
     from state.key_groups import key_group_for, key_group_range_for_subtask
     from state.keyed import KeyedStateBackend
 
@@ -90,7 +90,7 @@ def make_checkpoint(root: str, keys: int, job_id: str = "bench") -> int:
 
 
 def bench_landing(spark: Any, keys: int, workdir: str) -> dict[str, Any]:
-    from checkpoint.storage import storage_from_uri
+    from checkpoint.io.storage import storage_from_uri
     from spark_bridge import land_checkpoint, read_checkpoint
     from spark_bridge.landing import resolve_checkpoint
     from spark_bridge.tables import checkpoint_tables

@@ -30,12 +30,12 @@ from typing import Any
 from benchmarks.report import add_output_arguments, add_sized_argument, markdown_table, output_of, parse_args
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.io.snapshot_writer import SnapshotWriter
+from checkpoint.io.storage import CheckpointStorage, FsBlobStore
+from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from checkpoint.options import CheckpointConfig
-from checkpoint.storage import CheckpointStorage, FsBlobStore
-from checkpoint.store import StandaloneCompletedCheckpointStore
-from runtime.barriers.handler import AlignmentStats
-from runtime.snapshot_writer import SnapshotWriter
-from runtime.task import TaskSnapshot
+from runtime.core.barriers.handler import AlignmentStats
+from runtime.core.task import TaskSnapshot
 from state.incremental import Manifest, restore_keyed_snapshot
 from state.key_groups import key_group_for, key_group_range_for_subtask
 from state.keyed import KeyedStateBackend

@@ -8,11 +8,7 @@ from checkpoint.completed import CheckpointMetadataError, CompletedCheckpoint
 from checkpoint.coordinator import CheckpointCoordinator, CheckpointFailureLimitError, CoordinatorGateway
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.ids import CheckpointIDCounter, StandaloneCheckpointIDCounter
-from checkpoint.options import CheckpointConfig, CheckpointingMode, InvalidOptionError, RestartStrategy
-from checkpoint.pending import AckResult, CheckpointStateError, PendingCheckpoint
-from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.stats import CheckpointStats, CheckpointStatsSummary, CheckpointStatsTracker
-from checkpoint.storage import (
+from checkpoint.io.storage import (
     BlobNotFoundError,
     BlobStore,
     CheckpointStorage,
@@ -22,7 +18,11 @@ from checkpoint.storage import (
     StorageError,
     storage_from_uri,
 )
-from checkpoint.store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
+from checkpoint.io.store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
+from checkpoint.options import CheckpointConfig, CheckpointingMode, InvalidOptionError, RestartStrategy
+from checkpoint.pending import AckResult, CheckpointStateError, PendingCheckpoint
+from checkpoint.reasons import CheckpointFailureReason
+from checkpoint.stats import CheckpointStats, CheckpointStatsSummary, CheckpointStatsTracker
 
 __all__ = [
     "AckResult",

@@ -60,18 +60,18 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.io.storage import StorageError
 from checkpoint.options import CheckpointConfig, CheckpointingMode
 from checkpoint.pending import AckResult, PendingCheckpoint
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.stats import CheckpointStatsTracker
-from checkpoint.storage import StorageError
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
     from checkpoint.ids import CheckpointIDCounter
-    from checkpoint.storage import CheckpointStorage
-    from checkpoint.store import CompletedCheckpointStore
-    from runtime.ports import Cancellable, Clock, Timers
+    from checkpoint.io.storage import CheckpointStorage
+    from checkpoint.io.store import CompletedCheckpointStore
+    from runtime.core.ports import Cancellable, Clock, Timers
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Checkpoint ids must strictly increase for the life of a job, across coordinator failover too.
 `StandaloneCheckpointIDCounter` keeps the count in memory (one coordinator per process, like
-Flink's `StandaloneCheckpointIDCounter`); the ZooKeeper counter lives in `checkpoint/zookeeper.py`.
+Flink's `StandaloneCheckpointIDCounter`); the ZooKeeper counter lives in `checkpoint/io/zookeeper.py`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import threading
 
-from checkpoint.storage import CheckpointStorage, CorruptCheckpointError
+from checkpoint.io.storage import CheckpointStorage, CorruptCheckpointError
 
 #: the first id a fresh counter hands out
 INITIAL_CHECKPOINT_ID = 1
@@ -103,8 +103,8 @@ class StorageCheckpointIDCounter(StandaloneCheckpointIDCounter):
         """Continue above the stored count and every checkpoint directory in storage.
 
         Raises:
-            checkpoint.storage.CorruptCheckpointError: the counter file is not a number (names it).
-            checkpoint.storage.StorageError: storage could not be read.
+            checkpoint.io.storage.CorruptCheckpointError: the counter file is not a number (names it).
+            checkpoint.io.storage.StorageError: storage could not be read.
         """
         blobs = self._storage.blob_store
         floor = max(self._storage.list_checkpoint_ids(self._job_id), default=0) + 1

@@ -121,7 +121,7 @@ class Clock(Protocol):
 @dataclass(frozen=True)
 class DeclaredState:
     """The state an operator restores, as known before it runs; a restore checks the checkpoint
-    against it (`runtime.restore_match`).
+    against it (`runtime.jobmaster.restore_match`).
 
     Attributes:
         keyed: the keyed state names it uses (in its task's keyed state backend).
@@ -161,7 +161,7 @@ class StreamOperator(abc.ABC):
     #: its work is columnar anyway: records reaching it are converted to a batch first
     prefers_columns: bool = False
     #: the records reaching it become Arrow (a sink stages them): the task checks them for one
-    #: Arrow type per field first, as it does its output (`runtime/record_types.py`)
+    #: Arrow type per field first, as it does its output (`runtime/core/record_types.py`)
     stages_records: bool = False
 
     def open(self, ctx: OperatorContext) -> None:

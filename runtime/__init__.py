@@ -3,8 +3,8 @@
 from checkpoint.handles import TaskId
 from checkpoint.options import CheckpointingMode, RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
-from runtime.api import DataStream, KeyedStream, StreamEnvironment
-from runtime.barriers import (
+from runtime.api.environment import DataStream, KeyedStream, StreamEnvironment
+from runtime.core.barriers import (
     AlignmentStats,
     BarrierAligner,
     BarrierHandler,
@@ -13,17 +13,9 @@ from runtime.barriers import (
     CheckpointListener,
     UnalignedBarrierHandler,
 )
-from runtime.faults import (
-    ChannelStall,
-    CoordinatorCrash,
-    FaultPlan,
-    LostAcknowledgement,
-    StorageWriteFailure,
-    TaskCrash,
-)
-from runtime.graph import JobGraph, JobGraphError
-from runtime.input_gate import CheckpointedInputGate
-from runtime.messages import (
+from runtime.core.graph import JobGraph, JobGraphError
+from runtime.core.input_gate import CheckpointedInputGate
+from runtime.core.messages import (
     Buffer,
     BufferOrEvent,
     CancelCheckpointMarker,
@@ -33,9 +25,17 @@ from runtime.messages import (
     EndOfPartition,
     RecordConversionError,
 )
-from runtime.record_types import RecordTypeError
-from runtime.restore_match import RestoreError, StateMismatchError
-from runtime.result import JobFailedError, JobResult
+from runtime.core.record_types import RecordTypeError
+from runtime.jobmaster.faults import (
+    ChannelStall,
+    CoordinatorCrash,
+    FaultPlan,
+    LostAcknowledgement,
+    StorageWriteFailure,
+    TaskCrash,
+)
+from runtime.jobmaster.restore_match import RestoreError, StateMismatchError
+from runtime.jobmaster.result import JobFailedError, JobResult
 
 __all__ = [
     "AlignmentStats",

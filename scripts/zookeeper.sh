@@ -8,4 +8,4 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
-exec "${PYTHON:-python3}" -m checkpoint.zookeeper_server "$@"
+exec "${PYTHON:-python3}" -m checkpoint.io.zookeeper_server "$@"

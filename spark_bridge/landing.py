@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import StateHandle
-from checkpoint.storage import METADATA_FILE, CheckpointStorage, StorageError, storage_from_uri
+from checkpoint.io.storage import METADATA_FILE, CheckpointStorage, StorageError, storage_from_uri
 from spark_bridge.state_tables import state_dir, state_tables
 from spark_bridge.tables import SCHEMAS, TABLES, checkpoint_tables
 
@@ -214,7 +214,7 @@ def land_checkpoint(spark: Any, checkpoint_dir: str | CheckpointStorage, checkpo
 
     Raises:
         LandingError: the checkpoint cannot be found, or `target` holds another job.
-        checkpoint.storage.CorruptCheckpointError: a state file is missing or corrupt.
+        checkpoint.io.storage.CorruptCheckpointError: a state file is missing or corrupt.
     """
     completed, storage = resolve_checkpoint(checkpoint_dir, checkpoint_id, job_id)
     _land(spark, completed, storage.read_task_file, target)

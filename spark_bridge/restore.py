@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.storage import CheckpointStorage
+from checkpoint.io.storage import CheckpointStorage
 from spark_bridge.landing import read_checkpoint
 from spark_bridge.tables import SCHEMAS, checkpoint_from_tables
 

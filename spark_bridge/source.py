@@ -37,7 +37,7 @@ from operators.sources import Source, SourceSplit, SplitReader
 from spark_bridge.schema import to_arrow_schema
 
 if TYPE_CHECKING:
-    from runtime.api import DataStream, StreamEnvironment
+    from runtime.api.environment import DataStream, StreamEnvironment
 
 __all__ = ["ParquetSplitReader", "ParquetSplitSource", "from_spark", "write_splits"]
 
@@ -257,7 +257,7 @@ def from_spark(env: StreamEnvironment, df: Any, splits: int | None = None, *, na
     """
     from pyspark.sql import DataFrame
 
-    from runtime.api import StreamEnvironment
+    from runtime.api.environment import StreamEnvironment
 
     if not isinstance(env, StreamEnvironment):
         raise TypeError(f"from_spark: env must be a StreamEnvironment, got {type(env).__name__}")

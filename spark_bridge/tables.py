@@ -3,7 +3,7 @@
 `checkpoint_tables(completed, read)` decodes every task file of a checkpoint into rows;
 `checkpoint_from_tables(tables, ...)` re-encodes such rows into state files and a
 `CompletedCheckpoint`, so that a job restores from landed tables through the ordinary restore
-path (`runtime.restore.build_restores`). Every table starts with `checkpoint_id, job_id,
+path (`runtime.jobmaster.restore.build_restores`). Every table starts with `checkpoint_id, job_id,
 operator, subtask` (operator = the job vertex, subtask = the task that owned the state):
 
 - `keyed_state`: one row per key and state (per map entry for map state): `key_group`,
@@ -31,8 +31,8 @@ import pyarrow as pa
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
-from checkpoint.storage import CheckpointStorage, MemoryBlobStore
-from runtime.task import SOURCE_OP_KEY
+from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
+from runtime.core.task import SOURCE_OP_KEY
 from spark_bridge.values import decode_value, encode_value
 from state.key_groups import KeyGroupRange
 from state.serialization import (
@@ -97,7 +97,7 @@ def checkpoint_tables(completed: CompletedCheckpoint, read: Callable[[StateHandl
         read: returns the verified bytes of a state handle (`CheckpointStorage.read_task_file`).
 
     Raises:
-        checkpoint.storage.CorruptCheckpointError: a state file is missing or corrupt.
+        checkpoint.io.storage.CorruptCheckpointError: a state file is missing or corrupt.
         ValueEncodingError: a state value cannot be written as landed JSON (names the state).
     """
     out = {name: _Columns(schema) for name, schema in SCHEMAS.items()}

@@ -15,7 +15,7 @@ Concurrency rule (seed §2.1): a physical file belongs to exactly one task and o
 file. Files are immutable once written; reuse of a file across successive checkpoints would need
 an append the `BlobStore` does not offer, so each checkpoint starts new files.
 
-Pure: builds bytes and checksums; the writer (`runtime.snapshot_writer`) does the I/O.
+Pure: builds bytes and checksums; the writer (`checkpoint.io.snapshot_writer`) does the I/O.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class PhysicalFile:
 
 
 def checksum(data: bytes) -> str:
-    """SHA-256 hex, the algorithm `checkpoint.storage` verifies by default."""
+    """SHA-256 hex, the algorithm `checkpoint.io.storage` verifies by default."""
     return hashlib.sha256(data).hexdigest()
 
 

@@ -32,7 +32,7 @@ Two rules keep a live segment from ever being deleted:
 
 After a coordinator restart the registry is rebuilt from the retained checkpoints (`rebuild`);
 files it never learned of (uploads of checkpoints that never completed) are orphans, deleted by
-the executors once recovery completed (`checkpoint.cleanup`) or by `barrierflow checkpoints gc`.
+the executors once recovery completed (`checkpoint.io.cleanup`) or by `barrierflow checkpoints gc`.
 """
 
 from __future__ import annotations

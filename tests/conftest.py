@@ -2,7 +2,7 @@
 
 In CI (`CI` set) hypothesis runs derandomized: the same examples every run, so a landing is
 never blocked by a new random draw; exploration with fresh random examples happens on
-developer machines and in `python -m runtime.sim.vopr`, and every failure found there is kept
+developer machines and in `python -m runtime.verify.vopr`, and every failure found there is kept
 as an `@example`.
 """
 

@@ -1,4 +1,4 @@
-"""`runtime.fault_schedule.FaultSchedule`: one meaning of a `FaultPlan` on every executor —
+"""`runtime.jobmaster.fault_schedule.FaultSchedule`: one meaning of a `FaultPlan` on every executor —
 targets from the plan's seed, occurrences counted over the run across attempts (whether the
 executor sees each one or its processes count them), at-most-once firing, progress points in
 records."""
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from checkpoint.handles import TaskId
 from runtime import FaultPlan
-from runtime.fault_schedule import FaultSchedule
-from runtime.faults import (
+from runtime.jobmaster.fault_schedule import FaultSchedule
+from runtime.jobmaster.faults import (
     ChannelDelay,
     CoordinatorCrash,
     CoordinatorCrashBeforeNotify,
@@ -166,7 +166,7 @@ def test_the_ray_driver_hands_each_attempt_the_faults_still_ahead_as_offsets() -
     """Regression: the Ray executor gave lost acknowledgements and failed writes to the first
     attempt only (the task actor's counters restart with each attempt); now each attempt gets the
     faults still ahead in the run, as offsets from what earlier attempts counted."""
-    from runtime.faults import DelayedControlMessage, TornWrite
+    from runtime.jobmaster.faults import DelayedControlMessage, TornWrite
     from runtime.ray.executor import RayExecutor  # builds no actor: Ray does not start
 
     graph = relay_job().get_job_graph("job")

@@ -27,30 +27,23 @@ PACKAGES = ("runtime", "operators", "checkpoint", "state", "spark_bridge", "benc
 #: (layer, module patterns), lowest first: a module may import its own layer and those below it
 LAYERS: list[tuple[str, list[str]]] = [
     ("ids, options, ports", [
-        "checkpoint.handles", "checkpoint.reasons", "checkpoint.options", "runtime.ports", "runtime.errors",
-        "runtime.histogram", "runtime.task_metrics", "runtime.debloat", "runtime.faults", "runtime.links",
+        "checkpoint.handles", "checkpoint.reasons", "checkpoint.options", "runtime.core.ports",
+        "runtime.core.errors", "runtime.core.histogram", "runtime.core.task_metrics", "runtime.core.debloat", "runtime.jobmaster.faults",
+        "runtime.core.links",
     ]),
     ("state", ["state"]),
-    # state_files/snapshot_writer: how a task snapshot becomes files in checkpoint storage
-    ("checkpoint", ["checkpoint", "runtime.state_files", "runtime.snapshot_writer"]),
-    ("records", ["runtime.record_types", "runtime.messages", "runtime.spilling"]),
+    # checkpoint/io/state_files, snapshot_writer: how a task snapshot becomes files in checkpoint storage
+    ("checkpoint", ["checkpoint"]),
+    ("records", ["runtime.core.record_types", "runtime.core.messages", "runtime.core.spilling"]),
     ("operators", ["operators"]),
-    ("protocol core", [
-        "runtime.barriers", "runtime.input_gate", "runtime.partitioners", "runtime.graph", "runtime.task",
-        "runtime.operator_chain", "runtime.record_writer", "runtime.subtask_checkpoint", "runtime.restart",
-    ]),
-    ("job master", [
-        "runtime.jobmaster", "runtime.result", "runtime.restore_match", "runtime.restore", "runtime.channel_rescale", "runtime.fault_schedule", "runtime.fault_storage",
-        "runtime.durable_committer", "runtime.progress", "spark_bridge",
-    ]),
+    ("protocol core", ["runtime.core"]),
+    ("job master", ["runtime.jobmaster", "spark_bridge"]),
     ("executors", ["runtime.sim", "runtime.ray"]),
     # `runtime/__init__` is the public API facade; `spark_bridge/__init__` re-exports its source
     ("api", ["runtime.__init__", "runtime.api", "spark_bridge.__init__", "spark_bridge.source"]),
-    ("workloads, verification", [
-        "runtime.workloads", "runtime.calibration", "runtime.sim.swarm", "runtime.sim.shrink", "runtime.sim.vopr",
-    ]),
+    ("workloads, verification", ["runtime.workloads", "runtime.calibration", "runtime.verify"]),
     ("benchmarks", ["benchmarks"]),
-    ("cli", ["runtime.cli"]),
+    ("cli", ["runtime.api.cli"]),
 ]
 
 

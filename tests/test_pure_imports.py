@@ -13,19 +13,19 @@ NO_CLOCK_OR_DICE = NEVER | {"time", "random"}
 
 #: (path relative to the repo, forbidden top-level modules); directories are scanned recursively
 PURE = [
-    ("runtime/barriers", NO_CLOCK_OR_DICE),
-    ("runtime/input_gate.py", NO_CLOCK_OR_DICE),
-    ("runtime/messages.py", NEVER),
-    ("runtime/task.py", NEVER),
-    ("runtime/operator_chain.py", NEVER),
-    ("runtime/record_writer.py", NEVER),
-    ("runtime/subtask_checkpoint.py", NEVER),
-    ("runtime/histogram.py", NO_CLOCK_OR_DICE),
-    ("runtime/ports.py", NEVER),
-    ("runtime/restore_match.py", NEVER),
-    ("runtime/channel_rescale.py", NEVER),
-    ("runtime/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng
-    ("runtime/fault_schedule.py", NEVER | {"time"}),  # the executors pass their time in; dice from the plan's seed
+    ("runtime/core/barriers", NO_CLOCK_OR_DICE),
+    ("runtime/core/input_gate.py", NO_CLOCK_OR_DICE),
+    ("runtime/core/messages.py", NEVER),
+    ("runtime/core/task.py", NEVER),
+    ("runtime/core/operator_chain.py", NEVER),
+    ("runtime/core/record_writer.py", NEVER),
+    ("runtime/core/subtask_checkpoint.py", NEVER),
+    ("runtime/core/histogram.py", NO_CLOCK_OR_DICE),
+    ("runtime/core/ports.py", NEVER),
+    ("runtime/jobmaster/restore_match.py", NEVER),
+    ("runtime/jobmaster/channel_rescale.py", NEVER),
+    ("runtime/jobmaster/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng
+    ("runtime/jobmaster/fault_schedule.py", NEVER | {"time"}),  # the executors pass their time in; dice from the plan's seed
     ("runtime/jobmaster/master.py", NEVER | {"time"}),  # time from the injected clock, timers
     ("runtime/jobmaster/gateway.py", NEVER | {"time"}),
     ("checkpoint/coordinator.py", NEVER),
@@ -34,7 +34,7 @@ PURE = [
     ("operators", NEVER),
 ]
 #: must exist: the rest may not have been written yet
-REQUIRED = {"runtime/barriers", "runtime/input_gate.py", "runtime/messages.py", "runtime/ports.py"}
+REQUIRED = {"runtime/core/barriers", "runtime/core/input_gate.py", "runtime/core/messages.py", "runtime/core/ports.py"}
 
 
 def imported_modules(tree: ast.AST) -> list[tuple[str, int]]:

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from runtime.calibration.profile import CostProfile
+from runtime.core.task_metrics import StepTimes
 from runtime.sim.costs import StepCost
-from runtime.task_metrics import StepTimes
 
 #: relative distance from its vertex's median at which a task keeps its own step costs
 OUTLIER = 0.25

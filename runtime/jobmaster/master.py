@@ -6,7 +6,7 @@ An executor (`runtime.sim`, `runtime.ray`) supplies transport, time, and startin
 stalling processes; the job master decides what happens to the job, the same way on every one:
 
 * Restore. `restore_from` (a checkpoint the user gave, `env.restore_from`) is checked against the
-  job before anything runs (`runtime.restore.plan_restore`: a mismatch raises from `execute`);
+  job before anything runs (`runtime.jobmaster.restore.plan_restore`: a mismatch raises from `execute`);
   the job to run is the plan's graph (defaulted split counts follow the checkpoint's), any
   parallelism: `build_restores` redistributes key groups and source splits.
 * Attempts. Attempt 0 is the first deployment; every global failover cancels the running
@@ -14,7 +14,7 @@ stalling processes; the job master decides what happens to the job, the same way
   `plan_attempt` says what an attempt starts from: the newest retained checkpoint of this run
   that verifies, else the given one, never one behind the sinks' committed output; and which
   transactions a failed attempt staged that can never commit.
-* Restart strategy. `failover` consults `runtime.restart.RestartBackoff`; an error no restart can
+* Restart strategy. `failover` consults `runtime.jobmaster.restart.RestartBackoff`; an error no restart can
   fix (`SuppressRestartsError`) or an exhausted strategy fails the job for good: `error` is set,
   and the executor stops and raises it.
 * Completed checkpoints go to the listeners (`checkpoint_completed`, e.g. Spark landing).
@@ -35,14 +35,25 @@ from typing import Any
 
 from checkpoint.options import RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
-from runtime.graph import JobGraph
-from runtime.histogram import LatencyHistogram
+from runtime.core.graph import JobGraph
+from runtime.core.histogram import LatencyHistogram
+from runtime.core.ports import Clock, Timers
 from runtime.jobmaster.gateway import JobMasterGateway
-from runtime.ports import Clock, Timers
-from runtime.restart import RestartBackoff
-from runtime.restore import RestoreError, build_restores, check_not_behind_committed_output, plan_restore
-from runtime.restore_match import RestorePlan
-from runtime.result import CommittedOutput, JobFailedError, JobMetrics, JobResult, suppresses_restarts
+from runtime.jobmaster.restart import RestartBackoff
+from runtime.jobmaster.restore import (
+    RestoreError,
+    build_restores,
+    check_not_behind_committed_output,
+    plan_restore,
+)
+from runtime.jobmaster.restore_match import RestorePlan
+from runtime.jobmaster.result import (
+    CommittedOutput,
+    JobFailedError,
+    JobMetrics,
+    JobResult,
+    suppresses_restarts,
+)
 
 #: `(latest, restores)` of the newest retained checkpoint that verifies (`restore_latest_valid`)
 LatestValid = Callable[[], tuple[Any, dict[Any, Any]]]
@@ -93,7 +104,7 @@ class JobMaster:
         restore_from: `(CompletedCheckpoint, CheckpointStorage)` the first attempt starts from.
         allow_non_restored_state: drop the checkpoint's state the job does not use.
         checkpoint_listeners: called with `(completed, storage)` for every completed checkpoint.
-        run_id: this run's identity in the checkpoint storage (`checkpoint.store.new_run_id()`:
+        run_id: this run's identity in the checkpoint storage (`checkpoint.io.store.new_run_id()`:
             the executor draws it, a name from the clock and dice is not the master's to make).
         replay_hint: how to replay a failure, appended to the failure messages.
 

@@ -3,7 +3,7 @@
 An executor is any callable `run_job(graph, **options) -> JobResult` (`Executor`). The built-in
 ones are registered by module path ("module:function"), looked up on every use, so naming them
 here imports neither Ray nor the simulator (and a patched `run_job` is the one called); a new executor calls
-`register_executor(name, run_job)` (or passes a path) and needs no change to `runtime.api`.
+`register_executor(name, run_job)` (or passes a path) and needs no change to `runtime.api.environment`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from runtime.graph import JobGraph, JobGraphError
-from runtime.result import JobResult
+from runtime.core.graph import JobGraph, JobGraphError
+from runtime.jobmaster.result import JobResult
 
 
 class Executor(Protocol):

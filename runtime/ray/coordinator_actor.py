@@ -44,22 +44,22 @@ from typing import Any
 
 import ray
 
-from checkpoint.cleanup import discard_orphans
 from checkpoint.coordinator import CheckpointCoordinator
-from checkpoint.ha_services import create_recovery_factory
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
+from checkpoint.io.cleanup import discard_orphans
+from checkpoint.io.ha_services import create_recovery_factory
+from checkpoint.io.recovery import HighAvailabilityError
+from checkpoint.io.storage import StorageError
+from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.recovery import HighAvailabilityError
-from checkpoint.storage import StorageError
-from checkpoint.store import StandaloneCompletedCheckpointStore
-from runtime.fault_schedule import DELIVER, FaultSchedule
-from runtime.faults import FaultPlan
+from runtime.core.task import TaskRestore
+from runtime.jobmaster.fault_schedule import DELIVER, FaultSchedule
+from runtime.jobmaster.faults import FaultPlan
+from runtime.jobmaster.restore import restore_latest_valid
+from runtime.jobmaster.result import CommittedOutput
 from runtime.ray.storage import StorageSpec, open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
-from runtime.restore import restore_latest_valid
-from runtime.result import CommittedOutput
-from runtime.task import TaskRestore
 
 log = logging.getLogger("barrierflow.ray")
 
@@ -175,7 +175,7 @@ class CoordinatorActor:
         checkpoints from ZooKeeper. Returns whether it leads (always True without HA).
 
         Raises:
-            checkpoint.recovery.HighAvailabilityError: ZooKeeper failed during recovery.
+            checkpoint.io.recovery.HighAvailabilityError: ZooKeeper failed during recovery.
         """
         if self.election is None:
             return True
@@ -232,10 +232,10 @@ class CoordinatorActor:
         restores the driver builds (`runtime.jobmaster`).
 
         Raises:
-            runtime.restore.NoValidCheckpointError: checkpoints are retained but none verifies.
-            runtime.restore.CommittedOutputAheadError: the sinks committed output of a newer
+            runtime.jobmaster.restore.NoValidCheckpointError: checkpoints are retained but none verifies.
+            runtime.jobmaster.restore.CommittedOutputAheadError: the sinks committed output of a newer
                 checkpoint than the one that verifies (`committed`).
-            runtime.restore.RestoreError: the checkpoint does not fit the job.
+            runtime.jobmaster.restore.RestoreError: the checkpoint does not fit the job.
         """
         with self._lock:
             latest, restores = restore_latest_valid(self.graph, self.store, self.storage, committed)
@@ -249,7 +249,7 @@ class CoordinatorActor:
 
     def discard_orphans(self) -> list[str]:
         """Delete the files of this run's checkpoints that are neither retained nor pending, and
-        what interrupted writes left (`checkpoint.cleanup`); the driver calls it when the job
+        what interrupted writes left (`checkpoint.io.cleanup`); the driver calls it when the job
         finished (a cancelled task of a failed attempt may have finished an upload late)."""
         with self._lock:
             return self._discard_orphans()

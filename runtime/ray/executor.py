@@ -36,7 +36,7 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   the driver waits for whichever contender leads now, `promote()`s it (it recovers the latest
   completed checkpoint from ZooKeeper), fails over globally from it and starts a replacement
   standby. Checkpoint ids come from ZooKeeper's counter, so they keep increasing.
-* Faults (`FaultPlan`): resolved once per run by `runtime.fault_schedule.FaultSchedule`, as on
+* Faults (`FaultPlan`): resolved once per run by `runtime.jobmaster.fault_schedule.FaultSchedule`, as on
   the simulator, so a plan means the same on both (targets from the plan's seed, `nth` counted
   over the whole run across attempts, `at_fraction` a point of the records, not of time; `at`
   is wall seconds here, virtual ones there). Every kind is implemented (`RAY_FAULT_KINDS`). The
@@ -48,7 +48,7 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   acknowledgements, failed, torn and slow writes, `ChannelStall`, `TaskStall` (`hang`) and
   `ChannelDelay` (in the sender's `OutputChannels`), and report what they counted (heartbeats,
   `cancel`, `finish`) so the next attempt continues the count; the coordinator actor applies the
-  faults of triggers, completions and aborts. `runtime.faults` names where Ray differs.
+  faults of triggers, completions and aborts. `runtime.jobmaster.faults` names where Ray differs.
 * End. When every task reports finished, the driver waits until the final checkpoint's
   completion notifications have executed (the sinks committed), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
@@ -66,13 +66,15 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from checkpoint.ha_services import create_recovery_factory
 from checkpoint.handles import TaskId
+from checkpoint.io.ha_services import create_recovery_factory
+from checkpoint.io.store import new_run_id
 from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.store import new_run_id
-from runtime.durable_committer import committer_for
-from runtime.fault_schedule import FaultSchedule
-from runtime.faults import (
+from runtime.core.graph import JobGraph
+from runtime.core.links import resolve_link_delays
+from runtime.jobmaster.durable_committer import committer_for
+from runtime.jobmaster.fault_schedule import FaultSchedule
+from runtime.jobmaster.faults import (
     ChannelDelay,
     ChannelStall,
     CoordinatorCrash,
@@ -90,18 +92,16 @@ from runtime.faults import (
     TornWrite,
     check_supported,
 )
-from runtime.graph import JobGraph
 from runtime.jobmaster.master import JobMaster, TaskFinal
-from runtime.links import resolve_link_delays
-from runtime.progress import Phase, reading_phase
+from runtime.jobmaster.progress import Phase, reading_phase
+from runtime.jobmaster.restart import RestartBackoff
+from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
 from runtime.ray.storage import check_storage_for_cluster, is_memory, open_storage
 from runtime.ray.task_actor import TaskActor
 from runtime.ray.timers import WallClock
-from runtime.restart import RestartBackoff
-from runtime.result import JobFailedError, JobMetrics, JobResult
 
 log = logging.getLogger("barrierflow.ray")
 
@@ -142,7 +142,7 @@ class RayExecutor:
         trace_barriers: record barrier events in `JobResult.trace` (wall times: `barrier-in` per input
             channel, `snapshot`, `ack`, as on the simulator), for a barrier timeline.
         link_delays: task or vertex name -> extra seconds on everything it sends (a slow link,
-            `runtime.links`), as the simulator's `NetworkOptions.link_delays`.
+            `runtime.core.links`), as the simulator's `NetworkOptions.link_delays`.
     """
 
     def __init__(
@@ -261,8 +261,8 @@ class RayExecutor:
         too, but only by dying in their constructors, retried until the deploy gives up.
 
         Raises:
-            checkpoint.storage.StorageError: the storage URI cannot be opened.
-            checkpoint.recovery.HighAvailabilityError: ZooKeeper cannot be reached.
+            checkpoint.io.storage.StorageError: the storage URI cannot be opened.
+            checkpoint.io.recovery.HighAvailabilityError: ZooKeeper cannot be reached.
         """
         if not is_memory(self.storage_uri):
             open_storage(("uri", self.storage_uri), self.graph)
@@ -516,7 +516,7 @@ class RayExecutor:
         session = (self._coord_status or {}).get("zk_session")
         if not session:
             return
-        from checkpoint.zookeeper import close_session
+        from checkpoint.io.zookeeper import close_session
 
         try:
             close_session(self.ha.hosts, session, timeout=self.ha.operation_timeout)
@@ -578,7 +578,7 @@ class RayExecutor:
     # ------------------------------------------------------------------ faults
 
     def _resolve_faults(self) -> None:
-        """Resolve the plan once for the run (`runtime.fault_schedule`, as the simulator does)."""
+        """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`, as the simulator does)."""
         self.schedule = FaultSchedule.for_graph(self.faults, self.graph)
         #: faults placed at a wall time (seconds since the first deployment): (at, index)
         self._timed = [(at, index) for at, index, _ in self.schedule.timed()]
@@ -864,20 +864,20 @@ def run_job(
         address: a Ray cluster address to join; None uses the Ray this process is connected to,
             or starts (and afterwards stops) an embedded local one.
         faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor), meaning what it
-            means on the simulator (`runtime.fault_schedule`).
+            means on the simulator (`runtime.jobmaster.fault_schedule`).
         seed: recorded in the result; seeds the restart jitter (fault targets come from the plan's
             seed only, as on the simulator).
         progress: called periodically with a dict of progress figures.
         options: `RayExecutor` tuning (job_id, task_cpus, heartbeat_interval, heartbeat_timeout,
-            max_duration, trace_barriers, link_delays), and what `runtime.api` passes: restore_from,
+            max_duration, trace_barriers, link_delays), and what `runtime.api.environment` passes: restore_from,
             allow_non_restored_state, checkpoint_listeners, committer.
 
     Raises:
         JobFailedError: the job failed for good (restart attempts exhausted).
         runtime.ray.storage.StorageConfigError: node-local checkpoint storage on a multi-node cluster.
-        checkpoint.storage.StorageError: the checkpoint storage URI cannot be reached (within
+        checkpoint.io.storage.StorageError: the checkpoint storage URI cannot be reached (within
             `storage_timeout`; names the URI and the cause).
-        checkpoint.recovery.HighAvailabilityError: ZooKeeper cannot be reached (within the
+        checkpoint.io.recovery.HighAvailabilityError: ZooKeeper cannot be reached (within the
             `operation_timeout` of `set_high_availability`; names the hosts).
         runtime.ray.cluster.RayStartError: Ray could not be started or joined.
     """

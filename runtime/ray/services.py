@@ -28,9 +28,9 @@ import pyarrow as pa
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from checkpoint.storage import MemoryBlobStore, StorageError, StorageTimeoutError
-from runtime.messages import Buffer, RecordConversionError
-from runtime.result import CollectCommitter, CommittedOutput
+from checkpoint.io.storage import MemoryBlobStore, StorageError, StorageTimeoutError
+from runtime.core.messages import Buffer, RecordConversionError
+from runtime.jobmaster.result import CollectCommitter, CommittedOutput
 
 log = logging.getLogger(__name__)
 

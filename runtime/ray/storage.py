@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from checkpoint.io.storage import CheckpointStorage, storage_from_uri
 from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
-from checkpoint.storage import CheckpointStorage, storage_from_uri
 from runtime.ray.services import RemoteBlobStore
 
 
@@ -49,7 +49,7 @@ def open_storage(spec: StorageSpec, graph: Any = None) -> CheckpointStorage:
     job's `storage_timeout`.
 
     Raises:
-        checkpoint.storage.StorageError: the URI cannot be opened (names it and the cause).
+        checkpoint.io.storage.StorageError: the URI cannot be opened (names it and the cause).
     """
     kind, value = spec
     if kind == "memory":

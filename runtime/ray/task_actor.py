@@ -1,4 +1,4 @@
-"""`TaskActor`: one task slot as a Ray actor — a thin shell around the pure `runtime.task.Task`.
+"""`TaskActor`: one task slot as a Ray actor — a thin shell around the pure `runtime.core.task.Task`.
 
 Theory of operation
 -------------------
@@ -39,7 +39,7 @@ post mail to it (Flink's mailbox model, `_drain_inbox`).
 * Faults. A `TaskCrash` after N records (or at a time: `freeze`) *freezes* the task at that
   point (it ignores every later call) and reports it in its heartbeat; the driver then
   `ray.kill`s the actor. Lost acknowledgements, storage write failures and channel stalls are
-  applied here, and so are torn writes (`runtime.fault_storage`) and slow storage windows;
+  applied here, and so are torn writes (`runtime.jobmaster.fault_storage`) and slow storage windows;
   the attempt counts its records, acknowledgements and writes and reports them
   (heartbeat, `cancel`) so the driver's `FaultSchedule` counts them over the whole run.
 * Failure. An exception from the task (a user function raising `OperatorError`, a protocol
@@ -57,19 +57,24 @@ from typing import Any
 import ray
 
 from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.io.snapshot_writer import SnapshotWriter
+from checkpoint.io.storage import StorageError
 from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.storage import StorageError
-from runtime.fault_storage import write_torn
-from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions, RecordConversionError
+from runtime.core.messages import (
+    BufferOrEvent,
+    CheckpointBarrier,
+    CheckpointOptions,
+    RecordConversionError,
+)
+from runtime.core.task import Task, TaskRestore, TaskSnapshot
+from runtime.core.task_metrics import StepTimes
+from runtime.jobmaster.fault_storage import write_torn
+from runtime.jobmaster.result import suppresses_restarts
 from runtime.ray.channels import InputChannels, OutputChannels
 from runtime.ray.services import RemoteCommitter
 from runtime.ray.storage import open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
 from runtime.ray.work_thread import CallerFirstLock, WorkThread
-from runtime.result import suppresses_restarts
-from runtime.snapshot_writer import SnapshotWriter
-from runtime.task import Task, TaskRestore, TaskSnapshot
-from runtime.task_metrics import StepTimes
 
 #: seconds of work per slice before the work thread lets waiting calls in (see `TaskActor._drive`)
 WORK_SLICE = 0.002
@@ -132,7 +137,7 @@ class TaskActor:
         #: barrier events (`trace_barriers`): (wall time, kind, checkpoint id, task, detail), the
         #: simulator's `JobResult.trace` format; kept across epochs, lost if the actor dies
         self._trace: list[tuple[Any, ...]] | None = [] if services.get("trace_barriers") else None
-        #: a slow link (`runtime.links`): seconds every output waits before it is sent
+        #: a slow link (`runtime.core.links`): seconds every output waits before it is sent
         self._link_delay: float = services.get("link_delay", 0.0)
         self.epoch = -1
         self.task: Task | None = None

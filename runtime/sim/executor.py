@@ -6,7 +6,7 @@ Everything that happens is an event on one heap, ordered by (virtual time, seque
 the sequence number makes ties deterministic, and every random choice (network delays, fault
 targets) comes from one `random.Random(seed)`, so a seed replays the identical run.
 
-* Tasks are the pure `runtime.task.Task`. Running a task is an event: one `step()`, whose
+* Tasks are the pure `runtime.core.task.Task`. Running a task is an event: one `step()`, whose
   records are charged `CostModel` virtual seconds; the task is busy until then.
 * The network: one FIFO per channel with a seeded delay per message (delivery no earlier than
   the previous message of that channel). Data consumes credits; a consumed buffer sends its
@@ -22,8 +22,8 @@ targets) comes from one `random.Random(seed)`, so a seed replays the identical r
   the checkpoint the master planned (global failover). A crashed
   coordinator is shut down (its pending checkpoints end with COORDINATOR_SHUTDOWN, its timers
   stop) and replaced by one that recovers the store.
-* Faults: the `FaultPlan` (every kind is described in `runtime.faults`) is resolved once per run
-  by a `runtime.fault_schedule.FaultSchedule` (the Ray executor's too, so a plan means the same on
+* Faults: the `FaultPlan` (every kind is described in `runtime.jobmaster.faults`) is resolved once per run
+  by a `runtime.jobmaster.fault_schedule.FaultSchedule` (the Ray executor's too, so a plan means the same on
   both), which answers where and when a fault strikes; this executor applies it: faults at a
   virtual time are events, at a fraction of the sources' records fire after the source step
   that reached it, crashes after records after the task's step, control messages go through `_send_control` (lost, duplicated, late), writes through
@@ -43,32 +43,38 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkpoint.cleanup import discard_orphans
 from checkpoint.coordinator import CheckpointCoordinator
-from checkpoint.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
+from checkpoint.io.cleanup import discard_orphans
+from checkpoint.io.ha_memory import InMemoryHighAvailabilityServices
+from checkpoint.io.snapshot_writer import SnapshotWriter
+from checkpoint.io.storage import StorageError, storage_from_uri
+from checkpoint.io.store import StandaloneCompletedCheckpointStore, new_run_id
 from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
 from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.storage import StorageError, storage_from_uri
-from checkpoint.store import StandaloneCompletedCheckpointStore, new_run_id
-from runtime.durable_committer import committer_for
-from runtime.fault_schedule import FaultSchedule
-from runtime.fault_storage import write_torn
-from runtime.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
-from runtime.graph import JobGraph
+from runtime.core.graph import JobGraph
+from runtime.core.links import resolve_link_delays
+from runtime.core.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
+from runtime.core.task import Task, TaskSnapshot
+from runtime.core.task_metrics import StepTimes
+from runtime.jobmaster.durable_committer import committer_for
+from runtime.jobmaster.fault_schedule import FaultSchedule
+from runtime.jobmaster.fault_storage import write_torn
+from runtime.jobmaster.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
 from runtime.jobmaster.master import JobMaster, TaskFinal
-from runtime.links import resolve_link_delays
-from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
-from runtime.progress import reading_phase
-from runtime.restart import RestartBackoff
-from runtime.restore import restore_latest_valid
-from runtime.result import CollectCommitter, JobFailedError, JobMetrics, JobResult, suppresses_restarts
+from runtime.jobmaster.progress import reading_phase
+from runtime.jobmaster.restart import RestartBackoff
+from runtime.jobmaster.restore import restore_latest_valid
+from runtime.jobmaster.result import (
+    CollectCommitter,
+    JobFailedError,
+    JobMetrics,
+    JobResult,
+    suppresses_restarts,
+)
 from runtime.sim.costs import CpuCores, StepCost
 from runtime.sim.invariants import InvariantChecker
-from runtime.snapshot_writer import SnapshotWriter
-from runtime.task import Task, TaskSnapshot
-from runtime.task_metrics import StepTimes
 
 log = logging.getLogger("barrierflow.sim")
 
@@ -91,7 +97,7 @@ class NetworkOptions:
     #: delay of an acknowledgement reaching the coordinator (None: `control_delay`)
     ack_delay: float | None = None
     #: task name ("vertex[i]") or vertex name -> extra seconds on everything it sends on its output
-    #: channels (a slow link, `runtime.links`)
+    #: channels (a slow link, `runtime.core.links`)
     link_delays: dict[str, float] = field(default_factory=dict)
 
 
@@ -499,7 +505,7 @@ class SimExecutor:
 
     def _discard_orphans(self) -> None:
         """Delete the files of this run's checkpoints that are neither retained nor pending, and
-        what interrupted writes left (`checkpoint.cleanup`)."""
+        what interrupted writes left (`checkpoint.io.cleanup`)."""
         discard_orphans(self.storage, self.job_id, self.store, since=self.first_checkpoint_id,
                         pending=self.coordinator.pending_ids)
 
@@ -818,7 +824,7 @@ class SimExecutor:
     # ------------------------------------------------------------------ faults and failover
 
     def _resolve_faults(self) -> None:
-        """Resolve the plan once for the run (`runtime.fault_schedule`); schedule the faults placed
+        """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`); schedule the faults placed
         at a virtual time, and any due before the first record."""
         self.injector = schedule = FaultSchedule.for_graph(self.faults, self.graph)
         for at, index, _ in schedule.timed():

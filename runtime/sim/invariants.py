@@ -56,13 +56,19 @@ from typing import TYPE_CHECKING, Any
 from checkpoint.handles import TaskId
 from checkpoint.options import CheckpointingMode
 from checkpoint.reasons import CheckpointFailureReason
-from runtime.barriers import BarrierTracker
-from runtime.messages import Buffer, BufferOrEvent, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from runtime.core.barriers import BarrierTracker
+from runtime.core.messages import (
+    Buffer,
+    BufferOrEvent,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartition,
+)
 
 if TYPE_CHECKING:
-    from runtime.record_writer import OutputChannel
+    from runtime.core.record_writer import OutputChannel
+    from runtime.core.task import Task
     from runtime.sim.executor import SimExecutor
-    from runtime.task import Task
 
 __all__ = ["InvariantChecker", "InvariantViolation", "record_key"]
 

@@ -86,7 +86,7 @@ def relay_job(rows: int = 400, *, storage: str | None = None, attempts: int = 5,
     """The relay job (see the module docstring) in a new `StreamEnvironment`, checkpointing every
     2 virtual ms unless `checkpointing` (options of `enable_checkpointing`) says otherwise."""
     from checkpoint.options import RestartStrategy
-    from runtime.api import StreamEnvironment
+    from runtime.api.environment import StreamEnvironment
 
     env = StreamEnvironment(parallelism=2, buffer_size=4, credits=2, buffer_timeout=0.001)
     env.enable_checkpointing(**{"interval": 0.002, "tolerable_failures": 1_000_000, "storage": storage,

@@ -6,7 +6,7 @@ not depend on the arrival order of records (counts per key, per-record maps and 
 failure-free run is a reference for any fault schedule: exactly-once means the committed
 multiset and the final keyed state are identical to it.
 
-Order-sensitive workloads (`build_stamped_job`, used by `runtime.sim.swarm`) add what the
+Order-sensitive workloads (`build_stamped_job`, used by `runtime.verify.swarm`) add what the
 order-free ones cannot see: every row carries an *origin* (its source split) and a sequence
 number per (origin, key) (`stamp_rows`). Records of one key from one origin travel one path of
 channels as long as no `rebalance` intervenes, and channels are FIFO across failover and
@@ -135,7 +135,7 @@ def make_env(spec: JobSpec, *, mode: str = "aligned", attempts: int = 50) -> Any
     `aligned-timeout`/`timeout` alignment timeout is 0)."""
     from checkpoint.modes import parse_mode
     from checkpoint.options import RestartStrategy
-    from runtime.api import StreamEnvironment
+    from runtime.api.environment import StreamEnvironment
 
     profile = parse_mode(mode)
     env = StreamEnvironment(parallelism=spec.parallelism, buffer_size=spec.buffer_size,

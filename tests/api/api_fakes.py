@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.base import OperatorContext, StreamOperator
-from runtime.ports import ManualClock
+from runtime.core.ports import ManualClock
 from state.key_groups import KeyGroupRange
 from state.keyed import KeyedStateBackend
 

@@ -20,8 +20,8 @@ from operators import CollectSink, GeneratorSource, OperatorError
 from operators.columns import as_batch, as_records, compact, concat, num_rows, to_record_batch
 from operators.keyed import ColumnKeySelector, CountOperator
 from runtime import CheckpointingMode, JobFailedError, JobGraphError, RestartStrategy, StreamEnvironment
-from runtime.partitioners import Broadcast, Forward, KeyGroupHash, Rebalance
-from runtime.ports import ManualClock
+from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, Rebalance
+from runtime.core.ports import ManualClock
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -9,8 +9,8 @@ from operators import CollectionSource, CollectSink
 from operators.keyed import ColumnKeySelector
 from operators.transforms import MapOperator
 from runtime import JobGraph, JobGraphError
-from runtime.graph import JobEdge, JobVertex, OperatorFactory
-from runtime.partitioners import Broadcast, Forward, KeyGroupHash, Rebalance
+from runtime.core.graph import JobEdge, JobVertex, OperatorFactory
+from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, Rebalance
 
 
 def source(name="src", p=1):

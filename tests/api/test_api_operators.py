@@ -10,7 +10,7 @@ from api_fakes import make_ctx, opened
 from operators import KeyedProcessFunction, OperatorError
 from operators.keyed import ColumnKeySelector, CountOperator, KeyedProcessOperator, ReduceOperator
 from operators.transforms import FilterOperator, FlatMapOperator, MapBatchesOperator, MapOperator
-from runtime.ports import ManualClock
+from runtime.core.ports import ManualClock
 
 ROWS = [{"k": "a", "v": 1}, {"k": "b", "v": 2}, {"k": "a", "v": 3}]
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from operators import OperatorError
 from operators.keyed import ColumnKeySelector
-from runtime.partitioners import Broadcast, Forward, KeyGroupHash, Rebalance
+from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, Rebalance
 from state.key_groups import key_group_for, key_group_range_for_subtask, subtask_for_key_group
 
 

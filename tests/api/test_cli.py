@@ -179,7 +179,7 @@ def test_demo_without_a_terminal_prints_plain_progress_and_a_summary_its_json_ag
     assert "exactly-once check passed" in out and report["exactly_once"]
     # the same job, seed and crashes in this process: the simulator is deterministic
     from runtime import FaultPlan
-    from runtime.cli import _demo_job, build_parser
+    from runtime.api.cli import _demo_job, build_parser
     from runtime.workloads.pageview import pageview_rows
 
     args = build_parser().parse_args(argv)

@@ -1,4 +1,4 @@
-"""Progress phases (`runtime/progress.py`) and the demo's plain progress lines."""
+"""Progress phases (`runtime/jobmaster/progress.py`) and the demo's plain progress lines."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
-from runtime.cli import DemoProgress
-from runtime.progress import Phase, reading_phase
+from runtime.api.cli import DemoProgress
+from runtime.jobmaster.progress import Phase, reading_phase
 
 
 def test_the_final_checkpoint_phase_starts_when_every_source_read_its_input() -> None:
@@ -19,7 +19,7 @@ def test_the_final_checkpoint_phase_starts_when_every_source_read_its_input() ->
 
 def test_plain_progress_is_a_line_a_second_and_one_at_each_phase_change(monkeypatch) -> None:
     clock = [100.0]
-    monkeypatch.setattr("runtime.cli.time.perf_counter", lambda: clock[0])
+    monkeypatch.setattr("runtime.api.cli.time.perf_counter", lambda: clock[0])
     out = io.StringIO()
     progress = DemoProgress(Console(file=out, width=200), live=False, every=1.0)
     for step, phase in enumerate(["running"] * 8 + ["final checkpoint", "committing", "stopping"]):

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkpoint.reasons import CheckpointFailureReason
-from runtime.barriers import AlignmentStats, BarrierHandler
-from runtime.input_gate import CheckpointedInputGate
-from runtime.messages import (
+from runtime.core.barriers import AlignmentStats, BarrierHandler
+from runtime.core.input_gate import CheckpointedInputGate
+from runtime.core.messages import (
     Buffer,
     BufferOrEvent,
     CancelCheckpointMarker,
@@ -25,7 +25,7 @@ from runtime.messages import (
     CheckpointOptions,
     EndOfPartition,
 )
-from runtime.ports import ManualClock, ManualTimers
+from runtime.core.ports import ManualClock, ManualTimers
 
 
 class RecordingListener:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from checkpoint.reasons import CheckpointFailureReason as R
-from runtime.barriers import BarrierAligner, BarrierProtocolError
-from runtime.barriers.states import WaitingForFirstBarrier
-from runtime.messages import CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from runtime.core.barriers import BarrierAligner, BarrierProtocolError
+from runtime.core.barriers.states import WaitingForFirstBarrier
+from runtime.core.messages import CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
 
 from .helpers import (
     POLL,

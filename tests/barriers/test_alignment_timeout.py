@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from checkpoint.reasons import CheckpointFailureReason as R
-from runtime.barriers import BarrierAligner
-from runtime.barriers.states import CollectingChannelState, WaitingForFirstBarrier
-from runtime.input_gate import CheckpointedInputGate
-from runtime.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
+from runtime.core.barriers import BarrierAligner
+from runtime.core.barriers.states import CollectingChannelState, WaitingForFirstBarrier
+from runtime.core.input_gate import CheckpointedInputGate
+from runtime.core.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
 
 from .helpers import (
     POLL,

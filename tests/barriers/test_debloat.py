@@ -1,11 +1,16 @@
-"""`runtime.debloat`: the throughput meter and the buffer size a task announces (pure, time injected)."""
+"""`runtime.core.debloat`: the throughput meter and the buffer size a task announces (pure, time injected)."""
 
 from __future__ import annotations
 
 import pytest
 
 from runtime import StreamEnvironment
-from runtime.debloat import BufferDebloatConfig, BufferDebloater, BufferDebloatError, ThroughputMeter
+from runtime.core.debloat import (
+    BufferDebloatConfig,
+    BufferDebloater,
+    BufferDebloatError,
+    ThroughputMeter,
+)
 
 
 def test_idle_time_is_not_throughput() -> None:

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.barriers import BarrierAligner, BarrierTracker
-from runtime.barriers.handler import BarrierHandler, HandlerStats
-from runtime.input_gate import CheckpointedInputGate
-from runtime.messages import Buffer, BufferOrEvent, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
-from runtime.ports import ManualClock
-from runtime.spilling import FileSpiller, MemorySpiller
+from runtime.core.barriers import BarrierAligner, BarrierTracker
+from runtime.core.barriers.handler import BarrierHandler, HandlerStats
+from runtime.core.input_gate import CheckpointedInputGate
+from runtime.core.messages import (
+    Buffer,
+    BufferOrEvent,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartition,
+)
+from runtime.core.ports import ManualClock
+from runtime.core.spilling import FileSpiller, MemorySpiller
 
 from .helpers import (
     POLL,

@@ -33,17 +33,22 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from checkpoint.reasons import CheckpointFailureReason as R
-from runtime.barriers import MAX_CHECKPOINTS_TO_TRACK, BarrierAligner, BarrierTracker, UnalignedBarrierHandler
-from runtime.input_gate import DEFAULT_SPILL_BOUND_BYTES, CheckpointedInputGate
-from runtime.messages import (
+from runtime.core.barriers import (
+    MAX_CHECKPOINTS_TO_TRACK,
+    BarrierAligner,
+    BarrierTracker,
+    UnalignedBarrierHandler,
+)
+from runtime.core.input_gate import DEFAULT_SPILL_BOUND_BYTES, CheckpointedInputGate
+from runtime.core.messages import (
     Buffer,
     BufferOrEvent,
     CancelCheckpointMarker,
     CheckpointBarrier,
     EndOfPartition,
 )
-from runtime.ports import ManualClock, ManualTimers
-from runtime.spilling import FileSpiller, MemorySpiller
+from runtime.core.ports import ManualClock, ManualTimers
+from runtime.core.spilling import FileSpiller, MemorySpiller
 
 # ---------------------------------------------------------------------------- reference models
 

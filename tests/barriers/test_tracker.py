@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from checkpoint.reasons import CheckpointFailureReason as R
-from runtime.barriers import MAX_CHECKPOINTS_TO_TRACK, BarrierProtocolError, BarrierTracker
-from runtime.messages import CheckpointBarrier
+from runtime.core.barriers import MAX_CHECKPOINTS_TO_TRACK, BarrierProtocolError, BarrierTracker
+from runtime.core.messages import CheckpointBarrier
 
 from .helpers import RecordingListener, advance, barrier, buf, cancel, eop, expect, run
 

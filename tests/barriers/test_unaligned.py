@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 
 from checkpoint.reasons import CheckpointFailureReason as R
-from runtime.barriers import BarrierProtocolError, UnalignedBarrierHandler
-from runtime.barriers.states import WaitingForFirstBarrier
-from runtime.messages import BufferOrEvent, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from runtime.core.barriers import BarrierProtocolError, UnalignedBarrierHandler
+from runtime.core.barriers.states import WaitingForFirstBarrier
+from runtime.core.messages import (
+    BufferOrEvent,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartition,
+)
 
 from .helpers import POLL, RecordingListener, barrier, buf, cancel, eop, expect, feed, make_buffer, run, setup
 

@@ -116,7 +116,7 @@ def test_keys_are_deterministic_and_zipf_is_skewed() -> None:
 
 
 def test_open_loop_stamps_are_the_schedule_not_the_read_time() -> None:
-    from runtime.ports import ManualClock
+    from runtime.core.ports import ManualClock
 
     source = cm.ScheduledGenerator(count=10, rate=100.0, splits=1)
     clock = ManualClock(0.0)
@@ -202,7 +202,7 @@ def test_peers_without_the_extra_say_how_to_install(monkeypatch, capsys) -> None
 
 
 def test_cli_has_a_bench_subcommand(tmp_path) -> None:
-    from runtime.cli import main as cli_main
+    from runtime.api.cli import main as cli_main
 
     rc = cli_main(["bench", "--quick", "--executor", "sim", "--scenario", "uniform", "--modes", "none",
                    "--out", str(tmp_path), "--no-plots", "--no-progress"])
@@ -289,7 +289,7 @@ def test_the_warm_up_is_left_out_of_latencies_and_checkpoints() -> None:
     from types import SimpleNamespace
 
     from checkpoint.stats import CheckpointStats
-    from runtime.result import JobMetrics
+    from runtime.jobmaster.result import JobMetrics
 
     # start-up: the first records waited 500 ms, then 2 ms; one checkpoint during the warm-up
     records = [{"created_at": t / 1000, "processed_at": t / 1000 + (0.5 if t < 100 else 0.002)} for t in range(1000)]

@@ -7,9 +7,9 @@ import pytest
 
 from runtime.calibration.fit import fit_profile
 from runtime.calibration.predict import METRICS, calibrate, figures, predict
+from runtime.core.task_metrics import StepTimes
 from runtime.sim.costs import StepCost
 from runtime.sim.executor import CostModel, NetworkOptions
-from runtime.task_metrics import StepTimes
 from tests.calibration.jobs import small_job
 
 KNOWN_COSTS = CostModel(per_step=3e-5, per_record=4e-5, cores=2,

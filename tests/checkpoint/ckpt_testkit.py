@@ -10,11 +10,11 @@ from checkpoint.completed import CompletedCheckpoint
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.ids import StandaloneCheckpointIDCounter
+from checkpoint.io.storage import BlobStore, CheckpointStorage, MemoryBlobStore, StorageError
+from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from checkpoint.options import CheckpointConfig
 from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.storage import BlobStore, CheckpointStorage, MemoryBlobStore, StorageError
-from checkpoint.store import StandaloneCompletedCheckpointStore
-from runtime.ports import ManualClock, ManualTimers
+from runtime.core.ports import ManualClock, ManualTimers
 
 JOB = "job-1"
 SRC = [TaskId("src", 0), TaskId("src", 1)]

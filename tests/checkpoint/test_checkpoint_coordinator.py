@@ -11,12 +11,12 @@ from ckpt_testkit import JOB, SINK, SRC, TASKS, FailingBlobStore, make_harness
 from checkpoint.coordinator import CheckpointCoordinator, CheckpointFailureLimitError
 from checkpoint.handles import TaskId
 from checkpoint.ids import StandaloneCheckpointIDCounter
+from checkpoint.io.storage import MemoryBlobStore
+from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from checkpoint.options import CheckpointConfig, CheckpointingMode
 from checkpoint.pending import AckResult
 from checkpoint.reasons import CheckpointFailureReason as R
-from checkpoint.storage import MemoryBlobStore
-from checkpoint.store import StandaloneCompletedCheckpointStore
-from runtime.ports import ManualClock, ManualTimers
+from runtime.core.ports import ManualClock, ManualTimers
 
 
 def trigger_times(h) -> list[tuple[int, float]]:

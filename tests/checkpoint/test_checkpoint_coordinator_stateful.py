@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from checkpoint.io.storage import MemoryBlobStore
 from checkpoint.options import CheckpointConfig
 from checkpoint.pending import AckResult
 from checkpoint.reasons import CheckpointFailureReason as R
-from checkpoint.storage import MemoryBlobStore
 
 configs = st.builds(
     CheckpointConfig,

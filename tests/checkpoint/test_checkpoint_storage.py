@@ -8,7 +8,7 @@ from ckpt_testkit import FailingBlobStore
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
-from checkpoint.storage import (
+from checkpoint.io.storage import (
     BlobNotFoundError,
     CheckpointStorage,
     CorruptCheckpointError,

@@ -9,13 +9,8 @@ from ckpt_testkit import FailingBlobStore
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
-from checkpoint.storage import (
-    CheckpointStorage,
-    FsBlobStore,
-    MemoryBlobStore,
-    StorageError,
-)
-from checkpoint.store import StandaloneCompletedCheckpointStore
+from checkpoint.io.storage import CheckpointStorage, FsBlobStore, MemoryBlobStore, StorageError
+from checkpoint.io.store import StandaloneCompletedCheckpointStore
 
 JOB = "job-1"
 TASK = TaskId("map", 0)
@@ -132,7 +127,7 @@ def test_recover_skips_corrupt_checkpoint_with_warning(storage, caplog, target) 
         data[len(data) // 2] ^= 0x10
         blob.put(bad_path, bytes(data))
     fresh = StandaloneCompletedCheckpointStore(storage, JOB, retained=1)
-    with caplog.at_level(logging.WARNING, logger="checkpoint.store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.store"):
         recovered = fresh.recover()
     assert [c.checkpoint_id for c in recovered] == [1]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -164,7 +159,7 @@ def test_cleanup_failure_is_logged_not_raised(caplog) -> None:
     storage = CheckpointStorage(NoDelete())
     store = StandaloneCompletedCheckpointStore(storage, JOB)
     store.add_checkpoint(make_checkpoint(storage, 1))
-    with caplog.at_level(logging.WARNING, logger="checkpoint.store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.store"):
         dropped = store.add_checkpoint(make_checkpoint(storage, 2))
     assert [c.checkpoint_id for c in dropped] == [1]
     assert "could not delete the files of checkpoint 1" in caplog.text
@@ -208,7 +203,7 @@ def test_shutdown_waits_for_the_deletes_and_a_failed_one_is_logged(caplog) -> No
         assert files(storage) == [f"{JOB}/chk-2/_metadata", f"{JOB}/chk-2/taskowned/map[0]/keyed"]
         blob.fail = True
         store.add_checkpoint(make_checkpoint(storage, 3))
-        with caplog.at_level(logging.WARNING, logger="checkpoint.store"):
+        with caplog.at_level(logging.WARNING, logger="checkpoint.io.store"):
             store.shutdown()
     assert "could not delete the files of checkpoint 2" in caplog.text
     assert [c.checkpoint_id for c in store.get_all_checkpoints()] == [3]

@@ -11,10 +11,10 @@ import time
 import pyarrow.fs as pafs
 import pytest
 
+from checkpoint.io.storage import FsBlobStore, StorageError, StorageTimeoutError, storage_from_uri
 from checkpoint.options import DEFAULT_STORAGE_TIMEOUT, CheckpointConfig, InvalidOptionError
-from checkpoint.storage import FsBlobStore, StorageError, StorageTimeoutError, storage_from_uri
 from operators import CollectSink
-from runtime.api import StreamEnvironment
+from runtime.api.environment import StreamEnvironment
 
 BOUND = 15.0  # seconds: generous, the timeouts below are 1-2 s
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.storage import CheckpointStorage
+from checkpoint.io.storage import CheckpointStorage
 
 JOB = "pv"
 

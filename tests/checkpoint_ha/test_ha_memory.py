@@ -1,4 +1,4 @@
-"""checkpoint/ha_memory.py and checkpoint/ha_store.py, scripted: election, fencing, outages,
+"""checkpoint/io/ha_memory.py and checkpoint/io/ha_store.py, scripted: election, fencing, outages,
 recovery with corrupt pointers and concurrent modification."""
 
 from __future__ import annotations
@@ -8,16 +8,16 @@ import logging
 import pytest
 from ha_helpers import JOB, ids, make_checkpoint
 
-from checkpoint.ha_memory import InMemoryCoordinationService, InMemoryHighAvailabilityServices
-from checkpoint.ha_store import MAX_RECOVERY_ATTEMPTS, PointerMissingError, decode_pointer
-from checkpoint.recovery import (
+from checkpoint.io.ha_memory import InMemoryCoordinationService, InMemoryHighAvailabilityServices
+from checkpoint.io.ha_store import MAX_RECOVERY_ATTEMPTS, PointerMissingError, decode_pointer
+from checkpoint.io.recovery import (
     CheckpointExistsError,
     FencingToken,
     HighAvailabilityError,
     NotLeaderError,
     RecoveryMode,
 )
-from checkpoint.storage import CheckpointStorage, MemoryBlobStore
+from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
 
 
 @pytest.fixture
@@ -198,7 +198,7 @@ def test_failed_pointer_removal_keeps_the_files(services, service, storage, capl
     store = services.create_store(JOB, storage, 1)
     store.add_checkpoint(make_checkpoint(storage, 1))
     service.remove_pointer = lambda *args: (_ for _ in ()).throw(HighAvailabilityError("down"))
-    with caplog.at_level(logging.WARNING, logger="checkpoint.ha_store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.ha_store"):
         assert ids(store.add_checkpoint(make_checkpoint(storage, 2))) == [1]
     assert "could not remove memory:/barrierflow/pv/checkpoints/0000000000000000001" in caplog.text
     assert storage.list_checkpoint_ids(JOB) == [1, 2]
@@ -210,7 +210,7 @@ def test_recover_skips_corrupt_pointers_and_keeps_them(services, service, storag
         writer.add_checkpoint(make_checkpoint(storage, i))
     service.put_pointer(JOB, 3, b'{"metadata_path": 7}')
     reader = services.create_store(JOB, storage, 1)
-    with caplog.at_level(logging.WARNING, logger="checkpoint.ha_store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.ha_store"):
         assert ids(reader.recover()) == [2]
     assert "memory:/barrierflow/pv/checkpoints/0000000000000000003 is corrupt" in caplog.text
     assert service.list_pointers(JOB) == [2, 3]
@@ -222,7 +222,7 @@ def test_recover_skips_metadata_of_another_checkpoint(services, service, storage
     for i in (1, 2):
         writer.add_checkpoint(make_checkpoint(storage, i))
     service.put_pointer(JOB, 2, service.get_pointer(JOB, 1))  # 2 points at checkpoint 1's metadata
-    with caplog.at_level(logging.WARNING, logger="checkpoint.ha_store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.ha_store"):
         assert ids(services.create_store(JOB, storage, 2).recover()) == [1]
     assert "describes checkpoint 1" in caplog.text
 
@@ -243,7 +243,7 @@ def test_recover_retries_when_a_pointer_vanishes(services, service, storage, cap
         return real_get(job_id, checkpoint_id)
 
     service.get_pointer = get_racing_a_removal
-    with caplog.at_level(logging.WARNING, logger="checkpoint.ha_store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.ha_store"):
         assert ids(reader.recover()) == [2, 3]
     assert reader.recovery_attempts == 2 and "concurrent modification" in caplog.text
 

@@ -15,9 +15,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from checkpoint.ha_memory import InMemoryCoordinationService, InMemoryHighAvailabilityServices
-from checkpoint.recovery import NotLeaderError
-from checkpoint.storage import CheckpointStorage, MemoryBlobStore
+from checkpoint.io.ha_memory import InMemoryCoordinationService, InMemoryHighAvailabilityServices
+from checkpoint.io.recovery import NotLeaderError
+from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
 
 COORDINATORS = 3
 coordinator = st.integers(0, COORDINATORS - 1)

@@ -1,21 +1,21 @@
-"""checkpoint/recovery.py: recovery modes, the standalone services, the always-leader election."""
+"""checkpoint/io/recovery.py: recovery modes, the standalone services, the always-leader election."""
 
 from __future__ import annotations
 
 import pytest
 from ha_helpers import JOB, ids, make_checkpoint
 
-from checkpoint.ha_services import create_recovery_factory
 from checkpoint.ids import StandaloneCheckpointIDCounter
-from checkpoint.recovery import (
+from checkpoint.io.ha_services import create_recovery_factory
+from checkpoint.io.recovery import (
     HighAvailabilityServices,
     NotLeaderError,
     RecoveryMode,
     StandaloneCheckpointRecoveryFactory,
     StandaloneLeaderElection,
 )
-from checkpoint.storage import CheckpointStorage, MemoryBlobStore
-from checkpoint.store import StandaloneCompletedCheckpointStore
+from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
+from checkpoint.io.store import StandaloneCompletedCheckpointStore
 
 
 @pytest.mark.parametrize("text", ["standalone", "STANDALONE", " Standalone "])

@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from checkpoint.io.tools import load_checkpoint
 from checkpoint.options import RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.tools import load_checkpoint
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.graph import JobGraphError
-from runtime.histogram import LatencyHistogram
+from runtime.core.graph import JobGraphError
+from runtime.core.histogram import LatencyHistogram
+from runtime.core.ports import ManualClock, ManualTimers
 from runtime.jobmaster.master import JobMaster, TaskFinal
 from runtime.jobmaster.registry import executor_names, get_executor, register_executor
-from runtime.ports import ManualClock, ManualTimers
-from runtime.restore_match import StateMismatchError
-from runtime.result import CollectCommitter, JobMetrics, SuppressRestartsError
+from runtime.jobmaster.restore_match import StateMismatchError
+from runtime.jobmaster.result import CollectCommitter, JobMetrics, SuppressRestartsError
 from tests.jobmaster.restore_jobs import Count, restore_env
 
 
@@ -138,7 +138,7 @@ def test_a_checkpoint_that_does_not_fit_is_refused_before_anything_runs(checkpoi
 
 
 def test_a_restore_that_fails_on_a_restart_fails_the_job_for_good() -> None:
-    from runtime.restore import NoValidCheckpointError
+    from runtime.jobmaster.restore import NoValidCheckpointError
 
     master, _, _ = master_for(small_graph(RestartStrategy.fixed_delay(attempts=5, delay=0.1)))
     master.failures.append("boom")

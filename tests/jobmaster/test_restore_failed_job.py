@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.tools import load_checkpoint
-from runtime.result import JobFailedError
+from checkpoint.io.tools import load_checkpoint
+from runtime.jobmaster.result import JobFailedError
 from tests.jobmaster.restore_jobs import committed_output, expected_output, restore_env
 
 

@@ -17,7 +17,7 @@ from ray_jobs import pageview_env, pageview_rows, unstageable_env
 
 from checkpoint.handles import TaskAcknowledgement
 from checkpoint.reasons import CheckpointFailureReason
-from runtime.graph import JobVertex, OperatorFactory
+from runtime.core.graph import JobVertex, OperatorFactory
 from runtime.ray.coordinator_actor import CoordinatorActor, DeferredCompletions, deferrable_sources
 from runtime.ray.task_actor import TaskActor
 

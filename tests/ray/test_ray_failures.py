@@ -23,8 +23,8 @@ from ray_jobs import (
 )
 
 from runtime import FaultPlan
-from runtime.faults import StorageWriteFailure, TaskCrash
-from runtime.result import JobFailedError
+from runtime.jobmaster.faults import StorageWriteFailure, TaskCrash
+from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import multiset
 
 ROWS = pageview_rows(4000)
@@ -135,7 +135,7 @@ def test_storage_failures_decline_checkpoints_and_files_on_shared_storage(ray_se
 @pytest.mark.ray
 def test_failovers_leave_no_orphan_checkpoint_files(ray_session, tmp_path) -> None:
     # regression: each failover left the directory of the checkpoint in progress behind
-    from checkpoint.tools import collect_garbage, open_checkpoints
+    from checkpoint.io.tools import collect_garbage, open_checkpoints
 
     plan = FaultPlan.of(TaskCrash(task="count[0]", at_fraction=0.3), TaskCrash(task="count[1]", at_fraction=0.6))
     env = pageview_env(ROWS, storage=str(tmp_path / "chk"), interval=0.01)
@@ -152,8 +152,8 @@ def test_failovers_leave_no_orphan_checkpoint_files(ray_session, tmp_path) -> No
 def test_unreachable_storage_or_zookeeper_fails_in_seconds_naming_it(what: str, silent_port: int) -> None:
     # checked in the driver before Ray starts; the actors used to die in their constructors,
     # redeployed until "actors kept dying" (storage) or leader election gave up after 70 s (ZooKeeper)
-    from checkpoint.recovery import HighAvailabilityError
-    from checkpoint.storage import StorageError
+    from checkpoint.io.recovery import HighAvailabilityError
+    from checkpoint.io.storage import StorageError
 
     address = f"127.0.0.1:{silent_port}"
     if what == "storage":

@@ -9,7 +9,7 @@ from ray_jobs import expected_counts, pageview_env, pageview_rows, self_union_en
 
 from checkpoint.options import CheckpointingMode
 from runtime import FaultPlan
-from runtime.faults import TaskCrash
+from runtime.jobmaster.faults import TaskCrash
 from runtime.workloads.seeded import multiset
 
 ROWS = pageview_rows(6000)

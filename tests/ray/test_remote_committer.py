@@ -9,9 +9,9 @@ import pytest
 from ray_jobs import expected_counts, pageview_env, pageview_rows
 
 from checkpoint.options import RestartStrategy
-from runtime.faults import FaultPlan, TaskCrash
+from runtime.jobmaster.faults import FaultPlan, TaskCrash
+from runtime.jobmaster.result import JobFailedError
 from runtime.ray.services import CommitterService, RemoteCommitter
-from runtime.result import JobFailedError
 from runtime.workloads.seeded import multiset
 
 

@@ -13,17 +13,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkpoint.coordinator import CheckpointCoordinator
-from checkpoint.store import StandaloneCompletedCheckpointStore
+from checkpoint.io.snapshot_writer import SnapshotWriter
+from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
-from runtime.faults import CoordinatorCrash, LostAcknowledgement, TaskCrash
-from runtime.input_gate import CheckpointedInputGate
-from runtime.messages import CancelCheckpointMarker
-from runtime.result import CollectCommitter, JobFailedError
+from runtime.core.input_gate import CheckpointedInputGate
+from runtime.core.messages import CancelCheckpointMarker
+from runtime.core.task import Task
+from runtime.jobmaster.faults import CoordinatorCrash, LostAcknowledgement, TaskCrash
+from runtime.jobmaster.result import CollectCommitter, JobFailedError
 from runtime.sim import executor as sim_executor
 from runtime.sim.invariants import InvariantChecker, InvariantViolation, record_key
-from runtime.snapshot_writer import SnapshotWriter
-from runtime.task import Task
 from runtime.workloads.scenarios import relay_job
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 

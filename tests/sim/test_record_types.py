@@ -1,6 +1,6 @@
 """Records of mixed types in jobs on the simulator (issue 19): one rule whatever the buffer size.
 
-A field keeps one Arrow type per stream (`runtime/record_types.py`). It used to fail only when the
+A field keeps one Arrow type per stream (`runtime/core/record_types.py`). It used to fail only when the
 two values shared a network buffer (so `buffer_size=1` passed and 256 failed, naming the wrong
 record), a chained sink took `object()` on the simulator, and `[0.5, True]` silently became
 `[0.5, 1.0]` in one buffer. Now the same error, naming operator, field, types and record, comes
@@ -16,7 +16,7 @@ import pytest
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import RecordTypeError, StreamEnvironment
-from runtime.result import JobFailedError
+from runtime.jobmaster.result import JobFailedError
 
 N = 40
 BUFFER_SIZES = [1, 3, 256]

@@ -11,10 +11,10 @@ import pytest
 from checkpoint.options import RestartStrategy
 from operators import CollectSink, OperatorError
 from runtime import FaultPlan
-from runtime.api import DEFAULT_RESTART_STRATEGY, StreamEnvironment
-from runtime.faults import TaskCrash
-from runtime.restart import RestartBackoff
-from runtime.result import JobFailedError
+from runtime.api.environment import DEFAULT_RESTART_STRATEGY, StreamEnvironment
+from runtime.jobmaster.faults import TaskCrash
+from runtime.jobmaster.restart import RestartBackoff
+from runtime.jobmaster.result import JobFailedError
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import CountPerKey, multiset
 

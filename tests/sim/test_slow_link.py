@@ -1,4 +1,4 @@
-"""Slow links (`runtime.links`): everything one task sends arrives later, in order."""
+"""Slow links (`runtime.core.links`): everything one task sends arrives later, in order."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from checkpoint.handles import TaskId
 from operators import CollectSink
 from operators.sources import GeneratorSource
 from runtime import StreamEnvironment
-from runtime.links import resolve_link_delays
+from runtime.core.links import resolve_link_delays
 from runtime.sim.executor import NetworkOptions
 
 

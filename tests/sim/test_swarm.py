@@ -1,4 +1,4 @@
-"""Swarm testing on the simulator (`runtime.sim.swarm`): every option, order-sensitive jobs, shrinking.
+"""Swarm testing on the simulator (`runtime.verify.swarm`): every option, order-sensitive jobs, shrinking.
 
 `test_swarm_sweep` runs 2,000 seeds per run, each drawing a job, a configuration and a random
 subset of fault kinds; a failing seed's message carries the one line that replays it (and
@@ -17,11 +17,12 @@ from dataclasses import replace
 import pytest
 
 from operators.sinks import CollectSink
-from runtime.faults import FaultPlan, TaskCrash
-from runtime.restart import RestartStrategy
-from runtime.sim import swarm, vopr
-from runtime.sim.shrink import same_violation, shrink
-from runtime.sim.swarm import (
+from runtime.core.task import Task
+from runtime.jobmaster.faults import FaultPlan, TaskCrash
+from runtime.jobmaster.restart import RestartStrategy
+from runtime.verify import swarm, vopr
+from runtime.verify.shrink import same_violation, shrink
+from runtime.verify.swarm import (
     BACKENDS,
     FAULT_KINDS,
     KNOWN_BUGS,
@@ -35,7 +36,6 @@ from runtime.sim.swarm import (
     replay_line,
     run_config,
 )
-from runtime.task import Task
 from runtime.workloads.seeded import (
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
@@ -162,10 +162,10 @@ def test_a_config_replays_from_its_one_line() -> None:
     for seed in range(50):
         config = draw_config(seed)
         assert parse_config(repr(config)) == config
-        assert replay_line(config) == f"python -m runtime.sim.vopr --seed {seed}"
+        assert replay_line(config) == f"python -m runtime.verify.vopr --seed {seed}"
     small = SwarmConfig(seed=3, rows=5, mode="unaligned", faults=(TaskCrash(at_fraction=0.5),))
     assert repr(small) == "SwarmConfig(seed=3, rows=5, mode='unaligned', faults=(TaskCrash(at_fraction=0.5),))"
-    assert replay_line(small) == f'python -m runtime.sim.vopr --config "{small!r}"'
+    assert replay_line(small) == f'python -m runtime.verify.vopr --config "{small!r}"'
     with pytest.raises(ValueError, match="not allowed in a swarm config"):
         parse_config("SwarmConfig(seed=__import__('os').getpid())")
     assert vopr.main(["--config", repr(small)]) == 0

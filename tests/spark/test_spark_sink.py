@@ -9,7 +9,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from operators.base import OperatorContext
-from runtime.ports import ManualClock
+from runtime.core.ports import ManualClock
 from spark_bridge import SchemaError, SparkSink, SparkSinkError
 
 

@@ -1,4 +1,4 @@
-"""The durable `CollectSink` committer kept beside the checkpoints (`runtime.durable_committer`):
+"""The durable `CollectSink` committer kept beside the checkpoints (`runtime.jobmaster.durable_committer`):
 a job that failed for good is restored in a fresh Python process and its output is exactly once."""
 
 from __future__ import annotations
@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.storage import FsBlobStore, MemoryBlobStore
-from runtime.durable_committer import CorruptCommitterError, DurableCollectCommitter, encode_transaction
-from runtime.result import CollectCommitter
+from checkpoint.io.storage import FsBlobStore, MemoryBlobStore
+from runtime.jobmaster.durable_committer import (
+    CorruptCommitterError,
+    DurableCollectCommitter,
+    encode_transaction,
+)
+from runtime.jobmaster.result import CollectCommitter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,8 +28,8 @@ JOB = '''
 import json, os, sys
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
-from runtime.api import StreamEnvironment
-from runtime.result import JobFailedError
+from runtime.api.environment import StreamEnvironment
+from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import CountPerKey
 
 ROWS = [{"id": i, "key": f"k{i % 17}"} for i in range(2400)]
@@ -160,8 +164,8 @@ def test_a_file_of_another_transaction_under_a_staged_name_is_refused(tmp_path: 
 
 
 def test_jobs_without_a_checkpoint_directory_keep_the_in_memory_committer() -> None:
-    from checkpoint.storage import CheckpointStorage
-    from runtime.durable_committer import committer_for
+    from checkpoint.io.storage import CheckpointStorage
+    from runtime.jobmaster.durable_committer import committer_for
 
     committer = committer_for(CheckpointStorage(MemoryBlobStore()), "job", "run")
     assert type(committer) is CollectCommitter

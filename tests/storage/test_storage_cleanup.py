@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.cleanup import checkpoint_id_of, unreferenced_files
+from checkpoint.io.cleanup import checkpoint_id_of, unreferenced_files
+from checkpoint.io.storage import CheckpointStorage, FsBlobStore, MemoryBlobStore
+from checkpoint.io.tools import collect_garbage, open_checkpoints, read_checkpoint
 from checkpoint.options import RestartStrategy
-from checkpoint.storage import CheckpointStorage, FsBlobStore, MemoryBlobStore
-from checkpoint.tools import collect_garbage, open_checkpoints, read_checkpoint
 from operators import CollectSink
 from runtime import FaultPlan
-from runtime.api import StreamEnvironment
-from runtime.faults import TaskCrash
+from runtime.api.environment import StreamEnvironment
+from runtime.jobmaster.faults import TaskCrash
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import CountPerKey, multiset
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from checkpoint.completed import canonical_json
+from checkpoint.io.storage import CorruptCheckpointError, compute_checksum
+from checkpoint.io.tools import CheckpointToolError, load_checkpoint
 from checkpoint.options import RestartStrategy
-from checkpoint.storage import CorruptCheckpointError, compute_checksum
-from checkpoint.tools import CheckpointToolError, load_checkpoint
 from operators import CollectSink
-from runtime.api import StreamEnvironment
-from runtime.cli import main as cli
+from runtime.api.cli import main as cli
+from runtime.api.environment import StreamEnvironment
 from runtime.workloads.seeded import CountPerKey
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(2000)]
@@ -61,7 +61,7 @@ def test_metadata_naming_a_file_outside_the_job_is_skipped_for_the_previous_chec
     root, older, newest = checkpoints
     metadata = root / "job" / f"chk-{newest}" / "_metadata"
     rewrite_metadata(metadata, lambda body: first_handle(body).update(path=crafted))
-    with caplog.at_level(logging.WARNING, logger="checkpoint.tools"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.tools"):
         completed, _ = load_checkpoint(str(root))
     assert completed.checkpoint_id == older
     assert any(str(metadata) in r.getMessage() and "refused" in r.getMessage() for r in caplog.records)

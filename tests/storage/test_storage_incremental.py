@@ -8,12 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkpoint.handles import StateHandle, TaskId
+from checkpoint.io.snapshot_writer import SnapshotWriter
+from checkpoint.io.state_files import SnapshotCancelledError
+from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.options import CheckpointConfig
-from checkpoint.storage import CheckpointStorage, MemoryBlobStore
-from runtime.barriers.handler import AlignmentStats
-from runtime.snapshot_writer import SnapshotWriter
-from runtime.state_files import SnapshotCancelledError
-from runtime.task import TaskSnapshot
+from runtime.core.barriers.handler import AlignmentStats
+from runtime.core.task import TaskSnapshot
 from state.incremental import DELTA, Manifest, restore_keyed_snapshot
 from state.key_groups import KeyGroupRange
 from state.keyed import KeyedStateBackend

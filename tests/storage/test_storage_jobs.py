@@ -13,10 +13,10 @@ import pytest
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan
-from runtime.api import StreamEnvironment
-from runtime.cli import main as cli
-from runtime.faults import TaskCrash
-from runtime.result import CollectCommitter, JobFailedError, UnknownTransactionError
+from runtime.api.cli import main as cli
+from runtime.api.environment import StreamEnvironment
+from runtime.jobmaster.faults import TaskCrash
+from runtime.jobmaster.result import CollectCommitter, JobFailedError, UnknownTransactionError
 from runtime.sim.executor import NetworkOptions, SimExecutor
 from runtime.workloads.seeded import SINK, CountPerKey, build_job, make_env, multiset, random_spec
 
@@ -112,7 +112,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path: Path
     options = {} if backend == "memory" else BACKENDS[backend]
     graph = count_env(tmp_path, **options).get_job_graph("job")
     sim = CorruptingSim(graph, seed=4, at=3, target=target)
-    with caplog.at_level(logging.WARNING, logger="runtime.restore"):
+    with caplog.at_level(logging.WARNING, logger="runtime.jobmaster.restore"):
         result = sim.run()
     assert sim.damaged
     warnings = [r.getMessage() for r in caplog.records if "falling back" in r.getMessage()]
@@ -220,7 +220,7 @@ def test_restoring_staged_transactions_without_their_external_system_is_a_clear_
 
 
 def test_restore_from_names_a_missing_job(tmp_path: Path) -> None:
-    from checkpoint.tools import CheckpointToolError
+    from checkpoint.io.tools import CheckpointToolError
 
     with pytest.raises(CheckpointToolError, match="no jobs"):
         StreamEnvironment().restore_from(str(tmp_path))

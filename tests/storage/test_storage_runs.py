@@ -9,18 +9,23 @@ from pathlib import Path
 import pytest
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
+from checkpoint.io.ha_memory import InMemoryHighAvailabilityServices
+from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
+from checkpoint.io.store import StandaloneCompletedCheckpointStore, run_of
+from checkpoint.io.tools import (
+    CheckpointToolError,
+    list_checkpoints,
+    load_checkpoint,
+    open_checkpoints,
+)
 from checkpoint.options import RestartStrategy
-from checkpoint.storage import CheckpointStorage, MemoryBlobStore
-from checkpoint.store import StandaloneCompletedCheckpointStore, run_of
-from checkpoint.tools import CheckpointToolError, list_checkpoints, load_checkpoint, open_checkpoints
 from operators import CollectSink
 from runtime import FaultPlan
-from runtime.api import StreamEnvironment
-from runtime.cli import main as cli
-from runtime.faults import CoordinatorCrash
+from runtime.api.cli import main as cli
+from runtime.api.environment import StreamEnvironment
+from runtime.jobmaster.faults import CoordinatorCrash
 from runtime.workloads.seeded import CountPerKey, multiset
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(3000)]

@@ -1,5 +1,5 @@
 """Unaligned (and aligned-with-timeout) checkpoints restored at another parallelism: the in-flight
-data is redistributed (`runtime.channel_rescale`) and the output and state stay exactly once."""
+data is redistributed (`runtime.jobmaster.channel_rescale`) and the output and state stay exactly once."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan
-from runtime.api import StreamEnvironment
-from runtime.channel_rescale import ChannelRescaleError, redistribute_channel_state
-from runtime.faults import TaskCrash
-from runtime.graph import JobGraph
-from runtime.messages import Buffer
-from runtime.result import JobFailedError
+from runtime.api.environment import StreamEnvironment
+from runtime.core.graph import JobGraph
+from runtime.core.messages import Buffer
+from runtime.jobmaster.channel_rescale import ChannelRescaleError, redistribute_channel_state
+from runtime.jobmaster.faults import TaskCrash
+from runtime.jobmaster.result import JobFailedError
 from runtime.sim.executor import CostModel, SimExecutor
-from runtime.sim.swarm import SCRATCH_DIR
+from runtime.verify.swarm import SCRATCH_DIR
 from runtime.workloads.seeded import SumAndCountPerKey, multiset
 from state.key_groups import key_group_for, subtask_for_key_group
 

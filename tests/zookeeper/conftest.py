@@ -16,7 +16,7 @@ if str(REPO_ROOT) not in sys.path:
 from kazoo.client import KazooClient  # noqa: E402
 from zk_helpers import new_client  # noqa: E402
 
-from checkpoint.zookeeper_server import ZooKeeperServer  # noqa: E402
+from checkpoint.io.zookeeper_server import ZooKeeperServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,8 @@ import multiprocessing
 import pytest
 from zk_helpers import REPO_ROOT, increment_worker
 
-from checkpoint.recovery import HighAvailabilityError
-from checkpoint.zookeeper import ZooKeeperCheckpointIDCounter, job_path
+from checkpoint.io.recovery import HighAvailabilityError
+from checkpoint.io.zookeeper import ZooKeeperCheckpointIDCounter, job_path
 
 pytestmark = pytest.mark.zookeeper
 

@@ -7,9 +7,13 @@ import time
 import pytest
 from zk_helpers import expire_session, make_checkpoint, wait_until
 
-from checkpoint.recovery import NotLeaderError
-from checkpoint.storage import CheckpointStorage, MemoryBlobStore
-from checkpoint.zookeeper import ZooKeeperCheckpointRecoveryFactory, ZooKeeperLeaderElection, job_path
+from checkpoint.io.recovery import NotLeaderError
+from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
+from checkpoint.io.zookeeper import (
+    ZooKeeperCheckpointRecoveryFactory,
+    ZooKeeperLeaderElection,
+    job_path,
+)
 
 pytestmark = pytest.mark.zookeeper
 JOB = "pv"

@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 from zk_helpers import REPO_ROOT, make_checkpoint
 
-import checkpoint.zookeeper_server as zk_server_module
-from checkpoint.ha_services import create_recovery_factory
-from checkpoint.recovery import HighAvailabilityError, RecoveryMode
-from checkpoint.storage import CheckpointStorage, MemoryBlobStore
-from checkpoint.zookeeper import (
+import checkpoint.io.zookeeper_server as zk_server_module
+from checkpoint.io.ha_services import create_recovery_factory
+from checkpoint.io.recovery import HighAvailabilityError, RecoveryMode
+from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
+from checkpoint.io.zookeeper import (
     ZooKeeperCheckpointIDCounter,
     ZooKeeperCheckpointRecoveryFactory,
     ZooKeeperCompletedCheckpointStore,
     ZooKeeperLeaderElection,
 )
-from checkpoint.zookeeper_server import ZooKeeperServer, four_letter_word, free_port
+from checkpoint.io.zookeeper_server import ZooKeeperServer, four_letter_word, free_port
 
 pytestmark = pytest.mark.zookeeper
 
@@ -113,7 +113,7 @@ def test_shell_script_start_status_stop(tmp_path):
 
 
 def test_barrierflow_zookeeper_command_starts_and_stops_a_local_server(tmp_path):
-    from runtime.cli import main as cli
+    from runtime.api.cli import main as cli
 
     args = ["--dir", str(tmp_path / "cli"), "--port", str(free_port())]
     assert cli(["zookeeper", "start", *args]) == 0

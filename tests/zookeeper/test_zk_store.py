@@ -9,10 +9,10 @@ import logging
 import pytest
 from zk_helpers import make_checkpoint
 
-from checkpoint.ha_store import MAX_RECOVERY_ATTEMPTS
-from checkpoint.recovery import HighAvailabilityError, StandaloneLeaderElection
-from checkpoint.storage import CheckpointStorage, MemoryBlobStore
-from checkpoint.zookeeper import ZooKeeperCompletedCheckpointStore, job_path
+from checkpoint.io.ha_store import MAX_RECOVERY_ATTEMPTS
+from checkpoint.io.recovery import HighAvailabilityError, StandaloneLeaderElection
+from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
+from checkpoint.io.zookeeper import ZooKeeperCompletedCheckpointStore, job_path
 
 pytestmark = pytest.mark.zookeeper
 JOB = "pv"
@@ -98,7 +98,7 @@ def test_recover_retries_on_concurrent_modification(zk_client, make_client, stor
         return real_get(checkpoint_id)
 
     reader.handles.get = get_while_another_coordinator_writes
-    with caplog.at_level(logging.WARNING, logger="checkpoint.ha_store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.ha_store"):
         recovered = reader.recover()
     assert ids(recovered) == [2, 3]
     assert reader.recovery_attempts >= 2
@@ -129,7 +129,7 @@ def test_corrupt_pointer_is_skipped_with_a_warning(zk_client, storage, base, cap
     znode = f"{base}/checkpoints/0000000000000000003"
     zk_client.set(znode, b"\x00not json")
     reader = ZooKeeperCompletedCheckpointStore(zk_client, base, storage, retained=1)
-    with caplog.at_level(logging.WARNING, logger="checkpoint.ha_store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.ha_store"):
         assert ids(reader.recover()) == [2]
     assert znode in caplog.text and "corrupt" in caplog.text
     assert reader.highest_checkpoint_id_seen == 3, "new ids must stay above the skipped checkpoint"
@@ -145,7 +145,7 @@ def test_corrupt_metadata_is_skipped_with_a_warning(zk_client, storage, base, ca
     raw[raw.index(b"count")] ^= 0x20  # flip one bit inside the body
     storage.blob_store.put(path, bytes(raw))
     reader = ZooKeeperCompletedCheckpointStore(zk_client, base, storage, retained=2)
-    with caplog.at_level(logging.WARNING, logger="checkpoint.ha_store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.ha_store"):
         assert ids(reader.recover()) == [1]
     assert path in caplog.text
 
@@ -158,7 +158,7 @@ def test_pointer_that_does_not_match_its_metadata_is_skipped(zk_client, storage,
     pointer = json.loads(zk_client.get(znode)[0])
     zk_client.set(znode, json.dumps({**pointer, "checksum": "0" * 64}).encode())
     reader = ZooKeeperCompletedCheckpointStore(zk_client, base, storage, retained=2)
-    with caplog.at_level(logging.WARNING, logger="checkpoint.ha_store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.ha_store"):
         assert ids(reader.recover()) == [1]
     assert "does not match the checksum" in caplog.text and znode in caplog.text
 
@@ -171,7 +171,7 @@ def test_missing_state_file_is_skipped(zk_client, storage, base, caplog):
     lost = checkpoints[1].referenced_paths()[0]
     storage.delete_file(lost)
     reader = ZooKeeperCompletedCheckpointStore(zk_client, base, storage, retained=2)
-    with caplog.at_level(logging.WARNING, logger="checkpoint.ha_store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.ha_store"):
         assert ids(reader.recover()) == [1]
     assert lost in caplog.text
 
@@ -180,7 +180,7 @@ def test_foreign_children_are_ignored(zk_client, storage, base, caplog):
     store = ZooKeeperCompletedCheckpointStore(zk_client, base, storage)
     store.add_checkpoint(make_checkpoint(storage, JOB, 1))
     zk_client.create(f"{base}/checkpoints/lock-file", b"")
-    with caplog.at_level(logging.WARNING, logger="checkpoint.zookeeper"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.zookeeper"):
         assert ids(ZooKeeperCompletedCheckpointStore(zk_client, base, storage).recover()) == [1]
     assert "lock-file" in caplog.text
 
@@ -214,8 +214,8 @@ def test_standalone_election_fences_nothing_in_zookeeper(zk_client, storage, bas
 
 
 def test_registering_an_existing_id_is_refused(zk_client, make_client, storage, base, cluster_id):
-    from checkpoint.recovery import CheckpointExistsError
-    from checkpoint.zookeeper import ZooKeeperLeaderElection
+    from checkpoint.io.recovery import CheckpointExistsError
+    from checkpoint.io.zookeeper import ZooKeeperLeaderElection
 
     store = ZooKeeperCompletedCheckpointStore(zk_client, base, storage)
     store.add_checkpoint(make_checkpoint(storage, JOB, 1))

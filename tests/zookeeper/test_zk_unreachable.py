@@ -8,13 +8,13 @@ import time
 
 import pytest
 
-from checkpoint.ha_services import create_recovery_factory
-from checkpoint.recovery import (
+from checkpoint.io.ha_services import create_recovery_factory
+from checkpoint.io.recovery import (
     DEFAULT_OPERATION_TIMEOUT,
     HighAvailabilityConfig,
     HighAvailabilityError,
 )
-from checkpoint.zookeeper import close_session
+from checkpoint.io.zookeeper import close_session
 
 BOUND = 15.0  # seconds: generous, the timeouts below are 1 s (session timeout 10 s)
 

@@ -13,7 +13,7 @@ from kazoo.client import KazooClient, KazooState
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.storage import CheckpointStorage
+from checkpoint.io.storage import CheckpointStorage
 
 #: the server's tick is 200 ms, so sessions range over 0.4-4 s; 2 s keeps expiry tests short
 SESSION_TIMEOUT = 2.0
@@ -75,7 +75,7 @@ def increment_worker(repo_root: str, hosts: str, path: str, count: int, barrier,
     sys.path.insert(0, repo_root)
     from kazoo.client import KazooClient
 
-    from checkpoint.zookeeper import ZooKeeperCheckpointIDCounter
+    from checkpoint.io.zookeeper import ZooKeeperCheckpointIDCounter
 
     client = KazooClient(hosts=hosts, timeout=4.0)
     client.start(timeout=10)

@@ -1,0 +1,406 @@
+"""Inspecting and cleaning a checkpoint directory: `barrierflow checkpoints ls | show | gc`.
+
+Theory of operation
+-------------------
+A checkpoint directory is self-describing: each `chk-<id>/_metadata` lists the handles of every
+file its checkpoint needs (its own `taskowned/` files and the `shared/` files it reuses). A
+checkpoint is *valid* when its metadata and every file it references verify (SHA-256); `ls
+--metadata-only` checks the metadata alone and says so. Each checkpoint names the *run* that took it
+(`properties["run_id"]`: one `execute()`, restarts and coordinator failovers included); runs of a
+job share its directory and its id counter (`_checkpoint_counter`, never reused ids). Anything in
+`chk-<id>/` or `shared/` that no valid checkpoint (of any run) references is an *orphan*: uploads
+of checkpoints that never completed, files of a task that crashed before it could report them
+(seed 001 §2.4.2), shared files a crashed coordinator never released. `gc` removes orphans and
+reports them; it never touches the id counter or other files of the job directory. Run it on a
+job that is not running: a running job's in-flight uploads are not referenced by any metadata yet
+and would look like orphans.
+
+`load_checkpoint` is what `StreamEnvironment.restore_from(dir)` uses: the newest run's newest
+checkpoint that fully verifies (or the run or checkpoint asked for), skipping corrupt ones with a
+warning naming the file. Nothing is ever created: a missing directory is an error naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkpoint.completed import CompletedCheckpoint
+from checkpoint.io.cleanup import unreferenced_files
+from checkpoint.io.storage import (
+    SHARED_DIR,
+    BlobNotFoundError,
+    CheckpointStorage,
+    CorruptCheckpointError,
+    StorageError,
+    storage_from_uri,
+)
+from checkpoint.io.store import run_of
+
+log = logging.getLogger(__name__)
+
+_JOB_ENTRY = re.compile(rf"^(chk-\d+|{SHARED_DIR})$")
+
+
+class CheckpointToolError(ValueError):
+    """The directory, job or checkpoint asked for does not exist or cannot be used."""
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """One checkpoint of a job, as `ls`/`show` report it."""
+
+    checkpoint_id: int
+    valid: bool
+    problem: str | None = None
+    #: the run that took it (None: unknown, or written before runs were recorded)
+    run_id: str | None = None
+    #: whether `valid` covers every file it references (False: its metadata only)
+    files_verified: bool = False
+    num_tasks: int = 0
+    num_files: int = 0
+    file_bytes: int = 0
+    num_shared_files: int = 0
+    shared_bytes: int = 0
+    state_bytes: int = 0
+    persisted_bytes: int = 0
+    completion_time: float | None = None
+    duration: float | None = None
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """What `gc` found: the orphans (removed unless a dry run) and what it kept."""
+
+    job_id: str
+    removed: list[tuple[str, int]]
+    kept_files: int
+    valid_checkpoints: list[int]
+    dry_run: bool = False
+
+    @property
+    def removed_bytes(self) -> int:
+        return sum(size for _, size in self.removed)
+
+
+def open_checkpoints(location: str) -> CheckpointStorage:
+    """The checkpoint storage at a local path or `pyarrow.fs` URI.
+
+    Raises:
+        CheckpointToolError: it cannot be opened.
+    """
+    if not isinstance(location, str) or not location.strip():
+        raise CheckpointToolError(f"checkpoint directory must be a path or URI, got {location!r}")
+    try:
+        return storage_from_uri(location, create=False)
+    except BlobNotFoundError as exc:
+        raise CheckpointToolError(f"no checkpoint directory at {location}: {exc}") from exc
+    except StorageError as exc:
+        raise CheckpointToolError(f"cannot open checkpoint directory {location}: {exc}") from exc
+
+
+def list_jobs(storage: CheckpointStorage) -> list[str]:
+    """Job ids with checkpoint data in the storage, sorted."""
+    jobs = set()
+    for key in storage.blob_store.list(storage.root + "/" if storage.root else ""):
+        parts = key[len(storage.root) + 1 if storage.root else 0:].split("/")
+        if len(parts) >= 3 and _JOB_ENTRY.match(parts[1]):
+            jobs.add(parts[0])
+    return sorted(jobs)
+
+
+def resolve_job(storage: CheckpointStorage, job_id: str | None) -> str:
+    """`job_id`, or the only job in the storage.
+
+    Raises:
+        CheckpointToolError: no job, several jobs and none chosen, or an unknown job.
+    """
+    jobs = list_jobs(storage)
+    if job_id is not None:
+        if job_id not in jobs:
+            raise CheckpointToolError(f"no checkpoints of job {job_id!r} in {storage!r}; jobs: {jobs or 'none'}")
+        return job_id
+    if len(jobs) != 1:
+        raise CheckpointToolError(
+            f"{'no jobs' if not jobs else 'several jobs: ' + ', '.join(jobs)} in {storage!r}; name one with job_id")
+    return jobs[0]
+
+
+def read_checkpoint(storage: CheckpointStorage, job_id: str, checkpoint_id: int, *,
+                    verify_files: bool = True) -> CompletedCheckpoint:
+    """Read (and verify) one checkpoint.
+
+    Raises:
+        CorruptCheckpointError: its metadata, or (`verify_files`) a file it references, is missing
+            or fails its checksum; names the file.
+    """
+    path = storage.metadata_path(job_id, checkpoint_id)
+    completed = storage.read_metadata(path)
+    if completed.job_id != job_id:
+        raise CorruptCheckpointError(f"checkpoint metadata {path} belongs to job {completed.job_id!r}", path)
+    if verify_files:
+        seen: set[tuple[str, int, int | None]] = set()
+        for handle in completed.state_handles():
+            if (handle.path, handle.offset, handle.length) not in seen:
+                storage.read_task_file(handle)
+                seen.add((handle.path, handle.offset, handle.length))
+    return completed
+
+
+def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int | None = None,
+                    run_id: str | None = None) -> tuple[CompletedCheckpoint, CheckpointStorage]:
+    """A checkpoint to start a job from (`env.restore_from`).
+
+    Args:
+        location: the checkpoint directory (a job's `storage`); it must exist.
+        job_id: which job, when the directory holds several.
+        checkpoint_id: this checkpoint (it must verify).
+        run_id: the newest valid checkpoint of this run; default: of the newest run (the run of the
+            newest checkpoint whose metadata can be read).
+
+    Returns:
+        `(completed, storage)`, what the executors take as `restore_from`.
+
+    Raises:
+        CheckpointToolError: no such directory, job, run or checkpoint, the checkpoint asked for is
+            corrupt, or no checkpoint of the run verifies (the message names every bad file).
+    """
+    storage = open_checkpoints(location)
+    job = resolve_job(storage, job_id)
+    ids = storage.list_checkpoint_ids(job)
+    if checkpoint_id is not None:
+        if checkpoint_id not in ids:
+            raise CheckpointToolError(f"job {job!r} has no checkpoint {checkpoint_id} in {location}; it has {ids}")
+        ids = [checkpoint_id]
+    problems = []
+    runs: dict[str | None, int] = {}  # run -> its newest checkpoint with readable metadata
+    wanted, decided = run_id, run_id is not None
+    for cid in reversed(ids):
+        try:
+            metadata = read_checkpoint(storage, job, cid, verify_files=False)
+        except CorruptCheckpointError as exc:
+            log.warning("skipping checkpoint %d of job %s: %s (file %s)", cid, job, exc, exc.path)
+            problems.append(f"checkpoint {cid}: {exc}")
+            continue
+        run = run_of(metadata)
+        runs.setdefault(run, cid)
+        if not decided:  # the newest run: the run of the newest checkpoint whose metadata reads
+            wanted, decided = run, True
+        if run != wanted:
+            if checkpoint_id is not None:
+                raise CheckpointToolError(f"checkpoint {cid} of job {job!r} in {location} was taken by run "
+                                          f"{run!r}, not run {run_id!r}")
+            continue
+        try:
+            return read_checkpoint(storage, job, cid), storage
+        except CorruptCheckpointError as exc:
+            log.warning("skipping checkpoint %d of job %s: %s (file %s)", cid, job, exc, exc.path)
+            problems.append(f"checkpoint {cid}: {exc}")
+    if run_id is not None and run_id not in runs and checkpoint_id is None:
+        known = ", ".join(f"{r} (newest checkpoint {c})" for r, c in runs.items() if r is not None) or "none"
+        raise CheckpointToolError(f"no checkpoint of run {run_id!r} of job {job!r} in {location}; runs: {known}")
+    which = f"run {wanted!r} of job {job!r}" if wanted is not None else f"job {job!r}"
+    raise CheckpointToolError(f"no valid checkpoint of {which} in {location}: "
+                              + ("; ".join(problems) if problems else "none were taken")
+                              + ("; older runs may have one: name one with run_id" if len(runs) > 1 else ""))
+
+
+def describe(storage: CheckpointStorage, job_id: str, checkpoint_id: int, *,
+             verify_files: bool = False) -> CheckpointInfo:
+    """Sizes, file counts and stats of one checkpoint (never raises for a corrupt one)."""
+    try:
+        completed = read_checkpoint(storage, job_id, checkpoint_id, verify_files=False)
+    except CorruptCheckpointError as exc:
+        return CheckpointInfo(checkpoint_id, valid=False, problem=str(exc))
+    if verify_files:
+        try:
+            read_checkpoint(storage, job_id, checkpoint_id, verify_files=True)
+        except CorruptCheckpointError as exc:
+            return CheckpointInfo(checkpoint_id, valid=False, problem=str(exc), run_id=run_of(completed),
+                                  files_verified=True)
+    shared = storage.shared_dir(job_id) + "/"
+    files: dict[str, int] = {}
+    for handle in completed.state_handles():
+        files[handle.path] = handle.size
+    tasks = {}
+    for task, ack in completed.acks.items():
+        tasks[str(task)] = {
+            "state_bytes": ack.state_bytes, "persisted_bytes": ack.persisted_bytes,
+            "files": len({h.path for hs in ack.handles.values() for h in hs}),
+            "alignment_time": ack.alignment_time, "unaligned": ack.unaligned,
+        }
+    return CheckpointInfo(
+        checkpoint_id, valid=True, run_id=run_of(completed), files_verified=verify_files,
+        num_tasks=len(completed.acks), num_files=len(files),
+        file_bytes=sum(files.values()),
+        num_shared_files=sum(1 for p in files if p.startswith(shared)),
+        shared_bytes=sum(s for p, s in files.items() if p.startswith(shared)),
+        state_bytes=completed.state_bytes, persisted_bytes=completed.persisted_bytes,
+        completion_time=completed.completion_time, duration=completed.duration, tasks=tasks,
+    )
+
+
+def list_checkpoints(storage: CheckpointStorage, job_id: str, *, verify_files: bool = True) -> list[CheckpointInfo]:
+    """Every checkpoint directory of the job, oldest first: valid when its metadata and (unless
+    not `verify_files`) every file it references verify."""
+    return [describe(storage, job_id, cid, verify_files=verify_files) for cid in storage.list_checkpoint_ids(job_id)]
+
+
+def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = False) -> GcReport:
+    """Remove the files under the job's `chk-<id>/` and `shared/` that no valid checkpoint (of any
+    run) references.
+
+    A valid checkpoint keeps its `_metadata` and every file its handles name; everything else
+    under `chk-<id>/` and `shared/` (incomplete `chk-<id>/` directories and what interrupted
+    writes left included) is an orphan (`checkpoint.io.cleanup.unreferenced_files`). Files directly
+    in the job directory (the id counter that keeps runs from reusing ids) are never touched.
+    """
+    keep: set[str] = set()
+    valid: list[int] = []
+    for cid in storage.list_checkpoint_ids(job_id):
+        try:
+            completed = read_checkpoint(storage, job_id, cid, verify_files=False)
+        except CorruptCheckpointError:
+            continue
+        valid.append(cid)
+        keep.add(storage.metadata_path(job_id, cid))
+        keep.update(completed.referenced_paths())
+    removed: list[tuple[str, int]] = []
+    files = storage.list_job_files(job_id)
+    for path in unreferenced_files(storage, job_id, keep):
+        try:
+            size = len(storage.blob_store.get(path))
+        except StorageError:
+            size = 0
+        if not dry_run:
+            storage.delete_file(path)
+        removed.append((path, size))
+    return GcReport(job_id, removed, len(set(files) - {path for path, _ in removed}), valid, dry_run)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def add_cli(subparsers: Any) -> None:
+    """Register `checkpoints ls DIR`, `checkpoints show DIR ID`, `checkpoints gc DIR`."""
+    parser = subparsers.add_parser("checkpoints", help="inspect and clean a checkpoint directory")
+    sub = parser.add_subparsers(dest="checkpoints_command", required=True)
+    ls = sub.add_parser("ls", help="list checkpoints with sizes, file counts, stats and the run that took "
+                                   "each (verifies every file)")
+    ls.add_argument("dir")
+    ls.add_argument("--job")
+    ls.add_argument("--metadata-only", action="store_true",
+                    help="check each checkpoint's metadata only, not its files (faster)")
+    ls.set_defaults(func=cmd_ls)
+    show = sub.add_parser("show", help="one checkpoint in detail (verifies every file)")
+    show.add_argument("dir")
+    show.add_argument("id", type=int)
+    show.add_argument("--job")
+    show.set_defaults(func=cmd_show)
+    gc = sub.add_parser("gc", help="remove files no valid checkpoint references (job must be stopped)")
+    gc.add_argument("dir")
+    gc.add_argument("--job")
+    gc.add_argument("--dry-run", action="store_true")
+    gc.set_defaults(func=cmd_gc)
+
+
+def _jobs(args: Any) -> tuple[CheckpointStorage, list[str]]:
+    """The storage and jobs `args.dir` names: a storage root, or one job's folder in it."""
+    storage = open_checkpoints(args.dir)
+    if not args.job and not list_jobs(storage) and _is_job_folder(storage):
+        parent, _, job = args.dir.rstrip("/").rpartition("/")
+        storage, args.job = open_checkpoints(parent or "."), job
+    jobs = [resolve_job(storage, args.job)] if args.job else list_jobs(storage)
+    if not jobs:
+        raise CheckpointToolError(f"no checkpoints in {args.dir}")
+    return storage, jobs
+
+
+def _is_job_folder(storage: CheckpointStorage) -> bool:
+    """Whether the storage's top level holds `chk-<id>/` or `shared/` (a job's own folder)."""
+    prefix = storage.root + "/" if storage.root else ""
+    return any(_JOB_ENTRY.match(key[len(prefix):].split("/", 1)[0]) for key in storage.blob_store.list(prefix))
+
+
+def _human(name: str, value: Any) -> str:
+    """A per-task stat for people: times in ms, byte counts with separators."""
+    if isinstance(value, float) and ("time" in name or "duration" in name or "delay" in name):
+        return f"{value * 1e3:.3g} ms"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def _run(fn: Any, args: Any) -> int:
+    try:
+        return fn(args)
+    except CheckpointToolError as exc:
+        print(f"barrierflow: error: checkpoints {args.checkpoints_command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_ls(args: Any) -> int:
+    def body(args: Any) -> int:
+        storage, jobs = _jobs(args)
+        verify = not getattr(args, "metadata_only", False)
+        for job in jobs:
+            print(f"job {job}")
+            print(f"{'id':>6} {'valid':>5} {'tasks':>5} {'files':>6} {'bytes':>12} {'shared':>6} "
+                  f"{'shared bytes':>12} {'state bytes':>12} {'duration':>9}  run")
+            for info in list_checkpoints(storage, job, verify_files=verify):
+                if not info.valid:
+                    print(f"{info.checkpoint_id:>6} {'no':>5}  {info.problem}")
+                    continue
+                print(f"{info.checkpoint_id:>6} {'yes':>5} {info.num_tasks:>5} {info.num_files:>6} "
+                      f"{info.file_bytes:>12,} {info.num_shared_files:>6} {info.shared_bytes:>12,} "
+                      f"{info.state_bytes:>12,} {info.duration or 0.0:>9.4f}  {info.run_id or '-'}")
+            print("valid: metadata and every file it references read and checksummed (SHA-256)" if verify else
+                  "valid: metadata only (its own SHA-256); files NOT read: run without --metadata-only to verify")
+        return 0
+    return _run(body, args)
+
+
+def cmd_show(args: Any) -> int:
+    def body(args: Any) -> int:
+        storage, jobs = _jobs(args)
+        if len(jobs) != 1:
+            raise CheckpointToolError(f"several jobs in {args.dir}: {', '.join(jobs)}; pick one with --job")
+        known = storage.list_checkpoint_ids(jobs[0])
+        if args.id not in known:
+            raise CheckpointToolError(f"job {jobs[0]} has no checkpoint {args.id} "
+                                      f"(its checkpoints: {', '.join(map(str, known)) or 'none'})")
+        info = describe(storage, jobs[0], args.id, verify_files=True)
+        run = f" (run {info.run_id})" if info.run_id else ""
+        print(f"job {jobs[0]} checkpoint {info.checkpoint_id}{run}: {'valid' if info.valid else 'INVALID'}")
+        if not info.valid:
+            print(f"  {info.problem}")
+            return 1
+        print(f"  files {info.num_files} ({info.file_bytes:,} bytes), shared {info.num_shared_files} "
+              f"({info.shared_bytes:,} bytes), state {info.state_bytes:,} bytes, channel state "
+              f"{info.persisted_bytes:,} bytes, duration {(info.duration or 0.0) * 1e3:.3g} ms")
+        for task, stats in info.tasks.items():
+            print(f"  {task}: " + ", ".join(f"{k}={_human(k, v)}" for k, v in stats.items()))
+        return 0
+    return _run(body, args)
+
+
+def cmd_gc(args: Any) -> int:
+    def body(args: Any) -> int:
+        storage, jobs = _jobs(args)
+        for job in jobs:
+            report = collect_garbage(storage, job, dry_run=args.dry_run)
+            verb = "would remove" if report.dry_run else "removed"
+            print(f"job {job}: {verb} {len(report.removed)} orphan file(s), {report.removed_bytes:,} bytes; "
+                  f"kept {report.kept_files} file(s) of checkpoints {report.valid_checkpoints}")
+            for path, size in report.removed:
+                print(f"  {path} ({size:,} bytes)")
+        return 0
+    return _run(body, args)
+
+
+__all__ = ["CheckpointInfo", "CheckpointToolError", "GcReport", "collect_garbage", "describe",
+           "list_checkpoints", "list_jobs", "load_checkpoint", "open_checkpoints", "read_checkpoint"]

@@ -1,0 +1,420 @@
+"""The job graph: vertices (chained operators), edges (partitioners), channel numbering.
+
+Theory of operation
+-------------------
+`StreamEnvironment` (runtime/api/environment.py) turns the user's streams into a `JobGraph`; executors turn
+every vertex into `parallelism` tasks. A `JobVertex` is one operator chain: an optional source at
+its head, then `operator_factories` (called afresh for every task attempt, so no two tasks ever
+share an operator instance). A `JobEdge` connects two vertices through a `PartitionerSpec`.
+
+Channel numbering (both executors rely on it; it is the only place it is defined):
+
+* input channels of subtask `s` of vertex `v`: for each input edge of `v` in edge order, for each
+  upstream subtask `u` in order — except that a forward edge connects `u == s` only. A task with
+  inputs `[forward A (p=2), hash B (p=3)]` as subtask 1 has channels `0: A[1]`, `1: B[0]`,
+  `2: B[1]`, `3: B[2]`.
+* output channels of subtask `s`: for each output edge in edge order, for each downstream subtask
+  in order (forward: only `s`), i.e. grouped per edge; the partitioner of an edge with `k`
+  channels at this sender addresses them `0..k-1`.
+* the two ends of every channel: `JobGraph.channel_routes()` (what both executors wire up). Edges
+  are told apart by identity, never by their end vertices: a stream unioned with itself has two
+  edges between the same vertices, hence two channels per pair of subtasks.
+
+`JobGraph` validates itself on construction (a hand-built graph is checked as thoroughly as one
+the API built): names, parallelism, edges, forward-edge parallelism, cycles, sinks. Errors are
+`JobGraphError`s naming the vertex or option.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from checkpoint.handles import TaskId
+from operators.base import StreamOperator
+from operators.sources import Source
+from runtime.core.partitioners import KeyGroupHash, PartitionerSpec
+
+if TYPE_CHECKING:
+    from checkpoint.options import CheckpointConfig, RestartStrategy
+
+#: Flink's upper bound for max parallelism (key groups are 15-bit)
+MAX_MAX_PARALLELISM = 1 << 15
+
+
+class JobGraphError(ValueError):
+    """A malformed topology or option; the message names the operator/vertex/option."""
+
+
+class OperatorFactory:
+    """Creates a fresh operator from a template: a deep copy per call.
+
+    The copy gives every task attempt its own operator — and its own copy of function *objects*
+    such as a `KeyedProcessFunction` instance (plain functions and lambdas are shared; Python does
+    not copy them). Picklable whenever the template is (with cloudpickle).
+    """
+
+    __slots__ = ("template",)
+
+    def __init__(self, template: StreamOperator) -> None:
+        self.template = template
+
+    def __call__(self) -> StreamOperator:
+        return copy.deepcopy(self.template)
+
+    @property
+    def name(self) -> str:
+        return self.template.name
+
+    def __getstate__(self) -> StreamOperator:
+        return self.template
+
+    def __setstate__(self, template: StreamOperator) -> None:
+        self.template = template
+
+    def __repr__(self) -> str:
+        return f"OperatorFactory({self.template.name!r})"
+
+
+@dataclass
+class JobVertex:
+    """One operator chain, run as `parallelism` tasks.
+
+    Attributes:
+        name: unique in the graph; also the task id prefix (`TaskId(name, subtask)`).
+        parallelism: number of tasks.
+        max_parallelism: number of key groups of this vertex's keyed state.
+        source: the source at the head of the chain, or None for a vertex with inputs.
+        operator_factories: the chained operators after the source, in chain order.
+        operator_names: their names (unique in the graph), parallel to `operator_factories`.
+        sink_names: names of the `CollectSink`s in this chain.
+        default_splits: the source's number of splits was not given and follows the parallelism
+            (`from_collection(rows)`, `generate(...)`); a restore keeps the checkpoint's instead.
+    """
+
+    name: str
+    parallelism: int
+    max_parallelism: int
+    source: Source | None = None
+    operator_factories: list[Callable[[], StreamOperator]] = field(default_factory=list)
+    operator_names: list[str] = field(default_factory=list)
+    sink_names: list[str] = field(default_factory=list)
+    default_splits: bool = False
+
+    @property
+    def is_source(self) -> bool:
+        return self.source is not None
+
+    def task_ids(self) -> list[TaskId]:
+        return [TaskId(self.name, s) for s in range(self.parallelism)]
+
+    @property
+    def listens_for_completion(self) -> bool:
+        """Whether an operator of the chain overrides `notify_checkpoint_complete` (a sink that
+        commits, a user listener); an operator not built from a template counts as listening."""
+        for factory in self.operator_factories:
+            template = getattr(factory, "template", None)
+            if template is None or \
+                    type(template).notify_checkpoint_complete is not StreamOperator.notify_checkpoint_complete:
+                return True
+        return False
+
+    @property
+    def chain_description(self) -> str:
+        """Flink-style `"Source: collection -> map -> Sink: pv"`."""
+        head = [f"Source: {self.source.name}"] if self.source is not None else []
+        return " -> ".join(head + self.operator_names)
+
+
+@dataclass(frozen=True, eq=False)
+class JobEdge:
+    """`source` vertex -> `target` vertex through `partitioner` (vertex names).
+
+    `follows_parallelism`: no exchange was asked for, so the partitioner follows the parallelism
+    (forward when equal, rebalance otherwise): a checkpoint taken at other parallelism may have
+    had the other one (`runtime.jobmaster.channel_rescale` reads its channels so).
+    """
+
+    source: str
+    target: str
+    partitioner: PartitionerSpec
+    follows_parallelism: bool = False
+
+    @property
+    def is_forward(self) -> bool:
+        return self.partitioner.is_forward
+
+    def __repr__(self) -> str:
+        kind = getattr(self.partitioner, "kind", self.partitioner)
+        return f"JobEdge({self.source!r} -[{kind}]-> {self.target!r})"
+
+
+@dataclass(frozen=True)
+class ChannelRoute:
+    """One channel: output channel `output_channel` of `sender` feeds input channel
+    `input_channel` of `receiver`."""
+
+    sender: TaskId
+    output_channel: int
+    receiver: TaskId
+    input_channel: int
+
+
+@dataclass(eq=False)
+class JobGraph:
+    """A validated job graph; `vertices` end up in a deterministic topological order.
+
+    Raises:
+        JobGraphError: on construction, for any malformed vertex, edge or option.
+    """
+
+    job_name: str
+    vertices: list[JobVertex]
+    edges: list[JobEdge]
+    parallelism: int = 1
+    max_parallelism: int = 128
+    buffer_size: int = 256
+    buffer_timeout: float = 0.01
+    credits: int = 8
+    checkpoint_config: CheckpointConfig | None = None
+    restart_strategy: RestartStrategy | None = None
+    #: `checkpoint.io.recovery.HighAvailabilityConfig`, or None (standalone)
+    high_availability: Any = None
+    #: `runtime.core.debloat.BufferDebloatConfig`, or None (buffers keep `buffer_size`)
+    buffer_debloat: Any = None
+
+    def __post_init__(self) -> None:
+        validate_settings(
+            parallelism=self.parallelism,
+            max_parallelism=self.max_parallelism,
+            buffer_size=self.buffer_size,
+            buffer_timeout=self.buffer_timeout,
+            credits=self.credits,
+        )
+        if not isinstance(self.job_name, str) or not self.job_name:
+            raise JobGraphError(f"job_name must be a non-empty string, got {self.job_name!r}")
+        self._by_name: dict[str, JobVertex] = {}
+        for vertex in self.vertices:
+            _validate_vertex(vertex)
+            if vertex.name in self._by_name:
+                raise JobGraphError(f"two vertices are named {vertex.name!r}; vertex names must be unique")
+            self._by_name[vertex.name] = vertex
+        self._inputs: dict[str, list[JobEdge]] = {v.name: [] for v in self.vertices}
+        self._outputs: dict[str, list[JobEdge]] = {v.name: [] for v in self.vertices}
+        for edge in self.edges:
+            self._validate_edge(edge)
+            self._outputs[edge.source].append(edge)
+            self._inputs[edge.target].append(edge)
+        self.vertices = self._topological_order()
+        self._validate_topology()
+
+    # ------------------------------------------------------------------ validation
+
+    def _validate_edge(self, edge: JobEdge) -> None:
+        for end in (edge.source, edge.target):
+            if end not in self._by_name:
+                raise JobGraphError(f"edge {edge!r} refers to unknown vertex {end!r}")
+        if not isinstance(edge.partitioner, PartitionerSpec):
+            raise JobGraphError(f"edge {edge!r}: partitioner must be a PartitionerSpec, got {edge.partitioner!r}")
+        src, dst = self._by_name[edge.source], self._by_name[edge.target]
+        if edge.partitioner.is_forward and src.parallelism != dst.parallelism:
+            raise JobGraphError(
+                f"forward edge {edge.source!r} -> {edge.target!r} needs equal parallelism, got "
+                f"{src.parallelism} and {dst.parallelism} (use rebalance() to change parallelism)"
+            )
+        if isinstance(edge.partitioner, KeyGroupHash) and edge.partitioner.max_parallelism != dst.max_parallelism:
+            raise JobGraphError(
+                f"edge {edge.source!r} -> {edge.target!r} hashes into {edge.partitioner.max_parallelism} key "
+                f"groups but {edge.target!r} has max_parallelism {dst.max_parallelism}"
+            )
+
+    def _topological_order(self) -> list[JobVertex]:
+        """Kahn's algorithm; ties broken by the given vertex order (deterministic)."""
+        indegree = {v.name: len(self._inputs[v.name]) for v in self.vertices}
+        position = {v.name: i for i, v in enumerate(self.vertices)}
+        ready = sorted((n for n, d in indegree.items() if d == 0), key=position.__getitem__)
+        order: list[JobVertex] = []
+        while ready:
+            name = ready.pop(0)
+            order.append(self._by_name[name])
+            for edge in self._outputs[name]:
+                indegree[edge.target] -= 1
+                if indegree[edge.target] == 0:
+                    ready.append(edge.target)
+                    ready.sort(key=position.__getitem__)
+        if len(order) != len(self.vertices):
+            stuck = [v.name for v in self.vertices if indegree[v.name] > 0]
+            raise JobGraphError(f"the job graph has a cycle through vertices {stuck}")
+        return order
+
+    def _validate_topology(self) -> None:
+        for vertex in self.vertices:
+            inputs = self._inputs[vertex.name]
+            if vertex.source is not None and inputs:
+                raise JobGraphError(f"source vertex {vertex.name!r} cannot have input edges")
+            if vertex.source is None and not inputs:
+                raise JobGraphError(f"vertex {vertex.name!r} has neither a source nor an input edge")
+        sinks: dict[str, str] = {}
+        for vertex in self.vertices:
+            for sink in vertex.sink_names:
+                if sink in sinks:
+                    raise JobGraphError(
+                        f"two sinks are named {sink!r} (in {sinks[sink]!r} and {vertex.name!r}); sink names must be unique"
+                    )
+                sinks[sink] = vertex.name
+        if not sinks:
+            raise JobGraphError(
+                f"job {self.job_name!r} has no sink: add .sink_to(CollectSink(name)) to at least one stream"
+            )
+
+    # ------------------------------------------------------------------ queries
+
+    def vertex(self, name: str) -> JobVertex:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"no vertex named {name!r}; vertices: {list(self._by_name)}") from None
+
+    @property
+    def source_vertices(self) -> list[JobVertex]:
+        return [v for v in self.vertices if v.source is not None]
+
+    @property
+    def sink_names(self) -> list[str]:
+        return [s for v in self.vertices for s in v.sink_names]
+
+    @property
+    def checkpointing_enabled(self) -> bool:
+        return self.checkpoint_config is not None and self.checkpoint_config.interval is not None
+
+    def task_ids(self) -> list[TaskId]:
+        """Every task, vertex by vertex in topological order."""
+        return [t for v in self.vertices for t in v.task_ids()]
+
+    def source_task_ids(self) -> list[TaskId]:
+        return [t for v in self.source_vertices for t in v.task_ids()]
+
+    def inputs_of(self, name: str) -> list[JobEdge]:
+        """Input edges of vertex `name`, in edge order."""
+        self.vertex(name)
+        return list(self._inputs[name])
+
+    def outputs_of(self, name: str) -> list[JobEdge]:
+        """Output edges of vertex `name`, in edge order."""
+        self.vertex(name)
+        return list(self._outputs[name])
+
+    def input_channels(self, vertex: str, subtask: int) -> list[tuple[JobEdge, int]]:
+        """`(edge, upstream_subtask)` per input channel of `vertex[subtask]`, by channel index."""
+        self._check_subtask(vertex, subtask)
+        channels: list[tuple[JobEdge, int]] = []
+        for edge in self._inputs[vertex]:
+            if edge.is_forward:
+                channels.append((edge, subtask))
+            else:
+                channels.extend((edge, u) for u in range(self._by_name[edge.source].parallelism))
+        return channels
+
+    def output_channels(self, vertex: str, subtask: int) -> list[tuple[JobEdge, int]]:
+        """`(edge, downstream_subtask)` per output channel of `vertex[subtask]`, grouped per edge."""
+        return [(edge, d) for edge, targets in self.output_groups(vertex, subtask) for d in targets]
+
+    def output_groups(self, vertex: str, subtask: int) -> list[tuple[JobEdge, list[int]]]:
+        """Per output edge: the downstream subtasks its channels `0..k-1` lead to."""
+        self._check_subtask(vertex, subtask)
+        return [
+            (edge, [subtask] if edge.is_forward else list(range(self._by_name[edge.target].parallelism)))
+            for edge in self._outputs[vertex]
+        ]
+
+    def channel_routes(self) -> list[ChannelRoute]:
+        """Every channel of the job: which output channel of which task feeds which input channel."""
+        inputs: dict[tuple[JobEdge, TaskId, int], int] = {}
+        for vertex in self.vertices:
+            for receiver in vertex.task_ids():
+                for index, (edge, upstream) in enumerate(self.input_channels(vertex.name, receiver.subtask)):
+                    inputs[(edge, receiver, upstream)] = index
+        routes: list[ChannelRoute] = []
+        for vertex in self.vertices:
+            for sender in vertex.task_ids():
+                for index, (edge, downstream) in enumerate(self.output_channels(vertex.name, sender.subtask)):
+                    receiver = TaskId(edge.target, downstream)
+                    routes.append(ChannelRoute(sender, index, receiver, inputs[(edge, receiver, sender.subtask)]))
+        return routes
+
+    def input_channel_index(self, vertex: str, subtask: int, edge: JobEdge, upstream_subtask: int) -> int:
+        """The input channel of `vertex[subtask]` that `edge` from `upstream_subtask` arrives on.
+
+        Raises:
+            ValueError: that upstream subtask does not connect to `vertex[subtask]` through `edge`.
+        """
+        for index, (e, u) in enumerate(self.input_channels(vertex, subtask)):
+            if e is edge and u == upstream_subtask:
+                return index
+        raise ValueError(f"{edge!r} from subtask {upstream_subtask} does not reach {vertex}[{subtask}]")
+
+    def _check_subtask(self, vertex: str, subtask: int) -> None:
+        parallelism = self.vertex(vertex).parallelism
+        if not 0 <= subtask < parallelism:
+            raise ValueError(f"vertex {vertex!r} has no subtask {subtask} (parallelism {parallelism})")
+
+    def __iter__(self) -> Iterator[JobVertex]:
+        return iter(self.vertices)
+
+    def describe(self) -> str:
+        """One line per vertex and edge, for logs and the CLI."""
+        lines = [f"job {self.job_name!r}"]
+        for v in self.vertices:
+            lines.append(f"  {v.name} (p={v.parallelism}): {v.chain_description}")
+            lines.extend(f"    -[{e.partitioner.kind}]-> {e.target}" for e in self._outputs[v.name])
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"JobGraph({self.job_name!r}, vertices={[v.name for v in self.vertices]}, edges={len(self.edges)})"
+
+
+def _validate_vertex(vertex: JobVertex) -> None:
+    if not isinstance(vertex.name, str) or not vertex.name:
+        raise JobGraphError(f"vertex name must be a non-empty string, got {vertex.name!r}")
+    _check_int(f"vertex {vertex.name!r}: parallelism", vertex.parallelism, 1)
+    _check_int(f"vertex {vertex.name!r}: max_parallelism", vertex.max_parallelism, 1, MAX_MAX_PARALLELISM)
+    if vertex.max_parallelism < vertex.parallelism:
+        raise JobGraphError(
+            f"vertex {vertex.name!r}: max_parallelism {vertex.max_parallelism} is below its parallelism "
+            f"{vertex.parallelism}"
+        )
+    if len(vertex.operator_factories) != len(vertex.operator_names):
+        raise JobGraphError(
+            f"vertex {vertex.name!r}: {len(vertex.operator_factories)} operator factories but "
+            f"{len(vertex.operator_names)} operator names"
+        )
+    if vertex.source is not None and not isinstance(vertex.source, Source):
+        raise JobGraphError(f"vertex {vertex.name!r}: source must be an operators.sources.Source, got {vertex.source!r}")
+    if vertex.source is None and not vertex.operator_factories:
+        raise JobGraphError(f"vertex {vertex.name!r} has neither a source nor operators")
+
+
+def _check_int(what: str, value: Any, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise JobGraphError(f"{what} must be an integer {allowed}, got {value!r}")
+
+
+def validate_settings(
+    *, parallelism: int, max_parallelism: int, buffer_size: int, buffer_timeout: float, credits: int
+) -> None:
+    """Check the environment-wide execution options.
+
+    Raises:
+        JobGraphError: naming the option, its value and the allowed range.
+    """
+    _check_int("parallelism", parallelism, 1)
+    _check_int("max_parallelism", max_parallelism, 1, MAX_MAX_PARALLELISM)
+    if max_parallelism < parallelism:
+        raise JobGraphError(f"max_parallelism ({max_parallelism}) must be >= parallelism ({parallelism})")
+    _check_int("buffer_size", buffer_size, 1)
+    if isinstance(buffer_timeout, bool) or not isinstance(buffer_timeout, int | float) or not buffer_timeout >= 0:
+        raise JobGraphError(f"buffer_timeout must be a number >= 0 (seconds), got {buffer_timeout!r}")
+    _check_int("credits", credits, 1)

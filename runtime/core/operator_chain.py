@@ -1,0 +1,111 @@
+"""`OperatorChain`: the operators of one task, run one after the other (Flink's `OperatorChain`).
+
+Data is a list of dicts or one Arrow batch (`operators.columns`); each operator gets the kind it
+takes, converted only where the chain changes kind. Where records become Arrow — the input of a
+sink or a vectorised operator — the stream is checked for one Arrow type per field first
+(`runtime/core/record_types.py`). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from operators.base import OperatorContext, StreamOperator
+from operators.columns import Batch, as_batch, num_rows
+from runtime.core.record_types import StreamSchema
+
+if TYPE_CHECKING:
+    from runtime.core.graph import JobVertex
+
+#: the operator-state key of a source task's split offsets (`{"offsets": [{"split", "position"}]}`)
+SOURCE_OP_KEY = "source"
+
+
+def operator_state_key(index: int, operator_name: str) -> str:
+    """The key of the operator state of the chain's `index`-th operator in a task snapshot."""
+    return f"{index}:{operator_name}"
+
+
+def stream_name(producer: str | None, consumer: str | None) -> str:
+    """How errors name a stream: by the operator that emitted it (by its consumer when it comes
+    from the network)."""
+    if producer is None:
+        return f"records reaching operator {consumer!r}"
+    return f"records emitted by operator {producer!r}"
+
+
+def run_through(operators: Sequence[StreamOperator], data: Batch,
+                input_types: Sequence[StreamSchema | None]) -> Batch:
+    """Run `data` through `operators`, as records or as columns, whichever each one takes
+    (converting only where the chain changes kind; see `operators.columns`). An operator whose
+    input becomes Arrow has its input checked first (`input_types`, parallel to `operators`)."""
+    for op, types in zip(operators, input_types):
+        if not num_rows(data):
+            break
+        if types is not None:
+            types.check(data)
+        if isinstance(data, list):
+            data = op.process_columns(as_batch(data, op.name, checked=True)) if op.prefers_columns \
+                else op.process_batch(data)
+        elif op.accepts_columns:
+            data = op.process_columns(data)
+        else:
+            data = op.process_batch(data.to_pylist())
+    return data
+
+
+class OperatorChain:
+    """The chained operators of a task's vertex, created from its factories and opened."""
+
+    def __init__(self, vertex: JobVertex, context: OperatorContext) -> None:
+        self.vertex = vertex
+        self.operators: list[StreamOperator] = [factory() for factory in vertex.operator_factories]
+        for op in self.operators:
+            op.open(context)
+        # one Arrow type per field (runtime/core/record_types.py), checked where records become Arrow:
+        # what an operator hands to a sink or a vectorised operator
+        producers = ([f"Source: {vertex.source.name}"] if vertex.source is not None else [None]) + \
+            [op.name for op in self.operators]
+        self._input_types: list[StreamSchema | None] = [
+            StreamSchema(stream_name(producers[index], op.name)) if op.stages_records or op.prefers_columns
+            else None
+            for index, op in enumerate(self.operators)
+        ]
+        #: how errors name what the chain emits (its last operator's output, or the source's)
+        self.output_name = stream_name(producers[-1], None)
+        #: the chain's head takes Arrow batches: hand it a buffer's batch, not its dicts
+        self.columnar_input = not self.operators or self.operators[0].accepts_columns
+
+    def op_key(self, index: int) -> str:
+        return operator_state_key(index, self.vertex.operator_names[index])
+
+    def process(self, data: Batch) -> Batch:
+        """What the chain emits for `data`."""
+        return run_through(self.operators, data, self._input_types)
+
+    def end_input(self) -> Iterator[Batch]:
+        """End every operator's input, head first; yields what each emits through the rest."""
+        for index, op in enumerate(self.operators):
+            yield run_through(self.operators[index + 1:], op.end_input(), self._input_types[index + 1:])
+
+    def snapshot_state(self, checkpoint_id: int) -> dict[str, dict[str, list[Any]]]:
+        """Operator state by `op_key`, for operators that have some."""
+        states = {}
+        for index, op in enumerate(self.operators):
+            op_state = op.snapshot_state(checkpoint_id)
+            if op_state:
+                states[self.op_key(index)] = op_state
+        return states
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        for op in self.operators:
+            op.notify_checkpoint_complete(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        for op in self.operators:
+            op.notify_checkpoint_aborted(checkpoint_id)
+
+    def close(self) -> None:
+        for op in self.operators:
+            op.close()

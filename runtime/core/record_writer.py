@@ -1,0 +1,218 @@
+"""`RecordWriter`: a task's output — partitioning, buffers, credits, and where barriers go in the
+output queues (Flink's `RecordWriter` over its `ResultPartition`'s subpartitions).
+
+One `OutputChannel` per (edge, downstream subtask), in the graph's order. Emitted data is checked
+for one Arrow type per field (in emission order, before partitioning), split by each edge's
+partitioner, collected into the channel's next buffer and cut at the channel's buffer size (the
+job's, or smaller as the receiver announced: debloating). Buffers leave only while the channel has
+credits; events always, but never ahead of a buffer queued before them (channel FIFO) unless a
+barrier overtakes on purpose (unaligned). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from checkpoint.handles import TaskId
+from operators.columns import Batch, compact, concat, num_rows
+from runtime.core.messages import Buffer, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from runtime.core.record_types import StreamSchema
+
+if TYPE_CHECKING:
+    from runtime.core.graph import JobGraph, JobVertex
+
+Payload = Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition
+
+
+class OutputChannel:
+    """One outgoing channel: the pieces of the next buffer (record lists or Arrow batches, in
+    order), a queue of ready payloads, and credits."""
+
+    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target", "buffer_size")
+
+    def __init__(self, index: int, credits: int, target: TaskId, buffer_size: int) -> None:
+        self.index = index
+        self.credits = credits
+        #: records per buffer: the job's, or smaller as the receiver announced (debloating)
+        self.buffer_size = buffer_size
+        self.queue: deque[Payload] = deque()
+        self.builder: list[Batch] = []
+        self.builder_rows = 0
+        self.target = target
+
+    def queued_buffers(self) -> int:
+        return sum(1 for p in self.queue if isinstance(p, Buffer))
+
+
+class RecordWriter:
+    """The output channels of one subtask and the partitioners that feed them."""
+
+    def __init__(self, graph: JobGraph, vertex: JobVertex, subtask: int, stream_name: str) -> None:
+        self.buffer_size = graph.buffer_size
+        self.channels: list[OutputChannel] = []
+        self._edge_routes: list[tuple[Any, list[int]]] = []  # (partitioner instance, out channels)
+        for edge, targets in self._output_groups(graph, vertex, subtask):
+            indexes = []
+            for downstream in targets:
+                ch = OutputChannel(len(self.channels), graph.credits, TaskId(edge.target, downstream),
+                                   self.buffer_size)
+                self.channels.append(ch)
+                indexes.append(ch.index)
+            self._edge_routes.append((edge.partitioner.create(subtask), indexes))
+        self._types = StreamSchema(stream_name) if self.channels else None
+        self.records_out = 0
+
+    @staticmethod
+    def _output_groups(graph: JobGraph, vertex: JobVertex, subtask: int) -> list[tuple[Any, list[int]]]:
+        groups: dict[int, tuple[Any, list[int]]] = {}
+        order: list[int] = []
+        for edge, downstream in graph.output_channels(vertex.name, subtask):
+            key = id(edge)
+            if key not in groups:
+                groups[key] = (edge, [])
+                order.append(key)
+            groups[key][1].append(downstream)
+        return [groups[k] for k in order]
+
+    # ------------------------------------------------------------------ data
+
+    def emit(self, data: Batch) -> None:
+        if self._types is not None:
+            self._types.check(data)  # before partitioning: in emission order
+        self.records_out += num_rows(data)
+        channels = self.channels
+        columns = not isinstance(data, list)
+        for partitioner, indexes in self._edge_routes:
+            if columns:
+                parts = partitioner.partition_columns(data, len(indexes))
+            else:
+                parts = partitioner.partition(data, len(indexes))
+            for part, index in zip(parts, indexes):
+                rows = num_rows(part)
+                if not rows:
+                    continue
+                ch = channels[index]
+                ch.builder.append(part)
+                ch.builder_rows += rows
+                if ch.builder_rows >= ch.buffer_size:
+                    self._cut(ch)
+
+    def _cut(self, ch: OutputChannel) -> None:
+        pieces, ch.builder, ch.builder_rows = ch.builder, [], 0
+        size = ch.buffer_size
+        for piece in concat(pieces):
+            if isinstance(piece, list):
+                for start in range(0, len(piece), size):
+                    ch.queue.append(Buffer.from_records(piece[start:start + size], checked=True))
+            elif piece.num_rows <= size:
+                ch.queue.append(Buffer.of(compact(piece)))
+            else:
+                for start in range(0, piece.num_rows, size):
+                    ch.queue.append(Buffer.of(compact(piece.slice(start, size))))
+
+    def flush(self) -> None:
+        """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
+        for ch in self.channels:
+            if ch.builder:
+                self._cut(ch)
+
+    def pending_output(self) -> bool:
+        return any(ch.builder for ch in self.channels)
+
+    # ------------------------------------------------------------------ credits and sending
+
+    def add_credit(self, out_channel: int, buffer_size: int | None = None) -> None:
+        """The receiver consumed a buffer of `out_channel`; `buffer_size`: the size it asks for
+        (buffer debloating; buffers already cut keep theirs)."""
+        ch = self.channels[out_channel]
+        ch.credits += 1
+        if buffer_size is not None:
+            ch.buffer_size = max(1, min(buffer_size, self.buffer_size))
+
+    def drain_sendable(self) -> list[tuple[int, Payload]]:
+        """Pop everything that may be sent now: buffers while credits last, events always
+        (an event behind a buffer without credit waits, keeping channel FIFO)."""
+        out = []
+        for ch in self.channels:
+            queue = ch.queue
+            while queue:
+                head = queue[0]
+                if isinstance(head, Buffer):
+                    if ch.credits <= 0:
+                        break
+                    ch.credits -= 1
+                out.append((ch.index, queue.popleft()))
+        return out
+
+    @property
+    def is_backpressured(self) -> bool:
+        """True when some output channel has more ready buffers than it has credits for."""
+        return any(ch.queued_buffers() > 1 and ch.credits <= 0 for ch in self.channels)
+
+    def read_size(self) -> int:
+        """Records a source reads in one step: a buffer, but no more than its outputs can send
+        now (one buffer per channel at least). Without debloating that is always a whole buffer;
+        with debloated (smaller) buffers a backpressured source then holds about what its
+        credits allow, as Flink's record writer waits for a free buffer, instead of a whole
+        read cut into small buffers in front of the barrier."""
+        room = sum(max(1, ch.credits) * ch.buffer_size for ch in self.channels)
+        return min(self.buffer_size, room) if room else self.buffer_size
+
+    # ------------------------------------------------------------------ events
+
+    def cancel_checkpoint(self, checkpoint_id: int) -> None:
+        """Queue a `CancelCheckpointMarker` on every channel."""
+        for ch in self.channels:
+            ch.queue.append(CancelCheckpointMarker(checkpoint_id))
+
+    def end_of_partition(self) -> None:
+        """Queue `EndOfPartition` on every channel (after flushing what is left)."""
+        self.flush()
+        for ch in self.channels:
+            ch.queue.append(EndOfPartition())
+
+    def put_barrier(self, barrier: CheckpointBarrier, *, overtake: bool) -> dict[int, list[Buffer]]:
+        """Queue `barrier` on every channel: behind the queued output, or (`overtake`, unaligned)
+        at the head; returns the output it overtook per channel (its output channel state)."""
+        overtaken: dict[int, list[Buffer]] = {}
+        for ch in self.channels:
+            if overtake:
+                queued = [p for p in ch.queue if isinstance(p, Buffer)]
+                if queued:
+                    overtaken[ch.index] = queued
+                ch.queue.appendleft(barrier)
+            else:
+                ch.queue.append(barrier)
+        return overtaken
+
+    def barrier_queued_behind_data(self, barrier: CheckpointBarrier) -> bool:
+        for ch in self.channels:
+            for payload in ch.queue:
+                if payload is barrier:
+                    break
+                if isinstance(payload, Buffer):
+                    return True
+        return False
+
+    def barrier_queued(self, checkpoint_id: int) -> bool:
+        """Whether checkpoint `checkpoint_id`'s barrier is still queued on some channel."""
+        return any(isinstance(p, CheckpointBarrier) and p.id == checkpoint_id
+                   for ch in self.channels for p in ch.queue)
+
+    def overtake_with_barrier(self, checkpoint_id: int) -> dict[int, list[Buffer]]:
+        """Move checkpoint `checkpoint_id`'s queued barrier to the head of every channel (an
+        alignment timeout expired); returns the output it overtook per channel."""
+        overtaken: dict[int, list[Buffer]] = {}
+        for ch in self.channels:
+            index = next((i for i, p in enumerate(ch.queue)
+                          if isinstance(p, CheckpointBarrier) and p.id == checkpoint_id), None)
+            if index is None:
+                continue
+            ahead = [p for p in list(ch.queue)[:index] if isinstance(p, Buffer)]
+            barrier = ch.queue[index]
+            del ch.queue[index]
+            ch.queue.appendleft(barrier)
+            if ahead:
+                overtaken[ch.index] = ahead
+        return overtaken

@@ -1,0 +1,588 @@
+"""`Task`: one parallel instance of a job vertex — gate, barrier handler, operator chain, outputs.
+
+The task owns the lifecycle (running, awaiting its final checkpoint, finished) and wires its parts:
+the operator chain (`runtime/core/operator_chain.py`), the output channels and credits
+(`runtime/core/record_writer.py`), and its snapshots in flight with their channel state
+(`runtime/core/subtask_checkpoint.py`).
+
+Theory of operation
+-------------------
+A task is a pure state machine driven by its executor (the simulator or a Ray actor):
+
+* `push(boe)` hands it input from the network; `step()` does one unit of work (one input buffer
+  through the chain — or, with `records_per_step` set, at most that many of its records, the rest
+  waiting for the next step — or one buffer read from a source split) and returns how many
+  records it handled so the executor can charge (virtual) time; `drain_sendable()` returns the output the
+  executor may send now (data only while the channel has credits; events always);
+  `add_credit(ch)` returns a credit when the receiver consumed a buffer.
+* Checkpoints: a source is triggered by the coordinator (`trigger_source_checkpoint`); other
+  tasks are triggered by their barrier handler, for which the task is the `CheckpointListener`.
+  Either way the task takes a synchronous snapshot (operator state, keyed state, and — unaligned —
+  the output buffers still queued, which the barrier overtakes), forwards the barrier, and hands
+  a `TaskSnapshot` to `ports.write_snapshot`. The executor serialises and writes it off the task's
+  hot path and calls `on_snapshot_written`, upon which the task acknowledges. The barrier leaves
+  before the write finishes (DESIGN §1, seed 001/003).
+* Unaligned: the snapshot is written only once the handler reports the input channel state
+  complete (`finish_input_channel_state`). An unaligned barrier also overtakes input the task
+  took but has not processed yet — the rest of a buffer processed in parts, restored channel
+  state not yet replayed — which becomes input channel state ahead of the handler's (Flink
+  likewise persists the part of a buffer its deserializer still holds).
+* Aborts (`abort_checkpoint` from the handler, `notify_checkpoint_aborted` from the coordinator)
+  cancel the task's in-flight snapshot: a write that finishes for a cancelled checkpoint is
+  reported back as discarded and never acknowledged.
+* End of input: a source whose splits are exhausted reports `source_finished` and keeps taking
+  part in checkpoints until the job's *final* checkpoint — one the coordinator triggered after
+  every source finished — completes (`notify_checkpoint_complete(id, final=True)`); only then it
+  emits `EndOfPartition`, so every record is covered by a completed checkpoint and no task ends
+  while others still need its acknowledgements (Flink FLIP-147). Without checkpointing it ends
+  at once.
+
+* Record types: where records become Arrow — what the task emits, the input of a sink or a
+  vectorised operator — each stream is checked for one Arrow type per field, in stream order,
+  before partitioning (`runtime/core/record_types.py`), so the outcome does not depend on buffering.
+
+The task never blocks and never does I/O; the executor owns threads, time and the network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from checkpoint.handles import StateHandle, TaskId
+from checkpoint.options import CheckpointingMode
+from checkpoint.reasons import CheckpointFailureReason
+from operators.base import OperatorContext, SinkCommitter, StreamOperator
+from operators.columns import Batch, compact, num_rows
+from operators.sources import SplitReader, assign_splits
+from runtime.core.barriers import (
+    AlignmentStats,
+    BarrierAligner,
+    BarrierTracker,
+    UnalignedBarrierHandler,
+)
+from runtime.core.barriers.handler import BarrierHandler
+from runtime.core.debloat import BufferDebloater
+from runtime.core.histogram import LatencyHistogram
+from runtime.core.input_gate import CheckpointedInputGate
+from runtime.core.messages import (
+    Buffer,
+    BufferOrEvent,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    CheckpointOptions,
+    EndOfPartition,
+)
+from runtime.core.operator_chain import SOURCE_OP_KEY, OperatorChain, operator_state_key
+from runtime.core.ports import Clock, Timers
+from runtime.core.record_writer import OutputChannel, RecordWriter
+from runtime.core.subtask_checkpoint import (
+    SubtaskCheckpointCoordinator,
+    TaskPorts,
+    TaskRestore,
+    TaskSnapshot,
+)
+from state.key_groups import key_group_range_for_subtask
+from state.keyed import KeyedStateBackend
+
+if TYPE_CHECKING:
+    from runtime.core.graph import JobGraph, JobVertex
+
+__all__ = [
+    "SOURCE_OP_KEY", "Task", "TaskPorts", "TaskRestore", "TaskSnapshot", "TaskState", "operator_state_key",
+]
+
+
+class TaskState(enum.Enum):
+    RUNNING = "running"
+    #: a source that read all its splits, waiting for its final checkpoint to complete
+    AWAITING_FINAL_CHECKPOINT = "awaiting final checkpoint"
+    FINISHED = "finished"
+
+
+class Task:
+    """One parallel instance of a vertex. See the module docstring."""
+
+    def __init__(
+        self,
+        task_id: TaskId,
+        graph: JobGraph,
+        vertex: JobVertex,
+        *,
+        clock: Clock,
+        timers: Timers,
+        ports: TaskPorts,
+        committer: SinkCommitter,
+        restore: TaskRestore | None = None,
+        spill_bound_bytes: int = 64 << 20,
+        spiller: Any = None,
+    ) -> None:
+        self.task_id = task_id
+        self.graph = graph
+        self.vertex = vertex
+        self.clock = clock
+        self.timers = timers
+        self.ports = ports
+        self.config = graph.checkpoint_config
+        self.checkpointing = self.config is not None and self.config.interval is not None
+        self.buffer_size = graph.buffer_size
+        self.state = TaskState.RUNNING
+        self.restored_from = restore.checkpoint_id if restore else None
+
+        subtask, parallelism = task_id.subtask, vertex.parallelism
+        self.keyed_backend = self._create_keyed_backend(restore)
+        self.context = OperatorContext(
+            operator_name=vertex.name,
+            subtask=subtask,
+            parallelism=parallelism,
+            max_parallelism=vertex.max_parallelism,
+            clock=clock,
+            committer=committer,
+            keyed_backend=self.keyed_backend,
+            checkpointing=self.checkpointing,
+            restored_checkpoint_id=restore.checkpoint_id if restore else None,
+        )
+        self.chain = OperatorChain(vertex, self.context)
+        self.writer = RecordWriter(graph, vertex, subtask, self.chain.output_name)
+        self.checkpoints = SubtaskCheckpointCoordinator(task_id, ports, clock)
+
+        # inputs
+        self.num_inputs = len(graph.input_channels(vertex.name, subtask))
+        self.gate: CheckpointedInputGate | None = None
+        self.handler: BarrierHandler | None = None
+        if vertex.source is None:
+            self.handler = self._create_handler()
+            self.gate = CheckpointedInputGate(
+                self.num_inputs, self.handler, clock=clock,
+                spill_bound_bytes=spill_bound_bytes, spiller=spiller,
+            )
+        #: buffer debloating (`runtime.core.debloat`): the input buffer size announced to the senders
+        #: with the credits they get back (None: debloating is off)
+        self.debloater: BufferDebloater | None = None
+        if self.gate is not None and graph.buffer_debloat is not None:
+            self.debloater = BufferDebloater(graph.buffer_debloat, graph.buffer_size, self.num_inputs * graph.credits)
+
+        # sources
+        self.readers: list[SplitReader] = []
+        self._reader_index = 0
+        self._reported_finished = False
+        if vertex.source is not None:
+            splits = assign_splits(vertex.source.splits(), parallelism, subtask)
+            self.readers = [vertex.source.reader(split, clock) for split in splits]
+
+        #: restored input channel state (channel, buffer), processed before any new input
+        self._replay: deque[tuple[int, Buffer]] = deque()
+        #: at most this many records of an input buffer per step (None: whole buffers); set by
+        #: the executor so one step stays short enough for an unaligned barrier to overtake
+        self.records_per_step: int | None = None
+        #: (channel, rest of the input buffer being processed in parts)
+        self._current: tuple[int, Batch] | None = None
+        self.records_in = 0
+        #: end-to-end latencies (seconds) of records reaching this task's sink, when stamped (a
+        #: bounded histogram: memory does not grow with the number of records)
+        self.latencies = LatencyHistogram()
+        self._measures_latency = bool(vertex.sink_names)
+        #: earliest creation stamp and latest arrival among the stamped records that reached the sink
+        self.first_created_at: float | None = None
+        self.last_arrival_at: float | None = None
+        if restore is not None:
+            self._restore(restore)
+
+    @property
+    def operators(self) -> list[StreamOperator]:
+        return self.chain.operators
+
+    @property
+    def outputs(self) -> list[OutputChannel]:
+        return self.writer.channels
+
+    @property
+    def records_out(self) -> int:
+        return self.writer.records_out
+
+    # ------------------------------------------------------------------ construction helpers
+
+    def _create_keyed_backend(self, restore: TaskRestore | None) -> KeyedStateBackend:
+        key_groups = key_group_range_for_subtask(
+            self.vertex.max_parallelism, self.vertex.parallelism, self.task_id.subtask
+        )
+        if restore is not None and restore.keyed_snapshots:
+            return KeyedStateBackend.restore(
+                self.vertex.name, key_groups, self.vertex.max_parallelism, restore.keyed_snapshots
+            )
+        return KeyedStateBackend(self.vertex.name, key_groups, self.vertex.max_parallelism)
+
+    def _create_handler(self) -> BarrierHandler:
+        config = self.config
+        if config is None or config.mode is CheckpointingMode.EXACTLY_ONCE:
+            if config is not None and config.unaligned:
+                return UnalignedBarrierHandler(self.num_inputs, self, clock=self.clock, timers=self.timers)
+            return BarrierAligner(
+                self.num_inputs, self, clock=self.clock, timers=self.timers,
+                max_held_bytes=config.max_aligned_bytes if config else None,
+                alignment_timeout=config.alignment_timeout if config else None,
+            )
+        return BarrierTracker(self.num_inputs, self, clock=self.clock, timers=self.timers)
+
+    def _restore(self, restore: TaskRestore) -> None:
+        for index, op in enumerate(self.operators):
+            op.restore_state(restore.operator_states.get(self._op_key(index), {}))
+        if self.readers:
+            offsets = restore.operator_states.get(SOURCE_OP_KEY, {}).get("offsets", [])
+            positions = {entry["split"]: entry["position"] for entry in offsets}
+            for reader in self.readers:
+                reader.seek(positions.get(reader.split.split_id, 0))
+            while self._reader_index < len(self.readers) and self.readers[self._reader_index].finished():
+                self._reader_index += 1
+        for ch in sorted(restore.input_channel_state):
+            for buffer in restore.input_channel_state[ch]:
+                self._replay.append((ch, buffer))
+        for ch in sorted(restore.output_channel_state):
+            self.outputs[ch].queue.extend(restore.output_channel_state[ch])
+
+    def _op_key(self, index: int) -> str:
+        return self.chain.op_key(index)
+
+    # ------------------------------------------------------------------ input / output
+
+    @property
+    def is_source(self) -> bool:
+        return self.vertex.source is not None
+
+    def push(self, boe: BufferOrEvent) -> None:
+        """Input from the network (the executor keeps per-channel FIFO order)."""
+        assert self.gate is not None, f"source task {self.task_id} has no inputs"
+        self.gate.push(boe)
+
+    def add_credit(self, out_channel: int, buffer_size: int | None = None) -> None:
+        """The receiver consumed a buffer of `out_channel`; `buffer_size`: the size it asks for
+        (buffer debloating; buffers already cut keep theirs)."""
+        self.writer.add_credit(out_channel, buffer_size)
+
+    @property
+    def announced_buffer_size(self) -> int | None:
+        """The input buffer size this task asks its senders for (None: no debloating)."""
+        return self.debloater.buffer_size if self.debloater is not None else None
+
+    def drain_sendable(self) -> list[tuple[int, Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition]]:
+        """Pop everything that may be sent now: buffers while credits last, events always
+        (an event behind a buffer without credit waits, keeping channel FIFO)."""
+        out = self.writer.drain_sendable()
+        if self.checkpoints.in_flight:
+            for _, payload in out:
+                if isinstance(payload, CheckpointBarrier):
+                    self._barrier_left_outputs(payload.id)
+        return out
+
+    @property
+    def is_backpressured(self) -> bool:
+        """True when some output channel has more ready buffers than it has credits for."""
+        return self.writer.is_backpressured
+
+    def has_work(self) -> bool:
+        if self.state is TaskState.FINISHED:
+            return False
+        if self.is_backpressured:
+            return False
+        if self._replay or self._current is not None:
+            return True
+        if self.is_source:
+            return self.state is TaskState.RUNNING
+        return self.gate is not None and (self.gate.has_data or self.gate.is_finished)
+
+    def next_ready_time(self) -> float | None:
+        """For a rate-limited source with nothing due now: when to step again."""
+        if self.is_source and self._reader_index < len(self.readers):
+            return self.readers[self._reader_index].next_ready_time()
+        return None
+
+    def pending_output(self) -> bool:
+        return self.writer.pending_output()
+
+    # ------------------------------------------------------------------ the work
+
+    def step(self) -> int:
+        """Do one unit of work; return the number of records handled (0 = nothing to do now)."""
+        if self.state is TaskState.FINISHED or self.is_backpressured:
+            return 0
+        if self._current is not None:
+            channel, data = self._current
+            self._current = None
+            return self._process_input(channel, data)
+        if self._replay:
+            channel, buffer = self._replay.popleft()
+            return self._process_input(channel, buffer.batch if self.chain.columnar_input else buffer.to_records())
+        if self.is_source:
+            return self._source_step()
+        return self._input_step()
+
+    def _input_step(self) -> int:
+        gate = self.gate
+        assert gate is not None
+        boe = gate.poll()
+        if boe is None:
+            if self.debloater is not None:
+                self.debloater.idle(self.clock.now())
+            if gate.is_finished and self.state is TaskState.RUNNING:
+                self._end_of_input()
+            return 0
+        payload = boe.payload
+        if isinstance(payload, Buffer):
+            if self.debloater is not None:
+                self.debloater.consumed(payload.num_records, self.clock.now())
+            self.ports.buffer_consumed(self.task_id, boe.channel)
+            pending = self.handler.pending_checkpoint_id() if self.checkpointing else None
+            if pending is not None:
+                self.checkpoints.count_processed(pending, payload.size_bytes)
+            data = payload.batch if self.chain.columnar_input else payload.to_records()
+            handled = self._process_input(boe.channel, data) or 1
+            if self.debloater is not None and not gate.has_data:
+                self.debloater.idle(self.clock.now())  # until the next buffer arrives, the task idles
+            return handled
+        if gate.is_finished and self.state is TaskState.RUNNING:
+            self._end_of_input()
+        return 0
+
+    def _process_input(self, channel: int, data: Batch) -> int:
+        """Run (the first `records_per_step` records of) one input buffer through the chain."""
+        limit = self.records_per_step
+        if limit is not None and num_rows(data) > limit:
+            rest = data.slice(limit) if not isinstance(data, list) else data[limit:]
+            self._current = (channel, rest)
+            data = data.slice(0, limit) if not isinstance(data, list) else data[:limit]
+        return self._run_chain(data, count_in=True)
+
+    def _unprocessed_input(self) -> list[tuple[int, Buffer]]:
+        """Input taken from the network but not processed yet, oldest first, per channel."""
+        pending: list[tuple[int, Buffer]] = []
+        if self._current is not None:
+            channel, data = self._current
+            buffer = Buffer.from_records(data, checked=True) if isinstance(data, list) else Buffer.of(compact(data))
+            pending.append((channel, buffer))
+        pending.extend(self._replay)
+        return pending
+
+    def _source_step(self) -> int:
+        if self.state is not TaskState.RUNNING:
+            return 0
+        while self._reader_index < len(self.readers):
+            reader = self.readers[self._reader_index]
+            records = reader.read(self.writer.read_size())
+            if records:
+                handled = self._run_chain(records, count_in=True)
+                if reader.finished():
+                    self._reader_index += 1
+                return handled or len(records)
+            if reader.finished():
+                self._reader_index += 1
+                continue
+            return 0  # rate-limited: nothing due yet
+        self._source_exhausted()
+        return 0
+
+    def _source_exhausted(self) -> None:
+        self.flush()
+        if not self.checkpointing:
+            self._end_of_input()
+            return
+        self.state = TaskState.AWAITING_FINAL_CHECKPOINT
+        if not self._reported_finished:
+            self._reported_finished = True
+            self.ports.source_finished(self.task_id)
+
+    def _run_chain(self, data: Batch, *, count_in: bool) -> int:
+        n = num_rows(data)
+        if count_in:
+            self.records_in += n
+        if self._measures_latency and n:
+            self._record_latencies(data)
+        data = self.chain.process(data)
+        if num_rows(data):
+            self.writer.emit(data)
+        return n
+
+    def _record_latencies(self, data: Batch) -> None:
+        now = self.clock.now()
+        if isinstance(data, list):
+            if "created_at" not in data[0]:
+                return
+            created = [r["created_at"] for r in data]
+            self.latencies.record_many(now - c for c in created)
+            first = min(created)
+        elif "created_at" in data.schema.names:
+            stamps = data.column("created_at").to_numpy(zero_copy_only=False)
+            # no Python float per record (this runs for every buffer at a sink)
+            self.latencies.record_array(now - stamps.astype(np.float64, copy=False))
+            first = float(stamps.min())
+        else:
+            return
+        if self.first_created_at is None or first < self.first_created_at:
+            self.first_created_at = first
+        self.last_arrival_at = now
+
+    def flush(self) -> None:
+        """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
+        self.writer.flush()
+
+    def _end_of_input(self) -> None:
+        for tail in self.chain.end_input():
+            if num_rows(tail):
+                self.writer.emit(tail)
+        self._emit_end_of_partition()
+
+    def _emit_end_of_partition(self) -> None:
+        self.writer.end_of_partition()
+        self.chain.close()
+        self.state = TaskState.FINISHED
+
+    # ------------------------------------------------------------------ checkpoints: sources
+
+    def trigger_source_checkpoint(self, checkpoint_id: int, timestamp: float, options: CheckpointOptions) -> None:
+        """The coordinator triggers checkpoint `checkpoint_id` on this source task.
+
+        A trigger for an id this task already triggered is a repeated control message: ignored
+        (a second snapshot of one checkpoint would send a second barrier and write its files
+        twice). One for an older id arrived late, after a newer checkpoint's barrier left: its
+        barrier could never align downstream, so it is declined.
+        """
+        latest = self.checkpoints.latest_checkpoint_id
+        if checkpoint_id <= latest:
+            if checkpoint_id < latest:
+                self.ports.decline(self.task_id, checkpoint_id, CheckpointFailureReason.DECLINED)
+            return
+        if self.state is TaskState.FINISHED:
+            # A source that already ended (its own final checkpoint completed) still takes part
+            # in the checkpoints slower sources need: it acknowledges its final state (all splits
+            # read) and sends no barrier, its channels being closed (as Flink's FLIP-147).
+            # Declining instead would abort every checkpoint until the slowest source finished.
+            barrier = CheckpointBarrier(checkpoint_id, timestamp, options)
+            self.trigger_checkpoint(barrier, AlignmentStats(checkpoint_id), emit_barrier=False)
+            return
+        barrier = CheckpointBarrier(checkpoint_id, timestamp, options)
+        self.trigger_checkpoint(barrier, AlignmentStats(checkpoint_id, unaligned=options.unaligned))
+
+    # ------------------------------------------------------------------ CheckpointListener
+
+    def trigger_checkpoint(self, barrier: CheckpointBarrier, stats: AlignmentStats, *,
+                           emit_barrier: bool = True) -> None:
+        """Snapshot synchronously, forward the barrier (unless `emit_barrier` is False: a
+        finished source), hand the snapshot over for writing."""
+        checkpoint_id = barrier.id
+        checkpoints = self.checkpoints
+        checkpoints.latest_checkpoint_id = max(checkpoints.latest_checkpoint_id, checkpoint_id)
+        self.flush()
+        snapshot = TaskSnapshot(
+            task_id=self.task_id,
+            checkpoint_id=checkpoint_id,
+            barrier_timestamp=barrier.timestamp,
+            stats=stats,
+            keyed=self.keyed_backend.snapshot(checkpoint_id),
+            sync_time=self.clock.now(),
+        )
+        snapshot.operator_states.update(self.chain.snapshot_state(checkpoint_id))
+        if self.readers:
+            snapshot.operator_states[SOURCE_OP_KEY] = {
+                "offsets": [{"split": r.split.split_id, "position": r.position} for r in self.readers]
+            }
+        overtaking = stats.unaligned
+        if overtaking:
+            # an unaligned barrier can arrive while part of a buffer or of the restored channel
+            # state is still unprocessed: that input is still in flight, so it is channel state
+            # too (ahead of whatever the handler adds for the same channel)
+            for channel, buffer in self._unprocessed_input():
+                snapshot.input_channel_state.setdefault(channel, []).append(buffer)
+        if emit_barrier:
+            # an overtaking barrier goes ahead of queued output, which becomes channel state
+            snapshot.output_channel_state.update(self.writer.put_barrier(barrier, overtake=overtaking))
+        entry = checkpoints.start(snapshot, awaiting_channel_state=overtaking and self.num_inputs > 0)
+        timeout = barrier.options.alignment_timeout
+        if not overtaking and timeout is not None and self.writer.barrier_queued_behind_data(barrier):
+            # Flink applies the alignment timeout to output buffers too: if the barrier is still
+            # stuck behind queued output when it expires, it overtakes that output, which becomes
+            # channel state; so the write waits until the barrier left or overtook.
+            entry.awaiting_output = True
+            delay = max(0.0, barrier.timestamp + timeout - self.clock.now())
+            entry.output_timer = self.timers.schedule(delay, lambda: self._output_timed_out(checkpoint_id))
+        checkpoints.maybe_start_write(checkpoint_id)
+
+    def abort_checkpoint(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        """The handler gave up on a checkpoint: tell downstream and the coordinator."""
+        self.writer.cancel_checkpoint(checkpoint_id)
+        self.checkpoints.cancel(checkpoint_id)
+        if reason is not CheckpointFailureReason.CANCELLED:
+            self.ports.decline(self.task_id, checkpoint_id, reason)
+
+    def add_input_channel_state(self, checkpoint_id: int, channel: int, buffers: Sequence[Buffer]) -> None:
+        self.checkpoints.add_input_channel_state(checkpoint_id, channel, buffers)
+
+    def finish_input_channel_state(self, checkpoint_id: int) -> None:
+        self.checkpoints.finish_input_channel_state(checkpoint_id)
+
+    def _barrier_left_outputs(self, checkpoint_id: int) -> None:
+        entry = self.checkpoints.in_flight.get(checkpoint_id)
+        if entry is None or not entry.awaiting_output or self.writer.barrier_queued(checkpoint_id):
+            return
+        entry.awaiting_output = False
+        if entry.output_timer is not None:
+            entry.output_timer.cancel()
+        self.checkpoints.maybe_start_write(checkpoint_id)
+
+    def _output_timed_out(self, checkpoint_id: int) -> None:
+        entry = self.checkpoints.in_flight.get(checkpoint_id)
+        if entry is None or not entry.awaiting_output:
+            return
+        snapshot = entry.snapshot
+        snapshot.output_channel_state.update(self.writer.overtake_with_barrier(checkpoint_id))
+        snapshot.stats = dataclasses.replace(snapshot.stats, unaligned=True)
+        entry.awaiting_output = False
+        self.checkpoints.maybe_start_write(checkpoint_id)
+
+    def on_snapshot_written(
+        self, checkpoint_id: int, handles: dict[str, tuple[StateHandle, ...]], async_duration: float = 0.0
+    ) -> bool:
+        """The executor finished writing; acknowledge unless the checkpoint was cancelled.
+
+        Returns False when the write was for a cancelled checkpoint (the executor then deletes
+        the files it wrote).
+        """
+        return self.checkpoints.on_snapshot_written(checkpoint_id, handles, async_duration)
+
+    def on_snapshot_failed(self, checkpoint_id: int, error: BaseException) -> None:
+        self.checkpoints.on_snapshot_failed(checkpoint_id, error)
+
+    def is_cancelled(self, checkpoint_id: int) -> bool:
+        return self.checkpoints.is_cancelled(checkpoint_id)
+
+    # ------------------------------------------------------------------ notifications
+
+    def notify_checkpoint_complete(self, checkpoint_id: int, *, final: bool = False) -> None:
+        """Checkpoint `checkpoint_id` completed. `final`: it is the job's final checkpoint
+        (triggered after every source finished), so a source waiting for it may end its output."""
+        self.chain.notify_checkpoint_complete(checkpoint_id)
+        self.checkpoints.completed(checkpoint_id)
+        if final and self.state is TaskState.AWAITING_FINAL_CHECKPOINT:
+            self._end_of_input()
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        self.checkpoints.cancel(checkpoint_id)
+        self.chain.notify_checkpoint_aborted(checkpoint_id)
+
+    # ------------------------------------------------------------------ inspection
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state is TaskState.FINISHED
+
+    def keyed_state(self) -> dict[str, dict[Any, Any]]:
+        return self.keyed_backend.dump()
+
+    def __repr__(self) -> str:
+        return (
+            f"Task({self.task_id}, state={self.state.value}, in={self.records_in}, "
+            f"out={self.records_out}, in_flight={sorted(self.checkpoints.in_flight)})"
+        )

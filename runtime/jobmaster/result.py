@@ -1,0 +1,283 @@
+"""What a finished job hands back: committed output, checkpoint stats, metrics, final state."""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+
+from runtime.core.errors import SuppressRestartsError
+from runtime.core.histogram import LatencyHistogram
+from runtime.core.task_metrics import StepTimes
+
+Record = dict[str, Any]
+#: a transaction's records: dicts, or one Arrow record batch (as the Ray committer receives them)
+Records = list[Record] | pa.RecordBatch
+
+
+def _rows(records: Records) -> list[Record]:
+    return records.to_pylist() if isinstance(records, pa.RecordBatch) else list(records)
+
+
+def _keep(records: Records) -> Records:
+    """What a committer stores: a batch as is (immutable), dicts as a private list."""
+    return records if isinstance(records, pa.RecordBatch) else list(records)
+
+
+def suppresses_restarts(exc: BaseException | None) -> bool:
+    """Whether `exc` (or a remote error standing for one) must fail the job without a restart."""
+    return isinstance(exc, SuppressRestartsError) or bool(getattr(exc, "suppress_restarts", False))
+
+
+class JobFailedError(RuntimeError):
+    """The job failed for good (restart attempts exhausted, or a non-recoverable error)."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class UnknownTransactionError(KeyError):
+    """A commit named a transaction that was never staged (its records would be lost)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class TransactionConflictError(SuppressRestartsError):
+    """A sink staged a transaction id that is already committed: the job went back behind output
+    the external system already shows. Never fixed by a restart (the next attempt's new ids would
+    commit that output again)."""
+
+
+class CommittedOutput(NamedTuple):
+    """The newest checkpoint whose output a committer made visible, and one transaction of it."""
+
+    checkpoint_id: int
+    transaction: str
+
+
+#: `SparkSink`'s transaction names (file names: no '/'): `<sink>-<subtask>-<id>-<8 hex>` and
+#: `<sink>-<subtask>-end-after-<id>`
+_SPARK_TRANSACTION = re.compile(r"-\d+-(?:(\d+)-[0-9a-f]{8}|end-after-(\d+))$")
+
+
+def transaction_checkpoint(transaction_id: str) -> int | None:
+    """The checkpoint a transaction id belongs to: `<sink>/<subtask>/<id>` and
+    `<sink>/<subtask>/end-after-<id>` (records after the final checkpoint `id`) name it, as do
+    `SparkSink`'s `<sink>-<subtask>-<id>-<hex>` and `<sink>-<subtask>-end-after-<id>`;
+    `.../final` (no checkpointing) names none."""
+    if "/" not in transaction_id:
+        match = _SPARK_TRANSACTION.search(transaction_id)
+        return int(match.group(1) or match.group(2)) if match else None
+    last = transaction_id.rpartition("/")[2]
+    if last.startswith("end-after-"):
+        last = last[len("end-after-"):]
+    return int(last) if last.isdigit() else None
+
+
+class CollectCommitter:
+    """The "external system" behind `CollectSink`s: outlives task restarts. Staged transactions
+    are kept invisible until committed; commits are idempotent per transaction id, so a
+    transaction re-committed after recovery is not repeated. Transactions staged by an attempt
+    that failed before their checkpoint completed stay staged and invisible
+    (`staged_transactions`) until the executor recovering from that failure aborts them
+    (`abort_lingering`), as Flink's Kafka sink aborts its lingering transactions on recovery."""
+
+    def __init__(self) -> None:
+        self._committed: dict[str, OrderedDict[str, Records]] = {}
+        self._staged: dict[str, dict[str, Records]] = {}
+        self.duplicate_commits = 0
+        #: staged transactions dropped by `abort_lingering`
+        self.aborted_transactions = 0
+
+    def stage(self, sink: str, transaction_id: str, records: Records) -> None:
+        """Stage `records` under `transaction_id`, replacing a lingering stage of that id (left by
+        an attempt whose checkpoint never completed: its records are replayed).
+
+        Raises:
+            TransactionConflictError: the id is already committed — this execution restored a
+                checkpoint older than what this external system has seen, so its output would
+                be duplicated or lost.
+        """
+        if transaction_id in self._committed.get(sink, ()):
+            raise TransactionConflictError(
+                f"sink {sink!r}: transaction {transaction_id!r} is already committed; the job restored a "
+                "checkpoint older than the output this committer holds (restore the latest checkpoint, "
+                "or give the job a fresh committer)"
+            )
+        self._staged.setdefault(sink, {})[transaction_id] = _keep(records)
+
+    def commit(self, sink: str, transaction_id: str, records: Records | None = None) -> None:
+        """Raises: UnknownTransactionError when `records` is None and nothing was staged."""
+        txns = self._committed.setdefault(sink, OrderedDict())
+        if transaction_id in txns:
+            self.duplicate_commits += 1
+            return
+        staged = self._staged.get(sink, {}).pop(transaction_id, None)
+        if records is None:
+            if staged is None:
+                raise UnknownTransactionError(
+                    f"sink {sink!r}: transaction {transaction_id!r} was committed but never staged here "
+                    f"(staged: {sorted(self._staged.get(sink, {}))}). Restoring a checkpoint of an earlier "
+                    "execution? Its sinks staged their records in that execution's committer: pass it as "
+                    "execute(..., committer=earlier_result.committer), or restore a checkpoint directory whose "
+                    "<job>/committed/ folder (the durable committer kept beside the checkpoints) is intact"
+                )
+            records = staged
+        txns[transaction_id] = _keep(records)
+
+    def abort_lingering(self, after: int, before: int) -> list[str]:
+        """Drop the staged transactions of checkpoints `after` < id < `before`: the recovery
+        restored checkpoint `after` (0: none), whose sinks commit only transactions of
+        checkpoints <= `after`, and its new checkpoints get ids >= `before` (ids strictly
+        increase across restarts), so nothing can ever commit these. Transactions not named
+        after a checkpoint (`.../final`, `.../end-after-<id>`) are committed with their records,
+        never staged, and left alone. Returns the dropped ids, sorted.
+        """
+        aborted = []
+        for staged in self._staged.values():
+            for txn in list(staged):
+                checkpoint = txn.rpartition("/")[2]
+                if checkpoint.isdigit() and after < int(checkpoint) < before:
+                    del staged[txn]
+                    aborted.append(txn)
+        self.aborted_transactions += len(aborted)
+        return sorted(aborted)
+
+    def latest_committed(self) -> CommittedOutput | None:
+        """The newest checkpoint any sink committed output of (None: nothing committed under a
+        checkpoint). An execution must not restore a checkpoint older than it: the replayed
+        records would be committed a second time."""
+        latest: CommittedOutput | None = None
+        for txns in self._committed.values():
+            for txn in txns:
+                checkpoint = transaction_checkpoint(txn)
+                if checkpoint is not None and (latest is None or checkpoint > latest.checkpoint_id):
+                    latest = CommittedOutput(checkpoint, txn)
+        return latest
+
+    def records(self, sink: str, transaction_id: str) -> list[Record]:
+        """The records of a committed or staged transaction.
+
+        Raises:
+            UnknownTransactionError: `sink` has no such transaction.
+        """
+        for txns in (self._committed.get(sink, {}), self._staged.get(sink, {})):
+            if transaction_id in txns:
+                return _rows(txns[transaction_id])
+        raise UnknownTransactionError(f"sink {sink!r} has no transaction {transaction_id!r}")
+
+    def staged_transactions(self, sink: str) -> list[str]:
+        """Staged, never committed (invisible) transaction ids of `sink`."""
+        return sorted(self._staged.get(sink, {}))
+
+    def output(self, sink: str) -> list[Record]:
+        txns = self._committed.get(sink, {})
+        for txn, records in txns.items():
+            if isinstance(records, pa.RecordBatch):
+                txns[txn] = records.to_pylist()  # once: later reads reuse the dicts
+        return [r for records in txns.values() for r in records]
+
+    def transactions(self, sink: str) -> list[str]:
+        return list(self._committed.get(sink, {}))
+
+    @property
+    def sinks(self) -> list[str]:
+        return sorted(self._committed)
+
+
+@dataclass
+class JobMetrics:
+    """Run metrics; times are virtual seconds on the simulator, wall seconds on Ray."""
+
+    records_in: int = 0  # records read by sources (replays included)
+    records_out: int = 0  # records committed by sinks
+    duration: float = 0.0
+    restarts: int = 0
+    #: end-to-end latencies of the records that reached a sink task, merged over tasks: exact
+    #: count/min/max/mean, percentiles within 1 % (`runtime.core.histogram`); `len()` is the count
+    latencies: LatencyHistogram = field(default_factory=LatencyHistogram, repr=False)
+    events: int = 0
+    #: earliest `created_at` stamp of a record that reached a sink task (None: no stamps)
+    first_created_at: float | None = None
+    #: when the last stamped record reached its sink task
+    last_arrival_at: float | None = None
+    #: when the last sink transaction was committed, i.e. the job's output became visible (wall
+    #: seconds, Ray only; None on the simulator)
+    last_commit_at: float | None = None
+    #: buffer debloating: per task with inputs, the buffer size (records) it last asked its
+    #: senders for (empty without debloating)
+    buffer_sizes: dict[str, int] = field(default_factory=dict)
+    #: per task ("vertex[i]"), what its steps cost (`runtime.core.task_metrics`; calibration input)
+    tasks: dict[str, StepTimes] = field(default_factory=dict)
+
+    @property
+    def throughput(self) -> float:
+        return self.records_in / self.duration if self.duration > 0 else 0.0
+
+    @property
+    def end_to_end_throughput(self) -> float | None:
+        """Stamped records that reached a sink task over the span from the first one's creation
+        to the last one's arrival (deployment and teardown excluded; replays counted again)."""
+        if self.first_created_at is None or self.last_arrival_at is None:
+            return None
+        span = self.last_arrival_at - self.first_created_at
+        return len(self.latencies) / span if span > 0 else None
+
+    def add_task_span(self, first_created_at: float | None, last_arrival_at: float | None) -> None:
+        """Widen the span with one task's (None: that task saw no stamped record)."""
+        if first_created_at is not None:
+            self.first_created_at = (first_created_at if self.first_created_at is None
+                                     else min(self.first_created_at, first_created_at))
+        if last_arrival_at is not None:
+            self.last_arrival_at = (last_arrival_at if self.last_arrival_at is None
+                                    else max(self.last_arrival_at, last_arrival_at))
+
+    def latency_percentile(self, q: float) -> float | None:
+        """The `q`-th latency percentile (0-100, nearest rank; within 1 %), None without stamps."""
+        return self.latencies.percentile(q)
+
+
+@dataclass
+class JobResult:
+    """Returned by `env.execute(...)`."""
+
+    job_name: str
+    executor: str
+    seed: int | None
+    committer: CollectCommitter
+    checkpoints: list[Any]  # list[checkpoint.stats.CheckpointStats]
+    metrics: JobMetrics
+    final_state: dict[str, dict[str, dict[Any, Any]]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    #: per restart, the checkpoint the job resumed from (None: from the beginning)
+    restored_checkpoints: list[int | None] = field(default_factory=list)
+    trace: list[tuple] = field(default_factory=list, repr=False)
+    replay: str = ""
+    #: this run's id, recorded in the metadata of every checkpoint it took (`restore_from(dir,
+    #: run_id=...)` names it; `barrierflow checkpoints ls` shows it)
+    run_id: str | None = None
+
+    def output(self, name: str) -> list[Record]:
+        """Committed records of sink `name` (never uncommitted ones)."""
+        if name not in self.sink_names:
+            raise KeyError(f"no sink named {name!r}; sinks: {', '.join(self.sink_names) or '(none)'}")
+        return self.committer.output(name)
+
+    sink_names: list[str] = field(default_factory=list)
+
+    @property
+    def completed_checkpoints(self) -> list[Any]:
+        return [c for c in self.checkpoints if c.completed]
+
+    @property
+    def aborted_checkpoints(self) -> list[Any]:
+        return [c for c in self.checkpoints if not c.completed]
+
+    @property
+    def restarts(self) -> int:
+        return self.metrics.restarts

@@ -1,0 +1,2 @@
+"""Verification on the simulator: swarm testing, shrinking, the VOPR-style runner.
+"""

@@ -1,0 +1,759 @@
+"""Swarm testing on the simulator: one seed draws a job, a configuration AND a fault plan.
+
+Theory of operation
+-------------------
+`draw_config(seed)` returns a frozen `SwarmConfig`: an order-sensitive job
+(`runtime.workloads.seeded.build_stamped_job`: rows, keys, stages, parallelism, splits, buffers,
+credits), every checkpointing option that changes the protocol's path (mode incl. alignment
+timeouts, `max_concurrent`, `retained`, `min_pause`, a possibly short `timeout`, storage in
+memory or on disk, the full / incremental / incremental+merging backend, HA), the simulator's
+cost model, an optional restore with rescale, and a fault plan drawn from a random *subset* of
+the fault kinds of `FAULT_KINDS` with random intensities (swarm testing: a seed that never
+crashes a task explores long runs of checkpoints that crash-heavy seeds never reach).
+
+`run_config(config)` runs the job failure-free without checkpointing (the reference) and with
+the configuration and faults, and returns a `Verdict`: "ok", "expected" (a known limitation,
+clearly named by `EXPECTED_ERRORS`, or a reported bug in `KNOWN_BUGS`), or a violation kind
+(`VIOLATIONS`). With `rescale_to` the faulty run has two phases: the first execution (no
+restarts, no faults, on-disk storage) fails for good at a planned source crash; a second
+environment with parallelism `rescale_to` does `restore_from` the first one's directory with the
+first one's committer and runs to the end under the config's faults. Per-event invariant
+checkers plug in at `INVARIANTS`.
+
+`runtime.verify.shrink` reduces a failing configuration. A config's `repr` lists only its
+non-default fields; `replay_line(config)` is the one-line command that replays it.
+
+Pure apart from temporary directories for on-disk checkpoint storage (`SCRATCH_DIR`).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import random
+import shlex
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache, partial
+from pathlib import Path
+from typing import Any
+
+from checkpoint.io.tools import CheckpointToolError
+from checkpoint.modes import ALIASES, parse_mode
+from checkpoint.options import RestartStrategy
+from runtime.jobmaster import faults as fault_module
+from runtime.jobmaster.faults import FaultPlan, TaskCrash
+from runtime.jobmaster.result import CollectCommitter, JobFailedError
+from runtime.sim.executor import CostModel, NetworkOptions
+from runtime.sim.invariants import InvariantChecker, InvariantViolation
+from runtime.workloads.seeded import (
+    ORDER_FREE_STAGES,
+    ORDER_SENSITIVE_STAGES,
+    SINK,
+    UNION_STAGES,
+    build_stamped_job,
+    draw_rows,
+    multiset,
+    normalize_state,
+    order_holds_after,
+    order_violations,
+    stages_valid,
+)
+
+MODES = ("aligned", "unaligned", "timeout", "at_least_once")
+EXACTLY_ONCE_MODES = ("aligned", "unaligned", "timeout")
+_MODE_NAMES = tuple(ALIASES.get(mode, mode) for mode in MODES)  # as `checkpoint.modes` spells them
+BACKENDS = ("full", "incremental", "merging")
+#: the source vertex of every stamped job (`from_collection` without a name)
+SOURCE_VERTEX = "Source: collection"
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    """How `draw_config` draws one kind of fault: up to `max_count` of them."""
+
+    max_count: int
+
+
+#: every fault kind the swarm draws, by its `FaultPlan.random` keyword. A new kind is one line.
+FAULT_KINDS: dict[str, FaultKind] = {
+    "crashes": FaultKind(max_count=3),
+    "coordinator_crashes": FaultKind(max_count=2),
+    "lost_acks": FaultKind(max_count=2),
+    "stalls": FaultKind(max_count=3),
+    "storage_failures": FaultKind(max_count=2),
+    "lost_messages": FaultKind(max_count=2),
+    "duplicated_messages": FaultKind(max_count=2),
+    "delayed_messages": FaultKind(max_count=2),
+    "torn_writes": FaultKind(max_count=2),
+    "slow_storage": FaultKind(max_count=2),
+    "channel_delays": FaultKind(max_count=2),
+    "task_stalls": FaultKind(max_count=2),
+    "notify_crashes": FaultKind(max_count=1),
+    "recovery_crashes": FaultKind(max_count=1),
+}
+#: faults that hold a checkpoint (or a task) until a timeout: each may add one to a run's length
+_WAITING_FAULTS = ("LostAcknowledgement", "LostControlMessage", "TaskStall")
+
+#: violation kinds a `Verdict` can carry (`"ok"` and `"expected"` are not violations)
+VIOLATIONS = {
+    "lost": "committed output misses records of the reference",
+    "duplicated": "committed output has records the reference has not (or more of them)",
+    "lost+duplicated": "committed output misses some records and repeats others",
+    "state": "final keyed state differs from the reference (list order per origin included)",
+    "order": "records of one key from one origin arrived or were committed out of order",
+    "staged": "transactions left staged (never committed, never aborted) at the end",
+    "failed": "the job failed for good although its restart attempts covered every fault",
+    "liveness": "the job did not finish (simulator time or event bound, or stalled)",
+    "invariant:<name>": "the per-event invariant checker found invariant <name> broken (runtime.sim.invariants)",
+    "error": "an unexpected exception escaped the executor",
+}
+
+
+def _fault_repr(fault: Any) -> str:
+    """`TaskCrash(at_fraction=0.5)`: only the fields that differ from their defaults."""
+    args = [f"{f.name}={getattr(fault, f.name)!r}" for f in fields(fault)
+            if getattr(fault, f.name) != f.default]
+    return f"{type(fault).__name__}({', '.join(args)})"
+
+
+@dataclass(frozen=True)
+class SwarmConfig:
+    """A job, its configuration and its faults. Defaults are the simplest values, the ones the
+    shrinker moves toward; `repr` shows the others only."""
+
+    seed: int
+    # the job
+    rows: int = 50
+    keys: int = 3
+    skew: float = 0.0
+    stages: tuple[str, ...] = ("count",)
+    parallelism: int = 1
+    splits: int = 1
+    buffer_size: int = 16
+    credits: int = 8
+    buffer_timeout: float = 0.001
+    records_per_step: int | None = None
+    # checkpointing
+    mode: str = "aligned"
+    #: alignment timeout of mode "timeout" (ignored otherwise)
+    alignment_timeout: float = 0.0
+    interval: float = 0.002
+    max_concurrent: int = 1
+    retained: int = 1
+    min_pause: float = 0.0
+    timeout: float = 2.0
+    tolerable_failures: int = 1_000_000
+    storage: str = "memory"  # memory | disk
+    backend: str = "full"  # full | incremental | merging
+    ha: bool = False
+    restart_attempts: int = 20
+    #: restore with rescale: the first execution fails for good at a source crash at this
+    #: fraction of its records; a second one with parallelism `rescale_to` restores its directory
+    rescale_to: int | None = None
+    rescale_at: float = 0.5
+    #: buffer debloating (`env.set_buffer_debloating`): its target in seconds (None: off) and
+    #: its sampling period
+    debloat_target: float | None = None
+    debloat_period: float = 0.002
+    # the simulator
+    #: the source's steps cost this many times the `CostModel`'s: records enter over a longer
+    #: stretch of virtual time, so more checkpoints fall inside the job
+    source_slowdown: float = 1.0
+    #: fixed latency of a snapshot write (`NetworkOptions.write_latency`)
+    write_latency: float = 0.002
+    faults: tuple[Any, ...] = field(default=())
+
+    def __repr__(self) -> str:
+        parts = [f"seed={self.seed}"]
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("seed", "faults") or value == f.default:
+                continue
+            parts.append(f"{f.name}={value!r}")
+        if self.faults:
+            inner = ", ".join(_fault_repr(fault) for fault in self.faults)
+            parts.append(f"faults=({inner},)")
+        return f"SwarmConfig({', '.join(parts)})"
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.mode in EXACTLY_ONCE_MODES
+
+    def problems(self) -> list[str]:
+        """Why this config cannot run (empty when it can)."""
+        out = []
+        if self.mode not in MODES:
+            out.append(f"mode {self.mode!r} is not one of {MODES}")
+        if self.backend not in BACKENDS:
+            out.append(f"backend {self.backend!r} is not one of {BACKENDS}")
+        if self.storage not in ("memory", "disk"):
+            out.append(f"storage {self.storage!r} is not memory or disk")
+        if not stages_valid(self.stages):
+            out.append(f"stages {self.stages} are not valid (see workloads.stages_valid)")
+        if min(self.rows, self.keys, self.parallelism, self.splits, self.buffer_size, self.credits) < 1:
+            out.append("rows, keys, parallelism, splits, buffer_size and credits must be >= 1")
+        if self.rescale_to is not None and self.storage != "disk":
+            out.append("rescale_to needs storage='disk'")
+        return out
+
+    def size(self) -> int:
+        """How big the config is (what shrinking reduces): faults, stages, rows, keys,
+        parallelism, splits, phases and options away from their defaults."""
+        defaults = {f.name: f.default for f in fields(self)}
+        options = sum(1 for name in OPTION_FIELDS if getattr(self, name) != defaults[name])
+        return (len(self.faults) + len(self.stages) + self.rows + self.keys + self.parallelism
+                + self.splits + (self.rescale_to or 0) + options)
+
+    def fault_counts(self) -> Counter:
+        """Faults of the plan by kind (class name)."""
+        return Counter(type(f).__name__ for f in self.faults)
+
+
+#: option fields: `size` counts those away from their defaults; the shrinker resets them one at a time
+OPTION_FIELDS = ("skew", "buffer_size", "credits", "buffer_timeout", "records_per_step", "mode",
+                  "alignment_timeout", "interval", "max_concurrent", "retained", "min_pause", "timeout",
+                  "tolerable_failures", "storage", "backend", "ha", "restart_attempts", "rescale_at",
+                  "source_slowdown", "write_latency", "debloat_target", "debloat_period")
+
+
+# --------------------------------------------------------------------------- judging
+
+@dataclass(frozen=True)
+class ExpectedError:
+    """A known limitation: an exception of class `name` whose message contains `fragment`, in a
+    config for which `applies` holds, is an "expected" verdict (never a pass)."""
+
+    name: str
+    fragment: str
+    why: str
+    applies: Callable[[SwarmConfig], bool]
+
+
+def _corrupts(config: SwarmConfig) -> bool:
+    return any(type(f).__name__ == "TornWrite" for f in config.faults)
+
+
+#: known limitations, tracked elsewhere; delete an entry when its fix lands
+EXPECTED_ERRORS: tuple[ExpectedError, ...] = (
+    ExpectedError("CommittedOutputAheadError", "falling back past committed output",
+                  "a corrupt checkpoint whose output was committed cannot be fallen back past (DESIGN §4)",
+                  _corrupts),
+    ExpectedError("NoValidCheckpointError", "no retained checkpoint can be restored",
+                  "every retained checkpoint is corrupt (torn writes): nothing to fall back to (DESIGN §4)",
+                  _corrupts),
+)
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """A violation of one of `kinds`, in a config for which `applies` holds, that a known and
+    reported bug outside the simulator search explains: an "expected" verdict until the fix lands
+    (`tests/sim/test_swarm.py` checks that its minimal `replay` config still shows it)."""
+
+    kinds: tuple[str, ...]
+    why: str
+    applies: Callable[[SwarmConfig], bool]
+    replay: str
+
+
+#: known bugs, reported; delete an entry when its fix lands
+KNOWN_BUGS: tuple[KnownBug, ...] = ()
+
+
+#: where on-disk checkpoint storage goes: a RAM-backed local file system when there is one
+#: (the same `pyarrow.fs` local-path code as a disk; on a real disk syncs dominate a sweep)
+SCRATCH_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None
+
+
+def _checker(reference: Counter) -> InvariantChecker:
+    return InvariantChecker(reference=reference)
+
+
+#: per-event invariant checkers (`runtime.sim.invariants`, raising `InvariantViolation`): a
+#: factory of a fresh checker per execution from the reference's committed multiset, passed as
+#: `execute(..., invariants=...)`. The one place to turn them off (None) for every run; per
+#: call: `run_config(config, invariants=None)`.
+INVARIANTS: Callable[[Counter], Any] | None = _checker
+
+
+# --------------------------------------------------------------------------- drawing
+
+
+def draw_config(seed: int) -> SwarmConfig:
+    """The job, configuration and faults of `seed` (deterministic)."""
+    rng = random.Random(f"swarm/{seed}")
+    mode = rng.choice(MODES)
+    parallelism = rng.randint(1, 4)
+    stages = _draw_stages(rng)
+    # faults from a stream of their own: a kind added at the end of FAULT_KINDS leaves the rest
+    # of every seed's config, and its other faults (FaultPlan.random draws kinds in order), as is
+    fault_rng = random.Random(f"swarm-faults/{seed}")
+    density = fault_rng.choice((0.1, 0.25, 0.5))  # how many kinds a seed enables varies too
+    counts = {kind: fault_rng.randint(1, spec.max_count) for kind, spec in FAULT_KINDS.items()
+              if fault_rng.random() < density}
+    plan = FaultPlan.random(seed, **{"crashes": 0, **counts})
+    timeout = rng.choice((2.0, 0.5, 0.05, 0.02, 0.01))
+    rescale_to = None
+    if rng.random() < 0.2:
+        rescale_to = rng.randint(1, 4)  # unaligned too: in-flight data is redistributed
+    storage = "disk" if rescale_to is not None or rng.random() < 0.3 else "memory"
+    return SwarmConfig(
+        seed=seed,
+        rows=rng.randint(10, 120),
+        keys=rng.randint(1, 12),
+        skew=rng.choice((0.0, 1.0, 2.0)),
+        parallelism=parallelism,
+        splits=rng.randint(1, 5),
+        buffer_size=rng.choice((1, 4, 16, 64)),
+        credits=rng.choice((1, 2, 8)),
+        buffer_timeout=rng.choice((0.0005, 0.001, 0.005)),
+        records_per_step=rng.choice((None, None, 1, 3)),
+        mode=mode,
+        alignment_timeout=rng.choice((0.0, 0.0, 0.0005, 0.002, 0.01)) if mode == "timeout" else 0.0,
+        interval=rng.choice((0.0005, 0.002, 0.01)),
+        max_concurrent=rng.randint(1, 3),
+        retained=rng.randint(1, 3),
+        min_pause=rng.choice((0.0, 0.0, 0.001, 0.005)),
+        timeout=timeout,
+        # short timeouts abort checkpoints without any fault: never count those toward failing
+        tolerable_failures=1_000_000 if timeout < 0.5 else rng.choice((0, 3, 1_000_000)),
+        storage=storage,
+        backend=rng.choice(BACKENDS),
+        ha=rng.random() < 0.3,
+        restart_attempts=3 + 2 * len(plan.faults),
+        rescale_to=rescale_to,
+        rescale_at=round(rng.uniform(0.3, 0.95), 3) if rescale_to is not None else 0.5,
+        faults=plan.faults,
+        # a first execution crashing early in a fast job would have no checkpoint to restore
+        source_slowdown=100.0 if rescale_to is not None else rng.choice((1.0, 1.0, 20.0, 100.0)),
+        write_latency=rng.choice((0.002, 0.0005)),
+        stages=_maybe_union(rng, stages),
+        **_draw_debloating(seed),
+    )
+
+
+def _draw_debloating(seed: int) -> dict[str, Any]:
+    """Buffer debloating for a quarter of the seeds, from a stream of its own (so drawing it
+    leaves the rest of every seed's config as it was). Targets are short, as the jobs are: a
+    few ms of virtual time, so buffers do shrink under the swarm's slow sources."""
+    rng = random.Random(f"swarm-debloat/{seed}")
+    if rng.random() >= 0.25:
+        return {}
+    return {"debloat_target": rng.choice((0.0002, 0.001, 0.005)), "debloat_period": rng.choice((0.0005, 0.002))}
+
+
+def _maybe_union(rng: random.Random, stages: tuple[str, ...]) -> tuple[str, ...]:
+    """Sometimes a union stage, wherever order-sensitive stages stay valid (drawn last, so the
+    rest of a seed's config does not depend on it)."""
+    if rng.random() >= 0.15:
+        return stages
+    union = rng.choice(UNION_STAGES)
+    places = [i for i in range(len(stages) + 1) if stages_valid(stages[:i] + (union,) + stages[i:])]
+    at = rng.choice(places)
+    return stages[:at] + (union,) + stages[at:]
+
+
+def _draw_stages(rng: random.Random) -> tuple[str, ...]:
+    """1-4 stages; order-sensitive ones only where (origin, key) order holds; at least one
+    keyed stage, so the job has state."""
+    stages: list[str] = []
+    for _ in range(rng.randint(1, 4)):
+        pool = ORDER_FREE_STAGES
+        if order_holds_after(tuple(stages)):
+            pool = ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES * 2
+        stages.append(rng.choice(pool))
+    if not any(s in ("count", "sum") + ORDER_SENSITIVE_STAGES for s in stages):
+        stages.append(rng.choice(("count", "sum", "list", "last", "seqcheck") if order_holds_after(tuple(stages))
+                                 else ("count", "sum")))
+    return tuple(stages)
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What `run_config` found: `kind` is "ok", "expected" or one of `VIOLATIONS`."""
+
+    config: SwarmConfig
+    kind: str
+    detail: str = ""
+    completed: int = 0
+    aborted: int = 0
+    restarts: int = 0
+    #: executions run: 1, or 2 with a restore (rescale) phase
+    phases: int = 1
+
+    @property
+    def violation(self) -> bool:
+        return self.kind not in ("ok", "expected")
+
+    @property
+    def replay(self) -> str:
+        return replay_line(self.config)
+
+    def summary(self) -> str:
+        faults = ", ".join(f"{k}={n}" for k, n in sorted(self.config.fault_counts().items())) or "none"
+        return (f"seed={self.config.seed} {self.kind}: faults [{faults}], checkpoints {self.completed} completed / "
+                f"{self.aborted} aborted, {self.restarts} restart(s), {self.phases} phase(s)"
+                + (f" — {self.detail}" if self.detail else ""))
+
+
+@dataclass
+class _Run:
+    """The faulty run's observations, over one or two executions."""
+
+    committer: CollectCommitter
+    final_state: dict[str, Any]
+    failures: list[str]
+    completed: int = 0
+    aborted: int = 0
+    restarts: int = 0
+    phases: int = 1
+
+    def add(self, result: Any) -> None:
+        self.completed += len(result.completed_checkpoints)
+        self.aborted += len(result.aborted_checkpoints)
+        self.restarts += result.restarts
+        self.failures.extend(result.failures)
+
+
+class _Failed(Exception):
+    """A run ended in a verdict before comparing outputs."""
+
+    def __init__(self, kind: str, detail: str, run: _Run | None = None) -> None:
+        super().__init__(detail)
+        self.kind, self.detail, self.run = kind, detail, run
+
+
+_DEFAULT: Any = object()
+
+
+def run_config(config: SwarmConfig, *, invariants: Callable[[Counter], Any] | None = _DEFAULT,
+               known_bugs: bool = True) -> Verdict:
+    """Run `config` and its failure-free reference and judge the guarantee of its mode.
+
+    Args:
+        invariants: a factory of per-event invariant checkers from the reference multiset
+            (default: `INVARIANTS`; None: none).
+        known_bugs: report a violation `KNOWN_BUGS` explains as "expected" (False: as itself).
+
+    Raises:
+        ValueError: `config.problems()` is not empty.
+    """
+    problems = config.problems()
+    if problems:
+        raise ValueError(f"invalid swarm config {config!r}: {'; '.join(problems)}")
+    factory = INVARIANTS if invariants is _DEFAULT else invariants
+    try:
+        want_output, want_state = _reference(config.seed, config.rows, config.keys, config.skew, config.splits,
+                                             config.stages)
+    except Exception as exc:  # noqa: BLE001 - the failure-free run must not fail at all
+        kind, detail = _classify(config, exc)
+        return _verdict(config, kind, f"failure-free reference run: {detail}", None, known_bugs)
+    checker = None if factory is None else partial(factory, want_output)
+    with tempfile.TemporaryDirectory(prefix="barrierflow-swarm-", dir=SCRATCH_DIR) as tmp:
+        try:
+            run = (_two_phases if config.rescale_to is not None else _one_phase)(config, Path(tmp), checker)
+        except _Failed as failed:
+            if failed.kind == "liveness" and _timeouts_explain(config, factory):
+                failed.kind, failed.detail = "expected", (
+                    f"does not finish with timeout={config.timeout:g} s but does with the default: its "
+                    f"checkpoints take longer, so the final one never completes (tolerable_failures="
+                    f"{config.tolerable_failures} retries it forever): {failed.detail}")
+            return _verdict(config, failed.kind, failed.detail, failed.run, known_bugs)
+    if any("order violation" in f for f in run.failures):
+        detail = next(f for f in run.failures if "order violation" in f)
+        return _verdict(config, "order", detail, run, known_bugs)
+    return _verdict(config, *_judge(config, run, want_output, want_state), run, known_bugs)
+
+
+def _timeouts_explain(config: SwarmConfig, factory: Callable[[Counter], Any] | None) -> bool:
+    """Whether a run that did not finish does finish with the default (long) checkpoint timeout."""
+    default = SwarmConfig(seed=0).timeout
+    if config.timeout >= default:
+        return False
+    return run_config(replace(config, timeout=default), invariants=factory, known_bugs=False).kind != "liveness"
+
+
+def _verdict(config: SwarmConfig, kind: str, detail: str, run: _Run | None, known_bugs: bool) -> Verdict:
+    if known_bugs:
+        for bug in KNOWN_BUGS:
+            if kind in bug.kinds and bug.applies(config):
+                kind, detail = "expected", f"known bug ({kind}): {bug.why}: {detail}"
+                break
+    if run is None:
+        return Verdict(config, kind, detail)
+    return Verdict(config, kind, detail, run.completed, run.aborted, run.restarts, run.phases)
+
+
+def _judge(config: SwarmConfig, run: _Run, want_output: Counter, want_state: Any) -> tuple[str, str]:
+    output = run.committer.output(SINK)
+    got = multiset(output)
+    missing, extra = want_output - got, got - want_output
+    if missing and (extra or config.exactly_once):
+        kind = "lost+duplicated" if extra else "lost"
+        return kind, f"{sum(missing.values())} missing, {sum(extra.values())} extra (e.g. {_example(missing or extra)})"
+    if extra and config.exactly_once:
+        return "duplicated", f"{sum(extra.values())} extra (e.g. {_example(extra)})"
+    staged = run.committer.staged_transactions(SINK)
+    if staged:
+        return "staged", f"staged transactions left: {staged[:5]}"
+    if not config.exactly_once:
+        return "ok", ""
+    if normalize_state(run.final_state) != want_state:
+        return "state", _state_difference(normalize_state(run.final_state), want_state)
+    if order_holds_after(config.stages):
+        problems = order_violations(output)
+        if problems:
+            return "order", "; ".join(problems)
+    return "ok", ""
+
+
+def _example(records: Counter) -> str:
+    record, n = next(iter(records.items()))
+    return f"{dict(record)} x{n}"
+
+
+def _state_difference(got: dict, want: dict) -> str:
+    for vertex in sorted(set(got) | set(want)):
+        for name in sorted(set(got.get(vertex, {})) | set(want.get(vertex, {}))):
+            g, w = got.get(vertex, {}).get(name, {}), want.get(vertex, {}).get(name, {})
+            for key in sorted(set(g) | set(w), key=repr):
+                if g.get(key) != w.get(key):
+                    return f"{vertex}.{name}[{key!r}]: got {g.get(key)!r}, want {w.get(key)!r}"
+    return "states differ"
+
+
+@lru_cache(maxsize=256)
+def _reference(seed: int, rows: int, keys: int, skew: float, splits: int,
+               stages: tuple[str, ...]) -> tuple[Counter, Any]:
+    """The failure-free run without checkpointing: committed multiset and normalized state."""
+    from runtime.api.environment import StreamEnvironment
+
+    env = StreamEnvironment(parallelism=2, buffer_size=16)
+    build_stamped_job(env, draw_rows(seed, rows, keys, skew), splits, stages, strict_order=True)
+    result = env.execute("job", executor="sim", seed=0, max_time=60.0, max_events=3_000_000)
+    output = result.output(SINK)
+    problems = order_violations(output) if order_holds_after(stages) else []
+    if problems:  # the workload itself is wrong, not the runtime
+        raise AssertionError(f"reference run of {stages} is out of order: {problems}")
+    return multiset(output), normalize_state(result.final_state)
+
+
+def _environment(config: SwarmConfig, parallelism: int, storage: str | None, restart: RestartStrategy) -> Any:
+    from runtime.api.environment import StreamEnvironment
+
+    env = StreamEnvironment(parallelism=parallelism, buffer_size=config.buffer_size, credits=config.credits,
+                            buffer_timeout=config.buffer_timeout)
+    env.enable_checkpointing(
+        interval=config.interval,
+        **parse_mode(config.mode, accepted=_MODE_NAMES).checkpointing(config.alignment_timeout),
+        timeout=config.timeout,
+        min_pause=config.min_pause,
+        max_concurrent=config.max_concurrent,
+        tolerable_failures=config.tolerable_failures,
+        retained=config.retained,
+        storage=storage,
+        state_backend="memory" if config.backend == "full" else "incremental",
+        file_merging=config.backend == "merging",
+    )
+    if config.ha:
+        env.set_high_availability("zookeeper", hosts="simulated:2181", cluster_id="swarm")
+    if config.debloat_target is not None:
+        env.set_buffer_debloating(target=config.debloat_target, period=config.debloat_period, samples=3)
+    env.set_restart_strategy(restart)
+    rows = draw_rows(config.seed, config.rows, config.keys, config.skew)
+    build_stamped_job(env, rows, config.splits, config.stages, strict_order=config.exactly_once)
+    return env
+
+
+def _execute(config: SwarmConfig, env: Any, faults: FaultPlan, checker: Callable[[], Any] | None,
+             **options: Any) -> Any:
+    """One execution on the simulator, bounded so that a run that does not finish is caught."""
+    waits = sum(1 for f in faults.faults if type(f).__name__ in _WAITING_FAULTS)
+    slow = {SOURCE_VERTEX: config.source_slowdown} if config.source_slowdown != 1 else {}
+    options.update(
+        seed=config.seed, faults=faults, costs=CostModel(records_per_step=config.records_per_step, slow_tasks=slow),
+        network=NetworkOptions(write_latency=config.write_latency),
+        # legitimate waits: a lost acknowledgement holds its checkpoint until the timeout (& co.);
+        # failure-free runs take at most ~2.2 virtual seconds
+        max_time=5.0 + 3 * config.timeout * (1 + waits), max_events=1_000_000,
+    )
+    if checker is not None:
+        options["invariants"] = checker()
+    return env.execute("job", executor="sim", **options)
+
+
+def _one_phase(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | None) -> _Run:
+    env = _environment(config, config.parallelism, str(tmp) if config.storage == "disk" else None,
+                       RestartStrategy.fixed_delay(config.restart_attempts, 0.001))
+    run = _Run(CollectCommitter(), {}, [])
+    try:
+        result = _execute(config, env, FaultPlan(config.faults, config.seed), checker, committer=run.committer)
+    except Exception as exc:  # noqa: BLE001 - every escape is classified
+        raise _Failed(*_classify(config, exc), run) from exc
+    run.add(result)
+    run.final_state = result.final_state
+    return run
+
+
+def _two_phases(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | None) -> _Run:
+    """First execution: no restarts, no fault but a crash for good of the first source subtask
+    after `rescale_at` of its records; second: restore_from its directory at parallelism
+    `rescale_to` with its committer and the config's faults and restarts, to the end."""
+    first_dir = tmp / "first"
+    env = _environment(config, config.parallelism, str(first_dir), RestartStrategy.no_restart())
+    crash = TaskCrash(task=f"{SOURCE_VERTEX}[0]", after_records=max(1, int(config.rescale_at * _first_source_rows(config))))
+    committer = CollectCommitter()
+    run = _Run(committer, {}, [])
+    try:
+        result = _execute(config, env, FaultPlan.of(crash), checker, committer=committer)
+    except JobFailedError as exc:
+        kind, detail = _classify(config, exc)
+        if kind != "failed" or not any(cause in str(exc) for cause in _FAULT_FAILURES):
+            raise _Failed(kind, f"first execution: {detail}", run) from exc
+        run.failures.append(f"first execution failed for good: {exc}")
+    except Exception as exc:  # noqa: BLE001 - every escape is classified
+        raise _Failed(*_classify(config, exc), run) from exc
+    else:  # the job ended before the planned crash: nothing to restore
+        run.add(result)
+        run.final_state = result.final_state
+        return run
+    run.phases = 2
+    assert config.rescale_to is not None
+    env = _environment(config, config.rescale_to, str(tmp / "second"),
+                       RestartStrategy.fixed_delay(config.restart_attempts, 0.001))
+    try:
+        env.restore_from(str(first_dir))
+    except CheckpointToolError as exc:
+        if committer.output(SINK):
+            raise _Failed("duplicated", f"output committed but no checkpoint to restore: {exc}", run) from exc
+        run.committer = committer = CollectCommitter()  # nothing to continue: start afresh
+    try:
+        result = _execute(config, env, FaultPlan(config.faults, config.seed), checker, committer=committer)
+    except Exception as exc:  # noqa: BLE001 - every escape is classified
+        raise _Failed(*_classify(config, exc), run) from exc
+    run.add(result)
+    run.final_state = result.final_state
+    return run
+
+
+#: invariants whose violation is one of the verdict's own kinds (the rest: "invariant:<name>")
+_INVARIANT_KINDS = {"committed-output-complete": "lost", "committed-output-within-reference": "duplicated"}
+
+#: how a failure caused by an injected fault reads (the first phase of a rescale must end so)
+_FAULT_FAILURES = ("injected fault", "coordinator crash", "exceeded checkpoint tolerable failure threshold")
+
+
+def _first_source_rows(config: SwarmConfig) -> int:
+    """Rows the first source subtask reads (`assign_splits`: split i goes to subtask i % p)."""
+    base, extra = divmod(config.rows, config.splits)
+    return sum(base + (1 if i < extra else 0) for i in range(0, config.splits, config.parallelism))
+
+
+def _classify(config: SwarmConfig, exc: BaseException) -> tuple[str, str]:
+    """The verdict kind of an exception that ended a run."""
+    chain = [exc]
+    while chain[-1].__cause__ is not None or getattr(chain[-1], "cause", None) is not None:
+        nxt = chain[-1].__cause__ or chain[-1].cause  # type: ignore[attr-defined]
+        if nxt in chain:
+            break
+        chain.append(nxt)
+    names = {cls.__name__ for e in chain for cls in type(e).__mro__}
+    message = " <- ".join(f"{type(e).__name__}: {e}" for e in chain)
+    for expected in EXPECTED_ERRORS:
+        if expected.applies(config) and any(
+                expected.name in {c.__name__ for c in type(e).__mro__} and expected.fragment in str(e) for e in chain):
+            return "expected", expected.why
+    violation = next((e for e in chain if isinstance(e, InvariantViolation)), None)
+    if violation is not None:
+        return _INVARIANT_KINDS.get(violation.invariant, f"invariant:{violation.invariant}"), message
+    if "OrderViolation" in names or "order violation" in message:
+        return "order", message
+    if isinstance(exc, JobFailedError):
+        if "did not finish within" in str(exc) or "job stalled" in str(exc):
+            return "liveness", message
+        return "failed", message
+    return "error", message
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def replay_line(config: SwarmConfig) -> str:
+    """The one-line command that replays `config`."""
+    if config == draw_config(config.seed):
+        return f"python -m runtime.verify.vopr --seed {config.seed}"
+    text = repr(config)
+    quoted = f'"{text}"' if not any(c in text for c in '"$`\\!') else shlex.quote(text)
+    return f"python -m runtime.verify.vopr --config {quoted}"
+
+
+def _constructors() -> dict[str, Any]:
+    names: dict[str, Any] = {"SwarmConfig": SwarmConfig}
+    for name, obj in vars(fault_module).items():
+        if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj is not FaultPlan:
+            names[name] = obj
+    return names
+
+
+def parse_config(text: str) -> SwarmConfig:
+    """The `SwarmConfig` a `repr` describes (only literals and known constructors: no eval).
+
+    Raises:
+        ValueError: `text` is not such a repr (names what is not allowed).
+    """
+    allowed = _constructors()
+
+    def value(node: ast.AST) -> Any:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in allowed:
+            if node.args:
+                raise ValueError(f"{node.func.id}(...) takes keyword arguments only")
+            return allowed[node.func.id](**{kw.arg: value(kw.value) for kw in node.keywords})
+        if isinstance(node, ast.Tuple):
+            return tuple(value(e) for e in node.elts)
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            raise ValueError(f"not allowed in a swarm config: {ast.unparse(node)!r}") from None
+
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"not a swarm config: {exc}") from None
+    config = value(tree.body)
+    if not isinstance(config, SwarmConfig):
+        raise ValueError(f"not a SwarmConfig(...): {text[:80]!r}")
+    return config
+
+
+def coverage(config: SwarmConfig) -> dict[str, Any]:
+    """The option values `config` exercises (for the sweep's coverage counts)."""
+    rescale = "none" if config.rescale_to is None else (
+        "same" if config.rescale_to == config.parallelism else "other")
+    return {
+        "mode": config.mode if config.mode != "timeout" else f"timeout={config.alignment_timeout:g}",
+        "max_concurrent": config.max_concurrent,
+        "retained": config.retained,
+        "min_pause": config.min_pause,
+        "timeout": config.timeout,
+        "storage": config.storage,
+        "backend": config.backend,
+        "ha": config.ha,
+        "parallelism": config.parallelism,
+        "splits": config.splits,
+        "buffer_size": config.buffer_size,
+        "credits": config.credits,
+        "buffer_timeout": config.buffer_timeout,
+        "records_per_step": config.records_per_step,
+        "rescale": rescale,
+        "source_slowdown": config.source_slowdown,
+        "write_latency": config.write_latency,
+        "debloat_target": config.debloat_target,
+        "stages": sorted(set(config.stages)),
+    }
