@@ -50,9 +50,10 @@ def restore(failed, tmp_path: Path, parallelism: int, mode: str = "aligned") -> 
 
 
 @pytest.mark.parametrize("parallelism", [1, 3])
-def test_a_failed_job_restores_aligned_at_another_parallelism_exactly_once(failed, tmp_path: Path,
-                                                                            parallelism: int) -> None:
-    assert committed_output(restore(failed, tmp_path, parallelism)) == expected_output()
+@pytest.mark.parametrize("mode", ["aligned", "unaligned"])
+def test_a_failed_job_restores_at_another_parallelism_exactly_once(failed, tmp_path: Path, parallelism: int,
+                                                                   mode: str) -> None:
+    assert committed_output(restore(failed, tmp_path, parallelism, mode)) == expected_output()
 
 
 @pytest.mark.parametrize("mode", ["aligned", "unaligned"])
