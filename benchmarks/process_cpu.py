@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -59,12 +59,27 @@ def raylet_pid() -> int:
     return ray.get(parent.remote())
 
 
+def process_role(pid: int) -> str:
+    """What a job process is: "driver" (this process), Ray's actor class name ("TaskActor", from
+    the `ray::<name>` title Ray gives its workers) or "other"."""
+    if pid == os.getpid():
+        return "driver"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            title = f.read().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return "other"
+    name = title.removeprefix("ray::").split(".")[0].split(" ")[0] if title.startswith("ray::") else ""
+    return name if name and name != "IDLE" else "other"
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """Cumulative CPU seconds per PID at wall time `at`."""
+    """Cumulative CPU seconds per PID at wall time `at`; `roles`: `process_role` per PID."""
 
     at: float
     cpu: dict[int, float]
+    roles: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,7 @@ class WindowCpu:
     end: float
     cpu_s: float
     processes: int
+    by_role: dict[str, float] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -97,7 +113,12 @@ def window_cpu(snapshots: Sequence[Snapshot], start: float, end: float) -> Windo
         raise ValueError(f"window [{start:.3f}, {end:.3f}] holds {len(inside)} CPU snapshot(s), needs 2")
     first, last = inside[0], inside[-1]
     both = first.cpu.keys() & last.cpu.keys()
-    return WindowCpu(first.at, last.at, sum(last.cpu[p] - first.cpu[p] for p in both), len(both))
+    by_role: dict[str, float] = {}
+    for p in both:
+        role = last.roles.get(p, "other")
+        by_role[role] = by_role.get(role, 0.0) + last.cpu[p] - first.cpu[p]
+    return WindowCpu(first.at, last.at, sum(last.cpu[p] - first.cpu[p] for p in both), len(both),
+                     dict(sorted(by_role.items())))
 
 
 def cpu_per_checkpoint(on_rate: float, off_rate: float, checkpoints: int, seconds: float) -> float | None:
@@ -117,6 +138,7 @@ class CpuSampler:
     def __init__(self, parent: int, period: float = 0.1) -> None:
         self.parent, self.period = parent, period
         self.snapshots: list[Snapshot] = []
+        self._roles: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
 
@@ -126,7 +148,9 @@ class CpuSampler:
             seconds = cpu_seconds(pid)
             if seconds is not None:
                 cpu[pid] = seconds
-        return Snapshot(time.time(), cpu)
+                if self._roles.get(pid, "other") == "other":  # a pool worker may become an actor
+                    self._roles[pid] = process_role(pid)
+        return Snapshot(time.time(), cpu, {p: self._roles[p] for p in cpu})
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):

@@ -28,7 +28,8 @@ Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` 
   process (the driver and the raylet's workers: task, coordinator and service actors) every
   100 ms; over the window from 20 % to 90 % of the run's input (start-up and the final drain left
   out) `cpu_per_checkpoint_ms` = (CPU rate on - CPU rate off) x window / checkpoints completed in
-  the window. `cpu_cores` is each run's CPU rate (1.0: one core busy). A stable cost figure next
+  the window, also per process role (`cpu_per_checkpoint_ms_<role>`: driver, TaskActor,
+  CoordinatorActor, ...). `cpu_cores` is each run's CPU rate (1.0: one core busy). A stable cost figure next
   to the noisy throughput ratio; the median over the repeats is reported.
 
 On Ray the raw bound (`benchmarks.ray_pipe_bound`, unless `--no-bound`) is measured in the same
@@ -185,6 +186,7 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         window = window_cpu(sampler.snapshots, metrics.first_created_at + CPU_WINDOW[0] * span,
                             metrics.first_created_at + CPU_WINDOW[1] * span)
         cpu = {"cpu_cores": window.rate, "cpu_window_s": window.seconds,
+               "cpu_cores_by_role": {role: cpu_s / window.seconds for role, cpu_s in window.by_role.items()},
                "window_checkpoints": sum(window.start <= c.trigger_time + c.duration <= window.end
                                          for c in result.completed_checkpoints)}
     return {
@@ -208,8 +210,13 @@ def cpu_cost(on_row: dict[str, Any], off_row: dict[str, Any]) -> dict[str, Any]:
     """CPU per checkpoint from a steady run with checkpoints (`on_row`) and one without."""
     per = cpu_per_checkpoint(on_row["cpu_cores"], off_row["cpu_cores"], on_row["window_checkpoints"],
                              on_row["cpu_window_s"])
+    per_role = {}
+    for role in sorted(on_row["cpu_cores_by_role"].keys() | off_row["cpu_cores_by_role"].keys()):
+        extra = on_row["cpu_cores_by_role"].get(role, 0.0) - off_row["cpu_cores_by_role"].get(role, 0.0)
+        per_role[f"cpu_per_checkpoint_ms_{role}"] = _ms(cpu_per_checkpoint(
+            extra, 0.0, on_row["window_checkpoints"], on_row["cpu_window_s"]))
     return {"cpu_cores_on": on_row["cpu_cores"], "cpu_cores_off": off_row["cpu_cores"],
-            "window_checkpoints": on_row["window_checkpoints"], "cpu_per_checkpoint_ms": _ms(per)}
+            "window_checkpoints": on_row["window_checkpoints"], "cpu_per_checkpoint_ms": _ms(per), **per_role}
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -26,13 +26,14 @@ def test_window_takes_first_and_last_snapshot_inside_and_only_processes_alive_th
         Snapshot(9.0, {1: 0.0, 2: 0.0}),  # before the window: ignored
         Snapshot(10.0, {1: 1.0, 2: 5.0, 3: 7.0}),
         Snapshot(11.0, {1: 1.5, 2: 5.2, 3: 7.1}),
-        Snapshot(12.0, {1: 2.0, 2: 5.5, 4: 0.3}),  # 3 died, 4 started: neither counts
+        Snapshot(12.0, {1: 2.0, 2: 5.5, 4: 0.3}, {1: "driver", 2: "TaskActor", 4: "TaskActor"}),  # 3 died, 4 started: neither counts
         Snapshot(13.5, {1: 9.0, 2: 9.0}),  # after the window: ignored
     ]
     window = window_cpu(snapshots, 9.5, 12.5)
     assert (window.start, window.end, window.processes) == (10.0, 12.0, 2)
     assert window.cpu_s == pytest.approx(1.0 + 0.5)
     assert window.rate == pytest.approx(0.75)
+    assert window.by_role == {"TaskActor": pytest.approx(0.5), "driver": pytest.approx(1.0)}
 
 
 def test_a_window_without_two_snapshots_is_an_error_naming_it():
@@ -47,11 +48,16 @@ def test_cpu_per_checkpoint_is_the_extra_cpu_over_the_checkpoints():
 
 
 def test_cpu_cost_row_shape_for_the_json():
-    on = {"cpu_cores": 1.3, "cpu_window_s": 4.0, "window_checkpoints": 40}
-    off = {"cpu_cores": 1.1, "cpu_window_s": 4.1, "window_checkpoints": 0}
+    on = {"cpu_cores": 1.3, "cpu_window_s": 4.0, "window_checkpoints": 40,
+          "cpu_cores_by_role": {"TaskActor": 1.0, "CoordinatorActor": 0.3}}
+    off = {"cpu_cores": 1.1, "cpu_window_s": 4.1, "window_checkpoints": 0,
+           "cpu_cores_by_role": {"TaskActor": 1.05, "driver": 0.05}}
     cost = throughput.cpu_cost(on, off)
     assert cost == {"cpu_cores_on": 1.3, "cpu_cores_off": 1.1, "window_checkpoints": 40,
-                    "cpu_per_checkpoint_ms": pytest.approx(20.0)}
+                    "cpu_per_checkpoint_ms": pytest.approx(20.0),
+                    "cpu_per_checkpoint_ms_CoordinatorActor": pytest.approx(30.0),
+                    "cpu_per_checkpoint_ms_TaskActor": pytest.approx(-5.0),
+                    "cpu_per_checkpoint_ms_driver": pytest.approx(-5.0)}
 
 
 def test_cpu_needs_a_steady_rate():
@@ -73,6 +79,8 @@ def test_cpu_seconds_grow_with_work_and_the_sampler_sees_children():
             time.sleep(0.1)
         assert len(sampler.snapshots) >= 2
         assert {os.getpid(), child.pid} <= sampler.snapshots[-1].cpu.keys()
+        assert sampler.snapshots[-1].roles[os.getpid()] == "driver"
+        assert sampler.snapshots[-1].roles[child.pid] == "other"
     finally:
         child.kill()
         child.wait()
