@@ -23,6 +23,15 @@ Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` 
 * **steady**: the generator paced at `--rate` records/s with checkpoints every 100 ms aligned;
   p50/p99 end-to-end latency (record creation at the source to its arrival at the count/sink
   task) and checkpoint durations.
+* **CPU per checkpoint** (Ray, unless `--no-cpu`): each repeat also runs the steady job with
+  checkpointing off. In both steady runs `benchmarks.process_cpu` samples the CPU of every job
+  process (the driver and the raylet's workers: task, coordinator and service actors) every
+  100 ms; over the window from 20 % to 90 % of the run's input (start-up and the final drain left
+  out) `cpu_per_checkpoint_ms` = (CPU rate on - CPU rate off) x window / checkpoints completed in
+  the window, also per process role (`cpu_per_checkpoint_ms_<role>`: driver, TaskActor,
+  CoordinatorActor, ...). `cpu_cores` is each run's CPU rate (1.0: one core busy). Measured
+  figures and a profile of the per-record path: `benchmarks/README.md`. A stable cost figure next
+  to the noisy throughput ratio; the median over the repeats is reported.
 
 On Ray the raw bound (`benchmarks.ray_pipe_bound`, unless `--no-bound`) is measured in the same
 run, one bound run after each aligned/off pair: this machine's speed drifts over minutes, and a
@@ -34,10 +43,12 @@ Prints a table, writes JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 from typing import Any
 
+from benchmarks.process_cpu import CpuSampler, cpu_per_checkpoint, raylet_pid, window_cpu
 from benchmarks.report import (
     add_output_arguments,
     add_sized_argument,
@@ -136,10 +147,21 @@ def execute(executor: str, records: int, job_name: str = "pageview-bench", **bui
         return result, time.time() - started
 
 
+#: the part of a steady run's input (by creation time) over which its CPU is measured
+CPU_WINDOW = (0.2, 0.9)
+
+
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
-        mode: str = "aligned", buffer_size: int | None = None, credits: int = 8) -> dict[str, Any]:
-    result, wall = execute(executor, records, checkpoints=checkpoints, rate=rate, job=job, mode=mode,
-                           buffer_size=buffer_size, credits=credits)
+        mode: str = "aligned", buffer_size: int | None = None, credits: int = 8,
+        cpu_of: int | None = None) -> dict[str, Any]:
+    """One run's row; with `cpu_of` (a raylet's PID) and `rate`, also the job's CPU rate over
+    `CPU_WINDOW` of the steady input (`cpu_cores`, `cpu_window_s`, `window_checkpoints`)."""
+    if cpu_of is not None and not rate:
+        raise ValueError("cpu_of needs a steady rate: the CPU window is a share of the paced input")
+    sampler = CpuSampler(cpu_of) if cpu_of is not None else contextlib.nullcontext()
+    with sampler:
+        result, wall = execute(executor, records, checkpoints=checkpoints, rate=rate, job=job, mode=mode,
+                               buffer_size=buffer_size, credits=credits)
     output = result.output("pv")
     assert len(output) == records, f"{len(output)} records committed, expected {records}"
     counts: dict[str, int] = {}
@@ -157,6 +179,17 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
     if metrics.last_commit_at is not None and metrics.first_created_at is not None:
         visible = records / (metrics.last_commit_at - metrics.first_created_at)
     durations = [c.duration for c in result.completed_checkpoints]
+    cpu: dict[str, Any] = {}
+    if isinstance(sampler, CpuSampler) and rate:
+        if metrics.first_created_at is None:
+            raise ValueError("the steady run's records carry no created_at stamps: no CPU window")
+        span = records / rate
+        window = window_cpu(sampler.snapshots, metrics.first_created_at + CPU_WINDOW[0] * span,
+                            metrics.first_created_at + CPU_WINDOW[1] * span)
+        cpu = {"cpu_cores": window.rate, "cpu_window_s": window.seconds,
+               "cpu_cores_by_role": {role: cpu_s / window.seconds for role, cpu_s in window.by_role.items()},
+               "window_checkpoints": sum(window.start <= c.trigger_time + c.duration <= window.end
+                                         for c in result.completed_checkpoints)}
     return {
         "executor": executor,
         "job": job,
@@ -170,7 +203,21 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         "checkpoint_p50_ms": _ms(statistics.median(durations)) if durations else None,
         "alignment_max_ms": _ms(max((c.alignment_time for c in result.completed_checkpoints), default=0.0)),
         "wall_s": wall,
+        **cpu,
     }
+
+
+def cpu_cost(on_row: dict[str, Any], off_row: dict[str, Any]) -> dict[str, Any]:
+    """CPU per checkpoint from a steady run with checkpoints (`on_row`) and one without."""
+    per = cpu_per_checkpoint(on_row["cpu_cores"], off_row["cpu_cores"], on_row["window_checkpoints"],
+                             on_row["cpu_window_s"])
+    per_role = {}
+    for role in sorted(on_row["cpu_cores_by_role"].keys() | off_row["cpu_cores_by_role"].keys()):
+        extra = on_row["cpu_cores_by_role"].get(role, 0.0) - off_row["cpu_cores_by_role"].get(role, 0.0)
+        per_role[f"cpu_per_checkpoint_ms_{role}"] = _ms(cpu_per_checkpoint(
+            extra, 0.0, on_row["window_checkpoints"], on_row["cpu_window_s"]))
+    return {"cpu_cores_on": on_row["cpu_cores"], "cpu_cores_off": off_row["cpu_cores"],
+            "window_checkpoints": on_row["window_checkpoints"], "cpu_per_checkpoint_ms": _ms(per), **per_role}
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -190,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     add_sized_argument(parser, "--steady-seconds", full=10.0, quick=2.0, type=float, help="length of the steady run, s")
     add_sized_argument(parser, "--repeat", full=3, quick=1, help="interleaved repeats; medians are reported")
     parser.add_argument("--no-bound", action="store_true", help="skip the raw Ray bound")
+    parser.add_argument("--no-cpu", action="store_true", help="skip CPU per checkpoint (the steady runs without checkpoints)")
     add_output_arguments(parser, "throughput_<executor>[_<job>]")
     args = parse_args(parser, argv)
     if args.executor == "ray":
@@ -199,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     records = args.records or (4_000_000 if args.job == "vectorised" else 400_000) // (10 if args.quick else 1)
     kw = {"job": args.job, "buffer_size": args.buffer_size, "credits": args.credits}
     with_bound = args.executor == "ray" and not args.no_bound
+    with_cpu = args.executor == "ray" and not args.no_cpu
+    raylet = raylet_pid() if with_cpu else None
+    steady_records = int(args.rate * args.steady_seconds)
+    costs: list[dict[str, Any]] = []
     if with_bound:
         from benchmarks.ray_pipe_bound import run as bound_run
     rows: list[dict[str, Any]] = []
@@ -215,9 +267,19 @@ def main(argv: list[str] | None = None) -> int:
         if with_bound:
             bounds.append(bound_run(records, args.buffer_size or BUFFER_SIZES[args.job], args.credits))
             ratios["aligned_vs_bound"] = aligned_row["records_per_s"] / bounds[-1]["records_per_s"]
+        if with_cpu:
+            steady_kw = {"rate": args.rate, "cpu_of": raylet, **kw}
+            on_row = run(args.executor, steady_records, checkpoints=True, **steady_kw)
+            off_row = run(args.executor, steady_records, checkpoints=False, **steady_kw)
+            rows += [on_row, off_row]
+            costs.append(cost := cpu_cost(on_row, off_row))
+            ratios |= {key: value for key, value in cost.items() if key.startswith("cpu_per_checkpoint_ms")}
         per_repeat.append(ratios)
-    steady = run(args.executor, int(args.rate * args.steady_seconds), checkpoints=True, rate=args.rate, **kw)
-    rows.append(steady)
+    if with_cpu:
+        steady = median_row([r for r in rows if r["run"] == "steady aligned"], "latency_p99_ms")
+    else:
+        steady = run(args.executor, steady_records, checkpoints=True, rate=args.rate, **kw)
+        rows.append(steady)
 
     def median(run_name: str, column: str = "records_per_s") -> float:
         return median_row([r for r in rows if r["run"] == run_name], column)[column]
@@ -237,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         "steady_latency_p50_ms": steady["latency_p50_ms"],
         "steady_latency_p99_ms": steady["latency_p99_ms"],
     }
+    if measured := [c for c in costs if c["cpu_per_checkpoint_ms"] is not None]:
+        middle = median_row(measured, "cpu_per_checkpoint_ms")  # one repeat's figures, consistent
+        summary |= {key: value for key, value in middle.items() if key != "window_checkpoints"}
     if with_bound:
         summary["raw_bound_records_per_s"] = median_row(bounds, "records_per_s")["records_per_s"]
         summary["aligned_vs_bound"] = aligned / summary["raw_bound_records_per_s"]
