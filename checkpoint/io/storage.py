@@ -179,6 +179,38 @@ class BlobStore(Protocol):
         ...
 
 
+class ForwardingBlobStore:
+    """A `BlobStore` forwarding every call to `inner`: the base of wrappers that change a call
+    or two (fault injection, watching deletes)."""
+
+    def __init__(self, inner: BlobStore) -> None:
+        self.inner = inner
+
+    def put(self, path: str, data: bytes) -> None:
+        self.inner.put(path, data)
+
+    def get(self, path: str) -> bytes:
+        return self.inner.get(path)
+
+    def delete(self, path: str) -> None:
+        self.inner.delete(path)
+
+    def exists(self, path: str) -> bool:
+        return self.inner.exists(path)
+
+    def list(self, prefix: str) -> list[str]:
+        return self.inner.list(prefix)
+
+    def list_temporary(self, prefix: str) -> list[str]:
+        return self.inner.list_temporary(prefix)
+
+    def where(self, path: str) -> str:
+        return self.inner.where(path)
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+
 class MemoryBlobStore:
     """A blob store in a dict (checkpoints survive a coordinator restart, not the process)."""
 

@@ -6,16 +6,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from checkpoint.io.storage import ForwardingBlobStore
+
 T = TypeVar("T")
 
 
-class TearingBlobStore:
+class TearingBlobStore(ForwardingBlobStore):
     """Wraps the simulator's blob store for `TornWrite`: once armed, the next `put` stores only the
     first `keep` fraction of its bytes (`garble`: the rest zeroed, same length) and returns as if
     it had written them all. Everything else passes through."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._armed: tuple[float, bool] | None = None
         self._torn: str | None = None
 
@@ -33,24 +35,6 @@ class TearingBlobStore:
             self._armed, self._torn = None, path
             data = _torn(bytes(data), keep, garble)
         self.inner.put(path, data)
-
-    def get(self, path: str) -> bytes:
-        return self.inner.get(path)
-
-    def delete(self, path: str) -> None:
-        self.inner.delete(path)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def list(self, prefix: str) -> list[str]:
-        return self.inner.list(prefix)
-
-    def list_temporary(self, prefix: str) -> list[str]:
-        return self.inner.list_temporary(prefix)
-
-    def where(self, path: str) -> str:
-        return self.inner.where(path)
 
 
 def _torn(data: bytes, keep: float, garble: bool) -> bytes:

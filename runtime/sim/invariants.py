@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from checkpoint.handles import TaskId
+from checkpoint.io.storage import ForwardingBlobStore
 from checkpoint.options import CheckpointingMode
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers import BarrierTracker
@@ -577,36 +578,16 @@ class _WatchedCommitter:
         return getattr(self.inner, name)
 
 
-class _WatchedBlobStore:
+class _WatchedBlobStore(ForwardingBlobStore):
     """The checkpoint storage's blob store, forwarding every call; tells the checker of deletes."""
 
     def __init__(self, inner: Any, checker: InvariantChecker) -> None:
-        self.inner, self.checker = inner, checker
-
-    def put(self, path: str, data: bytes) -> None:
-        self.inner.put(path, data)
-
-    def get(self, path: str) -> bytes:
-        return self.inner.get(path)
+        super().__init__(inner)
+        self.checker = checker
 
     def delete(self, path: str) -> None:
         self.checker._on_delete(path)
         self.inner.delete(path)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def list(self, prefix: str) -> list[str]:
-        return self.inner.list(prefix)
-
-    def list_temporary(self, prefix: str) -> list[str]:
-        return self.inner.list_temporary(prefix)
-
-    def where(self, path: str) -> str:
-        return self.inner.where(path)
-
-    def __repr__(self) -> str:
-        return repr(self.inner)
 
 
 def _reach(payload: Any) -> float:

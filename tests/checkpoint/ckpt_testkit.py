@@ -10,7 +10,13 @@ from checkpoint.completed import CompletedCheckpoint
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.ids import StandaloneCheckpointIDCounter
-from checkpoint.io.storage import BlobStore, CheckpointStorage, MemoryBlobStore, StorageError
+from checkpoint.io.storage import (
+    BlobStore,
+    CheckpointStorage,
+    ForwardingBlobStore,
+    MemoryBlobStore,
+    StorageError,
+)
 from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from checkpoint.options import CheckpointConfig
 from checkpoint.reasons import CheckpointFailureReason
@@ -126,7 +132,7 @@ def make_harness(config: CheckpointConfig | None = None, *, blob_store: Any = No
     return Harness(coordinator, clock, timers, gateway, store, storage, counter)
 
 
-class FailingBlobStore:
+class FailingBlobStore(ForwardingBlobStore):
     """Wraps a blob store and makes writes fail on demand (storage fault injection).
 
     `fail_writes(count, matching=...)` makes the next `count` writes (None: every write until
@@ -134,7 +140,7 @@ class FailingBlobStore:
     """
 
     def __init__(self, inner: BlobStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._remaining: int | None = 0
         self._matching: str | None = None
         self.num_failed_writes = 0
@@ -160,21 +166,3 @@ class FailingBlobStore:
             self.num_failed_writes += 1
             raise StorageError(f"injected write failure for {path}")
         self.inner.put(path, data)
-
-    def get(self, path: str) -> bytes:
-        return self.inner.get(path)
-
-    def delete(self, path: str) -> None:
-        self.inner.delete(path)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def list(self, prefix: str) -> list[str]:
-        return self.inner.list(prefix)
-
-    def list_temporary(self, prefix: str) -> list[str]:
-        return self.inner.list_temporary(prefix)
-
-    def where(self, path: str) -> str:
-        return self.inner.where(path)
