@@ -17,13 +17,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(os.path.dirname(HERE))]
 
+# a fake cluster this process starts: token authentication on for every node (read when ray is
+# first imported, which importing the project's modules may do: so before them)
+os.environ.setdefault("RAY_AUTH_MODE", "token")
+os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+
 from runtime.ray.cluster import LOCAL_ENV, local_runtime_env  # noqa: E402
 
 for _key, _value in LOCAL_ENV.items():
     os.environ.setdefault(_key, _value)
-# a fake cluster this process starts: token authentication on for every node (read at import)
-os.environ.setdefault("RAY_AUTH_MODE", "token")
-os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
