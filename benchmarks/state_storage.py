@@ -35,7 +35,7 @@ from checkpoint.io.storage import CheckpointStorage, FsBlobStore
 from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from checkpoint.options import CheckpointConfig
 from runtime.core.barriers.handler import AlignmentStats
-from runtime.core.task import TaskSnapshot
+from runtime.core.subtask_checkpoint import TaskSnapshot
 from state.incremental import Manifest, restore_keyed_snapshot
 from state.key_groups import key_group_for, key_group_range_for_subtask
 from state.keyed import KeyedStateBackend

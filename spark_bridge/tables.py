@@ -32,7 +32,7 @@ import pyarrow as pa
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
-from runtime.core.task import SOURCE_OP_KEY
+from runtime.core.operator_chain import SOURCE_OP_KEY
 from spark_bridge.values import decode_value, encode_value
 from state.key_groups import KeyGroupRange
 from state.serialization import (

@@ -131,7 +131,7 @@ def test_open_targets_are_drawn_from_the_plan_seed_identically_on_both_executors
         sim._resolve_faults()
         ray_executor = RayExecutor(graph, seed=executor_seed, faults=plan)
         ray_executor._resolve_faults()
-        for s in (sim.injector, ray_executor.schedule):
+        for s in (sim.schedule, ray_executor.schedule):
             targets.append([str(s.target(i)) if hasattr(f, "task") else None for i, f in enumerate(plan.faults)])
     assert all(t == targets[0] for t in targets), targets
 

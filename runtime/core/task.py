@@ -78,7 +78,7 @@ from runtime.core.messages import (
     CheckpointOptions,
     EndOfPartition,
 )
-from runtime.core.operator_chain import SOURCE_OP_KEY, OperatorChain, operator_state_key
+from runtime.core.operator_chain import SOURCE_OP_KEY, OperatorChain
 from runtime.core.ports import Clock, Timers
 from runtime.core.record_writer import OutputChannel, RecordWriter
 from runtime.core.subtask_checkpoint import (
@@ -93,9 +93,7 @@ from state.keyed import KeyedStateBackend
 if TYPE_CHECKING:
     from runtime.core.graph import JobGraph, JobVertex
 
-__all__ = [
-    "SOURCE_OP_KEY", "Task", "TaskPorts", "TaskRestore", "TaskSnapshot", "TaskState", "operator_state_key",
-]
+__all__ = ["Task", "TaskState"]
 
 
 class TaskState(enum.Enum):

@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 from checkpoint.handles import StateHandle, TaskId
 from checkpoint.io.storage import CorruptCheckpointError
 from runtime.core.messages import Buffer
-from runtime.core.task import SOURCE_OP_KEY, TaskRestore
+from runtime.core.operator_chain import SOURCE_OP_KEY
+from runtime.core.subtask_checkpoint import TaskRestore
 from runtime.jobmaster.channel_rescale import ChannelState, redistribute_channel_state
 from runtime.jobmaster.restore_match import (
     CheckpointShape,

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from operators.base import DeclaredState
 from runtime.core.errors import SuppressRestartsError
 from runtime.core.graph import JobGraph, JobVertex
-from runtime.core.task import operator_state_key
+from runtime.core.operator_chain import operator_state_key
 
 #: list at most this many names in one message
 _SHOWN = 8

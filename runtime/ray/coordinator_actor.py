@@ -53,7 +53,7 @@ from checkpoint.io.recovery import HighAvailabilityError
 from checkpoint.io.storage import StorageError
 from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from checkpoint.reasons import CheckpointFailureReason
-from runtime.core.task import TaskRestore
+from runtime.core.subtask_checkpoint import TaskRestore
 from runtime.jobmaster.fault_schedule import DELIVER, FaultSchedule
 from runtime.jobmaster.faults import FaultPlan
 from runtime.jobmaster.restore import restore_latest_valid

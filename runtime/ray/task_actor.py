@@ -66,7 +66,8 @@ from runtime.core.messages import (
     CheckpointOptions,
     RecordConversionError,
 )
-from runtime.core.task import Task, TaskRestore, TaskSnapshot
+from runtime.core.subtask_checkpoint import TaskRestore, TaskSnapshot
+from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.fault_storage import write_torn
 from runtime.jobmaster.result import suppresses_restarts

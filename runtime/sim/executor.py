@@ -56,7 +56,8 @@ from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
 from runtime.core.links import resolve_link_delays
 from runtime.core.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
-from runtime.core.task import Task, TaskSnapshot
+from runtime.core.subtask_checkpoint import TaskSnapshot
+from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.durable_committer import committer_for
 from runtime.jobmaster.fault_schedule import FaultSchedule
@@ -300,7 +301,7 @@ class SimExecutor:
         #: a coordinator that crashes at the end of this instant (`CoordinatorCrashBeforeNotify`)
         self._doomed: CheckpointCoordinator | None = None
         #: the run's `FaultSchedule` (one for the whole run, across attempts)
-        self.injector: FaultSchedule | None = None
+        self.schedule: FaultSchedule | None = None
         self._records: dict[TaskId, int] = {}
         self.stats_history: list[Any] = []
 
@@ -615,14 +616,14 @@ class SimExecutor:
         if task is None:
             return
         invariants = self.invariants
-        spikes = self.injector is not None and self.injector.delays_channels
+        spikes = self.schedule is not None and self.schedule.delays_channels
         link_delay = self._link_delays.get(task_id, 0.0)
         for out_index, payload in task.drain_sendable():
             receiver, in_ch = self._routes[(task_id, out_index)]
             key = (task_id, out_index)
             delay = self.rng.uniform(self.network.delay_min, self.network.delay_max) + link_delay
             if spikes:
-                extra = self.injector.channel_delay(receiver, in_ch, self.now)  # type: ignore[union-attr]
+                extra = self.schedule.channel_delay(receiver, in_ch, self.now)  # type: ignore[union-attr]
                 if extra:
                     self._trace("fault", "ChannelDelay", str(receiver), in_ch, extra)
                     delay += extra
@@ -681,8 +682,8 @@ class SimExecutor:
     def _send_control(self, kind: str, task_id: TaskId, checkpoint_id: int, epoch: int | None,
                       fn: Callable[[], None]) -> None:
         """A control message of `kind` to `task_id` ("ack": from it), as faults let it go."""
-        injector = self.injector
-        effect = injector.control(kind, task_id) if injector is not None else None
+        schedule = self.schedule
+        effect = schedule.control(kind, task_id) if schedule is not None else None
         delay = self.network.ack_delay if kind == "ack" and self.network.ack_delay is not None \
             else self.network.control_delay
         if effect is None or not effect.faults:
@@ -724,7 +725,7 @@ class SimExecutor:
         coordinator = self.coordinator
         if self._doomed is coordinator:
             return
-        if self.injector is not None and self.injector.completion_announced(checkpoint_id):
+        if self.schedule is not None and self.schedule.completion_announced(checkpoint_id):
             # the checkpoint is durable; the coordinator dies before telling anyone
             self._doomed = coordinator
             self._trace("fault", "CoordinatorCrashBeforeNotify", checkpoint_id)
@@ -781,15 +782,15 @@ class SimExecutor:
     def _write_snapshot(self, epoch: int, snapshot: TaskSnapshot) -> None:
         task_id = snapshot.task_id
         self._trace_barrier("snapshot", snapshot.checkpoint_id, str(task_id), snapshot.sync_time)
-        effect = self.injector.write(task_id) if self.injector is not None else None
+        effect = self.schedule.write(task_id) if self.schedule is not None else None
         files = self.writer.prepare(snapshot)
         size = sum(len(data) for data in files.values())
         duration = self.network.write_latency + size / self.network.write_bandwidth
         sync = self.costs.sync_cost(size)
         if sync > 0:  # the task's CPU (charged with its step); the write starts after it
             self._owed_cpu[task_id] = self._owed_cpu.get(task_id, 0.0) + sync
-        if self.injector is not None:
-            slower = self.injector.write_slowdown(self.now)
+        if self.schedule is not None:
+            slower = self.schedule.write_slowdown(self.now)
             if slower > 1.0:
                 self._trace("fault", "SlowStorage", snapshot.checkpoint_id, str(task_id), slower)
                 duration *= slower
@@ -826,13 +827,13 @@ class SimExecutor:
     def _resolve_faults(self) -> None:
         """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`); schedule the faults placed
         at a virtual time, and any due before the first record."""
-        self.injector = schedule = FaultSchedule.for_graph(self.faults, self.graph)
+        self.schedule = schedule = FaultSchedule.for_graph(self.faults, self.graph)
         for at, index, _ in schedule.timed():
             self._at(at, lambda i=index: self._fire(i), None, "fault")
 
     def _fire(self, index: int) -> None:
         """A fault placed at a time or at the sources' progress starts now."""
-        schedule = self.injector
+        schedule = self.schedule
         assert schedule is not None
         schedule.fire(index)
         fault = self.faults.faults[index]
@@ -849,7 +850,7 @@ class SimExecutor:
     def _check_progress(self) -> None:
         """After a source step: fire the faults placed at this point of the sources' progress (not
         within the step: at the same virtual instant, as an event)."""
-        schedule = self.injector
+        schedule = self.schedule
         if schedule is None:
             return
         for index, _ in schedule.due(self.metrics.records_in, self.now):
@@ -857,7 +858,7 @@ class SimExecutor:
 
     def _check_crash(self, task_id: TaskId) -> bool:
         """`TaskCrash` after records: the task has handled its crash point's records over the run."""
-        after = self.injector.crash_due(task_id, self._records.get(task_id, 0)) if self.injector else None
+        after = self.schedule.crash_due(task_id, self._records.get(task_id, 0)) if self.schedule else None
         if after is None:
             return False
         self._crash(task_id, f"TaskCrash after {after} records")
@@ -944,9 +945,9 @@ class SimExecutor:
         if not suppresses_restarts(exc):
             self._trace("failover", why)
         self.master.failover(why, exc, reason)  # cancels this attempt, schedules the next (or fails)
-        if self.master.error is None and self.injector is not None:
+        if self.master.error is None and self.schedule is not None:
             epoch = self.epoch
-            for target, fault in self.injector.recovery_started():
+            for target, fault in self.schedule.recovery_started():
                 self._trace("fault", "TaskCrashDuringRecovery", str(target), fault.delay)
                 self._at(self.now + fault.delay, lambda t=target: self._crash(t, "TaskCrashDuringRecovery"),
                          epoch, "fault")

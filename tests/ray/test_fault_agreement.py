@@ -99,8 +99,8 @@ def test_the_same_plan_breaks_the_same_things_on_the_simulator_and_on_ray(ray_se
     ], (on_sim.failures, on_ray.failures)
     assert on_sim.restarts == on_ray.restarts == 3
     # every fault fired, once (the write and the ack in an attempt after the first)
-    assert sorted(sim.injector.fired) == sorted(ray_executor.schedule.fired) == list(range(len(PLAN.faults)))
-    for schedule in (sim.injector, ray_executor.schedule):
+    assert sorted(sim.schedule.fired) == sorted(ray_executor.schedule.fired) == list(range(len(PLAN.faults)))
+    for schedule in (sim.schedule, ray_executor.schedule):
         assert [str(schedule.target(i)) for i in range(len(PLAN.faults))] == [
             "count[0]", "count[1]", "count[0]", "count[0]", source, "count[1]"]
     # the failed write declined its checkpoint, the lost ack's timed out (on Ray a failover may
@@ -136,7 +136,7 @@ def test_storage_control_message_and_channel_faults_on_ray(ray_session) -> None:
     on_sim = sim.run()
     ray_executor = RayExecutor(graph, faults=plan)
     on_ray = ray_executor.run()
-    assert sorted(sim.injector.fired) == sorted(ray_executor.schedule.fired) == list(range(len(plan.faults)))
+    assert sorted(sim.schedule.fired) == sorted(ray_executor.schedule.fired) == list(range(len(plan.faults)))
     assert len(ray_executor.torn_files) == 1 and "count" in ray_executor.torn_files[0], ray_executor.torn_files
     assert ray_executor.slowed_writes >= 1
     for result in (on_sim, on_ray):
@@ -158,7 +158,7 @@ def test_a_coordinator_crash_before_notifying_on_ray(ray_session) -> None:
     on_sim = sim.run()
     ray_executor = RayExecutor(graph, faults=plan)
     on_ray = ray_executor.run()
-    assert sim.injector.fired == ray_executor.schedule.fired == [0]
+    assert sim.schedule.fired == ray_executor.schedule.fired == [0]
     for result in (on_sim, on_ray):
         assert result.restarts == 1 and "coordinator" in result.failures[0], result.failures
         second = sorted({c.id for c in result.completed_checkpoints})[1]

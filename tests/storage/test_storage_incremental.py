@@ -13,7 +13,7 @@ from checkpoint.io.state_files import SnapshotCancelledError
 from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.options import CheckpointConfig
 from runtime.core.barriers.handler import AlignmentStats
-from runtime.core.task import TaskSnapshot
+from runtime.core.subtask_checkpoint import TaskSnapshot
 from state.incremental import DELTA, Manifest, restore_keyed_snapshot
 from state.key_groups import KeyGroupRange
 from state.keyed import KeyedStateBackend
