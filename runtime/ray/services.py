@@ -21,6 +21,7 @@ plus a client-side proxy that gives the pure core the interface it expects:
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -182,6 +183,10 @@ class RemoteBlobStore:
     caller's calls in submission order, so a later read or list still sees them gone. A failed
     delete is logged when noticed (as the stores log the delete failures they see).
 
+    Thread-safe: the coordinator actor calls it from its timer thread (the id counter's `put`)
+    and its discard thread (deletes) at once; concurrent `ray.wait`s on one list of refs raised
+    AssertionError inside Ray and lost refs.
+
     Raises:
         StorageError: the blob store actor is gone (or what the store itself raised).
     """
@@ -189,11 +194,13 @@ class RemoteBlobStore:
     def __init__(self, handle: Any) -> None:
         self._handle = handle
         self._deletes: list[Any] = []
+        self._deletes_lock = threading.Lock()
 
     def _reap_deletes(self) -> None:
-        if not self._deletes:
-            return
-        done, self._deletes = ray.wait(self._deletes, num_returns=len(self._deletes), timeout=0)
+        with self._deletes_lock:
+            if not self._deletes:
+                return
+            done, self._deletes = ray.wait(self._deletes, num_returns=len(self._deletes), timeout=0)
         for ref in done:
             try:
                 ray.get(ref)
@@ -220,7 +227,9 @@ class RemoteBlobStore:
 
     def delete(self, path: str) -> None:
         self._reap_deletes()
-        self._deletes.append(self._handle.delete.remote(path))
+        ref = self._handle.delete.remote(path)
+        with self._deletes_lock:
+            self._deletes.append(ref)
 
     def exists(self, path: str) -> bool:
         return self._call("exists", path)
