@@ -113,11 +113,13 @@ class CheckpointFailureLimitError(RuntimeError):
     """More consecutive checkpoint failures than `tolerable_failures` allows."""
 
     def __init__(
-        self, failures: int, tolerable: int, checkpoint_id: int, reason: CheckpointFailureReason
+        self, failures: int, tolerable: int, checkpoint_id: int | None, reason: CheckpointFailureReason
     ) -> None:
+        last = (f"checkpoint {checkpoint_id} aborted" if checkpoint_id is not None
+                else "a checkpoint could not be triggered")
         super().__init__(
             f"exceeded checkpoint tolerable failure threshold: {failures} consecutive failures "
-            f"(tolerable_failures={tolerable}); last: checkpoint {checkpoint_id} aborted ({reason.value})"
+            f"(tolerable_failures={tolerable}); last: {last} ({reason.value})"
         )
         self.failures = failures
         self.tolerable = tolerable
@@ -336,6 +338,9 @@ class CheckpointCoordinator:
         elif result is CheckpointFailureReason.MIN_PAUSE:
             assert self._last_completion_time is not None
             self._schedule_tick(self._last_completion_time + self.config.min_pause - now)
+        elif result is CheckpointFailureReason.STORAGE_FAILURE and self._periodic:
+            assert self.config.interval is not None
+            self._schedule_tick(self.config.interval)  # the trigger failed: try at the next interval
         elif isinstance(result, CheckpointFailureReason):
             self._stop_ticking()  # job finished or coordinator shut down
         elif self._periodic:  # (a synchronous final completion may have stopped ticking)
@@ -382,7 +387,13 @@ class CheckpointCoordinator:
         if refusal is not None:
             self._stats.report_refused(refusal)
             return refusal
-        checkpoint_id = self._next_checkpoint_id()
+        try:
+            checkpoint_id = self._next_checkpoint_id()
+        except StorageError as exc:  # the id counter could not persist: no checkpoint started
+            log.warning("job %s: a checkpoint could not be triggered: %s", self.job_id, exc)
+            self._stats.report_refused(CheckpointFailureReason.STORAGE_FAILURE)
+            self._count_failure(None, CheckpointFailureReason.STORAGE_FAILURE)
+            return CheckpointFailureReason.STORAGE_FAILURE
         unaligned = self.config.unaligned and self.config.mode is CheckpointingMode.EXACTLY_ONCE
         pending = PendingCheckpoint(
             checkpoint_id,
@@ -533,14 +544,18 @@ class CheckpointCoordinator:
                 log.warning("job %s: could not delete files of aborted checkpoint %d: %s",
                             self.job_id, checkpoint_id, exc)
         if reason.counts_as_failure:
-            self._consecutive_failures += 1
-            if self._consecutive_failures > self.config.tolerable_failures:
-                error = CheckpointFailureLimitError(
-                    self._consecutive_failures, self.config.tolerable_failures, checkpoint_id, reason
-                )
-                self._consecutive_failures = 0
-                self._num_job_failures += 1
-                self._gateway.fail_job(error)
+            self._count_failure(checkpoint_id, reason)
+
+    def _count_failure(self, checkpoint_id: int | None, reason: CheckpointFailureReason) -> None:
+        """A checkpoint failed (None: its trigger failed): fail the job past `tolerable_failures`."""
+        self._consecutive_failures += 1
+        if self._consecutive_failures > self.config.tolerable_failures:
+            error = CheckpointFailureLimitError(
+                self._consecutive_failures, self.config.tolerable_failures, checkpoint_id, reason
+            )
+            self._consecutive_failures = 0
+            self._num_job_failures += 1
+            self._gateway.fail_job(error)
 
     def _after_pending_ended(self) -> None:
         """A pending checkpoint completed or aborted: run a waiting periodic trigger, and keep
@@ -661,7 +676,9 @@ class CheckpointCoordinator:
         if self._final_candidate_pending():
             return  # a candidate is in flight; its end re-evaluates
         # TOO_MANY_CHECKPOINTS: a pending checkpoint ending re-evaluates (_after_pending_ended)
-        self._trigger(None, force=False, ignore_pause=True)
+        result = self._trigger(None, force=False, ignore_pause=True)
+        if result is CheckpointFailureReason.STORAGE_FAILURE and not self._suspended and not self._shut_down:
+            self._schedule_final(self._final_retry_delay)  # nothing else would ever retry it
 
     # -- failover and shutdown -----------------------------------------------------------------
 

@@ -88,7 +88,7 @@ class Harness:
     gateway: RecordingGateway
     store: StandaloneCompletedCheckpointStore
     storage: CheckpointStorage
-    counter: StandaloneCheckpointIDCounter
+    counter: Any
     tasks: list[TaskId] = field(default_factory=lambda: list(TASKS))
 
     def advance(self, seconds: float) -> None:
@@ -108,14 +108,16 @@ class Harness:
             self.ack(task, checkpoint_id)
 
 
-def make_harness(config: CheckpointConfig | None = None, *, blob_store: Any = None, **kwargs: Any) -> Harness:
+def make_harness(config: CheckpointConfig | None = None, *, blob_store: Any = None,
+                 id_counter: Any = None, **kwargs: Any) -> Harness:
+    """A coordinator over manual time; `id_counter(storage)` builds its id counter (default: in memory)."""
     config = config or CheckpointConfig(interval=1.0, timeout=10.0)
     clock = ManualClock()
     timers = ManualTimers(clock)
     gateway = RecordingGateway()
     storage = CheckpointStorage(blob_store if blob_store is not None else MemoryBlobStore())
     store = StandaloneCompletedCheckpointStore(storage, JOB, retained=config.retained)
-    counter = StandaloneCheckpointIDCounter()
+    counter = id_counter(storage) if id_counter is not None else StandaloneCheckpointIDCounter()
     coordinator = CheckpointCoordinator(
         JOB,
         config,

@@ -522,3 +522,58 @@ def test_failure_limit_error_pickles() -> None:
     error = pickle.loads(pickle.dumps(CheckpointFailureLimitError(3, 2, 7, R.TIMEOUT)))
     assert (error.failures, error.tolerable, error.checkpoint_id, error.reason) == (3, 2, 7, R.TIMEOUT)
     assert "checkpoint 7 aborted (timeout)" in str(error)
+
+
+def _failing_counter_harness(tolerable_failures: int):
+    """A started coordinator whose id counter persists to a blob store that fails on demand."""
+    from checkpoint.ids import StorageCheckpointIDCounter
+
+    def counter_on(storage):
+        counter = StorageCheckpointIDCounter(storage, JOB)
+        counter.start()
+        return counter
+
+    blob = FailingBlobStore(MemoryBlobStore())
+    h = make_harness(CheckpointConfig(interval=1.0, timeout=100.0, tolerable_failures=tolerable_failures),
+                     blob_store=blob, id_counter=counter_on)
+    h.coordinator.start()
+    return h, blob
+
+
+def test_a_periodic_trigger_whose_id_cannot_be_stored_is_refused_and_ticking_goes_on() -> None:
+    # regression: the id counter's write raised out of the timer callback; on Ray the timer
+    # thread logged it and nothing triggered again
+    h, blob = _failing_counter_harness(5)
+    blob.fail_writes(1, matching="_checkpoint_counter")
+    h.advance(1.0)
+    assert h.gateway.triggers == [] and h.coordinator.pending_ids == []
+    assert h.coordinator.stats.summary().refused_by_reason == {R.STORAGE_FAILURE.value: 1}
+    assert h.coordinator.consecutive_failures == 1 and h.coordinator.is_periodic_triggering
+    h.advance(1.0)  # the next interval triggers as usual, above the id the failed write took
+    assert h.gateway.triggered_ids() == [2]
+    h.ack_all(2)
+    assert h.coordinator.consecutive_failures == 0
+
+
+def test_trigger_failures_count_against_tolerable_failures() -> None:
+    h, blob = _failing_counter_harness(1)
+    blob.fail_writes(2, matching="_checkpoint_counter")
+    h.advance(2.0)
+    assert len(h.gateway.failures) == 1 and isinstance(h.gateway.failures[0], CheckpointFailureLimitError)
+    assert "could not be triggered (storage failure)" in str(h.gateway.failures[0])
+
+
+def test_a_final_trigger_whose_id_cannot_be_stored_is_retried() -> None:
+    # regression (CI hang, Ray): the final checkpoint's trigger raised once and was never retried,
+    # so the sources waited for a final checkpoint forever
+    h, blob = _failing_counter_harness(5)
+    h.advance(0.5)
+    blob.fail_writes(1, matching="_checkpoint_counter")
+    for source in SRC:
+        h.coordinator.source_finished(source)
+    h.advance(0.0)
+    assert h.gateway.triggers == [] and not h.coordinator.is_periodic_triggering
+    h.advance(1.0)  # final_retry_delay (= interval): the candidate goes out
+    assert h.gateway.triggered_ids() == [2] and h.coordinator.get_pending(2).properties["final"] is True
+    h.ack_all(2)
+    assert h.coordinator.is_final_checkpoint_complete and h.coordinator.final_checkpoint_id == 2
