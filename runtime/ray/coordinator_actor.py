@@ -13,7 +13,8 @@ has seen the final checkpoint's completion (its sinks have committed) before col
 Messages from tasks carry their epoch: anything from an earlier execution attempt is dropped,
 so a late "source finished" or acknowledgement of a killed task cannot leak into the next one.
 `fail_job` (too many checkpoint failures) is recorded and picked up by the driver, which owns
-failover.
+failover; so is anything the coordinator raises in a timer callback or a task's report (nobody
+else would see it, and a final checkpoint whose trigger raised is never retried: the job hangs).
 
 Deferred notifications. A source task whose chain has no completion listener (no operator
 overriding `notify_checkpoint_complete`: no sink, no user listener) gets no call of its own for a
@@ -37,8 +38,10 @@ what is pending and is reported in `status()["leader_lost"]`, so the driver fail
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -71,7 +74,7 @@ class CoordinatorActor:
                  first_checkpoint_id: int | None = None, run_id: str | None = None, min_checkpoint_id: int = 1,
                  capture_completed: bool = False) -> None:
         self._lock = threading.RLock()
-        self._timers = ThreadTimers(self._lock)
+        self._timers = ThreadTimers(self._lock, on_error=self._internal_error)
         self.graph = graph
         self.job_id = job_id
         self.contender_id = contender_id
@@ -167,6 +170,24 @@ class CoordinatorActor:
             self._timers.schedule(effect.delay, deliver)
         else:
             deliver()
+
+    def _internal_error(self, exc: BaseException) -> None:
+        """Under the lock: the coordinator raised (a timer callback, or a task's report). Nothing
+        may be left to retry what failed — a final checkpoint never triggered leaves every source
+        waiting for it — so the driver fails the job over (`status()["fail_request"]`), loudly."""
+        log.error("checkpoint coordinator of job %s failed", self.job_id, exc_info=exc)
+        if self._fail_request is None:
+            self._fail_request = f"checkpoint coordinator failed: {type(exc).__name__}: {exc}"
+
+    @contextlib.contextmanager
+    def _reporting_errors(self) -> Iterator[None]:
+        """Run a task's report under the lock; what the coordinator raises fails the job over
+        (the task's call is fire-and-forget: nobody would see the error)."""
+        with self._lock:
+            try:
+                yield
+            except Exception as exc:
+                self._internal_error(exc)
 
     # ------------------------------------------------------------------ high availability
 
@@ -313,17 +334,17 @@ class CoordinatorActor:
     # ------------------------------------------------------------------ task-facing
 
     def acknowledge(self, epoch: int, ack: TaskAcknowledgement) -> None:
-        with self._lock:
+        with self._reporting_errors():
             if epoch == self.epoch:
                 self.coordinator.receive_acknowledge(ack)
 
     def decline(self, epoch: int, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
-        with self._lock:
+        with self._reporting_errors():
             if epoch == self.epoch:
                 self.coordinator.receive_decline(task_id, checkpoint_id, reason)
 
     def source_finished(self, epoch: int, task_id: TaskId) -> None:
-        with self._lock:
+        with self._reporting_errors():
             if epoch == self.epoch:
                 self.coordinator.source_finished(task_id)
 

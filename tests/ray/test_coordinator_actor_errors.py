@@ -1,0 +1,59 @@
+"""What the coordinator raises where no caller sees it fails the job over instead of hanging it.
+
+The coordinator actor runs the pure coordinator from its timer thread (periodic and final
+triggers, timeouts) and from fire-and-forget task reports. An exception there used to be logged
+and dropped: a final checkpoint whose trigger raised was never retried, and the job waited until
+the driver's `max_duration` (CI: 600 s, twice). Now it becomes the actor's `fail_request`, which
+the driver turns into a failover. The actor class runs in this process: no Ray call is made."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from ray_jobs import pageview_env, pageview_rows
+
+from checkpoint.handles import TaskId
+
+
+def _actor(tmp_path):
+    from runtime.ray.coordinator_actor import CoordinatorActor
+
+    graph = pageview_env(pageview_rows(10), storage=str(tmp_path / "chk"), interval=60.0).get_job_graph("errors")
+    actor = CoordinatorActor("errors", graph, ("uri", str(tmp_path / "chk")))
+    actor.deploy(0, {}, True)
+    return actor
+
+
+def _wait_for_fail_request(actor, timeout: float = 10.0) -> str:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        request = actor.status()["fail_request"]
+        if request:
+            return request
+        time.sleep(0.01)
+    pytest.fail(f"no fail request within {timeout} s")
+
+
+def test_a_timer_callback_that_raises_fails_the_job_over(tmp_path) -> None:
+    actor = _actor(tmp_path)
+    try:
+        def broken() -> None:
+            raise AssertionError("raised inside Ray's wait")
+
+        actor._timers.schedule(0.0, broken)
+        assert _wait_for_fail_request(actor) == "checkpoint coordinator failed: AssertionError: raised inside Ray's wait"
+    finally:
+        actor.shutdown()
+
+
+def test_a_task_report_the_coordinator_rejects_fails_the_job_over(tmp_path) -> None:
+    actor = _actor(tmp_path)
+    try:
+        actor.source_finished(0, TaskId("count", 0))  # not a source: the coordinator raises ValueError
+        request = actor.status()["fail_request"]
+        assert request is not None and "ValueError" in request and "count[0] is not a source task" in request
+        actor.deploy(1, {}, False)  # the next attempt starts clean
+        assert actor.status()["fail_request"] is None
+    finally:
+        actor.shutdown()
