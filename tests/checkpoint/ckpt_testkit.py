@@ -3,6 +3,7 @@ store that fails writes on demand."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,6 +147,8 @@ class FailingBlobStore(ForwardingBlobStore):
         self._remaining: int | None = 0
         self._matching: str | None = None
         self.num_failed_writes = 0
+        #: called with the path of every write made to fail, when it fails
+        self.on_failure: Callable[[str], None] | None = None
 
     def fail_writes(self, count: int | None = None, *, matching: str | None = None) -> None:
         if count is not None and count < 0:
@@ -166,5 +169,7 @@ class FailingBlobStore(ForwardingBlobStore):
             if self._remaining is not None:
                 self._remaining -= 1
             self.num_failed_writes += 1
+            if self.on_failure is not None:
+                self.on_failure(path)
             raise StorageError(f"injected write failure for {path}")
         self.inner.put(path, data)

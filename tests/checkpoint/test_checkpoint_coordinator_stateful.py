@@ -4,8 +4,10 @@ After every step the invariants are checked against what the recording gateway s
 ids strictly increase, at most `max_concurrent` are pending, a checkpoint completes only when
 every task acknowledged, every abort has a reason, the store holds exactly the last `retained`
 completions (and storage holds no files of anything else), fail_job fires exactly when the
-consecutive counted failures exceed `tolerable_failures`, and pending checkpoints never outlive
-their timeout.
+consecutive counted failures exceed `tolerable_failures` (a trigger whose id could not be stored
+counts), and pending checkpoints never outlive their timeout. Liveness rules drive the final
+checkpoint and periodic triggering; the coordinator's own storage writes (id counter, metadata)
+fail at random steps.
 """
 
 from __future__ import annotations
@@ -15,10 +17,18 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from checkpoint.ids import COUNTER_FILE, StorageCheckpointIDCounter
 from checkpoint.io.storage import MemoryBlobStore
 from checkpoint.options import CheckpointConfig
 from checkpoint.pending import AckResult
 from checkpoint.reasons import CheckpointFailureReason as R
+
+
+def _started_counter(storage):
+    counter = StorageCheckpointIDCounter(storage, JOB)
+    counter.start()
+    return counter
+
 
 configs = st.builds(
     CheckpointConfig,
@@ -37,7 +47,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def setup(self, config: CheckpointConfig, start: bool) -> None:
         self.config = config
         self.blob = FailingBlobStore(MemoryBlobStore())
-        self.h = make_harness(config, blob_store=self.blob, final_retry_delay=0.3)
+        self.h = make_harness(config, blob_store=self.blob, final_retry_delay=0.3, id_counter=_started_counter)
+        # a failed id-counter write is a trigger that failed: a counted failure, in event order
+        self.blob.on_failure = lambda path: (COUNTER_FILE in path and self.h.gateway.events.append(("trigger_failed",)))
         self.c = self.h.coordinator
         self.acked: dict[int, set] = {}
         self.finished_floor: int | None = None
@@ -101,6 +113,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
     @rule()
     def fail_next_metadata_write(self) -> None:
         self.blob.fail_writes(1, matching="_metadata")
+
+    @rule()
+    def fail_next_counter_write(self) -> None:
+        """The next trigger cannot persist its id (the coordinator's own storage write fails)."""
+        self.blob.fail_writes(1, matching=COUNTER_FILE)
 
     @rule(s=st.integers(0, len(SRC) - 1))
     def source_finished(self, s: int) -> None:
@@ -217,6 +234,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
         for event in self.h.gateway.events:
             if event[0] == "completed":
                 count = 0
+            elif event[0] == "trigger_failed":
+                count += 1
+                if count > self.config.tolerable_failures:
+                    expected_failures += 1
+                    count = 0
             elif event[0] == "abort" and event[2] not in seen:
                 seen.add(event[2])
                 if event[3].counts_as_failure:
