@@ -41,7 +41,11 @@ Life of a checkpoint::
   executor's failover: stop, `abort_all_pending(TASK_FAILURE)`, `restart(...)`, start), so no
   timer triggers the old execution attempt's sources; manual triggers still work.
 * **Ids** come from the `CheckpointIDCounter` and are checked to be above every id this
-  coordinator or the store has seen, so they keep increasing across `restart()` and failover.
+  coordinator or the store has seen, so they keep increasing across `restart()` and failover. A
+  counter that cannot persist the id (`StorageError`) fails the trigger: refused with
+  STORAGE_FAILURE, counted like an abort against `tolerable_failures`, and tried again — at the
+  next interval, or after `final_retry_delay` for a final candidate (nothing else would retry it,
+  and the sources would wait for their final checkpoint forever).
 
 Invariants (asserted): ids strictly increase; at most `max_concurrent` checkpoints are pending
 unless forced; a checkpoint completes only when every task it waited for acknowledged; every
