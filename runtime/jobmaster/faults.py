@@ -75,8 +75,8 @@ Fault kinds, field by field (what breaks, where, when):
 Both executors implement every kind. On Ray (`runtime.ray.executor`): the driver resolves the
 plan and applies crashes, stalls and coordinator crashes; the task actors apply what strikes
 their records, acknowledgements, writes and output channels and report their counts, and the
-coordinator actor the triggers, completions and aborts it sends (with its own `FaultSchedule`,
-armed with the run's counts). Where Ray differs, by necessity: a progress point is noticed
+coordinator actor the triggers, completions and aborts it sends and its own storage writes
+(with its own `FaultSchedule`, armed with the run's counts). Where Ray differs, by necessity: a progress point is noticed
 within a heartbeat interval (0.1 s), not at the exact record; a `TaskStall` holds the actor's
 calls, so its heartbeats wait too (a stall longer than `heartbeat_timeout` is detected as a
 hang, which the simulator's is not); a `TaskCrashDuringRecovery` strikes once the new attempt is
