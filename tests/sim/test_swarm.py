@@ -118,6 +118,10 @@ REGRESSIONS = [
     # a self-union m.union(m) failed, failure-free too: "push on channel 1 after its
     # EndOfPartition" (fixed by ac8fa83)
     "SwarmConfig(seed=3, rows=1, keys=1, stages=('self_union',))",
+    # the id counter's write for the final checkpoint (the job's only trigger at this interval)
+    # failed and nothing retried it: on Ray the job hung (CI, 600 s); here the StorageError left
+    # the simulator (fixed by d7a7e3b)
+    "SwarmConfig(seed=208, interval=0.01, faults=(CoordinatorStorageFailure(what='counter'),))",
 ]
 
 
