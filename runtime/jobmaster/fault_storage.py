@@ -119,5 +119,5 @@ class CoordinatorWriteFaults(ForwardingBlobStore):
             if self.on_fault is not None:
                 self.on_fault(what, path)
             raise StorageError(f"injected CoordinatorStorageFailure: the coordinator's {what} write "
-                               f"{self.inner.where(path) if hasattr(self.inner, 'where') else path} failed")
+                               f"{self.inner.where(path)} failed")
         self.inner.put(path, data)

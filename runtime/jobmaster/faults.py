@@ -76,13 +76,14 @@ Both executors implement every kind. On Ray (`runtime.ray.executor`): the driver
 plan and applies crashes, stalls and coordinator crashes; the task actors apply what strikes
 their records, acknowledgements, writes and output channels and report their counts, and the
 coordinator actor the triggers, completions and aborts it sends and its own storage writes
-(with its own `FaultSchedule`, armed with the run's counts). Where Ray differs, by necessity: a progress point is noticed
-within a heartbeat interval (0.1 s), not at the exact record; a `TaskStall` holds the actor's
-calls, so its heartbeats wait too (a stall longer than `heartbeat_timeout` is detected as a
-hang, which the simulator's is not); a `TaskCrashDuringRecovery` strikes once the new attempt is
-deployed (the driver waits out the restart delay and deploys synchronously), never during the
-restart delay; a replaced coordinator counts control messages on from its predecessor's last
-poll (exact when a fault killed it); a task actor that dies unasked loses the records and
+(with its own `FaultSchedule`, armed with the run's counts). Where Ray differs, by necessity: a
+progress point is noticed within a heartbeat interval (0.1 s), not at the exact record; a
+`TaskStall` holds the actor's calls, so its heartbeats wait too (a stall longer than
+`heartbeat_timeout` is detected as a hang, which the simulator's is not); a
+`TaskCrashDuringRecovery` strikes once the new attempt is deployed (the driver waits out the
+restart delay and deploys synchronously), never during the restart delay; a replaced
+coordinator counts control messages and storage writes on from its predecessor's last poll
+(exact when a fault killed it); a task actor that dies unasked loses the records and
 occurrences it counted since its last heartbeat.
 """
 
