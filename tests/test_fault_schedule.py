@@ -15,6 +15,7 @@ from runtime.jobmaster.faults import (
     ChannelDelay,
     CoordinatorCrash,
     CoordinatorCrashBeforeNotify,
+    CoordinatorStorageFailure,
     LostAcknowledgement,
     SlowStorage,
     StorageWriteFailure,
@@ -112,6 +113,23 @@ def test_notify_and_recovery_crashes_fire_once() -> None:
     assert [s.completion_announced(c) for c in (1, 1, 2, 2, 3)] == [False, False, True, False, False]
     assert s.recovery_started() == [(MID[1], s.plan.faults[1])]
     assert s.recovery_started() == []
+
+
+def test_coordinator_storage_failures_count_their_kind_over_the_run_and_any_counts_both() -> None:
+    plan = (CoordinatorStorageFailure(nth=1, what="counter"), CoordinatorStorageFailure(nth=0, what="metadata"),
+            CoordinatorStorageFailure(nth=4, what="any"))
+    direct = schedule(*plan)
+    writes = ["counter", "counter", "metadata", "counter", "metadata", "counter"]
+    assert [direct.coordinator_write(what) for what in writes] == [False, True, True, False, True, False]
+    assert direct.fired == [0, 1, 2]
+    # a replaced coordinator (Ray: `arm_faults` with its predecessor's `fault_counts`) counts on
+    first = schedule(*plan)
+    assert [first.coordinator_write(what) for what in writes[:3]] == [False, True, True]
+    second = schedule(*plan)
+    for (what, task_id), n in first.counts().items():
+        second.advance(what, task_id, n)
+    assert [second.coordinator_write(what) for what in writes[3:]] == [False, True, False]
+    assert sorted(second.fired) == [0, 1, 2]
 
 
 # ---------------------------------------------------------------------- targets from the plan's seed

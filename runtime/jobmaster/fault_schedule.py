@@ -26,6 +26,9 @@ things at the same logical points on both:
   task over the whole run, across attempts: an executor that sees each occurrence asks
   `control()` / `write()`; one whose processes count them (Ray's task actors) takes `upcoming()`
   when an attempt starts and reports what was counted with `advance()` when it ends.
+  `CoordinatorStorageFailure` counts the coordinator's storage writes of its kind over the run
+  (`coordinator_write()`; "any": every counter and metadata write), task None: a replaced
+  coordinator continues the count the same way (`counts()` / `advance()`).
 * Once. Each fault fires at most once per run (`fired`).
 
 Pure: no I/O, no clock (the executor passes its time in), no executor imports.
@@ -44,6 +47,7 @@ from runtime.jobmaster.faults import (
     ChannelStall,
     CoordinatorCrash,
     CoordinatorCrashBeforeNotify,
+    CoordinatorStorageFailure,
     DelayedControlMessage,
     DuplicatedControlMessage,
     Fault,
@@ -130,7 +134,7 @@ class FaultSchedule:
         self._progress: list[tuple[int, int]] = []  # [(source records, index)]
         self._timed: list[tuple[float, int]] = []
         self._windows: dict[int, float] = {}  # index -> start (SlowStorage, ChannelDelay)
-        self._occurrences: dict[tuple[str, TaskId], list[int]] = {}  # (what, task) -> [index]
+        self._occurrences: dict[tuple[str, TaskId | None], list[int]] = {}  # (what, task) -> [index]
         self._counts: dict[tuple[str, TaskId | None], int] = {}
         self._notify_crashes: dict[int, int] = {}  # nth completion -> index
         self._last_completed: int | None = None
@@ -177,6 +181,8 @@ class FaultSchedule:
                 self._notify_crashes.setdefault(fault.nth, index)
             elif isinstance(fault, TaskCrashDuringRecovery):
                 self._recovery_crashes.setdefault(fault.nth, []).append(index)
+            elif isinstance(fault, CoordinatorStorageFailure):
+                self._occurrences.setdefault((_coordinator_write(fault.what), None), []).append(index)
         self._progress.sort()
 
     @classmethod
@@ -248,11 +254,13 @@ class FaultSchedule:
     # ------------------------------------------------------------------ occurrences
 
     def count(self, what: str, task_id: TaskId | None) -> int:
-        """Occurrences of `what` ("ack", "write", "trigger", "complete", "abort"; "completion" with
-        task None: completed checkpoints announced) of `task_id` so far."""
+        """Occurrences of `what` ("ack", "write", "trigger", "complete", "abort"; with task None:
+        "completion", completed checkpoints announced, and "coordinator-counter" /
+        "coordinator-metadata" / "coordinator-any", the coordinator's storage writes) of `task_id`
+        so far."""
         return self._counts.get((what, task_id), 0)
 
-    def _occur(self, what: str, task_id: TaskId) -> list[Fault]:
+    def _occur(self, what: str, task_id: TaskId | None) -> list[Fault]:
         """One more occurrence: the faults it triggers (marked fired)."""
         key = (what, task_id)
         n = self._counts.get(key, 0)
@@ -302,6 +310,18 @@ class FaultSchedule:
         fail = any(isinstance(f, StorageWriteFailure) for f in hits)
         tear = next((f for f in hits if isinstance(f, TornWrite)), None)
         return WriteEffect(fail=fail, tear=tear)
+
+    def coordinator_write(self, what: str) -> bool:
+        """The coordinator starts a storage write of `what` ("counter": the id counter's persist;
+        "metadata": a completed checkpoint's metadata): True if it fails (`CoordinatorStorageFailure`).
+
+        Raises:
+            ValueError: `what` is neither "counter" nor "metadata".
+        """
+        if what not in ("counter", "metadata"):
+            raise ValueError(f"coordinator_write: what must be 'counter' or 'metadata', got {what!r}")
+        hits = self._occur(_coordinator_write(what), None) + self._occur(_coordinator_write("any"), None)
+        return bool(hits)
 
     # ------------------------------------------------------------------ windows
 
@@ -358,6 +378,11 @@ def control_effect(hits: Sequence[Fault]) -> ControlEffect:
     copies = 1 + sum(1 for f in hits if isinstance(f, DuplicatedControlMessage))
     delay = sum(f.delay for f in hits if isinstance(f, DelayedControlMessage))
     return ControlEffect(copies=copies, delay=delay, faults=tuple(hits))
+
+
+def _coordinator_write(what: str) -> str:
+    """The occurrence key of the coordinator's storage writes of `what` (task None)."""
+    return f"coordinator-{what}"
 
 
 def _fraction(fault: Any) -> float:

@@ -62,18 +62,28 @@ Fault kinds, field by field (what breaks, where, when):
 * `TaskCrashDuringRecovery(task, nth, delay)` — `delay` seconds after the `nth` recovery of the
   run began (a failover after a task or coordinator crash), `task` fails: during the restart delay
   (the job redeploying) or while the new attempt restores and replays its state.
+* `CoordinatorStorageFailure(nth, what)` — the coordinator's `nth` storage write of kind `what`
+  fails with a `StorageError` (nothing is written). `what`: "counter" (the checkpoint id
+  counter's persist when the coordinator takes an id: every trigger that gets that far, periodic,
+  final candidate or retry — the trigger is refused with STORAGE_FAILURE), "metadata" (a
+  completed checkpoint's `_metadata` write in `store.add_checkpoint` — the checkpoint aborts with
+  STORAGE_FAILURE) or "any" (either, `nth` counting both in the order they happen). Counted over
+  the run, across coordinator crashes and replacements; a new coordinator's own recovery of the
+  counter (before it triggers) is not counted. Only storage writes count: with high availability
+  the id counter lives in ZooKeeper, so "counter" faults never fire there.
 
 Both executors implement every kind. On Ray (`runtime.ray.executor`): the driver resolves the
 plan and applies crashes, stalls and coordinator crashes; the task actors apply what strikes
 their records, acknowledgements, writes and output channels and report their counts, and the
-coordinator actor the triggers, completions and aborts it sends (with its own `FaultSchedule`,
-armed with the run's counts). Where Ray differs, by necessity: a progress point is noticed
-within a heartbeat interval (0.1 s), not at the exact record; a `TaskStall` holds the actor's
-calls, so its heartbeats wait too (a stall longer than `heartbeat_timeout` is detected as a
-hang, which the simulator's is not); a `TaskCrashDuringRecovery` strikes once the new attempt is
-deployed (the driver waits out the restart delay and deploys synchronously), never during the
-restart delay; a replaced coordinator counts control messages on from its predecessor's last
-poll (exact when a fault killed it); a task actor that dies unasked loses the records and
+coordinator actor the triggers, completions and aborts it sends and its own storage writes
+(with its own `FaultSchedule`, armed with the run's counts). Where Ray differs, by necessity: a
+progress point is noticed within a heartbeat interval (0.1 s), not at the exact record; a
+`TaskStall` holds the actor's calls, so its heartbeats wait too (a stall longer than
+`heartbeat_timeout` is detected as a hang, which the simulator's is not); a
+`TaskCrashDuringRecovery` strikes once the new attempt is deployed (the driver waits out the
+restart delay and deploys synchronously), never during the restart delay; a replaced
+coordinator counts control messages and storage writes on from its predecessor's last poll
+(exact when a fault killed it); a task actor that dies unasked loses the records and
 occurrences it counted since its last heartbeat.
 """
 
@@ -254,9 +264,31 @@ class TaskCrashDuringRecovery:
     delay: float = 0.0
 
 
+#: what a `CoordinatorStorageFailure` strikes: the id counter's writes, the metadata writes, or both
+COORDINATOR_WRITE_KINDS = ("counter", "metadata", "any")
+
+
+@dataclass(frozen=True)
+class CoordinatorStorageFailure:
+    """The coordinator's `nth` storage write of kind `what` ("counter": the checkpoint id
+    counter's persist; "metadata": a completed checkpoint's metadata; "any": either), counted over
+    the run, fails with a `StorageError`."""
+
+    nth: int = 0
+    what: str = "any"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.nth, int) or isinstance(self.nth, bool) or self.nth < 0:
+            raise ValueError(f"CoordinatorStorageFailure: nth must be an integer >= 0 (0-based), got {self.nth!r}")
+        if self.what not in COORDINATOR_WRITE_KINDS:
+            raise ValueError(f"CoordinatorStorageFailure: what must be one of {', '.join(COORDINATOR_WRITE_KINDS)}, "
+                             f"got {self.what!r}")
+
+
 Fault = (TaskCrash | CoordinatorCrash | LostAcknowledgement | ChannelStall | StorageWriteFailure
          | LostControlMessage | DuplicatedControlMessage | DelayedControlMessage | TornWrite | SlowStorage
-         | ChannelDelay | TaskStall | CoordinatorCrashBeforeNotify | TaskCrashDuringRecovery)
+         | ChannelDelay | TaskStall | CoordinatorCrashBeforeNotify | TaskCrashDuringRecovery
+         | CoordinatorStorageFailure)
 
 
 class UnsupportedFaultError(ValueError):
@@ -311,10 +343,12 @@ class FaultPlan:
         task_stalls: int = 0,
         notify_crashes: int = 0,
         recovery_crashes: int = 0,
+        coordinator_storage_failures: int = 0,
     ) -> FaultPlan:
         """Draw faults from `seed`: each count is how many faults of one kind, at random moments
         on random tasks (`notify_crashes`: `CoordinatorCrashBeforeNotify`, `recovery_crashes`:
-        `TaskCrashDuringRecovery`, `task_stalls`: `TaskStall`, `channel_delays`: `ChannelDelay`).
+        `TaskCrashDuringRecovery`, `task_stalls`: `TaskStall`, `channel_delays`: `ChannelDelay`,
+        `coordinator_storage_failures`: `CoordinatorStorageFailure`).
 
         Kinds are drawn in a fixed order, the newer ones after the older ones, so a plan drawn
         without the newer kinds is the one it always was.
@@ -325,6 +359,7 @@ class FaultPlan:
             "duplicated_messages": duplicated_messages, "delayed_messages": delayed_messages,
             "torn_writes": torn_writes, "slow_storage": slow_storage, "channel_delays": channel_delays,
             "task_stalls": task_stalls, "notify_crashes": notify_crashes, "recovery_crashes": recovery_crashes,
+            "coordinator_storage_failures": coordinator_storage_failures,
         }
         negative = [name for name, count in counts.items() if count < 0]
         if negative:
@@ -367,6 +402,10 @@ class FaultPlan:
             faults.append(CoordinatorCrashBeforeNotify(nth=rng.randrange(0, 6)))
         for _ in range(recovery_crashes):
             faults.append(TaskCrashDuringRecovery(nth=rng.randrange(0, 2), delay=round(rng.uniform(0.0, 0.003), 5)))
+        for _ in range(coordinator_storage_failures):
+            # early writes, or anywhere in a longer run (a job's last trigger is its final checkpoint's)
+            bound = rng.choice((4, 40))
+            faults.append(CoordinatorStorageFailure(nth=rng.randrange(0, bound), what=rng.choice(COORDINATOR_WRITE_KINDS)))
         drawn = "".join(f", {name}={count}" for name, count in counts.items() if count and name != "crashes")
         return cls(tuple(faults), seed, f"FaultPlan.random(seed={seed}, crashes={crashes}{drawn})")
 

@@ -58,6 +58,7 @@ from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.subtask_checkpoint import TaskRestore
 from runtime.jobmaster.fault_schedule import DELIVER, FaultSchedule
+from runtime.jobmaster.fault_storage import CoordinatorWriteFaults
 from runtime.jobmaster.faults import FaultPlan
 from runtime.jobmaster.restore import restore_latest_valid
 from runtime.jobmaster.result import CommittedOutput
@@ -80,6 +81,9 @@ class CoordinatorActor:
         self.contender_id = contender_id
         config = graph.checkpoint_config
         self.storage = open_storage(storage, graph)
+        #: `CoordinatorStorageFailure` on the id counter's and metadata writes, once `arm_faults` ran
+        #: (so a replacement's recovery of the counter below is not counted, as on the simulator)
+        self._writes = CoordinatorWriteFaults.install(self.storage, job_id)
         ha = getattr(graph, "high_availability", None)
         self.ha_factory: Any = None
         self.election: Any = None
@@ -131,16 +135,19 @@ class CoordinatorActor:
 
     # ------------------------------------------------------------------ faults
 
-    def arm_faults(self, plan: FaultPlan, counts: dict[tuple[str, TaskId], int]) -> None:
+    def arm_faults(self, plan: FaultPlan, counts: dict[tuple[str, TaskId | None], int]) -> None:
         """Apply `plan`'s control-message faults to the triggers, completions and aborts this
-        coordinator sends; `counts`: the messages earlier coordinators of the run sent."""
+        coordinator sends, and its `CoordinatorStorageFailure`s to its storage writes; `counts`:
+        the messages and writes of earlier coordinators of the run."""
         with self._lock:
             self._faults = FaultSchedule.for_graph(plan, self.graph)
             for (kind, task_id), n in counts.items():
                 self._faults.advance(kind, task_id, n)
+            self._writes.schedule = self._faults
 
-    def fault_counts(self) -> dict[tuple[str, TaskId], int]:
-        """The control messages sent so far in the run, per (kind, task) (for `arm_faults`)."""
+    def fault_counts(self) -> dict[tuple[str, TaskId | None], int]:
+        """The control messages sent and storage writes made so far in the run, per (kind, task)
+        (for `arm_faults`)."""
         with self._lock:
             return self._faults.counts() if self._faults is not None else {}
 

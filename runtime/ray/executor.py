@@ -48,7 +48,8 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   acknowledgements, failed, torn and slow writes, `ChannelStall`, `TaskStall` (`hang`) and
   `ChannelDelay` (in the sender's `OutputChannels`), and report what they counted (heartbeats,
   `cancel`, `finish`) so the next attempt continues the count; the coordinator actor applies the
-  faults of triggers, completions and aborts. `runtime.jobmaster.faults` names where Ray differs.
+  faults of triggers, completions and aborts, and of its own storage writes
+  (`CoordinatorStorageFailure`). `runtime.jobmaster.faults` names where Ray differs.
 * End. When every task reports finished, the driver waits until the final checkpoint's
   completion notifications have executed (the sinks committed), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
@@ -79,6 +80,7 @@ from runtime.jobmaster.faults import (
     ChannelStall,
     CoordinatorCrash,
     CoordinatorCrashBeforeNotify,
+    CoordinatorStorageFailure,
     DelayedControlMessage,
     DuplicatedControlMessage,
     FaultPlan,
@@ -108,7 +110,7 @@ log = logging.getLogger("barrierflow.ray")
 #: the `FaultPlan` kinds this executor implements; it refuses a plan with any other
 RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure, TaskStall,
                    TaskCrashDuringRecovery, TornWrite, SlowStorage, LostControlMessage, DuplicatedControlMessage,
-                   DelayedControlMessage, CoordinatorCrashBeforeNotify, ChannelDelay)
+                   DelayedControlMessage, CoordinatorCrashBeforeNotify, ChannelDelay, CoordinatorStorageFailure)
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.

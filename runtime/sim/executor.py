@@ -27,8 +27,9 @@ targets) comes from one `random.Random(seed)`, so a seed replays the identical r
   both), which answers where and when a fault strikes; this executor applies it: faults at a
   virtual time are events, at a fraction of the sources' records fire after the source step
   that reached it, crashes after records after the task's step, control messages go through `_send_control` (lost, duplicated, late), writes through
-  `_write_snapshot` (failing, torn, slow), a stalled task's input, control and timers wait in
-  `_held_for` until it resumes.
+  `_write_snapshot` (failing, torn, slow), the coordinator's id-counter and metadata writes
+  through a `CoordinatorWriteFaults` around the storage's blob store (failing), a stalled task's
+  input, control and timers wait in `_held_for` until it resumes.
 * Invariants: with `invariants=True` (or an `InvariantChecker`) the checker of
   `runtime.sim.invariants` is told what each event did and checks it after every event.
 """
@@ -61,7 +62,7 @@ from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.durable_committer import committer_for
 from runtime.jobmaster.fault_schedule import FaultSchedule
-from runtime.jobmaster.fault_storage import write_torn
+from runtime.jobmaster.fault_storage import CoordinatorWriteFaults, write_torn
 from runtime.jobmaster.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
 from runtime.jobmaster.master import JobMaster, TaskFinal
 from runtime.jobmaster.progress import reading_phase
@@ -277,6 +278,10 @@ class SimExecutor:
             invariants if isinstance(invariants, InvariantChecker) else InvariantChecker() if invariants else None)
         if self.invariants is not None:
             self.invariants.bind(self)  # before anything writes or deletes through the storage
+        #: `CoordinatorStorageFailure`: the coordinator's id-counter and metadata writes (armed by `run`)
+        self._coordinator_writes = CoordinatorWriteFaults.install(self.storage, self.job_id)
+        self._coordinator_writes.on_fault = lambda what, path: self._trace("fault", "CoordinatorStorageFailure",
+                                                                           what, path)
         self.metrics = JobMetrics()
 
         self.task_ids = [
@@ -828,6 +833,7 @@ class SimExecutor:
         """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`); schedule the faults placed
         at a virtual time, and any due before the first record."""
         self.schedule = schedule = FaultSchedule.for_graph(self.faults, self.graph)
+        self._coordinator_writes.schedule = schedule
         for at, index, _ in schedule.timed():
             self._at(at, lambda i=index: self._fire(i), None, "fault")
 
@@ -931,7 +937,8 @@ class SimExecutor:
         self.id_counter.start()  # continues from the id the crashed coordinator persisted
         restored = self.restore_from[0].checkpoint_id if self.restore_from is not None else 0
         floor = max(latest.checkpoint_id if latest else 0, restored) + 1
-        self.id_counter.set_count(max(self.id_counter.get(), floor))
+        with self._coordinator_writes.paused():  # its recovery, not a trigger (Ray's, too, is not counted)
+            self.id_counter.set_count(max(self.id_counter.get(), floor))
         self.coordinator = self._new_coordinator()
         self._global_failover("coordinator crash", None, reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
 

@@ -94,6 +94,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
     "task_stalls": FaultKind(max_count=2),
     "notify_crashes": FaultKind(max_count=1),
     "recovery_crashes": FaultKind(max_count=1),
+    "coordinator_storage_failures": FaultKind(max_count=2),
 }
 #: faults that hold a checkpoint (or a task) until a timeout: each may add one to a run's length
 _WAITING_FAULTS = ("LostAcknowledgement", "LostControlMessage", "TaskStall")

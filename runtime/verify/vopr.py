@@ -1,6 +1,8 @@
 """VOPR-style runner: random job, configuration and faults from one seed, checked for its guarantee.
 
     python -m runtime.verify.vopr [--seed N] [--count K] [--shrink]     swarm configs of seeds N..N+K-1
+    python -m runtime.verify.vopr --seed N --count K --fault KIND        those of them whose plan has a
+                                                  fault of class KIND (e.g. CoordinatorStorageFailure)
     python -m runtime.verify.vopr --config 'SwarmConfig(...)' [--shrink] one (e.g. shrunk) config
     python -m runtime.verify.vopr --swarm --minutes M [--seed N] [--shrink]
                                                   seeds from N until M minutes passed, then a report
@@ -20,12 +22,13 @@ import logging
 import random
 import sys
 import time
+import typing
 from collections import Counter, defaultdict
 from functools import partial
 
 from checkpoint.modes import parse_mode
 from checkpoint.options import InvalidOptionError
-from runtime.jobmaster.faults import FaultPlan
+from runtime.jobmaster.faults import Fault, FaultPlan
 from runtime.verify.shrink import same_violation, shrink
 from runtime.verify.swarm import (
     SwarmConfig,
@@ -95,14 +98,19 @@ def shrink_and_report(verdict: Verdict, max_runs: int = 400, known_bugs: bool = 
 
 def _run_configs(configs: list[SwarmConfig], do_shrink: bool, known_bugs: bool) -> int:
     failed = 0
+    kinds: Counter = Counter()
     for config in configs:
         print(f"config: {config!r}", flush=True)
         verdict = run_config(config, known_bugs=known_bugs)
         _report(verdict)
+        kinds[verdict.kind] += 1
         if verdict.violation:
             failed += 1
             if do_shrink:
                 shrink_and_report(verdict, known_bugs=known_bugs)
+    if len(configs) > 1:
+        print(f"{len(configs)} config(s), {failed} violation(s); verdicts: "
+              + ", ".join(f"{k}={n}" for k, n in kinds.most_common()))
     return 1 if failed else 0
 
 
@@ -168,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--swarm", action="store_true", help="run seeds until --minutes passed")
     parser.add_argument("--minutes", type=float, default=1.0)
     parser.add_argument("--shrink", action="store_true", help="shrink failing configs")
+    parser.add_argument("--fault", default=None, metavar="KIND",
+                        help="with --seed/--count: only the seeds whose fault plan has a fault of this class")
     parser.add_argument("--known-bugs-as-violations", action="store_true",
                         help="report what swarm.KNOWN_BUGS explains as violations (to replay or shrink them)")
     args = parser.parse_args(argv)
@@ -183,8 +193,17 @@ def main(argv: list[str] | None = None) -> int:
         return _run_configs([config], args.shrink, not args.known_bugs_as_violations)
     if args.swarm:
         return _sweep(first, args.minutes, args.shrink)
-    return _run_configs([draw_config(seed) for seed in range(first, first + args.count)], args.shrink,
-                        not args.known_bugs_as_violations)
+    configs = [draw_config(seed) for seed in range(first, first + args.count)]
+    if args.fault is not None:
+        if args.fault not in _fault_classes():
+            parser.error(f"--fault {args.fault!r} is not a fault kind; kinds: {', '.join(sorted(_fault_classes()))}")
+        configs = [c for c in configs if args.fault in c.fault_counts()]
+    return _run_configs(configs, args.shrink, not args.known_bugs_as_violations)
+
+
+def _fault_classes() -> set[str]:
+    """The class names of every fault kind (`runtime.jobmaster.faults.Fault`)."""
+    return {kind.__name__ for kind in typing.get_args(Fault)}
 
 
 if __name__ == "__main__":

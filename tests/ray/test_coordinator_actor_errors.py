@@ -57,3 +57,32 @@ def test_a_task_report_the_coordinator_rejects_fails_the_job_over(tmp_path) -> N
         assert actor.status()["fail_request"] is None
     finally:
         actor.shutdown()
+
+
+def test_coordinator_storage_failures_in_the_actor_count_on_in_a_replacement(tmp_path) -> None:
+    """`CoordinatorStorageFailure` in the actor: `arm_faults` arms it on the actor's storage, and
+    a replacement armed with its predecessor's `fault_counts` counts on; its own recovery of the
+    id counter (in its constructor, before arming) is not counted, as on the simulator."""
+    from checkpoint.reasons import CheckpointFailureReason
+    from runtime import FaultPlan
+    from runtime.jobmaster.faults import CoordinatorStorageFailure
+
+    plan = FaultPlan.of(CoordinatorStorageFailure(nth=1, what="counter"))
+    first = _actor(tmp_path)
+    try:
+        first.arm_faults(plan, {})
+        with first._lock:
+            assert first.coordinator.trigger_checkpoint(force=True) == 1  # counter write 0
+        counts = first.fault_counts()
+    finally:
+        first.shutdown()
+    second = _actor(tmp_path)
+    try:
+        second.arm_faults(plan, counts)
+        with second._lock:
+            refused = second.coordinator.trigger_checkpoint(force=True)  # counter write 1
+            assert refused is CheckpointFailureReason.STORAGE_FAILURE
+            assert second.coordinator.trigger_checkpoint(force=True) == 3
+        assert second._faults.fired == [0]
+    finally:
+        second.shutdown()

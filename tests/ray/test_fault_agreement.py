@@ -20,6 +20,7 @@ from runtime import FaultPlan, StreamEnvironment
 from runtime.jobmaster.faults import (
     ChannelDelay,
     CoordinatorCrashBeforeNotify,
+    CoordinatorStorageFailure,
     DelayedControlMessage,
     DuplicatedControlMessage,
     LostAcknowledgement,
@@ -62,19 +63,19 @@ def to_app(record: dict[str, Any]) -> dict[str, Any]:
     return {"app": record["app"]}
 
 
-def agreement_env() -> StreamEnvironment:
+def agreement_env(rows: int = ROWS, interval: float = 0.1) -> StreamEnvironment:
     env = StreamEnvironment(parallelism=2, buffer_size=64, credits=4, buffer_timeout=0.005)
-    env.enable_checkpointing(interval=0.1, timeout=0.3, tolerable_failures=1000)
+    env.enable_checkpointing(interval=interval, timeout=0.3, tolerable_failures=1000)
     env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=5, delay=0.01))
-    (env.generate(count=ROWS, rate=3000, fn=page_view).map(to_app, name="to-app").key_by("app")
+    (env.generate(count=rows, rate=3000, fn=page_view).map(to_app, name="to-app").key_by("app")
         .process(CountPerKey("app"), name="count").sink_to(CollectSink("pv")))
     return env
 
 
-def expected_output() -> Any:
+def expected_output(rows: int = ROWS) -> Any:
     counts: dict[str, int] = {}
     out = []
-    for i in range(ROWS):
+    for i in range(rows):
         app = page_view(i)["app"]
         counts[app] = counts.get(app, 0) + 1
         out.append({"app": app, "count": counts[app]})
@@ -164,3 +165,29 @@ def test_a_coordinator_crash_before_notifying_on_ray(ray_session) -> None:
         second = sorted({c.id for c in result.completed_checkpoints})[1]
         assert result.restored_checkpoints == [second], (result.restored_checkpoints, second)
         assert multiset(result.output("pv")) == expected_output()
+
+
+@pytest.mark.ray
+def test_failed_coordinator_storage_writes_at_the_final_checkpoint_on_ray(ray_session) -> None:
+    """`CoordinatorStorageFailure` on Ray, next to the simulator. The job reads for ~0.2 s and
+    checkpoints every 1 s, so its only trigger is its final one, whatever the pace: the id counter's
+    write for it fails (the CI hang fixed in d7a7e3b/e16d4c7: nothing retried it and the sources
+    waited forever), the coordinator retries after `final_retry_delay` (the interval), the retry's
+    metadata write fails (checkpoint 2 aborts), and checkpoint 3 is the final one. No restart;
+    exactly-once output."""
+    from runtime.ray.executor import RayExecutor
+
+    rows = 600
+    plan = FaultPlan.of(CoordinatorStorageFailure(nth=0, what="counter"),
+                        CoordinatorStorageFailure(nth=0, what="metadata"))
+    graph = agreement_env(rows=rows, interval=1.0).get_job_graph("coordstorage")
+    sim = SimExecutor(graph, seed=0, faults=plan)
+    on_sim = sim.run()
+    ray_executor = RayExecutor(graph, faults=plan)
+    on_ray = ray_executor.run()
+    assert sim.schedule.fired == ray_executor.schedule.fired == [0, 1]
+    for result in (on_sim, on_ray):
+        assert result.restarts == 0, result.failures
+        assert [c.id for c in result.completed_checkpoints] == [3], result.checkpoints
+        assert [(c.id, c.failure_reason.value) for c in result.aborted_checkpoints] == [(2, "storage failure")]
+        assert multiset(result.output("pv")) == expected_output(rows)

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from runtime import FaultPlan
 from runtime.jobmaster.faults import (
     ChannelDelay,
+    CoordinatorCrash,
     CoordinatorCrashBeforeNotify,
+    CoordinatorStorageFailure,
     DelayedControlMessage,
     DuplicatedControlMessage,
     LostControlMessage,
@@ -27,6 +29,7 @@ from runtime.jobmaster.faults import (
     UnsupportedFaultError,
 )
 from runtime.jobmaster.result import JobFailedError
+from runtime.sim.executor import SimExecutor
 from runtime.sim.invariants import InvariantChecker
 from runtime.workloads.scenarios import RELAY_SINK, relay_job
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
@@ -215,6 +218,68 @@ def test_a_task_crash_during_recovery(delay: float) -> None:
     assert deploys == ([0, 2] if delay == 0.0 else [0, 1, 2])  # at once: the first redeployment never happened
 
 
+# ---------------------------------------------------------------------- the coordinator's own storage writes
+
+
+def test_a_failed_id_counter_write_at_the_final_trigger_is_retried() -> None:
+    """Regression (CI hung 600 s on Ray): the id counter's write for the job's FINAL checkpoint
+    failed inside the trigger and nothing retried it, so the sources waited forever. Checkpoint 5
+    is the final one failure-free; its trigger is the 5th counter write (nth=4). Before the fix the
+    StorageError escaped the simulator's event."""
+    ref = relay_reference()
+    clean = SimExecutor(relay_job().get_job_graph("job"), seed=0)
+    clean.run()
+    assert clean.coordinator.final_checkpoint_id == 5
+    sim = SimExecutor(relay_job().get_job_graph("job"), seed=0, trace=True, invariants=InvariantChecker(reference=ref),
+                      faults=FaultPlan.of(CoordinatorStorageFailure(nth=4, what="counter")))
+    result = sim.run()
+    assert fired(result, "CoordinatorStorageFailure") == [("CoordinatorStorageFailure", "counter",
+                                                           "job/_checkpoint_counter")]
+    assert sim.coordinator.final_checkpoint_id == 6  # retried after final_retry_delay; 5 was never started
+    assert [c.id for c in result.checkpoints] == [1, 2, 3, 4, 6] and result.failures == []
+    assert multiset(result.output(RELAY_SINK)) == multiset(ref.output(RELAY_SINK))
+    assert result.final_state == ref.final_state
+
+
+def test_a_failed_metadata_write_aborts_that_checkpoint() -> None:
+    result = run_relay(CoordinatorStorageFailure(nth=1, what="metadata"))
+    assert fired(result, "CoordinatorStorageFailure") == [("CoordinatorStorageFailure", "metadata",
+                                                           "job/chk-2/_metadata")]
+    assert outcome(result, 2) == "storage failure" and outcome(result, 3) == "completed"
+
+
+def test_any_counts_the_counter_and_metadata_writes_in_order() -> None:
+    # counter 1, metadata 1, counter 2, ...: the 2nd write is checkpoint 1's metadata
+    result = run_relay(CoordinatorStorageFailure(nth=1))
+    assert fired(result, "CoordinatorStorageFailure") == [("CoordinatorStorageFailure", "metadata",
+                                                           "job/chk-1/_metadata")]
+    assert outcome(result, 1) == "storage failure"
+
+
+def test_coordinator_writes_count_across_a_coordinator_crash_and_not_its_recovery() -> None:
+    # the crash at 20 ms follows 2 counter writes (checkpoints 1, 2); the replacement's recovery
+    # of the counter is not counted, so nth=2 is the first id the new coordinator takes
+    result = run_relay(CoordinatorCrash(at=0.02), CoordinatorStorageFailure(nth=2, what="counter"))
+    (fault,) = [e for e in result.trace if len(e) > 2 and e[1] == "fault"]
+    crash = next(e[0] for e in result.trace if len(e) > 1 and e[1] == "coordinator-crash")
+    assert fault[2:] == ("CoordinatorStorageFailure", "counter", "job/_checkpoint_counter") and fault[0] > crash
+    assert len(result.failures) == 1
+
+
+def test_with_high_availability_only_metadata_writes_go_to_storage() -> None:
+    env = relay_job()
+    env.set_high_availability("zookeeper", hosts="simulated:2181", cluster_id="sim")
+    ref = relay_reference()
+    result = env.execute("job", executor="sim", seed=0, trace=True, invariants=InvariantChecker(reference=ref),
+                         faults=FaultPlan.of(CoordinatorStorageFailure(nth=0, what="counter"),
+                                             CoordinatorStorageFailure(nth=2, what="any")))
+    # the id counter lives in the HA services: the "any" fault strikes the 3rd metadata write
+    assert fired(result, "CoordinatorStorageFailure") == [("CoordinatorStorageFailure", "metadata",
+                                                           "job/chk-3/_metadata")]
+    assert outcome(result, 3) == "storage failure"
+    assert multiset(result.output(RELAY_SINK)) == multiset(ref.output(RELAY_SINK))
+
+
 # ---------------------------------------------------------------------- plans
 
 
@@ -223,6 +288,11 @@ def test_fault_arguments_are_checked() -> None:
         LostControlMessage("barrier")
     with pytest.raises(ValueError, match="TornWrite: keep must be within"):
         TornWrite(keep=1.5)
+    with pytest.raises(ValueError, match="CoordinatorStorageFailure: what must be one of counter, metadata, any, "
+                                         "got 'ids'"):
+        CoordinatorStorageFailure(what="ids")
+    with pytest.raises(ValueError, match=r"CoordinatorStorageFailure: nth must be an integer >= 0 \(0-based\), got -1"):
+        CoordinatorStorageFailure(nth=-1)
     with pytest.raises(ValueError, match="fault counts must be >= 0, got torn_writes=-1"):
         FaultPlan.random(1, torn_writes=-1)
     with pytest.raises(ValueError, match=r"names task relay\[0\], which is not a source"):
@@ -271,7 +341,7 @@ def reference(job_seed: int) -> tuple:
 
 
 KINDS = ["lost_messages", "duplicated_messages", "delayed_messages", "torn_writes", "slow_storage",
-         "channel_delays", "task_stalls", "notify_crashes", "recovery_crashes"]
+         "channel_delays", "task_stalls", "notify_crashes", "recovery_crashes", "coordinator_storage_failures"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
