@@ -73,6 +73,7 @@ from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
 from runtime.core.links import resolve_link_delays
 from runtime.jobmaster.durable_committer import committer_for
+from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.faults import (
     ChannelDelay,
@@ -641,8 +642,8 @@ class RayExecutor:
         what = self._crashing.pop(task_id, None)
         if what is None:
             after = self.schedule.crash_due(task_id, self._done_records[task_id] + status["records"])
-            what = f"TaskCrash after {after} records"
-        exc = RuntimeError(f"injected fault: {what} of task {task_id}")
+            what = crash_after_records(after)
+        exc = injected_crash(task_id, what)
         return f"task {task_id} failed: {exc}", exc
 
     def _inject_faults(self, now: float) -> None:
@@ -678,34 +679,43 @@ class RayExecutor:
             handle.freeze.remote(self.epoch)
 
     def _fire(self, index: int) -> None:
-        self.schedule.fire(index)
-        fault = self.faults.faults[index]
-        if isinstance(fault, TaskCrash):
-            self._freeze(self.schedule.target(index), "TaskCrash")
-        elif isinstance(fault, TaskStall):
-            handle = self.tasks.get(self.schedule.target(index))
-            if handle is not None:
-                handle.hang.remote(self.epoch, fault.duration if fault.duration is not None else self._stall_default())
-        elif isinstance(fault, CoordinatorCrash) and self.coordinator is not None:
+        fire_fault(self.schedule, index, self.graph, self)
+
+    # `FaultActions` (`runtime.jobmaster.fault_actions`)
+
+    def crash_task(self, task_id: TaskId, what: str) -> None:
+        self._freeze(task_id, what)
+
+    def crash_coordinator(self) -> None:
+        if self.coordinator is not None:
             self._kill_coordinator()
-        elif isinstance(fault, ChannelStall):
-            handle = self.tasks.get(self.schedule.target(index))
-            if handle is not None:
-                handle.stall.remote(self.epoch, fault.duration)
-        elif isinstance(fault, ChannelDelay):  # applied by the sender of that input channel
-            receiver, channel = self.schedule.target(index), self.schedule.channel(index)
-            route = next(r for r in self.graph.channel_routes() if r.receiver == receiver and r.input_channel == channel)
-            window = (route.output_channel, time.time(), time.time() + fault.duration, fault.delay)
-            self._channel_spikes.setdefault(route.sender, []).append(window)
-            handle = self.tasks.get(route.sender)
-            if handle is not None and route.sender not in self._dead:
-                handle.delay_channel.remote(self.epoch, *window)
-        elif isinstance(fault, SlowStorage):  # the storage is shared: every task's writes
-            window = (time.time(), time.time() + fault.duration, fault.factor)
-            self._slow_windows.append(window)
-            for task_id, handle in self.tasks.items():
-                if task_id not in self._dead:
-                    handle.slow_writes.remote(self.epoch, *window)
+
+    def stall_channels(self, task_id: TaskId, duration: float) -> None:
+        handle = self.tasks.get(task_id)
+        if handle is not None:
+            handle.stall.remote(self.epoch, duration)
+
+    def stall_task(self, task_id: TaskId, duration: float) -> None:
+        handle = self.tasks.get(task_id)
+        if handle is not None:
+            handle.hang.remote(self.epoch, duration)
+
+    def delay_channel(self, receiver: TaskId, channel: int, fault: ChannelDelay) -> None:
+        """Applied by the sender of that input channel."""
+        route = next(r for r in self.graph.channel_routes() if r.receiver == receiver and r.input_channel == channel)
+        window = (route.output_channel, time.time(), time.time() + fault.duration, fault.delay)
+        self._channel_spikes.setdefault(route.sender, []).append(window)
+        handle = self.tasks.get(route.sender)
+        if handle is not None and route.sender not in self._dead:
+            handle.delay_channel.remote(self.epoch, *window)
+
+    def slow_storage(self, fault: SlowStorage) -> None:
+        """The storage is shared: every task's writes."""
+        window = (time.time(), time.time() + fault.duration, fault.factor)
+        self._slow_windows.append(window)
+        for task_id, handle in self.tasks.items():
+            if task_id not in self._dead:
+                handle.slow_writes.remote(self.epoch, *window)
 
     def _kill_coordinator(self) -> None:
         """Kill the coordinator actor (`CoordinatorCrash`, `CoordinatorCrashBeforeNotify`), keeping
@@ -729,11 +739,6 @@ class RayExecutor:
         schedule (`schedule.fired` then lists the faults that struck them)."""
         for (kind, task_id), n in counts.items():
             self.schedule.advance(kind, task_id, max(0, n - self.schedule.count(kind, task_id)))
-
-    def _stall_default(self) -> float:
-        """A `TaskStall` without a duration: 1.5 x the checkpoint timeout (the simulator's)."""
-        config = self.graph.checkpoint_config
-        return 1.5 * config.timeout if self.checkpointing and config is not None else 1.0
 
     # ------------------------------------------------------------------ the end
 

@@ -60,9 +60,10 @@ from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.durable_committer import committer_for
+from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.fault_storage import write_torn
-from runtime.jobmaster.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
+from runtime.jobmaster.faults import FaultPlan
 from runtime.jobmaster.master import JobMaster, TaskFinal
 from runtime.jobmaster.progress import reading_phase
 from runtime.jobmaster.restart import RestartBackoff
@@ -833,19 +834,8 @@ class SimExecutor:
 
     def _fire(self, index: int) -> None:
         """A fault placed at a time or at the sources' progress starts now."""
-        schedule = self.schedule
-        assert schedule is not None
-        schedule.fire(index)
-        fault = self.faults.faults[index]
-        if isinstance(fault, TaskCrash):
-            self._crash(schedule.target(index), "TaskCrash")
-        elif isinstance(fault, CoordinatorCrash):
-            self._crash_coordinator()
-        elif isinstance(fault, ChannelStall):
-            self._stall(schedule.target(index), fault.duration)
-        elif isinstance(fault, TaskStall):
-            self._stall_task(schedule.target(index), fault.duration)
-        # SlowStorage, ChannelDelay: their window is open in the schedule
+        assert self.schedule is not None
+        fire_fault(self.schedule, index, self.graph, self)
 
     def _check_progress(self) -> None:
         """After a source step: fire the faults placed at this point of the sources' progress (not
@@ -861,26 +851,29 @@ class SimExecutor:
         after = self.schedule.crash_due(task_id, self._records.get(task_id, 0)) if self.schedule else None
         if after is None:
             return False
-        self._crash(task_id, f"TaskCrash after {after} records")
+        self.crash_task(task_id, crash_after_records(after))
         return True
 
-    def _crash(self, task_id: TaskId, what: str) -> None:
+    # `FaultActions` (`runtime.jobmaster.fault_actions`): SlowStorage and ChannelDelay windows
+    # are open in the schedule, which every write and send asks
+
+    def crash_task(self, task_id: TaskId, what: str) -> None:
         if self.done:
             return
-        self._task_failed(task_id, RuntimeError(f"injected fault: {what} of task {task_id}"))
+        self._task_failed(task_id, injected_crash(task_id, what))
 
-    def _stall(self, task_id: TaskId, duration: float) -> None:
+    def crash_coordinator(self) -> None:
+        self._crash_coordinator()
+
+    def stall_channels(self, task_id: TaskId, duration: float) -> None:
         self._stalled_until[task_id] = self.now + duration
         self._trace("stall", str(task_id), duration)
 
-    def _stall_task(self, task_id: TaskId, duration: float | None) -> None:
+    def stall_task(self, task_id: TaskId, duration: float) -> None:
         """`TaskStall`: the task takes no step until `now + duration`; what reaches it meanwhile
         (input, control messages, its timers, its finished writes) waits and is applied in order."""
         if self.done or task_id not in self.tasks or task_id in self._held_for:
             return
-        if duration is None:
-            config = self.graph.checkpoint_config
-            duration = 1.5 * config.timeout if self.checkpointing and config is not None else 1.0
         until = self.now + duration
         self._trace("fault", "TaskStall", str(task_id), duration)
         self._held_for[task_id] = []
@@ -892,6 +885,12 @@ class SimExecutor:
             self._schedule_run(task_id)
 
         self._at(until, resume, self.epoch, "fault")
+
+    def delay_channel(self, receiver: TaskId, channel: int, fault: Any) -> None:
+        pass
+
+    def slow_storage(self, fault: Any) -> None:
+        pass
 
     def _held(self, task_id: TaskId, fn: Callable[[], None]) -> bool:
         """True (and `fn` kept for later) while `task_id` is stalled."""
@@ -949,7 +948,7 @@ class SimExecutor:
             epoch = self.epoch
             for target, fault in self.schedule.recovery_started():
                 self._trace("fault", "TaskCrashDuringRecovery", str(target), fault.delay)
-                self._at(self.now + fault.delay, lambda t=target: self._crash(t, "TaskCrashDuringRecovery"),
+                self._at(self.now + fault.delay, lambda t=target: self.crash_task(t, "TaskCrashDuringRecovery"),
                          epoch, "fault")
 
     def _fail_for_good(self, message: str, exc: BaseException | None) -> None:
