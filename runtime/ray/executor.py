@@ -72,6 +72,7 @@ from checkpoint.io.store import new_run_id
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
 from runtime.core.links import resolve_link_delays
+from runtime.jobmaster.attempt_counts import RunCounts
 from runtime.jobmaster.durable_committer import committer_for
 from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
@@ -195,6 +196,7 @@ class RayExecutor:
         self.checkpointing = graph.checkpointing_enabled
         self.storage_uri = config.storage if config is not None else None
         self.task_ids = graph.task_ids()
+        self._resolve_faults()
         self.epoch = -1
         self.tasks: dict[TaskId, Any] = {}
         self._dead: set[TaskId] = set()
@@ -202,8 +204,6 @@ class RayExecutor:
         self.placement: dict[str, str] = {}
         self._heartbeats: dict[TaskId, tuple[Any, float]] = {}
         self._status: dict[TaskId, dict[str, Any]] = {}
-        self._done_records: dict[TaskId, int] = dict.fromkeys(self.task_ids, 0)  # earlier epochs
-        self._done_source_records = 0
         self._coord_status: dict[str, Any] = {}
         self._coord_ref: Any = None
         self._stats_history: list[Any] = []
@@ -286,7 +286,6 @@ class RayExecutor:
         else:
             self.storage_spec = ("uri", self.storage_uri)
         self.graph_ref = ray.put(self.graph)
-        self._resolve_faults()
         log.info("barrierflow ray: job %r on %d node(s), %d tasks, faults=%r", self.graph.job_name,
                  len(nodes), len(self.task_ids), self.faults)
         self.started = time.time()
@@ -402,7 +401,7 @@ class RayExecutor:
             self._status = {}
             self._heartbeats = {}
             refs = {t: self.tasks[t].deploy.remote(epoch, restores.get(t), outputs[t], inputs[t],
-                                                   self._task_faults(t), self.coordinator)
+                                                   self.counts.task_faults(t, time.time()), self.coordinator)
                     for t in self.task_ids}
             for task_id, ref in refs.items():
                 # a new actor first starts a process (seconds on a busy host); a survivor that does
@@ -581,34 +580,14 @@ class RayExecutor:
     def _resolve_faults(self) -> None:
         """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`, as the simulator does)."""
         self.schedule = FaultSchedule.for_graph(self.faults, self.graph)
+        #: what the attempts' actors counted, for the schedule; `torn_files`, `slowed_writes`
+        self.counts = RunCounts(self.schedule, self.task_ids)
         #: faults placed at a wall time (seconds since the first deployment): (at, index)
         self._timed = [(at, index) for at, index, _ in self.schedule.timed()]
         #: task -> what froze it, for a crash at a time (the actor reports it frozen)
         self._crashing: dict[TaskId, str] = {}
         #: `TaskCrashDuringRecovery` faults due: (wall time, task)
         self._recovery_crashes: list[tuple[float, TaskId]] = []
-        #: `SlowStorage` windows opened so far: (wall start, end, factor)
-        self._slow_windows: list[tuple[float, float, float]] = []
-        #: `ChannelDelay` windows opened so far: sender -> [(out channel, wall start, end, extra)]
-        self._channel_spikes: dict[TaskId, list[tuple[int, float, float, float]]] = {}
-        #: paths of the files `TornWrite` faults tore, and how many writes `SlowStorage` slowed
-        self.torn_files: list[str] = []
-        self.slowed_writes = 0
-
-    def _task_faults(self, task_id: TaskId) -> dict[str, Any]:
-        """What the task actor applies itself in the attempt being deployed, as offsets from the
-        attempt's start: the schedule counts records, acknowledgements and writes over the run."""
-        out: dict[str, Any] = {}
-        after = self.schedule.next_crash(task_id)
-        if after is not None:
-            out["crash_after"] = max(1, after - self._done_records[task_id])
-        out["acks"] = {n: (e.lost, e.copies, e.delay) for n, e in self.schedule.upcoming_control("ack", task_id).items()}
-        writes = self.schedule.upcoming("write", task_id)
-        out["failed_writes"] = [n for n, f in writes if isinstance(f, StorageWriteFailure)]
-        out["torn_writes"] = [(n, f.keep, f.garble) for n, f in writes if isinstance(f, TornWrite)]
-        out["slow_writes"] = [w for w in self._slow_windows if w[1] > time.time()]
-        out["channel_delays"] = [w for w in self._channel_spikes.get(task_id, ()) if w[2] > time.time()]
-        return out
 
     def _count_attempt(self, cancels: dict[TaskId, Any]) -> None:
         """An attempt ended: add what each task counted in it to the run's counts (records, source
@@ -624,16 +603,7 @@ class RayExecutor:
                     self._kill(task_id)
                 self._dead.add(task_id)
         for task_id in self.tasks:
-            self._add_counts(task_id, final.get(task_id) or self._status.get(task_id, {}))
-
-    def _add_counts(self, task_id: TaskId, counts: dict[str, Any], records: bool = True) -> None:
-        if records:
-            self._done_records[task_id] += counts.get("records", 0)
-            self._done_source_records += counts.get("source_records", 0)
-        self.schedule.advance("ack", task_id, counts.get("acks", 0))
-        self.schedule.advance("write", task_id, counts.get("writes", 0))
-        self.torn_files.extend(counts.get("torn", ()))
-        self.slowed_writes += counts.get("slowed", 0)
+            self.counts.attempt_ended(task_id, final.get(task_id) or self._status.get(task_id, {}))
 
     def _check_crash(self, task_id: TaskId, status: dict[str, Any]) -> tuple[str, BaseException]:
         """The task froze for a `TaskCrash` (after its records, or at a time): kill it; the failure
@@ -641,7 +611,7 @@ class RayExecutor:
         self._kill(task_id)
         what = self._crashing.pop(task_id, None)
         if what is None:
-            after = self.schedule.crash_due(task_id, self._done_records[task_id] + status["records"])
+            after = self.schedule.crash_due(task_id, self.counts.records(task_id, status["records"]))
             what = crash_after_records(after)
         exc = injected_crash(task_id, what)
         return f"task {task_id} failed: {exc}", exc
@@ -652,7 +622,7 @@ class RayExecutor:
             if elapsed >= at:
                 self._timed.remove((at, index))
                 self._fire(index)
-        source_records = self._done_source_records + sum(s.get("source_records", 0) for s in self._status.values())
+        source_records = self.counts.source_records(s.get("source_records", 0) for s in self._status.values())
         for index, _ in self.schedule.due(source_records, now):
             self._fire(index)
         if self._coord_status.get("doomed") and self.coordinator is not None:  # CoordinatorCrashBeforeNotify
@@ -703,16 +673,14 @@ class RayExecutor:
     def delay_channel(self, receiver: TaskId, channel: int, fault: ChannelDelay) -> None:
         """Applied by the sender of that input channel."""
         route = next(r for r in self.graph.channel_routes() if r.receiver == receiver and r.input_channel == channel)
-        window = (route.output_channel, time.time(), time.time() + fault.duration, fault.delay)
-        self._channel_spikes.setdefault(route.sender, []).append(window)
+        window = self.counts.open_channel_delay(route.sender, route.output_channel, fault, time.time())
         handle = self.tasks.get(route.sender)
         if handle is not None and route.sender not in self._dead:
             handle.delay_channel.remote(self.epoch, *window)
 
     def slow_storage(self, fault: SlowStorage) -> None:
         """The storage is shared: every task's writes."""
-        window = (time.time(), time.time() + fault.duration, fault.factor)
-        self._slow_windows.append(window)
+        window = self.counts.open_slow_storage(fault, time.time())
         for task_id, handle in self.tasks.items():
             if task_id not in self._dead:
                 handle.slow_writes.remote(self.epoch, *window)
@@ -722,7 +690,7 @@ class RayExecutor:
         its statistics and fault counts; the next poll finds it dead and replaces it."""
         with contextlib.suppress(RayError):
             self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
-            self._control_counts(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
+            self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
         self._coord_status = {**self._coord_status, "doomed": False}
         self.coordinator_crash_times.append(time.time())
         ray.kill(self.coordinator, no_restart=True)
@@ -731,14 +699,8 @@ class RayExecutor:
         """A new (or newly promoted) coordinator applies the plan's control-message faults, counting
         on from what its predecessors sent (exact when a `CoordinatorCrash` killed the last one;
         else as of the driver's last poll of it)."""
-        self._control_counts(self._coord_status.get("fault_counts", {}))
+        self.counts.coordinator_counted(self._coord_status.get("fault_counts", {}))
         handle.arm_faults.remote(self.faults, self.schedule.counts())
-
-    def _control_counts(self, counts: dict[tuple[str, TaskId], int]) -> None:
-        """The control messages a coordinator sent so far (trigger, complete, abort), into the run's
-        schedule (`schedule.fired` then lists the faults that struck them)."""
-        for (kind, task_id), n in counts.items():
-            self.schedule.advance(kind, task_id, max(0, n - self.schedule.count(kind, task_id)))
 
     # ------------------------------------------------------------------ the end
 
@@ -747,7 +709,7 @@ class RayExecutor:
             ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
         finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
         for task_id, final in zip(self.task_ids, finals):  # the last attempt's occurrences: `schedule.fired` complete
-            self._add_counts(task_id, final["counts"], records=False)  # (its records are counted below)
+            self.counts.attempt_ended(task_id, final["counts"], records=False)  # (its records are counted below)
         if self.coordinator is not None:  # what failed attempts left (late uploads of cancelled tasks too)
             try:
                 ray.get(self.coordinator.discard_orphans.remote(), timeout=120)
@@ -762,7 +724,7 @@ class RayExecutor:
                     self._land(ray.get(self._coord_ref, timeout=60))
             self._land({"completed_files": ray.get(self.coordinator.take_completed.remote(), timeout=60)})
             history = ray.get(self.coordinator.history.remote(), timeout=60)
-            self._control_counts(ray.get(self.coordinator.fault_counts.remote(), timeout=60))
+            self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=60))
             ray.get(self.coordinator.shutdown.remote(), timeout=60)
         if self.standby is not None:
             with contextlib.suppress(RayError):
@@ -778,7 +740,7 @@ class RayExecutor:
                 metrics.tasks[str(task_id)] = final["step_times"]
             if self.graph.vertex(task_id.vertex).source is not None:
                 source_now += final["records_in"]
-        metrics.records_in = self._done_source_records + source_now
+        metrics.records_in = self.counts.source_records([source_now])
         return self.master.result(
             committer=committer, checkpoints=self._stats_history + history, metrics=metrics,
             finals=[TaskFinal(task_id, final["keyed_state"], final["latencies"], final["first_created_at"],
@@ -795,7 +757,7 @@ class RayExecutor:
     def _progress_info(self) -> dict[str, Any]:
         status = self._coord_status
         last_d, last_a = status.get("last_duration"), status.get("last_alignment")
-        source_records = self._done_source_records + sum(s.get("source_records", 0) for s in self._status.values())
+        source_records = self.counts.source_records(s.get("source_records", 0) for s in self._status.values())
         sources = [t for t in self.task_ids if self.graph.vertex(t.vertex).source is not None]
         return {
             "phase": reading_phase(self._status.get(t, {}).get("state") for t in sources).value,
