@@ -94,9 +94,8 @@ from runtime.jobmaster.faults import (
     TornWrite,
     check_supported,
 )
-from runtime.jobmaster.master import JobMaster, TaskFinal
+from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
 from runtime.jobmaster.progress import Phase, reading_phase
-from runtime.jobmaster.restart import RestartBackoff
 from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
@@ -124,7 +123,7 @@ _BlobStore = ray.remote(enable_task_events=False)(BlobStoreService)
 ACTOR_START_TIMEOUT = 60.0
 
 
-class RayExecutor:
+class RayExecutor(RunsOnJobMaster):
     """Runs `graph` on Ray. See the module docstring; `run_job` is the entry point.
 
     Args:
@@ -206,16 +205,10 @@ class RayExecutor:
         self._status: dict[TaskId, dict[str, Any]] = {}
         self._coord_status: dict[str, Any] = {}
         self._coord_ref: Any = None
-        self._stats_history: list[Any] = []
         self.coordinator: Any = None
         #: HA only: the standby coordinator actor, and how many contenders were started so far
         self.standby: Any = None
         self._contenders = 0
-        #: HA only: wall times of CoordinatorCrash faults and of each promotion of a new leader
-        self.coordinator_crash_times: list[float] = []
-        self.promotion_times: list[float] = []
-        #: HA only: the latest completed checkpoint id each promoted leader recovered (None: none)
-        self.recovered_checkpoints: list[int | None] = []
         ha = graph.high_availability
         self.ha = ha if ha is not None and ha.enabled and self.checkpointing else None
         if self.ha is not None:  # bad hosts/cluster id fail here, in the driver, not in an actor
@@ -224,14 +217,6 @@ class RayExecutor:
         self.blob_store: Any = None
         #: the first checkpoint id of this run (from the first coordinator actor)
         self._first_checkpoint_id: int | None = None
-
-    @property
-    def failures(self) -> list[str]:
-        return self.master.failures
-
-    @property
-    def restart_backoff(self) -> RestartBackoff:
-        return self.master.restart_backoff
 
     # ------------------------------------------------------------------ entry
 
@@ -367,9 +352,9 @@ class RayExecutor:
                         self.standby = self._new_coordinator()
                     if not first:
                         self._arm_coordinator(self.coordinator)
-                        self.promotion_times.append(time.time())
+                        promoted_at = time.time()
                         status = ray.get(self.coordinator.status.remote(), timeout=30)
-                        self.recovered_checkpoints.append(status["latest_id"])
+                        self.master.coordinators.promoted(status["latest_id"], promoted_at)
                     log.info("barrierflow ray: coordinator %s leads", "promoted" if not first else "elected")
                     return
         self._give_up(f"no coordinator of job {self.graph.job_name!r} became leader in ZooKeeper "
@@ -688,11 +673,12 @@ class RayExecutor:
     def _kill_coordinator(self) -> None:
         """Kill the coordinator actor (`CoordinatorCrash`, `CoordinatorCrashBeforeNotify`), keeping
         its statistics and fault counts; the next poll finds it dead and replaces it."""
+        history: list[Any] = []
         with contextlib.suppress(RayError):
-            self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
+            history = ray.get(self.coordinator.history.remote(), timeout=10)
             self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
         self._coord_status = {**self._coord_status, "doomed": False}
-        self.coordinator_crash_times.append(time.time())
+        self.master.coordinators.crashed(history)
         ray.kill(self.coordinator, no_restart=True)
 
     def _arm_coordinator(self, handle: Any) -> None:
@@ -742,7 +728,7 @@ class RayExecutor:
                 source_now += final["records_in"]
         metrics.records_in = self.counts.source_records([source_now])
         return self.master.result(
-            committer=committer, checkpoints=self._stats_history + history, metrics=metrics,
+            committer=committer, checkpoints=history, metrics=metrics,
             finals=[TaskFinal(task_id, final["keyed_state"], final["latencies"], final["first_created_at"],
                               final["last_arrival_at"], final.get("buffer_size"))
                     for task_id, final in zip(self.task_ids, finals)],

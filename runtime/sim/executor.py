@@ -64,13 +64,11 @@ from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, inj
 from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.fault_storage import write_torn
 from runtime.jobmaster.faults import FaultPlan
-from runtime.jobmaster.master import JobMaster, TaskFinal
+from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
 from runtime.jobmaster.progress import reading_phase
-from runtime.jobmaster.restart import RestartBackoff
 from runtime.jobmaster.restore import restore_latest_valid
 from runtime.jobmaster.result import (
     CollectCommitter,
-    JobFailedError,
     JobMetrics,
     JobResult,
     suppresses_restarts,
@@ -210,7 +208,7 @@ class _SimTimers:
         return timer
 
 
-class SimExecutor:
+class SimExecutor(RunsOnJobMaster):
     """Deterministic discrete-event executor. See the module docstring."""
 
     def __init__(
@@ -304,7 +302,6 @@ class SimExecutor:
         #: the run's `FaultSchedule` (one for the whole run, across attempts)
         self.schedule: FaultSchedule | None = None
         self._records: dict[TaskId, int] = {}
-        self.stats_history: list[Any] = []
 
         self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
         self.id_counter.start()
@@ -319,23 +316,6 @@ class SimExecutor:
         #: ids from here on are this run's: the orphan cleanup touches no earlier run's checkpoints
         self.first_checkpoint_id = self.id_counter.get()
         self.coordinator = self._new_coordinator()
-
-    @property
-    def failures(self) -> list[str]:
-        return self.master.failures
-
-    @property
-    def restart_backoff(self) -> RestartBackoff:
-        return self.master.restart_backoff
-
-    @property
-    def error(self) -> JobFailedError | None:
-        return self.master.error
-
-    @property
-    def done(self) -> bool:
-        """Every task finished, or the job failed for good."""
-        return self.master.done
 
     def _setup_high_availability(self) -> None:
         """ZooKeeper mode, simulated: the ID counter and the completed-checkpoint store live in
@@ -516,7 +496,7 @@ class SimExecutor:
         self.metrics.events = self.events
         finals = [TaskFinal(task_id, task.keyed_state(), task.latencies, task.first_created_at, task.last_arrival_at,
                             task.announced_buffer_size) for task_id, task in self.tasks.items()]
-        return self.master.result(committer=self.committer, checkpoints=self.coordinator_history(),
+        return self.master.result(committer=self.committer, checkpoints=self.coordinator.stats.history,
                                   metrics=self.metrics, finals=finals, trace=self.trace)
 
     def _progress_info(self) -> dict[str, Any]:
@@ -535,7 +515,7 @@ class SimExecutor:
         }
 
     def coordinator_history(self) -> list[Any]:
-        return self.stats_history + list(self.coordinator.stats.history)
+        return self.coordinators.checkpoints(self.coordinator.stats.history)
 
     def _trace(self, *event: Any) -> None:
         if self.tracing:
@@ -907,7 +887,7 @@ class SimExecutor:
         # the process is gone: its pending checkpoints end with it (their notifications belong to
         # the execution failing over below), and none of its timers may act again
         self.coordinator.shutdown()
-        self.stats_history.extend(self.coordinator.stats.history)
+        self.coordinators.crashed(self.coordinator.stats.history)
         if self.ha is not None:
             # the leader's process died: its session expires, the standby is elected and takes
             # over the shared store (fenced by its own leadership) and the shared ID counter
@@ -915,6 +895,8 @@ class SimExecutor:
             leader.expire_session()
             self.store = self._ha_store()
             self.store.recover()
+            recovered = self.store.get_latest_checkpoint()
+            self.coordinators.promoted(recovered.checkpoint_id if recovered is not None else None)
             self._trace("leader", next(e.contender_id for e in self.elections if e.is_leader))
             self.coordinator = self._new_coordinator()
             self._global_failover("coordinator crash (standby took over)", None,
