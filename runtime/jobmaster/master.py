@@ -41,6 +41,7 @@ from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
 from runtime.core.histogram import LatencyHistogram
 from runtime.core.ports import Clock, Timers
+from runtime.core.task import Task
 from runtime.jobmaster.coordinators import CoordinatorSuccession
 from runtime.jobmaster.gateway import JobMasterGateway
 from runtime.jobmaster.restart import RestartBackoff
@@ -92,6 +93,12 @@ class TaskFinal:
     first_created_at: float | None = None
     last_arrival_at: float | None = None
     buffer_size: int | None = None
+
+    @classmethod
+    def of(cls, task_id: Any, task: Task) -> TaskFinal:
+        """What `task` reports (wherever it runs: in the simulator, in a task actor)."""
+        return cls(task_id, task.keyed_state(), task.latencies, task.first_created_at, task.last_arrival_at,
+                   task.announced_buffer_size)
 
 
 class JobMaster:

@@ -94,7 +94,7 @@ from runtime.jobmaster.faults import (
     TornWrite,
     check_supported,
 )
-from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
+from runtime.jobmaster.master import JobMaster, RunsOnJobMaster
 from runtime.jobmaster.progress import Phase, reading_phase
 from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
 from runtime.ray.cluster import alive_nodes, ensure_ray
@@ -729,9 +729,7 @@ class RayExecutor(RunsOnJobMaster):
         metrics.records_in = self.counts.source_records([source_now])
         return self.master.result(
             committer=committer, checkpoints=history, metrics=metrics,
-            finals=[TaskFinal(task_id, final["keyed_state"], final["latencies"], final["first_created_at"],
-                              final["last_arrival_at"], final.get("buffer_size"))
-                    for task_id, final in zip(self.task_ids, finals)],
+            finals=[final["final"] for final in finals],
             trace=sorted(trace, key=lambda event: event[0]))
 
     def _land(self, status: dict[str, Any]) -> None:

@@ -70,6 +70,7 @@ from runtime.core.subtask_checkpoint import TaskRestore, TaskSnapshot
 from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.fault_storage import write_torn
+from runtime.jobmaster.master import TaskFinal
 from runtime.jobmaster.result import suppresses_restarts
 from runtime.ray.channels import InputChannels, OutputChannels
 from runtime.ray.services import RemoteCommitter
@@ -656,12 +657,8 @@ class TaskActor:
             self._timers.close()
             self._work.close()
             return {
-                "keyed_state": self.task.keyed_state(),
-                "latencies": self.task.latencies,
-                "first_created_at": self.task.first_created_at,
-                "last_arrival_at": self.task.last_arrival_at,
+                "final": TaskFinal.of(self.task_id, self.task),
                 "records_in": self.task.records_in,
-                "buffer_size": self.task.announced_buffer_size,
                 "trace": self._trace or [],
                 "step_times": self._finished_step_times(),
                 "counts": self._counts(),

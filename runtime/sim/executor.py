@@ -494,8 +494,7 @@ class SimExecutor(RunsOnJobMaster):
     def _result(self) -> JobResult:
         self.metrics.duration = self.now
         self.metrics.events = self.events
-        finals = [TaskFinal(task_id, task.keyed_state(), task.latencies, task.first_created_at, task.last_arrival_at,
-                            task.announced_buffer_size) for task_id, task in self.tasks.items()]
+        finals = [TaskFinal.of(task_id, task) for task_id, task in self.tasks.items()]
         return self.master.result(committer=self.committer, checkpoints=self.coordinator.stats.history,
                                   metrics=self.metrics, finals=finals, trace=self.trace)
 
