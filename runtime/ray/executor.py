@@ -95,7 +95,7 @@ from runtime.jobmaster.faults import (
     check_supported,
 )
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster
-from runtime.jobmaster.progress import Phase, reading_phase
+from runtime.jobmaster.progress import Phase, progress_figures, reading_phase
 from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
@@ -740,20 +740,14 @@ class RayExecutor(RunsOnJobMaster):
 
     def _progress_info(self) -> dict[str, Any]:
         status = self._coord_status
-        last_d, last_a = status.get("last_duration"), status.get("last_alignment")
-        source_records = self.counts.source_records(s.get("source_records", 0) for s in self._status.values())
         sources = [t for t in self.task_ids if self.graph.vertex(t.vertex).source is not None]
-        return {
-            "phase": reading_phase(self._status.get(t, {}).get("state") for t in sources).value,
-            "wall time": f"{time.time() - self.started:.2f} s",
-            "records in": source_records,
-            "checkpoints completed": status.get("completed", 0),
-            "checkpoints aborted": status.get("aborted", 0),
-            "last checkpoint duration": f"{last_d * 1e3:.2f} ms" if last_d is not None else "-",
-            "last alignment time": f"{last_a * 1e3:.2f} ms" if last_a is not None else "-",
-            "restarts": len(self.failures),
-            "task actors": len(self.tasks),
-        }
+        return {**progress_figures(
+            reading_phase(self._status.get(t, {}).get("state") for t in sources), clock="wall time",
+            seconds=time.time() - self.started,
+            records_in=self.counts.source_records(s.get("source_records", 0) for s in self._status.values()),
+            completed=status.get("completed", 0), aborted=status.get("aborted", 0),
+            last_duration=status.get("last_duration"), last_alignment=status.get("last_alignment"),
+            restarts=len(self.failures)), "task actors": len(self.tasks)}
 
     def _report(self, phase: Phase) -> None:
         """Tell the progress callback the job entered `phase` (the loop reports the others)."""

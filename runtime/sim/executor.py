@@ -65,7 +65,7 @@ from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.fault_storage import write_torn
 from runtime.jobmaster.faults import FaultPlan
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
-from runtime.jobmaster.progress import reading_phase
+from runtime.jobmaster.progress import progress_figures, reading_phase
 from runtime.jobmaster.restore import restore_latest_valid
 from runtime.jobmaster.result import (
     CollectCommitter,
@@ -502,16 +502,11 @@ class SimExecutor(RunsOnJobMaster):
         history = self.coordinator_history()
         completed = [c for c in history if c.completed]
         last = completed[-1] if completed else None
-        return {
-            "phase": reading_phase(self.tasks[t].state.value for t in self.source_ids).value,
-            "virtual time": f"{self.now:.4f} s",
-            "records in": self.metrics.records_in,
-            "checkpoints completed": len(completed),
-            "checkpoints aborted": len(history) - len(completed),
-            "last checkpoint duration": f"{last.duration * 1e3:.2f} ms" if last else "-",
-            "last alignment time": f"{last.alignment_time * 1e3:.2f} ms" if last else "-",
-            "restarts": len(self.failures),
-        }
+        return progress_figures(
+            reading_phase(self.tasks[t].state.value for t in self.source_ids), clock="virtual time",
+            seconds=self.now, records_in=self.metrics.records_in, completed=len(completed),
+            aborted=len(history) - len(completed), last_duration=last.duration if last else None,
+            last_alignment=last.alignment_time if last else None, restarts=len(self.failures))
 
     def coordinator_history(self) -> list[Any]:
         return self.coordinators.checkpoints(self.coordinator.stats.history)
