@@ -24,7 +24,8 @@ targets) comes from one `random.Random(seed)`, so a seed replays the identical r
   stop) and replaced by one that recovers the store.
 * Faults: the `FaultPlan` (every kind is described in `runtime.jobmaster.faults`) is resolved once per run
   by a `runtime.jobmaster.fault_schedule.FaultSchedule` (the Ray executor's too, so a plan means the same on
-  both), which answers where and when a fault strikes; this executor applies it: faults at a
+  both), which answers where and when a fault strikes, and `runtime.jobmaster.fault_actions` says
+  what a fault at a time or progress point does; this executor applies it: faults at a
   virtual time are events, at a fraction of the sources' records fire after the source step
   that reached it, crashes after records after the task's step, control messages go through `_send_control` (lost, duplicated, late), writes through
   `_write_snapshot` (failing, torn, slow), a stalled task's input, control and timers wait in
