@@ -202,3 +202,31 @@ def test_windows_are_handed_to_an_attempt_while_still_open() -> None:
     after = counts.task_faults(TaskId("relay", 0), now=11.5)
     assert after["slow_writes"] == [slow] and after["channel_delays"] == []
     assert counts.task_faults(TaskId("relay", 0), now=12.0)["slow_writes"] == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(nths=st.lists(st.integers(0, 12), min_size=1, max_size=4), attempts=st.lists(st.integers(0, 6), min_size=1,
+                                                                                    max_size=4))
+def test_attempts_applying_their_own_faults_fire_what_the_schedule_fires(nths, attempts) -> None:
+    """`RunCounts.task_faults` -> one `AttemptFaults` per attempt (what a Ray task actor holds) ->
+    its `counts()` -> `RunCounts.attempt_ended`: the acknowledgements and writes that fail are the
+    ones a schedule asked at every occurrence (the simulator) fails, whatever the attempts' lengths."""
+    from runtime.jobmaster.attempt_counts import AttemptFaults, RunCounts
+
+    task = MID[0]
+    faults = [LostAcknowledgement(task=str(task), nth=n) for n in nths] + \
+        [StorageWriteFailure(task=str(task), nth=n + 1) for n in nths]
+    counts, direct = RunCounts(schedule(*faults), TASKS), schedule(*faults)
+    lost_remote, failed_remote, lost_direct, failed_direct = [], [], [], []
+    occurrence = 0
+    for length in attempts:
+        attempt = AttemptFaults(counts.task_faults(task, now=0.0))
+        for i in range(length):
+            lost_remote += [occurrence + i] if attempt.ack()[0] else []
+            failed_remote += [occurrence + i] if attempt.write()[0] else []
+            lost_direct += [occurrence + i] if direct.control("ack", task).lost else []
+            failed_direct += [occurrence + i] if direct.write(task).fail else []
+        counts.attempt_ended(task, attempt.counts())
+        occurrence += length
+    assert (lost_remote, failed_remote) == (lost_direct, failed_direct)
+    assert sorted(counts.schedule.fired) == sorted(direct.fired)

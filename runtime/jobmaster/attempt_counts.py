@@ -100,3 +100,46 @@ class RunCounts:
         coordinator counts on from what it was armed with), into the schedule."""
         for (kind, task_id), n in counts.items():
             self.schedule.advance(kind, task_id, max(0, n - self.schedule.count(kind, task_id)))
+
+
+class AttemptFaults:
+    """The other end of `RunCounts.task_faults`: the faults one task applies itself in one attempt,
+    counting its acknowledgements and writes from zero (Ray's task actor holds one per deployment).
+
+    Args:
+        faults: `RunCounts.task_faults` of the task.
+    """
+
+    def __init__(self, faults: Mapping[str, Any]) -> None:
+        #: the task crashes once it handled this many records in the attempt (None: never)
+        self.crash_after: int | None = faults.get("crash_after")
+        self._acks: dict[int, tuple[bool, int, float]] = dict(faults.get("acks", {}))
+        self._failed_writes = set(faults.get("failed_writes", ()))
+        self._torn_writes = {n: (keep, garble) for n, keep, garble in faults.get("torn_writes", ())}
+        #: `SlowStorage` windows, more open while the attempt runs (`RunCounts.open_slow_storage`)
+        self.slow_windows: list[SlowWindow] = list(faults.get("slow_writes", ()))
+        #: `ChannelDelay` windows of the task's output channels
+        self.delay_windows: list[DelayWindow] = list(faults.get("channel_delays", ()))
+        self.acks = 0
+        self.writes = 0
+        #: what the attempt's `TornWrite`s tore, and how many writes `SlowStorage` slowed
+        self.torn_files: list[str] = []
+        self.slowed = 0
+
+    def ack(self) -> tuple[bool, int, float]:
+        """The task sends its next acknowledgement: (lost, copies, delay)."""
+        n, self.acks = self.acks, self.acks + 1
+        return self._acks.get(n, (False, 1, 0.0))
+
+    def write(self) -> tuple[bool, tuple[float, bool] | None]:
+        """The task starts its next state write: (fails, `TornWrite`'s (keep, garble) or None)."""
+        n, self.writes = self.writes, self.writes + 1
+        return n in self._failed_writes, self._torn_writes.get(n)
+
+    def write_slowdown(self, started: float) -> float:
+        """How many times longer a write started at `started` takes (1.0: normal)."""
+        return max((f for s, e, f in list(self.slow_windows) if s <= started < e), default=1.0)
+
+    def counts(self) -> dict[str, Any]:
+        """What the attempt counted, for `RunCounts.attempt_ended` (with the task's records)."""
+        return {"acks": self.acks, "writes": self.writes, "torn": list(self.torn_files), "slowed": self.slowed}
