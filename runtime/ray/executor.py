@@ -47,8 +47,9 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   points are checked every heartbeat interval. The task actors apply lost, duplicated and late
   acknowledgements, failed, torn and slow writes, `ChannelStall`, `TaskStall` (`hang`) and
   `ChannelDelay` (in the sender's `OutputChannels`), and report what they counted (heartbeats,
-  `cancel`, `finish`) so the next attempt continues the count (`runtime.jobmaster.attempt_counts`); the coordinator actor applies the
-  faults of triggers, completions and aborts. `runtime.jobmaster.faults` names where Ray differs.
+  `cancel`, `finish`) so the next attempt continues the count (`runtime.jobmaster.attempt_counts`);
+  the coordinator actor applies the faults of triggers, completions and aborts.
+  `runtime.jobmaster.faults` names where Ray differs.
 * End. When every task reports finished, the driver waits until the final checkpoint's
   completion notifications have executed (the sinks committed), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
