@@ -60,16 +60,16 @@ def run_once(records: int, hosts: str, session_timeout: float) -> dict[str, Any]
     executor = RayExecutor(build_graph(records, hosts, session_timeout),
                            faults=FaultPlan([CoordinatorCrash(at_fraction=0.4)]))
     result = executor.run()
-    if not executor.coordinator_crash_times or not executor.promotion_times:
+    if not executor.coordinators.crash_times or not executor.coordinators.promotion_times:
         raise RuntimeError(f"no coordinator failover happened (failures: {result.failures})")
-    killed = executor.coordinator_crash_times[0]
+    killed = executor.coordinators.crash_times[0]
     after = [c.end_time for c in result.checkpoints if c.completed and c.trigger_time > killed]
     if not after:
         raise RuntimeError("the new leader completed no checkpoint: use more --records")
     return {
         "failover_s": round(min(after) - killed, 4),
-        "election_s": round(executor.promotion_times[0] - killed, 4),
-        "recovered_checkpoint": executor.recovered_checkpoints[0],
+        "election_s": round(executor.coordinators.promotion_times[0] - killed, 4),
+        "recovered_checkpoint": executor.coordinators.recovered_checkpoints[0],
         "checkpoints_completed": sum(c.completed for c in result.checkpoints),
         "job_s": round(result.metrics.duration, 3),
     }

@@ -180,25 +180,71 @@ def test_a_coordinator_crash_at_a_fraction_strikes_when_the_sources_read_that_fr
     assert 240 <= seen[0] < 240 + 2 * graph.buffer_size, seen
 
 
-def test_the_ray_driver_hands_each_attempt_the_faults_still_ahead_as_offsets() -> None:
+def test_each_attempt_gets_the_faults_still_ahead_as_offsets() -> None:
     """Regression: the Ray executor gave lost acknowledgements and failed writes to the first
     attempt only (the task actor's counters restart with each attempt); now each attempt gets the
-    faults still ahead in the run, as offsets from what earlier attempts counted."""
+    faults still ahead in the run, as offsets from what earlier attempts counted (`RunCounts`, what
+    the Ray driver hands each task actor it deploys)."""
+    from runtime.jobmaster.attempt_counts import RunCounts
     from runtime.jobmaster.faults import DelayedControlMessage, TornWrite
-    from runtime.ray.executor import RayExecutor  # builds no actor: Ray does not start
 
     graph = relay_job().get_job_graph("job")
     task = TaskId("count", 0)
     plan = FaultPlan.of(LostAcknowledgement(task="count[0]", nth=4), StorageWriteFailure(task="count[0]", nth=1),
                         TornWrite(task="count[0]", nth=6), DelayedControlMessage("ack", task="count[0]", nth=5),
                         TaskCrash(task="count[0]", after_records=100))
-    driver = RayExecutor(graph, faults=plan)
-    driver._resolve_faults()
-    first = driver._task_faults(task)
+    counts = RunCounts(FaultSchedule.for_graph(plan, graph), graph.task_ids())
+    first = counts.task_faults(task, now=0.0)
     assert first["crash_after"] == 100 and first["failed_writes"] == [1] and first["torn_writes"] == [(6, 0.5, False)]
     assert first["acks"] == {4: (True, 1, 0.0), 5: (False, 1, 0.05)}
-    driver._add_counts(task, {"records": 60, "acks": 3, "writes": 3})  # the first attempt failed over
-    second = driver._task_faults(task)
+    counts.attempt_ended(task, {"records": 60, "acks": 3, "writes": 3})  # the first attempt failed over
+    second = counts.task_faults(task, now=1.0)
     assert second["crash_after"] == 40 and second["failed_writes"] == [] and second["torn_writes"] == [(3, 0.5, False)]
     assert second["acks"] == {1: (True, 1, 0.0), 2: (False, 1, 0.05)}
-    assert driver.schedule.fired == [1]  # the write failed in the first attempt
+    assert counts.schedule.fired == [1]  # the write failed in the first attempt
+    assert counts.records(task, 5) == 65
+
+
+def test_windows_are_handed_to_an_attempt_while_still_open() -> None:
+    from runtime.jobmaster.attempt_counts import RunCounts
+
+    graph = relay_job().get_job_graph("job")
+    plan = FaultPlan.of(SlowStorage(at=0.1, duration=2.0, factor=3.0),
+                        ChannelDelay(task="count[0]", channel=0, at=0.1, duration=1.0, delay=0.5))
+    counts = RunCounts(FaultSchedule.for_graph(plan, graph), graph.task_ids())
+    slow = counts.open_slow_storage(plan.faults[0], now=10.0)
+    spike = counts.open_channel_delay(TaskId("relay", 0), 1, plan.faults[1], now=10.0)
+    assert slow == (10.0, 12.0, 3.0) and spike == (1, 10.0, 11.0, 0.5)
+    during = counts.task_faults(TaskId("relay", 0), now=10.5)
+    assert during["slow_writes"] == [slow] and during["channel_delays"] == [spike]
+    after = counts.task_faults(TaskId("relay", 0), now=11.5)
+    assert after["slow_writes"] == [slow] and after["channel_delays"] == []
+    assert counts.task_faults(TaskId("relay", 0), now=12.0)["slow_writes"] == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(nths=st.lists(st.integers(0, 12), min_size=1, max_size=4), attempts=st.lists(st.integers(0, 6), min_size=1,
+                                                                                    max_size=4))
+def test_attempts_applying_their_own_faults_fire_what_the_schedule_fires(nths, attempts) -> None:
+    """`RunCounts.task_faults` -> one `AttemptFaults` per attempt (what a Ray task actor holds) ->
+    its `counts()` -> `RunCounts.attempt_ended`: the acknowledgements and writes that fail are the
+    ones a schedule asked at every occurrence (the simulator) fails, whatever the attempts' lengths."""
+    from runtime.jobmaster.attempt_counts import AttemptFaults, RunCounts
+
+    task = MID[0]
+    faults = [LostAcknowledgement(task=str(task), nth=n) for n in nths] + \
+        [StorageWriteFailure(task=str(task), nth=n + 1) for n in nths]
+    counts, direct = RunCounts(schedule(*faults), TASKS), schedule(*faults)
+    lost_remote, failed_remote, lost_direct, failed_direct = [], [], [], []
+    occurrence = 0
+    for length in attempts:
+        attempt = AttemptFaults(counts.task_faults(task, now=0.0))
+        for i in range(length):
+            lost_remote += [occurrence + i] if attempt.ack()[0] else []
+            failed_remote += [occurrence + i] if attempt.write()[0] else []
+            lost_direct += [occurrence + i] if direct.control("ack", task).lost else []
+            failed_direct += [occurrence + i] if direct.write(task).fail else []
+        counts.attempt_ended(task, attempt.counts())
+        occurrence += length
+    assert (lost_remote, failed_remote) == (lost_direct, failed_direct)
+    assert sorted(counts.schedule.fired) == sorted(direct.fired)

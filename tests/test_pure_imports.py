@@ -28,6 +28,11 @@ PURE = [
     ("runtime/jobmaster/fault_schedule.py", NEVER | {"time"}),  # the executors pass their time in; dice from the plan's seed
     ("runtime/jobmaster/master.py", NEVER | {"time"}),  # time from the injected clock, timers
     ("runtime/jobmaster/gateway.py", NEVER | {"time"}),
+    # the parts both executors share: time is passed in or comes from the injected clock
+    ("runtime/jobmaster/fault_actions.py", NO_CLOCK_OR_DICE),
+    ("runtime/jobmaster/attempt_counts.py", NO_CLOCK_OR_DICE),
+    ("runtime/jobmaster/coordinators.py", NO_CLOCK_OR_DICE),
+    ("runtime/jobmaster/progress.py", NO_CLOCK_OR_DICE),
     ("checkpoint/coordinator.py", NEVER),
     ("checkpoint/pending.py", NEVER),
     ("state", NEVER),

@@ -18,6 +18,9 @@ stalling processes; the job master decides what happens to the job, the same way
   fix (`SuppressRestartsError`) or an exhausted strategy fails the job for good: `error` is set,
   and the executor stops and raises it.
 * Completed checkpoints go to the listeners (`checkpoint_completed`, e.g. Spark landing).
+* Coordinators. A crashed coordinator's statistics, its crash and a standby's promotion are
+  recorded in `coordinators` (`runtime.jobmaster.coordinators`), so the result lists every
+  checkpoint of the run.
 * Result. `result` builds the `JobResult` from what each task reports at the end (`TaskFinal`).
 
 Pure: time comes from the injected clock, delays from the injected timers, everything else is
@@ -38,6 +41,8 @@ from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
 from runtime.core.histogram import LatencyHistogram
 from runtime.core.ports import Clock, Timers
+from runtime.core.task import Task
+from runtime.jobmaster.coordinators import CoordinatorSuccession
 from runtime.jobmaster.gateway import JobMasterGateway
 from runtime.jobmaster.restart import RestartBackoff
 from runtime.jobmaster.restore import (
@@ -88,6 +93,12 @@ class TaskFinal:
     first_created_at: float | None = None
     last_arrival_at: float | None = None
     buffer_size: int | None = None
+
+    @classmethod
+    def of(cls, task_id: Any, task: Task) -> TaskFinal:
+        """What `task` reports (wherever it runs: in the simulator, in a task actor)."""
+        return cls(task_id, task.keyed_state(), task.latencies, task.first_created_at, task.last_arrival_at,
+                   task.announced_buffer_size)
 
 
 class JobMaster:
@@ -140,6 +151,8 @@ class JobMaster:
         self.failures: list[str] = []
         #: per restart, the checkpoint it resumed from (None: from the beginning)
         self.restored_checkpoints: list[int | None] = []
+        #: the run's coordinators: what the dead ones did, crashes and promotions
+        self.coordinators = CoordinatorSuccession(clock)
         #: set when the job failed for good
         self.error: JobFailedError | None = None
         #: every task finished
@@ -249,7 +262,8 @@ class JobMaster:
 
     def result(self, *, committer: Any, checkpoints: list[Any], metrics: JobMetrics, finals: Sequence[TaskFinal],
                trace: list[tuple[Any, ...]] | None = None) -> JobResult:
-        """The `JobResult` of a finished job, from what its tasks reported (`finals`)."""
+        """The `JobResult` of a finished job, from what its tasks reported (`finals`) and the live
+        coordinator's `checkpoints` (the dead ones' are in `coordinators`)."""
         sinks = list(self.graph.sink_names)
         metrics.restarts = len(self.failures)
         metrics.records_out = sum(len(committer.output(s)) for s in sinks)
@@ -268,7 +282,7 @@ class JobMaster:
             run_id=self.run_id,
             seed=self.seed,
             committer=committer,
-            checkpoints=list(checkpoints),
+            checkpoints=self.coordinators.checkpoints(checkpoints),
             metrics=metrics,
             final_state=final_state,
             failures=list(self.failures),
@@ -277,6 +291,33 @@ class JobMaster:
             replay=self.replay,
             sink_names=sinks,
         )
+
+
+class RunsOnJobMaster:
+    """An executor's view of its `JobMaster` (`master`), under the names its callers read."""
+
+    master: JobMaster
+
+    @property
+    def failures(self) -> list[str]:
+        return self.master.failures
+
+    @property
+    def restart_backoff(self) -> RestartBackoff:
+        return self.master.restart_backoff
+
+    @property
+    def error(self) -> JobFailedError | None:
+        return self.master.error
+
+    @property
+    def done(self) -> bool:
+        """Every task finished, or the job failed for good."""
+        return self.master.done
+
+    @property
+    def coordinators(self) -> CoordinatorSuccession:
+        return self.master.coordinators
 
 
 def _first_line(exc: BaseException) -> str:

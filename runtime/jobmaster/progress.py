@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from typing import Any
 
 from runtime.core.task import TaskState
 
@@ -37,3 +38,24 @@ def reading_phase(source_states: Iterable[str | None]) -> Phase:
     if states and all(s in _DONE_READING for s in states):
         return Phase.FINAL_CHECKPOINT
     return Phase.RUNNING
+
+
+def progress_figures(phase: Phase, *, clock: str, seconds: float, records_in: int, completed: int, aborted: int,
+                     last_duration: float | None, last_alignment: float | None, restarts: int) -> dict[str, Any]:
+    """The figures every executor reports, under the keys a display reads (`runtime.api.cli`).
+
+    Args:
+        clock: what `seconds` are: "virtual time" (to 0.1 ms) or "wall time" (to 10 ms).
+        last_duration, last_alignment: seconds, of the latest completed checkpoint (None: none yet).
+    """
+    digits = 4 if clock == "virtual time" else 2
+    return {
+        "phase": phase.value,
+        clock: f"{seconds:.{digits}f} s",
+        "records in": records_in,
+        "checkpoints completed": completed,
+        "checkpoints aborted": aborted,
+        "last checkpoint duration": f"{last_duration * 1e3:.2f} ms" if last_duration is not None else "-",
+        "last alignment time": f"{last_alignment * 1e3:.2f} ms" if last_alignment is not None else "-",
+        "restarts": restarts,
+    }

@@ -47,9 +47,9 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   points are checked every heartbeat interval. The task actors apply lost, duplicated and late
   acknowledgements, failed, torn and slow writes, `ChannelStall`, `TaskStall` (`hang`) and
   `ChannelDelay` (in the sender's `OutputChannels`), and report what they counted (heartbeats,
-  `cancel`, `finish`) so the next attempt continues the count; the coordinator actor applies the
-  faults of triggers, completions and aborts, and of its own storage writes
-  (`CoordinatorStorageFailure`). `runtime.jobmaster.faults` names where Ray differs.
+  `cancel`, `finish`) so the next attempt continues the count (`runtime.jobmaster.attempt_counts`);
+  the coordinator actor applies the faults of triggers, completions and aborts, and of its own
+  storage writes (`CoordinatorStorageFailure`). `runtime.jobmaster.faults` names where Ray differs.
 * End. When every task reports finished, the driver waits until the final checkpoint's
   completion notifications have executed (the sinks committed), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
@@ -73,7 +73,9 @@ from checkpoint.io.store import new_run_id
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
 from runtime.core.links import resolve_link_delays
+from runtime.jobmaster.attempt_counts import RunCounts
 from runtime.jobmaster.durable_committer import committer_for
+from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.faults import (
     ChannelDelay,
@@ -94,9 +96,8 @@ from runtime.jobmaster.faults import (
     TornWrite,
     check_supported,
 )
-from runtime.jobmaster.master import JobMaster, TaskFinal
-from runtime.jobmaster.progress import Phase, reading_phase
-from runtime.jobmaster.restart import RestartBackoff
+from runtime.jobmaster.master import JobMaster, RunsOnJobMaster
+from runtime.jobmaster.progress import Phase, progress_figures, reading_phase
 from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
@@ -124,7 +125,7 @@ _BlobStore = ray.remote(enable_task_events=False)(BlobStoreService)
 ACTOR_START_TIMEOUT = 60.0
 
 
-class RayExecutor:
+class RayExecutor(RunsOnJobMaster):
     """Runs `graph` on Ray. See the module docstring; `run_job` is the entry point.
 
     Args:
@@ -196,6 +197,7 @@ class RayExecutor:
         self.checkpointing = graph.checkpointing_enabled
         self.storage_uri = config.storage if config is not None else None
         self.task_ids = graph.task_ids()
+        self._resolve_faults()
         self.epoch = -1
         self.tasks: dict[TaskId, Any] = {}
         self._dead: set[TaskId] = set()
@@ -203,20 +205,12 @@ class RayExecutor:
         self.placement: dict[str, str] = {}
         self._heartbeats: dict[TaskId, tuple[Any, float]] = {}
         self._status: dict[TaskId, dict[str, Any]] = {}
-        self._done_records: dict[TaskId, int] = dict.fromkeys(self.task_ids, 0)  # earlier epochs
-        self._done_source_records = 0
         self._coord_status: dict[str, Any] = {}
         self._coord_ref: Any = None
-        self._stats_history: list[Any] = []
         self.coordinator: Any = None
         #: HA only: the standby coordinator actor, and how many contenders were started so far
         self.standby: Any = None
         self._contenders = 0
-        #: HA only: wall times of CoordinatorCrash faults and of each promotion of a new leader
-        self.coordinator_crash_times: list[float] = []
-        self.promotion_times: list[float] = []
-        #: HA only: the latest completed checkpoint id each promoted leader recovered (None: none)
-        self.recovered_checkpoints: list[int | None] = []
         ha = graph.high_availability
         self.ha = ha if ha is not None and ha.enabled and self.checkpointing else None
         if self.ha is not None:  # bad hosts/cluster id fail here, in the driver, not in an actor
@@ -225,14 +219,6 @@ class RayExecutor:
         self.blob_store: Any = None
         #: the first checkpoint id of this run (from the first coordinator actor)
         self._first_checkpoint_id: int | None = None
-
-    @property
-    def failures(self) -> list[str]:
-        return self.master.failures
-
-    @property
-    def restart_backoff(self) -> RestartBackoff:
-        return self.master.restart_backoff
 
     # ------------------------------------------------------------------ entry
 
@@ -287,7 +273,6 @@ class RayExecutor:
         else:
             self.storage_spec = ("uri", self.storage_uri)
         self.graph_ref = ray.put(self.graph)
-        self._resolve_faults()
         log.info("barrierflow ray: job %r on %d node(s), %d tasks, faults=%r", self.graph.job_name,
                  len(nodes), len(self.task_ids), self.faults)
         self.started = time.time()
@@ -369,9 +354,9 @@ class RayExecutor:
                         self.standby = self._new_coordinator()
                     if not first:
                         self._arm_coordinator(self.coordinator)
-                        self.promotion_times.append(time.time())
+                        promoted_at = time.time()
                         status = ray.get(self.coordinator.status.remote(), timeout=30)
-                        self.recovered_checkpoints.append(status["latest_id"])
+                        self.master.coordinators.promoted(status["latest_id"], promoted_at)
                     log.info("barrierflow ray: coordinator %s leads", "promoted" if not first else "elected")
                     return
         self._give_up(f"no coordinator of job {self.graph.job_name!r} became leader in ZooKeeper "
@@ -403,7 +388,7 @@ class RayExecutor:
             self._status = {}
             self._heartbeats = {}
             refs = {t: self.tasks[t].deploy.remote(epoch, restores.get(t), outputs[t], inputs[t],
-                                                   self._task_faults(t), self.coordinator)
+                                                   self.counts.task_faults(t, time.time()), self.coordinator)
                     for t in self.task_ids}
             for task_id, ref in refs.items():
                 # a new actor first starts a process (seconds on a busy host); a survivor that does
@@ -582,34 +567,14 @@ class RayExecutor:
     def _resolve_faults(self) -> None:
         """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`, as the simulator does)."""
         self.schedule = FaultSchedule.for_graph(self.faults, self.graph)
+        #: what the attempts' actors counted, for the schedule; `torn_files`, `slowed_writes`
+        self.counts = RunCounts(self.schedule, self.task_ids)
         #: faults placed at a wall time (seconds since the first deployment): (at, index)
         self._timed = [(at, index) for at, index, _ in self.schedule.timed()]
         #: task -> what froze it, for a crash at a time (the actor reports it frozen)
         self._crashing: dict[TaskId, str] = {}
         #: `TaskCrashDuringRecovery` faults due: (wall time, task)
         self._recovery_crashes: list[tuple[float, TaskId]] = []
-        #: `SlowStorage` windows opened so far: (wall start, end, factor)
-        self._slow_windows: list[tuple[float, float, float]] = []
-        #: `ChannelDelay` windows opened so far: sender -> [(out channel, wall start, end, extra)]
-        self._channel_spikes: dict[TaskId, list[tuple[int, float, float, float]]] = {}
-        #: paths of the files `TornWrite` faults tore, and how many writes `SlowStorage` slowed
-        self.torn_files: list[str] = []
-        self.slowed_writes = 0
-
-    def _task_faults(self, task_id: TaskId) -> dict[str, Any]:
-        """What the task actor applies itself in the attempt being deployed, as offsets from the
-        attempt's start: the schedule counts records, acknowledgements and writes over the run."""
-        out: dict[str, Any] = {}
-        after = self.schedule.next_crash(task_id)
-        if after is not None:
-            out["crash_after"] = max(1, after - self._done_records[task_id])
-        out["acks"] = {n: (e.lost, e.copies, e.delay) for n, e in self.schedule.upcoming_control("ack", task_id).items()}
-        writes = self.schedule.upcoming("write", task_id)
-        out["failed_writes"] = [n for n, f in writes if isinstance(f, StorageWriteFailure)]
-        out["torn_writes"] = [(n, f.keep, f.garble) for n, f in writes if isinstance(f, TornWrite)]
-        out["slow_writes"] = [w for w in self._slow_windows if w[1] > time.time()]
-        out["channel_delays"] = [w for w in self._channel_spikes.get(task_id, ()) if w[2] > time.time()]
-        return out
 
     def _count_attempt(self, cancels: dict[TaskId, Any]) -> None:
         """An attempt ended: add what each task counted in it to the run's counts (records, source
@@ -625,16 +590,7 @@ class RayExecutor:
                     self._kill(task_id)
                 self._dead.add(task_id)
         for task_id in self.tasks:
-            self._add_counts(task_id, final.get(task_id) or self._status.get(task_id, {}))
-
-    def _add_counts(self, task_id: TaskId, counts: dict[str, Any], records: bool = True) -> None:
-        if records:
-            self._done_records[task_id] += counts.get("records", 0)
-            self._done_source_records += counts.get("source_records", 0)
-        self.schedule.advance("ack", task_id, counts.get("acks", 0))
-        self.schedule.advance("write", task_id, counts.get("writes", 0))
-        self.torn_files.extend(counts.get("torn", ()))
-        self.slowed_writes += counts.get("slowed", 0)
+            self.counts.attempt_ended(task_id, final.get(task_id) or self._status.get(task_id, {}))
 
     def _check_crash(self, task_id: TaskId, status: dict[str, Any]) -> tuple[str, BaseException]:
         """The task froze for a `TaskCrash` (after its records, or at a time): kill it; the failure
@@ -642,9 +598,9 @@ class RayExecutor:
         self._kill(task_id)
         what = self._crashing.pop(task_id, None)
         if what is None:
-            after = self.schedule.crash_due(task_id, self._done_records[task_id] + status["records"])
-            what = f"TaskCrash after {after} records"
-        exc = RuntimeError(f"injected fault: {what} of task {task_id}")
+            after = self.schedule.crash_due(task_id, self.counts.records(task_id, status["records"]))
+            what = crash_after_records(after)
+        exc = injected_crash(task_id, what)
         return f"task {task_id} failed: {exc}", exc
 
     def _inject_faults(self, now: float) -> None:
@@ -653,7 +609,7 @@ class RayExecutor:
             if elapsed >= at:
                 self._timed.remove((at, index))
                 self._fire(index)
-        source_records = self._done_source_records + sum(s.get("source_records", 0) for s in self._status.values())
+        source_records = self.counts.source_records(s.get("source_records", 0) for s in self._status.values())
         for index, _ in self.schedule.due(source_records, now):
             self._fire(index)
         if self._coord_status.get("doomed") and self.coordinator is not None:  # CoordinatorCrashBeforeNotify
@@ -680,62 +636,59 @@ class RayExecutor:
             handle.freeze.remote(self.epoch)
 
     def _fire(self, index: int) -> None:
-        self.schedule.fire(index)
-        fault = self.faults.faults[index]
-        if isinstance(fault, TaskCrash):
-            self._freeze(self.schedule.target(index), "TaskCrash")
-        elif isinstance(fault, TaskStall):
-            handle = self.tasks.get(self.schedule.target(index))
-            if handle is not None:
-                handle.hang.remote(self.epoch, fault.duration if fault.duration is not None else self._stall_default())
-        elif isinstance(fault, CoordinatorCrash) and self.coordinator is not None:
+        fire_fault(self.schedule, index, self.graph, self)
+
+    # `FaultActions` (`runtime.jobmaster.fault_actions`)
+
+    def crash_task(self, task_id: TaskId, what: str) -> None:
+        self._freeze(task_id, what)
+
+    def crash_coordinator(self) -> None:
+        if self.coordinator is not None:
             self._kill_coordinator()
-        elif isinstance(fault, ChannelStall):
-            handle = self.tasks.get(self.schedule.target(index))
-            if handle is not None:
-                handle.stall.remote(self.epoch, fault.duration)
-        elif isinstance(fault, ChannelDelay):  # applied by the sender of that input channel
-            receiver, channel = self.schedule.target(index), self.schedule.channel(index)
-            route = next(r for r in self.graph.channel_routes() if r.receiver == receiver and r.input_channel == channel)
-            window = (route.output_channel, time.time(), time.time() + fault.duration, fault.delay)
-            self._channel_spikes.setdefault(route.sender, []).append(window)
-            handle = self.tasks.get(route.sender)
-            if handle is not None and route.sender not in self._dead:
-                handle.delay_channel.remote(self.epoch, *window)
-        elif isinstance(fault, SlowStorage):  # the storage is shared: every task's writes
-            window = (time.time(), time.time() + fault.duration, fault.factor)
-            self._slow_windows.append(window)
-            for task_id, handle in self.tasks.items():
-                if task_id not in self._dead:
-                    handle.slow_writes.remote(self.epoch, *window)
+
+    def stall_channels(self, task_id: TaskId, duration: float) -> None:
+        handle = self.tasks.get(task_id)
+        if handle is not None:
+            handle.stall.remote(self.epoch, duration)
+
+    def stall_task(self, task_id: TaskId, duration: float) -> None:
+        handle = self.tasks.get(task_id)
+        if handle is not None:
+            handle.hang.remote(self.epoch, duration)
+
+    def delay_channel(self, receiver: TaskId, channel: int, fault: ChannelDelay) -> None:
+        """Applied by the sender of that input channel."""
+        route = next(r for r in self.graph.channel_routes() if r.receiver == receiver and r.input_channel == channel)
+        window = self.counts.open_channel_delay(route.sender, route.output_channel, fault, time.time())
+        handle = self.tasks.get(route.sender)
+        if handle is not None and route.sender not in self._dead:
+            handle.delay_channel.remote(self.epoch, *window)
+
+    def slow_storage(self, fault: SlowStorage) -> None:
+        """The storage is shared: every task's writes."""
+        window = self.counts.open_slow_storage(fault, time.time())
+        for task_id, handle in self.tasks.items():
+            if task_id not in self._dead:
+                handle.slow_writes.remote(self.epoch, *window)
 
     def _kill_coordinator(self) -> None:
         """Kill the coordinator actor (`CoordinatorCrash`, `CoordinatorCrashBeforeNotify`), keeping
         its statistics and fault counts; the next poll finds it dead and replaces it."""
+        history: list[Any] = []
         with contextlib.suppress(RayError):
-            self._stats_history.extend(ray.get(self.coordinator.history.remote(), timeout=10))
-            self._control_counts(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
+            history = ray.get(self.coordinator.history.remote(), timeout=10)
+            self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
         self._coord_status = {**self._coord_status, "doomed": False}
-        self.coordinator_crash_times.append(time.time())
+        self.master.coordinators.crashed(history)
         ray.kill(self.coordinator, no_restart=True)
 
     def _arm_coordinator(self, handle: Any) -> None:
         """A new (or newly promoted) coordinator applies the plan's control-message faults, counting
         on from what its predecessors sent (exact when a `CoordinatorCrash` killed the last one;
         else as of the driver's last poll of it)."""
-        self._control_counts(self._coord_status.get("fault_counts", {}))
+        self.counts.coordinator_counted(self._coord_status.get("fault_counts", {}))
         handle.arm_faults.remote(self.faults, self.schedule.counts())
-
-    def _control_counts(self, counts: dict[tuple[str, TaskId], int]) -> None:
-        """The control messages a coordinator sent so far (trigger, complete, abort), into the run's
-        schedule (`schedule.fired` then lists the faults that struck them)."""
-        for (kind, task_id), n in counts.items():
-            self.schedule.advance(kind, task_id, max(0, n - self.schedule.count(kind, task_id)))
-
-    def _stall_default(self) -> float:
-        """A `TaskStall` without a duration: 1.5 x the checkpoint timeout (the simulator's)."""
-        config = self.graph.checkpoint_config
-        return 1.5 * config.timeout if self.checkpointing and config is not None else 1.0
 
     # ------------------------------------------------------------------ the end
 
@@ -744,7 +697,7 @@ class RayExecutor:
             ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
         finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
         for task_id, final in zip(self.task_ids, finals):  # the last attempt's occurrences: `schedule.fired` complete
-            self._add_counts(task_id, final["counts"], records=False)  # (its records are counted below)
+            self.counts.attempt_ended(task_id, final["counts"], records=False)  # (its records are counted below)
         if self.coordinator is not None:  # what failed attempts left (late uploads of cancelled tasks too)
             try:
                 ray.get(self.coordinator.discard_orphans.remote(), timeout=120)
@@ -759,7 +712,7 @@ class RayExecutor:
                     self._land(ray.get(self._coord_ref, timeout=60))
             self._land({"completed_files": ray.get(self.coordinator.take_completed.remote(), timeout=60)})
             history = ray.get(self.coordinator.history.remote(), timeout=60)
-            self._control_counts(ray.get(self.coordinator.fault_counts.remote(), timeout=60))
+            self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=60))
             ray.get(self.coordinator.shutdown.remote(), timeout=60)
         if self.standby is not None:
             with contextlib.suppress(RayError):
@@ -775,12 +728,10 @@ class RayExecutor:
                 metrics.tasks[str(task_id)] = final["step_times"]
             if self.graph.vertex(task_id.vertex).source is not None:
                 source_now += final["records_in"]
-        metrics.records_in = self._done_source_records + source_now
+        metrics.records_in = self.counts.source_records([source_now])
         return self.master.result(
-            committer=committer, checkpoints=self._stats_history + history, metrics=metrics,
-            finals=[TaskFinal(task_id, final["keyed_state"], final["latencies"], final["first_created_at"],
-                              final["last_arrival_at"], final.get("buffer_size"))
-                    for task_id, final in zip(self.task_ids, finals)],
+            committer=committer, checkpoints=history, metrics=metrics,
+            finals=[final["final"] for final in finals],
             trace=sorted(trace, key=lambda event: event[0]))
 
     def _land(self, status: dict[str, Any]) -> None:
@@ -791,20 +742,14 @@ class RayExecutor:
 
     def _progress_info(self) -> dict[str, Any]:
         status = self._coord_status
-        last_d, last_a = status.get("last_duration"), status.get("last_alignment")
-        source_records = self._done_source_records + sum(s.get("source_records", 0) for s in self._status.values())
         sources = [t for t in self.task_ids if self.graph.vertex(t.vertex).source is not None]
-        return {
-            "phase": reading_phase(self._status.get(t, {}).get("state") for t in sources).value,
-            "wall time": f"{time.time() - self.started:.2f} s",
-            "records in": source_records,
-            "checkpoints completed": status.get("completed", 0),
-            "checkpoints aborted": status.get("aborted", 0),
-            "last checkpoint duration": f"{last_d * 1e3:.2f} ms" if last_d is not None else "-",
-            "last alignment time": f"{last_a * 1e3:.2f} ms" if last_a is not None else "-",
-            "restarts": len(self.failures),
-            "task actors": len(self.tasks),
-        }
+        return {**progress_figures(
+            reading_phase(self._status.get(t, {}).get("state") for t in sources), clock="wall time",
+            seconds=time.time() - self.started,
+            records_in=self.counts.source_records(s.get("source_records", 0) for s in self._status.values()),
+            completed=status.get("completed", 0), aborted=status.get("aborted", 0),
+            last_duration=status.get("last_duration"), last_alignment=status.get("last_alignment"),
+            restarts=len(self.failures)), "task actors": len(self.tasks)}
 
     def _report(self, phase: Phase) -> None:
         """Tell the progress callback the job entered `phase` (the loop reports the others)."""

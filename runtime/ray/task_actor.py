@@ -69,7 +69,9 @@ from runtime.core.messages import (
 from runtime.core.subtask_checkpoint import TaskRestore, TaskSnapshot
 from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
+from runtime.jobmaster.attempt_counts import AttemptFaults
 from runtime.jobmaster.fault_storage import write_torn
+from runtime.jobmaster.master import TaskFinal
 from runtime.jobmaster.result import suppresses_restarts
 from runtime.ray.channels import InputChannels, OutputChannels
 from runtime.ray.services import RemoteCommitter
@@ -181,18 +183,8 @@ class TaskActor:
             #: what this attempt's steps cost (calibration), and the process CPU when it began
             self._step_times = StepTimes()
             self._cpu_at_deploy = time.process_time()
-            self._acks = 0
-            self._writes = 0
-            self._crash_after: int | None = faults.get("crash_after")
-            #: acknowledgement faults: offset in this attempt -> (lost, copies, delay)
-            self._ack_faults: dict[int, tuple[bool, int, float]] = dict(faults.get("acks", {}))
-            self._failed_writes = set(faults.get("failed_writes", ()))
-            self._torn_writes: dict[int, tuple[float, bool]] = {
-                n: (keep, garble) for n, keep, garble in faults.get("torn_writes", ())}
-            #: `SlowStorage` windows: (wall start, end, factor)
-            self._slow_windows: list[tuple[float, float, float]] = list(faults.get("slow_writes", ()))
-            self._torn: list[str] = []
-            self._slowed = 0
+            #: the faults this attempt applies itself, and what it counted (`runtime.jobmaster.attempt_counts`)
+            self._faults = AttemptFaults(faults)
             self._step_pending = False
             self._pace_seconds = self._pace_records = 0.0
             self._wake_timer: Any = None
@@ -201,7 +193,7 @@ class TaskActor:
             self._stalled: deque[tuple[int, int, list[Any]]] = deque()
             self.outputs = OutputChannels(outputs, epoch, delay=self._link_delay,
                                           schedule=lambda d, cb: self._timers.schedule(d, self._bound(cb)))
-            for out_index, start, end, extra in faults.get("channel_delays", ()):
+            for out_index, start, end, extra in self._faults.delay_windows:
                 self.outputs.spike(out_index, start, end, extra)
             # credits go back from the sender thread, like acknowledgements: a backpressured task
             # returns the most credits, and its work thread is the job's bottleneck
@@ -330,7 +322,7 @@ class TaskActor:
                         self._pace_steps(handled, elapsed)
                     if handled:
                         self._records += handled
-                        if self._crash_after is not None and self._records >= self._crash_after:
+                        if self._faults.crash_after is not None and self._records >= self._faults.crash_after:
                             self._freeze()
                             return
                     if (is_source and handled == 0) or time.perf_counter() > deadline:
@@ -470,8 +462,7 @@ class TaskActor:
     # ------------------------------------------------------------------ TaskPorts
 
     def acknowledge(self, ack: TaskAcknowledgement) -> None:
-        n, self._acks = self._acks, self._acks + 1
-        lost, copies, delay = self._ack_faults.get(n, (False, 1, 0.0))
+        lost, copies, delay = self._faults.ack()
         if lost:
             return  # LostAcknowledgement, LostControlMessage("ack")
         if self._trace is not None:
@@ -497,13 +488,12 @@ class TaskActor:
         self.inputs.consumed(input_channel)
 
     def write_snapshot(self, snapshot: TaskSnapshot) -> None:
-        n, self._writes = self._writes, self._writes + 1
+        fail, tear = self._faults.write()
         if self._trace is not None:  # the write (upload) starts; detail: the synchronous snapshot's time
             self._trace.append((time.time(), "snapshot", snapshot.checkpoint_id, str(snapshot.task_id),
                                 snapshot.sync_time))
         staged = self._committer.take_staged()  # the sinks' pre-commits of this snapshot
-        self._write_pool.submit(self._write, self.epoch, snapshot, n in self._failed_writes, staged,
-                                self._torn_writes.get(n))
+        self._write_pool.submit(self._write, self.epoch, snapshot, fail, staged, tear)
 
     def delay_channel(self, epoch: int, out_index: int, start: float, end: float, extra: float) -> None:
         """`ChannelDelay`: what this task sends on `out_index` in [start, end) arrives `extra` s later."""
@@ -516,7 +506,7 @@ class TaskActor:
         """`SlowStorage`: state writes started in [start, end) (wall time) take `factor` times longer."""
         with self._lock:
             if self._live(epoch):
-                self._slow_windows.append((start, end, factor))
+                self._faults.slow_windows.append((start, end, factor))
 
     def _write(self, epoch: int, snapshot: TaskSnapshot, fail: bool,
                staged: tuple[list[tuple[str, str, Any]], list[Any]], tear: tuple[float, bool] | None = None) -> None:
@@ -552,16 +542,16 @@ class TaskActor:
                 raise send_error
             if refs:
                 ray.get(refs)
-            slower = max((f for s, e, f in list(self._slow_windows) if s <= started < e), default=1.0)
+            slower = self._faults.write_slowdown(started)
             if tear is not None:  # TornWrite: reports success, its first file lands partially
                 handles, torn = write_torn(self._writer.storage, *tear,
                                            lambda: self._writer.write(snapshot, self._writer.prepare(snapshot)))
                 if torn is not None:
-                    self._torn.append(torn)
+                    self._faults.torn_files.append(torn)
             else:
                 handles = self._writer.write(snapshot, self._writer.prepare(snapshot))
             if slower > 1.0:  # SlowStorage: the write takes `slower` times as long
-                self._slowed += 1
+                self._faults.slowed += 1
                 time.sleep((slower - 1.0) * (time.time() - started))
         except Exception as exc:  # StorageError, the storage or committer actor gone
             error = exc
@@ -618,10 +608,7 @@ class TaskActor:
         return {
             "records": self._records,
             "source_records": task.records_in if task is not None and task.is_source else 0,
-            "acks": self._acks,
-            "writes": self._writes,
-            "torn": list(self._torn),
-            "slowed": self._slowed,
+            **self._faults.counts(),
         }
 
     def heartbeat(self) -> dict[str, Any]:
@@ -656,12 +643,8 @@ class TaskActor:
             self._timers.close()
             self._work.close()
             return {
-                "keyed_state": self.task.keyed_state(),
-                "latencies": self.task.latencies,
-                "first_created_at": self.task.first_created_at,
-                "last_arrival_at": self.task.last_arrival_at,
+                "final": TaskFinal.of(self.task_id, self.task),
                 "records_in": self.task.records_in,
-                "buffer_size": self.task.announced_buffer_size,
                 "trace": self._trace or [],
                 "step_times": self._finished_step_times(),
                 "counts": self._counts(),

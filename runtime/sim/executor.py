@@ -24,7 +24,8 @@ targets) comes from one `random.Random(seed)`, so a seed replays the identical r
   stop) and replaced by one that recovers the store.
 * Faults: the `FaultPlan` (every kind is described in `runtime.jobmaster.faults`) is resolved once per run
   by a `runtime.jobmaster.fault_schedule.FaultSchedule` (the Ray executor's too, so a plan means the same on
-  both), which answers where and when a fault strikes; this executor applies it: faults at a
+  both), which answers where and when a fault strikes, and `runtime.jobmaster.fault_actions` says
+  what a fault at a time or progress point does; this executor applies it: faults at a
   virtual time are events, at a fraction of the sources' records fire after the source step
   that reached it, crashes after records after the task's step, control messages go through `_send_control` (lost, duplicated, late), writes through
   `_write_snapshot` (failing, torn, slow), the coordinator's id-counter and metadata writes
@@ -61,16 +62,15 @@ from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.durable_committer import committer_for
+from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.fault_storage import CoordinatorWriteFaults, write_torn
-from runtime.jobmaster.faults import ChannelStall, CoordinatorCrash, FaultPlan, TaskCrash, TaskStall
-from runtime.jobmaster.master import JobMaster, TaskFinal
-from runtime.jobmaster.progress import reading_phase
-from runtime.jobmaster.restart import RestartBackoff
+from runtime.jobmaster.faults import FaultPlan
+from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
+from runtime.jobmaster.progress import progress_figures, reading_phase
 from runtime.jobmaster.restore import restore_latest_valid
 from runtime.jobmaster.result import (
     CollectCommitter,
-    JobFailedError,
     JobMetrics,
     JobResult,
     suppresses_restarts,
@@ -210,7 +210,7 @@ class _SimTimers:
         return timer
 
 
-class SimExecutor:
+class SimExecutor(RunsOnJobMaster):
     """Deterministic discrete-event executor. See the module docstring."""
 
     def __init__(
@@ -308,7 +308,6 @@ class SimExecutor:
         #: the run's `FaultSchedule` (one for the whole run, across attempts)
         self.schedule: FaultSchedule | None = None
         self._records: dict[TaskId, int] = {}
-        self.stats_history: list[Any] = []
 
         self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
         self.id_counter.start()
@@ -323,23 +322,6 @@ class SimExecutor:
         #: ids from here on are this run's: the orphan cleanup touches no earlier run's checkpoints
         self.first_checkpoint_id = self.id_counter.get()
         self.coordinator = self._new_coordinator()
-
-    @property
-    def failures(self) -> list[str]:
-        return self.master.failures
-
-    @property
-    def restart_backoff(self) -> RestartBackoff:
-        return self.master.restart_backoff
-
-    @property
-    def error(self) -> JobFailedError | None:
-        return self.master.error
-
-    @property
-    def done(self) -> bool:
-        """Every task finished, or the job failed for good."""
-        return self.master.done
 
     def _setup_high_availability(self) -> None:
         """ZooKeeper mode, simulated: the ID counter and the completed-checkpoint store live in
@@ -518,28 +500,22 @@ class SimExecutor:
     def _result(self) -> JobResult:
         self.metrics.duration = self.now
         self.metrics.events = self.events
-        finals = [TaskFinal(task_id, task.keyed_state(), task.latencies, task.first_created_at, task.last_arrival_at,
-                            task.announced_buffer_size) for task_id, task in self.tasks.items()]
-        return self.master.result(committer=self.committer, checkpoints=self.coordinator_history(),
+        finals = [TaskFinal.of(task_id, task) for task_id, task in self.tasks.items()]
+        return self.master.result(committer=self.committer, checkpoints=self.coordinator.stats.history,
                                   metrics=self.metrics, finals=finals, trace=self.trace)
 
     def _progress_info(self) -> dict[str, Any]:
         history = self.coordinator_history()
         completed = [c for c in history if c.completed]
         last = completed[-1] if completed else None
-        return {
-            "phase": reading_phase(self.tasks[t].state.value for t in self.source_ids).value,
-            "virtual time": f"{self.now:.4f} s",
-            "records in": self.metrics.records_in,
-            "checkpoints completed": len(completed),
-            "checkpoints aborted": len(history) - len(completed),
-            "last checkpoint duration": f"{last.duration * 1e3:.2f} ms" if last else "-",
-            "last alignment time": f"{last.alignment_time * 1e3:.2f} ms" if last else "-",
-            "restarts": len(self.failures),
-        }
+        return progress_figures(
+            reading_phase(self.tasks[t].state.value for t in self.source_ids), clock="virtual time",
+            seconds=self.now, records_in=self.metrics.records_in, completed=len(completed),
+            aborted=len(history) - len(completed), last_duration=last.duration if last else None,
+            last_alignment=last.alignment_time if last else None, restarts=len(self.failures))
 
     def coordinator_history(self) -> list[Any]:
-        return self.stats_history + list(self.coordinator.stats.history)
+        return self.coordinators.checkpoints(self.coordinator.stats.history)
 
     def _trace(self, *event: Any) -> None:
         if self.tracing:
@@ -839,19 +815,8 @@ class SimExecutor:
 
     def _fire(self, index: int) -> None:
         """A fault placed at a time or at the sources' progress starts now."""
-        schedule = self.schedule
-        assert schedule is not None
-        schedule.fire(index)
-        fault = self.faults.faults[index]
-        if isinstance(fault, TaskCrash):
-            self._crash(schedule.target(index), "TaskCrash")
-        elif isinstance(fault, CoordinatorCrash):
-            self._crash_coordinator()
-        elif isinstance(fault, ChannelStall):
-            self._stall(schedule.target(index), fault.duration)
-        elif isinstance(fault, TaskStall):
-            self._stall_task(schedule.target(index), fault.duration)
-        # SlowStorage, ChannelDelay: their window is open in the schedule
+        assert self.schedule is not None
+        fire_fault(self.schedule, index, self.graph, self)
 
     def _check_progress(self) -> None:
         """After a source step: fire the faults placed at this point of the sources' progress (not
@@ -867,26 +832,29 @@ class SimExecutor:
         after = self.schedule.crash_due(task_id, self._records.get(task_id, 0)) if self.schedule else None
         if after is None:
             return False
-        self._crash(task_id, f"TaskCrash after {after} records")
+        self.crash_task(task_id, crash_after_records(after))
         return True
 
-    def _crash(self, task_id: TaskId, what: str) -> None:
+    # `FaultActions` (`runtime.jobmaster.fault_actions`): SlowStorage and ChannelDelay windows
+    # are open in the schedule, which every write and send asks
+
+    def crash_task(self, task_id: TaskId, what: str) -> None:
         if self.done:
             return
-        self._task_failed(task_id, RuntimeError(f"injected fault: {what} of task {task_id}"))
+        self._task_failed(task_id, injected_crash(task_id, what))
 
-    def _stall(self, task_id: TaskId, duration: float) -> None:
+    def crash_coordinator(self) -> None:
+        self._crash_coordinator()
+
+    def stall_channels(self, task_id: TaskId, duration: float) -> None:
         self._stalled_until[task_id] = self.now + duration
         self._trace("stall", str(task_id), duration)
 
-    def _stall_task(self, task_id: TaskId, duration: float | None) -> None:
+    def stall_task(self, task_id: TaskId, duration: float) -> None:
         """`TaskStall`: the task takes no step until `now + duration`; what reaches it meanwhile
         (input, control messages, its timers, its finished writes) waits and is applied in order."""
         if self.done or task_id not in self.tasks or task_id in self._held_for:
             return
-        if duration is None:
-            config = self.graph.checkpoint_config
-            duration = 1.5 * config.timeout if self.checkpointing and config is not None else 1.0
         until = self.now + duration
         self._trace("fault", "TaskStall", str(task_id), duration)
         self._held_for[task_id] = []
@@ -898,6 +866,12 @@ class SimExecutor:
             self._schedule_run(task_id)
 
         self._at(until, resume, self.epoch, "fault")
+
+    def delay_channel(self, receiver: TaskId, channel: int, fault: Any) -> None:
+        pass
+
+    def slow_storage(self, fault: Any) -> None:
+        pass
 
     def _held(self, task_id: TaskId, fn: Callable[[], None]) -> bool:
         """True (and `fn` kept for later) while `task_id` is stalled."""
@@ -914,7 +888,7 @@ class SimExecutor:
         # the process is gone: its pending checkpoints end with it (their notifications belong to
         # the execution failing over below), and none of its timers may act again
         self.coordinator.shutdown()
-        self.stats_history.extend(self.coordinator.stats.history)
+        self.coordinators.crashed(self.coordinator.stats.history)
         if self.ha is not None:
             # the leader's process died: its session expires, the standby is elected and takes
             # over the shared store (fenced by its own leadership) and the shared ID counter
@@ -922,6 +896,8 @@ class SimExecutor:
             leader.expire_session()
             self.store = self._ha_store()
             self.store.recover()
+            recovered = self.store.get_latest_checkpoint()
+            self.coordinators.promoted(recovered.checkpoint_id if recovered is not None else None)
             self._trace("leader", next(e.contender_id for e in self.elections if e.is_leader))
             self.coordinator = self._new_coordinator()
             self._global_failover("coordinator crash (standby took over)", None,
@@ -956,7 +932,7 @@ class SimExecutor:
             epoch = self.epoch
             for target, fault in self.schedule.recovery_started():
                 self._trace("fault", "TaskCrashDuringRecovery", str(target), fault.delay)
-                self._at(self.now + fault.delay, lambda t=target: self._crash(t, "TaskCrashDuringRecovery"),
+                self._at(self.now + fault.delay, lambda t=target: self.crash_task(t, "TaskCrashDuringRecovery"),
                          epoch, "fault")
 
     def _fail_for_good(self, message: str, exc: BaseException | None) -> None:

@@ -508,7 +508,7 @@ class InvariantChecker:
         sim = self._require()
         stats = sim.coordinator.stats.get(checkpoint_id)
         if stats is None:
-            stats = next((s for s in reversed(sim.stats_history) if s.id == checkpoint_id), None)
+            stats = next((s for s in reversed(sim.coordinators.history) if s.id == checkpoint_id), None)
         return stats
 
     # ------------------------------------------------------------------ helpers

@@ -215,3 +215,19 @@ def test_a_bad_executor_path_is_a_clear_error() -> None:
         from runtime.jobmaster import registry
 
         registry._EXECUTORS.pop("broken")
+
+
+def test_the_result_lists_the_dead_coordinators_checkpoints_first() -> None:
+    """The coordinator succession: a crash keeps the dead coordinator's checkpoint statistics and
+    its time, a promotion its time and the checkpoint the standby recovered (both executors)."""
+    master, _, timers = master_for(small_graph(RestartStrategy.no_restart()))
+    timers.advance(1.5)
+    master.coordinators.crashed(["chk-1", "chk-2"])
+    timers.advance(0.25)
+    master.coordinators.promoted(2)
+    master.coordinators.promoted(None, at=9.0)
+    result = master.result(committer=CollectCommitter(), checkpoints=["chk-3"], metrics=JobMetrics(), finals=[])
+    assert result.checkpoints == ["chk-1", "chk-2", "chk-3"]
+    assert master.coordinators.crash_times == [1.5]
+    assert master.coordinators.promotion_times == [1.75, 9.0]
+    assert master.coordinators.recovered_checkpoints == [2, None]

@@ -138,8 +138,8 @@ def test_storage_control_message_and_channel_faults_on_ray(ray_session) -> None:
     ray_executor = RayExecutor(graph, faults=plan)
     on_ray = ray_executor.run()
     assert sorted(sim.schedule.fired) == sorted(ray_executor.schedule.fired) == list(range(len(plan.faults)))
-    assert len(ray_executor.torn_files) == 1 and "count" in ray_executor.torn_files[0], ray_executor.torn_files
-    assert ray_executor.slowed_writes >= 1
+    assert len(ray_executor.counts.torn_files) == 1 and "count" in ray_executor.counts.torn_files[0], ray_executor.counts.torn_files
+    assert ray_executor.counts.slowed_writes >= 1
     for result in (on_sim, on_ray):
         assert "timeout" in [c.failure_reason.value for c in result.aborted_checkpoints]  # the lost trigger
     assert on_sim.restarts == on_ray.restarts == 0, (on_sim.failures, on_ray.failures)

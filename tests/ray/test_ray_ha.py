@@ -55,14 +55,14 @@ def test_killing_the_leader_coordinator_elects_the_standby_which_recovers(ray_se
     result = executor.run()
 
     assert multiset(result.output("pv")) == expected_counts(ROWS), "not exactly-once"
-    assert len(executor.coordinator_crash_times) == 1
-    assert len(executor.promotion_times) == 1, "the standby was not promoted"
+    assert len(executor.coordinators.crash_times) == 1
+    assert len(executor.coordinators.promotion_times) == 1, "the standby was not promoted"
     assert any("coordinator died" in f for f in result.failures), result.failures
-    killed = executor.coordinator_crash_times[0]
+    killed = executor.coordinators.crash_times[0]
     before = [c for c in result.checkpoints if c.completed and c.end_time < killed]
     after = [c for c in result.checkpoints if c.completed and c.trigger_time > killed]
     assert before and after, "need completed checkpoints on both sides of the failover"
-    recovered = executor.recovered_checkpoints[0]
+    recovered = executor.coordinators.recovered_checkpoints[0]
     assert recovered is not None and recovered >= before[-1].id, (recovered, before[-1].id)
     assert min(c.id for c in after) > recovered
     assert_ids_strictly_increase(result.checkpoints)
@@ -90,7 +90,7 @@ def test_zookeeper_restart_mid_job_loses_no_completed_checkpoint(ray_session, zk
     assert multiset(result.output("pv")) == expected_counts(ROWS), "not exactly-once"
     completed_ids = [c.id for c in result.checkpoints if c.completed]
     assert completed_ids and max(completed_ids) > restarted[0]
-    for recovered in executor.recovered_checkpoints:  # a failover restored no older checkpoint
+    for recovered in executor.coordinators.recovered_checkpoints:  # a failover restored no older checkpoint
         assert recovered is not None and recovered >= restarted[0]
     assert_ids_strictly_increase(result.checkpoints)
     assert zk_server.is_running

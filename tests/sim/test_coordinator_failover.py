@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from runtime import FaultPlan
 from runtime.jobmaster.faults import CoordinatorCrash
+from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
 _REFERENCES: dict[int, tuple] = {}
@@ -70,3 +71,21 @@ def test_the_standby_coordinator_takes_over_in_ha_mode() -> None:
     assert any("coordinator crash" in f for f in result.failures)
     expected_output, _ = reference(3)
     assert multiset(result.output(SINK)) == expected_output
+
+
+def test_the_simulator_records_the_crash_and_the_promotion_as_ray_does() -> None:
+    """The job master's `coordinators` on the simulator: the same record as on Ray (tests/ray/
+    test_ray_ha.py) — when the leader died, when the standby was promoted, which checkpoint it
+    recovered — and the result lists the dead coordinator's checkpoints too."""
+    env = make_env(random_spec(3), mode="aligned")
+    env.set_high_availability("zookeeper", hosts="simulated:2181", cluster_id="sim")
+    sim = SimExecutor(env.get_job_graph("job"), seed=3, faults=FaultPlan.of(CoordinatorCrash(at=0.03)))
+    result = sim.run()
+    assert sim.coordinators.crash_times == [pytest.approx(0.03)]
+    assert sim.coordinators.promotion_times == sim.coordinators.crash_times
+    before = [c for c in result.checkpoints if c.completed and c.end_time < 0.03]
+    assert before and sim.coordinators.history, "need a checkpoint completed by the dead coordinator"
+    assert sim.coordinators.recovered_checkpoints == [before[-1].id]
+    assert [c.id for c in result.checkpoints[:len(sim.coordinators.history)]] == \
+        [c.id for c in sim.coordinators.history]
+    assert any(c.trigger_time > 0.03 for c in result.checkpoints)
