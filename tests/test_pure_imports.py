@@ -28,9 +28,10 @@ PURE = [
     ("runtime/jobmaster/fault_schedule.py", NEVER | {"time"}),  # the executors pass their time in; dice from the plan's seed
     ("runtime/jobmaster/master.py", NEVER | {"time"}),  # time from the injected clock, timers
     ("runtime/jobmaster/gateway.py", NEVER | {"time"}),
-    # the parts both executors share: time is passed in or comes from the injected clock
-    ("runtime/jobmaster/fault_actions.py", NO_CLOCK_OR_DICE),
-    ("runtime/jobmaster/attempt_counts.py", NO_CLOCK_OR_DICE),
+    # the parts both executors share: time is passed in or comes from the injected clock (they
+    # reach `runtime.jobmaster.faults`, whose plans draw from their own seed)
+    ("runtime/jobmaster/fault_actions.py", NEVER | {"time"}),
+    ("runtime/jobmaster/attempt_counts.py", NEVER | {"time"}),
     ("runtime/jobmaster/coordinators.py", NO_CLOCK_OR_DICE),
     ("runtime/jobmaster/progress.py", NO_CLOCK_OR_DICE),
     ("checkpoint/coordinator.py", NEVER),

@@ -18,11 +18,13 @@ Pure: times are passed in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpoint.handles import TaskId
-from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.faults import ChannelDelay, SlowStorage, StorageWriteFailure, TornWrite
+
+if TYPE_CHECKING:
+    from runtime.jobmaster.fault_schedule import FaultSchedule
 
 #: a `SlowStorage` window: (start, end, factor)
 SlowWindow = tuple[float, float, float]

@@ -8,10 +8,9 @@ slow something down in virtual time or on actors). The failure a crash reads as 
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from checkpoint.handles import TaskId
-from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.faults import (
     ChannelDelay,
     ChannelStall,
@@ -20,6 +19,9 @@ from runtime.jobmaster.faults import (
     TaskCrash,
     TaskStall,
 )
+
+if TYPE_CHECKING:
+    from runtime.jobmaster.fault_schedule import FaultSchedule
 
 
 class FaultActions(Protocol):

@@ -63,9 +63,9 @@ def to_app(record: dict[str, Any]) -> dict[str, Any]:
     return {"app": record["app"]}
 
 
-def agreement_env(rows: int = ROWS, interval: float = 0.1) -> StreamEnvironment:
+def agreement_env(rows: int = ROWS, interval: float = 0.1, timeout: float = 0.3) -> StreamEnvironment:
     env = StreamEnvironment(parallelism=2, buffer_size=64, credits=4, buffer_timeout=0.005)
-    env.enable_checkpointing(interval=interval, timeout=0.3, tolerable_failures=1000)
+    env.enable_checkpointing(interval=interval, timeout=timeout, tolerable_failures=1000)
     env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=5, delay=0.01))
     (env.generate(count=rows, rate=3000, fn=page_view).map(to_app, name="to-app").key_by("app")
         .process(CountPerKey("app"), name="count").sink_to(CollectSink("pv")))
@@ -180,7 +180,9 @@ def test_failed_coordinator_storage_writes_at_the_final_checkpoint_on_ray(ray_se
     rows = 600
     plan = FaultPlan.of(CoordinatorStorageFailure(nth=0, what="counter"),
                         CoordinatorStorageFailure(nth=0, what="metadata"))
-    graph = agreement_env(rows=rows, interval=1.0).get_job_graph("coordstorage")
+    # a generous timeout: on a loaded host a Ray checkpoint may take longer than 0.3 s, and a
+    # timeout would abort checkpoint 2 before its metadata write could fail
+    graph = agreement_env(rows=rows, interval=1.0, timeout=30.0).get_job_graph("coordstorage")
     sim = SimExecutor(graph, seed=0, faults=plan)
     on_sim = sim.run()
     ray_executor = RayExecutor(graph, faults=plan)
