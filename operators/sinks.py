@@ -69,6 +69,10 @@ class CollectSink(StreamOperator):
 
     accepts_columns = True
     stages_records = True
+    #: its transactions are staged in `ctx.committer` (which may commit them per checkpoint for
+    #: every sink: `commits_checkpoints`); False for a subclass whose `_commit_all` commits
+    #: transactions of its own (files)
+    staged_in_committer = True
 
     def process_batch(self, records: list[Record]) -> list[Record]:
         self._open.append(records)
@@ -102,7 +106,7 @@ class CollectSink(StreamOperator):
         done = [t for t in self._pending if t["checkpoint"] <= checkpoint_id]
         if done:
             self._pending = [t for t in self._pending if t["checkpoint"] > checkpoint_id]
-            if not getattr(self.ctx.committer, "commits_checkpoints", False):
+            if not (self.staged_in_committer and getattr(self.ctx.committer, "commits_checkpoints", False)):
                 self._commit_all(done)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:

@@ -739,8 +739,9 @@ class SimExecutor:
             return
         final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
         if checkpoint_id > self._committed_id:  # the global committer: once per checkpoint, for every sink
-            self._committed_id = checkpoint_id
-            self._sink_committer.commit_checkpoint(checkpoint_id)
+            self._committed_id = checkpoint_id  # (a message, as on Ray; it dies with a failed-over epoch)
+            committer = self._sink_committer
+            self._control(self.epoch, lambda: committer.commit_checkpoint(checkpoint_id))
 
         def notify() -> None:
             task = self.tasks.get(task_id)
