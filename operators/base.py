@@ -105,6 +105,10 @@ class SinkCommitter(Protocol):
     `stage` is the pre-commit: the records are durable in the external system but invisible
     until `commit`; commits are idempotent per transaction id. Executors must make a stage
     durable before the checkpoint that staged it is acknowledged.
+
+    A committer with a true `commits_checkpoints` attribute is told of completed checkpoints by
+    the executor (Flink's global committer) and commits every sink's staged transactions itself:
+    a sink's completion notification need not commit them (recovery and end of input still do).
     """
 
     def stage(self, sink: str, transaction_id: str, records: list[Record]) -> None: ...

@@ -9,7 +9,9 @@ pending transaction go into the operator state of checkpoint k — the records t
 enter the checkpoint (as with Flink's Kafka sink, whose state holds transaction handles). Only
 when the coordinator says checkpoint k completed (`notify_checkpoint_complete(k)`) are pending
 transactions with checkpoint <= k committed (`ctx.committer.commit`), which deduplicates by
-transaction id.
+transaction id — unless the committer `commits_checkpoints` (on Ray: the coordinator commits
+each completed checkpoint for every sink in one call, Flink's global committer); the sink then
+only forgets them.
 
 * Abort of k: its pending transaction stays pending; a later completed checkpoint k' > k contains
   it (snapshots include every uncommitted transaction) and commits it.
@@ -67,6 +69,10 @@ class CollectSink(StreamOperator):
 
     accepts_columns = True
     stages_records = True
+    #: its transactions are staged in `ctx.committer` (which may commit them per checkpoint for
+    #: every sink: `commits_checkpoints`); False for a subclass whose `_commit_all` commits
+    #: transactions of its own (files)
+    staged_in_committer = True
 
     def process_batch(self, records: list[Record]) -> list[Record]:
         self._open.append(records)
@@ -100,7 +106,8 @@ class CollectSink(StreamOperator):
         done = [t for t in self._pending if t["checkpoint"] <= checkpoint_id]
         if done:
             self._pending = [t for t in self._pending if t["checkpoint"] > checkpoint_id]
-            self._commit_all(done)
+            if not (self.staged_in_committer and getattr(self.ctx.committer, "commits_checkpoints", False)):
+                self._commit_all(done)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         """Pending transactions stay pending until a later checkpoint completes."""

@@ -72,6 +72,9 @@ class SparkSink(CollectSink):
         SchemaError: `schema` has a column type the bridge cannot carry.
     """
 
+    #: its transactions are files it renames itself (`_commit_all`), not the committer's stages
+    staged_in_committer = False
+
     def __init__(self, path: str, format: str = "parquet", *, schema: Any = None, name: str | None = None) -> None:
         if not isinstance(path, str) or not path.strip("/"):
             raise ValueError(f"SparkSink: path must be a non-empty directory path, got {path!r}")

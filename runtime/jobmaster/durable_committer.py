@@ -14,6 +14,10 @@ a `DurableCollectCommitter` instead, at `<storage>/<job>/committed/<run>/`:
 * a commit writes its file first and then removes the staged file: a crash in between leaves
   both, and loading keeps the commit (commits are idempotent per transaction id); an abort
   (`abort_lingering`) removes staged files;
+* a checkpoint's commit (`commit_checkpoint`, the global committer's one call per checkpoint)
+  writes one small file instead, `commit-<n>.txn` naming its transactions (header and a JSON
+  list, checksummed), and keeps their staged files as their records: one durable write per
+  checkpoint, whatever the number of sink subtasks, and nothing deleted;
 * opening reads every file and checks it; a file that is not a whole committer file (foreign,
   truncated, bit-flipped) raises `CorruptCommitterError` naming it — never silently fewer records.
 
@@ -41,12 +45,13 @@ if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
     from checkpoint.io.storage import BlobStore, CheckpointStorage
 
-__all__ = ["COMMITTED_DIR", "CorruptCommitterError", "DurableCollectCommitter", "committer_for", "decode_transaction",
-           "encode_transaction"]
+__all__ = ["COMMITTED_DIR", "CorruptCommitterError", "DurableCollectCommitter", "committer_for", "decode_commit",
+           "decode_transaction", "encode_commit", "encode_transaction"]
 
 #: the committer's folder in a job's checkpoint folder
 COMMITTED_DIR = "committed"
 _MAGIC = b"barrierflow-transaction 1\n"
+_COMMIT_MAGIC = b"barrierflow-commit 1\n"
 
 
 class CorruptCommitterError(StorageError):
@@ -84,6 +89,8 @@ class DurableCollectCommitter(CollectCommitter):
     def stage(self, sink: str, transaction_id: str, records: Records) -> None:
         with self._lock:
             super().stage(sink, transaction_id, records)
+            if transaction_id not in self._staged.get(sink, {}):
+                return  # dropped: a late stage of an aborted checkpoint
             self._write(self._staged_path(sink, transaction_id), sink, transaction_id, records)
 
     def commit(self, sink: str, transaction_id: str, records: Records | None = None) -> None:
@@ -98,6 +105,15 @@ class DurableCollectCommitter(CollectCommitter):
             if staged is not None and not known:
                 self._delete(self._staged_path(sink, transaction_id))
 
+    def commit_checkpoint(self, checkpoint_id: int) -> list[tuple[str, str]]:
+        with self._lock:
+            due = self._due(checkpoint_id)
+            if due:  # one file naming them; their staged files stay, holding their records
+                path = f"{self.directory}/commit-{self._next_commit:010d}.txn"
+                self._put(path, encode_commit(checkpoint_id, due))
+                self._next_commit += 1
+            return super().commit_checkpoint(checkpoint_id)
+
     def abort_lingering(self, after: int, before: int) -> list[str]:
         with self._lock:
             by_id = {txn: sink for sink, staged in self._staged.items() for txn in staged}
@@ -111,8 +127,11 @@ class DurableCollectCommitter(CollectCommitter):
         return f"{self.directory}/staged-{digest}.txn"
 
     def _write(self, path: str, sink: str, transaction_id: str, records: Records) -> None:
+        self._put(path, encode_transaction(sink, transaction_id, records))
+
+    def _put(self, path: str, data: bytes) -> None:
         put = getattr(self.blob_store, "put_durably", self.blob_store.put)
-        put(path, encode_transaction(sink, transaction_id, records))
+        put(path, data)
 
     def _delete(self, path: str) -> None:
         self.blob_store.delete(path)
@@ -120,12 +139,18 @@ class DurableCollectCommitter(CollectCommitter):
     # ------------------------------------------------------------------ reading back
 
     def _load(self) -> None:
-        commits: list[tuple[int, str, str, pa.RecordBatch]] = []
+        #: (number, file, [(sink, txn, records or None: committed by name, records staged)])
+        commits: list[tuple[int, str, list[tuple[str, str, pa.RecordBatch | None]]]] = []
         for path in self.blob_store.list(self.directory + "/"):
             name = path.rpartition("/")[2]
             if name.startswith("commit-") and name.endswith(".txn") and name[7:-4].isdigit():
-                sink, txn, batch = decode_transaction(self.blob_store.get(path), self._where(path))
-                commits.append((int(name[7:-4]), sink, txn, batch))
+                data = self.blob_store.get(path)
+                if data.startswith(_COMMIT_MAGIC):
+                    named = [(sink, txn, None) for sink, txn in decode_commit(data, self._where(path))]
+                    commits.append((int(name[7:-4]), path, named))
+                else:
+                    sink, txn, batch = decode_transaction(data, self._where(path))
+                    commits.append((int(name[7:-4]), path, [(sink, txn, batch)]))
             elif name.startswith("staged-") and name.endswith(".txn"):
                 sink, txn, batch = decode_transaction(self.blob_store.get(path), self._where(path))
                 if path != self._staged_path(sink, txn):
@@ -137,10 +162,17 @@ class DurableCollectCommitter(CollectCommitter):
                 raise CorruptCommitterError(
                     f"committer folder {self._where(self.directory)} holds {self._where(path)}, which is not a "
                     "committer file (commit-<n>.txn or staged-<hash>.txn): remove it", self._where(path))
-        for number, sink, txn, batch in sorted(commits, key=lambda c: c[0]):
-            if txn not in self._committed.setdefault(sink, {}):
-                self._committed[sink][txn] = batch
-            self._staged.get(sink, {}).pop(txn, None)  # committed after it was staged
+        for number, path, transactions in sorted(commits, key=lambda c: c[0]):
+            for sink, txn, batch in transactions:
+                staged = self._staged.get(sink, {}).pop(txn, None)  # committed after it was staged
+                if txn in self._committed.setdefault(sink, {}):
+                    continue
+                if batch is None and staged is None:
+                    raise CorruptCommitterError(
+                        f"committer file {self._where(path)} commits transaction {txn!r} of sink {sink!r}, whose "
+                        f"staged file ({self._where(self._staged_path(sink, txn))}) holding its records is missing",
+                        self._where(path))
+                self._committed[sink][txn] = batch if batch is not None else staged
             self._next_commit = number + 1
 
     def _where(self, path: str) -> str:
@@ -158,6 +190,40 @@ def encode_transaction(sink: str, transaction_id: str, records: Records) -> byte
     header = {"sink": sink, "transaction": transaction_id, "bytes": len(payload),
               "sha256": hashlib.sha256(payload).hexdigest()}
     return _MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+
+
+def encode_commit(checkpoint_id: int, transactions: list[tuple[str, str]]) -> bytes:
+    """The bytes of a checkpoint's commit file: magic, a JSON header line, the JSON list of the
+    (sink, transaction) it commits (their records are in their staged files)."""
+    payload = json.dumps([list(t) for t in transactions]).encode()
+    header = {"checkpoint": checkpoint_id, "bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
+    return _COMMIT_MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+
+
+def decode_commit(data: bytes, where: str) -> list[tuple[str, str]]:
+    """The (sink, transaction) pairs a checkpoint's commit file names.
+
+    Raises:
+        CorruptCommitterError: naming `where` and what is wrong.
+    """
+    line, newline, payload = data[len(_COMMIT_MAGIC):].partition(b"\n")
+    try:
+        header = json.loads(line) if newline else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or not isinstance(header.get("bytes"), int) \
+            or not isinstance(header.get("sha256"), str):
+        raise CorruptCommitterError(f"committer file {where} is corrupt: its header line is not the committer's "
+                                    "JSON header", where)
+    if len(payload) != header["bytes"] or hashlib.sha256(payload).hexdigest() != header["sha256"]:
+        raise CorruptCommitterError(f"committer file {where} is corrupt: its transaction list does not match its "
+                                    "length and sha256 checksum (truncated or damaged?)", where)
+    named = json.loads(payload)
+    if not isinstance(named, list) or not all(
+            isinstance(t, list) and len(t) == 2 and all(isinstance(x, str) for x in t) for t in named):
+        raise CorruptCommitterError(f"committer file {where} is corrupt: its transaction list is not "
+                                    "[[sink, transaction], ...]", where)
+    return [(sink, txn) for sink, txn in named]
 
 
 def decode_transaction(data: bytes, where: str) -> tuple[str, str, pa.RecordBatch]:

@@ -79,6 +79,12 @@ def transaction_checkpoint(transaction_id: str) -> int | None:
     return int(last) if last.isdigit() else None
 
 
+def _staged_checkpoint(transaction_id: str) -> int | None:
+    """The checkpoint of a staged transaction `<sink>/<subtask>/<id>` (None: another kind of id)."""
+    last = transaction_id.rpartition("/")[2]
+    return int(last) if last.isdigit() else None
+
+
 class CollectCommitter:
     """The "external system" behind `CollectSink`s: outlives task restarts. Staged transactions
     are kept invisible until committed; commits are idempotent per transaction id, so a
@@ -91,12 +97,17 @@ class CollectCommitter:
         self._committed: dict[str, OrderedDict[str, Records]] = {}
         self._staged: dict[str, dict[str, Records]] = {}
         self.duplicate_commits = 0
-        #: staged transactions dropped by `abort_lingering`
+        #: staged transactions dropped by `abort_lingering` (or staged late into an aborted range)
         self.aborted_transactions = 0
+        #: checkpoint id ranges (after, before) a recovery closed (`fence`): no checkpoint of them can
+        #: ever complete, so a stage of one arriving late (sent by a dying attempt) is dropped
+        self._aborted_ranges: list[tuple[int, int]] = []
 
     def stage(self, sink: str, transaction_id: str, records: Records) -> None:
         """Stage `records` under `transaction_id`, replacing a lingering stage of that id (left by
-        an attempt whose checkpoint never completed: its records are replayed).
+        an attempt whose checkpoint never completed: its records are replayed). A stage of a
+        checkpoint a recovery ruled out (`fence`: sent by a dying attempt, arriving after the
+        recovery aborted its checkpoint) is dropped: nothing may ever commit it.
 
         Raises:
             TransactionConflictError: the id is already committed — this execution restored a
@@ -109,7 +120,15 @@ class CollectCommitter:
                 "checkpoint older than the output this committer holds (restore the latest checkpoint, "
                 "or give the job a fresh committer)"
             )
+        if self._lingering(transaction_id):
+            self.aborted_transactions += 1
+            return
         self._staged.setdefault(sink, {})[transaction_id] = _keep(records)
+
+    def _lingering(self, transaction_id: str) -> bool:
+        """Whether `transaction_id` belongs to a checkpoint a recovery ruled out (`fence`)."""
+        checkpoint = _staged_checkpoint(transaction_id)
+        return checkpoint is not None and any(a < checkpoint < b for a, b in self._aborted_ranges)
 
     def commit(self, sink: str, transaction_id: str, records: Records | None = None) -> None:
         """Raises: UnknownTransactionError when `records` is None and nothing was staged."""
@@ -130,6 +149,31 @@ class CollectCommitter:
             records = staged
         txns[transaction_id] = _keep(records)
 
+    def commit_checkpoint(self, checkpoint_id: int) -> list[tuple[str, str]]:
+        """Flink's global committer: checkpoint `checkpoint_id` completed, so every transaction
+        staged for a checkpoint <= it, of every sink, is committed, in checkpoint order. Returns
+        the (sink, transaction) pairs committed now.
+
+        These are exactly the transactions the completed checkpoint's sink states name (less what
+        was committed already): a sink subtask snapshots checkpoints in increasing order, each
+        snapshot names every transaction the subtask has not seen committed, and its stages land
+        before it acknowledges; what a failed attempt staged past its restored checkpoint was
+        aborted (`abort_lingering`), and is dropped if it arrives later (`fence`)."""
+        due = self._due(checkpoint_id)
+        for sink, txn in due:
+            CollectCommitter.commit(self, sink, txn)
+        return due
+
+    def _due(self, checkpoint_id: int) -> list[tuple[str, str]]:
+        """The staged transactions of checkpoints <= `checkpoint_id`, in (checkpoint, sink, id) order."""
+        due = []
+        for sink, staged in self._staged.items():
+            for txn in staged:
+                checkpoint = _staged_checkpoint(txn)
+                if checkpoint is not None and checkpoint <= checkpoint_id:
+                    due.append((checkpoint, sink, txn))
+        return [(sink, txn) for _, sink, txn in sorted(due)]
+
     def abort_lingering(self, after: int, before: int) -> list[str]:
         """Drop the staged transactions of checkpoints `after` < id < `before`: the recovery
         restored checkpoint `after` (0: none), whose sinks commit only transactions of
@@ -141,12 +185,20 @@ class CollectCommitter:
         aborted = []
         for staged in self._staged.values():
             for txn in list(staged):
-                checkpoint = txn.rpartition("/")[2]
-                if checkpoint.isdigit() and after < int(checkpoint) < before:
+                checkpoint = _staged_checkpoint(txn)
+                if checkpoint is not None and after < checkpoint < before:
                     del staged[txn]
                     aborted.append(txn)
         self.aborted_transactions += len(aborted)
         return sorted(aborted)
+
+    def fence(self, after: int, before: int) -> None:
+        """From now on drop stages of checkpoints `after` < id < `before`: a recovery restored
+        checkpoint `after` and aborted what the failed attempt staged past it, whose checkpoints
+        all have ids < `before`; a stage the dying attempt sent late must not linger where
+        `commit_checkpoint` would commit it (where stages travel between processes: Ray)."""
+        if after + 1 < before:
+            self._aborted_ranges.append((after, before))
 
     def latest_committed(self) -> CommittedOutput | None:
         """The newest checkpoint any sink committed output of (None: nothing committed under a
@@ -188,6 +240,20 @@ class CollectCommitter:
     @property
     def sinks(self) -> list[str]:
         return sorted(self._committed)
+
+
+class GlobalCommitterView:
+    """The committer as the sinks of an executor that commits each completed checkpoint itself
+    (`CollectCommitter.commit_checkpoint`, Flink's global committer) see it: every call
+    forwarded, `commits_checkpoints` true, so a sink's completion notification commits nothing."""
+
+    commits_checkpoints = True
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 @dataclass

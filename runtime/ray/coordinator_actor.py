@@ -16,6 +16,12 @@ so a late "source finished" or acknowledgement of a killed task cannot leak into
 failover; so is anything the coordinator raises in a timer callback or a task's report (nobody
 else would see it, and a final checkpoint whose trigger raised is never retried: the job hangs).
 
+Global committer. The coordinator actor commits each completed checkpoint for every sink in one
+call to the committer service (`commit_checkpoint`, Flink's global committer), sent before the
+tasks' notifications; the sinks' notifications commit nothing (`RemoteCommitter.commits_checkpoints`).
+Its refs count as notifications (`wait_notifications`), and `suspend` waits for them, so a
+failover plans its restore against the committed output as it is.
+
 Deferred notifications. A source task whose chain has no completion listener (no operator
 overriding `notify_checkpoint_complete`: no sink, no user listener) gets no call of its own for a
 completed checkpoint: the latest completion rides on its next trigger, or goes just before an
@@ -116,6 +122,10 @@ class CoordinatorActor:
         self.epoch: int | None = None
         self._handles: dict[TaskId, Any] = {}
         self._notify_refs: list[Any] = []
+        #: the committer service (None: no sinks commit through it) and its commit calls in flight
+        self._committer: Any = None
+        self._commit_refs: list[Any] = []
+        self._committed_id = 0
         self._fail_request: str | None = None
         #: completed checkpoints with their files, for the driver's listeners (`capture_completed`)
         self._capture = capture_completed
@@ -228,10 +238,12 @@ class CoordinatorActor:
 
     # ------------------------------------------------------------------ driver-facing
 
-    def deploy(self, epoch: int, handles: dict[TaskId, Any], first: bool) -> None:
-        """Tasks of `epoch` are up: route to them and (re)start periodic triggering."""
+    def deploy(self, epoch: int, handles: dict[TaskId, Any], first: bool, committer: Any = None) -> None:
+        """Tasks of `epoch` are up: route to them and (re)start periodic triggering; `committer`:
+        the committer service, told of every completed checkpoint."""
         with self._lock:
             self.epoch = epoch
+            self._committer = committer
             self._handles = dict(handles)
             self._notify_refs = []
             self._deferred.clear()
@@ -247,6 +259,9 @@ class CoordinatorActor:
             self.epoch = None
             self.coordinator.stop()
             self.coordinator.abort_all_pending(reason)
+            refs, self._commit_refs = self._commit_refs, []
+        if refs:  # the restore is planned against the committed output: let the commits land
+            ray.wait(refs, num_returns=len(refs), timeout=30)
 
     def next_checkpoint_id(self) -> int:
         with self._lock:
@@ -370,6 +385,7 @@ class CoordinatorActor:
     def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
         handle = self._handles.get(task_id)
         if handle is not None and self.epoch is not None and self._announce(checkpoint_id):
+            self._commit(checkpoint_id)
             coordinator = self.coordinator
             final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
             epoch = self.epoch
@@ -383,6 +399,17 @@ class CoordinatorActor:
             self._send("complete", task_id, send)
             if len(self._notify_refs) > 256:
                 _, self._notify_refs = ray.wait(self._notify_refs, num_returns=len(self._notify_refs), timeout=0)
+
+    def _commit(self, checkpoint_id: int) -> None:
+        """Commit `checkpoint_id` for every sink, once (it is announced once per task)."""
+        if self._committer is None or checkpoint_id <= self._committed_id:
+            return
+        self._committed_id = checkpoint_id
+        ref = self._committer.commit_checkpoint.remote(checkpoint_id)
+        self._notify_refs.append(ref)
+        self._commit_refs.append(ref)
+        if len(self._commit_refs) > 64:
+            _, self._commit_refs = ray.wait(self._commit_refs, num_returns=len(self._commit_refs), timeout=0)
 
     def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         handle = self._handles.get(task_id)

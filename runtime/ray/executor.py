@@ -403,7 +403,7 @@ class RayExecutor(RunsOnJobMaster):
             if self._dead:
                 continue
             if self.coordinator is not None:
-                ray.get(self.coordinator.deploy.remote(epoch, self.tasks, epoch == 0), timeout=60)
+                ray.get(self.coordinator.deploy.remote(epoch, self.tasks, epoch == 0, self.committer), timeout=60)
             for task_id in self.task_ids:
                 # not awaited: starting runs user code, and a task that fails or hangs there is
                 # caught by the heartbeats like anywhere else
@@ -415,7 +415,8 @@ class RayExecutor(RunsOnJobMaster):
         options: dict[str, Any] = {"num_cpus": self.task_cpus, "max_restarts": 0, "max_task_retries": 0}
         if self._multi_node:
             options["scheduling_strategy"] = "SPREAD"
-        services = {"committer": self.committer, "storage": self.storage_spec, "job_id": self.job_id,
+        services = {"committer": self.committer, "global_committer": self.checkpointing,
+                    "storage": self.storage_spec, "job_id": self.job_id,
                     "trace_barriers": self.trace_barriers, "link_delay": self.link_delays.get(task_id, 0.0)}
         return _TaskActor.options(**options).remote(self.graph_ref, task_id, services)
 
@@ -533,6 +534,7 @@ class RayExecutor(RunsOnJobMaster):
         """`JobMasterGateway`: deploy the tasks restored as the job master plans (the coordinator
         actor reads the newest valid retained checkpoint, next to its store)."""
         committed = ray.get(self.committer.latest_committed.remote(), timeout=60)
+        next_id = None
         if self.coordinator is not None:
             given = self.master.restore_from[0] if self.master.restore_from is not None else None
             next_id = ray.get(self.coordinator.next_checkpoint_id.remote(), timeout=60)
@@ -543,7 +545,7 @@ class RayExecutor(RunsOnJobMaster):
         if plan is None:
             return  # cannot recover: the job master failed the job
         # what the failed attempt staged past the restored checkpoint can never commit
-        ray.get(self.committer.abort_lingering.remote(plan.abort_after, plan.abort_before), timeout=60)
+        ray.get(self.committer.abort_lingering.remote(plan.abort_after, plan.abort_before, next_id), timeout=60)
         self._deploy(plan.restores)
 
     def _raise_if_failed(self) -> None:

@@ -4,9 +4,10 @@ Both are plain classes wrapped with `ray.remote(...)` (the pattern of Ray's `uti
 plus a client-side proxy that gives the pure core the interface it expects:
 
 * `CommitterService` holds the job's `CollectCommitter` — the "external system" of every
-  `CollectSink`. Sinks stage (pre-commit) a checkpoint's records here and commit them by id when
-  it completes; commits are idempotent per transaction id, so a transaction re-committed by a
-  restored sink is not repeated. `RemoteCommitter` sends stages and commits fire-and-forget and
+  `CollectSink`. Sinks stage (pre-commit) a checkpoint's records here; when it completes the
+  coordinator actor commits it for every sink in one call (`commit_checkpoint`, Flink's global
+  committer) instead of a commit per sink subtask; commits are idempotent per transaction id, so
+  a transaction re-committed by a restored sink is not repeated. `RemoteCommitter` sends stages and commits fire-and-forget and
   remembers the calls: a task sends a snapshot's stages from its writer thread (off the data
   path) and waits for them to land before it acknowledges the checkpoint that staged them
   (`take_staged`, `send`), and waits for its commits before it reports itself done. Records
@@ -52,8 +53,18 @@ class CommitterService:
         self._committer.commit(sink, transaction_id, records)
         self._last_commit_at = time.time()
 
-    def abort_lingering(self, after: int, before: int) -> list[str]:
-        return self._committer.abort_lingering(after, before)
+    def commit_checkpoint(self, checkpoint_id: int) -> None:
+        """Checkpoint `checkpoint_id` completed: commit what every sink staged for it (and before)."""
+        if self._committer.commit_checkpoint(checkpoint_id):
+            self._last_commit_at = time.time()
+
+    def abort_lingering(self, after: int, before: int, fence_before: int | None = None) -> list[str]:
+        """Abort what a failed attempt staged past checkpoint `after`; `fence_before`: the next
+        checkpoint id, below which a stage the failed attempt sends late is dropped."""
+        aborted = self._committer.abort_lingering(after, before)
+        if fence_before is not None:
+            self._committer.fence(after, fence_before)
+        return aborted
 
     def committer(self) -> CollectCommitter:
         return self._committer
@@ -85,14 +96,18 @@ class RemoteCommitter:
     waits for it before acknowledging the snapshot. A commit sends queued stages first, so the
     committer sees a transaction's stage before anything committed after it.
 
-    With a `sender` (a single-thread executor), a commit with no stage queued before it (the
-    usual case: a checkpoint's notification) is submitted from that thread, in order with
-    every other call it sends; a transaction is only committed after its checkpoint completed,
-    so after its stage landed.
+    With a `sender` (a single-thread executor), a commit with no stage queued before it (a
+    restored sink's, or one at end of input) is submitted from that thread, in order with every
+    other call it sends; a transaction is only committed after its checkpoint completed, so
+    after its stage landed.
+
+    `commits_checkpoints`: the coordinator commits each completed checkpoint for every sink
+    (`CommitterService.commit_checkpoint`), so a sink's completion notification sends nothing.
     """
 
-    def __init__(self, handle: Any, sender: Any = None) -> None:
+    def __init__(self, handle: Any, sender: Any = None, commits_checkpoints: bool = False) -> None:
         self._handle = handle
+        self.commits_checkpoints = commits_checkpoints
         self._sender = sender
         self._refs: list[Any] = []
         self._queued: list[tuple[str, str, Any]] = []

@@ -109,7 +109,8 @@ class TaskActor:
         graph: the job graph (shipped once through the object store).
         task_id: which task this actor hosts.
         services: ``committer`` (actor handle), ``storage`` (a spec for
-            `open_storage`) and ``job_id``.
+            `open_storage`), ``job_id`` and ``global_committer`` (the coordinator commits each
+            completed checkpoint: the sinks' notifications commit nothing).
     """
 
     def __init__(self, graph: Any, task_id: TaskId, services: dict[str, Any]) -> None:
@@ -133,7 +134,8 @@ class TaskActor:
         self.task_id = task_id
         self.vertex = graph.vertex(task_id.vertex)
         self._coordinator: Any = None
-        self._committer = RemoteCommitter(services["committer"], sender=self._sender)
+        self._committer = RemoteCommitter(services["committer"], sender=self._sender,
+                                          commits_checkpoints=services.get("global_committer", False))
         self._writer = SnapshotWriter(open_storage(services["storage"], graph), services["job_id"], graph.checkpoint_config)
         self._pace = graph.buffer_timeout
         self._rate_limited = self.vertex.source is not None and getattr(self.vertex.source, "rate", None) is not None

@@ -71,6 +71,7 @@ from runtime.jobmaster.progress import progress_figures, reading_phase
 from runtime.jobmaster.restore import restore_latest_valid
 from runtime.jobmaster.result import (
     CollectCommitter,
+    GlobalCommitterView,
     JobMetrics,
     JobResult,
     suppresses_restarts,
@@ -273,6 +274,9 @@ class SimExecutor(RunsOnJobMaster):
         #: restores its checkpoint, so the transactions that one staged can still be committed
         self.committer = committer if committer is not None else committer_for(
             self.storage, self.job_id, self.run_id, restore_from)
+        #: what the sinks see (watched by the invariants); the newest checkpoint committed through it
+        self._sink_committer: Any = self.committer
+        self._committed_id = 0
         #: checks invariants after every event (`runtime.sim.invariants`); None: off
         self.invariants: InvariantChecker | None = (
             invariants if isinstance(invariants, InvariantChecker) else InvariantChecker() if invariants else None)
@@ -421,6 +425,8 @@ class SimExecutor(RunsOnJobMaster):
         self._last_delivery.clear()
         self._held_for.clear()  # a stalled task of the failed attempt is gone with it
         committer = self.invariants.committer(self.committer) if self.invariants is not None else self.committer
+        self._sink_committer = committer
+        committer = GlobalCommitterView(committer)  # `notify_complete` commits each checkpoint
         for task_id in self.task_ids:
             vertex = self.graph.vertex(task_id.vertex)
             self.tasks[task_id] = Task(
@@ -713,6 +719,10 @@ class SimExecutor(RunsOnJobMaster):
             self._at(self.now, self._crash_coordinator, None, "fault")
             return
         final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
+        if checkpoint_id > self._committed_id:  # the global committer: once per checkpoint, for every sink
+            self._committed_id = checkpoint_id  # (a message, as on Ray; it dies with a failed-over epoch)
+            committer = self._sink_committer
+            self._control(self.epoch, lambda: committer.commit_checkpoint(checkpoint_id))
 
         def notify() -> None:
             task = self.tasks.get(task_id)

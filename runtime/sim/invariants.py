@@ -574,6 +574,12 @@ class _WatchedCommitter:
         self.inner.commit(sink, transaction_id, records)
         self.checker._on_commit(sink, transaction_id, self.inner)
 
+    def commit_checkpoint(self, checkpoint_id: int) -> list[tuple[str, str]]:
+        committed = self.inner.commit_checkpoint(checkpoint_id)
+        for sink, transaction_id in committed:
+            self.checker._on_commit(sink, transaction_id, self.inner)
+        return committed
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 

@@ -7,12 +7,20 @@ the identical multiset and end in the identical keyed state.
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import Any
+
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from runtime import FaultPlan
-from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
+from checkpoint.options import RestartStrategy
+from operators import CollectSink
+from runtime import FaultPlan, StreamEnvironment
+from runtime.jobmaster.faults import CoordinatorCrashBeforeNotify, LostControlMessage, TaskCrash
+from runtime.jobmaster.result import CollectCommitter, transaction_checkpoint
+from runtime.sim.executor import SimExecutor
+from runtime.workloads.seeded import SINK, CountPerKey, make_env, multiset, random_spec
 
 _REFERENCES: dict[int, tuple] = {}
 
@@ -121,3 +129,66 @@ def test_different_seeds_give_different_interleavings() -> None:
         tuple(make_env(spec).execute("job", executor="sim", seed=s, trace=True).trace) for s in (1, 2, 3)
     }
     assert len(traces) > 1
+
+
+# ------------------------------------------------------------------ one commit per checkpoint
+
+
+class _SpyCommitter(CollectCommitter):
+    """Notes every commit made before the checkpoint it belongs to completed, and the global
+    committer's calls (`commit_checkpoint`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.executor: Any = None
+        self.early: list[Any] = []
+        self.checkpoint_commits: list[int] = []
+
+    def _completed(self) -> int:
+        latest = self.executor.store.get_latest_checkpoint()
+        return latest.checkpoint_id if latest is not None else 0
+
+    def commit(self, sink: str, transaction_id: str, records: Any = None) -> None:
+        checkpoint = transaction_checkpoint(transaction_id)
+        if records is None and checkpoint is not None and checkpoint > self._completed():
+            self.early.append(transaction_id)
+        super().commit(sink, transaction_id, records)
+
+    def commit_checkpoint(self, checkpoint_id: int) -> list[tuple[str, str]]:
+        if checkpoint_id > self._completed():
+            self.early.append(checkpoint_id)
+        self.checkpoint_commits.append(checkpoint_id)
+        return super().commit_checkpoint(checkpoint_id)
+
+
+@pytest.mark.parametrize("unaligned", [False, True])
+@pytest.mark.parametrize("plan", [
+    FaultPlan(),
+    # the coordinator dies with checkpoint 2 durable and uncommitted: the restored sinks commit it
+    FaultPlan.of(CoordinatorCrashBeforeNotify(nth=1), TaskCrash(task="count[1]", after_records=300)),
+    # a sink never hears of a completion: the checkpoint is committed all the same
+    FaultPlan.of(LostControlMessage("complete", task="count[0]", nth=1),
+                 TaskCrash(task="count[0]", after_records=400)),
+], ids=["none", "coordinator-crash-before-notify", "lost-notification"])
+def test_each_completed_checkpoint_is_committed_once_for_every_sink_never_before(plan: FaultPlan,
+                                                                                unaligned: bool) -> None:
+    env = StreamEnvironment(parallelism=2, buffer_size=16, credits=4, buffer_timeout=0.005)
+    env.enable_checkpointing(interval=0.05, unaligned=unaligned, tolerable_failures=100)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=5, delay=0.01))
+    rows = [{"key": f"k{i % 7}", "i": i} for i in range(1200)]
+    env.from_collection(rows, splits=2).key_by("key").process(CountPerKey(), name="count") \
+        .sink_to(CollectSink(SINK))
+    spy = _SpyCommitter()
+    executor = SimExecutor(env.get_job_graph("job"), seed=5, faults=plan, committer=spy, invariants=True)
+    spy.executor = executor
+    result = executor.run()
+    expected = Counter((f"k{k}", n) for k in range(7) for n in range(1, 1200 // 7 + (k < 1200 % 7) + 1))
+    assert Counter((r["key"], r["count"]) for r in result.output(SINK)) == expected, result.replay
+    assert spy.early == [], f"committed before their checkpoint completed: {spy.early}"
+    assert (result.restarts > 0) == bool(plan.faults), result.replay
+    # one global commit per completed checkpoint (the sinks' notifications commit nothing)
+    completed = [c.id for c in result.completed_checkpoints]
+    assert spy.checkpoint_commits and set(spy.checkpoint_commits) <= set(completed), (spy.checkpoint_commits,
+                                                                                      completed)
+    assert len(spy.checkpoint_commits) == len(set(spy.checkpoint_commits))
+    assert spy.duplicate_commits <= 2 * result.restarts, "sinks committed what the global committer did"

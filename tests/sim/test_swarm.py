@@ -20,6 +20,7 @@ from operators.sinks import CollectSink
 from runtime.core.task import Task
 from runtime.jobmaster.faults import FaultPlan, TaskCrash
 from runtime.jobmaster.restart import RestartStrategy
+from runtime.jobmaster.result import CollectCommitter
 from runtime.verify import swarm, vopr
 from runtime.verify.shrink import same_violation, shrink
 from runtime.verify.swarm import (
@@ -73,6 +74,15 @@ def test_swarm_sweep(first: int) -> None:
     assert not problems, "\n".join(problems)
 
 
+def _plant_forgotten_restored_transactions(monkeypatch) -> None:
+    """The planted runtime bug: a sink forgets its restored pending transactions. The executor's
+    global committer (`commit_checkpoint`: every stage of a checkpoint <= the completed one)
+    would commit them anyway at the next completion, so it is planted broken too: only the sinks'
+    end of input commits, and what they forgot is lost."""
+    monkeypatch.setattr(CollectSink, "restore_state", lambda self, state: None)
+    monkeypatch.setattr(CollectCommitter, "commit_checkpoint", lambda self, checkpoint_id: [])
+
+
 def test_known_bugs_are_expected_verdicts_until_their_fix_lands(monkeypatch) -> None:
     """A known bug's verdicts are "expected", never passes, and each entry's minimal config still
     shows it (once its fix lands this fails: delete the `KNOWN_BUGS` entry)."""
@@ -83,7 +93,7 @@ def test_known_bugs_are_expected_verdicts_until_their_fix_lands(monkeypatch) -> 
         assert verdict.kind in bug.kinds, f"{verdict.summary()}: fixed? remove it from swarm.KNOWN_BUGS"
         assert run_config(config).kind == "expected"
     # the mechanism, with a planted bug: a sink that forgets its restored pending transactions
-    monkeypatch.setattr(CollectSink, "restore_state", lambda self, state: None)
+    _plant_forgotten_restored_transactions(monkeypatch)
     planted = KnownBug(("lost",), "planted", lambda config: config.seed == PLANTED_SEED, "")
     monkeypatch.setattr(swarm, "KNOWN_BUGS", (planted,))
     config = draw_config(PLANTED_SEED)
@@ -266,7 +276,7 @@ def test_shrinking_a_planted_predicate_reaches_the_minimal_config() -> None:
 def test_shrinking_a_planted_runtime_bug_keeps_the_violation(monkeypatch) -> None:
     """A sink that forgets to commit its restored pending transactions (Flink's
     recoverAndCommit) loses records; shrinking keeps the loss and makes the config smaller."""
-    monkeypatch.setattr(CollectSink, "restore_state", lambda self, state: None)
+    _plant_forgotten_restored_transactions(monkeypatch)
     before = draw_config(PLANTED_SEED)
     verdict = run_config(before)
     assert verdict.kind == "lost", verdict.summary()
