@@ -154,7 +154,9 @@ def test_a_coordinator_crash_before_notifying_on_ray(ray_session) -> None:
     from runtime.ray.executor import RayExecutor
 
     plan = FaultPlan.of(CoordinatorCrashBeforeNotify(nth=1))
-    graph = agreement_env().get_job_graph("notify")
+    # a generous timeout: on a loaded host 0.3 s checkpoints timed out until only the final one
+    # completed, so there was no second completion for the coordinator to die after
+    graph = agreement_env(timeout=30.0).get_job_graph("notify")
     sim = SimExecutor(graph, seed=0, faults=plan)
     on_sim = sim.run()
     ray_executor = RayExecutor(graph, faults=plan)
