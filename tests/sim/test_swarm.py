@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import pytest
 
+from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from operators.sinks import CollectSink
 from runtime.core.task import Task
 from runtime.jobmaster.faults import FaultPlan, TaskCrash
@@ -26,6 +27,7 @@ from runtime.verify.swarm import (
     BACKENDS,
     FAULT_KINDS,
     KNOWN_BUGS,
+    RESTART_KINDS,
     KnownBug,
     SwarmConfig,
     _environment,
@@ -122,6 +124,12 @@ REGRESSIONS = [
     # failed and nothing retried it: on Ray the job hung (CI, 600 s); here the StorageError left
     # the simulator (fixed by d7a7e3b)
     "SwarmConfig(seed=208, interval=0.01, faults=(CoordinatorStorageFailure(what='counter'),))",
+    # failure-free, concurrent incremental checkpoints: the subsumed checkpoint's shared files,
+    # kept alive for a task's possible reuse, stayed behind when the job finished (storage; f371d04)
+    "SwarmConfig(seed=10, rows=1, keys=1, stages=('sum',), max_concurrent=2, storage='disk', backend='merging', "
+    "source_slowdown=100.0)",
+    "SwarmConfig(seed=90, rows=1, keys=1, stages=('seqcheck',), max_concurrent=3, storage='disk', "
+    "backend='incremental', source_slowdown=100.0)",
 ]
 
 
@@ -161,6 +169,12 @@ def test_the_sweep_covers_every_option_value_and_fault_kind() -> None:
     assert {f.what for f in coordinator_writes} == {"counter", "metadata", "any"}
     assert max(f.nth for f in coordinator_writes) >= 20, "late writes too: a job's last trigger is its final one"
     assert not any(c.problems() for c in configs)
+    # drawn by `_draw_more`: chaining, the aligner's byte bound, restart kinds, file merging
+    assert set(seen["chaining"]) == {True, False}
+    assert set(seen["max_aligned_bytes"]) == {None, 1, 64, 512}
+    assert set(seen["restart"]) == set(RESTART_KINDS)
+    assert set(seen["max_file_size"]) == {64, 1024, 64 << 20} and set(seen["compaction_threshold"]) == {1.1, 2.0, None}
+    assert all(c.backend == "merging" for c in configs if c.max_file_size != 64 << 20)
     # unaligned checkpoints are rescaled too (their in-flight data redistributed), and judged exactly-once
     assert any(c.rescale_to not in (None, c.parallelism) for c in configs if c.mode == "unaligned")
 
@@ -295,3 +309,63 @@ def test_debloating_seeds_do_shrink_buffers() -> None:
         assert sizes, config
         shrunk += any(size < config.buffer_size for size in sizes.values())
     assert shrunk >= 3, f"only {shrunk} of 15 debloating configs shrank a buffer"
+
+
+def test_the_later_draws_leave_every_earlier_one_as_it_was() -> None:
+    """`_draw_more` only adds: a seed's config without its fields is the one drawn before them
+    (the faults, stages, options and debloating of old seeds replay as they did)."""
+    later = ("chaining", "max_aligned_bytes", "restart", "restart_delay", "restart_interval", "max_file_size",
+             "compaction_threshold")
+    defaults = {name: getattr(SwarmConfig(seed=0), name) for name in later}
+    # seed 5 as drawn before `_draw_more` existed (all of seeds 0..1999 were checked so)
+    assert replace(draw_config(5), **defaults) == parse_config(
+        "SwarmConfig(seed=5, rows=52, keys=10, skew=2.0, stages=('flat_map', 'map', 'rebalance', 'count'), "
+        "parallelism=2, splits=2, buffer_size=4, credits=2, buffer_timeout=0.0005, mode='timeout', retained=2, "
+        "min_pause=0.005, tolerable_failures=3, backend='merging', ha=True, restart_attempts=3, write_latency=0.0005)")
+
+
+def test_the_later_draws_act() -> None:
+    """A drawn option that never acts tests nothing: the aligner's byte bound aborts aligned
+    checkpoints (ALIGNMENT_BUFFER_FULL), unchained jobs have more tasks, and crashes restart
+    under the exponential and failure-rate strategies too, each run judged "ok"."""
+    bounded = [c for c in (draw_config(seed) for seed in range(BASE, BASE + 400))
+               if c.max_aligned_bytes == 1 and c.mode in ("aligned", "timeout") and c.parallelism > 1]
+    aborted = 0
+    for config in bounded[:6]:
+        config = replace(config, faults=(), rescale_to=None)
+        env = _environment(config, config.parallelism, None, RestartStrategy.no_restart())
+        result = _execute(config, env, FaultPlan((), config.seed), None)
+        aborted += any(c.failure_reason.name == "ALIGNMENT_BUFFER_FULL" for c in result.aborted_checkpoints)
+    assert aborted >= 2, f"only {aborted} of 6 byte-bounded configs aborted an alignment"
+    unchained = next(c for c in (draw_config(seed) for seed in range(BASE, BASE + 50)) if not c.chaining)
+    tasks = {chaining: len(_environment(replace(unchained, chaining=chaining), 2, None, RestartStrategy.no_restart())
+                           .get_job_graph().vertices) for chaining in (True, False)}
+    assert tasks[False] > tasks[True], tasks
+    for kind in ("exponential", "failure_rate"):
+        config = SwarmConfig(seed=4, rows=40, restart=kind, restart_delay=0.002, restart_interval=0.005,
+                             restart_attempts=3, faults=(TaskCrash(at_fraction=0.3), TaskCrash(at_fraction=0.6)))
+        verdict = run_config(config)
+        assert verdict.kind == "ok" and verdict.restarts == 2, verdict.summary()
+
+
+def test_the_storage_check_finds_what_a_finished_job_leaves_behind(monkeypatch) -> None:
+    """The storage check can fail: a store that keeps its zombies when the job finished (the
+    bug of f371d04) and one that deletes a retained checkpoint's file are both "storage"."""
+    config = parse_config(REGRESSIONS[-2])
+    assert run_config(config).kind == "ok"
+    monkeypatch.setattr(StandaloneCompletedCheckpointStore, "job_finished", lambda self: None)
+    verdict = run_config(config)
+    assert verdict.kind == "storage" and "orphan file(s)" in verdict.detail, verdict.summary()
+    monkeypatch.undo()
+    original = swarm.collect_garbage
+
+    def deleting_a_retained_file(storage, job_id, **options):
+        for path in storage.list_job_files(job_id):
+            if "/shared/" in path:
+                storage.delete_file(path)
+                break
+        return original(storage, job_id, **options)
+
+    monkeypatch.setattr(swarm, "collect_garbage", deleting_a_retained_file)
+    verdict = run_config(config)
+    assert verdict.kind == "storage" and "does not verify" in verdict.detail, verdict.summary()
