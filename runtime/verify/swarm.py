@@ -371,7 +371,8 @@ def draw_config(seed: int) -> SwarmConfig:
 
 
 def _draw_more(config: SwarmConfig) -> dict[str, Any]:
-    """Chaining, the aligner's byte bound, the restart strategy and file merging's options, from
+    """Chaining, the aligner's byte bound, the restart strategy, file merging's options and the
+    columnar stages (`COLUMNAR_STAGES`), from
     a stream of their own (drawn in full for every seed, so adding one here at the end leaves
     the others, and the rest of every seed's config, as they were)."""
     rng = random.Random(f"swarm-more/{config.seed}")
@@ -392,6 +393,16 @@ def _draw_more(config: SwarmConfig) -> dict[str, Any]:
     compaction = rng.choice((1.1, 2.0, None))
     if config.backend == "merging":
         out.update(max_file_size=max_file_size, compaction_threshold=compaction)
+    # columnar stages: a batch map anywhere, and/or a built-in keyed count (whose vectorised path
+    # runs on the batches a `batches` stage before it sends)
+    stages = config.stages
+    for stage, chance in (("batches", 0.2), ("kcount", 0.15)):
+        if rng.random() < chance:
+            places = [i for i in range(len(stages) + 1) if stages_valid(stages[:i] + (stage,) + stages[i:])]
+            at = rng.choice(places)
+            stages = stages[:at] + (stage,) + stages[at:]
+    if stages != config.stages:
+        out["stages"] = stages
     return out
 
 

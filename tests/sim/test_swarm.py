@@ -17,6 +17,7 @@ from dataclasses import replace
 import pytest
 
 from checkpoint.io.store import StandaloneCompletedCheckpointStore
+from operators.keyed import CountOperator
 from operators.sinks import CollectSink
 from runtime.core.task import Task
 from runtime.jobmaster.faults import FaultPlan, TaskCrash
@@ -39,6 +40,7 @@ from runtime.verify.swarm import (
     run_config,
 )
 from runtime.workloads.seeded import (
+    COLUMNAR_STAGES,
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
     UNION_STAGES,
@@ -157,7 +159,7 @@ def test_the_sweep_covers_every_option_value_and_fault_kind() -> None:
     assert set(seen["backend"]) == set(BACKENDS)
     assert set(seen["ha"]) == {False, True}
     assert set(seen["rescale"]) == {"none", "same", "other"}
-    assert set(seen["stages"]) == set(ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES)
+    assert set(seen["stages"]) == set(ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES + COLUMNAR_STAGES)
     assert min(seen["timeout"]) <= 0.01 and set(seen["records_per_step"]) == {None, 1, 3}
     assert set(seen["source_slowdown"]) == {1.0, 20.0, 100.0} and len(seen["write_latency"]) == 2
     assert set(seen["debloat_target"]) == {None, 0.0002, 0.001, 0.005}
@@ -317,8 +319,12 @@ def test_the_later_draws_leave_every_earlier_one_as_it_was() -> None:
     later = ("chaining", "max_aligned_bytes", "restart", "restart_delay", "restart_interval", "max_file_size",
              "compaction_threshold")
     defaults = {name: getattr(SwarmConfig(seed=0), name) for name in later}
+
+    def earlier(config: SwarmConfig) -> SwarmConfig:
+        return replace(config, **defaults, stages=tuple(s for s in config.stages if s not in COLUMNAR_STAGES))
+
     # seed 5 as drawn before `_draw_more` existed (all of seeds 0..1999 were checked so)
-    assert replace(draw_config(5), **defaults) == parse_config(
+    assert earlier(draw_config(5)) == parse_config(
         "SwarmConfig(seed=5, rows=52, keys=10, skew=2.0, stages=('flat_map', 'map', 'rebalance', 'count'), "
         "parallelism=2, splits=2, buffer_size=4, credits=2, buffer_timeout=0.0005, mode='timeout', retained=2, "
         "min_pause=0.005, tolerable_failures=3, backend='merging', ha=True, restart_attempts=3, write_latency=0.0005)")
@@ -346,6 +352,18 @@ def test_the_later_draws_act() -> None:
                              restart_attempts=3, faults=(TaskCrash(at_fraction=0.3), TaskCrash(at_fraction=0.6)))
         verdict = run_config(config)
         assert verdict.kind == "ok" and verdict.restarts == 2, verdict.summary()
+
+
+def test_a_planted_bug_in_the_columnar_count_is_caught(monkeypatch) -> None:
+    """The built-in count's vectorised path runs on the batches a `batches` stage sends; one that
+    forgets a batch's last record is caught (without the bug the config passes)."""
+    config = SwarmConfig(seed=3, rows=60, keys=4, parallelism=2, splits=3, stages=("batches", "kcount"),
+                         mode="unaligned", faults=(TaskCrash(at_fraction=0.5),))
+    assert run_config(config).kind == "ok"
+    original = CountOperator.process_columns
+    monkeypatch.setattr(CountOperator, "process_columns", lambda self, batch: original(self, batch.slice(0, 1)))
+    verdict = run_config(config)
+    assert verdict.kind in ("lost", "state"), verdict.summary()
 
 
 def test_the_storage_check_finds_what_a_finished_job_leaves_behind(monkeypatch) -> None:
