@@ -174,6 +174,7 @@ def test_the_sweep_covers_every_option_value_and_fault_kind() -> None:
     # drawn by `_draw_more`: chaining, the aligner's byte bound, restart kinds, file merging
     assert set(seen["chaining"]) == {True, False}
     assert set(seen["max_aligned_bytes"]) == {None, 1, 64, 512}
+    assert all(c.tolerable_failures == 1_000_000 for c in configs if c.max_aligned_bytes is not None)
     assert set(seen["restart"]) == set(RESTART_KINDS)
     assert set(seen["max_file_size"]) == {64, 1024, 64 << 20} and set(seen["compaction_threshold"]) == {1.1, 2.0, None}
     assert all(c.backend == "merging" for c in configs if c.max_file_size != 64 << 20)
@@ -323,11 +324,15 @@ def test_the_later_draws_leave_every_earlier_one_as_it_was() -> None:
     def earlier(config: SwarmConfig) -> SwarmConfig:
         return replace(config, **defaults, stages=tuple(s for s in config.stages if s not in COLUMNAR_STAGES))
 
-    # seed 5 as drawn before `_draw_more` existed (all of seeds 0..1999 were checked so)
-    assert earlier(draw_config(5)) == parse_config(
+    # seed 5 as drawn before `_draw_more` existed (all of seeds 0..1999 were checked so), but for
+    # the tolerable failures a byte bound on alignment sets
+    drawn = draw_config(5)
+    assert drawn.max_aligned_bytes is not None and drawn.tolerable_failures == 1_000_000
+    assert earlier(drawn) == parse_config(
         "SwarmConfig(seed=5, rows=52, keys=10, skew=2.0, stages=('flat_map', 'map', 'rebalance', 'count'), "
         "parallelism=2, splits=2, buffer_size=4, credits=2, buffer_timeout=0.0005, mode='timeout', retained=2, "
-        "min_pause=0.005, tolerable_failures=3, backend='merging', ha=True, restart_attempts=3, write_latency=0.0005)")
+        "min_pause=0.005, tolerable_failures=1000000, backend='merging', ha=True, restart_attempts=3, "
+        "write_latency=0.0005)")
 
 
 def test_the_later_draws_act() -> None:
