@@ -19,6 +19,7 @@ import pytest
 from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from operators.keyed import CountOperator
 from operators.sinks import CollectSink
+from runtime.api.environment import StreamEnvironment
 from runtime.core.task import Task
 from runtime.jobmaster.faults import FaultPlan, TaskCrash
 from runtime.jobmaster.restart import RestartStrategy
@@ -400,3 +401,14 @@ def test_the_storage_check_finds_what_a_finished_job_leaves_behind(monkeypatch) 
     monkeypatch.setattr(swarm, "collect_garbage", deleting_a_retained_file)
     verdict = run_config(config)
     assert verdict.kind == "storage" and "does not verify" in verdict.detail, verdict.summary()
+
+
+def test_the_event_bound_grows_with_the_faults_that_wait(monkeypatch) -> None:
+    """A stalled task holds its job for 1.5 x the timeout while checkpoints are still triggered:
+    vopr seed 204729 (two TaskStalls, interval 0.5 ms, 20 tasks) ran out of 1 M events ("liveness")
+    and finishes "ok" within its bound now (a 40 s run: here, the bound it gets)."""
+    seen = {}
+    monkeypatch.setattr(type(StreamEnvironment()), "execute", lambda self, name, **options: seen.update(options))
+    config = draw_config(204729)
+    _execute(config, StreamEnvironment(), FaultPlan(config.faults, config.seed), None)
+    assert seen["max_events"] == swarm.MAX_EVENTS * 7 and swarm.MAX_EVENTS * 7 > 1_400_000
