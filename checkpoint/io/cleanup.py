@@ -90,15 +90,18 @@ def unreferenced_files(storage: CheckpointStorage, job_id: str, keep: Iterable[s
 
 
 def discard_orphans(storage: CheckpointStorage, job_id: str, store: CompletedCheckpointStore, *, since: int,
-                    pending: Iterable[int] = ()) -> list[str]:
+                    pending: Iterable[int] = (), finished: bool = False) -> list[str]:
     """Delete what failed attempts and aborted checkpoints of this run left: the
     `unreferenced_files` of checkpoints from `since` on that `store` does not retain (its
     `referenced_files()` stay) and are not `pending`. Failures are logged, not raised (the next
-    cleanup, or `barrierflow checkpoints gc`, gets the rest).
+    cleanup, or `barrierflow checkpoints gc`, gets the rest). `finished`: the job ended, so
+    shared state only a task's possible reuse kept alive goes too (`store.job_finished()`).
 
     Returns:
         The deleted paths.
     """
+    if finished:
+        store.job_finished()
     store.flush()  # deletes still running would be listed (and raced)
     retained = [c.checkpoint_id for c in store.get_all_checkpoints()]
     try:

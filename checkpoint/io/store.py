@@ -124,6 +124,10 @@ class CompletedCheckpointStore(abc.ABC):
     def flush(self) -> None:  # noqa: B027 - optional hook
         """Wait for file deletes still running (stores with a discard executor)."""
 
+    def job_finished(self) -> None:  # noqa: B027 - optional hook
+        """The job ended: no task will reuse a piece of state any more, so what only a task's
+        reuse kept alive (the registry's zombies) goes; the retained checkpoints stay."""
+
     def referenced_files(self) -> set[str]:
         """Every file a retained checkpoint needs: its `_metadata` and the files its handles name
         (what orphan cleanup must never delete)."""
@@ -242,6 +246,11 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
         checkpoints, self._checkpoints = self._checkpoints, []
         for old in checkpoints:
             self._discard(old)
+        self._collect_shared(ignore_horizon=True)
+        self.flush()
+
+    def job_finished(self) -> None:
+        # a restored job reuses only segments of the checkpoint it restores, which it references
         self._collect_shared(ignore_horizon=True)
         self.flush()
 

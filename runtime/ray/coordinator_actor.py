@@ -295,11 +295,11 @@ class CoordinatorActor:
         what interrupted writes left (`checkpoint.io.cleanup`); the driver calls it when the job
         finished (a cancelled task of a failed attempt may have finished an upload late)."""
         with self._lock:
-            return self._discard_orphans()
+            return self._discard_orphans(finished=True)
 
-    def _discard_orphans(self) -> list[str]:
+    def _discard_orphans(self, *, finished: bool = False) -> list[str]:
         return discard_orphans(self.storage, self.job_id, self.store, since=self.first_checkpoint_id,
-                               pending=self.coordinator.pending_ids)
+                               pending=self.coordinator.pending_ids, finished=finished)
 
     def status(self) -> dict[str, Any]:
         with self._lock:

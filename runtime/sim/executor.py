@@ -494,14 +494,14 @@ class SimExecutor(RunsOnJobMaster):
             invariants.finished(self.error is None)
         if self.error is not None:
             raise self.error
-        self._discard_orphans()
+        self._discard_orphans(finished=True)
         return self._result()
 
-    def _discard_orphans(self) -> None:
+    def _discard_orphans(self, *, finished: bool = False) -> None:
         """Delete the files of this run's checkpoints that are neither retained nor pending, and
-        what interrupted writes left (`checkpoint.io.cleanup`)."""
+        what interrupted writes left (`checkpoint.io.cleanup`); `finished`: the job ended."""
         discard_orphans(self.storage, self.job_id, self.store, since=self.first_checkpoint_id,
-                        pending=self.coordinator.pending_ids)
+                        pending=self.coordinator.pending_ids, finished=finished)
 
     def _result(self) -> JobResult:
         self.metrics.duration = self.now

@@ -6,15 +6,19 @@ Theory of operation
 (`runtime.workloads.seeded.build_stamped_job`: rows, keys, stages, parallelism, splits, buffers,
 credits), every checkpointing option that changes the protocol's path (mode incl. alignment
 timeouts, `max_concurrent`, `retained`, `min_pause`, a possibly short `timeout`, storage in
-memory or on disk, the full / incremental / incremental+merging backend, HA), the simulator's
-cost model, an optional restore with rescale, and a fault plan drawn from a random *subset* of
+memory or on disk, the full / incremental / incremental+merging backend with its file sizes and
+compaction, HA, the aligner's byte bound), operator chaining, the restart strategy (fixed,
+exponential backoff, failure rate), the simulator's cost model, an optional restore with
+rescale, and a fault plan drawn from a random *subset* of
 the fault kinds of `FAULT_KINDS` with random intensities (swarm testing: a seed that never
 crashes a task explores long runs of checkpoints that crash-heavy seeds never reach).
 
 `run_config(config)` runs the job failure-free without checkpointing (the reference) and with
 the configuration and faults, and returns a `Verdict`: "ok", "expected" (a known limitation,
 clearly named by `EXPECTED_ERRORS`, or a reported bug in `KNOWN_BUGS`), or a violation kind
-(`VIOLATIONS`). With `rescale_to` the faulty run has two phases: the first execution (no
+(`VIOLATIONS`): committed output and final keyed state against the reference, order, staged
+transactions, liveness, per-event invariants and, with storage on disk, what the job leaves in
+its checkpoint directory (no orphan file, only the retained checkpoints, each verifying). With `rescale_to` the faulty run has two phases: the first execution (no
 restarts, no faults, on-disk storage) fails for good at a planned source crash; a second
 environment with parallelism `rescale_to` does `restore_from` the first one's directory with the
 first one's committer and runs to the end under the config's faults. Per-event invariant
@@ -41,7 +45,8 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
-from checkpoint.io.tools import CheckpointToolError
+from checkpoint.io.storage import CorruptCheckpointError
+from checkpoint.io.tools import CheckpointToolError, collect_garbage, open_checkpoints, read_checkpoint
 from checkpoint.modes import ALIASES, parse_mode
 from checkpoint.options import RestartStrategy
 from runtime.jobmaster import faults as fault_module
@@ -67,6 +72,8 @@ MODES = ("aligned", "unaligned", "timeout", "at_least_once")
 EXACTLY_ONCE_MODES = ("aligned", "unaligned", "timeout")
 _MODE_NAMES = tuple(ALIASES.get(mode, mode) for mode in MODES)  # as `checkpoint.modes` spells them
 BACKENDS = ("full", "incremental", "merging")
+#: `SwarmConfig.restart` values: `RestartStrategy.fixed_delay`, `exponential_delay`, `failure_rate`
+RESTART_KINDS = ("fixed", "exponential", "failure_rate")
 #: the source vertex of every stamped job (`from_collection` without a name)
 SOURCE_VERTEX = "Source: collection"
 
@@ -109,6 +116,8 @@ VIOLATIONS = {
     "staged": "transactions left staged (never committed, never aborted) at the end",
     "failed": "the job failed for good although its restart attempts covered every fault",
     "liveness": "the job did not finish (simulator time or event bound, or stalled)",
+    "storage": "checkpoint storage at the end (on disk, no torn writes): a file no retained checkpoint "
+               "references, more checkpoints than retained, or a retained one that does not verify",
     "invariant:<name>": "the per-event invariant checker found invariant <name> broken (runtime.sim.invariants)",
     "error": "an unexpected exception escaped the executor",
 }
@@ -166,6 +175,23 @@ class SwarmConfig:
     source_slowdown: float = 1.0
     #: fixed latency of a snapshot write (`NetworkOptions.write_latency`)
     write_latency: float = 0.002
+    # drawn later (`_draw_more`): chaining, the aligner's byte bound, restart kinds, file merging
+    #: operators chained into one vertex where they can be (False: `env.disable_chaining()`:
+    #: every operator its own task, forward channels and barriers between them)
+    chaining: bool = True
+    #: `max_aligned_bytes`: an aligning task holding back more aborts its checkpoint (declines)
+    max_aligned_bytes: int | None = None
+    #: the restart strategy's kind (`RESTART_KINDS`): its delay (fixed, failure-rate) or initial
+    #: backoff (exponential) is `restart_delay`; `restart_attempts` bounds restarts in a row
+    #: (exponential: before a reset) or per `restart_interval` (failure-rate)
+    restart: str = "fixed"
+    restart_delay: float = 0.001
+    #: failure-rate: its interval; exponential: its reset_backoff_threshold
+    restart_interval: float = 3600.0
+    #: file merging (backend "merging" only): bytes per physical file, and the space
+    #: amplification past which shared files are compacted (None: never)
+    max_file_size: int = 64 << 20
+    compaction_threshold: float | None = 2.0
     faults: tuple[Any, ...] = field(default=())
 
     def __repr__(self) -> str:
@@ -184,6 +210,15 @@ class SwarmConfig:
     def exactly_once(self) -> bool:
         return self.mode in EXACTLY_ONCE_MODES
 
+    @property
+    def order_kept(self) -> bool:
+        """Whether (origin, key) order is kept across forward edges: not when an unaligned
+        checkpoint is restored at another parallelism into an unchained job (the in-flight data of
+        a forward channel goes to receiver d % p, `runtime.jobmaster.channel_rescale`, as Flink
+        maps it round robin)."""
+        return not (self.mode in ("unaligned", "timeout") and not self.chaining
+                    and self.rescale_to not in (None, self.parallelism))
+
     def problems(self) -> list[str]:
         """Why this config cannot run (empty when it can)."""
         out = []
@@ -199,6 +234,13 @@ class SwarmConfig:
             out.append("rows, keys, parallelism, splits, buffer_size and credits must be >= 1")
         if self.rescale_to is not None and self.storage != "disk":
             out.append("rescale_to needs storage='disk'")
+        if not self.order_kept and any(stage in ORDER_SENSITIVE_STAGES for stage in self.stages):
+            out.append(f"order-sensitive stages {ORDER_SENSITIVE_STAGES} need (origin, key) order, which an "
+                       "unaligned rescale of an unchained job does not keep (see order_kept)")
+        if self.restart not in RESTART_KINDS:
+            out.append(f"restart {self.restart!r} is not one of {RESTART_KINDS}")
+        if self.backend != "merging" and (self.max_file_size, self.compaction_threshold) != (64 << 20, 2.0):
+            out.append("max_file_size and compaction_threshold need backend='merging'")
         return out
 
     def size(self) -> int:
@@ -218,7 +260,9 @@ class SwarmConfig:
 OPTION_FIELDS = ("skew", "buffer_size", "credits", "buffer_timeout", "records_per_step", "mode",
                   "alignment_timeout", "interval", "max_concurrent", "retained", "min_pause", "timeout",
                   "tolerable_failures", "storage", "backend", "ha", "restart_attempts", "rescale_at",
-                  "source_slowdown", "write_latency", "debloat_target", "debloat_period")
+                  "source_slowdown", "write_latency", "debloat_target", "debloat_period", "chaining",
+                  "max_aligned_bytes", "restart", "restart_delay", "restart_interval", "max_file_size",
+                  "compaction_threshold")
 
 
 # --------------------------------------------------------------------------- judging
@@ -302,7 +346,7 @@ def draw_config(seed: int) -> SwarmConfig:
     if rng.random() < 0.2:
         rescale_to = rng.randint(1, 4)  # unaligned too: in-flight data is redistributed
     storage = "disk" if rescale_to is not None or rng.random() < 0.3 else "memory"
-    return SwarmConfig(
+    config = SwarmConfig(
         seed=seed,
         rows=rng.randint(10, 120),
         keys=rng.randint(1, 12),
@@ -335,6 +379,46 @@ def draw_config(seed: int) -> SwarmConfig:
         stages=_maybe_union(rng, stages),
         **_draw_debloating(seed),
     )
+    return replace(config, **_draw_more(config))
+
+
+def _draw_more(config: SwarmConfig) -> dict[str, Any]:
+    """Chaining, the aligner's byte bound, the restart strategy, file merging's options and the
+    columnar stages (`COLUMNAR_STAGES`), from
+    a stream of their own (drawn in full for every seed, so adding one here at the end leaves
+    the others, and the rest of every seed's config, as they were)."""
+    rng = random.Random(f"swarm-more/{config.seed}")
+    out: dict[str, Any] = {}
+    if rng.random() < 0.25 and (replace(config, chaining=False).order_kept
+                                or not any(s in ORDER_SENSITIVE_STAGES for s in config.stages)):
+        out["chaining"] = False
+    # at most a few records' worth (a stamped record is ~100 bytes): aligned checkpoints of
+    # parallel jobs then do hold back more and abort; the final one must still complete
+    max_aligned = rng.choice((1, 64, 512))
+    if rng.random() < 0.25:
+        # its aborts count toward failing (ALIGNMENT_BUFFER_FULL is counted, as Flink counts
+        # declines) and happen without any fault: never fail the job for them (as short timeouts)
+        out.update(max_aligned_bytes=max_aligned, tolerable_failures=1_000_000)
+    restart = rng.choice(RESTART_KINDS)
+    delay = rng.choice((0.0005, 0.002, 0.01))
+    interval = rng.choice((0.005, 0.05, 3600.0))
+    if restart != "fixed" and rng.random() < 0.5:
+        out.update(restart=restart, restart_delay=delay, restart_interval=interval)
+    max_file_size = rng.choice((64, 1024, 64 << 20))
+    compaction = rng.choice((1.1, 2.0, None))
+    if config.backend == "merging":
+        out.update(max_file_size=max_file_size, compaction_threshold=compaction)
+    # columnar stages: a batch map anywhere, and/or a built-in keyed count (whose vectorised path
+    # runs on the batches a `batches` stage before it sends)
+    stages = config.stages
+    for stage, chance in (("batches", 0.2), ("kcount", 0.15)):
+        if rng.random() < chance:
+            places = [i for i in range(len(stages) + 1) if stages_valid(stages[:i] + (stage,) + stages[i:])]
+            at = rng.choice(places)
+            stages = stages[:at] + (stage,) + stages[at:]
+    if stages != config.stages:
+        out["stages"] = stages
+    return out
 
 
 def _draw_debloating(seed: int) -> dict[str, Any]:
@@ -415,6 +499,8 @@ class _Run:
     aborted: int = 0
     restarts: int = 0
     phases: int = 1
+    #: what is wrong with the final execution's checkpoint directory ("" when nothing, or unchecked)
+    storage_problem: str = ""
 
     def add(self, result: Any) -> None:
         self.completed += len(result.completed_checkpoints)
@@ -505,13 +591,15 @@ def _judge(config: SwarmConfig, run: _Run, want_output: Counter, want_state: Any
     if staged:
         return "staged", f"staged transactions left: {staged[:5]}"
     if not config.exactly_once:
-        return "ok", ""
+        return ("storage", run.storage_problem) if run.storage_problem else ("ok", "")
     if normalize_state(run.final_state) != want_state:
         return "state", _state_difference(normalize_state(run.final_state), want_state)
-    if order_holds_after(config.stages):
+    if order_holds_after(config.stages) and config.order_kept:
         problems = order_violations(output)
         if problems:
             return "order", "; ".join(problems)
+    if run.storage_problem:
+        return "storage", run.storage_problem
     return "ok", ""
 
 
@@ -562,7 +650,12 @@ def _environment(config: SwarmConfig, parallelism: int, storage: str | None, res
         storage=storage,
         state_backend="memory" if config.backend == "full" else "incremental",
         file_merging=config.backend == "merging",
+        max_aligned_bytes=config.max_aligned_bytes,
+        max_file_size=config.max_file_size,
+        compaction_threshold=config.compaction_threshold,
     )
+    if not config.chaining:
+        env.disable_chaining()
     if config.ha:
         env.set_high_availability("zookeeper", hosts="simulated:2181", cluster_id="swarm")
     if config.debloat_target is not None:
@@ -571,6 +664,10 @@ def _environment(config: SwarmConfig, parallelism: int, storage: str | None, res
     rows = draw_rows(config.seed, config.rows, config.keys, config.skew)
     build_stamped_job(env, rows, config.splits, config.stages, strict_order=config.exactly_once)
     return env
+
+
+#: events one execution without waiting faults may take before it is judged not to finish
+MAX_EVENTS = 1_000_000
 
 
 def _execute(config: SwarmConfig, env: Any, faults: FaultPlan, checker: Callable[[], Any] | None,
@@ -582,8 +679,10 @@ def _execute(config: SwarmConfig, env: Any, faults: FaultPlan, checker: Callable
         seed=config.seed, faults=faults, costs=CostModel(records_per_step=config.records_per_step, slow_tasks=slow),
         network=NetworkOptions(write_latency=config.write_latency),
         # legitimate waits: a lost acknowledgement holds its checkpoint until the timeout (& co.);
-        # failure-free runs take at most ~2.2 virtual seconds
-        max_time=5.0 + 3 * config.timeout * (1 + waits), max_events=1_000_000,
+        # failure-free runs take at most ~2.2 virtual seconds. Events too: while a task stalls
+        # (1.5 x timeout) checkpoints are still triggered every `interval` and subsumed (vopr seed
+        # 204729: 4,881 of them, 1.4 M events, then "ok")
+        max_time=5.0 + 3 * config.timeout * (1 + waits), max_events=MAX_EVENTS * (1 + waits),
     )
     if checker is not None:
         options["invariants"] = checker()
@@ -592,7 +691,7 @@ def _execute(config: SwarmConfig, env: Any, faults: FaultPlan, checker: Callable
 
 def _one_phase(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | None) -> _Run:
     env = _environment(config, config.parallelism, str(tmp) if config.storage == "disk" else None,
-                       RestartStrategy.fixed_delay(config.restart_attempts, 0.001))
+                       _restart_strategy(config))
     run = _Run(CollectCommitter(), {}, [])
     try:
         result = _execute(config, env, FaultPlan(config.faults, config.seed), checker, committer=run.committer)
@@ -600,7 +699,44 @@ def _one_phase(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | None
         raise _Failed(*_classify(config, exc), run) from exc
     run.add(result)
     run.final_state = result.final_state
+    if config.storage == "disk":
+        run.storage_problem = _storage_problem(config, tmp)
     return run
+
+
+def _storage_problem(config: SwarmConfig, directory: Path) -> str:
+    """What is wrong with a finished job's checkpoint `directory` (DESIGN §6: no file left
+    unreferenced after cleanup, only the retained checkpoints kept, each whole); "" when
+    nothing, or when torn writes may legitimately have left a corrupt checkpoint behind."""
+    if _corrupts(config) or not directory.exists():
+        return ""
+    storage = open_checkpoints(str(directory))
+    report = collect_garbage(storage, "job", dry_run=True)
+    if report.removed:
+        paths = [path for path, _ in report.removed]
+        return f"{len(paths)} orphan file(s) left in {directory.name}: {paths[:4]}"
+    if len(report.valid_checkpoints) > config.retained:
+        return f"{len(report.valid_checkpoints)} checkpoints kept ({report.valid_checkpoints}), retained={config.retained}"
+    for checkpoint_id in report.valid_checkpoints:
+        try:
+            read_checkpoint(storage, "job", checkpoint_id, verify_files=True)
+        except CorruptCheckpointError as exc:
+            return f"retained checkpoint {checkpoint_id} does not verify: {exc}"
+    return ""
+
+
+def _restart_strategy(config: SwarmConfig) -> RestartStrategy:
+    """The config's restart strategy; each kind allows `restart_attempts` restarts, which cover
+    every planned fault (in a row, or within one interval)."""
+    if config.restart == "exponential":
+        # doubling from `restart_delay` up to 50 ms: ~20 restarts stay within the run's time bound
+        return RestartStrategy.exponential_delay(
+            initial_backoff=config.restart_delay, max_backoff=max(0.05, config.restart_delay), backoff_multiplier=2.0,
+            reset_backoff_threshold=config.restart_interval, attempts_before_reset_backoff=config.restart_attempts)
+    if config.restart == "failure_rate":
+        return RestartStrategy.failure_rate(max_failures_per_interval=config.restart_attempts,
+                                            failure_rate_interval=config.restart_interval, delay=config.restart_delay)
+    return RestartStrategy.fixed_delay(config.restart_attempts, config.restart_delay)
 
 
 def _two_phases(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | None) -> _Run:
@@ -624,11 +760,11 @@ def _two_phases(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | Non
     else:  # the job ended before the planned crash: nothing to restore
         run.add(result)
         run.final_state = result.final_state
+        run.storage_problem = _storage_problem(config, first_dir)
         return run
     run.phases = 2
     assert config.rescale_to is not None
-    env = _environment(config, config.rescale_to, str(tmp / "second"),
-                       RestartStrategy.fixed_delay(config.restart_attempts, 0.001))
+    env = _environment(config, config.rescale_to, str(tmp / "second"), _restart_strategy(config))
     try:
         env.restore_from(str(first_dir))
     except CheckpointToolError as exc:
@@ -641,6 +777,7 @@ def _two_phases(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | Non
         raise _Failed(*_classify(config, exc), run) from exc
     run.add(result)
     run.final_state = result.final_state
+    run.storage_problem = _storage_problem(config, tmp / "second")
     return run
 
 
@@ -757,4 +894,9 @@ def coverage(config: SwarmConfig) -> dict[str, Any]:
         "write_latency": config.write_latency,
         "debloat_target": config.debloat_target,
         "stages": sorted(set(config.stages)),
+        "chaining": config.chaining,
+        "max_aligned_bytes": config.max_aligned_bytes,
+        "restart": config.restart,
+        "max_file_size": config.max_file_size,
+        "compaction_threshold": config.compaction_threshold,
     }

@@ -28,6 +28,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from operators import CollectSink, KeyedProcessFunction
@@ -165,6 +166,10 @@ ORDER_SENSITIVE_STAGES = ("seqcheck", "list", "last")
 #: unions, which lose (origin, key) order like a rebalance: with a mapped copy of the stream
 #: (ids + 2,000,000, `sub` odd), or with the very same stream (`m.union(m)`: every record twice)
 UNION_STAGES = ("union", "self_union")
+#: stages on Arrow batches: `batches` adds one to `v` of a whole buffer at once (`map_batches`;
+#: records flow on as columns), `kcount` is the built-in keyed `count()` (vectorised on columns)
+#: restamped like `count`. Order-free; `kcount` restores (origin, key) order like `count`
+COLUMNAR_STAGES = ("batches", "kcount")
 #: origin of the records a keyed `count` at stage index i emits: RESTAMP_ORIGIN + i
 RESTAMP_ORIGIN = 1000
 #: `sub` stays below this (one more bit per `flat_map`), so `stamp_code` is unique
@@ -265,6 +270,18 @@ def _duplicate_some(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [first, {**record, "id": record["id"] + 1_000_000, "sub": record["sub"] * 2 + 1}]
 
 
+def _add_one_to_v(batch: Any) -> Any:
+    import pyarrow.compute as pc
+
+    return batch.set_column(batch.schema.get_field_index("v"), "v", pc.add(batch.column("v"), 1))
+
+
+def _restamp_count(origin: int, record: dict[str, Any]) -> dict[str, Any]:
+    """A built-in `count()`'s `{"key", "count"}` as `StampedCount` emits it."""
+    n = record["count"]
+    return {"id": n, "key": record["key"], "v": 1, "origin": origin, "seq": n, "sub": 0}
+
+
 def _union_copy(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "id": record["id"] + 2_000_000, "sub": record["sub"] * 2 + 1}
 
@@ -276,7 +293,7 @@ def order_holds_after(stages: tuple[str, ...]) -> bool:
     for stage in stages:
         if stage == "rebalance" or stage in UNION_STAGES:
             ordered = False
-        elif stage == "count":
+        elif stage in ("count", "kcount"):
             ordered = True
     return ordered
 
@@ -284,7 +301,7 @@ def order_holds_after(stages: tuple[str, ...]) -> bool:
 def stages_valid(stages: tuple[str, ...]) -> bool:
     """Known stage names, order-sensitive ones only where order holds, `sub` in range."""
     for index, stage in enumerate(stages):
-        if stage not in ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES:
+        if stage not in ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES + COLUMNAR_STAGES:
             return False
         if stage in ORDER_SENSITIVE_STAGES and not order_holds_after(stages[:index]):
             return False
@@ -317,6 +334,11 @@ def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages:
             stream = stream.union(stream.map(_union_copy, name=f"copy{index}"), name=name)
         elif stage == "self_union":
             stream = stream.union(stream, name=name)
+        elif stage == "batches":
+            stream = stream.map_batches(_add_one_to_v, name=name)
+        elif stage == "kcount":
+            stream = stream.key_by("key").count(name=name).map(partial(_restamp_count, RESTAMP_ORIGIN + index),
+                                                              name=f"restamp{index}")
         else:
             stream = stream.key_by("key").process(_keyed_function(stage, index, strict_order), name=name)
     stream.sink_to(CollectSink(SINK))

@@ -16,7 +16,10 @@ from dataclasses import replace
 
 import pytest
 
+from checkpoint.io.store import StandaloneCompletedCheckpointStore
+from operators.keyed import CountOperator
 from operators.sinks import CollectSink
+from runtime.api.environment import StreamEnvironment
 from runtime.core.task import Task
 from runtime.jobmaster.faults import FaultPlan, TaskCrash
 from runtime.jobmaster.restart import RestartStrategy
@@ -27,6 +30,7 @@ from runtime.verify.swarm import (
     BACKENDS,
     FAULT_KINDS,
     KNOWN_BUGS,
+    RESTART_KINDS,
     KnownBug,
     SwarmConfig,
     _environment,
@@ -38,6 +42,7 @@ from runtime.verify.swarm import (
     run_config,
 )
 from runtime.workloads.seeded import (
+    COLUMNAR_STAGES,
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
     UNION_STAGES,
@@ -132,6 +137,18 @@ REGRESSIONS = [
     # failed and nothing retried it: on Ray the job hung (CI, 600 s); here the StorageError left
     # the simulator (fixed by d7a7e3b)
     "SwarmConfig(seed=208, interval=0.01, faults=(CoordinatorStorageFailure(what='counter'),))",
+    # failure-free, concurrent incremental checkpoints: the subsumed checkpoint's shared files,
+    # kept alive for a task's possible reuse, stayed behind when the job finished (storage; f371d04)
+    "SwarmConfig(seed=10, rows=1, keys=1, stages=('sum',), max_concurrent=2, storage='disk', backend='merging', "
+    "source_slowdown=100.0)",
+    "SwarmConfig(seed=90, rows=1, keys=1, stages=('seqcheck',), max_concurrent=3, storage='disk', "
+    "backend='incremental', source_slowdown=100.0)",
+    # the swarm's own judgement (vopr seed 205945, "order"): an unaligned rescale of an unchained job
+    # routes a forward channel's in-flight data to receiver d % p, so the sink's per-key order is
+    # not kept (documented, runtime.jobmaster.channel_rescale); only the order check is off there
+    "SwarmConfig(seed=205945, rows=22, keys=8, skew=1.0, stages=('map', 'self_union', 'count'), parallelism=3, "
+    "buffer_size=4, mode='unaligned', interval=0.0005, max_concurrent=2, storage='disk', rescale_to=2, "
+    "rescale_at=0.593, source_slowdown=100.0, write_latency=0.0005, chaining=False)",
 ]
 
 
@@ -159,7 +176,7 @@ def test_the_sweep_covers_every_option_value_and_fault_kind() -> None:
     assert set(seen["backend"]) == set(BACKENDS)
     assert set(seen["ha"]) == {False, True}
     assert set(seen["rescale"]) == {"none", "same", "other"}
-    assert set(seen["stages"]) == set(ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES)
+    assert set(seen["stages"]) == set(ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES + COLUMNAR_STAGES)
     assert min(seen["timeout"]) <= 0.01 and set(seen["records_per_step"]) == {None, 1, 3}
     assert set(seen["source_slowdown"]) == {1.0, 20.0, 100.0} and len(seen["write_latency"]) == 2
     assert set(seen["debloat_target"]) == {None, 0.0002, 0.001, 0.005}
@@ -171,6 +188,15 @@ def test_the_sweep_covers_every_option_value_and_fault_kind() -> None:
     assert {f.what for f in coordinator_writes} == {"counter", "metadata", "any"}
     assert max(f.nth for f in coordinator_writes) >= 20, "late writes too: a job's last trigger is its final one"
     assert not any(c.problems() for c in configs)
+    # drawn by `_draw_more`: chaining, the aligner's byte bound, restart kinds, file merging
+    assert set(seen["chaining"]) == {True, False}
+    # unaligned restores at another parallelism redistribute forward channels' in-flight data too
+    assert sum(1 for c in configs if not c.order_kept) >= 5
+    assert set(seen["max_aligned_bytes"]) == {None, 1, 64, 512}
+    assert all(c.tolerable_failures == 1_000_000 for c in configs if c.max_aligned_bytes is not None)
+    assert set(seen["restart"]) == set(RESTART_KINDS)
+    assert set(seen["max_file_size"]) == {64, 1024, 64 << 20} and set(seen["compaction_threshold"]) == {1.1, 2.0, None}
+    assert all(c.backend == "merging" for c in configs if c.max_file_size != 64 << 20)
     # unaligned checkpoints are rescaled too (their in-flight data redistributed), and judged exactly-once
     assert any(c.rescale_to not in (None, c.parallelism) for c in configs if c.mode == "unaligned")
 
@@ -305,3 +331,94 @@ def test_debloating_seeds_do_shrink_buffers() -> None:
         assert sizes, config
         shrunk += any(size < config.buffer_size for size in sizes.values())
     assert shrunk >= 3, f"only {shrunk} of 15 debloating configs shrank a buffer"
+
+
+def test_the_later_draws_leave_every_earlier_one_as_it_was() -> None:
+    """`_draw_more` only adds: a seed's config without its fields is the one drawn before them
+    (the faults, stages, options and debloating of old seeds replay as they did)."""
+    later = ("chaining", "max_aligned_bytes", "restart", "restart_delay", "restart_interval", "max_file_size",
+             "compaction_threshold")
+    defaults = {name: getattr(SwarmConfig(seed=0), name) for name in later}
+
+    def earlier(config: SwarmConfig) -> SwarmConfig:
+        return replace(config, **defaults, stages=tuple(s for s in config.stages if s not in COLUMNAR_STAGES))
+
+    # seed 5 as drawn before `_draw_more` existed (all of seeds 0..1999 were checked so), but for
+    # the tolerable failures a byte bound on alignment sets
+    drawn = draw_config(5)
+    assert drawn.max_aligned_bytes is not None and drawn.tolerable_failures == 1_000_000
+    assert earlier(drawn) == parse_config(
+        "SwarmConfig(seed=5, rows=52, keys=10, skew=2.0, stages=('flat_map', 'map', 'rebalance', 'count'), "
+        "parallelism=2, splits=2, buffer_size=4, credits=2, buffer_timeout=0.0005, mode='timeout', retained=2, "
+        "min_pause=0.005, tolerable_failures=1000000, backend='merging', ha=True, restart_attempts=3, "
+        "write_latency=0.0005)")
+
+
+def test_the_later_draws_act() -> None:
+    """A drawn option that never acts tests nothing: the aligner's byte bound aborts aligned
+    checkpoints (ALIGNMENT_BUFFER_FULL), unchained jobs have more tasks, and crashes restart
+    under the exponential and failure-rate strategies too, each run judged "ok"."""
+    bounded = [c for c in (draw_config(seed) for seed in range(BASE, BASE + 400))
+               if c.max_aligned_bytes == 1 and c.mode in ("aligned", "timeout") and c.parallelism > 1]
+    aborted = 0
+    for config in bounded[:6]:
+        config = replace(config, faults=(), rescale_to=None)
+        env = _environment(config, config.parallelism, None, RestartStrategy.no_restart())
+        result = _execute(config, env, FaultPlan((), config.seed), None)
+        aborted += any(c.failure_reason.name == "ALIGNMENT_BUFFER_FULL" for c in result.aborted_checkpoints)
+    assert aborted >= 2, f"only {aborted} of 6 byte-bounded configs aborted an alignment"
+    unchained = next(c for c in (draw_config(seed) for seed in range(BASE, BASE + 50)) if not c.chaining)
+    tasks = {chaining: len(_environment(replace(unchained, chaining=chaining), 2, None, RestartStrategy.no_restart())
+                           .get_job_graph().vertices) for chaining in (True, False)}
+    assert tasks[False] > tasks[True], tasks
+    for kind in ("exponential", "failure_rate"):
+        config = SwarmConfig(seed=4, rows=40, restart=kind, restart_delay=0.002, restart_interval=0.005,
+                             restart_attempts=3, faults=(TaskCrash(at_fraction=0.3), TaskCrash(at_fraction=0.6)))
+        verdict = run_config(config)
+        assert verdict.kind == "ok" and verdict.restarts == 2, verdict.summary()
+
+
+def test_a_planted_bug_in_the_columnar_count_is_caught(monkeypatch) -> None:
+    """The built-in count's vectorised path runs on the batches a `batches` stage sends; one that
+    forgets a batch's last record is caught (without the bug the config passes)."""
+    config = SwarmConfig(seed=3, rows=60, keys=4, parallelism=2, splits=3, stages=("batches", "kcount"),
+                         mode="unaligned", faults=(TaskCrash(at_fraction=0.5),))
+    assert run_config(config).kind == "ok"
+    original = CountOperator.process_columns
+    monkeypatch.setattr(CountOperator, "process_columns", lambda self, batch: original(self, batch.slice(0, 1)))
+    verdict = run_config(config)
+    assert verdict.kind in ("lost", "state"), verdict.summary()
+
+
+def test_the_storage_check_finds_what_a_finished_job_leaves_behind(monkeypatch) -> None:
+    """The storage check can fail: a store that keeps its zombies when the job finished (the
+    bug of f371d04) and one that deletes a retained checkpoint's file are both "storage"."""
+    config = parse_config(REGRESSIONS[-2])
+    assert run_config(config).kind == "ok"
+    monkeypatch.setattr(StandaloneCompletedCheckpointStore, "job_finished", lambda self: None)
+    verdict = run_config(config)
+    assert verdict.kind == "storage" and "orphan file(s)" in verdict.detail, verdict.summary()
+    monkeypatch.undo()
+    original = swarm.collect_garbage
+
+    def deleting_a_retained_file(storage, job_id, **options):
+        for path in storage.list_job_files(job_id):
+            if "/shared/" in path:
+                storage.delete_file(path)
+                break
+        return original(storage, job_id, **options)
+
+    monkeypatch.setattr(swarm, "collect_garbage", deleting_a_retained_file)
+    verdict = run_config(config)
+    assert verdict.kind == "storage" and "does not verify" in verdict.detail, verdict.summary()
+
+
+def test_the_event_bound_grows_with_the_faults_that_wait(monkeypatch) -> None:
+    """A stalled task holds its job for 1.5 x the timeout while checkpoints are still triggered:
+    vopr seed 204729 (two TaskStalls, interval 0.5 ms, 20 tasks) ran out of 1 M events ("liveness")
+    and finishes "ok" within its bound now (a 40 s run: here, the bound it gets)."""
+    seen = {}
+    monkeypatch.setattr(type(StreamEnvironment()), "execute", lambda self, name, **options: seen.update(options))
+    config = draw_config(204729)
+    _execute(config, StreamEnvironment(), FaultPlan(config.faults, config.seed), None)
+    assert seen["max_events"] == swarm.MAX_EVENTS * 7 and swarm.MAX_EVENTS * 7 > 1_400_000

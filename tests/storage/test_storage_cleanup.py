@@ -83,6 +83,25 @@ def test_eight_crashes_leave_no_orphan_checkpoint_behind(tmp_path: Path, backend
         read_checkpoint(storage, "job", checkpoint_id, verify_files=True)
 
 
+@pytest.mark.parametrize("backend", ["incremental", "incremental+merge"])
+def test_a_finished_job_leaves_no_shared_file_only_a_reuse_kept(tmp_path: Path, backend: str) -> None:
+    """With concurrent checkpoints a task snapshots before it hears of the previous completion,
+    so its reuse floor keeps the subsumed checkpoint's shared files alive (zombies); once the job
+    ended nothing reuses them and nothing references them (found by the swarm, failure-free:
+    SwarmConfig(seed=10, rows=1, keys=1, stages=('sum',), max_concurrent=2, storage='disk',
+    backend='merging', source_slowdown=100.0); before, they were left for `gc`)."""
+    env = StreamEnvironment(parallelism=1, buffer_size=16)
+    env.enable_checkpointing(interval=0.002, storage=str(tmp_path), max_concurrent=2, **BACKENDS[backend])
+    env.from_collection(ROWS[:200], splits=1).key_by("key").process(CountPerKey(), name="count").sink_to(
+        CollectSink("out"))
+    result = env.execute("job", executor="sim", seed=1)
+    assert len(result.completed_checkpoints) >= 2
+    assert not left_over(tmp_path)
+    storage = open_checkpoints(str(tmp_path))
+    for checkpoint_id in storage.list_checkpoint_ids("job"):
+        read_checkpoint(storage, "job", checkpoint_id, verify_files=True)
+
+
 def test_interrupted_writes_are_removed(tmp_path: Path) -> None:
     job = tmp_path / "job"
     planted = [job / "chk-999" / "._metadata.tmp-0123", job / "shared" / "count[0]" / ".chk-999-0.merged.tmp-4567",
