@@ -100,9 +100,9 @@ class CorruptingSim(SimExecutor):
             store.put(path, bytes(data))
         self.damaged = paths
         if self.crash_after:  # once the sinks heard of the completion and committed its output
-            self._at(self.now + self.crash_after, lambda: self._crash(self.task_ids[-1], "crash later"), None, "fault")
+            self._at(self.now + self.crash_after, lambda: self.crash_task(self.task_ids[-1], "crash later"), None, "fault")
         else:
-            self._crash(self.task_ids[-1], "crash right after a checkpoint completed")
+            self.crash_task(self.task_ids[-1], "crash right after a checkpoint completed")
 
 
 @pytest.mark.parametrize("backend", ["memory", "incremental+merge"])
