@@ -200,29 +200,40 @@ def encode_commit(checkpoint_id: int, transactions: list[tuple[str, str]]) -> by
     return _COMMIT_MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
 
 
+def _corrupt(where: str, why: str) -> CorruptCommitterError:
+    return CorruptCommitterError(f"committer file {where} is corrupt: {why}", where)
+
+
+def _header_and_payload(data: bytes, magic: bytes, where: str, fields: dict[str, type]) -> tuple[dict[str, Any], bytes]:
+    """The JSON header line after `magic` (holding `fields`, of those types) and the bytes after it.
+
+    Raises:
+        CorruptCommitterError: the header line is missing, not JSON, or lacks a field.
+    """
+    line, newline, payload = data[len(magic):].partition(b"\n")
+    try:
+        header = json.loads(line) if newline else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or not all(isinstance(header.get(k), t) for k, t in fields.items()):
+        raise _corrupt(where, "its header line is not the committer's JSON header")
+    return header, payload
+
+
 def decode_commit(data: bytes, where: str) -> list[tuple[str, str]]:
     """The (sink, transaction) pairs a checkpoint's commit file names.
 
     Raises:
         CorruptCommitterError: naming `where` and what is wrong.
     """
-    line, newline, payload = data[len(_COMMIT_MAGIC):].partition(b"\n")
-    try:
-        header = json.loads(line) if newline else None
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or not isinstance(header.get("bytes"), int) \
-            or not isinstance(header.get("sha256"), str):
-        raise CorruptCommitterError(f"committer file {where} is corrupt: its header line is not the committer's "
-                                    "JSON header", where)
+    header, payload = _header_and_payload(data, _COMMIT_MAGIC, where, {"bytes": int, "sha256": str})
     if len(payload) != header["bytes"] or hashlib.sha256(payload).hexdigest() != header["sha256"]:
-        raise CorruptCommitterError(f"committer file {where} is corrupt: its transaction list does not match its "
-                                    "length and sha256 checksum (truncated or damaged?)", where)
+        raise _corrupt(where, "its transaction list does not match its length and sha256 checksum (truncated or "
+                       "damaged?)")
     named = json.loads(payload)
     if not isinstance(named, list) or not all(
             isinstance(t, list) and len(t) == 2 and all(isinstance(x, str) for x in t) for t in named):
-        raise CorruptCommitterError(f"committer file {where} is corrupt: its transaction list is not "
-                                    "[[sink, transaction], ...]", where)
+        raise _corrupt(where, "its transaction list is not [[sink, transaction], ...]")
     return [(sink, txn) for sink, txn in named]
 
 
@@ -232,28 +243,18 @@ def decode_transaction(data: bytes, where: str) -> tuple[str, str, pa.RecordBatc
     Raises:
         CorruptCommitterError: naming `where` and what is wrong.
     """
-    def corrupt(why: str) -> CorruptCommitterError:
-        return CorruptCommitterError(f"committer file {where} is corrupt: {why}", where)
-
     if not data.startswith(_MAGIC):
-        raise corrupt("it does not start with the committer's file header")
-    line, newline, payload = data[len(_MAGIC):].partition(b"\n")
-    try:
-        header = json.loads(line) if newline else None
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or not isinstance(header.get("sink"), str) \
-            or not isinstance(header.get("transaction"), str) or not isinstance(header.get("bytes"), int) \
-            or not isinstance(header.get("sha256"), str):
-        raise corrupt("its header line is not the committer's JSON header")
+        raise _corrupt(where, "it does not start with the committer's file header")
+    header, payload = _header_and_payload(data, _MAGIC, where,
+                                          {"sink": str, "transaction": str, "bytes": int, "sha256": str})
     if len(payload) != header["bytes"]:
-        raise corrupt(f"it holds {len(payload)} bytes of records, its header says {header['bytes']} (truncated?)")
+        raise _corrupt(where, f"it holds {len(payload)} bytes of records, its header says {header['bytes']} (truncated?)")
     if hashlib.sha256(payload).hexdigest() != header["sha256"]:
-        raise corrupt("its records do not match their sha256 checksum")
+        raise _corrupt(where, "its records do not match their sha256 checksum")
     try:
         table = pa.ipc.open_stream(payload).read_all()
     except pa.ArrowException as exc:
-        raise corrupt(f"its records are not an Arrow stream ({exc})") from exc
+        raise _corrupt(where, f"its records are not an Arrow stream ({exc})") from exc
     batches = table.to_batches()
     batch = batches[0] if len(batches) == 1 else pa.RecordBatch.from_pylist(table.to_pylist(), schema=table.schema)
     return header["sink"], header["transaction"], batch
