@@ -24,6 +24,11 @@ twice:
 * a **throughput run**: the same job reading as fast as it can (max rate); throughput is the
   rate records were counted in the middle of the run (the first and last fifth left out: start-up,
   and the drain of whatever queued in front of a slow subtask), comparable across executors.
+  In `backpressure` the throughput run checkpoints every `backpressure_throughput_interval` (1 s),
+  longer than any mode's checkpoints take there, so every mode completes about as many
+  checkpoints and the throughput columns compare what a mode costs, not how often it ran: at the
+  100 ms interval checkpoints run back to back, and a mode whose checkpoints end sooner (unaligned,
+  debloating) runs several times as many, each with its fixed cost (on Ray ~20 ms of CPU).
 
 On Ray, checkpoints go to a fresh local directory per run (as `barrierflow demo` does); on the
 simulator they stay in memory and writes are charged virtual time.
@@ -125,6 +130,8 @@ class Profile:
             subtask's capacity).
         buffer_size, credits, buffer_timeout: network settings of the job.
         backpressure_buffer_size: buffer size of the `backpressure` scenario, if different.
+        backpressure_throughput_interval: checkpoint interval of the `backpressure` scenario's
+            throughput run (seconds; None: `interval`).
         scenarios: the only scenarios this profile runs (None: every one asked for).
     """
 
@@ -148,6 +155,9 @@ class Profile:
     buffer_timeout: float = 0.005
     #: buffer size of the `backpressure` scenario (None: `buffer_size`)
     backpressure_buffer_size: int | None = None
+    #: checkpoint interval of the `backpressure` throughput run: above every mode's checkpoint
+    #: duration there (aligned ~0.6 s on Ray), so the modes complete about as many checkpoints
+    backpressure_throughput_interval: float | None = 1.0
     #: the scenarios this profile runs (None: all that were asked for)
     scenarios: tuple[str, ...] | None = None
     #: checkpoint to a fresh local directory per run (else in memory; the simulator charges
@@ -360,9 +370,10 @@ def plan(executors: Sequence[str], scenarios: Sequence[str], modes: Sequence[str
     return combos
 
 
-def make_env(combo: Combination, profile: Profile, storage: str | None = None) -> Any:
+def make_env(combo: Combination, profile: Profile, storage: str | None = None,
+             interval: float | None = None) -> Any:
     """A `StreamEnvironment` with the combination's checkpointing mode (checkpoints in `storage`,
-    None: in memory)."""
+    None: in memory; every `interval` seconds, None: the profile's)."""
     from runtime import StreamEnvironment
 
     buffer_size = profile.buffer_size
@@ -375,7 +386,7 @@ def make_env(combo: Combination, profile: Profile, storage: str | None = None) -
         env.set_buffer_debloating(target=profile.debloat_target)
     if mode.enabled:
         env.enable_checkpointing(
-            interval=profile.interval,
+            interval=profile.interval if interval is None else interval,
             **mode.checkpointing(profile.alignment_timeout),
             tolerable_failures=1_000_000,
             storage=storage,
@@ -410,17 +421,18 @@ def link_delays(combo: Combination, profile: Profile) -> dict[str, float]:
 
 
 def execute(combo: Combination, profile: Profile, *, rate: float | None, count: int | None,
-            trace_barriers: bool = False) -> Any:
-    """Run the job once; returns the `JobResult`."""
+            trace_barriers: bool = False, interval: float | None = None) -> Any:
+    """Run the job once (checkpoints every `interval`, None: the profile's); returns the `JobResult`."""
+    kw = {"rate": rate, "count": count, "trace_barriers": trace_barriers, "interval": interval}
     if combo.executor == "sim" or not profile.local_storage:
-        return _execute(combo, profile, rate=rate, count=count, trace_barriers=trace_barriers, storage=None)
+        return _execute(combo, profile, storage=None, **kw)
     with local_checkpoint_dir() as storage:
-        return _execute(combo, profile, rate=rate, count=count, trace_barriers=trace_barriers, storage=storage)
+        return _execute(combo, profile, storage=storage, **kw)
 
 
 def _execute(combo: Combination, profile: Profile, *, rate: float | None, count: int | None,
-             trace_barriers: bool, storage: str | None) -> Any:
-    env = make_env(combo, profile, storage)
+             trace_barriers: bool, storage: str | None, interval: float | None) -> Any:
+    env = make_env(combo, profile, storage, interval)
     build_job(env, combo, profile, rate=rate, count=count)
     links = link_delays(combo, profile)
     if combo.executor == "sim":
@@ -451,10 +463,10 @@ def run_combination(combo: Combination, profile: Profile) -> Outcome:
     # traced: a few tuples per checkpoint and task, no measurable cost on either executor
     latency_run = execute(combo, profile, rate=rate, count=records, trace_barriers=True)
     since = measured_since(latency_run, profile.warmup)
-    max_records = profile.max_rate_records
+    max_records, interval = profile.max_rate_records, None
     if combo.scenario == "backpressure":  # the slow subtask caps throughput: keep the run short
-        max_records = min(max_records, records)
-    throughput_run = execute(combo, profile, rate=None, count=max_records)
+        max_records, interval = min(max_records, records), profile.backpressure_throughput_interval
+    throughput_run = execute(combo, profile, rate=None, count=max_records, interval=interval)
     outcome = summarise(combo, latency_run, throughput_run, rate=rate, records=records, since=since)
     outcome.timeline = barrier_timeline(latency_run, since)
     outcome.phases = checkpoint_phases(latency_run, since)
@@ -617,14 +629,16 @@ def barrier_timeline(result: Any, since: float = float("-inf")) -> dict[str, Any
 
 
 def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, show_progress: bool = True,
-               on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+               on_outcome: Callable[[Outcome], None] | None = None,
+               changes: dict[str, Any] | None = None) -> list[Outcome]:
     """Run every combination (Ray started once for the Ray ones), with a rich progress bar.
 
     `repeat` > 1 runs the Ray combinations that many times, the whole matrix once per repeat, so
     the modes compared by a target run side by side and machine drift hits them alike (each
     repeat starts a scenario's modes at another one, `_rotated`); each combination's outcome is
     then `merge_runs` of its runs. Simulator combinations run once: they are deterministic, a
-    repeat would give the same row. `on_outcome` sees every single run.
+    repeat would give the same row. `on_outcome` sees every single run. `changes` replaces fields
+    of every executor's profile (e.g. `debloat_target`).
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -657,7 +671,7 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, s
                         # scale at the default parallelism is the uniform scenario: same job, same row
                         outcome = replace(same, row={**same.row, "scenario": combo.scenario_label})
                     else:
-                        outcome = run_combination(combo, PROFILES[(combo.executor, quick)])
+                        outcome = run_combination(combo, replace_profile(combo.executor, quick, **(changes or {})))
                 except Exception as exc:
                     if os.environ.get("BARRIERFLOW_BENCH_DEBUG"):
                         traceback.print_exc()
@@ -770,6 +784,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=_at_least_one, default=1, metavar="N",
                         help="run the Ray combinations N times, the matrix once per repeat, and report "
                              "medians (sim runs once: it is deterministic); default 1")
+    parser.add_argument("--debloat-target", type=_debloat_target, default=None, metavar="S",
+                        help="target of the *-debloat modes, seconds of throughput in flight (default: the "
+                             "profile's, 0.01 on sim, 0.1 on Ray)")
 
 
 def _mode_name(text: str) -> str:
@@ -777,6 +794,17 @@ def _mode_name(text: str) -> str:
         return parse_mode(text, accepted=MODES, option="--modes").name
     except InvalidOptionError as exc:
         raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
+
+
+def _debloat_target(text: str) -> float:
+    from runtime.core.debloat import BufferDebloatConfig, BufferDebloatError
+
+    try:
+        value = float(text)
+        BufferDebloatConfig(target=value).validate()
+    except (ValueError, BufferDebloatError):
+        raise argparse.ArgumentTypeError(f"--debloat-target must be a number of seconds > 0, got {text!r}") from None
+    return value
 
 
 def _at_least_one(text: str) -> int:
@@ -804,7 +832,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     json_path = output_of(args, "checkpoint_modes").json_path
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
-    outcomes = run_matrix(combos, args.quick, repeat=args.repeat, show_progress=not args.no_progress)
+    changes = {} if args.debloat_target is None else {"debloat_target": args.debloat_target}
+    outcomes = run_matrix(combos, args.quick, repeat=args.repeat, show_progress=not args.no_progress, changes=changes)
     if args.peers:
         from benchmarks.peers import run_peers
 

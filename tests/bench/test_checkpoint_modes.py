@@ -305,3 +305,44 @@ def test_the_warm_up_is_left_out_of_latencies_and_checkpoints() -> None:
     assert [p["id"] for p in outcome.checkpoints] == [2]
     everything = cm.summarise(combo, run, run, rate=1000.0, records=1000)
     assert everything.row["latency_max"] == pytest.approx(500.0)
+
+
+def test_backpressure_throughput_run_checkpoints_at_its_own_interval(monkeypatch) -> None:
+    # at the 100 ms interval a mode whose checkpoints end sooner runs several times as many: the
+    # backpressure throughput columns would compare checkpoint counts, not what a mode costs
+    profile = replace(TINY, backpressure_throughput_interval=0.25)
+    seen: list[tuple[str, float | None, float]] = []
+    real_make_env = cm.make_env
+
+    def spy(combo, profile, storage=None, interval=None):
+        env = real_make_env(combo, profile, storage, interval)
+        seen.append((combo.scenario, interval, env.checkpoint_config.interval))
+        return env
+
+    monkeypatch.setattr(cm, "make_env", spy)
+    for scenario in ("backpressure", "uniform"):
+        cm.run_combination(cm.Combination("sim", scenario, "aligned", 2), profile)
+    # latency run, then throughput run, per scenario
+    assert seen == [("backpressure", None, TINY.interval), ("backpressure", 0.25, 0.25),
+                    ("uniform", None, TINY.interval), ("uniform", None, TINY.interval)]
+
+
+def test_debloat_target_flag_changes_the_debloating_modes_only(tmp_path) -> None:
+    def buffer(target: str | None) -> tuple[int, int | None]:
+        argv = ["--quick", "--executor", "sim", "--scenario", "backpressure", "--modes", "aligned",
+                "aligned-debloat", "--no-plots", "--no-progress", "--json", str(tmp_path / f"{target}.json")]
+        assert cm.main(argv + (["--debloat-target", target] if target else [])) == 0
+        by = {r["mode"]: r for r in json.loads((tmp_path / f"{target}.json").read_text())["rows"]}
+        return by["aligned-debloat"]["debloated_buffer_size"], by["aligned"]["debloated_buffer_size"]
+
+    default, plain = buffer(None)
+    larger, still_plain = buffer(str(TINY.debloat_target * 8))
+    assert plain is None and still_plain is None
+    assert larger > default  # more seconds in flight: larger buffers
+
+
+def test_debloat_target_flag_rejects_what_is_not_seconds(capsys) -> None:
+    for bad in ("0", "-1", "nan", "soon"):
+        with pytest.raises(SystemExit):
+            cm.main(["--executor", "sim", "--debloat-target", bad])
+        assert f"--debloat-target must be a number of seconds > 0, got {bad!r}" in capsys.readouterr().err
