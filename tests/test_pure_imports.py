@@ -34,6 +34,7 @@ PURE = [
     ("runtime/jobmaster/attempt_counts.py", NEVER | {"time"}),
     ("runtime/jobmaster/coordinators.py", NO_CLOCK_OR_DICE),
     ("runtime/jobmaster/progress.py", NO_CLOCK_OR_DICE),
+    ("runtime/jobmaster/watchdog.py", NO_CLOCK_OR_DICE),
     ("checkpoint/coordinator.py", NEVER),
     ("checkpoint/pending.py", NEVER),
     ("state", NEVER),

@@ -99,6 +99,7 @@ from runtime.jobmaster.faults import (
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster
 from runtime.jobmaster.progress import Phase, progress_figures, reading_phase
 from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
+from runtime.jobmaster.watchdog import DEFAULT_STALL_TIMEOUT, Progress, ProgressWatchdog, check_timeout
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
@@ -140,7 +141,11 @@ class RayExecutor(RunsOnJobMaster):
         heartbeat_interval: seconds between polls of the actors (each poll is one Ray call per actor,
             ~0.25 ms of CPU to submit: at 0.02 s a 4-task job spent 250 calls/s on polling alone).
         heartbeat_timeout: seconds a task may leave a heartbeat unanswered before it counts as hung.
-        max_duration: wall seconds before the job is failed as stuck.
+        stall_timeout: wall seconds without progress (no record processed, no task finished, no
+            checkpoint completed, no new attempt) before the job is failed as stuck
+            (`runtime.jobmaster.watchdog`); None: never.
+        max_duration: wall seconds the whole job may take (None, the default: no limit; a long or
+            unbounded job is not a stuck one, the watchdog tells them apart).
         committer: an earlier execution's `CollectCommitter` whose staged transactions this one may commit.
         trace_barriers: record barrier events in `JobResult.trace` (wall times: `barrier-in` per input
             channel, `snapshot`, `ack`, as on the simulator), for a barrier timeline.
@@ -160,7 +165,8 @@ class RayExecutor(RunsOnJobMaster):
         task_cpus: float = 0.01,
         heartbeat_interval: float = 0.1,
         heartbeat_timeout: float = 30.0,
-        max_duration: float = 600.0,
+        stall_timeout: float | None = DEFAULT_STALL_TIMEOUT,
+        max_duration: float | None = None,
         committer: Any = None,
         trace_barriers: bool = False,
         link_delays: dict[str, float] | None = None,
@@ -192,7 +198,8 @@ class RayExecutor(RunsOnJobMaster):
         self.task_cpus = task_cpus
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
-        self.max_duration = max_duration
+        self.max_duration = check_timeout("max_duration", max_duration)
+        self._watchdog = ProgressWatchdog(stall_timeout)
         config = graph.checkpoint_config
         self.checkpointing = graph.checkpointing_enabled
         self.storage_uri = config.storage if config is not None else None
@@ -286,10 +293,12 @@ class RayExecutor(RunsOnJobMaster):
         last_progress = 0.0
         while True:
             now = time.time()
-            if now - self.started > self.max_duration:
-                stuck = [str(t) for t in self.task_ids if not self._status.get(t, {}).get("finished")]
-                self._give_up(f"job did not finish within {self.max_duration} s; unfinished tasks {stuck}; "
-                              f"coordinator: {self._coord_status}", None)
+            if self.max_duration is not None and now - self.started > self.max_duration:
+                self._give_up(f"job did not finish within max_duration={self.max_duration} s; {self._stuck()}", None)
+            stalled = self._watchdog.observe(now, self._progress())
+            if stalled is not None:
+                self._give_up(f"job made no progress for {stalled:.0f} s (stall_timeout={self._watchdog.stall_timeout}: "
+                              f"no record processed, no task finished, no checkpoint completed); {self._stuck()}", None)
             self._inject_faults(now)
             failure = self._poll_tasks(now) or self._poll_coordinator()
             if failure is not None:
@@ -303,6 +312,17 @@ class RayExecutor(RunsOnJobMaster):
                 last_progress = now
                 self.progress(self._progress_info())
             time.sleep(self.heartbeat_interval)
+
+    def _progress(self) -> Progress:
+        """What the job has done, as the last heartbeats and coordinator status say."""
+        statuses = self._status.values()
+        return Progress(attempt=self.epoch, records=sum(s.get("records", 0) for s in statuses),
+                        finished=sum(1 for s in statuses if s.get("finished")),
+                        checkpoints=self._coord_status.get("completed", 0))
+
+    def _stuck(self) -> str:
+        unfinished = [str(t) for t in self.task_ids if not self._status.get(t, {}).get("finished")]
+        return f"unfinished tasks {unfinished}; coordinator: {self._coord_status}"
 
     # ------------------------------------------------------------------ deployment
 
@@ -818,8 +838,8 @@ def run_job(
             seed only, as on the simulator).
         progress: called periodically with a dict of progress figures.
         options: `RayExecutor` tuning (job_id, task_cpus, heartbeat_interval, heartbeat_timeout,
-            max_duration, trace_barriers, link_delays), and what `runtime.api.environment` passes: restore_from,
-            allow_non_restored_state, checkpoint_listeners, committer.
+            stall_timeout, max_duration, trace_barriers, link_delays), and what `runtime.api.environment`
+            passes: restore_from, allow_non_restored_state, checkpoint_listeners, committer.
 
     Raises:
         JobFailedError: the job failed for good (restart attempts exhausted).

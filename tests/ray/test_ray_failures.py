@@ -23,7 +23,7 @@ from ray_jobs import (
 )
 
 from runtime import FaultPlan
-from runtime.jobmaster.faults import StorageWriteFailure, TaskCrash
+from runtime.jobmaster.faults import ChannelStall, StorageWriteFailure, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import multiset
 
@@ -111,6 +111,26 @@ def test_hung_task_is_detected_by_heartbeats_and_replaced(ray_session, tmp_path)
     result = env.execute("hang", executor="ray", heartbeat_timeout=2.0)
     assert os.path.exists(marker)
     assert result.restarts == 1 and "hung" in result.failures[0], result.failures
+    assert multiset(result.output("pv")) == expected_counts(ROWS)
+
+
+@pytest.mark.ray
+def test_a_job_that_stops_making_progress_fails_after_stall_timeout_naming_it(ray_session) -> None:
+    # count[0]'s input is held back a minute: every task answers its heartbeats (nothing is hung),
+    # the sources block on credits, nothing moves. The old driver waited out a 600 s job cap.
+    env = pageview_env(ROWS)
+    stalled = FaultPlan.of(ChannelStall(task="count[0]", at=0.1, duration=60.0))
+    started = time.time()
+    with pytest.raises(JobFailedError) as failed:
+        env.execute("stuck", executor="ray", faults=stalled, stall_timeout=1.5)
+    assert time.time() - started < 30, "the watchdog should fail the job ~1.5 s after progress stopped"
+    message = str(failed.value)
+    assert "job made no progress for" in message and "stall_timeout=1.5" in message, message
+    assert "unfinished tasks" in message and "count[0]" in message, message
+    # a pause shorter than stall_timeout is not a stall: the job finishes, exactly once
+    paused = FaultPlan.of(ChannelStall(task="count[0]", at=0.1, duration=2.0))
+    result = env.execute("paused", executor="ray", faults=paused, stall_timeout=6.0)
+    assert result.restarts == 0
     assert multiset(result.output("pv")) == expected_counts(ROWS)
 
 

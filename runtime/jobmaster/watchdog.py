@@ -1,0 +1,69 @@
+"""`ProgressWatchdog`: a job that stops making progress fails with a message, a long one does not.
+
+A wall-clock cap on the whole job cannot tell a hang from a job that is simply long (an
+unbounded source, a big input): it kills the second and takes its full length to notice the
+first. The watchdog instead fails a job once nothing has moved for `stall_timeout` seconds, where
+"moved" is what only a live job does: a record processed, a task finished, a checkpoint
+completed, or a new execution attempt. Checkpoints triggered or aborted do not count: a job
+whose tasks are stuck keeps triggering (and expiring) checkpoints forever.
+
+Pure: the executor passes its time and what it observed; no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from runtime.core.graph import JobGraphError
+
+#: default seconds without progress before a job is failed as stuck: far above any pause a
+#: healthy job takes (a restart delay, the final checkpoint, a `TaskStall` fault of a few seconds)
+DEFAULT_STALL_TIMEOUT = 120.0
+
+
+def check_timeout(name: str, value: float | None) -> float | None:
+    """`value` if it is None or a number of seconds > 0; else JobGraphError naming the option."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or math.isinf(value):
+        raise JobGraphError(f"invalid executor option {name}={value!r}: must be a number of seconds > 0, "
+                            "or None for no limit")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a job has done so far, as an executor sees it (each only grows while the job lives).
+
+    Attributes:
+        attempt: the execution attempt (a failover starts a new one).
+        records: records the tasks processed in this attempt.
+        finished: tasks finished.
+        checkpoints: checkpoints completed.
+    """
+
+    attempt: int
+    records: int
+    finished: int
+    checkpoints: int
+
+
+class ProgressWatchdog:
+    """Says when a job has made no progress for `stall_timeout` seconds (None: never)."""
+
+    def __init__(self, stall_timeout: float | None = DEFAULT_STALL_TIMEOUT) -> None:
+        self.stall_timeout = check_timeout("stall_timeout", stall_timeout)
+        self._last: Progress | None = None
+        self._since: float | None = None
+
+    def observe(self, now: float, progress: Progress) -> float | None:
+        """Record what the job has done at `now`; the seconds it has been stuck if that is at least
+        `stall_timeout`, else None."""
+        if progress != self._last or self._since is None:
+            self._last, self._since = progress, now
+            return None
+        stuck = now - self._since
+        if self.stall_timeout is not None and stuck >= self.stall_timeout:
+            return stuck
+        return None
