@@ -68,7 +68,7 @@ from checkpoint.io.storage import StorageError
 from checkpoint.options import CheckpointConfig, CheckpointingMode
 from checkpoint.pending import AckResult, PendingCheckpoint
 from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.stats import CheckpointStatsTracker
+from checkpoint.stats import DEFAULT_MAX_HISTORY, CheckpointStatsTracker
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
@@ -188,7 +188,7 @@ class CheckpointCoordinator:
 
         self._pending: dict[int, PendingCheckpoint] = {}
         self._timeout_timers: dict[int, Cancellable] = {}
-        self._stats = CheckpointStatsTracker()
+        self._stats = CheckpointStatsTracker(max_history=DEFAULT_MAX_HISTORY)
         self._last_trigger_id = 0
         self._last_completion_time: float | None = None
         self._consecutive_failures = 0

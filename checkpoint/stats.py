@@ -7,6 +7,7 @@ keeps them by id and summarises them; it holds no clock and does no I/O.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -184,6 +185,11 @@ class CheckpointStatsSummary:
         }
 
 
+#: checkpoints whose statistics a coordinator keeps (Flink's UI keeps 10): a job that checkpoints
+#: every 100 ms for days must not keep every record, and a benchmark or a test needs its whole run
+DEFAULT_MAX_HISTORY = 10_000
+
+
 class CheckpointStatsTracker:
     """Collects `CheckpointStats` as checkpoints end.
 
@@ -197,6 +203,7 @@ class CheckpointStatsTracker:
             raise ValueError(f"max_history must be >= 1 or None, got {max_history!r}")
         self._max_history = max_history
         self._by_id: dict[int, CheckpointStats] = {}
+        self._ids: list[int] = []  # a heap of the kept ids: the oldest is dropped in O(log n)
         self._num_completed = 0
         self._aborted: Counter[str] = Counter()
         self._refused: Counter[str] = Counter()
@@ -224,8 +231,10 @@ class CheckpointStatsTracker:
         if stats.id in self._by_id:
             raise ValueError(f"checkpoint {stats.id} was already reported")
         self._by_id[stats.id] = stats
-        if self._max_history is not None and len(self._by_id) > self._max_history:
-            del self._by_id[min(self._by_id)]
+        if self._max_history is not None:
+            heapq.heappush(self._ids, stats.id)
+            if len(self._by_id) > self._max_history:
+                del self._by_id[heapq.heappop(self._ids)]
         return stats
 
     @property

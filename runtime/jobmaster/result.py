@@ -316,7 +316,9 @@ class JobResult:
     executor: str
     seed: int | None
     committer: CollectCommitter
-    checkpoints: list[Any]  # list[checkpoint.stats.CheckpointStats]
+    #: `checkpoint.stats.CheckpointStats` of the run's checkpoints, by id: the latest 10,000 per
+    #: coordinator (`checkpoint.stats.DEFAULT_MAX_HISTORY`); a long job's memory stays bounded
+    checkpoints: list[Any]
     metrics: JobMetrics
     final_state: dict[str, dict[str, dict[Any, Any]]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)

@@ -577,3 +577,18 @@ def test_a_final_trigger_whose_id_cannot_be_stored_is_retried() -> None:
     assert h.gateway.triggered_ids() == [2] and h.coordinator.get_pending(2).properties["final"] is True
     h.ack_all(2)
     assert h.coordinator.is_final_checkpoint_complete and h.coordinator.final_checkpoint_id == 2
+
+
+def test_the_coordinator_keeps_a_bounded_stats_history(monkeypatch) -> None:
+    # a long job checkpointing every 100 ms: the statistics of the latest DEFAULT_MAX_HISTORY
+    # checkpoints are kept, the counts cover all
+    import checkpoint.coordinator as coordinator_module
+
+    monkeypatch.setattr(coordinator_module, "DEFAULT_MAX_HISTORY", 5)
+    h = make_harness(CheckpointConfig(interval=1.0, timeout=10.0))
+    h.coordinator.start()
+    for checkpoint_id in range(1, 9):
+        h.advance(1.0)
+        h.ack_all(checkpoint_id)
+    assert [s.id for s in h.coordinator.stats.history] == [4, 5, 6, 7, 8]
+    assert h.coordinator.stats.summary().num_completed == 8

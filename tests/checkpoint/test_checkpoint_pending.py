@@ -178,3 +178,24 @@ def test_standalone_id_counter_is_atomic() -> None:
     for t in threads:
         t.join()
     assert sorted(seen) == list(range(1, 8001))
+
+
+def test_a_coordinator_keeps_a_bounded_history_of_checkpoint_stats() -> None:
+    # a job checkpointing every 100 ms for days must not keep every record
+    from checkpoint.stats import DEFAULT_MAX_HISTORY
+
+    tracker = CheckpointStatsTracker(max_history=DEFAULT_MAX_HISTORY)
+    total = DEFAULT_MAX_HISTORY + 2_500
+    for checkpoint_id in range(1, total + 1):
+        # out of id order, as with max_concurrent >= 2 (a later one ends first)
+        reported = checkpoint_id + 1 if checkpoint_id % 2 else checkpoint_id - 1
+        reported = min(reported, total)
+        if tracker.get(reported) is None:
+            tracker.report_aborted(PendingCheckpoint(reported, 0.0, [A]), R.TIMEOUT, 1.0)
+    if tracker.get(total) is None:
+        tracker.report_aborted(PendingCheckpoint(total, 0.0, [A]), R.TIMEOUT, 1.0)
+    kept = [s.id for s in tracker.history]
+    assert len(kept) == DEFAULT_MAX_HISTORY
+    assert kept == list(range(total - DEFAULT_MAX_HISTORY + 1, total + 1))  # the oldest ids went first
+    assert tracker.summary().num_aborted == total  # counts cover every checkpoint
+
