@@ -125,7 +125,6 @@ class CoordinatorActor:
         #: the committer service (None: no sinks commit through it) and its commit calls in flight
         self._committer: Any = None
         self._commit_refs: list[Any] = []
-        self._committed_id = 0
         self._fail_request: str | None = None
         #: completed checkpoints with their files, for the driver's listeners (`capture_completed`)
         self._capture = capture_completed
@@ -382,10 +381,20 @@ class CoordinatorActor:
             self._send("trigger", task_id, lambda: handle.trigger_source.remote(
                 epoch, checkpoint_id, timestamp, unaligned, alignment_timeout, completed))
 
+    def commit_checkpoint(self, checkpoint_id: int) -> None:
+        """Commit `checkpoint_id` for every sink in one call to the committer service, unless this
+        coordinator dies first (`CoordinatorCrashBeforeNotify`)."""
+        if self.epoch is None or not self._announce(checkpoint_id) or self._committer is None:
+            return
+        ref = self._committer.commit_checkpoint.remote(checkpoint_id)
+        self._notify_refs.append(ref)
+        self._commit_refs.append(ref)
+        if len(self._commit_refs) > 64:
+            _, self._commit_refs = ray.wait(self._commit_refs, num_returns=len(self._commit_refs), timeout=0)
+
     def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
         handle = self._handles.get(task_id)
-        if handle is not None and self.epoch is not None and self._announce(checkpoint_id):
-            self._commit(checkpoint_id)
+        if handle is not None and self.epoch is not None and not self._doomed:
             coordinator = self.coordinator
             final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
             epoch = self.epoch
@@ -399,17 +408,6 @@ class CoordinatorActor:
             self._send("complete", task_id, send)
             if len(self._notify_refs) > 256:
                 _, self._notify_refs = ray.wait(self._notify_refs, num_returns=len(self._notify_refs), timeout=0)
-
-    def _commit(self, checkpoint_id: int) -> None:
-        """Commit `checkpoint_id` for every sink, once (it is announced once per task)."""
-        if self._committer is None or checkpoint_id <= self._committed_id:
-            return
-        self._committed_id = checkpoint_id
-        ref = self._committer.commit_checkpoint.remote(checkpoint_id)
-        self._notify_refs.append(ref)
-        self._commit_refs.append(ref)
-        if len(self._commit_refs) > 64:
-            _, self._commit_refs = ray.wait(self._commit_refs, num_returns=len(self._commit_refs), timeout=0)
 
     def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         handle = self._handles.get(task_id)

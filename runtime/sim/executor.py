@@ -274,9 +274,8 @@ class SimExecutor(RunsOnJobMaster):
         #: restores its checkpoint, so the transactions that one staged can still be committed
         self.committer = committer if committer is not None else committer_for(
             self.storage, self.job_id, self.run_id, restore_from)
-        #: what the sinks see (watched by the invariants); the newest checkpoint committed through it
+        #: what the sinks see (watched by the invariants)
         self._sink_committer: Any = self.committer
-        self._committed_id = 0
         #: checks invariants after every event (`runtime.sim.invariants`); None: off
         self.invariants: InvariantChecker | None = (
             invariants if isinstance(invariants, InvariantChecker) else InvariantChecker() if invariants else None)
@@ -426,7 +425,7 @@ class SimExecutor(RunsOnJobMaster):
         self._held_for.clear()  # a stalled task of the failed attempt is gone with it
         committer = self.invariants.committer(self.committer) if self.invariants is not None else self.committer
         self._sink_committer = committer
-        committer = GlobalCommitterView(committer)  # `notify_complete` commits each checkpoint
+        committer = GlobalCommitterView(committer)  # `commit_checkpoint` commits each checkpoint
         for task_id in self.task_ids:
             vertex = self.graph.vertex(task_id.vertex)
             self.tasks[task_id] = Task(
@@ -708,21 +707,25 @@ class SimExecutor(RunsOnJobMaster):
         self._trace("trigger", checkpoint_id, str(task_id))
         self._send_control("trigger", task_id, checkpoint_id, self.epoch, trigger)
 
-    def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
+    def commit_checkpoint(self, checkpoint_id: int) -> None:
         coordinator = self.coordinator
         if self._doomed is coordinator:
             return
         if self.schedule is not None and self.schedule.completion_announced(checkpoint_id):
-            # the checkpoint is durable; the coordinator dies before telling anyone
+            # the checkpoint is durable; the coordinator dies before committing or telling anyone
             self._doomed = coordinator
             self._trace("fault", "CoordinatorCrashBeforeNotify", checkpoint_id)
             self._at(self.now, self._crash_coordinator, None, "fault")
             return
+        # the global committer, for every sink (a message, as on Ray; it dies with a failed-over epoch)
+        committer = self._sink_committer
+        self._control(self.epoch, lambda: committer.commit_checkpoint(checkpoint_id))
+
+    def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
+        coordinator = self.coordinator
+        if self._doomed is coordinator:
+            return
         final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
-        if checkpoint_id > self._committed_id:  # the global committer: once per checkpoint, for every sink
-            self._committed_id = checkpoint_id  # (a message, as on Ray; it dies with a failed-over epoch)
-            committer = self._sink_committer
-            self._control(self.epoch, lambda: committer.commit_checkpoint(checkpoint_id))
 
         def notify() -> None:
             task = self.tasks.get(task_id)
