@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from checkpoint.handles import TaskId
+from checkpoint.io.snapshot_writer import SnapshotWriter
 from checkpoint.options import CheckpointingMode, RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
@@ -117,11 +118,23 @@ def test_a_lost_completion_is_subsumed_by_the_next(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_exactly_once_with_crashes_and_incremental_state(seed: int, tmp_path) -> None:
+def test_exactly_once_with_crashes_and_incremental_state(seed: int, tmp_path, monkeypatch) -> None:
     """Failover epochs (a restored task knows no completion until a barrier tells it) and an
     incremental state backend (whose base moves on the learned completions) keep exactly-once."""
-    env = unchained(CheckpointingMode.EXACTLY_ONCE, storage=str(tmp_path), state_backend="incremental")
+    heard: dict[str, set[int]] = {}
+    forward = SnapshotWriter.notify_checkpoint_complete
+
+    def recording(writer: SnapshotWriter, task_id: TaskId, checkpoint_id: int) -> None:
+        heard.setdefault(str(task_id), set()).add(checkpoint_id)
+        forward(writer, task_id, checkpoint_id)
+
+    monkeypatch.setattr(SnapshotWriter, "notify_checkpoint_complete", recording)
+    env = unchained(CheckpointingMode.EXACTLY_ONCE, storage=str(tmp_path), state_backend="incremental",
+                    file_merging=True)
     plan = FaultPlan.of(TaskCrash(task="count[1]", at_fraction=0.3), TaskCrash(task="to-app[0]", at_fraction=0.7))
     result = env.execute("crashes", executor="sim", seed=seed, faults=plan)
     assert result.restarts >= 1
     assert multiset(result.output("pv")) == EXPECTED, result.replay
+    final = max(c.id for c in result.checkpoints if c.completed)
+    for task in ("count[0]", "count[1]", "to-app[0]", "to-app[1]"):  # the writer's base moved on
+        assert heard.get(task, set()) - {final}, (task, heard.get(task))
