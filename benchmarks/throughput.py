@@ -11,6 +11,10 @@ The page-view job, parallelism 2, in two forms (`--job`):
   -> CollectSink: Arrow batches end to end, no dict per record (network buffers of 10,000 records
   unless `--buffer-size`).
 
+`--unchained` runs every operator as its own task (source, to-app, count, sink: 8 tasks), so
+four of them are listener-less tasks downstream of the sources (what completion notifications
+riding on barriers saves: `runtime.jobmaster.completions`).
+
 Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` does).
 
 * **max rate**, checkpoints every 100 ms aligned, and checkpointing off: throughput is records
@@ -97,9 +101,10 @@ BUFFER_SIZES = {"udf": 1000, "vectorised": 10_000}
 
 def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_size: int | None = None,
           buffer_timeout: float = 0.005, job: str = "udf", mode: str = "aligned",
-          storage: str | None = None, credits: int = 8) -> Any:
+          storage: str | None = None, credits: int = 8, chaining: bool = True) -> Any:
     """The page-view job (`job`: "udf" or "vectorised"); `mode` (with `checkpoints`): "aligned",
-    "unaligned" or "at-least-once"; checkpoints in `storage` (None: in memory)."""
+    "unaligned" or "at-least-once"; checkpoints in `storage` (None: in memory); `chaining=False`:
+    every operator its own task (8 tasks instead of 4)."""
     from checkpoint.modes import parse_mode
     from operators import CollectSink, KeyedProcessFunction
     from runtime import StreamEnvironment
@@ -115,6 +120,8 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
         raise ValueError(f"job must be one of {JOBS}, got {job!r}")
     size = buffer_size or BUFFER_SIZES[job]
     env = StreamEnvironment(parallelism=2, buffer_size=size, credits=credits, buffer_timeout=buffer_timeout)
+    if not chaining:
+        env.disable_chaining()
     if checkpoints:
         env.enable_checkpointing(interval=0.1, tolerable_failures=100, storage=storage,
                                  **parse_mode(mode, accepted=MODES).checkpointing())
@@ -153,7 +160,7 @@ CPU_WINDOW = (0.2, 0.9)
 
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
         mode: str = "aligned", buffer_size: int | None = None, credits: int = 8,
-        cpu_of: int | None = None) -> dict[str, Any]:
+        cpu_of: int | None = None, chaining: bool = True) -> dict[str, Any]:
     """One run's row; with `cpu_of` (a raylet's PID) and `rate`, also the job's CPU rate over
     `CPU_WINDOW` of the steady input (`cpu_cores`, `cpu_window_s`, `window_checkpoints`)."""
     if cpu_of is not None and not rate:
@@ -161,7 +168,7 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
     sampler = CpuSampler(cpu_of) if cpu_of is not None else contextlib.nullcontext()
     with sampler:
         result, wall = execute(executor, records, checkpoints=checkpoints, rate=rate, job=job, mode=mode,
-                               buffer_size=buffer_size, credits=credits)
+                               buffer_size=buffer_size, credits=credits, chaining=chaining)
     output = result.output("pv")
     assert len(output) == records, f"{len(output)} records committed, expected {records}"
     counts: dict[str, int] = {}
@@ -237,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     add_sized_argument(parser, "--steady-seconds", full=10.0, quick=2.0, type=float, help="length of the steady run, s")
     add_sized_argument(parser, "--repeat", full=3, quick=1, help="interleaved repeats; medians are reported")
     parser.add_argument("--no-bound", action="store_true", help="skip the raw Ray bound")
+    parser.add_argument("--unchained", action="store_true",
+                        help="every operator its own task: source, to-app, count, sink (8 tasks)")
     parser.add_argument("--no-cpu", action="store_true", help="skip CPU per checkpoint (the steady runs without checkpoints)")
     add_output_arguments(parser, "throughput_<executor>[_<job>]")
     args = parse_args(parser, argv)
@@ -245,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
 
         ensure_ray()  # one Ray for every run (and the bound), not one per job
     records = args.records or (4_000_000 if args.job == "vectorised" else 400_000) // (10 if args.quick else 1)
-    kw = {"job": args.job, "buffer_size": args.buffer_size, "credits": args.credits}
+    kw = {"job": args.job, "buffer_size": args.buffer_size, "credits": args.credits, "chaining": not args.unchained}
     with_bound = args.executor == "ray" and not args.no_bound
     with_cpu = args.executor == "ray" and not args.no_cpu
     raylet = raylet_pid() if with_cpu else None

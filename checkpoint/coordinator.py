@@ -21,6 +21,9 @@ Life of a checkpoint::
   `trigger_checkpoint(force=True)` ignores both.
 * **Completion.** The newest completion subsumes every older pending checkpoint (aborted with
   SUBSUMED). A failing `store.add_checkpoint` aborts with STORAGE_FAILURE instead.
+  Once it is durable, the gateway commits it (`commit_checkpoint`, once per checkpoint: Flink's
+  global committer), then every task is notified (`notify_complete`), then
+  `on_checkpoint_completed` runs: no task hears of a completion whose commit was not issued.
 * **Failures.** Each abort whose reason `counts_as_failure` increments a consecutive-failure
   counter; a completion resets it; exceeding `tolerable_failures` calls `gateway.fail_job` once
   and resets the counter (Flink's `CheckpointFailureManager`).
@@ -100,6 +103,13 @@ class CoordinatorGateway(Protocol):
         """Ask a source task to inject barrier `checkpoint_id` (created at `timestamp`)."""
         ...
 
+    def commit_checkpoint(self, checkpoint_id: int) -> None:
+        """Checkpoint `checkpoint_id` is durable: commit what every sink staged up to it (Flink's
+        global committer). Called once per completed checkpoint (and once for a restored final
+        one), before any task is notified of it; a gateway whose process dies here
+        (`CoordinatorCrashBeforeNotify`) commits nothing and notifies no task of it."""
+        ...
+
     def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None: ...
 
     def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None: ...
@@ -109,7 +119,7 @@ class CoordinatorGateway(Protocol):
         ...
 
     def on_checkpoint_completed(self, completed: CompletedCheckpoint) -> None:
-        """Hook after a checkpoint is durable and tasks were notified (landing, executors)."""
+        """Hook after a checkpoint is durable, committed and tasks were notified (landing, executors)."""
         ...
 
 
@@ -519,6 +529,7 @@ class CheckpointCoordinator:
             older = self._pending.get(older_id)
             if older is not None:
                 self._abort(older, CheckpointFailureReason.SUBSUMED)
+        self._gateway.commit_checkpoint(checkpoint_id)  # commit-before-notify
         for task in pending.tasks:
             self._gateway.notify_complete(task, checkpoint_id)
         log.debug("job %s: completed checkpoint %d", self.job_id, checkpoint_id)
@@ -634,6 +645,7 @@ class CheckpointCoordinator:
             pending = self._pending.get(pending_id)
             if pending is not None:
                 self._abort(pending, CheckpointFailureReason.SUBSUMED)
+        self._gateway.commit_checkpoint(checkpoint_id)  # idempotent if its run committed it already
         for task in self._all_tasks:
             self._gateway.notify_complete(task, checkpoint_id)
 

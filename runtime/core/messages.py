@@ -161,11 +161,15 @@ class CheckpointOptions:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointBarrier:
-    """In-band marker of checkpoint `id` (strictly increasing), created at `timestamp` seconds."""
+    """In-band marker of checkpoint `id` (strictly increasing), created at `timestamp` seconds.
+
+    `completed`: the newest checkpoint the sender knew completed (0: none), for receivers that
+    get no completion notification of their own (`runtime.jobmaster.completions`)."""
 
     id: int
     timestamp: float = 0.0
     options: CheckpointOptions = CheckpointOptions()
+    completed: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,12 @@ class TaskPorts(Protocol):
         """A buffer from `input_channel` was consumed: give its sender a credit back."""
         ...
 
+    def completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
+        """The task learned that `checkpoint_id` completed without a notification of its own (from
+        a barrier or its trigger, `runtime.jobmaster.completions`): forward it wherever the
+        executor forwards notifications (the snapshot writer)."""
+        ...
+
 
 @dataclass
 class TaskSnapshot:

@@ -30,6 +30,11 @@ A task is a pure state machine driven by its executor (the simulator or a Ray ac
 * Aborts (`abort_checkpoint` from the handler, `notify_checkpoint_aborted` from the coordinator)
   cancel the task's in-flight snapshot: a write that finishes for a cancelled checkpoint is
   reported back as discarded and never acknowledged.
+* Completions: a task whose chain has no completion listener gets no notification of a
+  non-final completed checkpoint: a source learns it with its next trigger, and every barrier
+  carries the newest completion its sender knew (`CheckpointBarrier.completed`), which such a
+  task applies when the barrier arrives (`push`), before handling it
+  (`runtime.jobmaster.completions`).
 * End of input: a source whose splits are exhausted reports `source_finished` and keeps taking
   part in checkpoints until the job's *final* checkpoint — one the coordinator triggered after
   every source finished — completes (`notify_checkpoint_complete(id, final=True)`); only then it
@@ -148,6 +153,11 @@ class Task:
         self.chain = OperatorChain(vertex, self.context)
         self.writer = RecordWriter(graph, vertex, subtask, self.chain.output_name)
         self.checkpoints = SubtaskCheckpointCoordinator(task_id, ports, clock)
+        #: the newest checkpoint this task knows completed, put into the barriers it emits; a task
+        #: without a completion listener learns of completions from barriers (or its trigger)
+        #: instead of notifications (`runtime.jobmaster.completions`)
+        self.completed_id = 0
+        self._completions_from_barriers = not vertex.listens_for_completion
 
         # inputs
         self.num_inputs = len(graph.input_channels(vertex.name, subtask))
@@ -253,8 +263,13 @@ class Task:
         return self.vertex.source is not None
 
     def push(self, boe: BufferOrEvent) -> None:
-        """Input from the network (the executor keeps per-channel FIFO order)."""
+        """Input from the network (the executor keeps per-channel FIFO order). A barrier first
+        tells a task without a completion listener of the newest completion it carries."""
         assert self.gate is not None, f"source task {self.task_id} has no inputs"
+        payload = boe.payload
+        if (type(payload) is CheckpointBarrier and payload.completed > self.completed_id
+                and self._completions_from_barriers):
+            self._learn_completion(payload.completed)
         self.gate.push(boe)
 
     def add_credit(self, out_channel: int, buffer_size: int | None = None) -> None:
@@ -440,14 +455,18 @@ class Task:
 
     # ------------------------------------------------------------------ checkpoints: sources
 
-    def trigger_source_checkpoint(self, checkpoint_id: int, timestamp: float, options: CheckpointOptions) -> None:
-        """The coordinator triggers checkpoint `checkpoint_id` on this source task.
+    def trigger_source_checkpoint(self, checkpoint_id: int, timestamp: float, options: CheckpointOptions,
+                                  completed: int | None = None) -> None:
+        """The coordinator triggers checkpoint `checkpoint_id` on this source task; `completed`: a
+        completed checkpoint it was not notified of (it has no completion listener), applied first.
 
         A trigger for an id this task already triggered is a repeated control message: ignored
         (a second snapshot of one checkpoint would send a second barrier and write its files
         twice). One for an older id arrived late, after a newer checkpoint's barrier left: its
         barrier could never align downstream, so it is declined.
         """
+        if completed is not None and completed > self.completed_id:
+            self._learn_completion(completed)
         latest = self.checkpoints.latest_checkpoint_id
         if checkpoint_id <= latest:
             if checkpoint_id < latest:
@@ -458,10 +477,10 @@ class Task:
             # in the checkpoints slower sources need: it acknowledges its final state (all splits
             # read) and sends no barrier, its channels being closed (as Flink's FLIP-147).
             # Declining instead would abort every checkpoint until the slowest source finished.
-            barrier = CheckpointBarrier(checkpoint_id, timestamp, options)
+            barrier = CheckpointBarrier(checkpoint_id, timestamp, options, self.completed_id)
             self.trigger_checkpoint(barrier, AlignmentStats(checkpoint_id), emit_barrier=False)
             return
-        barrier = CheckpointBarrier(checkpoint_id, timestamp, options)
+        barrier = CheckpointBarrier(checkpoint_id, timestamp, options, self.completed_id)
         self.trigger_checkpoint(barrier, AlignmentStats(checkpoint_id, unaligned=options.unaligned))
 
     # ------------------------------------------------------------------ CheckpointListener
@@ -495,6 +514,8 @@ class Task:
             for channel, buffer in self._unprocessed_input():
                 snapshot.input_channel_state.setdefault(channel, []).append(buffer)
         if emit_barrier:
+            if barrier.completed < self.completed_id:  # downstream learns what this task knows
+                barrier = dataclasses.replace(barrier, completed=self.completed_id)
             # an overtaking barrier goes ahead of queued output, which becomes channel state
             snapshot.output_channel_state.update(self.writer.put_barrier(barrier, overtake=overtaking))
         entry = checkpoints.start(snapshot, awaiting_channel_state=overtaking and self.num_inputs > 0)
@@ -561,10 +582,16 @@ class Task:
     def notify_checkpoint_complete(self, checkpoint_id: int, *, final: bool = False) -> None:
         """Checkpoint `checkpoint_id` completed. `final`: it is the job's final checkpoint
         (triggered after every source finished), so a source waiting for it may end its output."""
+        self.completed_id = max(self.completed_id, checkpoint_id)
         self.chain.notify_checkpoint_complete(checkpoint_id)
         self.checkpoints.completed(checkpoint_id)
         if final and self.state is TaskState.AWAITING_FINAL_CHECKPOINT:
             self._end_of_input()
+
+    def _learn_completion(self, checkpoint_id: int) -> None:
+        """`checkpoint_id` completed, learned from a barrier or a trigger instead of a notification."""
+        self.notify_checkpoint_complete(checkpoint_id)
+        self.ports.completion_learned(self.task_id, checkpoint_id)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         self.checkpoints.cancel(checkpoint_id)

@@ -351,8 +351,8 @@ class FaultSchedule:
     # ------------------------------------------------------------------ coordinator and recovery
 
     def completion_announced(self, checkpoint_id: int) -> bool:
-        """The coordinator is about to tell tasks that `checkpoint_id` completed (asked once per
-        task; counted once per checkpoint). True: it crashes instead."""
+        """The coordinator is about to commit `checkpoint_id` and tell tasks it completed (asked
+        once per completion; a repeat of the same id is not counted). True: it crashes instead."""
         if checkpoint_id == self._last_completed:
             return False
         self._last_completed = checkpoint_id

@@ -249,8 +249,8 @@ class TaskStall:
 
 @dataclass(frozen=True)
 class CoordinatorCrashBeforeNotify:
-    """The coordinator dies after the `nth` completed checkpoint is durable, before any task
-    hears of it."""
+    """The coordinator dies after the `nth` completed checkpoint is durable, before it commits
+    the sinks' output of it or any task hears of it."""
 
     nth: int = 0
 

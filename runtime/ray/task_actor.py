@@ -421,9 +421,7 @@ class TaskActor:
                        alignment_timeout: float | None, completed: int | None = None) -> None:
         """Inject barrier `checkpoint_id`; `completed`: a completed checkpoint the coordinator did
         not notify this source of (it has no completion listener), applied first."""
-        if completed is not None:
-            self._post("call", epoch, self._on_complete, (completed, False))
-        self._post("call", epoch, self._on_trigger, (checkpoint_id, timestamp, unaligned, alignment_timeout))
+        self._post("call", epoch, self._on_trigger, (checkpoint_id, timestamp, unaligned, alignment_timeout, completed))
 
     def notify_complete(self, epoch: int, checkpoint_id: int, final: bool = False) -> None:
         """Checkpoint `checkpoint_id` completed (`final`: the job's final checkpoint).
@@ -443,10 +441,10 @@ class TaskActor:
         self._post("call", epoch, self._on_aborted, (checkpoint_id, reason))
 
     def _on_trigger(self, checkpoint_id: int, timestamp: float, unaligned: bool,
-                    alignment_timeout: float | None) -> None:
+                    alignment_timeout: float | None, completed: int | None) -> None:
         options = CheckpointOptions(unaligned=unaligned, alignment_timeout=alignment_timeout)
         try:
-            self.task.trigger_source_checkpoint(checkpoint_id, timestamp, options)
+            self.task.trigger_source_checkpoint(checkpoint_id, timestamp, options, completed)
         except Exception as exc:
             self._fail(exc)
 
@@ -488,6 +486,10 @@ class TaskActor:
 
     def buffer_consumed(self, task_id: TaskId, input_channel: int) -> None:
         self.inputs.consumed(input_channel)
+
+    def completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
+        if self._writer.files is not None:  # else the writer keeps nothing per checkpoint: spare the wake-up
+            self._write_pool.submit(self._writer.notify_checkpoint_complete, task_id, checkpoint_id)
 
     def write_snapshot(self, snapshot: TaskSnapshot) -> None:
         fail, tear = self._faults.write()

@@ -61,6 +61,7 @@ from runtime.core.messages import BufferOrEvent, CheckpointBarrier, CheckpointOp
 from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
+from runtime.jobmaster.completions import CompletionNotices
 from runtime.jobmaster.durable_committer import committer_for
 from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
@@ -170,6 +171,9 @@ class _Ports:
     def buffer_consumed(self, task_id: TaskId, input_channel: int) -> None:
         self.sim._return_credit(self.epoch, task_id, input_channel)
 
+    def completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
+        self.sim._completion_learned(task_id, checkpoint_id)
+
 
 class _SimClock:
     def __init__(self, sim: SimExecutor) -> None:
@@ -274,9 +278,8 @@ class SimExecutor(RunsOnJobMaster):
         #: restores its checkpoint, so the transactions that one staged can still be committed
         self.committer = committer if committer is not None else committer_for(
             self.storage, self.job_id, self.run_id, restore_from)
-        #: what the sinks see (watched by the invariants); the newest checkpoint committed through it
+        #: what the sinks see (watched by the invariants)
         self._sink_committer: Any = self.committer
-        self._committed_id = 0
         #: checks invariants after every event (`runtime.sim.invariants`); None: off
         self.invariants: InvariantChecker | None = (
             invariants if isinstance(invariants, InvariantChecker) else InvariantChecker() if invariants else None)
@@ -368,6 +371,8 @@ class SimExecutor(RunsOnJobMaster):
     # ------------------------------------------------------------------ setup
 
     def _new_coordinator(self) -> CheckpointCoordinator:
+        #: what the coordinator tells tasks by a call of their own, what it keeps for triggers
+        self._notices = CompletionNotices(self.graph)
         config = self.graph.checkpoint_config
         return CheckpointCoordinator(
             self.job_id,
@@ -414,6 +419,7 @@ class SimExecutor(RunsOnJobMaster):
         if self.invariants is not None:
             self.invariants.deploying()
         self.coordinator.restored_from(latest)
+        self._notices.clear()
         epoch = self.epoch
         self.tasks = {}
         self._busy_until.clear()
@@ -426,7 +432,7 @@ class SimExecutor(RunsOnJobMaster):
         self._held_for.clear()  # a stalled task of the failed attempt is gone with it
         committer = self.invariants.committer(self.committer) if self.invariants is not None else self.committer
         self._sink_committer = committer
-        committer = GlobalCommitterView(committer)  # `notify_complete` commits each checkpoint
+        committer = GlobalCommitterView(committer)  # `commit_checkpoint` commits each checkpoint
         for task_id in self.task_ids:
             vertex = self.graph.vertex(task_id.vertex)
             self.tasks[task_id] = Task(
@@ -694,12 +700,13 @@ class SimExecutor(RunsOnJobMaster):
         options = CheckpointOptions(unaligned=unaligned, alignment_timeout=alignment_timeout)
         if self.invariants is not None:
             self.invariants.on_trigger(checkpoint_id)
+        completed = self._notices.take(task_id)
 
         def trigger() -> None:
             task = self.tasks.get(task_id)
             if task is None or self._held(task_id, trigger):
                 return
-            task.trigger_source_checkpoint(checkpoint_id, timestamp, options)
+            task.trigger_source_checkpoint(checkpoint_id, timestamp, options, completed)
             if self.invariants is not None:
                 self.invariants.on_source_triggered(task_id, checkpoint_id)
             self._send_outputs(task_id)
@@ -708,21 +715,28 @@ class SimExecutor(RunsOnJobMaster):
         self._trace("trigger", checkpoint_id, str(task_id))
         self._send_control("trigger", task_id, checkpoint_id, self.epoch, trigger)
 
-    def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
+    def commit_checkpoint(self, checkpoint_id: int) -> None:
         coordinator = self.coordinator
         if self._doomed is coordinator:
             return
         if self.schedule is not None and self.schedule.completion_announced(checkpoint_id):
-            # the checkpoint is durable; the coordinator dies before telling anyone
+            # the checkpoint is durable; the coordinator dies before committing or telling anyone
             self._doomed = coordinator
             self._trace("fault", "CoordinatorCrashBeforeNotify", checkpoint_id)
             self._at(self.now, self._crash_coordinator, None, "fault")
             return
+        # the global committer, for every sink (a message, as on Ray; it dies with a failed-over epoch)
+        committer = self._sink_committer
+        self._control(self.epoch, lambda: committer.commit_checkpoint(checkpoint_id))
+
+    def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
+        coordinator = self.coordinator
+        if self._doomed is coordinator:
+            return
         final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
-        if checkpoint_id > self._committed_id:  # the global committer: once per checkpoint, for every sink
-            self._committed_id = checkpoint_id  # (a message, as on Ray; it dies with a failed-over epoch)
-            committer = self._sink_committer
-            self._control(self.epoch, lambda: committer.commit_checkpoint(checkpoint_id))
+        if not self._notices.is_direct(task_id, final):
+            self._owe_completion(task_id, checkpoint_id)
+            return
 
         def notify() -> None:
             task = self.tasks.get(task_id)
@@ -738,6 +752,29 @@ class SimExecutor(RunsOnJobMaster):
                 self._check_done()
 
         self._send_control("complete", task_id, checkpoint_id, self.epoch, notify)
+
+    def _owe_completion(self, task_id: TaskId, checkpoint_id: int) -> None:
+        """A completion `task_id` gets no call for (`CompletionNotices`): kept for its next
+        trigger as its "complete" control message's faults let it (lost: not kept; delayed: kept
+        late), as on Ray; a task that is no source takes it from a barrier."""
+        schedule = self.schedule
+        effect = schedule.control("complete", task_id) if schedule is not None else None
+        if effect is not None:
+            for fault in effect.faults:
+                self._trace("fault", type(fault).__name__, "complete", checkpoint_id, str(task_id))
+            if effect.lost:
+                return
+            if effect.delay > 0:
+                self._at(self.now + effect.delay, lambda: self._notices.owe(task_id, checkpoint_id),
+                         self.epoch, "control")
+                return
+        self._notices.owe(task_id, checkpoint_id)
+
+    def _completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
+        """`task_id` learned of completion `checkpoint_id` from a barrier or its trigger."""
+        self.writer.notify_checkpoint_complete(task_id, checkpoint_id)
+        if self.invariants is not None:
+            self.invariants.on_notified(task_id, checkpoint_id, completed=True)
 
     def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         if self._doomed is self.coordinator:

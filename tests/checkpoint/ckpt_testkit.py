@@ -44,6 +44,9 @@ class RecordingGateway:
         self.triggers.append((task_id, checkpoint_id, timestamp, unaligned, alignment_timeout))
         self.events.append(("trigger", str(task_id), checkpoint_id))
 
+    def commit_checkpoint(self, checkpoint_id: int) -> None:
+        self.events.append(("commit", checkpoint_id))
+
     def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
         self.events.append(("complete", str(task_id), checkpoint_id))
 
@@ -65,6 +68,10 @@ class RecordingGateway:
 
     def completed_ids(self) -> list[int]:
         return [c.checkpoint_id for c in self.completed]
+
+    def committed_ids(self) -> list[int]:
+        """Checkpoint ids in the order they were committed (`commit_checkpoint`), repeats kept."""
+        return [e[1] for e in self.events if e[0] == "commit"]
 
     def aborted(self) -> dict[int, CheckpointFailureReason]:
         """checkpoint id -> reason (one entry per aborted checkpoint)."""

@@ -38,8 +38,8 @@ def test_periodic_trigger_ack_and_complete() -> None:
     h.advance(0.25)
     assert h.ack(SINK, 1, persisted_bytes=5) is AckResult.SUCCESS
     assert h.coordinator.pending_ids == []
-    assert h.gateway.events[-4:] == [
-        ("complete", "sink[0]", 1), ("complete", "src[0]", 1), ("complete", "src[1]", 1), ("completed", 1),
+    assert h.gateway.events[-5:] == [
+        ("commit", 1), ("complete", "sink[0]", 1), ("complete", "src[0]", 1), ("complete", "src[1]", 1), ("completed", 1),
     ]
     latest = h.coordinator.latest_completed()
     assert latest.checkpoint_id == 1 and latest.metadata_path == f"{JOB}/chk-1/_metadata"
@@ -241,6 +241,22 @@ def test_storage_failure_aborts_and_the_next_checkpoint_completes() -> None:
     assert h.gateway.outcome() == [-1, 2] and h.coordinator.consecutive_failures == 0
 
 
+def test_each_completed_checkpoint_is_committed_once_before_any_task_hears_of_it() -> None:
+    # the global commit hangs on one call per completion, not on every task's notification
+    h = make_harness(CheckpointConfig(interval=1.0, timeout=100.0, max_concurrent=2, tolerable_failures=9))
+    first, second, third = (h.coordinator.trigger_checkpoint() for _ in range(3))
+    h.ack_all(second)  # subsumes the first: aborted, never committed
+    h.coordinator.receive_decline(SINK, third)
+    h.ack_all(fourth := h.coordinator.trigger_checkpoint())
+    assert h.gateway.committed_ids() == [second, fourth]
+    for checkpoint_id in (second, fourth):
+        commit = h.gateway.events.index(("commit", checkpoint_id))
+        told = [i for i, e in enumerate(h.gateway.events) if e[0] == "complete" and e[2] == checkpoint_id]
+        assert len(told) == len(TASKS) and commit < min(told)
+        assert h.gateway.events.index(("completed", checkpoint_id)) > max(told)
+    assert first not in h.gateway.committed_ids() and third not in h.gateway.committed_ids()
+
+
 def test_final_checkpoint_after_all_sources_finished() -> None:
     h = make_harness(CheckpointConfig(interval=1.0, timeout=100.0, tolerable_failures=9))
     h.coordinator.start()
@@ -311,7 +327,9 @@ def test_a_restored_final_checkpoint_is_final_again_without_a_new_checkpoint() -
     for source in SRC:
         h.coordinator.source_finished(source)
     assert h.coordinator.is_final_checkpoint_complete and h.coordinator.final_checkpoint_id == 1
-    assert h.gateway.events[events:] == [("complete", str(t), 1) for t in sorted(TASKS)]
+    # committed once more (idempotent) before the tasks hear of it: a new run restoring a final
+    # checkpoint may not have committed it
+    assert h.gateway.events[events:] == [("commit", 1)] + [("complete", str(t), 1) for t in sorted(TASKS)]
     assert h.gateway.triggered_ids() == [1]
 
 
@@ -325,6 +343,7 @@ def test_the_final_completion_is_repeated_until_the_coordinator_stops() -> None:
     notified = [e for e in h.gateway.events if e[0] == "complete"]
     h.advance(1.0)
     assert [e for e in h.gateway.events if e[0] == "complete"] == notified * 3
+    assert h.gateway.committed_ids() == [1]  # the repeats are notifications only
     assert h.coordinator.counters["final_notifications_repeated"] == 2
     h.coordinator.stop()  # the job ended
     h.advance(5.0)

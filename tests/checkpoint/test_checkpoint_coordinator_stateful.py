@@ -231,6 +231,19 @@ class CoordinatorMachine(RuleBasedStateMachine):
             assert self.blob.exists(self.h.storage.metadata_path(JOB, checkpoint_id))
 
     @invariant()
+    def each_completion_is_committed_once_before_any_task_is_told(self) -> None:
+        committed: list[int] = []
+        for event in self.h.gateway.events:
+            if event[0] == "commit":
+                committed.append(event[1])
+            elif event[0] in ("complete", "completed"):
+                assert event[-1] in committed, f"{event} before checkpoint {event[-1]} was committed"
+        assert set(committed) == set(self.h.gateway.completed_ids())
+        # once per completion; a final checkpoint once more when an execution restored it
+        finals = {c.checkpoint_id for c in self.h.gateway.completed if c.properties.get("final")}
+        assert all(committed.count(i) == 1 for i in set(committed) - finals), committed
+
+    @invariant()
     def fail_job_exactly_when_tolerable_failures_exceeded(self) -> None:
         count = expected_failures = 0
         seen: set[int] = set()

@@ -1,6 +1,7 @@
-"""Source tasks without a completion listener learn of completed checkpoints with their next
-trigger (or just before an abort notification) instead of by a call of their own; every other
-task, and the final checkpoint, are notified at once.
+"""Tasks without a completion listener get no call of their own for a completed checkpoint: a
+source learns it with its next trigger (and puts it into its barriers), any other task from
+those barriers; tasks with a listener, and every task for the final checkpoint, are notified at
+once (`runtime.jobmaster.completions`).
 
 The coordinator actor runs here as the plain class (as in `test_ray_ha`), with stand-in task
 handles that record what it sends: no Ray cluster is involved.
@@ -13,12 +14,14 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from ray_jobs import pageview_env, pageview_rows, unstageable_env
 
 from checkpoint.handles import TaskAcknowledgement
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobVertex, OperatorFactory
-from runtime.ray.coordinator_actor import CoordinatorActor, DeferredCompletions, deferrable_sources
+from runtime.jobmaster.completions import CompletionNotices
+from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.task_actor import TaskActor
 
 ROWS = pageview_rows(200)
@@ -57,39 +60,34 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
         time.sleep(0.005)
 
 
-def test_deferrable_sources_are_the_sources_whose_chain_has_no_listener() -> None:
+def _deferred(graph: Any) -> set[Any]:
+    return set(graph.task_ids()) - CompletionNotices(graph).direct
+
+
+def test_tasks_without_a_listener_are_the_ones_not_called() -> None:
     graph = pageview_env(ROWS).get_job_graph("pv")
-    assert deferrable_sources(graph) == set(graph.source_task_ids())  # source -> map: nothing listens
+    assert _deferred(graph) == set(graph.source_task_ids())  # source -> map: nothing listens
     chained = unstageable_env(ROWS).get_job_graph("chained")  # source -> map -> sink in one task
-    assert chained.source_task_ids() and deferrable_sources(chained) == set(), \
+    assert chained.source_task_ids() and _deferred(chained) == set(), \
         "a source chained with a sink must be notified at once: the sink commits on notification"
     source = graph.source_vertices[0].source
     untemplated = JobVertex("odd", 1, 8, source=source, operator_factories=[lambda: None], operator_names=["odd"])
     templated = JobVertex("plain", 1, 8, source=source,
                           operator_factories=[OperatorFactory(graph.source_vertices[0].operator_factories[0]())],
                           operator_names=["plain"])
-    both = deferrable_sources(SimpleNamespace(source_vertices=[untemplated, templated]))
+    vertices = [untemplated, templated]
+    both = _deferred(SimpleNamespace(vertices=vertices, task_ids=lambda: [t for v in vertices for t in v.task_ids()],
+                                     source_task_ids=lambda: [t for v in vertices for t in v.task_ids()]))
     assert {str(t) for t in both} == {str(t) for t in templated.task_ids()}, \
         "an operator that is not built from a template must count as listening"
 
 
-def test_deferred_completions_keep_the_latest_and_never_defer_a_final_one() -> None:
-    deferred = DeferredCompletions({"s0"})  # type: ignore[arg-type]
-    assert deferred.defer("s0", 3, final=False)  # type: ignore[arg-type]
-    assert deferred.defer("s0", 5, final=False)  # type: ignore[arg-type]
-    assert deferred.defer("s0", 4, final=False)  # type: ignore[arg-type]  # a late, older one
-    assert deferred.take("s0") == 5 and deferred.take("s0") is None  # type: ignore[arg-type]
-    assert not deferred.defer("t1", 6, final=False)  # type: ignore[arg-type]  # not deferrable
-    assert deferred.defer("s0", 7, final=False)  # type: ignore[arg-type]
-    assert not deferred.defer("s0", 8, final=True)  # type: ignore[arg-type]
-    assert deferred.take("s0") is None, "the final notification subsumes the kept one"  # type: ignore[arg-type]
-    deferred.defer("s0", 9, final=False)  # type: ignore[arg-type]
-    deferred.clear()
-    assert deferred.take("s0") is None  # type: ignore[arg-type]
-
-
-def test_sources_learn_of_completions_with_their_next_trigger(tmp_path) -> None:
-    graph = pageview_env(ROWS, interval=0.02).get_job_graph("deferred")
+@pytest.mark.parametrize("chaining", [True, False], ids=["chained", "unchained"])
+def test_sources_learn_of_completions_with_their_next_trigger(tmp_path, chaining: bool) -> None:
+    env = pageview_env(ROWS, interval=0.02)
+    if not chaining:  # source, to-app, count, sink: each its own task; only the sink listens
+        env.disable_chaining()
+    graph = env.get_job_graph("deferred")
     coordinator = CoordinatorActor("deferred", graph, ("uri", str(tmp_path)))
     tasks = {task: _Recorder() for task in graph.task_ids()}
     sources = set(graph.source_task_ids())
@@ -117,13 +115,17 @@ def test_sources_learn_of_completions_with_their_next_trigger(tmp_path) -> None:
                 triggers = recorder.of("trigger")
                 # each trigger carries the checkpoint completed since the previous one
                 assert [c for _, c in triggers] == [None] + [c for c, _ in triggers[:-1]], (task, triggers)
-            else:  # the count/sink tasks: every completion at once
+            elif graph.vertex(task.vertex).listens_for_completion:  # the sinks: every completion at once
                 assert [c for c, _ in recorder.of("complete")] == completed, task
+            else:  # to-app and count, unchained: from the sources' barriers, no call of their own
+                assert not chaining and recorder.of("complete") == [], task
+        assert chaining or len([t for t in tasks if not graph.vertex(t.vertex).listens_for_completion]) == 6
     finally:
         coordinator.shutdown()
 
 
-def test_an_abort_first_hands_over_the_completion_a_source_was_not_told(tmp_path) -> None:
+def test_an_abort_does_not_hand_over_the_completion_a_source_was_not_told(tmp_path) -> None:
+    # (it did, as a notification call of its own: the next trigger carries it, one call fewer)
     graph = pageview_env(ROWS, interval=0.3).get_job_graph("deferred-abort")
     graph.checkpoint_config = dataclasses.replace(graph.checkpoint_config, max_concurrent=2)
     coordinator = CoordinatorActor("deferred-abort", graph, ("uri", str(tmp_path)))
@@ -137,24 +139,25 @@ def test_an_abort_first_hands_over_the_completion_a_source_was_not_told(tmp_path
             coordinator.acknowledge(0, TaskAcknowledgement(task, completes))
         # ...and the second is declined before the next trigger (0.3 s apart) could carry the first
         coordinator.decline(0, graph.source_task_ids()[0], declined, CheckpointFailureReason.DECLINED)
+        _wait(lambda: len(first_source.of("trigger")) >= 3, 5, "the next trigger")
         coordinator.suspend()
         for task in graph.source_task_ids():
             calls = [c for c in tasks[task].calls if c[0] != "trigger"]
-            assert calls == [("complete", completes, False), ("aborted", declined)], (task, tasks[task].calls)
+            assert calls == [("aborted", declined)], (task, tasks[task].calls)
+            assert tasks[task].of("trigger")[2][1] == completes, tasks[task].calls
     finally:
         coordinator.shutdown()
 
 
-def test_a_carried_completion_is_applied_before_the_trigger() -> None:
+def test_a_carried_completion_goes_to_the_task_with_its_trigger() -> None:
+    # (`Task.trigger_source_checkpoint` applies it first and stamps it on the barrier)
     posted: list[tuple[Any, ...]] = []
     actor = TaskActor.__new__(TaskActor)  # only `trigger_source`'s mail is under test
     actor._post = lambda kind, epoch, fn, args: posted.append((fn.__name__, args))  # type: ignore[method-assign]
-    actor._on_complete = _named("_on_complete")  # type: ignore[assignment]
     actor._on_trigger = _named("_on_trigger")  # type: ignore[assignment]
     TaskActor.trigger_source(actor, 0, 7, 1.0, False, None, 6)
     TaskActor.trigger_source(actor, 0, 8, 2.0, False, None)
-    assert posted == [("_on_complete", (6, False)), ("_on_trigger", (7, 1.0, False, None)),
-                      ("_on_trigger", (8, 2.0, False, None))]
+    assert posted == [("_on_trigger", (7, 1.0, False, None, 6)), ("_on_trigger", (8, 2.0, False, None, None))]
 
 
 def _named(name: str) -> Any:

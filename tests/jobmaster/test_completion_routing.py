@@ -1,0 +1,33 @@
+"""`CompletionNotices`: which tasks are notified of a completion directly, what a source is owed."""
+
+from __future__ import annotations
+
+from checkpoint.options import CheckpointingMode
+from operators import CollectSink
+from runtime import StreamEnvironment
+from runtime.jobmaster.completions import CompletionNotices
+
+
+def _graph():
+    env = StreamEnvironment(parallelism=2).disable_chaining()
+    env.enable_checkpointing(interval=0.1, mode=CheckpointingMode.EXACTLY_ONCE)
+    env.from_collection([{"a": 1}], splits=2).map(lambda r: r, name="to-app").sink_to(CollectSink("pv"))
+    return env.get_job_graph("route")
+
+
+def test_completion_notices_route_and_keep_the_newest_for_a_source() -> None:
+    graph = _graph()
+    notices = CompletionNotices(graph)
+    source, mid, sink = (next(t for t in graph.task_ids() if t.vertex.startswith(p))
+                         for p in ("Source", "to-app", "Sink"))
+    assert notices.is_direct(sink, final=False) and notices.is_direct(mid, final=True)
+    assert not notices.is_direct(source, final=False) and not notices.is_direct(mid, final=False)
+    for checkpoint_id in (3, 5, 4):  # a late, older one does not win
+        notices.owe(source, checkpoint_id)
+    notices.owe(mid, 6)  # no source: it takes it from a barrier
+    assert notices.take(source) == 5 and notices.take(source) is None and notices.take(mid) is None
+    notices.owe(source, 7)
+    assert notices.is_direct(source, final=True) and notices.take(source) is None, "the final one subsumes it"
+    notices.owe(source, 8)
+    notices.clear()
+    assert notices.take(source) is None
