@@ -63,6 +63,7 @@ from checkpoint.io.storage import StorageError
 from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.subtask_checkpoint import TaskRestore
+from runtime.jobmaster.coordinators import resume_checkpoint_ids
 from runtime.jobmaster.fault_schedule import DELIVER, FaultSchedule
 from runtime.jobmaster.fault_storage import CoordinatorWriteFaults
 from runtime.jobmaster.faults import FaultPlan
@@ -85,6 +86,7 @@ class CoordinatorActor:
         self.graph = graph
         self.job_id = job_id
         self.contender_id = contender_id
+        self._min_checkpoint_id = min_checkpoint_id
         config = graph.checkpoint_config
         self.storage = open_storage(storage, graph)
         #: `CoordinatorStorageFailure` on the id counter's and metadata writes, once `arm_faults` ran
@@ -107,15 +109,14 @@ class CoordinatorActor:
             self.store: Any = _HighAvailabilityStore(ha_store)
             self.id_counter: Any = self.ha_factory.create_id_counter(job_id)
             self.id_counter.start()  # shared in ZooKeeper: ids keep increasing across leaders
-            self.id_counter.set_count(max(self.id_counter.get(), min_checkpoint_id))
+            resume_checkpoint_ids(self.id_counter, self.store, self.storage, self.job_id, min_checkpoint_id)  # again once promoted
         else:
             self.store = StandaloneCompletedCheckpointStore(self.storage, job_id, config.retained,
                                                             discard_executor=self._discard_pool, run_id=run_id)
             self.store.recover()  # a replacement coordinator finds what its predecessor completed
             self.id_counter = StorageCheckpointIDCounter(self.storage, job_id)
             self.id_counter.start()  # continues from the id a crashed predecessor persisted
-            self.id_counter.set_count(max(self.id_counter.get(), self.store.highest_checkpoint_id_seen + 1,
-                                          min_checkpoint_id))  # a restored run's ids continue after its checkpoint's
+            resume_checkpoint_ids(self.id_counter, self.store, self.storage, self.job_id, min_checkpoint_id)
         #: ids from here on are this run's (the first coordinator's counter value, handed on to its
         #: successors): the orphan cleanup touches no earlier run's checkpoints
         self.first_checkpoint_id = first_checkpoint_id if first_checkpoint_id is not None else self.id_counter.get()
@@ -221,6 +222,8 @@ class CoordinatorActor:
             return False
         with self._lock:
             self.store.recover()
+            with self._writes.paused():  # its recovery, not a trigger
+                resume_checkpoint_ids(self.id_counter, self.store, self.storage, self.job_id, self._min_checkpoint_id)
             return bool(self.election.is_leader)
 
     def is_leader(self) -> bool:

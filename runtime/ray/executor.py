@@ -76,7 +76,6 @@ from runtime.core.links import resolve_link_delays
 from runtime.jobmaster.attempt_counts import RunCounts
 from runtime.jobmaster.durable_committer import committer_for
 from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
-from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.faults import (
     ChannelDelay,
     ChannelStall,
@@ -528,7 +527,6 @@ class RayExecutor(RunsOnJobMaster):
         self._count_attempt({t: h.cancel.remote() for t, h in self.tasks.items() if t not in self._dead})
         self._heartbeats.clear()
         self._status = {}
-        self._recovery_began()
 
     def deploy_attempt(self, attempt: int) -> None:
         """`JobMasterGateway`: deploy the tasks restored as the job master plans (the coordinator
@@ -568,7 +566,7 @@ class RayExecutor(RunsOnJobMaster):
 
     def _resolve_faults(self) -> None:
         """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`, as the simulator does)."""
-        self.schedule = FaultSchedule.for_graph(self.faults, self.graph)
+        self.schedule = self.master.schedule
         #: what the attempts' actors counted, for the schedule; `torn_files`, `slowed_writes`
         self.counts = RunCounts(self.schedule, self.task_ids)
         #: faults placed at a wall time (seconds since the first deployment): (at, index)
@@ -621,13 +619,12 @@ class RayExecutor(RunsOnJobMaster):
                 self._recovery_crashes.remove((at, target))
                 self._freeze(target, "TaskCrashDuringRecovery")
 
-    def _recovery_began(self) -> None:
-        """A failover's recovery begins: its `TaskCrashDuringRecovery` faults strike `delay` seconds
-        from now — at the earliest once the new attempt is deployed (this driver waits out the
-        restart delay and deploys before it injects again), so on Ray the task fails while the
-        new attempt restores and replays, never during the restart delay itself."""
-        for target, fault in self.schedule.recovery_started():
-            self._recovery_crashes.append((time.time() + fault.delay, target))
+    def crash_during_recovery(self, task_id: TaskId, at: float) -> None:
+        """`JobMasterGateway`: `TaskCrashDuringRecovery` at wall time `at` — at the earliest once the
+        new attempt is deployed (this driver waits out the restart delay and deploys before it
+        injects again), so on Ray the task fails while the new attempt restores and replays,
+        never during the restart delay itself."""
+        self._recovery_crashes.append((at, task_id))
 
     def _freeze(self, task_id: TaskId, what: str) -> None:
         """Crash `task_id` now: it freezes (its counts final), its next heartbeat says so, the poll

@@ -61,6 +61,7 @@ from runtime.core.messages import BufferOrEvent, CheckpointBarrier, CheckpointOp
 from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
+from runtime.jobmaster.coordinators import resume_checkpoint_ids
 from runtime.jobmaster.durable_committer import committer_for
 from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
@@ -315,11 +316,10 @@ class SimExecutor(RunsOnJobMaster):
 
         self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
         self.id_counter.start()
-        if restore_from is not None:  # ids continue after the restored checkpoint's
-            self.id_counter.set_count(self.master.first_checkpoint_id)
         self.store = StandaloneCompletedCheckpointStore(
             self.storage, self.job_id, config.retained if config else 1, run_id=self.run_id
         )
+        resume_checkpoint_ids(self.id_counter, self.store, self.storage, self.job_id, self.master.first_checkpoint_id)
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
         if self.ha is not None:
             self._setup_high_availability()
@@ -339,9 +339,8 @@ class SimExecutor(RunsOnJobMaster):
             election.start()
         self.id_counter = self.ha_services.create_id_counter(self.job_id)
         self.id_counter.start()
-        if self.restore_from is not None:
-            self.id_counter.set_count(self.master.first_checkpoint_id)
         self.store = self._ha_store()
+        resume_checkpoint_ids(self.id_counter, self.store, self.storage, self.job_id, self.master.first_checkpoint_id)
 
     def _ha_store(self) -> Any:
         leader = next(e for e in self.elections if e.is_leader)
@@ -818,7 +817,7 @@ class SimExecutor(RunsOnJobMaster):
     def _resolve_faults(self) -> None:
         """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`); schedule the faults placed
         at a virtual time, and any due before the first record."""
-        self.schedule = schedule = FaultSchedule.for_graph(self.faults, self.graph)
+        self.schedule = schedule = self.master.schedule
         self._coordinator_writes.schedule = schedule
         for at, index, _ in schedule.timed():
             self._at(at, lambda i=index: self._fire(i), None, "fault")
@@ -906,6 +905,7 @@ class SimExecutor(RunsOnJobMaster):
             leader.expire_session()
             self.store = self._ha_store()
             self.store.recover()
+            resume_checkpoint_ids(self.id_counter, self.store, self.storage, self.job_id, self.master.first_checkpoint_id)
             recovered = self.store.get_latest_checkpoint()
             self.coordinators.promoted(recovered.checkpoint_id if recovered is not None else None)
             self._trace("leader", next(e.contender_id for e in self.elections if e.is_leader))
@@ -918,13 +918,10 @@ class SimExecutor(RunsOnJobMaster):
             self.storage, self.job_id, self.graph.checkpoint_config.retained, run_id=self.run_id
         )
         self.store.recover()
-        latest = self.store.get_latest_checkpoint()
         self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
         self.id_counter.start()  # continues from the id the crashed coordinator persisted
-        restored = self.restore_from[0].checkpoint_id if self.restore_from is not None else 0
-        floor = max(latest.checkpoint_id if latest else 0, restored) + 1
         with self._coordinator_writes.paused():  # its recovery, not a trigger (Ray's, too, is not counted)
-            self.id_counter.set_count(max(self.id_counter.get(), floor))
+            resume_checkpoint_ids(self.id_counter, self.store, self.storage, self.job_id, self.master.first_checkpoint_id)
         self.coordinator = self._new_coordinator()
         self._global_failover("coordinator crash", None, reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
 
@@ -938,12 +935,11 @@ class SimExecutor(RunsOnJobMaster):
         if not suppresses_restarts(exc):
             self._trace("failover", why)
         self.master.failover(why, exc, reason)  # cancels this attempt, schedules the next (or fails)
-        if self.master.error is None and self.schedule is not None:
-            epoch = self.epoch
-            for target, fault in self.schedule.recovery_started():
-                self._trace("fault", "TaskCrashDuringRecovery", str(target), fault.delay)
-                self._at(self.now + fault.delay, lambda t=target: self.crash_task(t, "TaskCrashDuringRecovery"),
-                         epoch, "fault")
+
+    def crash_during_recovery(self, task_id: TaskId, at: float) -> None:
+        """`JobMasterGateway`: `TaskCrashDuringRecovery` (the restart delay included)."""
+        self._trace("fault", "TaskCrashDuringRecovery", str(task_id), round(at - self.now, 9))
+        self._at(at, lambda: self.crash_task(task_id, "TaskCrashDuringRecovery"), self.epoch, "fault")
 
     def _fail_for_good(self, message: str, exc: BaseException | None) -> None:
         self.master.fail_for_good(message, exc)
