@@ -31,8 +31,9 @@ targets) comes from one `random.Random(seed)`, so a seed replays the identical r
   `_write_snapshot` (failing, torn, slow), the coordinator's id-counter and metadata writes
   through a `CoordinatorWriteFaults` around the storage's blob store (failing), a stalled task's
   input, control and timers wait in `_held_for` until it resumes.
-* Invariants: with `invariants=True` (or an `InvariantChecker`) the checker of
-  `runtime.sim.invariants` is told what each event did and checks it after every event.
+* Invariants: an `ExecutionObserver` (`runtime.jobmaster.observer`; `env.execute(...,
+  invariants=True)` passes `runtime.verify.invariants.InvariantChecker`) is told what each event
+  did and checks it after every event.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.fault_storage import CoordinatorWriteFaults, write_torn
 from runtime.jobmaster.faults import FaultPlan
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
+from runtime.jobmaster.observer import ExecutionObserver
 from runtime.jobmaster.progress import progress_figures, reading_phase
 from runtime.jobmaster.restore import restore_latest_valid
 from runtime.jobmaster.result import (
@@ -78,7 +80,6 @@ from runtime.jobmaster.result import (
     suppresses_restarts,
 )
 from runtime.sim.costs import CpuCores, StepCost
-from runtime.sim.invariants import InvariantChecker
 
 log = logging.getLogger("barrierflow.sim")
 
@@ -233,7 +234,7 @@ class SimExecutor(RunsOnJobMaster):
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
         committer: CollectCommitter | None = None,
         allow_non_restored_state: bool = False,
-        invariants: bool | InvariantChecker = False,
+        invariants: ExecutionObserver | None = None,
         run_id: str | None = None,
     ) -> None:
         self.now = 0.0
@@ -278,9 +279,13 @@ class SimExecutor(RunsOnJobMaster):
         #: what the sinks see (watched by the invariants); the newest checkpoint committed through it
         self._sink_committer: Any = self.committer
         self._committed_id = 0
-        #: checks invariants after every event (`runtime.sim.invariants`); None: off
-        self.invariants: InvariantChecker | None = (
-            invariants if isinstance(invariants, InvariantChecker) else InvariantChecker() if invariants else None)
+        if isinstance(invariants, bool):  # the checker lives above the simulator: the API builds it
+            if invariants:
+                raise TypeError("SimExecutor(invariants=True): pass the checker itself "
+                                "(runtime.verify.invariants.InvariantChecker()); env.execute(..., invariants=True) builds it")
+            invariants = None
+        #: checks invariants after every event (`runtime.jobmaster.observer`); None: off
+        self.invariants = invariants
         if self.invariants is not None:
             self.invariants.bind(self)  # before anything writes or deletes through the storage
         #: `CoordinatorStorageFailure`: the coordinator's id-counter and metadata writes (armed by `run`)
