@@ -48,12 +48,11 @@ from typing import Any
 
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.ids import StorageCheckpointIDCounter
 from checkpoint.io.cleanup import discard_orphans
 from checkpoint.io.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.io.snapshot_writer import SnapshotWriter
 from checkpoint.io.storage import StorageError, storage_from_uri
-from checkpoint.io.store import StandaloneCompletedCheckpointStore, new_run_id
+from checkpoint.io.store import new_run_id
 from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
@@ -62,7 +61,7 @@ from runtime.core.messages import BufferOrEvent, CheckpointBarrier, CheckpointOp
 from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
-from runtime.jobmaster.coordinators import resume_checkpoint_ids
+from runtime.jobmaster.coordinator_state import coordinator_state, promoted
 from runtime.jobmaster.durable_committer import committer_for
 from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
@@ -319,15 +318,10 @@ class SimExecutor(RunsOnJobMaster):
         self.schedule: FaultSchedule | None = None
         self._records: dict[TaskId, int] = {}
 
-        self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
-        self.id_counter.start()
-        self.store = StandaloneCompletedCheckpointStore(
-            self.storage, self.job_id, config.retained if config else 1, run_id=self.run_id
-        )
-        resume_checkpoint_ids(self.id_counter, self.store, self.storage, self.job_id, self.master.first_checkpoint_id)
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
         if self.ha is not None:
             self._setup_high_availability()
+        self.store, self.id_counter = self._coordinator_state()
         #: ids from here on are this run's: the orphan cleanup touches no earlier run's checkpoints
         self.first_checkpoint_id = self.id_counter.get()
         self.coordinator = self._new_coordinator()
@@ -342,17 +336,14 @@ class SimExecutor(RunsOnJobMaster):
         ]
         for election in self.elections:
             election.start()
-        self.id_counter = self.ha_services.create_id_counter(self.job_id)
-        self.id_counter.start()
-        self.store = self._ha_store()
-        resume_checkpoint_ids(self.id_counter, self.store, self.storage, self.job_id, self.master.first_checkpoint_id)
 
-    def _ha_store(self) -> Any:
-        leader = next(e for e in self.elections if e.is_leader)
-        retained = self.graph.checkpoint_config.retained if self.graph.checkpoint_config else 1
-        store = self.ha_services.create_store(self.job_id, self.storage, retained, leader_election=leader)
-        store.run_id = self.run_id
-        return store
+    def _coordinator_state(self) -> tuple[Any, Any]:
+        """The store and id counter of a new coordinator (`runtime.jobmaster.coordinator_state`)."""
+        config = self.graph.checkpoint_config
+        leader = next(e for e in self.elections if e.is_leader) if self.ha is not None else None
+        return coordinator_state(self.storage, self.job_id, config.retained if config else 1, self.run_id,
+                                 self.master.first_checkpoint_id, ha=self.ha_services if leader else None,
+                                 election=leader)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -908,25 +899,17 @@ class SimExecutor(RunsOnJobMaster):
             # over the shared store (fenced by its own leadership) and the shared ID counter
             leader = next(e for e in self.elections if e.is_leader)
             leader.expire_session()
-            self.store = self._ha_store()
-            self.store.recover()
-            resume_checkpoint_ids(self.id_counter, self.store, self.storage, self.job_id, self.master.first_checkpoint_id)
-            recovered = self.store.get_latest_checkpoint()
-            self.coordinators.promoted(recovered.checkpoint_id if recovered is not None else None)
+            self.store, self.id_counter = self._coordinator_state()
+            self.coordinators.promoted(promoted(self.store, self.id_counter, self.storage, self.job_id,
+                                                self.master.first_checkpoint_id))
             self._trace("leader", next(e.contender_id for e in self.elections if e.is_leader))
             self.coordinator = self._new_coordinator()
             self._global_failover("coordinator crash (standby took over)", None,
                                   reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
             return
         # standalone mode: the coordinator's memory is gone; what survives is the storage
-        self.store = StandaloneCompletedCheckpointStore(
-            self.storage, self.job_id, self.graph.checkpoint_config.retained, run_id=self.run_id
-        )
-        self.store.recover()
-        self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
-        self.id_counter.start()  # continues from the id the crashed coordinator persisted
         with self._coordinator_writes.paused():  # its recovery, not a trigger (Ray's, too, is not counted)
-            resume_checkpoint_ids(self.id_counter, self.store, self.storage, self.job_id, self.master.first_checkpoint_id)
+            self.store, self.id_counter = self._coordinator_state()
         self.coordinator = self._new_coordinator()
         self._global_failover("coordinator crash", None, reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
 
