@@ -75,7 +75,7 @@ from runtime.core.graph import JobGraph
 from runtime.core.links import resolve_link_delays
 from runtime.jobmaster.attempt_counts import RunCounts
 from runtime.jobmaster.durable_committer import committer_for
-from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
+from runtime.jobmaster.fault_actions import coordinator_crash, crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.faults import (
     ChannelDelay,
     ChannelStall,
@@ -207,6 +207,8 @@ class RayExecutor(RunsOnJobMaster):
         self._coord_status: dict[str, Any] = {}
         self._coord_ref: Any = None
         self.coordinator: Any = None
+        #: the driver killed the coordinator for a fault (its failover reads as the simulator's)
+        self._coordinator_crashed = False
         #: HA only: the standby coordinator actor, and how many contenders were started so far
         self.standby: Any = None
         self._contenders = 0
@@ -462,7 +464,8 @@ class RayExecutor(RunsOnJobMaster):
         ray.kill(self.tasks[task_id], no_restart=True)
         self._dead.add(task_id)
 
-    def _poll_coordinator(self) -> tuple[str, BaseException | None] | None:
+    def _poll_coordinator(self) -> tuple[Any, ...] | None:
+        """None, or the failover to start: `JobMaster.failover`'s arguments."""
         if self.coordinator is None:
             return None
         if self._coord_ref is None:
@@ -475,6 +478,9 @@ class RayExecutor(RunsOnJobMaster):
             self._coord_status = ray.get(ref)
         except RayActorError as exc:
             self._replace_coordinator()
+            if self._coordinator_crashed:  # an injected crash: the failure reads as the simulator's
+                self._coordinator_crashed = False
+                return coordinator_crash(standby=self.ha is not None), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN
             return f"checkpoint coordinator died: {_short(exc)}", exc
         self._land(self._coord_status)
         if self._coord_status.get("fail_request"):
@@ -680,6 +686,7 @@ class RayExecutor(RunsOnJobMaster):
             self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
         self._coord_status = {**self._coord_status, "doomed": False}
         self.master.coordinators.crashed(history)
+        self._coordinator_crashed = True
         ray.kill(self.coordinator, no_restart=True)
 
     def _arm_coordinator(self, handle: Any) -> None:

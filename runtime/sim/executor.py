@@ -63,7 +63,7 @@ from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.coordinator_state import coordinator_state, promoted
 from runtime.jobmaster.durable_committer import committer_for
-from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
+from runtime.jobmaster.fault_actions import coordinator_crash, crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.fault_storage import CoordinatorWriteFaults, write_torn
 from runtime.jobmaster.faults import FaultPlan
@@ -904,14 +904,14 @@ class SimExecutor(RunsOnJobMaster):
                                                 self.master.first_checkpoint_id))
             self._trace("leader", next(e.contender_id for e in self.elections if e.is_leader))
             self.coordinator = self._new_coordinator()
-            self._global_failover("coordinator crash (standby took over)", None,
+            self._global_failover(coordinator_crash(standby=True), None,
                                   reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
             return
         # standalone mode: the coordinator's memory is gone; what survives is the storage
         with self._coordinator_writes.paused():  # its recovery, not a trigger (Ray's, too, is not counted)
             self.store, self.id_counter = self._coordinator_state()
         self.coordinator = self._new_coordinator()
-        self._global_failover("coordinator crash", None, reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
+        self._global_failover(coordinator_crash(standby=False), None, reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
 
     def _task_failed(self, task_id: TaskId, exc: BaseException) -> None:
         self._global_failover(f"task {task_id} failed: {exc}", exc)
