@@ -76,7 +76,6 @@ from runtime.jobmaster.result import (
     GlobalCommitterView,
     JobMetrics,
     JobResult,
-    suppresses_restarts,
 )
 from runtime.sim.costs import CpuCores, StepCost
 
@@ -387,6 +386,7 @@ class SimExecutor(RunsOnJobMaster):
 
     def cancel_attempt(self, attempt: int, reason: CheckpointFailureReason) -> None:
         """`JobMasterGateway`: the running attempt's events are dropped from now on."""
+        self._trace("failover", self.failures[-1])
         self.coordinator.stop()
         # notifications of these aborts belong to the dying execution: they are dropped with it
         self.coordinator.abort_all_pending(reason)
@@ -464,7 +464,7 @@ class SimExecutor(RunsOnJobMaster):
             if epoch is not None and epoch != self.epoch:
                 continue
             if when > self.max_time or self.events >= self.max_events:
-                self._fail_for_good(f"job did not finish within {self.max_time} virtual seconds / "
+                self.master.fail_for_good(f"job did not finish within {self.max_time} virtual seconds / "
                                     f"{self.max_events} events (seed={self.seed})", None)
                 break
             self.now = when
@@ -483,7 +483,7 @@ class SimExecutor(RunsOnJobMaster):
                 self.progress(self._progress_info())
         if not self.done and self.error is None:
             stuck = [str(t) for t, task in self.tasks.items() if not task.is_finished]
-            self._fail_for_good(f"job stalled with unfinished tasks {stuck} (seed={self.seed})", None)
+            self.master.fail_for_good(f"job stalled with unfinished tasks {stuck} (seed={self.seed})", None)
         self.coordinator.stop()
         if invariants is not None:
             invariants.finished(self.error is None)
@@ -545,7 +545,7 @@ class SimExecutor(RunsOnJobMaster):
         try:
             handled = task.step()
         except Exception as exc:  # a user function or protocol error: the task fails
-            self._task_failed(task_id, exc)
+            self.master.task_failed(task_id, exc)
             return
         self._send_outputs(task_id)
         cpu, wait = self.costs.step_times(task_id, handled)
@@ -629,7 +629,7 @@ class SimExecutor(RunsOnJobMaster):
         try:
             task.push(BufferOrEvent(channel, payload))
         except Exception as exc:
-            self._task_failed(receiver, exc)
+            self.master.task_failed(receiver, exc)
             return
         self._send_outputs(receiver)  # an overtaking (unaligned) barrier may have been forwarded
         self._schedule_run(receiver)
@@ -750,7 +750,7 @@ class SimExecutor(RunsOnJobMaster):
         self._send_control("abort", task_id, checkpoint_id, self.epoch, notify)
 
     def fail_job(self, error: Exception) -> None:
-        self._global_failover(f"checkpoint failures: {error}", error)
+        self.master.failover(f"checkpoint failures: {error}", error)
 
     def on_checkpoint_completed(self, completed: Any) -> None:
         if self._doomed is self.coordinator:
@@ -820,8 +820,7 @@ class SimExecutor(RunsOnJobMaster):
 
     def _fire(self, index: int) -> None:
         """A fault placed at a time or at the sources' progress starts now."""
-        assert self.schedule is not None
-        fire_fault(self.schedule, index, self.graph, self)
+        fire_fault(self.master.schedule, index, self.graph, self)
 
     def _check_progress(self) -> None:
         """After a source step: fire the faults placed at this point of the sources' progress (not
@@ -844,9 +843,7 @@ class SimExecutor(RunsOnJobMaster):
     # are open in the schedule, which every write and send asks
 
     def crash_task(self, task_id: TaskId, what: str) -> None:
-        if self.done:
-            return
-        self._task_failed(task_id, injected_crash(task_id, what))
+        self.master.task_failed(task_id, injected_crash(task_id, what))
 
     def crash_coordinator(self) -> None:
         self._crash_coordinator()
@@ -904,33 +901,18 @@ class SimExecutor(RunsOnJobMaster):
                                                 self.master.first_checkpoint_id))
             self._trace("leader", next(e.contender_id for e in self.elections if e.is_leader))
             self.coordinator = self._new_coordinator()
-            self._global_failover(coordinator_crash(standby=True), None,
-                                  reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
+            self.master.failover(coordinator_crash(standby=True), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN)
             return
         # standalone mode: the coordinator's memory is gone; what survives is the storage
         with self._coordinator_writes.paused():  # its recovery, not a trigger (Ray's, too, is not counted)
             self.store, self.id_counter = self._coordinator_state()
         self.coordinator = self._new_coordinator()
-        self._global_failover(coordinator_crash(standby=False), None, reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
-
-    def _task_failed(self, task_id: TaskId, exc: BaseException) -> None:
-        self._global_failover(f"task {task_id} failed: {exc}", exc)
-
-    def _global_failover(self, why: str, exc: BaseException | None,
-                         reason: CheckpointFailureReason = CheckpointFailureReason.TASK_FAILURE) -> None:
-        if self.done:
-            return
-        if not suppresses_restarts(exc):
-            self._trace("failover", why)
-        self.master.failover(why, exc, reason)  # cancels this attempt, schedules the next (or fails)
+        self.master.failover(coordinator_crash(standby=False), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN)
 
     def crash_during_recovery(self, task_id: TaskId, at: float) -> None:
         """`JobMasterGateway`: `TaskCrashDuringRecovery` (the restart delay included)."""
         self._trace("fault", "TaskCrashDuringRecovery", str(task_id), round(at - self.now, 9))
         self._at(at, lambda: self.crash_task(task_id, "TaskCrashDuringRecovery"), self.epoch, "fault")
-
-    def _fail_for_good(self, message: str, exc: BaseException | None) -> None:
-        self.master.fail_for_good(message, exc)
 
 
 def run_job(graph: JobGraph, *, seed: int = 0, faults: FaultPlan | None = None, **options: Any) -> JobResult:
