@@ -71,6 +71,7 @@ from runtime.core.graph import (
 )
 from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, PartitionerSpec, Rebalance
 from runtime.jobmaster.registry import get_executor
+from runtime.verify.invariants import InvariantChecker
 
 __all__ = [
     "DEFAULT_RESTART_STRATEGY",
@@ -570,9 +571,14 @@ class StreamEnvironment:
             JobGraphError: invalid topology or options, or an unknown executor.
             runtime.StateMismatchError: the job does not match the checkpoint it restores
                 (`restore_from`), raised before anything runs.
+
+        `invariants=True` (simulator) checks the protocol's invariants after every event
+        (`runtime.verify.invariants.InvariantChecker`; pass one to bound the output by a reference).
         """
         run_job = get_executor(executor)
         graph = self.get_job_graph(job_name)
+        if kwargs.get("invariants") is True:  # the per-event checker (an `ExecutionObserver`)
+            kwargs["invariants"] = InvariantChecker()
         if self._restore_from is not None:
             kwargs.setdefault("restore_from", self._restore_from)
             if self._allow_non_restored_state:

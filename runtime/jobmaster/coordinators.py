@@ -5,6 +5,10 @@ node); a new one (with high availability: the standby, once elected and promoted
 completed checkpoints from durable storage and takes over. What the dead ones did lives on here,
 the same on every executor: their checkpoint statistics (so the result lists every checkpoint of
 the run), when each died, when each successor was promoted and which checkpoint it recovered.
+
+`resume_checkpoint_ids` is the one rule by which every coordinator of a run (the first, a
+standalone replacement, a promoted standby) sets its id counter, so no id is ever used twice
+(DESIGN §6, the invariant `checkpoint-ids-increase`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,21 @@ from collections.abc import Iterable
 from typing import Any
 
 from runtime.core.ports import Clock
+
+
+def resume_checkpoint_ids(id_counter: Any, store: Any, storage: Any, job_id: str, first_checkpoint_id: int) -> None:
+    """Advance `id_counter` (a `CheckpointIDCounter`) so the next id is above every id that may
+    have been used: the counter's own (persisted in storage, or shared in ZooKeeper); every
+    checkpoint `store` (a `CompletedCheckpointStore`, recovered) saw — its newest retained one and
+    newer ones it skipped as corrupt; every `chk-<id>` directory of `job_id` in `storage` (an
+    earlier run's in the same directory too: a fresh HA counter would overwrite them); and the
+    restored checkpoint's (`first_checkpoint_id`: `JobMaster.first_checkpoint_id`). Never lowers
+    it, and writes nothing when it is high enough already (so a shared counter another contender
+    advances is not set back)."""
+    used = max(store.highest_checkpoint_id_seen, max(storage.list_checkpoint_ids(job_id), default=0))
+    floor = max(used + 1, first_checkpoint_id)
+    if id_counter.get() < floor:
+        id_counter.set_count(floor)
 
 
 class CoordinatorSuccession:

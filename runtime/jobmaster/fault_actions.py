@@ -3,7 +3,7 @@
 `FaultSchedule` says *when* such a fault strikes (`timed`, `due`); `fire_fault` says *what* it does,
 once for both executors, by calling the executor's `FaultActions` (which know how to crash, stall or
 slow something down in virtual time or on actors). The failure a crash reads as is made here too
-(`injected_crash`), so the simulator's and Ray's failure lists agree word for word.
+(`injected_crash`, `coordinator_crash`), so the simulator's and Ray's failure lists agree word for word.
 """
 
 from __future__ import annotations
@@ -87,3 +87,10 @@ def crash_after_records(after: int) -> str:
 def injected_crash(task_id: TaskId, what: str) -> RuntimeError:
     """The error an injected crash of `task_id` fails the job over with (both executors)."""
     return RuntimeError(f"injected fault: {what} of task {task_id}")
+
+
+def coordinator_crash(standby: bool) -> str:
+    """Why the job failed over after an injected coordinator crash (`CoordinatorCrash`,
+    `CoordinatorCrashBeforeNotify`), as both executors list it in `failures` (`standby`: a
+    standby took over, with high availability)."""
+    return "coordinator crash (standby took over)" if standby else "coordinator crash"

@@ -60,8 +60,9 @@ Fault kinds, field by field (what breaks, where, when):
   checkpoint of the run became durable (its metadata is in the store) and before any task was
   told: no sink committed it yet. Recovery must restore it and commit its transactions once.
 * `TaskCrashDuringRecovery(task, nth, delay)` — `delay` seconds after the `nth` recovery of the
-  run began (a failover after a task or coordinator crash), `task` fails: during the restart delay
-  (the job redeploying) or while the new attempt restores and replays its state.
+  run began (a failover after a task or coordinator crash that restarts the job: one that fails it
+  for good is no recovery), `task` fails: during the restart delay (the job redeploying) or while
+  the new attempt restores and replays its state.
 * `CoordinatorStorageFailure(nth, what)` — the coordinator's `nth` storage write of kind `what`
   fails with a `StorageError` (nothing is written). `what`: "counter" (the checkpoint id
   counter's persist when the coordinator takes an id: every trigger that gets that far, periodic,

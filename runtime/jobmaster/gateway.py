@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from checkpoint.handles import TaskId
 from checkpoint.reasons import CheckpointFailureReason
 
 
@@ -19,4 +20,10 @@ class JobMasterGateway(Protocol):
     def deploy_attempt(self, attempt: int) -> None:
         """Deploy every task of `attempt`, restored as `JobMaster.plan_attempt` says, and let the
         coordinator trigger again."""
+        ...
+
+    def crash_during_recovery(self, task_id: TaskId, at: float) -> None:
+        """`TaskCrashDuringRecovery`: `task_id` fails at `at` (the clock's time; on Ray not before
+        the new attempt is deployed) — called only for a recovery that happens (a restart is
+        scheduled), after `cancel_attempt`."""
         ...

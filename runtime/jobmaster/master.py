@@ -16,7 +16,9 @@ stalling processes; the job master decides what happens to the job, the same way
   transactions a failed attempt staged that can never commit.
 * Restart strategy. `failover` consults `runtime.jobmaster.restart.RestartBackoff`; an error no restart can
   fix (`SuppressRestartsError`) or an exhausted strategy fails the job for good: `error` is set,
-  and the executor stops and raises it.
+  and the executor stops and raises it. Only a failover that restarts is a recovery for the
+  fault plan (`TaskCrashDuringRecovery`'s `nth`), on every executor.
+* Faults. The plan is resolved once per run (`schedule`, `runtime.jobmaster.fault_schedule`).
 * Completed checkpoints go to the listeners (`checkpoint_completed`, e.g. Spark landing).
 * Coordinators. A crashed coordinator's statistics, its crash and a standby's promotion are
   recorded in `coordinators` (`runtime.jobmaster.coordinators`), so the result lists every
@@ -43,6 +45,8 @@ from runtime.core.histogram import LatencyHistogram
 from runtime.core.ports import Clock, Timers
 from runtime.core.task import Task
 from runtime.jobmaster.coordinators import CoordinatorSuccession
+from runtime.jobmaster.fault_schedule import FaultSchedule
+from runtime.jobmaster.faults import FaultPlan
 from runtime.jobmaster.gateway import JobMasterGateway
 from runtime.jobmaster.restart import RestartBackoff
 from runtime.jobmaster.restore import (
@@ -111,7 +115,7 @@ class JobMaster:
         clock: the executor's time (virtual or wall seconds).
         timers: delays the restart by the restart strategy's backoff.
         seed: the run's seed (the restart jitter is seeded from it).
-        faults: the `FaultPlan` (named in replay lines only).
+        faults: the `FaultPlan` (resolved into `schedule`; named in replay lines).
         restore_from: `(CompletedCheckpoint, CheckpointStorage)` the first attempt starts from.
         allow_non_restored_state: drop the checkpoint's state the job does not use.
         checkpoint_listeners: called with `(completed, storage)` for every completed checkpoint.
@@ -121,6 +125,7 @@ class JobMaster:
 
     Raises:
         runtime.StateMismatchError: `restore_from` does not fit the job.
+        ValueError: a fault of the plan names a task it cannot strike (the message names both).
     """
 
     def __init__(self, graph: JobGraph, *, executor: str, gateway: JobMasterGateway, clock: Clock, timers: Timers,
@@ -140,6 +145,8 @@ class JobMaster:
             graph = self.restore_plan.graph
         #: the job to run (after a restore: with the checkpoint's split counts)
         self.graph = graph
+        #: where and when the plan's faults strike, one for the whole run (across attempts)
+        self.schedule = FaultSchedule.for_graph(faults or FaultPlan(), graph)
         self.checkpoint_listeners = list(checkpoint_listeners)
         self.restart_backoff = RestartBackoff(graph.restart_strategy or RestartStrategy.no_restart(),
                                               random.Random(f"restart/{seed}"))
@@ -238,7 +245,12 @@ class JobMaster:
                 f"({self.restart_backoff.exhausted()}; {self.replay_hint})", exc)
             return
         attempt = self.attempt
+        # a recovery begins (counted for `TaskCrashDuringRecovery.nth` only now that one will
+        # happen); placed before the restart, carried out after it was scheduled (Ray deploys in it)
+        recovery_crashes = [(target, self.clock.now() + fault.delay) for target, fault in self.schedule.recovery_started()]
         self.timers.schedule(self.restart_backoff.backoff_time, lambda: self._restart(attempt))
+        for target, at in recovery_crashes:
+            self.gateway.crash_during_recovery(target, at)
 
     def _restart(self, attempt: int) -> None:
         if attempt == self.attempt and not self.done:  # no later failover superseded it

@@ -56,15 +56,14 @@ import ray
 
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.ids import StorageCheckpointIDCounter
 from checkpoint.io.cleanup import discard_orphans
 from checkpoint.io.ha_services import create_recovery_factory
 from checkpoint.io.recovery import HighAvailabilityError
 from checkpoint.io.storage import StorageError
-from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.subtask_checkpoint import TaskRestore
 from runtime.jobmaster.completions import CompletionNotices
+from runtime.jobmaster.coordinator_state import coordinator_state, promoted
 from runtime.jobmaster.fault_schedule import DELIVER, FaultSchedule
 from runtime.jobmaster.fault_storage import CoordinatorWriteFaults
 from runtime.jobmaster.faults import FaultPlan
@@ -87,6 +86,7 @@ class CoordinatorActor:
         self.graph = graph
         self.job_id = job_id
         self.contender_id = contender_id
+        self._min_checkpoint_id = min_checkpoint_id
         config = graph.checkpoint_config
         self.storage = open_storage(storage, graph)
         #: `CoordinatorStorageFailure` on the id counter's and metadata writes, once `arm_faults` ran
@@ -103,21 +103,10 @@ class CoordinatorActor:
                                                       session_timeout=ha.session_timeout,
                                                       operation_timeout=ha.operation_timeout)
             self.election = self.ha_factory.create_leader_election(job_id, contender_id, on_revoke=self._on_revoke)
-            ha_store = self.ha_factory.create_store(job_id, self.storage, config.retained,
-                                                    leader_election=self.election, discard_executor=self._discard_pool)
-            ha_store.run_id = run_id  # recovery ignores other runs' checkpoints
-            self.store: Any = _HighAvailabilityStore(ha_store)
-            self.id_counter: Any = self.ha_factory.create_id_counter(job_id)
-            self.id_counter.start()  # shared in ZooKeeper: ids keep increasing across leaders
-            self.id_counter.set_count(max(self.id_counter.get(), min_checkpoint_id))
-        else:
-            self.store = StandaloneCompletedCheckpointStore(self.storage, job_id, config.retained,
-                                                            discard_executor=self._discard_pool, run_id=run_id)
-            self.store.recover()  # a replacement coordinator finds what its predecessor completed
-            self.id_counter = StorageCheckpointIDCounter(self.storage, job_id)
-            self.id_counter.start()  # continues from the id a crashed predecessor persisted
-            self.id_counter.set_count(max(self.id_counter.get(), self.store.highest_checkpoint_id_seen + 1,
-                                          min_checkpoint_id))  # a restored run's ids continue after its checkpoint's
+        store, self.id_counter = coordinator_state(self.storage, job_id, config.retained, run_id, min_checkpoint_id,
+                                                   ha=self.ha_factory, election=self.election,
+                                                   discard_executor=self._discard_pool)
+        self.store: Any = _HighAvailabilityStore(store) if self.ha_factory is not None else store
         #: ids from here on are this run's (the first coordinator's counter value, handed on to its
         #: successors): the orphan cleanup touches no earlier run's checkpoints
         self.first_checkpoint_id = first_checkpoint_id if first_checkpoint_id is not None else self.id_counter.get()
@@ -221,7 +210,7 @@ class CoordinatorActor:
         if not self.election.await_leadership(timeout):  # not under the lock: the grant may need it
             return False
         with self._lock:
-            self.store.recover()
+            promoted(self.store, self.id_counter, self.storage, self.job_id, self._min_checkpoint_id)
             return bool(self.election.is_leader)
 
     def is_leader(self) -> bool:

@@ -75,8 +75,7 @@ from runtime.core.graph import JobGraph
 from runtime.core.links import resolve_link_delays
 from runtime.jobmaster.attempt_counts import RunCounts
 from runtime.jobmaster.durable_committer import committer_for
-from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
-from runtime.jobmaster.fault_schedule import FaultSchedule
+from runtime.jobmaster.fault_actions import coordinator_crash, crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.faults import (
     ChannelDelay,
     ChannelStall,
@@ -215,6 +214,8 @@ class RayExecutor(RunsOnJobMaster):
         self._coord_status: dict[str, Any] = {}
         self._coord_ref: Any = None
         self.coordinator: Any = None
+        #: the driver killed the coordinator for a fault (its failover reads as the simulator's)
+        self._coordinator_crashed = False
         #: HA only: the standby coordinator actor, and how many contenders were started so far
         self.standby: Any = None
         self._contenders = 0
@@ -483,7 +484,8 @@ class RayExecutor(RunsOnJobMaster):
         ray.kill(self.tasks[task_id], no_restart=True)
         self._dead.add(task_id)
 
-    def _poll_coordinator(self) -> tuple[str, BaseException | None] | None:
+    def _poll_coordinator(self) -> tuple[Any, ...] | None:
+        """None, or the failover to start: `JobMaster.failover`'s arguments."""
         if self.coordinator is None:
             return None
         if self._coord_ref is None:
@@ -496,6 +498,9 @@ class RayExecutor(RunsOnJobMaster):
             self._coord_status = ray.get(ref)
         except RayActorError as exc:
             self._replace_coordinator()
+            if self._coordinator_crashed:  # an injected crash: the failure reads as the simulator's
+                self._coordinator_crashed = False
+                return coordinator_crash(standby=self.ha is not None), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN
             return f"checkpoint coordinator died: {_short(exc)}", exc
         self._land(self._coord_status)
         if self._coord_status.get("fail_request"):
@@ -548,7 +553,6 @@ class RayExecutor(RunsOnJobMaster):
         self._count_attempt({t: h.cancel.remote() for t, h in self.tasks.items() if t not in self._dead})
         self._heartbeats.clear()
         self._status = {}
-        self._recovery_began()
 
     def deploy_attempt(self, attempt: int) -> None:
         """`JobMasterGateway`: deploy the tasks restored as the job master plans (the coordinator
@@ -588,7 +592,7 @@ class RayExecutor(RunsOnJobMaster):
 
     def _resolve_faults(self) -> None:
         """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`, as the simulator does)."""
-        self.schedule = FaultSchedule.for_graph(self.faults, self.graph)
+        self.schedule = self.master.schedule
         #: what the attempts' actors counted, for the schedule; `torn_files`, `slowed_writes`
         self.counts = RunCounts(self.schedule, self.task_ids)
         #: faults placed at a wall time (seconds since the first deployment): (at, index)
@@ -641,13 +645,12 @@ class RayExecutor(RunsOnJobMaster):
                 self._recovery_crashes.remove((at, target))
                 self._freeze(target, "TaskCrashDuringRecovery")
 
-    def _recovery_began(self) -> None:
-        """A failover's recovery begins: its `TaskCrashDuringRecovery` faults strike `delay` seconds
-        from now — at the earliest once the new attempt is deployed (this driver waits out the
-        restart delay and deploys before it injects again), so on Ray the task fails while the
-        new attempt restores and replays, never during the restart delay itself."""
-        for target, fault in self.schedule.recovery_started():
-            self._recovery_crashes.append((time.time() + fault.delay, target))
+    def crash_during_recovery(self, task_id: TaskId, at: float) -> None:
+        """`JobMasterGateway`: `TaskCrashDuringRecovery` at wall time `at` — at the earliest once the
+        new attempt is deployed (this driver waits out the restart delay and deploys before it
+        injects again), so on Ray the task fails while the new attempt restores and replays,
+        never during the restart delay itself."""
+        self._recovery_crashes.append((at, task_id))
 
     def _freeze(self, task_id: TaskId, what: str) -> None:
         """Crash `task_id` now: it freezes (its counts final), its next heartbeat says so, the poll
@@ -703,6 +706,7 @@ class RayExecutor(RunsOnJobMaster):
             self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
         self._coord_status = {**self._coord_status, "doomed": False}
         self.master.coordinators.crashed(history)
+        self._coordinator_crashed = True
         ray.kill(self.coordinator, no_restart=True)
 
     def _arm_coordinator(self, handle: Any) -> None:

@@ -31,8 +31,9 @@ targets) comes from one `random.Random(seed)`, so a seed replays the identical r
   `_write_snapshot` (failing, torn, slow), the coordinator's id-counter and metadata writes
   through a `CoordinatorWriteFaults` around the storage's blob store (failing), a stalled task's
   input, control and timers wait in `_held_for` until it resumes.
-* Invariants: with `invariants=True` (or an `InvariantChecker`) the checker of
-  `runtime.sim.invariants` is told what each event did and checks it after every event.
+* Invariants: an `ExecutionObserver` (`runtime.jobmaster.observer`; `env.execute(...,
+  invariants=True)` passes `runtime.verify.invariants.InvariantChecker`) is told what each event
+  did and checks it after every event.
 """
 
 from __future__ import annotations
@@ -47,12 +48,11 @@ from typing import Any
 
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.ids import StorageCheckpointIDCounter
 from checkpoint.io.cleanup import discard_orphans
 from checkpoint.io.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.io.snapshot_writer import SnapshotWriter
 from checkpoint.io.storage import StorageError, storage_from_uri
-from checkpoint.io.store import StandaloneCompletedCheckpointStore, new_run_id
+from checkpoint.io.store import new_run_id
 from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
@@ -62,12 +62,14 @@ from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.completions import CompletionNotices
+from runtime.jobmaster.coordinator_state import coordinator_state, promoted
 from runtime.jobmaster.durable_committer import committer_for
-from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
+from runtime.jobmaster.fault_actions import coordinator_crash, crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.fault_storage import CoordinatorWriteFaults, write_torn
 from runtime.jobmaster.faults import FaultPlan
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
+from runtime.jobmaster.observer import ExecutionObserver
 from runtime.jobmaster.progress import progress_figures, reading_phase
 from runtime.jobmaster.restore import restore_latest_valid
 from runtime.jobmaster.result import (
@@ -75,10 +77,8 @@ from runtime.jobmaster.result import (
     GlobalCommitterView,
     JobMetrics,
     JobResult,
-    suppresses_restarts,
 )
 from runtime.sim.costs import CpuCores, StepCost
-from runtime.sim.invariants import InvariantChecker
 
 log = logging.getLogger("barrierflow.sim")
 
@@ -236,7 +236,7 @@ class SimExecutor(RunsOnJobMaster):
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
         committer: CollectCommitter | None = None,
         allow_non_restored_state: bool = False,
-        invariants: bool | InvariantChecker = False,
+        invariants: ExecutionObserver | None = None,
         run_id: str | None = None,
     ) -> None:
         self.now = 0.0
@@ -280,9 +280,13 @@ class SimExecutor(RunsOnJobMaster):
             self.storage, self.job_id, self.run_id, restore_from)
         #: what the sinks see (watched by the invariants)
         self._sink_committer: Any = self.committer
-        #: checks invariants after every event (`runtime.sim.invariants`); None: off
-        self.invariants: InvariantChecker | None = (
-            invariants if isinstance(invariants, InvariantChecker) else InvariantChecker() if invariants else None)
+        if isinstance(invariants, bool):  # the checker lives above the simulator: the API builds it
+            if invariants:
+                raise TypeError("SimExecutor(invariants=True): pass the checker itself "
+                                "(runtime.verify.invariants.InvariantChecker()); env.execute(..., invariants=True) builds it")
+            invariants = None
+        #: checks invariants after every event (`runtime.jobmaster.observer`); None: off
+        self.invariants = invariants
         if self.invariants is not None:
             self.invariants.bind(self)  # before anything writes or deletes through the storage
         #: `CoordinatorStorageFailure`: the coordinator's id-counter and metadata writes (armed by `run`)
@@ -316,16 +320,10 @@ class SimExecutor(RunsOnJobMaster):
         self.schedule: FaultSchedule | None = None
         self._records: dict[TaskId, int] = {}
 
-        self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
-        self.id_counter.start()
-        if restore_from is not None:  # ids continue after the restored checkpoint's
-            self.id_counter.set_count(self.master.first_checkpoint_id)
-        self.store = StandaloneCompletedCheckpointStore(
-            self.storage, self.job_id, config.retained if config else 1, run_id=self.run_id
-        )
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
         if self.ha is not None:
             self._setup_high_availability()
+        self.store, self.id_counter = self._coordinator_state()
         #: ids from here on are this run's: the orphan cleanup touches no earlier run's checkpoints
         self.first_checkpoint_id = self.id_counter.get()
         self.coordinator = self._new_coordinator()
@@ -340,18 +338,14 @@ class SimExecutor(RunsOnJobMaster):
         ]
         for election in self.elections:
             election.start()
-        self.id_counter = self.ha_services.create_id_counter(self.job_id)
-        self.id_counter.start()
-        if self.restore_from is not None:
-            self.id_counter.set_count(self.master.first_checkpoint_id)
-        self.store = self._ha_store()
 
-    def _ha_store(self) -> Any:
-        leader = next(e for e in self.elections if e.is_leader)
-        retained = self.graph.checkpoint_config.retained if self.graph.checkpoint_config else 1
-        store = self.ha_services.create_store(self.job_id, self.storage, retained, leader_election=leader)
-        store.run_id = self.run_id
-        return store
+    def _coordinator_state(self) -> tuple[Any, Any]:
+        """The store and id counter of a new coordinator (`runtime.jobmaster.coordinator_state`)."""
+        config = self.graph.checkpoint_config
+        leader = next(e for e in self.elections if e.is_leader) if self.ha is not None else None
+        return coordinator_state(self.storage, self.job_id, config.retained if config else 1, self.run_id,
+                                 self.master.first_checkpoint_id, ha=self.ha_services if leader else None,
+                                 election=leader)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -397,6 +391,7 @@ class SimExecutor(RunsOnJobMaster):
 
     def cancel_attempt(self, attempt: int, reason: CheckpointFailureReason) -> None:
         """`JobMasterGateway`: the running attempt's events are dropped from now on."""
+        self._trace("failover", self.failures[-1])
         self.coordinator.stop()
         # notifications of these aborts belong to the dying execution: they are dropped with it
         self.coordinator.abort_all_pending(reason)
@@ -475,7 +470,7 @@ class SimExecutor(RunsOnJobMaster):
             if epoch is not None and epoch != self.epoch:
                 continue
             if when > self.max_time or self.events >= self.max_events:
-                self._fail_for_good(f"job did not finish within {self.max_time} virtual seconds / "
+                self.master.fail_for_good(f"job did not finish within {self.max_time} virtual seconds / "
                                     f"{self.max_events} events (seed={self.seed})", None)
                 break
             self.now = when
@@ -494,7 +489,7 @@ class SimExecutor(RunsOnJobMaster):
                 self.progress(self._progress_info())
         if not self.done and self.error is None:
             stuck = [str(t) for t, task in self.tasks.items() if not task.is_finished]
-            self._fail_for_good(f"job stalled with unfinished tasks {stuck} (seed={self.seed})", None)
+            self.master.fail_for_good(f"job stalled with unfinished tasks {stuck} (seed={self.seed})", None)
         self.coordinator.stop()
         if invariants is not None:
             invariants.finished(self.error is None)
@@ -556,7 +551,7 @@ class SimExecutor(RunsOnJobMaster):
         try:
             handled = task.step()
         except Exception as exc:  # a user function or protocol error: the task fails
-            self._task_failed(task_id, exc)
+            self.master.task_failed(task_id, exc)
             return
         self._send_outputs(task_id)
         cpu, wait = self.costs.step_times(task_id, handled)
@@ -640,7 +635,7 @@ class SimExecutor(RunsOnJobMaster):
         try:
             task.push(BufferOrEvent(channel, payload))
         except Exception as exc:
-            self._task_failed(receiver, exc)
+            self.master.task_failed(receiver, exc)
             return
         self._send_outputs(receiver)  # an overtaking (unaligned) barrier may have been forwarded
         self._schedule_run(receiver)
@@ -792,7 +787,7 @@ class SimExecutor(RunsOnJobMaster):
         self._send_control("abort", task_id, checkpoint_id, self.epoch, notify)
 
     def fail_job(self, error: Exception) -> None:
-        self._global_failover(f"checkpoint failures: {error}", error)
+        self.master.failover(f"checkpoint failures: {error}", error)
 
     def on_checkpoint_completed(self, completed: Any) -> None:
         if self._doomed is self.coordinator:
@@ -855,15 +850,14 @@ class SimExecutor(RunsOnJobMaster):
     def _resolve_faults(self) -> None:
         """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`); schedule the faults placed
         at a virtual time, and any due before the first record."""
-        self.schedule = schedule = FaultSchedule.for_graph(self.faults, self.graph)
+        self.schedule = schedule = self.master.schedule
         self._coordinator_writes.schedule = schedule
         for at, index, _ in schedule.timed():
             self._at(at, lambda i=index: self._fire(i), None, "fault")
 
     def _fire(self, index: int) -> None:
         """A fault placed at a time or at the sources' progress starts now."""
-        assert self.schedule is not None
-        fire_fault(self.schedule, index, self.graph, self)
+        fire_fault(self.master.schedule, index, self.graph, self)
 
     def _check_progress(self) -> None:
         """After a source step: fire the faults placed at this point of the sources' progress (not
@@ -886,9 +880,7 @@ class SimExecutor(RunsOnJobMaster):
     # are open in the schedule, which every write and send asks
 
     def crash_task(self, task_id: TaskId, what: str) -> None:
-        if self.done:
-            return
-        self._task_failed(task_id, injected_crash(task_id, what))
+        self.master.task_failed(task_id, injected_crash(task_id, what))
 
     def crash_coordinator(self) -> None:
         self._crash_coordinator()
@@ -941,49 +933,23 @@ class SimExecutor(RunsOnJobMaster):
             # over the shared store (fenced by its own leadership) and the shared ID counter
             leader = next(e for e in self.elections if e.is_leader)
             leader.expire_session()
-            self.store = self._ha_store()
-            self.store.recover()
-            recovered = self.store.get_latest_checkpoint()
-            self.coordinators.promoted(recovered.checkpoint_id if recovered is not None else None)
+            self.store, self.id_counter = self._coordinator_state()
+            self.coordinators.promoted(promoted(self.store, self.id_counter, self.storage, self.job_id,
+                                                self.master.first_checkpoint_id))
             self._trace("leader", next(e.contender_id for e in self.elections if e.is_leader))
             self.coordinator = self._new_coordinator()
-            self._global_failover("coordinator crash (standby took over)", None,
-                                  reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
+            self.master.failover(coordinator_crash(standby=True), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN)
             return
         # standalone mode: the coordinator's memory is gone; what survives is the storage
-        self.store = StandaloneCompletedCheckpointStore(
-            self.storage, self.job_id, self.graph.checkpoint_config.retained, run_id=self.run_id
-        )
-        self.store.recover()
-        latest = self.store.get_latest_checkpoint()
-        self.id_counter = StorageCheckpointIDCounter(self.storage, self.job_id)
-        self.id_counter.start()  # continues from the id the crashed coordinator persisted
-        restored = self.restore_from[0].checkpoint_id if self.restore_from is not None else 0
-        floor = max(latest.checkpoint_id if latest else 0, restored) + 1
         with self._coordinator_writes.paused():  # its recovery, not a trigger (Ray's, too, is not counted)
-            self.id_counter.set_count(max(self.id_counter.get(), floor))
+            self.store, self.id_counter = self._coordinator_state()
         self.coordinator = self._new_coordinator()
-        self._global_failover("coordinator crash", None, reason=CheckpointFailureReason.COORDINATOR_SHUTDOWN)
+        self.master.failover(coordinator_crash(standby=False), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN)
 
-    def _task_failed(self, task_id: TaskId, exc: BaseException) -> None:
-        self._global_failover(f"task {task_id} failed: {exc}", exc)
-
-    def _global_failover(self, why: str, exc: BaseException | None,
-                         reason: CheckpointFailureReason = CheckpointFailureReason.TASK_FAILURE) -> None:
-        if self.done:
-            return
-        if not suppresses_restarts(exc):
-            self._trace("failover", why)
-        self.master.failover(why, exc, reason)  # cancels this attempt, schedules the next (or fails)
-        if self.master.error is None and self.schedule is not None:
-            epoch = self.epoch
-            for target, fault in self.schedule.recovery_started():
-                self._trace("fault", "TaskCrashDuringRecovery", str(target), fault.delay)
-                self._at(self.now + fault.delay, lambda t=target: self.crash_task(t, "TaskCrashDuringRecovery"),
-                         epoch, "fault")
-
-    def _fail_for_good(self, message: str, exc: BaseException | None) -> None:
-        self.master.fail_for_good(message, exc)
+    def crash_during_recovery(self, task_id: TaskId, at: float) -> None:
+        """`JobMasterGateway`: `TaskCrashDuringRecovery` (the restart delay included)."""
+        self._trace("fault", "TaskCrashDuringRecovery", str(task_id), round(at - self.now, 9))
+        self._at(at, lambda: self.crash_task(task_id, "TaskCrashDuringRecovery"), self.epoch, "fault")
 
 
 def run_job(graph: JobGraph, *, seed: int = 0, faults: FaultPlan | None = None, **options: Any) -> JobResult:

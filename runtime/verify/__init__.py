@@ -1,2 +1,3 @@
-"""Verification on the simulator: swarm testing, shrinking, the VOPR-style runner.
+"""Verification on the simulator: the per-event invariant checker, swarm testing, shrinking, the
+VOPR-style runner.
 """

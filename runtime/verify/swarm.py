@@ -53,7 +53,7 @@ from runtime.jobmaster import faults as fault_module
 from runtime.jobmaster.faults import FaultPlan, TaskCrash
 from runtime.jobmaster.result import CollectCommitter, JobFailedError
 from runtime.sim.executor import CostModel, NetworkOptions
-from runtime.sim.invariants import InvariantChecker, InvariantViolation
+from runtime.verify.invariants import InvariantChecker, InvariantViolation
 from runtime.workloads.seeded import (
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
@@ -118,7 +118,7 @@ VIOLATIONS = {
     "liveness": "the job did not finish (simulator time or event bound, or stalled)",
     "storage": "checkpoint storage at the end (on disk, no torn writes): a file no retained checkpoint "
                "references, more checkpoints than retained, or a retained one that does not verify",
-    "invariant:<name>": "the per-event invariant checker found invariant <name> broken (runtime.sim.invariants)",
+    "invariant:<name>": "the per-event invariant checker found invariant <name> broken (runtime.verify.invariants)",
     "error": "an unexpected exception escaped the executor",
 }
 
@@ -318,7 +318,7 @@ def _checker(reference: Counter) -> InvariantChecker:
     return InvariantChecker(reference=reference)
 
 
-#: per-event invariant checkers (`runtime.sim.invariants`, raising `InvariantViolation`): a
+#: per-event invariant checkers (`runtime.verify.invariants`, raising `InvariantViolation`): a
 #: factory of a fresh checker per execution from the reference's committed multiset, passed as
 #: `execute(..., invariants=...)`. The one place to turn them off (None) for every run; per
 #: call: `run_config(config, invariants=None)`.

@@ -16,6 +16,7 @@ from runtime import StreamEnvironment
 from runtime.core.graph import JobGraphError
 from runtime.core.histogram import LatencyHistogram
 from runtime.core.ports import ManualClock, ManualTimers
+from runtime.jobmaster.faults import FaultPlan, TaskCrashDuringRecovery
 from runtime.jobmaster.master import JobMaster, TaskFinal
 from runtime.jobmaster.registry import executor_names, get_executor, register_executor
 from runtime.jobmaster.restore_match import StateMismatchError
@@ -33,6 +34,9 @@ class FakeGateway:
 
     def deploy_attempt(self, attempt: int) -> None:
         self.calls.append(("deploy", attempt, self.clock.now()))
+
+    def crash_during_recovery(self, task_id, at: float) -> None:
+        self.calls.append(("recovery-crash", str(task_id), at))
 
 
 def small_graph(strategy: RestartStrategy, parallelism: int = 2):
@@ -102,6 +106,29 @@ def test_an_error_no_restart_can_fix_fails_for_good_without_cancelling() -> None
     assert "executor='fake', seed=7" in str(master.error)  # the replay line
     master.failover("late", RuntimeError("ignored"))  # nothing happens after failing for good
     assert gateway.calls == [("deploy", 0, 0.0)] and master.failures == ["task count[0] failed: conflict"]
+
+
+def test_only_a_failover_that_restarts_is_a_recovery_for_the_fault_plan() -> None:
+    """`TaskCrashDuringRecovery(nth=...)` counts recoveries: a failover the restart budget refuses
+    (or one no restart can fix) is none, on every executor. Ray counted it before the budget check,
+    the simulator after; the failing one fired the fault on Ray only."""
+    plan = FaultPlan.of(TaskCrashDuringRecovery(task="count[1]", nth=0, delay=0.25),
+                        TaskCrashDuringRecovery(task="count[0]", nth=1, delay=0.0))
+    master, gateway, timers = master_for(small_graph(RestartStrategy.fixed_delay(attempts=1, delay=1.0)), faults=plan)
+    master.start()
+    master.task_failed("count[0]", SuppressRestartsError("conflict"))  # fails for good: no recovery
+    assert master.schedule.fired == [] and not any(c[0] == "recovery-crash" for c in gateway.calls)
+
+    master, gateway, timers = master_for(small_graph(RestartStrategy.fixed_delay(attempts=1, delay=1.0)), faults=plan)
+    master.start()
+    timers.advance(2.0)
+    master.failover("first", RuntimeError("a"))  # recovery 0: restarts
+    assert gateway.calls[-2:] == [("cancel", 0, 2.0), ("recovery-crash", "count[1]", 2.25)]
+    timers.advance(1.0)
+    master.failover("second", RuntimeError("b"))  # the budget is spent: no recovery 1
+    assert master.error is not None
+    assert master.schedule.fired == [0] and [c for c in gateway.calls if c[0] == "recovery-crash"] == [
+        ("recovery-crash", "count[1]", 2.25)]
 
 
 @pytest.fixture(scope="module")

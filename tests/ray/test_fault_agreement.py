@@ -162,8 +162,10 @@ def test_a_coordinator_crash_before_notifying_on_ray(ray_session) -> None:
     ray_executor = RayExecutor(graph, faults=plan)
     on_ray = ray_executor.run()
     assert sim.schedule.fired == ray_executor.schedule.fired == [0]
+    # the same words on both (Ray said "checkpoint coordinator died: <the actor error>")
+    assert on_sim.failures == on_ray.failures == ["coordinator crash"], (on_sim.failures, on_ray.failures)
     for result in (on_sim, on_ray):
-        assert result.restarts == 1 and "coordinator" in result.failures[0], result.failures
+        assert result.restarts == 1, result.failures
         second = sorted({c.id for c in result.completed_checkpoints})[1]
         assert result.restored_checkpoints == [second], (result.restored_checkpoints, second)
         assert multiset(result.output("pv")) == expected_output()

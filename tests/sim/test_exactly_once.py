@@ -20,6 +20,7 @@ from runtime import FaultPlan, StreamEnvironment
 from runtime.jobmaster.faults import CoordinatorCrashBeforeNotify, LostControlMessage, TaskCrash
 from runtime.jobmaster.result import CollectCommitter, transaction_checkpoint
 from runtime.sim.executor import SimExecutor
+from runtime.verify.invariants import InvariantChecker
 from runtime.workloads.seeded import SINK, CountPerKey, make_env, multiset, random_spec
 
 _REFERENCES: dict[int, tuple] = {}
@@ -179,7 +180,7 @@ def test_each_completed_checkpoint_is_committed_once_for_every_sink_never_before
     env.from_collection(rows, splits=2).key_by("key").process(CountPerKey(), name="count") \
         .sink_to(CollectSink(SINK))
     spy = _SpyCommitter()
-    executor = SimExecutor(env.get_job_graph("job"), seed=5, faults=plan, committer=spy, invariants=True)
+    executor = SimExecutor(env.get_job_graph("job"), seed=5, faults=plan, committer=spy, invariants=InvariantChecker())
     spy.executor = executor
     result = executor.run()
     expected = Counter((f"k{k}", n) for k in range(7) for n in range(1, 1200 // 7 + (k < 1200 % 7) + 1))

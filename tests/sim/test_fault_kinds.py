@@ -30,7 +30,7 @@ from runtime.jobmaster.faults import (
 )
 from runtime.jobmaster.result import JobFailedError
 from runtime.sim.executor import SimExecutor
-from runtime.sim.invariants import InvariantChecker
+from runtime.verify.invariants import InvariantChecker
 from runtime.workloads.scenarios import RELAY_SINK, relay_job
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 

@@ -1,4 +1,4 @@
-"""The simulator's invariant checker (`runtime.sim.invariants`).
+"""The simulator's invariant checker (`runtime.verify.invariants`).
 
 Clean runs raise nothing and leave behaviour untouched; each invariant is shown to fail on a bug
 planted for the test only (monkeypatched, never in the code): that is what proves it can fail.
@@ -23,7 +23,7 @@ from runtime.core.task import Task
 from runtime.jobmaster.faults import CoordinatorCrash, LostAcknowledgement, TaskCrash
 from runtime.jobmaster.result import CollectCommitter, JobFailedError
 from runtime.sim import executor as sim_executor
-from runtime.sim.invariants import InvariantChecker, InvariantViolation, record_key
+from runtime.verify.invariants import InvariantChecker, InvariantViolation, record_key
 from runtime.workloads.scenarios import relay_job
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
@@ -291,3 +291,16 @@ def test_a_dead_coordinator_leaves_no_checkpoint_without_an_end() -> None:
 def test_record_key_matches_the_workloads_multiset() -> None:
     records = [{"b": 1, "a": 2}, {"a": 2, "b": 1}]
     assert Counter(record_key(r) for r in records) == multiset(records)
+
+
+def test_the_simulator_takes_the_checker_it_is_given_and_refuses_a_bare_true() -> None:
+    """The checker lives above the simulator (runtime.verify): `execute(invariants=True)` builds it,
+    a `SimExecutor` gets it (an `ExecutionObserver`) and says so when handed True."""
+    from runtime.sim.executor import SimExecutor
+
+    graph = make_env(random_spec(1)).get_job_graph("job")
+    with pytest.raises(TypeError, match="InvariantChecker"):
+        SimExecutor(graph, invariants=True)
+    checker = InvariantChecker()
+    SimExecutor(graph, invariants=checker).run()
+    assert checker.checks["credits-conserved"] > 0

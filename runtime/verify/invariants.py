@@ -1,4 +1,4 @@
-"""`InvariantChecker`: the simulator checks the protocol's invariants after every event.
+"""`InvariantChecker`: the protocol's invariants, checked after every event of a simulator run.
 
 TigerBeetle's VOPR style: instead of comparing only the final output of a run with a reference,
 the simulator asks the checker after every event whether the state of the world is still legal,
@@ -6,6 +6,8 @@ so a violation is reported at the virtual instant it happens, naming what broke,
 one line that replays it. Turned on with `env.execute(..., executor="sim", invariants=True)` (or
 `invariants=InvariantChecker(reference=...)` to also bound the committed output); off by default.
 A violation raises `InvariantViolation` out of `execute` — it is never taken for a task failure.
+It is the simulator's `ExecutionObserver` (`runtime.jobmaster.observer`): the simulator knows the
+hooks, not this module, which lives with the verification tools that use it (`runtime.verify`).
 
 The checker observes from outside the tasks and never changes what they do: the simulator calls
 it where messages are sent, delivered and credited, checkpoints triggered and notified, and it
