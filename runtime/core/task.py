@@ -384,7 +384,7 @@ class Task:
         return 0
 
     def _source_exhausted(self) -> None:
-        self.flush()
+        self.writer.flush()
         if not self.checkpointing:
             self._end_of_input()
             return
@@ -424,8 +424,9 @@ class Task:
         self.last_arrival_at = now
 
     def flush(self) -> None:
-        """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
-        self.writer.flush()
+        """The buffer timeout expired (the executor's timer): send partly filled output buffers
+        where a credit is free; the others follow with the next credit (`RecordWriter.flush_timed`)."""
+        self.writer.flush_timed()
 
     def _end_of_input(self) -> None:
         for tail in self.chain.end_input():
@@ -473,7 +474,7 @@ class Task:
         checkpoint_id = barrier.id
         checkpoints = self.checkpoints
         checkpoints.latest_checkpoint_id = max(checkpoints.latest_checkpoint_id, checkpoint_id)
-        self.flush()
+        self.writer.flush()
         snapshot = TaskSnapshot(
             task_id=self.task_id,
             checkpoint_id=checkpoint_id,
