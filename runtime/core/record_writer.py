@@ -6,10 +6,7 @@ for one Arrow type per field (in emission order, before partitioning), split by 
 partitioner, collected into the channel's next buffer and cut at the channel's buffer size (the
 job's, or smaller as the receiver announced: debloating). Buffers leave only while the channel has
 credits; events always, but never ahead of a buffer queued before them (channel FIFO) unless a
-barrier overtakes on purpose (unaligned). A partly filled buffer is cut when the buffer timeout
-expires (`flush_timed`), but only on a channel that could send it now; a channel without a free
-credit keeps filling it until it is full or a credit arrives (Flink sends a flushed buffer with
-what was written into it by the time the receiver has credit). Pure: no I/O.
+barrier overtakes on purpose (unaligned). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ class OutputChannel:
     """One outgoing channel: the pieces of the next buffer (record lists or Arrow batches, in
     order), a queue of ready payloads, and credits."""
 
-    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target", "buffer_size", "flush_due")
+    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target", "buffer_size")
 
     def __init__(self, index: int, credits: int, target: TaskId, buffer_size: int) -> None:
         self.index = index
@@ -43,15 +40,9 @@ class OutputChannel:
         self.builder: list[Batch] = []
         self.builder_rows = 0
         self.target = target
-        #: the buffer timeout expired while no credit was free: cut the builder on the next credit
-        self.flush_due = False
 
     def queued_buffers(self) -> int:
         return sum(1 for p in self.queue if isinstance(p, Buffer))
-
-    def can_send_another(self) -> bool:
-        """Whether a buffer cut now would leave at once: a credit beyond the queued buffers."""
-        return self.credits > self.queued_buffers()
 
 
 class RecordWriter:
@@ -105,48 +96,26 @@ class RecordWriter:
                 ch.builder.append(part)
                 ch.builder_rows += rows
                 if ch.builder_rows >= ch.buffer_size:
-                    self._cut(ch, keep_partial=True)
+                    self._cut(ch)
 
-    def _cut(self, ch: OutputChannel, *, keep_partial: bool = False) -> None:
-        """Turn the channel's builder into buffers of at most its buffer size; `keep_partial`
-        (the builder became full): a partly filled last buffer stays in the builder to fill up."""
+    def _cut(self, ch: OutputChannel) -> None:
         pieces, ch.builder, ch.builder_rows = ch.builder, [], 0
-        ch.flush_due = False
         size = ch.buffer_size
-        chunks: list[Batch] = []
         for piece in concat(pieces):
             if isinstance(piece, list):
-                chunks.extend(piece[start:start + size] for start in range(0, len(piece), size))
+                for start in range(0, len(piece), size):
+                    ch.queue.append(Buffer.from_records(piece[start:start + size], checked=True))
             elif piece.num_rows <= size:
-                chunks.append(piece)
+                ch.queue.append(Buffer.of(compact(piece)))
             else:
-                chunks.extend(piece.slice(start, size) for start in range(0, piece.num_rows, size))
-        if keep_partial and chunks and (rows := num_rows(chunks[-1])) < size:
-            ch.builder, ch.builder_rows = [chunks.pop()], rows
-        for chunk in chunks:
-            if isinstance(chunk, list):
-                ch.queue.append(Buffer.from_records(chunk, checked=True))
-            else:
-                ch.queue.append(Buffer.of(compact(chunk)))
+                for start in range(0, piece.num_rows, size):
+                    ch.queue.append(Buffer.of(compact(piece.slice(start, size))))
 
     def flush(self) -> None:
-        """Turn every partly filled output buffer into a buffer (before an event, at the end)."""
+        """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
         for ch in self.channels:
             if ch.builder:
                 self._cut(ch)
-
-    def flush_timed(self) -> None:
-        """The buffer timeout expired: cut the partly filled buffer of every channel that could
-        send it now. A channel without a free credit keeps filling its buffer: it is cut when
-        full, or when the next credit arrives (`add_credit`). Cutting it anyway would only queue
-        a small buffer behind the others, and a backpressured sender would then ship its records
-        in many small buffers (a call each) instead of full ones."""
-        for ch in self.channels:
-            if ch.builder:
-                if ch.can_send_another():
-                    self._cut(ch)
-                else:
-                    ch.flush_due = True
 
     def pending_output(self) -> bool:
         return any(ch.builder for ch in self.channels)
@@ -160,8 +129,6 @@ class RecordWriter:
         ch.credits += 1
         if buffer_size is not None:
             ch.buffer_size = max(1, min(buffer_size, self.buffer_size))
-        if ch.flush_due and ch.builder and ch.can_send_another():
-            self._cut(ch)  # its buffer timeout expired while no credit was free
 
     def drain_sendable(self) -> list[tuple[int, Payload]]:
         """Pop everything that may be sent now: buffers while credits last, events always

@@ -384,7 +384,7 @@ class Task:
         return 0
 
     def _source_exhausted(self) -> None:
-        self.writer.flush()
+        self.flush()
         if not self.checkpointing:
             self._end_of_input()
             return
@@ -424,9 +424,8 @@ class Task:
         self.last_arrival_at = now
 
     def flush(self) -> None:
-        """The buffer timeout expired (the executor's timer): send partly filled output buffers
-        where a credit is free; the others follow with the next credit (`RecordWriter.flush_timed`)."""
-        self.writer.flush_timed()
+        """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
+        self.writer.flush()
 
     def _end_of_input(self) -> None:
         for tail in self.chain.end_input():
@@ -474,7 +473,7 @@ class Task:
         checkpoint_id = barrier.id
         checkpoints = self.checkpoints
         checkpoints.latest_checkpoint_id = max(checkpoints.latest_checkpoint_id, checkpoint_id)
-        self.writer.flush()
+        self.flush()
         snapshot = TaskSnapshot(
             task_id=self.task_id,
             checkpoint_id=checkpoint_id,
