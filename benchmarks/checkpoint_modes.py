@@ -241,21 +241,11 @@ class KeyedRecords:
 
 class ScheduledGenerator(GeneratorSource):
     """A `GeneratorSource` whose `created_at` is each record's *due* time under the rate (the
-    open-loop schedule), so time spent waiting to be read counts as latency."""
+    open-loop schedule, `stamp="due"`), so time spent waiting to be read counts as latency; at
+    max rate (no rate, no schedule) when it was read."""
 
-    def reader(self, split: Any, clock: Any) -> GeneratorSplitReader:
-        return _ScheduledReader(self, split, clock)
-
-
-class _ScheduledReader(GeneratorSplitReader):
-    def read(self, max_records: int) -> list[dict[str, Any]]:
-        first, started_at, rate = self.position, self._started_at, self._rate
-        records = super().read(max_records)
-        field_name = self.source.timestamp_field
-        if rate is not None and field_name is not None:
-            for k, record in enumerate(records):
-                record[field_name] = started_at + (first + k) / rate
-        return records
+    def __init__(self, *, rate: float | None = None, **options: Any) -> None:
+        super().__init__(rate=rate, stamp="read" if rate is None else "due", **options)
 
 
 class RemoteSplitGenerator(ScheduledGenerator):
@@ -283,7 +273,7 @@ class RemoteSplitGenerator(ScheduledGenerator):
         return [SourceSplit(f"{self.name}-{i}", i, 0, n) for i, n in enumerate(counts)]
 
     def reader(self, split: Any, clock: Any) -> GeneratorSplitReader:
-        reader = _ScheduledReader(self, split, clock)
+        reader = GeneratorSplitReader(self, split, clock)
         if self.rate is not None:  # this split's own pace (the base class divides the rate evenly)
             reader._rate = self.rate * self._shares()[split.index]
         return reader

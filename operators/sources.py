@@ -235,8 +235,12 @@ class GeneratorSource(Source):
             measured on the task clock from the reader's creation (not deterministic under replay).
         splits: number of splits (>= 1).
         name: source name.
-        timestamp_field: field stamped with the creation time (the task clock at read time), or
-            None for no stamp. The stamp is *not* deterministic: a replayed record gets a new one.
+        timestamp_field: field stamped with the creation time, or None for no stamp. The stamp
+            is *not* deterministic: a replayed record gets a new one.
+        stamp: what the creation time is: "read" (the task clock when the record was read) or,
+            with a `rate`, "due" (when the record was due under the rate: the open-loop schedule
+            of an external stream, so the time a due record waited for its source to read it
+            counts as latency, instead of being left out, i.e. no coordinated omission).
 
     Raises:
         ValueError: an argument out of range (the message names it).
@@ -253,7 +257,12 @@ class GeneratorSource(Source):
         name: str = "generator",
         timestamp_field: str | None = "created_at",
         batch_fn: Callable[[np.ndarray], Any] | None = None,
+        stamp: str = "read",
     ) -> None:
+        if stamp not in ("read", "due"):
+            raise ValueError(f"generate: stamp must be 'read' or 'due', got {stamp!r}")
+        if stamp == "due" and rate is None:
+            raise ValueError("generate: stamp='due' needs a rate (records are due under it)")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
             raise ValueError(f"generate: count must be an integer >= 0 or None, got {count!r}")
         if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0):
@@ -278,6 +287,7 @@ class GeneratorSource(Source):
         self.num_splits = splits
         self.name = name
         self.timestamp_field = timestamp_field
+        self.stamp = stamp
 
     def total_records(self) -> int | None:
         """The total number of records over all splits, when bounded by count or rate * duration."""
@@ -352,10 +362,11 @@ class GeneratorSplitReader(SplitReader):
             self.position += n
             return batch
         fn, field, source_name = self.source.fn, self.source.timestamp_field, self.source.name
+        stamps = self._stamps(n, now)
         out: list[Record] = []
-        for i in range(first, first + n * self._stride, self._stride):
+        for k, i in enumerate(range(first, first + n * self._stride, self._stride)):
             if fn is None:
-                record: Record = {"i": i} if field is None else {"i": i, field: now}
+                record: Record = {"i": i} if field is None else {"i": i, field: stamps[k]}
             else:
                 try:
                     record = fn(i)
@@ -368,7 +379,7 @@ class GeneratorSplitReader(SplitReader):
                         TypeError(f"generator fn returned {type(record).__name__} {record!r}, expected a dict"),
                     )
                 if field is not None:  # a copy: fn may return a shared dict
-                    record = {**record, field: now}
+                    record = {**record, field: stamps[k]}
             out.append(record)
         self.position += n
         return out
@@ -391,10 +402,17 @@ class GeneratorSplitReader(SplitReader):
         field = self.source.timestamp_field
         if field is None:
             return result
-        stamp = pa.array(np.full(n, now, dtype=np.float64))
+        stamp = pa.array(self._stamps(n, now), type=pa.float64())
         if field in result.schema.names:
             return result.set_column(result.schema.get_field_index(field), field, stamp)
         return result.append_column(field, stamp)
+
+    def _stamps(self, n: int, now: float) -> list[float]:
+        """The creation times of the next `n` records (read at `now`): `now` for each, or with
+        `stamp="due"` when each was due under the rate."""
+        if self.source.stamp == "due" and self._rate is not None:
+            return (self._started_at + (self.position + np.arange(n)) / self._rate).tolist()
+        return [now] * n
 
     def finished(self) -> bool:
         if self._limit is not None and self.position >= self._limit:

@@ -517,9 +517,11 @@ class StreamEnvironment:
     def generate(self, count: int | None = None, rate: float | None = None,
                  fn: Callable[[int], Record] | None = None, duration: float | None = None,
                  name: str = "generator", *, timestamp_field: str | None = "created_at",
-                 batch_fn: Callable[[Any], Any] | None = None) -> DataStream:
+                 batch_fn: Callable[[Any], Any] | None = None, stamp: str = "read") -> DataStream:
         """A generator source: record i is `fn(i)` (default `{"i": i}`) plus `created_at`, the
-        task clock when it was read; rate-limited to `rate` records/s over all splits when set.
+        task clock when it was read (`stamp="read"`) or, with a rate, when it was due under the
+        rate (`stamp="due"`: an open-loop stream, so a due record's wait to be read counts as
+        latency); rate-limited to `rate` records/s over all splits when set.
         Vectorised: `batch_fn(indices)` returns the records of a numpy array of indices as one
         Arrow batch (or Table, or dict of columns), which flows on without dicts through the
         operators that take columns (`map_batches`, keyed `count`, `CollectSink`).
@@ -530,7 +532,7 @@ class StreamEnvironment:
         """
         try:
             source = GeneratorSource(count, rate, fn, duration, name=name, timestamp_field=timestamp_field,
-                                     batch_fn=batch_fn)
+                                     batch_fn=batch_fn, stamp=stamp)
         except ValueError as exc:
             raise JobGraphError(str(exc)) from exc
         return self._source(source, default_splits=True)
