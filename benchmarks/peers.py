@@ -54,6 +54,14 @@ latencies under full load, unlike barrierflow's open-loop latency rows at `rate`
   (code generation) of the source, but includes the time the source already runs while the
   aggregate task is still initialising (a few hundred ms; its output waits in network buffers)
   and draining and closing at the end of the input.
+* `flink-java` (modes none / aligned / unaligned / at-least-once): the same topology with Java
+  functions, `benchmarks/flink_java/PageView.java` (`fromSequence` -> `map` stamping `created` ->
+  keyBy -> `KeyedProcessFunction` counting in `ValueState` and stamping `done` -> `DiscardingSink`),
+  compiled with `javac` against the installed PyFlink's `pyflink/lib/*.jar` into the work directory
+  and run with `java -cp` on a local MiniCluster (`benchmarks.flink_java`); Java 17 JDK (`javac`)
+  required, else the row fails naming what is missing. Latency and throughput from its stamps as
+  for `pyflink-udf`; checkpoint columns from the job's own REST endpoint (127.0.0.1, a free port):
+  the last `/jobs/<id>/checkpoints` summary before the job ends. Records: 5,000,000 / 1,000,000.
 * `bytewax` (modes none / aligned): 2 processes x 1 worker (`cluster_main` on 127.0.0.1; 2 processes
   rather than 2 threads because worker threads share the GIL), a 2-partition generator source
   (batches of 1000 ints) -> `map` stamping `created` -> `stateful_map` count stamping `done` ->
@@ -98,7 +106,6 @@ import importlib.util
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -107,6 +114,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
+from benchmarks.processes import kill_group as _kill_group
 from benchmarks.report import abort_reasons, add_output_arguments, output_of, parse_args, percentile
 
 PARALLELISM = 2
@@ -486,31 +494,6 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def _kill_group(proc: subprocess.Popen, grace: float = 15.0) -> None:
-    """End the child's process group (the child, its JVM and its Python UDF workers): give what is
-    left `grace` seconds to exit by itself (a JVM shutting down cleans up its temp files), then
-    SIGTERM, then SIGKILL."""
-    for sig, wait in ((None, grace), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        if sig is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                proc.wait(timeout=0)
-            if not _group_alive(proc.pid):
-                return
-            time.sleep(0.1)
-
-
 def _run_children(python: str, argvs: list[list[str]], env: dict[str, str], timeout: float) -> list[tuple[int, str, str]]:
     procs = [subprocess.Popen([python, "-m", "benchmarks.peers", *argv], cwd=REPO_ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -596,6 +579,25 @@ def run_variant(variant: str, mode: str, records: int, *, timeout: float = CHILD
         return _stamp_row(variant, mode, os.path.join(work, "stamps"), records, checkpoints)
 
 
+def run_flink_java(mode: str, records: int) -> dict[str, Any]:
+    """One `flink-java` row: the Java page-view job (`benchmarks.flink_java`) at max rate."""
+    from benchmarks import flink_java
+
+    with tempfile.TemporaryDirectory(prefix="barrierflow-flink-java-") as work:
+        classpath = flink_java.build(flink_java.pyflink_lib(interpreter_for("pyflink")), os.path.join(work, "classes"))
+        unaligned = mode == "unaligned"
+        with flink_java.FlinkJavaJob(classpath, work, records=records, interval_ms=0 if mode == "none" else INTERVAL_MS,
+                                     mode="at-least-once" if mode == "at-least-once" else "exactly-once",
+                                     unaligned=unaligned) as job:
+            job.start()
+            out = job.finish()
+        effective = out["effective"]
+        if effective["checkpointing"] != (mode != "none") or (mode != "none" and effective["unaligned"] != unaligned):
+            return _failed("flink-java", mode, f"job ran with a different checkpoint config: {effective}")
+        checkpoints = flink_java.checkpoint_stats(out.get("checkpoints")) if mode != "none" else None
+        return _stamp_row("flink-java", mode, os.path.join(work, "stamps"), records, checkpoints)
+
+
 def run_barrierflow(variant: str, mode: str, records: int) -> dict[str, Any]:
     """One `barrierflow-udf` / `barrierflow-vectorised` row on (local) Ray, in this process."""
     from benchmarks.throughput import execute
@@ -656,6 +658,16 @@ def run_peers(quick: bool = False, console: Any = None) -> list[dict[str, Any]]:
         plan.append(("bytewax", BYTEWAX_MODES, 1_000_000 if quick else 10_000_000))
     else:
         say(f"peers: bytewax is not installed ({INSTALL_HINT})")
+    if have["flink"]:
+        n = 1_000_000 if quick else 5_000_000
+        for mode in FLINK_MODES:
+            say(f"peers: flink-java {mode} ({n:,} records, javac + java against PyFlink's jars)")
+            started = time.perf_counter()
+            row = _guarded("flink-java", mode, run_flink_java, mode, n)
+            tp = f"{row['throughput']:,.0f} rec/s" if row["throughput"] else row["status"]
+            say(f"peers:   -> {tp} ({time.perf_counter() - started:.1f} s wall incl. start-up; "
+                f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+            rows.append(row)
     for variant, modes, n in plan:
         for mode in modes:
             say(f"peers: {variant} {mode} ({n:,} records, {interpreter_for('bytewax' if variant == 'bytewax' else 'pyflink')})")
