@@ -161,6 +161,8 @@ public class PageView {
         conf.put("rest.bind-port", a.get("rest-port"));
         conf.put("rest.port", a.get("rest-port"));
         conf.put("web.checkpoints.history", "100000");
+        // the REST metrics are a cache refreshed every 10 s by default: rates sampled over a few seconds need it fresh
+        conf.put("metrics.fetcher.update-interval", "100");
         conf.put("parallelism.default", String.valueOf(PARALLELISM));
         if (interval > 0) {
             conf.put("execution.checkpointing.interval", interval + " ms");

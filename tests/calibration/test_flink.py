@@ -59,3 +59,35 @@ def test_bad_documents_name_the_field() -> None:
         profile_from_flink(doc, "flink.json")
     with pytest.raises(ProfileError, match="flink.json: field 'vertices' must be a list"):
         profile_from_flink({"checkpoints": []}, "flink.json")
+
+
+def _fixture(mode: str) -> dict:
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "fixtures" / f"flink_java_backpressure_{mode}.json"
+    return json.loads(path.read_text())
+
+
+def test_live_aligned_backpressure_wait_is_not_taken_for_transport() -> None:
+    # recorded from benchmarks/flink_java/PageView.java (Flink 2.3, one slow key subtask): the
+    # aligned barrier's ~700 ms wait behind in-flight data shows as the slow subtask's start delay
+    doc = _fixture("aligned")
+    assert max(s["start_delay"] for c in doc["checkpoints"] for s in c["tasks"]["KeyedProcess -> Sink: Writer"]) > 600
+    profile = profile_from_flink(doc)
+    assert profile.latency_max < 0.01  # the fast barrier trip, a few ms (the median took ~0.4 s)
+
+
+def test_live_rates_from_few_records_give_no_cost() -> None:
+    profile = profile_from_flink(_fixture("unaligned"))
+    # only the slow subtask ran 1,000+ records/s in the sample: its cost is the vertex's
+    slow = profile.steps["KeyedProcess -> Sink: Writer"].per_record
+    assert 25e-6 <= slow <= 60e-6  # the subtask spins 25 us per record
+    # subtasks that saw ~1 record/s in the sample (stale REST metrics) are left out, not 1 ms a record
+    assert all(step.per_record < 1e-4 for step in profile.steps.values())
+
+
+def test_live_aligned_document_reads_without_cost_outliers() -> None:
+    # this sample's readings were stale (427 records/s and 49 ms busy on the slow subtask): no cost
+    profile = profile_from_flink(_fixture("aligned"))
+    assert all(step.per_record < 1e-4 for step in profile.steps.values())
