@@ -91,3 +91,39 @@ def test_live_aligned_document_reads_without_cost_outliers() -> None:
     # this sample's readings were stale (427 records/s and 49 ms busy on the slow subtask): no cost
     profile = profile_from_flink(_fixture("aligned"))
     assert all(step.per_record < 1e-4 for step in profile.steps.values())
+
+
+def test_collect_reads_a_rest_endpoint_into_a_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import json
+    import urllib.request
+
+    from runtime.calibration import flink
+
+    readings = iter([{"accumulateBusyTimeMs": 0, "numRecordsIn": 0, "numRecordsOut": 0},
+                     {"accumulateBusyTimeMs": 0, "numRecordsIn": 0, "numRecordsOut": 0},
+                     {"accumulateBusyTimeMs": 300, "numRecordsIn": 0, "numRecordsOut": 60000},
+                     {"accumulateBusyTimeMs": 1000, "numRecordsIn": 40000, "numRecordsOut": 0}])
+    sub = subtask(2, 0, 1, 10, 3, 1000)
+    answers = {"/jobs/j": {"name": "pv", "vertices": [{"id": "s", "name": "Source: gen", "parallelism": 1},
+                                                      {"id": "c", "name": "count", "parallelism": 1}]},
+               "/jobs/j/checkpoints": {"history": [{"id": 7, "status": "COMPLETED", "end_to_end_duration": 20},
+                                                   {"id": 6, "status": "FAILED"}]},
+               "/jobs/j/checkpoints/details/7/subtasks/s": {"subtasks": [sub]},
+               "/jobs/j/checkpoints/details/7/subtasks/c": {"subtasks": [sub]}}
+
+    def urlopen(url: str, timeout: float) -> io.BytesIO:
+        path = url.removeprefix("http://127.0.0.1:1")
+        if "/metrics?get=" in path:
+            return io.BytesIO(json.dumps([{"id": k, "value": str(v)} for k, v in next(readings).items()]).encode())
+        return io.BytesIO(json.dumps(answers[path]).encode())
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(flink.time, "sleep", lambda s: None)
+    clock = iter([0.0, 2.0])
+    monkeypatch.setattr(flink.time, "monotonic", lambda: next(clock))
+    doc = flink.collect_flink_rest("http://127.0.0.1:1", "j", checkpoints=5)
+    assert doc["sources"] == ["Source: gen"] and len(doc["checkpoints"]) == 1
+    assert doc["vertices"][0]["subtasks"][0]["numRecordsOutPerSecond"] == 30000  # over the 2 s sample
+    assert doc["vertices"][1]["subtasks"][0]["busyTimeMsPerSecond"] == 500
+    assert profile_from_flink(doc).steps["count"].per_record == pytest.approx(0.5 / 20000)
