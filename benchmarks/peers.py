@@ -61,7 +61,7 @@ latencies under full load, unlike barrierflow's open-loop latency rows at `rate`
   and run with `java -cp` on a local MiniCluster (`benchmarks.flink_java`); Java 17 JDK (`javac`)
   required, else the row fails naming what is missing. Latency and throughput from its stamps as
   for `pyflink-udf`; checkpoint columns from the job's own REST endpoint (127.0.0.1, a free port):
-  the last `/jobs/<id>/checkpoints` summary before the job ends. Records: 5,000,000 / 1,000,000.
+  the last `/jobs/<id>/checkpoints` summary before the job ends. Records: 5,000,000 / 3,000,000.
 * `bytewax` (modes none / aligned): 2 processes x 1 worker (`cluster_main` on 127.0.0.1; 2 processes
   rather than 2 threads because worker threads share the GIL), a 2-partition generator source
   (batches of 1000 ints) -> `map` stamping `created` -> `stateful_map` count stamping `done` ->
@@ -659,7 +659,7 @@ def run_peers(quick: bool = False, console: Any = None) -> list[dict[str, Any]]:
     else:
         say(f"peers: bytewax is not installed ({INSTALL_HINT})")
     if have["flink"]:
-        n = 1_000_000 if quick else 5_000_000
+        n = 3_000_000 if quick else 5_000_000
         for mode in FLINK_MODES:
             say(f"peers: flink-java {mode} ({n:,} records, javac + java against PyFlink's jars)")
             started = time.perf_counter()
