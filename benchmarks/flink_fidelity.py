@@ -1,6 +1,6 @@
 """Predict a real Flink job's aligned and unaligned checkpoint durations (issue 25 item 5).
 
-    python -m benchmarks.flink_fidelity [--records N] [--slow-us US]
+    python -m benchmarks.flink_fidelity [--quick] [--json PATH] [--out DIR] [--records N] [--slow-us US]
     python -m benchmarks.flink_fidelity --aligned A.json --unaligned U.json   (recorded documents)
 
 Runs `benchmarks/flink_java/PageView.java` backpressured (max rate; count subtask 1 busy-waits
@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from benchmarks import checkpoint_modes as cm
+from benchmarks.report import add_output_arguments, add_sized_argument, output_of, parse_args, write_json
 from runtime.calibration.flink import collect_flink_rest, profile_from_flink
 from runtime.calibration.predict import figures, predict
 from runtime.sim.costs import StepCost
@@ -88,12 +89,13 @@ def predict_both(aligned_doc: dict[str, Any], unaligned_doc: dict[str, Any]) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.flink_fidelity", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=1_200_000, help="records per run (default 1,200,000)")
+    add_output_arguments(parser, "flink_fidelity", quick_help="fewer records per Flink run (600,000)")
+    add_sized_argument(parser, "--records", full=1_200_000, quick=600_000, help="records per Flink run")
     parser.add_argument("--slow-us", type=int, default=25, help="busy wait per record of count subtask 1 (us)")
     parser.add_argument("--aligned", metavar="JSON", help="a recorded aligned document instead of a run")
     parser.add_argument("--unaligned", metavar="JSON", help="a recorded unaligned document instead of a run")
     parser.add_argument("--save", metavar="DIR", help="write the documents read from the runs here")
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     docs = {}
     for mode in ("aligned", "unaligned"):
         path = getattr(args, mode)
@@ -114,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         error = "n/a" if r["error"] is None else f"{r['error']:+.0%}"
         print(f"{mode:9}  measured {r['measured_ms']:7.1f} ms  predicted {r['predicted_ms'] or float('nan'):7.1f} ms  "
               f"error {error}")
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    result["load_average"] = os.getloadavg()[0]
+    print(f"load average {result['load_average']:.1f} on {os.cpu_count()} cores")
+    write_json(output_of(args, "flink_fidelity").json_path, {"benchmark": "flink_fidelity", **result})
     return 0
 
 

@@ -107,6 +107,7 @@ import json
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -115,7 +116,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from benchmarks.processes import kill_group as _kill_group
-from benchmarks.report import abort_reasons, add_output_arguments, output_of, parse_args, percentile
+from benchmarks.report import (
+    abort_reasons,
+    add_output_arguments,
+    at_least_one,
+    output_of,
+    parse_args,
+    percentile,
+)
 
 PARALLELISM = 2
 INTERVAL_MS = 100
@@ -626,8 +634,27 @@ def _guarded(executor: str, mode: str, fn: Any, *args: Any) -> dict[str, Any]:
         return _failed(executor, mode, f"{type(exc).__name__}: {exc}")
 
 
-def run_peers(quick: bool = False, console: Any = None) -> list[dict[str, Any]]:
-    """Every peer variant that can run here, as `checkpoint_modes` rows; [] (after printing the
+#: row fields a repeated row reports as the median over its repeats
+MEDIAN_FIELDS = ("throughput", "latency_p50", "latency_p90", "latency_p99", "latency_p99_9", "latency_max",
+                 "checkpoint_duration_p50", "checkpoint_duration_p99", "checkpoint_duration_max",
+                 "checkpoint_size_max", "checkpoints_completed", "checkpoints_aborted")
+
+
+def repeats_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row of a variant's repeats: each `MEDIAN_FIELDS` value the median over the runs that
+    have it, `runs` every repeat's values; failed if every repeat failed."""
+    ok = [r for r in runs if r["status"] == "ok"]
+    row = dict(ok[0] if ok else runs[0])
+    for key in MEDIAN_FIELDS:
+        values = [r[key] for r in ok if r[key] is not None]
+        row[key] = statistics.median(values) if values else None
+    row["runs"] = [{"status": r["status"], **{k: r[k] for k in MEDIAN_FIELDS}} for r in runs]
+    return row
+
+
+def run_peers(quick: bool = False, console: Any = None, repeat: int = 1) -> list[dict[str, Any]]:
+    """Every peer variant that can run here, as `checkpoint_modes` rows (each the median of
+    `repeat` runs, the repeats interleaved: every variant once per round); [] (after printing the
     install hint) when neither peer is installed."""
     def say(msg: str) -> None:
         if console is None:
@@ -639,45 +666,38 @@ def run_peers(quick: bool = False, console: Any = None) -> list[dict[str, Any]]:
     if not any(have.values()):
         say(f"peers: apache-flink and bytewax are not installed; to compare with them: {INSTALL_HINT}")
         return []
-    rows: list[dict[str, Any]] = []
+    # (variant, mode, records, where it runs, function, its arguments)
+    plan: list[tuple[str, str, int, str, Any, tuple[Any, ...]]] = []
     for variant, n in (("barrierflow-udf", 100_000 if quick else 500_000),
                        ("barrierflow-vectorised", 2_000_000 if quick else 10_000_000)):
-        for mode in BARRIERFLOW_MODES:
-            say(f"peers: {variant} {mode} ({n:,} records, Ray)")
-            row = _guarded(variant, mode, run_barrierflow, variant, mode, n)
-            tp = f"{row['throughput']:,.0f} rec/s" if row["throughput"] else row["status"]
-            say(f"peers:   -> {tp} (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-            rows.append(row)
-    plan: list[tuple[str, tuple[str, ...], int]] = []
+        plan += [(variant, mode, n, "Ray", run_barrierflow, (variant, mode, n)) for mode in BARRIERFLOW_MODES]
     if have["flink"]:
-        plan += [("pyflink-udf", FLINK_MODES, 50_000 if quick else 500_000),
-                 ("flink-sql", FLINK_MODES, 1_000_000 if quick else 10_000_000)]
+        n = 3_000_000 if quick else 5_000_000
+        plan += [("flink-java", mode, n, "javac + java against PyFlink's jars", run_flink_java, (mode, n))
+                 for mode in FLINK_MODES]
+        for variant, n in (("pyflink-udf", 50_000 if quick else 500_000),
+                           ("flink-sql", 1_000_000 if quick else 10_000_000)):
+            plan += [(variant, mode, n, str(interpreter_for("pyflink")), run_variant, (variant, mode, n))
+                     for mode in FLINK_MODES]
     else:
         say(f"peers: apache-flink is not installed ({INSTALL_HINT})")
     if have["bytewax"]:
-        plan.append(("bytewax", BYTEWAX_MODES, 1_000_000 if quick else 10_000_000))
+        n = 1_000_000 if quick else 10_000_000
+        plan += [("bytewax", mode, n, str(interpreter_for("bytewax")), run_variant, ("bytewax", mode, n))
+                 for mode in BYTEWAX_MODES]
     else:
         say(f"peers: bytewax is not installed ({INSTALL_HINT})")
-    if have["flink"]:
-        n = 3_000_000 if quick else 5_000_000
-        for mode in FLINK_MODES:
-            say(f"peers: flink-java {mode} ({n:,} records, javac + java against PyFlink's jars)")
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in range(repeat):
+        for variant, mode, n, where, fn, args in plan:
+            say(f"peers: {variant} {mode} ({n:,} records, {where})" + (f", repeat {r + 1}/{repeat}" if repeat > 1 else ""))
             started = time.perf_counter()
-            row = _guarded("flink-java", mode, run_flink_java, mode, n)
+            row = _guarded(variant, mode, fn, *args)
             tp = f"{row['throughput']:,.0f} rec/s" if row["throughput"] else row["status"]
             say(f"peers:   -> {tp} ({time.perf_counter() - started:.1f} s wall incl. start-up; "
                 f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-            rows.append(row)
-    for variant, modes, n in plan:
-        for mode in modes:
-            say(f"peers: {variant} {mode} ({n:,} records, {interpreter_for('bytewax' if variant == 'bytewax' else 'pyflink')})")
-            started = time.perf_counter()
-            row = _guarded(variant, mode, run_variant, variant, mode, n)
-            tp = f"{row['throughput']:,.0f} rec/s" if row["throughput"] else row["status"]
-            say(f"peers:   -> {tp} ({time.perf_counter() - started:.1f} s wall incl. start-up; "
-                f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-            rows.append(row)
-    return rows
+            runs.setdefault((variant, mode), []).append(row)
+    return [repeats_row(rs) for rs in runs.values()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -685,6 +705,8 @@ def main(argv: list[str] | None = None) -> int:
     add_output_arguments(parser, "checkpoint_modes", quick_help="fewer records per peer run",
                          json_help="a checkpoint_modes JSON to add the peer rows to (created when missing; "
                                    "default OUT/checkpoint_modes.json)")
+    parser.add_argument("--repeat", type=at_least_one, default=3, metavar="N",
+                        help="runs per row, interleaved; every row reports the median (default 3)")
     parser.add_argument("--setup-venv", action="store_true",
                         help=f"create {peers_venv()} with {FLINK_PIN} and {BYTEWAX_PIN}")
     # internal: one variant inside a child process
@@ -703,7 +725,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmarks.peers: the optional peers are not installed. Install them with:\n  {INSTALL_HINT}")
         return 0
     started = time.perf_counter()
-    rows = run_peers(quick=args.quick)
+    rows = run_peers(quick=args.quick, repeat=args.repeat)
     from benchmarks.modes_table import UNITS, render_table, write_outputs
 
     json_path = output_of(args, "checkpoint_modes").json_path
@@ -713,7 +735,7 @@ def main(argv: list[str] | None = None) -> int:
             payload = json.load(fh)
     peer_names = {r["executor"] for r in rows}
     payload["rows"] = [r for r in payload["rows"] if r["executor"] not in peer_names] + rows
-    payload["peers"] = {"doc": __doc__, "quick": args.quick, "wall_s": round(time.perf_counter() - started, 1),
+    payload["peers"] = {"doc": __doc__, "quick": args.quick, "repeat": args.repeat, "wall_s": round(time.perf_counter() - started, 1),
                         "interpreters": {m: interpreter_for(m) for m in ("pyflink", "bytewax")}}
     write_outputs(payload, json_path, args.out, plots=bool(payload.get("series")))
     print(render_table(payload["rows"]))
