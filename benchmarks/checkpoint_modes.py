@@ -74,6 +74,7 @@ from benchmarks.modes_table import UNITS, render_table, write_outputs
 from benchmarks.report import (
     abort_reasons,
     add_output_arguments,
+    at_least_one,
     local_checkpoint_dir,
     output_of,
     parse_args,
@@ -771,7 +772,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peers", action="store_true",
                         help="also run PyFlink and Bytewax (optional extra: pip install -e .[peers])")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--repeat", type=_at_least_one, default=1, metavar="N",
+    parser.add_argument("--repeat", type=at_least_one, default=1, metavar="N",
                         help="run the Ray combinations N times, the matrix once per repeat, and report "
                              "medians (sim runs once: it is deterministic); default 1")
     parser.add_argument("--debloat-target", type=_debloat_target, default=None, metavar="S",
@@ -797,15 +798,6 @@ def _debloat_target(text: str) -> float:
     return value
 
 
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--repeat must be an integer >= 1, got {text!r}")
-    return value
-
 
 def run_from_args(args: argparse.Namespace) -> int:
     from rich.console import Console
@@ -827,7 +819,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.peers:
         from benchmarks.peers import run_peers
 
-        outcomes += [Outcome(row=row) for row in run_peers(quick=args.quick, console=console)]
+        outcomes += [Outcome(row=row) for row in run_peers(quick=args.quick, console=console, repeat=args.repeat)]
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     payload = payload_of(outcomes, settings)
     payload["total_wall_s"] = round(time.perf_counter() - started, 3)

@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Any
 
 from benchmarks import checkpoint_modes as cm
-from benchmarks.report import add_output_arguments, markdown_table, output_of, parse_args
+from benchmarks.report import add_output_arguments, at_least_one, markdown_table, output_of, parse_args
 from runtime.calibration.fit import fit_profile
 from runtime.calibration.predict import predict
 from runtime.calibration.profile import CostProfile
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the executor measured: ray (default) or sim (a self-check of the loop)")
     parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS), help="scenarios")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="checkpoint modes")
-    parser.add_argument("--repeat", type=cm._at_least_one, default=1,
+    parser.add_argument("--repeat", type=at_least_one, default=1,
                         help="measured runs per cell; the median is compared (default 1)")
     parser.add_argument("--duration", type=float, default=None,
                         help="seconds of each latency run (default: the benchmark profile's)")

@@ -54,6 +54,14 @@ latencies under full load, unlike barrierflow's open-loop latency rows at `rate`
   (code generation) of the source, but includes the time the source already runs while the
   aggregate task is still initialising (a few hundred ms; its output waits in network buffers)
   and draining and closing at the end of the input.
+* `flink-java` (modes none / aligned / unaligned / at-least-once): the same topology with Java
+  functions, `benchmarks/flink_java/PageView.java` (`fromSequence` -> `map` stamping `created` ->
+  keyBy -> `KeyedProcessFunction` counting in `ValueState` and stamping `done` -> `DiscardingSink`),
+  compiled with `javac` against the installed PyFlink's `pyflink/lib/*.jar` into the work directory
+  and run with `java -cp` on a local MiniCluster (`benchmarks.flink_java`); Java 17 JDK (`javac`)
+  required, else the row fails naming what is missing. Latency and throughput from its stamps as
+  for `pyflink-udf`; checkpoint columns from the job's own REST endpoint (127.0.0.1, a free port):
+  the last `/jobs/<id>/checkpoints` summary before the job ends. Records: 5,000,000 / 3,000,000.
 * `bytewax` (modes none / aligned): 2 processes x 1 worker (`cluster_main` on 127.0.0.1; 2 processes
   rather than 2 threads because worker threads share the GIL), a 2-partition generator source
   (batches of 1000 ints) -> `map` stamping `created` -> `stateful_map` count stamping `done` ->
@@ -98,8 +106,8 @@ import importlib.util
 import json
 import os
 import re
-import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -107,7 +115,15 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from benchmarks.report import abort_reasons, add_output_arguments, output_of, parse_args, percentile
+from benchmarks.processes import kill_group as _kill_group
+from benchmarks.report import (
+    abort_reasons,
+    add_output_arguments,
+    at_least_one,
+    output_of,
+    parse_args,
+    percentile,
+)
 
 PARALLELISM = 2
 INTERVAL_MS = 100
@@ -486,31 +502,6 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def _kill_group(proc: subprocess.Popen, grace: float = 15.0) -> None:
-    """End the child's process group (the child, its JVM and its Python UDF workers): give what is
-    left `grace` seconds to exit by itself (a JVM shutting down cleans up its temp files), then
-    SIGTERM, then SIGKILL."""
-    for sig, wait in ((None, grace), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        if sig is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                proc.wait(timeout=0)
-            if not _group_alive(proc.pid):
-                return
-            time.sleep(0.1)
-
-
 def _run_children(python: str, argvs: list[list[str]], env: dict[str, str], timeout: float) -> list[tuple[int, str, str]]:
     procs = [subprocess.Popen([python, "-m", "benchmarks.peers", *argv], cwd=REPO_ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -596,6 +587,25 @@ def run_variant(variant: str, mode: str, records: int, *, timeout: float = CHILD
         return _stamp_row(variant, mode, os.path.join(work, "stamps"), records, checkpoints)
 
 
+def run_flink_java(mode: str, records: int) -> dict[str, Any]:
+    """One `flink-java` row: the Java page-view job (`benchmarks.flink_java`) at max rate."""
+    from benchmarks import flink_java
+
+    with tempfile.TemporaryDirectory(prefix="barrierflow-flink-java-") as work:
+        classpath = flink_java.build(flink_java.pyflink_lib(interpreter_for("pyflink")), os.path.join(work, "classes"))
+        unaligned = mode == "unaligned"
+        with flink_java.FlinkJavaJob(classpath, work, records=records, interval_ms=0 if mode == "none" else INTERVAL_MS,
+                                     mode="at-least-once" if mode == "at-least-once" else "exactly-once",
+                                     unaligned=unaligned) as job:
+            job.start()
+            out = job.finish()
+        effective = out["effective"]
+        if effective["checkpointing"] != (mode != "none") or (mode != "none" and effective["unaligned"] != unaligned):
+            return _failed("flink-java", mode, f"job ran with a different checkpoint config: {effective}")
+        checkpoints = flink_java.checkpoint_stats(out.get("checkpoints")) if mode != "none" else None
+        return _stamp_row("flink-java", mode, os.path.join(work, "stamps"), records, checkpoints)
+
+
 def run_barrierflow(variant: str, mode: str, records: int) -> dict[str, Any]:
     """One `barrierflow-udf` / `barrierflow-vectorised` row on (local) Ray, in this process."""
     from benchmarks.throughput import execute
@@ -624,8 +634,27 @@ def _guarded(executor: str, mode: str, fn: Any, *args: Any) -> dict[str, Any]:
         return _failed(executor, mode, f"{type(exc).__name__}: {exc}")
 
 
-def run_peers(quick: bool = False, console: Any = None) -> list[dict[str, Any]]:
-    """Every peer variant that can run here, as `checkpoint_modes` rows; [] (after printing the
+#: row fields a repeated row reports as the median over its repeats
+MEDIAN_FIELDS = ("throughput", "latency_p50", "latency_p90", "latency_p99", "latency_p99_9", "latency_max",
+                 "checkpoint_duration_p50", "checkpoint_duration_p99", "checkpoint_duration_max",
+                 "checkpoint_size_max", "checkpoints_completed", "checkpoints_aborted")
+
+
+def repeats_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row of a variant's repeats: each `MEDIAN_FIELDS` value the median over the runs that
+    have it, `runs` every repeat's values; failed if every repeat failed."""
+    ok = [r for r in runs if r["status"] == "ok"]
+    row = dict(ok[0] if ok else runs[0])
+    for key in MEDIAN_FIELDS:
+        values = [r[key] for r in ok if r[key] is not None]
+        row[key] = statistics.median(values) if values else None
+    row["runs"] = [{"status": r["status"], **{k: r[k] for k in MEDIAN_FIELDS}} for r in runs]
+    return row
+
+
+def run_peers(quick: bool = False, console: Any = None, repeat: int = 1) -> list[dict[str, Any]]:
+    """Every peer variant that can run here, as `checkpoint_modes` rows (each the median of
+    `repeat` runs, the repeats interleaved: every variant once per round); [] (after printing the
     install hint) when neither peer is installed."""
     def say(msg: str) -> None:
         if console is None:
@@ -637,35 +666,38 @@ def run_peers(quick: bool = False, console: Any = None) -> list[dict[str, Any]]:
     if not any(have.values()):
         say(f"peers: apache-flink and bytewax are not installed; to compare with them: {INSTALL_HINT}")
         return []
-    rows: list[dict[str, Any]] = []
+    # (variant, mode, records, where it runs, function, its arguments)
+    plan: list[tuple[str, str, int, str, Any, tuple[Any, ...]]] = []
     for variant, n in (("barrierflow-udf", 100_000 if quick else 500_000),
                        ("barrierflow-vectorised", 2_000_000 if quick else 10_000_000)):
-        for mode in BARRIERFLOW_MODES:
-            say(f"peers: {variant} {mode} ({n:,} records, Ray)")
-            row = _guarded(variant, mode, run_barrierflow, variant, mode, n)
-            tp = f"{row['throughput']:,.0f} rec/s" if row["throughput"] else row["status"]
-            say(f"peers:   -> {tp} (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-            rows.append(row)
-    plan: list[tuple[str, tuple[str, ...], int]] = []
+        plan += [(variant, mode, n, "Ray", run_barrierflow, (variant, mode, n)) for mode in BARRIERFLOW_MODES]
     if have["flink"]:
-        plan += [("pyflink-udf", FLINK_MODES, 50_000 if quick else 500_000),
-                 ("flink-sql", FLINK_MODES, 1_000_000 if quick else 10_000_000)]
+        n = 3_000_000 if quick else 5_000_000
+        plan += [("flink-java", mode, n, "javac + java against PyFlink's jars", run_flink_java, (mode, n))
+                 for mode in FLINK_MODES]
+        for variant, n in (("pyflink-udf", 50_000 if quick else 500_000),
+                           ("flink-sql", 1_000_000 if quick else 10_000_000)):
+            plan += [(variant, mode, n, str(interpreter_for("pyflink")), run_variant, (variant, mode, n))
+                     for mode in FLINK_MODES]
     else:
         say(f"peers: apache-flink is not installed ({INSTALL_HINT})")
     if have["bytewax"]:
-        plan.append(("bytewax", BYTEWAX_MODES, 1_000_000 if quick else 10_000_000))
+        n = 1_000_000 if quick else 10_000_000
+        plan += [("bytewax", mode, n, str(interpreter_for("bytewax")), run_variant, ("bytewax", mode, n))
+                 for mode in BYTEWAX_MODES]
     else:
         say(f"peers: bytewax is not installed ({INSTALL_HINT})")
-    for variant, modes, n in plan:
-        for mode in modes:
-            say(f"peers: {variant} {mode} ({n:,} records, {interpreter_for('bytewax' if variant == 'bytewax' else 'pyflink')})")
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in range(repeat):
+        for variant, mode, n, where, fn, args in plan:
+            say(f"peers: {variant} {mode} ({n:,} records, {where})" + (f", repeat {r + 1}/{repeat}" if repeat > 1 else ""))
             started = time.perf_counter()
-            row = _guarded(variant, mode, run_variant, variant, mode, n)
+            row = _guarded(variant, mode, fn, *args)
             tp = f"{row['throughput']:,.0f} rec/s" if row["throughput"] else row["status"]
             say(f"peers:   -> {tp} ({time.perf_counter() - started:.1f} s wall incl. start-up; "
                 f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-            rows.append(row)
-    return rows
+            runs.setdefault((variant, mode), []).append(row)
+    return [repeats_row(rs) for rs in runs.values()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -673,6 +705,8 @@ def main(argv: list[str] | None = None) -> int:
     add_output_arguments(parser, "checkpoint_modes", quick_help="fewer records per peer run",
                          json_help="a checkpoint_modes JSON to add the peer rows to (created when missing; "
                                    "default OUT/checkpoint_modes.json)")
+    parser.add_argument("--repeat", type=at_least_one, default=3, metavar="N",
+                        help="runs per row, interleaved; every row reports the median (default 3)")
     parser.add_argument("--setup-venv", action="store_true",
                         help=f"create {peers_venv()} with {FLINK_PIN} and {BYTEWAX_PIN}")
     # internal: one variant inside a child process
@@ -691,7 +725,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmarks.peers: the optional peers are not installed. Install them with:\n  {INSTALL_HINT}")
         return 0
     started = time.perf_counter()
-    rows = run_peers(quick=args.quick)
+    rows = run_peers(quick=args.quick, repeat=args.repeat)
     from benchmarks.modes_table import UNITS, render_table, write_outputs
 
     json_path = output_of(args, "checkpoint_modes").json_path
@@ -701,7 +735,7 @@ def main(argv: list[str] | None = None) -> int:
             payload = json.load(fh)
     peer_names = {r["executor"] for r in rows}
     payload["rows"] = [r for r in payload["rows"] if r["executor"] not in peer_names] + rows
-    payload["peers"] = {"doc": __doc__, "quick": args.quick, "wall_s": round(time.perf_counter() - started, 1),
+    payload["peers"] = {"doc": __doc__, "quick": args.quick, "repeat": args.repeat, "wall_s": round(time.perf_counter() - started, 1),
                         "interpreters": {m: interpreter_for(m) for m in ("pyflink", "bytewax")}}
     write_outputs(payload, json_path, args.out, plots=bool(payload.get("series")))
     print(render_table(payload["rows"]))

@@ -36,6 +36,17 @@ def add_output_arguments(parser: argparse.ArgumentParser, name: str, *, quick_he
     parser.add_argument("--quick", action="store_true", help=quick_help)
 
 
+def at_least_one(text: str) -> int:
+    """argparse type of `--repeat`: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--repeat must be an integer >= 1, got {text!r}")
+    return value
+
+
 def _directory(text: str) -> str:
     if os.path.exists(text) and not os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"must be a directory, got the file {text!r}")

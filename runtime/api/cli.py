@@ -402,6 +402,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Run the job briefly for real and write the fitted profile (`runtime.calibration`)."""
     from runtime.calibration.predict import calibrate
 
+    if args.from_flink is not None:
+        return _calibrate_from_flink(args.from_flink, args.output)
+    if args.target is None:
+        raise UsageError("calibrate: expected MODULE:FUNCTION, or --from-flink FILE|URL")
     build = _build_env(args.target, "calibrate")
     env = build()
     if args.interval is not None:
@@ -416,6 +420,37 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     console.print(f"calibrated {args.target} on {args.executor}: {info['records_in']:,} records in "
                   f"{info['seconds']} s, {len(result.completed_checkpoints)} checkpoints, load average "
                   f"{info['load_average']}; profile written to {args.output}", soft_wrap=True)
+    return 0
+
+
+def _calibrate_from_flink(source: str, output: str) -> int:
+    """A profile from a Flink job: a REST document file, or a running job's REST URL
+    (http://HOST:PORT/jobs/JOB_ID), read by `runtime.calibration.flink`."""
+    import json
+    import re
+    import urllib.error
+
+    from runtime.calibration.flink import collect_flink_rest, profile_from_flink
+    from runtime.calibration.profile import ProfileError
+
+    try:
+        if source.startswith(("http://", "https://")):
+            match = re.fullmatch(r"(https?://[^/]+)/jobs/([0-9a-f]{32})/?", source)
+            if match is None:
+                raise UsageError(f"calibrate: --from-flink: expected http://HOST:PORT/jobs/JOB_ID (a 32-digit hex "
+                                 f"job id), got {source!r}")
+            doc = collect_flink_rest(match.group(1), match.group(2))
+        else:
+            with open(source) as fh:
+                doc = json.load(fh)
+        profile = profile_from_flink(doc, source)
+    except (OSError, urllib.error.URLError, ValueError, KeyError) as exc:
+        if isinstance(exc, ProfileError):
+            raise UsageError(f"calibrate: --from-flink: {exc}") from exc
+        raise UsageError(f"calibrate: --from-flink: cannot read {source}: {exc}") from exc
+    profile.save(output)
+    console.print(f"calibrated Flink job {doc.get('job', '')!r} from {source}: {len(doc['checkpoints'])} checkpoints, "
+                  f"{len(doc['vertices'])} vertices; profile written to {output}", soft_wrap=True, markup=False)
     return 0
 
 
@@ -538,9 +573,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     calibrate = sub.add_parser("calibrate", parents=[common],
                                help="run MODULE:FUNCTION briefly for real and fit the simulator's cost model to it")
-    calibrate.add_argument("target", metavar="MODULE:FUNCTION",
+    calibrate.add_argument("target", metavar="MODULE:FUNCTION", nargs="?",
                            help="module (imported from the current directory) and the function that builds the job; "
                            "the job should finish within 60 s")
+    calibrate.add_argument("--from-flink", metavar="FILE|URL",
+                           help="instead of running a job: read a Flink job's REST document (FILE) or its running "
+                           "job's REST API (http://HOST:PORT/jobs/JOB_ID) into a profile")
     calibrate.add_argument("-o", "--output", required=True, metavar="PROFILE.json",
                            help="where to write the profile (readable JSON, editable)")
     calibrate.add_argument("--executor", default="ray", choices=["ray", "sim"],

@@ -14,20 +14,33 @@ Subtask details are Flink's (`start_delay`, `end_to_end_duration`, `checkpoint.s
 `alignment.duration`, `checkpointed_size`, all durations in ms). What the fit takes: per-record
 CPU of each subtask = busy ms per second / records in per second (Flink exposes no per-buffer
 cost: `per_step` is 0), the phase timings as in `runtime.calibration.fit`, and the transport as
-the non-source subtasks' start delay beyond the sources' (the barrier's trip downstream;
-uniform from 0 to twice its median). Not validated against a live Flink run yet.
+the earliest non-source subtask's start delay beyond the sources' (the barrier's trip downstream
+without queueing; uniform from 0 to twice its median).
+
+Checked against live documents of `benchmarks/flink_java/PageView.java` (Flink 2.3 MiniCluster,
+one slow key subtask; tests/calibration/fixtures): under backpressure an aligned barrier's wait
+shows as the slow subtask's `start_delay` (hundreds of ms) with `alignment.duration` 0, and
+Flink's `*PerSecond` meters average over 60 s (a run of a few seconds reads several times too
+low), so `collect_flink_rest` measures the rates from the cumulative counters over `sample` s.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+import time
 import urllib.request
 from typing import Any
 
 from runtime.calibration.fit import OUTLIER, fit_line
 from runtime.calibration.profile import CostProfile, ProfileError
 from runtime.sim.costs import StepCost
+
+#: records per second below which a subtask's busy time gives no per-record cost
+MIN_RATE = 1000.0
+#: cumulative subtask counters -> the rate `profile_from_flink` reads (per second of the sample)
+COUNTERS = {"accumulateBusyTimeMs": "busyTimeMsPerSecond", "numRecordsIn": "numRecordsInPerSecond",
+            "numRecordsOut": "numRecordsOutPerSecond"}
 
 
 def profile_from_flink(doc: Any, where: str = "Flink REST document") -> CostProfile:
@@ -47,10 +60,11 @@ def profile_from_flink(doc: Any, where: str = "Flink REST document") -> CostProf
             rate = _ms(sub, "numRecordsInPerSecond", f"{where}: vertices[{v}].subtasks[{i}]")
             if name in sources and rate == 0:  # a source reads no input: its output rate counts
                 rate = _ms(sub, "numRecordsOutPerSecond", f"{where}: vertices[{v}].subtasks[{i}]")
-            costs.append(busy / 1000 / rate if rate > 0 else 0.0)
-        typical = statistics.median_low(costs) if costs else 0.0
+            if rate >= MIN_RATE:  # a few records in the sample say nothing about their cost
+                costs.append((i, busy / 1000 / rate))
+        typical = statistics.median_low([c for _, c in costs]) if costs else 0.0
         steps[name] = StepCost(0.0, typical)
-        for i, cost in enumerate(costs):
+        for i, cost in costs:
             if abs(cost - typical) > OUTLIER * max(typical, 1e-12):
                 steps[f"{name}[{i}]"] = StepCost(0.0, cost)
     steps["default"] = StepCost(0.0, statistics.median_low([s.per_record for s in steps.values()]) if steps else 0.0)
@@ -76,8 +90,10 @@ def profile_from_flink(doc: Any, where: str = "Flink REST document") -> CostProf
                 asyncs.append(write)
                 latest = max(latest, e2e)
         triggers.extend(source_starts)
-        if source_starts:
-            hops.extend(max(0.0, s - min(source_starts)) for s in other_starts)
+        if source_starts and other_starts:
+            # the fastest trip: a later barrier waited in a backpressured queue, which the simulator
+            # produces itself (a live aligned run puts that wait in `start_delay`, not alignment)
+            hops.append(max(0.0, min(other_starts) - min(source_starts)))
         if "end_to_end_duration" in checkpoint:
             finals.append(max(0.0, _ms(checkpoint, "end_to_end_duration", here) / 1e3 - latest))
     hop = statistics.median(hops) if hops else 0.0
@@ -89,16 +105,30 @@ def profile_from_flink(doc: Any, where: str = "Flink REST document") -> CostProf
     return profile
 
 
-def collect_flink_rest(base_url: str, job_id: str, *, checkpoints: int = 10, timeout: float = 10.0) -> dict[str, Any]:
+def collect_flink_rest(base_url: str, job_id: str, *, checkpoints: int = 10, timeout: float = 10.0,
+                       sample: float = 3.0) -> dict[str, Any]:
     """The document `profile_from_flink` reads, fetched from a JobManager at `base_url`
-    (e.g. http://localhost:8081): vertex metrics and the subtask details of the latest
+    (e.g. http://localhost:8081): vertex metrics (rates over `sample` seconds of the running job,
+    from two readings of the cumulative counters) and the subtask details of the latest
     completed checkpoints (at most `checkpoints`)."""
     def get(path: str) -> Any:
         with urllib.request.urlopen(f"{base_url.rstrip('/')}{path}", timeout=timeout) as response:
             return json.load(response)
 
+    def counters() -> dict[tuple[str, int], dict[str, float]]:
+        read = {}
+        for vertex in job["vertices"]:
+            for i in range(vertex["parallelism"]):
+                values = get(f"/jobs/{job_id}/vertices/{vertex['id']}/subtasks/{i}/metrics?get={','.join(COUNTERS)}")
+                read[vertex["id"], i] = {m["id"]: float(m["value"]) for m in values}
+        read[("", 0)] = {"at": time.monotonic()}
+        return read
+
     job = get(f"/jobs/{job_id}")
-    metrics = "busyTimeMsPerSecond,numRecordsInPerSecond,numRecordsOutPerSecond"
+    first = counters()
+    time.sleep(sample)
+    last = counters()
+    seconds = last[("", 0)]["at"] - first[("", 0)]["at"]
     vertices, names, sources = [], {}, []
     for vertex in job["vertices"]:
         names[vertex["id"]] = vertex["name"]
@@ -106,16 +136,21 @@ def collect_flink_rest(base_url: str, job_id: str, *, checkpoints: int = 10, tim
             sources.append(vertex["name"])
         subtasks = []
         for i in range(vertex["parallelism"]):
-            values = get(f"/jobs/{job_id}/vertices/{vertex['id']}/subtasks/{i}/metrics?get={metrics}")
-            subtasks.append({m["id"]: float(m["value"]) for m in values})
+            a, b = first[vertex["id"], i], last[vertex["id"], i]
+            # the REST side fetches each metric on its own schedule: a pair of readings can be a
+            # little inconsistent (a busy time above 1 s per s, a counter going back)
+            rates = {rate: max(0.0, b.get(counter, 0.0) - a.get(counter, 0.0)) / seconds
+                     for counter, rate in COUNTERS.items()}
+            rates["busyTimeMsPerSecond"] = min(1000.0, rates["busyTimeMsPerSecond"])
+            subtasks.append(rates)
         vertices.append({"name": vertex["name"], "parallelism": vertex["parallelism"], "subtasks": subtasks})
     history = [c for c in get(f"/jobs/{job_id}/checkpoints")["history"] if c["status"] == "COMPLETED"]
-    checkpoints = []
+    details = []
     for checkpoint in history[:checkpoints]:
         tasks = {names[vid]: get(f"/jobs/{job_id}/checkpoints/details/{checkpoint['id']}/subtasks/{vid}")["subtasks"]
                  for vid in names}
-        checkpoints.append({"end_to_end_duration": checkpoint["end_to_end_duration"], "tasks": tasks})
-    return {"job": job.get("name", job_id), "vertices": vertices, "sources": sources, "checkpoints": checkpoints}
+        details.append({"end_to_end_duration": checkpoint["end_to_end_duration"], "tasks": tasks})
+    return {"job": job.get("name", job_id), "vertices": vertices, "sources": sources, "checkpoints": details}
 
 
 def _list(doc: Any, key: str, where: str) -> list[Any]:

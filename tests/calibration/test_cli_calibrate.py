@@ -73,3 +73,24 @@ def test_bad_input_is_one_error_line(calibrated: Path, monkeypatch: pytest.Monke
     err = capsys.readouterr().err
     assert err.startswith("barrierflow: error: ") and err.count("\n") == 1
     assert message in err
+
+
+def test_calibrate_from_a_recorded_flink_document(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    fixture = Path(__file__).parent / "fixtures" / "flink_java_backpressure_unaligned.json"
+    out = tmp_path / "flink.json"
+    assert main(["calibrate", "--from-flink", str(fixture), "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["calibrated"]["executor"] == "flink"
+    assert 25e-6 <= doc["steps"]["KeyedProcess -> Sink: Writer"]["per_record"] <= 60e-6
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--from-flink", "http://127.0.0.1:8081/overview"], "expected http://HOST:PORT/jobs/JOB_ID"),
+    (["--from-flink", "no-such-flink.json"], "cannot read no-such-flink.json"),
+    ([], "expected MODULE:FUNCTION, or --from-flink FILE|URL"),
+])
+def test_calibrate_from_flink_bad_input_is_one_error_line(argv: list[str], says: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    assert main(["calibrate", *argv, "-o", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("barrierflow: error: calibrate: ") and says in err and err.count("\n") == 1

@@ -59,3 +59,71 @@ def test_bad_documents_name_the_field() -> None:
         profile_from_flink(doc, "flink.json")
     with pytest.raises(ProfileError, match="flink.json: field 'vertices' must be a list"):
         profile_from_flink({"checkpoints": []}, "flink.json")
+
+
+def _fixture(mode: str) -> dict:
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "fixtures" / f"flink_java_backpressure_{mode}.json"
+    return json.loads(path.read_text())
+
+
+def test_live_aligned_backpressure_wait_is_not_taken_for_transport() -> None:
+    # recorded from benchmarks/flink_java/PageView.java (Flink 2.3, one slow key subtask): the
+    # aligned barrier's ~700 ms wait behind in-flight data shows as the slow subtask's start delay
+    doc = _fixture("aligned")
+    assert max(s["start_delay"] for c in doc["checkpoints"] for s in c["tasks"]["KeyedProcess -> Sink: Writer"]) > 600
+    profile = profile_from_flink(doc)
+    assert profile.latency_max < 0.01  # the fast barrier trip, a few ms (the median took ~0.4 s)
+
+
+def test_live_rates_from_few_records_give_no_cost() -> None:
+    profile = profile_from_flink(_fixture("unaligned"))
+    # only the slow subtask ran 1,000+ records/s in the sample: its cost is the vertex's
+    slow = profile.steps["KeyedProcess -> Sink: Writer"].per_record
+    assert 25e-6 <= slow <= 60e-6  # the subtask spins 25 us per record
+    # subtasks that saw ~1 record/s in the sample (stale REST metrics) are left out, not 1 ms a record
+    assert all(step.per_record < 1e-4 for step in profile.steps.values())
+
+
+def test_live_aligned_document_reads_without_cost_outliers() -> None:
+    # this sample's readings were stale (427 records/s and 49 ms busy on the slow subtask): no cost
+    profile = profile_from_flink(_fixture("aligned"))
+    assert all(step.per_record < 1e-4 for step in profile.steps.values())
+
+
+def test_collect_reads_a_rest_endpoint_into_a_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import json
+    import urllib.request
+
+    from runtime.calibration import flink
+
+    readings = iter([{"accumulateBusyTimeMs": 0, "numRecordsIn": 0, "numRecordsOut": 0},
+                     {"accumulateBusyTimeMs": 0, "numRecordsIn": 0, "numRecordsOut": 0},
+                     {"accumulateBusyTimeMs": 300, "numRecordsIn": 0, "numRecordsOut": 60000},
+                     {"accumulateBusyTimeMs": 1000, "numRecordsIn": 40000, "numRecordsOut": 0}])
+    sub = subtask(2, 0, 1, 10, 3, 1000)
+    answers = {"/jobs/j": {"name": "pv", "vertices": [{"id": "s", "name": "Source: gen", "parallelism": 1},
+                                                      {"id": "c", "name": "count", "parallelism": 1}]},
+               "/jobs/j/checkpoints": {"history": [{"id": 7, "status": "COMPLETED", "end_to_end_duration": 20},
+                                                   {"id": 6, "status": "FAILED"}]},
+               "/jobs/j/checkpoints/details/7/subtasks/s": {"subtasks": [sub]},
+               "/jobs/j/checkpoints/details/7/subtasks/c": {"subtasks": [sub]}}
+
+    def urlopen(url: str, timeout: float) -> io.BytesIO:
+        path = url.removeprefix("http://127.0.0.1:1")
+        if "/metrics?get=" in path:
+            return io.BytesIO(json.dumps([{"id": k, "value": str(v)} for k, v in next(readings).items()]).encode())
+        return io.BytesIO(json.dumps(answers[path]).encode())
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(flink.time, "sleep", lambda s: None)
+    clock = iter([0.0, 2.0])
+    monkeypatch.setattr(flink.time, "monotonic", lambda: next(clock))
+    doc = flink.collect_flink_rest("http://127.0.0.1:1", "j", checkpoints=5)
+    assert doc["sources"] == ["Source: gen"] and len(doc["checkpoints"]) == 1
+    assert doc["vertices"][0]["subtasks"][0]["numRecordsOutPerSecond"] == 30000  # over the 2 s sample
+    assert doc["vertices"][1]["subtasks"][0]["busyTimeMsPerSecond"] == 500
+    assert profile_from_flink(doc).steps["count"].per_record == pytest.approx(0.5 / 20000)
