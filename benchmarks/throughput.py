@@ -25,9 +25,8 @@ Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` 
   records at end of input, after the last record was counted, so the first figure leaves that
   sink work out for "off" only; `aligned_vs_off_visible` compares like with like.
 * **steady**: the generator paced at `--rate` records/s with checkpoints every 100 ms aligned;
-  p50/p99 end-to-end latency (from when the record was due under the rate — `stamp="due"`, so
-  time it waited for its source to read it counts — to its arrival at the count/sink task) and
-  checkpoint durations.
+  p50/p99 end-to-end latency (record read at the source to its arrival at the count/sink task;
+  a due record's wait for its source to wake is not in it: see `build`) and checkpoint durations.
 * **CPU per checkpoint** (Ray, unless `--no-cpu`): each repeat also runs the steady job with
   checkpointing off. In both steady runs `benchmarks.process_cpu` samples the CPU of every job
   process (the driver and the raylet's workers: task, coordinator and service actors) every
@@ -119,9 +118,10 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
 
     if job not in JOBS:
         raise ValueError(f"job must be one of {JOBS}, got {job!r}")
-    # a steady run's records are stamped when due under the rate: a due record's wait for its
-    # source to read it is latency (no coordinated omission); a max-rate run has no schedule
-    stamp = "due" if rate is not None else "read"
+    # stamped when read: `stamp="due"` would count a due record's wait for its source too, but the
+    # schedule starts when the source's reader is created, so without a warm-up left out (as
+    # checkpoint_modes does) the actors' start-up would read as latency
+    stamp = "read"
     size = buffer_size or BUFFER_SIZES[job]
     env = StreamEnvironment(parallelism=2, buffer_size=size, credits=credits, buffer_timeout=buffer_timeout)
     if not chaining:
