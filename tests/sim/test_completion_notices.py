@@ -5,40 +5,26 @@ Tasks with a listener, and every task for the final checkpoint, are notified dir
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import pytest
+from sim_jobs import EXPECTED, pageview
 
 from checkpoint.handles import TaskId
 from checkpoint.io.snapshot_writer import SnapshotWriter
-from checkpoint.options import CheckpointingMode, RestartStrategy
-from operators import CollectSink
+from checkpoint.options import CheckpointingMode
 from runtime import FaultPlan, StreamEnvironment
 from runtime.core.task import Task
 from runtime.jobmaster.faults import LostControlMessage, TaskCrash
-from runtime.workloads.seeded import CountPerKey, multiset
+from runtime.workloads.seeded import multiset
 
-ROWS = [{"user": i, "app": f"app{(i * 7) % 5}", "ts": i} for i in range(600)]
-APPS = Counter(r["app"] for r in ROWS)
-EXPECTED = multiset([{"app": app, "count": c} for app, n in APPS.items() for c in range(1, n + 1)])
 SINKS = {"pv"}
 
 
-def unchained(mode: CheckpointingMode, *, unaligned: bool = False, **options: Any) -> StreamEnvironment:
+def unchained(mode: CheckpointingMode, **options: Any) -> StreamEnvironment:
     """source -> to-app -> count -> sink, each its own vertex: three listener-less vertices
     (two of them no source), one listening (the sink)."""
-    env = StreamEnvironment(parallelism=2, buffer_size=8, credits=2, buffer_timeout=0.001).disable_chaining()
-    env.enable_checkpointing(interval=0.002, mode=mode, unaligned=unaligned, tolerable_failures=1000, **options)
-    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=20, delay=0.001))
-    (
-        env.from_collection(ROWS, splits=2)
-        .map(lambda r: {"app": r["app"]}, name="to-app")
-        .key_by("app")
-        .process(CountPerKey("app"), name="count")
-        .sink_to(CollectSink("pv"))
-    )
-    return env
+    return pageview(mode, chaining=False, **options)
 
 
 class Notices:

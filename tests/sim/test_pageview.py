@@ -2,32 +2,12 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
+from sim_jobs import APPS, EXPECTED, pageview
 
-from checkpoint.options import CheckpointingMode, RestartStrategy
-from operators import CollectSink
-from runtime import FaultPlan, StreamEnvironment
-from runtime.workloads.seeded import CountPerKey, multiset
-
-ROWS = [{"user": i, "app": f"app{(i * 7) % 5}", "ts": i} for i in range(600)]
-APPS = Counter(r["app"] for r in ROWS)
-EXPECTED = multiset([{"app": app, "count": c} for app, n in APPS.items() for c in range(1, n + 1)])
-
-
-def pageview(mode: CheckpointingMode, *, unaligned: bool = False) -> StreamEnvironment:
-    env = StreamEnvironment(parallelism=2, buffer_size=8, credits=2, buffer_timeout=0.001)
-    env.enable_checkpointing(interval=0.002, mode=mode, unaligned=unaligned, tolerable_failures=1000)
-    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=20, delay=0.001))
-    (
-        env.from_collection(ROWS, splits=2)
-        .map(lambda r: {"app": r["app"]}, name="to-app")
-        .key_by("app")
-        .process(CountPerKey("app"), name="count")
-        .sink_to(CollectSink("pv"))
-    )
-    return env
+from checkpoint.options import CheckpointingMode
+from runtime import FaultPlan
+from runtime.workloads.seeded import multiset
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])

@@ -1,0 +1,36 @@
+"""The seed-003 page-view job the simulator tests share: two partitions, map to app id, keyBy,
+count, sink "pv"."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from checkpoint.options import CheckpointingMode, RestartStrategy
+from operators import CollectSink
+from runtime import StreamEnvironment
+from runtime.workloads.seeded import CountPerKey, multiset
+
+ROWS = [{"user": i, "app": f"app{(i * 7) % 5}", "ts": i} for i in range(600)]
+APPS = Counter(r["app"] for r in ROWS)
+#: the failure-free output: every running count of every app
+EXPECTED = multiset([{"app": app, "count": c} for app, n in APPS.items() for c in range(1, n + 1)])
+
+
+def pageview(mode: CheckpointingMode, *, unaligned: bool = False, chaining: bool = True,
+             **options: Any) -> StreamEnvironment:
+    """The job with checkpoints every 2 ms (`options`: more `enable_checkpointing` options);
+    `chaining=False`: source, to-app, count and sink each their own vertex."""
+    env = StreamEnvironment(parallelism=2, buffer_size=8, credits=2, buffer_timeout=0.001)
+    if not chaining:
+        env.disable_chaining()
+    env.enable_checkpointing(interval=0.002, mode=mode, unaligned=unaligned, tolerable_failures=1000, **options)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=20, delay=0.001))
+    (
+        env.from_collection(ROWS, splits=2)
+        .map(lambda r: {"app": r["app"]}, name="to-app")
+        .key_by("app")
+        .process(CountPerKey("app"), name="count")
+        .sink_to(CollectSink("pv"))
+    )
+    return env
