@@ -25,12 +25,9 @@ from benchmarks.report import add_output_arguments, add_sized_argument, markdown
 
 
 def spark_session() -> Any:
-    from pyspark.sql import SparkSession
+    from spark_bridge.session import local_session
 
-    spark = (SparkSession.builder.master("local[2]").appName("barrierflow-bench")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-             .config("spark.driver.memory", "2g").getOrCreate())
+    spark = local_session("barrierflow-bench", cores=2, memory="2g", config={"spark.sql.shuffle.partitions": "2"})
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -6,6 +6,7 @@
   target, checkpoint_id=None)`: checkpoints as Parquet tables and back as DataFrames;
   `read_checkpoint(...).state("count")`: one keyed state with its keys and values in their natural
   Spark types (strings, longs, doubles, structs, arrays; JSON text only when they mix).
+- `local_session(app_name, cores=2)`: a local Spark session listening on 127.0.0.1 only.
 - `checkpoint_from_landed(spark, target, checkpoint_id)`: what
   `env.restore_from_landed(...)` restores from.
 """
@@ -20,6 +21,7 @@ from spark_bridge.landing import (
 )
 from spark_bridge.restore import checkpoint_from_landed
 from spark_bridge.schema import SchemaError, to_arrow_schema
+from spark_bridge.session import local_session
 from spark_bridge.sink import SparkSink, SparkSinkError
 from spark_bridge.source import ParquetSplitSource, from_spark
 from spark_bridge.tables import TABLES
@@ -41,6 +43,7 @@ __all__ = [
     "from_spark",
     "land_checkpoint",
     "landed_checkpoint_ids",
+    "local_session",
     "read_checkpoint",
     "to_arrow_schema",
 ]

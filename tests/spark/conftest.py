@@ -1,4 +1,5 @@
-"""One local Spark session (`local[2]`, UI off, 2 shuffle partitions) for the whole test run.
+"""One local Spark session (`spark_bridge.local_session`: `local[2]`, on 127.0.0.1 only, UI off, 2 shuffle
+partitions) for the whole test run.
 
 If Spark cannot start, every test using it fails with the reason: Spark tests are never skipped.
 """
@@ -23,18 +24,10 @@ def spark() -> Iterator[object]:
     if _START_ERROR:
         pytest.fail(f"local Spark could not start: {_START_ERROR[0]!r}", pytrace=False)
     try:
-        from pyspark.sql import SparkSession
+        from spark_bridge.session import local_session
 
-        session = (
-            SparkSession.builder.master("local[2]")
-            .appName("barrierflow-tests")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.driver.memory", "1g")
-            .getOrCreate()
-        )
+        session = local_session("barrierflow-tests", cores=2, memory="1g",
+                                config={"spark.sql.shuffle.partitions": "2"})
         session.sparkContext.setLogLevel("ERROR")
     except Exception as exc:  # noqa: BLE001 - any start failure must fail the tests loudly
         _START_ERROR.append(exc)
