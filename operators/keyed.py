@@ -16,6 +16,7 @@ cannot store — become `OperatorError`s naming the operator and the record.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -26,7 +27,7 @@ from operators.columns import encode_keys, first_record_with_key
 from operators.state_names import declared_state_names, keyed_state_use
 
 if TYPE_CHECKING:
-    from state.keyed import KeyedStateBackend
+    from state.keyed import KeyedStateBackend, ListState, MapState, ValueState
 
 KeySelector = Callable[[Record], Any]
 
@@ -75,38 +76,36 @@ class ColumnKeySelector:
 class KeyedContext:
     """What a `KeyedProcessFunction` sees: the current key, keyed state, time.
 
+    One context per operator instance, reused for every record (the operator sets `key` and
+    `timestamp` before each call), so a record costs no context object. The accessors are the
+    backend's and the clock's own bound methods, not wrappers: a state lookup is one call.
+
     Attributes:
         key: the key of the record being processed (None inside `open`).
         timestamp: the record's timestamp field (`created_at` by default) or None.
         operator_name, subtask, parallelism: where the function runs.
+        value_state(name, default=None): the current key's `ValueState` `name` (`value()`,
+            `update(v)`, `clear()`).
+        list_state(name): the current key's `ListState` `name` (`get()`, `add(v)`,
+            `update(values)`, `clear()`).
+        map_state(name): the current key's `MapState` `name` (`get(k, default)`, `put(k, v)`,
+            `remove(k)`, `items()`...).
+        now(): the task clock (virtual seconds on the simulator).
     """
 
-    __slots__ = ("_backend", "_clock", "key", "timestamp", "operator_name", "subtask", "parallelism")
+    __slots__ = ("key", "timestamp", "operator_name", "subtask", "parallelism",
+                 "value_state", "list_state", "map_state", "now")
 
     def __init__(self, backend: KeyedStateBackend, ctx: OperatorContext, operator_name: str) -> None:
-        self._backend = backend
-        self._clock = ctx.clock
         self.key: Any = None
         self.timestamp: Any = None
         self.operator_name = operator_name
         self.subtask = ctx.subtask
         self.parallelism = ctx.parallelism
-
-    def value_state(self, name: str, default: Any = None) -> Any:
-        """The current key's `ValueState` `name` (`value()`, `update(v)`, `clear()`)."""
-        return self._backend.value_state(name, default)
-
-    def list_state(self, name: str) -> Any:
-        """The current key's `ListState` `name` (`get()`, `add(v)`, `update(values)`, `clear()`)."""
-        return self._backend.list_state(name)
-
-    def map_state(self, name: str) -> Any:
-        """The current key's `MapState` `name` (`get(k, default)`, `put(k, v)`, `remove(k)`, `items()`...)."""
-        return self._backend.map_state(name)
-
-    def now(self) -> float:
-        """The task clock (virtual seconds on the simulator)."""
-        return self._clock.now()
+        self.value_state: Callable[..., ValueState] = backend.value_state
+        self.list_state: Callable[[str], ListState] = backend.list_state
+        self.map_state: Callable[[str], MapState] = backend.map_state
+        self.now: Callable[[], float] = ctx.clock.now
 
 
 class KeyedProcessFunction:
@@ -136,6 +135,15 @@ class KeyedProcessFunction:
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Called when the task ends."""
+
+
+def key_getter(key_selector: KeySelector) -> KeySelector:
+    """`key_selector` as the cheapest call giving the same key: `itemgetter(column)` (no Python
+    frame) for `key_by("col")`, else the selector itself. Where the getter raises, call the
+    selector for its own error (a missing column is named)."""
+    if type(key_selector) is ColumnKeySelector:
+        return itemgetter(key_selector.column)
+    return key_selector
 
 
 def _keyed_backend(ctx: OperatorContext, operator: str) -> KeyedStateBackend:
@@ -168,6 +176,7 @@ class KeyedProcessOperator(StreamOperator):
         self.key_selector = key_selector
         self.name = name
         self.timestamp_field = timestamp_field
+        self._key_of = key_getter(key_selector)
 
     def declared_state(self) -> DeclaredState:
         return keyed_state_use(self.fn, KeyedProcessFunction)
@@ -182,14 +191,19 @@ class KeyedProcessOperator(StreamOperator):
             raise OperatorError(self.name, None, exc) from exc
 
     def process_batch(self, records: list[Record]) -> list[Record]:
-        selector, set_key = self.key_selector, self._backend.set_current_key
+        selector, key_of, set_key = self.key_selector, self._key_of, self._backend.set_current_key
         process, kctx, ts_field = self.fn.process_element, self._kctx, self.timestamp_field
         out: list[Record] = []
         append = out.append
         record: Any = None
         try:
             for record in records:
-                key = selector(record)
+                try:
+                    key = key_of(record)
+                except Exception:
+                    if key_of is selector:
+                        raise
+                    key = selector(record)  # the selector's own error, naming the column
                 set_key(key)
                 kctx.key = key
                 kctx.timestamp = record.get(ts_field) if ts_field is not None else None

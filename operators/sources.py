@@ -361,26 +361,28 @@ class GeneratorSplitReader(SplitReader):
             batch = self._read_batch(first, n, now)
             self.position += n
             return batch
-        fn, field, source_name = self.source.fn, self.source.timestamp_field, self.source.name
+        fn, field = self.source.fn, self.source.timestamp_field
+        indices = range(first, first + n * self._stride, self._stride)
         stamps = self._stamps(n, now)
-        out: list[Record] = []
-        for k, i in enumerate(range(first, first + n * self._stride, self._stride)):
-            if fn is None:
-                record: Record = {"i": i} if field is None else {"i": i, field: stamps[k]}
-            else:
+        if fn is None:
+            out: list[Record] = [{"i": i} for i in indices] if field is None else \
+                [{"i": i, field: stamp} for i, stamp in zip(indices, stamps)]
+        else:
+            out = []
+            append = out.append
+            for i, stamp in zip(indices, stamps):
                 try:
                     record = fn(i)
                 except Exception as exc:
-                    raise OperatorError(f"Source: {source_name}", i, exc) from exc
-                if not isinstance(record, dict):
+                    raise OperatorError(f"Source: {self.source.name}", i, exc) from exc
+                if type(record) is not dict and not isinstance(record, dict):
                     raise OperatorError(
-                        f"Source: {source_name}",
+                        f"Source: {self.source.name}",
                         i,
                         TypeError(f"generator fn returned {type(record).__name__} {record!r}, expected a dict"),
                     )
-                if field is not None:  # a copy: fn may return a shared dict
-                    record = {**record, field: stamps[k]}
-            out.append(record)
+                # a copy with the stamp: fn may return a shared dict
+                append(record if field is None else {**record, field: stamp})
         self.position += n
         return out
 

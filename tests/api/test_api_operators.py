@@ -200,3 +200,60 @@ def test_keyed_process_non_dict_output_and_close_and_open_errors():
         op.open(make_ctx())
     with pytest.raises(OperatorError, match="cannot close"):
         op.close()
+
+
+# ------------------------------------------------------------------ keyed: the per-record path (issue 24)
+
+
+class CountWithStateFromOpen(KeyedProcessFunction):
+    """`CountPerKey` without its context per record: the state object taken in `open()` (no
+    current key then) follows the key the operator sets for each record."""
+
+    def open(self, ctx):
+        self.count = ctx.value_state("count", default=0)
+
+    def process_element(self, record, ctx):
+        n = self.count.value() + 1
+        self.count.update(n)
+        yield {"k": record["k"], "count": n}
+
+
+def test_a_function_not_using_its_context_per_record_gives_the_same_outputs_and_state():
+    rows = [{"k": k, "v": i} for i, k in enumerate("abacabbbca")]
+    per_record = opened(KeyedProcessOperator(CountPerKey(), ColumnKeySelector("k")))
+    from_open = opened(KeyedProcessOperator(CountWithStateFromOpen(), ColumnKeySelector("k")))
+    counts = [1, 1, 2, 1, 3, 2, 3, 4, 2, 4]
+    expected = [{"k": k, "count": n} for k, n in zip("abacabbbca", counts)]
+    assert per_record.process_batch(rows) == from_open.process_batch(rows) == expected
+    assert per_record.ctx.keyed_backend.dump() == from_open.ctx.keyed_backend.dump() == {
+        "count": {"a": 4, "b": 4, "c": 2}}
+
+
+def test_a_record_the_key_column_cannot_be_read_from_names_operator_record_and_column():
+    op = opened(KeyedProcessOperator(CountPerKey(), ColumnKeySelector("k"), name="pv-count"))
+    with pytest.raises(OperatorError, match=r"'pv-count' failed on record \['a'\].*cannot read column 'k' of a list"):
+        op.process_batch([{"k": "a"}, ["a"]])
+    assert op.ctx.keyed_backend.dump() == {"count": {"a": 1}}  # the record before it was counted
+
+
+def test_a_failing_key_function_is_called_once_and_names_operator_and_record():
+    calls = []
+
+    def key(record):
+        calls.append(record)
+        return 1 // (record["v"] - 2)
+
+    op = opened(KeyedProcessOperator(CountPerKey(), key, name="by-fn"))
+    with pytest.raises(OperatorError, match=r"'by-fn' failed on record \{'k': 'b', 'v': 2\}.*ZeroDivisionError") as info:
+        op.process_batch(ROWS)
+    assert calls == ROWS[:2] and info.value.record == ROWS[1]
+
+
+def test_a_keyed_operator_keyed_by_a_column_survives_copying_and_pickling():
+    import copy
+    import pickle
+
+    template = KeyedProcessOperator(CountPerKey(), ColumnKeySelector("k"))
+    for clone in (copy.deepcopy(template), pickle.loads(pickle.dumps(template))):
+        assert opened(clone).process_batch(ROWS) == [{"k": "a", "count": 1}, {"k": "b", "count": 1},
+                                                     {"k": "a", "count": 2}]

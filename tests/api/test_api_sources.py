@@ -118,6 +118,24 @@ def test_generator_fn_and_created_at_stamp_from_task_clock():
     assert reader.finished()
 
 
+def test_generator_records_are_stamped_copies_even_when_fn_shares_one_dict():
+    shared = {"v": 0}
+
+    def fn(i):
+        shared["v"] = i
+        return shared
+
+    clock = ManualClock(2.0)
+    src = GeneratorSource(count=3, fn=fn, splits=1)
+    assert src.reader(src.splits()[0], clock).read(3) == [
+        {"v": 0, "created_at": 2.0}, {"v": 1, "created_at": 2.0}, {"v": 2, "created_at": 2.0}]
+    assert shared == {"v": 2}  # not stamped
+    unstamped = GeneratorSource(count=3, fn=lambda i: {"v": i}, timestamp_field=None, splits=1)
+    assert unstamped.reader(unstamped.splits()[0], clock).read(3) == [{"v": 0}, {"v": 1}, {"v": 2}]
+    plain = GeneratorSource(count=2, splits=1)
+    assert plain.reader(plain.splits()[0], clock).read(2) == [{"i": 0, "created_at": 2.0}, {"i": 1, "created_at": 2.0}]
+
+
 def test_generator_rate_limits_with_manual_clock():
     clock = ManualClock(100.0)
     src = GeneratorSource(count=5, rate=2.0, timestamp_field=None)  # one record every 0.5 s

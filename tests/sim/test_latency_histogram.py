@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from operators import CollectSink
+from operators import CollectSink, KeyedProcessFunction
 from runtime import CheckpointingMode, StreamEnvironment
 from runtime.core.histogram import HIGHEST, LOWEST, RELATIVE_ERROR, LatencyHistogram
 
@@ -163,3 +163,25 @@ def test_a_jobs_memory_does_not_grow_with_the_records_it_measures() -> None:
     # 8 bytes per record (the old array of latencies) would be +7.2 MB
     assert big_retained - small_retained < 1_000_000, (small_retained, big_retained)
     assert big_peak - small_peak < 1_000_000, (small_peak, big_peak)
+
+
+class _StampArrival(KeyedProcessFunction):
+    def process_element(self, record, ctx):
+        yield {"app": ctx.key, "created_at": record["created_at"], "done_at": ctx.now()}
+
+
+def test_on_the_records_path_the_histogram_holds_each_records_latency() -> None:
+    """Dicts reaching the sink task: the latency of each record is measured where it arrives,
+    which is when its keyed function runs (one step: the virtual clock stands still in it)."""
+    env = StreamEnvironment(parallelism=2, buffer_size=100)
+    env.enable_checkpointing(interval=0.01, mode=CheckpointingMode.EXACTLY_ONCE)
+    (env.generate(count=3_000, fn=lambda i: {"app": f"app{i % 7}"}, rate=20_000.0)
+        .key_by("app").process(_StampArrival()).sink_to(CollectSink("out")))
+    result = env.execute("latency-records", executor="sim", seed=3)
+    exact = sorted(r["done_at"] - r["created_at"] for r in result.output("out"))
+    histogram = result.metrics.latencies
+    assert len(histogram) == len(exact) == 3_000
+    assert histogram.min == exact[0] and histogram.max == exact[-1] and exact[-1] > 0
+    for q in (1, 50, 90, 99):
+        assert abs(histogram.percentile(q) - exact_percentile(exact, q)) <= RELATIVE_ERROR * exact_percentile(exact, q)
+    assert result.metrics.first_created_at == min(r["created_at"] for r in result.output("out"))
