@@ -100,11 +100,10 @@ class WorkerReports:
             self._flush()
 
     def _add(self, coordinator: Any, epoch: int, item: tuple[Any, ...]) -> None:
-        if epoch != self._epoch or coordinator is not self._coordinator:
-            if epoch == self._epoch:
-                self._flush()  # (the same attempt, a new coordinator handle: keep the order)
-            else:  # what an earlier attempt held is void (the coordinator drops it anyway)
-                self._items, self._acked = [], {}
+        # one coordinator per attempt (a new one means a failover, so a new epoch); each subtask
+        # holds its own copy of its handle
+        if epoch != self._epoch:  # what an earlier attempt held is void (the coordinator drops it anyway)
+            self._items, self._acked = [], {}
             self._epoch, self._coordinator = epoch, coordinator
         self._items.append(item)
 
