@@ -109,7 +109,7 @@ class _TaskTimers:
 
 
 class TaskActor:
-    """Hosts one task, redeployed per epoch. Wrapped with `ray.remote` by the executor.
+    """Hosts one task, redeployed per epoch: a slot of a `runtime.ray.worker_actor.WorkerActor`.
 
     Args:
         graph: the job graph (shipped once through the object store).

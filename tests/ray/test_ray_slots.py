@@ -1,7 +1,8 @@
 """Task slots on real Ray (`slots_per_worker`, `runtime.ray.worker_actor`): several subtasks per
 worker actor keep exactly-once (aligned, unaligned) and at-least-once through a crash that kills
 a worker, in-process channels keep the credit bound, and a checkpoint costs one trigger, one
-notification and one acknowledgement call per worker (counted by the coordinator actor)."""
+notification and one acknowledgement call per worker (counted by the coordinator actor). Each
+test is one job: most of its time is starting actor processes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import time
 
 import pytest
 from ray_jobs import expected_counts, pageview_env, pageview_rows
-from test_fault_agreement import agreement_env, expected_output
 
 from checkpoint.options import CheckpointingMode
 from runtime import FaultPlan
@@ -47,33 +47,28 @@ def slow_to_app(record: dict) -> dict:
 
 
 @pytest.mark.ray
-def test_in_process_channels_keep_the_credit_bound(ray_session) -> None:
-    # a fast source and a slow map in one worker: the source runs out of credits (4 per channel)
-    # and waits; were the in-process channel to ignore credits, the map would hold its whole input
+def test_one_worker_keeps_credits_and_sends_one_call_each_way_per_checkpoint(ray_session) -> None:
+    """All 8 tasks in one worker: every channel is in-process. A fast source and a slow map: the
+    source runs out of credits (4 per channel) and waits; were the in-process channel to ignore
+    credits, the map would hold much more of its input. The coordinator actor counts its calls: a
+    checkpoint's two triggers go in one call, the two sinks' notifications in one, and the eight
+    acknowledgements in one report."""
     rows = pageview_rows(800)
     env = pageview_env(rows, fn=slow_to_app, buffer_size=8).disable_chaining()
-    result = env.execute("credits", executor="ray", slots_per_worker=2)
+    result = env.execute("one-worker", executor="ray", slots_per_worker=8)
     assert multiset(result.output("pv")) == expected_counts(rows)
     for i in (0, 1):
         source, to_app = result.metrics.tasks[f"Source: collection[{i}]"], result.metrics.tasks[f"to-app[{i}]"]
         assert source.local_calls > 0 and source.calls == 0  # every buffer went in-process
         assert to_app.max_unconsumed == 4, to_app  # the window filled (backpressure), never more
-
-
-@pytest.mark.ray
-def test_a_checkpoint_costs_one_call_each_way_per_worker(ray_session) -> None:
-    # chained: 2 sources (to-app chained) and 2 counts (sink chained), all in one worker; the
-    # sources are paced (3,000 records/s), so the job takes ~10 checkpoints
-    result = agreement_env(rows=1500, interval=0.05, timeout=30.0).execute("calls", executor="ray", slots_per_worker=4)
-    assert multiset(result.output("pv")) == expected_output(1500)
     calls = result.metrics.coordinator_calls
     completed = len(result.completed_checkpoints)
     assert completed >= 3, result.checkpoints
-    # every task acknowledged every completed checkpoint; the worker sent its four
-    # acknowledgements of a checkpoint in one report call (more calls only when a held one waited
-    # `ACK_FLUSH_DELAY`, and for the sources' "finished" reports)
-    assert calls["acks"] >= 4 * completed, calls
-    assert calls["report"] <= calls["acks"] / 2, calls
-    # the two triggers of a checkpoint in one call, the two sinks' notifications in one call
+    # every task acknowledged every completed checkpoint; all eight in one report call (more calls
+    # only when a held acknowledgement waited `ACK_FLUSH_DELAY`, and for "finished" reports)
+    assert calls["acks"] >= 8 * completed, calls
+    assert calls["report"] <= calls["acks"] / 4, calls
+    # two triggers in one call, the two sinks' notifications in one call, the final checkpoint's
+    # eight notifications in one call
     assert calls["control"] <= 0.6 * calls["control messages"], calls
     assert calls["commit"] == completed
