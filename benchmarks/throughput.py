@@ -39,7 +39,7 @@ Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` 
   process (the driver and the raylet's workers: task, coordinator and service actors) every
   100 ms; over the window from 20 % to 90 % of the run's input (start-up and the final drain left
   out) `cpu_per_checkpoint_ms` = (CPU rate on - CPU rate off) x window / checkpoints completed in
-  the window, also per process role (`cpu_per_checkpoint_ms_<role>`: driver, TaskActor,
+  the window, also per process role (`cpu_per_checkpoint_ms_<role>`: driver, WorkerActor (the tasks),
   CoordinatorActor, ...). `cpu_cores` is each run's CPU rate (1.0: one core busy). Measured
   figures and a profile of the per-record path: `benchmarks/README.md`. A stable cost figure next
   to the noisy throughput ratio; the median over the repeats is reported.
