@@ -60,7 +60,7 @@ def raylet_pid() -> int:
 
 
 def process_role(pid: int) -> str:
-    """What a job process is: "driver" (this process), Ray's actor class name ("TaskActor", from
+    """What a job process is: "driver" (this process), Ray's actor class name ("WorkerActor", from
     the `ray::<name>` title Ray gives its workers) or "other"."""
     if pid == os.getpid():
         return "driver"

@@ -2,6 +2,7 @@
 
     python -m benchmarks.throughput [--executor ray|sim] [--job udf|vectorised] [--records N]
                                     [--rate 5000] [--steady-seconds S] [--repeat 3] [--json PATH]
+                                    [--slots 1 2]
 
 The page-view job, parallelism 2, in two forms (`--job`):
 
@@ -14,6 +15,12 @@ The page-view job, parallelism 2, in two forms (`--job`):
 `--unchained` runs every operator as its own task (source, to-app, count, sink: 8 tasks), so
 four of them are listener-less tasks downstream of the sources (what completion notifications
 riding on barriers saves: `runtime.jobmaster.completions`).
+
+`--slots N [N ...]` (Ray) runs the job with `slots_per_worker=N` (`runtime.ray.slots`: tasks per
+worker actor), each value in every repeat, interleaved, and reports every figure per value
+(`slots` column; one summary row per value). Every checkpointed run reports
+`calls_per_checkpoint`: the coordinator actor's calls (triggers and notifications to the
+workers, acknowledgements from them, commits: `JobMetrics.coordinator_calls`) per checkpoint.
 
 Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` does).
 
@@ -32,7 +39,7 @@ Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` 
   process (the driver and the raylet's workers: task, coordinator and service actors) every
   100 ms; over the window from 20 % to 90 % of the run's input (start-up and the final drain left
   out) `cpu_per_checkpoint_ms` = (CPU rate on - CPU rate off) x window / checkpoints completed in
-  the window, also per process role (`cpu_per_checkpoint_ms_<role>`: driver, TaskActor,
+  the window, also per process role (`cpu_per_checkpoint_ms_<role>`: driver, WorkerActor (the tasks),
   CoordinatorActor, ...). `cpu_cores` is each run's CPU rate (1.0: one core busy). Measured
   figures and a profile of the per-record path: `benchmarks/README.md`. A stable cost figure next
   to the noisy throughput ratio; the median over the repeats is reported.
@@ -148,13 +155,16 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
     return env
 
 
-def execute(executor: str, records: int, job_name: str = "pageview-bench", **build_args: Any) -> tuple[Any, float]:
-    """Build the job (`build`'s arguments) and run it; on Ray it checkpoints to a fresh local
-    directory. Returns the `JobResult` and the wall seconds of `execute`."""
+def execute(executor: str, records: int, job_name: str = "pageview-bench", slots: int = 1,
+            **build_args: Any) -> tuple[Any, float]:
+    """Build the job (`build`'s arguments) and run it (on Ray with `slots_per_worker=slots`); on
+    Ray it checkpoints to a fresh local directory. Returns the `JobResult` and the wall seconds
+    of `execute`."""
+    options = {"slots_per_worker": slots} if executor == "ray" else {}
     with local_checkpoint_dir() as storage:
         env = build(records, storage=storage if executor == "ray" else None, **build_args)
         started = time.time()
-        result = env.execute(job_name, executor=executor)
+        result = env.execute(job_name, executor=executor, **options)
         return result, time.time() - started
 
 
@@ -164,7 +174,7 @@ CPU_WINDOW = (0.2, 0.9)
 
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
         mode: str = "aligned", buffer_size: int | None = None, credits: int = 8,
-        cpu_of: int | None = None, chaining: bool = True) -> dict[str, Any]:
+        cpu_of: int | None = None, chaining: bool = True, slots: int = 1) -> dict[str, Any]:
     """One run's row; with `cpu_of` (a raylet's PID) and `rate`, also the job's CPU rate over
     `CPU_WINDOW` of the steady input (`cpu_cores`, `cpu_window_s`, `window_checkpoints`)."""
     if cpu_of is not None and not rate:
@@ -172,7 +182,7 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
     sampler = CpuSampler(cpu_of) if cpu_of is not None else contextlib.nullcontext()
     with sampler:
         result, wall = execute(executor, records, checkpoints=checkpoints, rate=rate, job=job, mode=mode,
-                               buffer_size=buffer_size, credits=credits, chaining=chaining)
+                               buffer_size=buffer_size, credits=credits, chaining=chaining, slots=slots)
     output = result.output("pv")
     assert len(output) == records, f"{len(output)} records committed, expected {records}"
     counts: dict[str, int] = {}
@@ -201,9 +211,11 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
                "cpu_cores_by_role": {role: cpu_s / window.seconds for role, cpu_s in window.by_role.items()},
                "window_checkpoints": sum(window.start <= c.trigger_time + c.duration <= window.end
                                          for c in result.completed_checkpoints)}
+    calls = metrics.coordinator_calls
     return {
         "executor": executor,
         "job": job,
+        "slots": slots,
         "run": ("steady" if rate else "max rate") + (f" {mode}" if checkpoints else " no checkpoints"),
         "records": records,
         "records_per_s": throughput,
@@ -213,6 +225,8 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         "checkpoints": len(durations),
         "checkpoint_p50_ms": _ms(statistics.median(durations)) if durations else None,
         "alignment_max_ms": _ms(max((c.alignment_time for c in result.completed_checkpoints), default=0.0)),
+        "calls_per_checkpoint": (sum(calls.get(k, 0) for k in ("control", "report", "commit")) / len(result.checkpoints)
+                                 if calls and result.checkpoints else None),
         "wall_s": wall,
         **cpu,
     }
@@ -251,8 +265,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unchained", action="store_true",
                         help="every operator its own task: source, to-app, count, sink (8 tasks)")
     parser.add_argument("--no-cpu", action="store_true", help="skip CPU per checkpoint (the steady runs without checkpoints)")
+    parser.add_argument("--slots", type=int, nargs="+", default=[1], metavar="N",
+                        help="Ray: tasks per worker actor (slots_per_worker); several values run interleaved (default 1)")
     add_output_arguments(parser, "throughput_<executor>[_<job>]")
     args = parse_args(parser, argv)
+    if args.executor != "ray" and args.slots != [1]:
+        parser.error("--slots applies to --executor ray only")
+    if any(n < 1 for n in args.slots):
+        parser.error(f"--slots: every value must be >= 1, got {args.slots}")
     if args.executor == "ray":
         from runtime.ray.cluster import ensure_ray
 
@@ -270,35 +290,54 @@ def main(argv: list[str] | None = None) -> int:
     bounds: list[dict[str, Any]] = []
     per_repeat: list[dict[str, Any]] = []
     for i in range(args.repeat):  # interleaved, so machine noise hits both modes (and the bound) alike
-        aligned_row = run(args.executor, records, checkpoints=True, **kw)
-        off_row = run(args.executor, records, checkpoints=False, **kw)
-        rows += [aligned_row, off_row]
-        ratios = {"repeat": i + 1, "aligned_vs_off": aligned_row["records_per_s"] / off_row["records_per_s"]}
-        if aligned_row["visible_records_per_s"] and off_row["visible_records_per_s"]:
-            ratios["aligned_vs_off_visible"] = (aligned_row["visible_records_per_s"]
-                                                / off_row["visible_records_per_s"])
         if with_bound:
             bounds.append(bound_run(records, args.buffer_size or BUFFER_SIZES[args.job], args.credits))
-            ratios["aligned_vs_bound"] = aligned_row["records_per_s"] / bounds[-1]["records_per_s"]
-        if with_cpu:
-            steady_kw = {"rate": args.rate, "cpu_of": raylet, **kw}
-            on_row = run(args.executor, steady_records, checkpoints=True, **steady_kw)
-            off_row = run(args.executor, steady_records, checkpoints=False, **steady_kw)
-            rows += [on_row, off_row]
-            costs.append(cost := cpu_cost(on_row, off_row))
-            ratios |= {key: value for key, value in cost.items() if key.startswith("cpu_per_checkpoint_ms")}
-        per_repeat.append(ratios)
-    if with_cpu:
-        steady = median_row([r for r in rows if r["run"] == "steady aligned"], "latency_p99_ms")
-    else:
-        steady = run(args.executor, steady_records, checkpoints=True, rate=args.rate, **kw)
-        rows.append(steady)
+        for slots in args.slots:  # ... and every slots value alike
+            kw_slots = {**kw, "slots": slots}
+            aligned_row = run(args.executor, records, checkpoints=True, **kw_slots)
+            off_row = run(args.executor, records, checkpoints=False, **kw_slots)
+            rows += [aligned_row, off_row]
+            ratios = {"repeat": i + 1, "slots": slots,
+                      "aligned_vs_off": aligned_row["records_per_s"] / off_row["records_per_s"]}
+            if aligned_row["visible_records_per_s"] and off_row["visible_records_per_s"]:
+                ratios["aligned_vs_off_visible"] = (aligned_row["visible_records_per_s"]
+                                                    / off_row["visible_records_per_s"])
+            if with_bound:
+                ratios["aligned_vs_bound"] = aligned_row["records_per_s"] / bounds[-1]["records_per_s"]
+            if with_cpu:
+                steady_kw = {"rate": args.rate, "cpu_of": raylet, **kw_slots}
+                on_row = run(args.executor, steady_records, checkpoints=True, **steady_kw)
+                off_row = run(args.executor, steady_records, checkpoints=False, **steady_kw)
+                rows += [on_row, off_row]
+                costs.append(cost := {"slots": slots, **cpu_cost(on_row, off_row)})
+                ratios |= {key: value for key, value in cost.items() if key.startswith("cpu_per_checkpoint_ms")}
+                ratios["calls_per_checkpoint"] = on_row["calls_per_checkpoint"]
+            per_repeat.append(ratios)
+    if not with_cpu:
+        for slots in args.slots:
+            rows.append(run(args.executor, steady_records, checkpoints=True, rate=args.rate, **kw, slots=slots))
+    summaries = [_summary(rows, costs, bounds, slots, args.rate) for slots in args.slots]
+    summary = summaries[0]
+    table = f"{markdown_table(rows)}\n\n{markdown_table(per_repeat)}\n\n{markdown_table(summaries)}"
+    print(table)
+    suffix = "" if args.job == "udf" else f"_{args.job}"
+    output_of(args, f"throughput_{args.executor}{suffix}").write(
+        {"runs": rows, "bounds": bounds, "ratios": per_repeat, "summary": summary, "summaries": summaries}, table)
+    return 0
+
+
+def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: list[dict[str, Any]], slots: int,
+             rate: float) -> dict[str, Any]:
+    """Medians over the repeats of one slots value's runs."""
+    rows = [r for r in rows if r["slots"] == slots]
 
     def median(run_name: str, column: str = "records_per_s") -> float:
         return median_row([r for r in rows if r["run"] == run_name], column)[column]
 
+    steady = median_row([r for r in rows if r["run"] == "steady aligned"], "latency_p99_ms")
     aligned, off = median("max rate aligned"), median("max rate no checkpoints")
     summary: dict[str, Any] = {
+        "slots": slots,
         "aligned_records_per_s": aligned,
         "off_records_per_s": off,
         "aligned_vs_off": aligned / off if off else None,
@@ -308,23 +347,21 @@ def main(argv: list[str] | None = None) -> int:
         off_v = median("max rate no checkpoints", "visible_records_per_s")
         summary["aligned_vs_off_visible"] = aligned_v / off_v
     summary |= {
-        "steady_rate": args.rate,
+        "steady_rate": rate,
         "steady_latency_p50_ms": steady["latency_p50_ms"],
         "steady_latency_p99_ms": steady["latency_p99_ms"],
     }
-    if measured := [c for c in costs if c["cpu_per_checkpoint_ms"] is not None]:
+    checkpointed = [r for r in rows if r["run"].startswith("steady aligned") and r["calls_per_checkpoint"] is not None]
+    if checkpointed:
+        summary["calls_per_checkpoint"] = median_row(checkpointed, "calls_per_checkpoint")["calls_per_checkpoint"]
+    if measured := [c for c in costs if c["slots"] == slots and c["cpu_per_checkpoint_ms"] is not None]:
         middle = median_row(measured, "cpu_per_checkpoint_ms")  # one repeat's figures, consistent
-        summary |= {key: value for key, value in middle.items() if key != "window_checkpoints"}
-    if with_bound:
+        summary |= {key: value for key, value in middle.items() if key not in ("window_checkpoints", "slots")}
+    if bounds:
         summary["raw_bound_records_per_s"] = median_row(bounds, "records_per_s")["records_per_s"]
         summary["aligned_vs_bound"] = aligned / summary["raw_bound_records_per_s"]
         summary["off_vs_bound"] = off / summary["raw_bound_records_per_s"]
-    table = f"{markdown_table(rows)}\n\n{markdown_table(per_repeat)}\n\n{markdown_table([summary])}"
-    print(table)
-    suffix = "" if args.job == "udf" else f"_{args.job}"
-    output_of(args, f"throughput_{args.executor}{suffix}").write(
-        {"runs": rows, "bounds": bounds, "ratios": per_repeat, "summary": summary}, table)
-    return 0
+    return summary
 
 
 if __name__ == "__main__":

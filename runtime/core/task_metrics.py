@@ -32,6 +32,11 @@ class StepTimes:
     cpu: float | None = None
     #: data calls (pushes) the task sent
     calls: int = 0
+    #: Ray: pushes to subtasks of the same worker actor (in-process, not Ray calls)
+    local_calls: int = 0
+    #: Ray: the most data buffers one input channel held received but not yet consumed (the
+    #: channel's credits bound it)
+    max_unconsumed: int = 0
 
     def add(self, records: int, seconds: float, wall: float | None = None) -> None:
         """One step: `records` handled in `seconds` of CPU (`wall` elapsed; default the same)."""

@@ -280,6 +280,10 @@ class JobMetrics:
     buffer_sizes: dict[str, int] = field(default_factory=dict)
     #: per task ("vertex[i]"), what its steps cost (`runtime.core.task_metrics`; calibration input)
     tasks: dict[str, StepTimes] = field(default_factory=dict)
+    #: Ray: calls the coordinator actors sent (`control`: triggers and notifications, batched per
+    #: worker; `commit`) and received (`report`: acknowledgements, batched per worker), and the
+    #: messages they carried (`control messages`, `acks`); empty on the simulator
+    coordinator_calls: dict[str, int] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:

@@ -25,6 +25,12 @@ a quiet receiver holds: a channel whose sender has no credit left has all `credi
 flight or consumed, and once the receiver consumed them it owes the whole window >= threshold.
 (A channel held back by alignment is consumed once its alignment ends.) Events (barriers,
 cancellation markers, end of partition) need no credit.
+
+In-process channels (`runtime.ray.slots`). A receiver hosted by the sender's own worker actor is
+a `LocalSlot`: the push and the returned credits go straight into the peer's mailbox instead of
+through Ray, and everything else above holds unchanged — the same sequence numbers, the same
+credit counting in the pure `Task`, credits owed on consumption — so only the transport differs.
+`calls` counts Ray calls only; `local_calls` the in-process pushes.
 """
 
 from __future__ import annotations
@@ -71,6 +77,8 @@ class OutputChannels:
         self._order = itertools.count()
         self._last_due: dict[int, float] = {}
         self._release_at: float | None = None
+        #: pushes to subtasks of the same worker (no Ray call)
+        self.local_calls = 0
 
     def spike(self, out_index: int, start: float, end: float, extra: float) -> None:
         """`ChannelDelay`: what is sent on `out_index` in [start, end) is held `extra` s longer."""
@@ -140,7 +148,10 @@ class OutputChannels:
             seq = self._next_seq[out_index]
             self._next_seq[out_index] = seq + len(payloads)
             receiver.push.remote(self._epoch, in_channel, seq, payloads)
-            self.calls += 1
+            if receiver.local:
+                self.local_calls += 1
+            else:
+                self.calls += 1
 
 
 class InputChannels:
@@ -165,6 +176,10 @@ class InputChannels:
         self._next_seq: dict[int, int] = dict.fromkeys(senders, 0)
         self._owed: dict[int, int] = defaultdict(int)
         self._threshold = max(1, threshold)
+        #: per input channel, buffers received and not consumed yet, and the most there ever were
+        #: (credits bound it: a test checks in-process channels keep the bound)
+        self._unconsumed: dict[int, int] = defaultdict(int)
+        self.max_unconsumed = 0
 
     def check(self, channel: int, seq: int, count: int) -> None:
         """Raises: ChannelOrderError when `seq` is not the next number on `channel`."""
@@ -178,8 +193,15 @@ class InputChannels:
             )
         self._next_seq[channel] = expected + count
 
+    def received(self, channel: int, buffers: int) -> None:
+        """`buffers` data buffers (credit-bound payloads, not events) arrived on `channel`."""
+        n = self._unconsumed[channel] = self._unconsumed[channel] + buffers
+        if n > self.max_unconsumed:
+            self.max_unconsumed = n
+
     def consumed(self, channel: int) -> None:
         self._owed[channel] += 1
+        self._unconsumed[channel] -= 1
 
     def return_credits(self, buffer_size: int | None = None) -> None:
         """Once some channel owes at least `threshold`, send every owed credit (one call per
@@ -192,4 +214,7 @@ class InputChannels:
             by_sender.setdefault(name, (handle, {}))[1][out_index] = n
         self._owed.clear()
         for handle, credits in by_sender.values():
-            self._submit(handle.add_credits.remote, self._epoch, credits, buffer_size)
+            if handle.local:  # a peer in this worker: straight into its mailbox
+                handle.add_credits.remote(self._epoch, credits, buffer_size)
+            else:
+                self._submit(handle.add_credits.remote, self._epoch, credits, buffer_size)

@@ -7,9 +7,15 @@ method takes the same lock, so the coordinator never sees two threads. (A driver
 calling `tick()` would also work, but would put a driver round trip — ~1 ms plus the driver's
 poll period — into every trigger and timeout; the thread fires within a millisecond.)
 
-Gateway. Triggers and notifications are fire-and-forget calls to the task actors of the current
-epoch; the refs of completion notifications are kept so the driver can wait until every task
-has seen the final checkpoint's completion (its sinks have committed) before collecting results.
+Gateway. Triggers and notifications are fire-and-forget calls to the worker actors of the
+current epoch, batched per worker: what the coordinator decides in one entry point (a timer, a
+report) is queued per worker and sent as one `control` call per worker when it returns
+(`_flush`), so a checkpoint's triggers cost one call per worker with sources, whatever number of
+source subtasks it hosts. Tasks report back the same way (`report`: a worker's acknowledgements
+of a checkpoint in one call, `runtime.ray.worker_actor.WorkerReports`); the pure coordinator still
+sees one acknowledgement per task. `call_counts` says how many calls went each way. The refs of
+calls carrying completion notifications are kept so the driver can wait until every task has
+seen the final checkpoint's completion (its sinks have committed) before collecting results.
 Messages from tasks carry their epoch: anything from an earlier execution attempt is dropped,
 so a late "source finished" or acknowledgement of a killed task cannot leak into the next one.
 `fail_job` (too many checkpoint failures) is recorded and picked up by the driver, which owns
@@ -48,7 +54,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -82,7 +89,12 @@ class CoordinatorActor:
                  first_checkpoint_id: int | None = None, run_id: str | None = None, min_checkpoint_id: int = 1,
                  capture_completed: bool = False) -> None:
         self._lock = threading.RLock()
-        self._timers = ThreadTimers(self._lock, on_error=self._internal_error)
+        #: control messages decided but not sent yet: worker index -> (worker, [(task, method, args)])
+        self._outbox: dict[int, tuple[Any, list[tuple[TaskId, str, tuple[Any, ...]]]]] = {}
+        #: calls sent ("control", "commit") and received ("report"), and messages in them
+        self._calls: Counter[str] = Counter()
+        # every timer callback sends what it queued when it returns (`_flush`)
+        self._timers = _FlushingTimers(ThreadTimers(self._lock, on_error=self._internal_error), self._flush)
         self.graph = graph
         self.job_id = job_id
         self.contender_id = contender_id
@@ -195,6 +207,30 @@ class CoordinatorActor:
                 yield
             except Exception as exc:
                 self._internal_error(exc)
+            finally:
+                self._flush()
+
+    def _queue(self, handle: Any, method: str, *args: Any) -> None:
+        """Queue `method(*args)` for the subtask of `handle` (a `SlotHandle`); sent by `_flush`."""
+        self._outbox.setdefault(handle.worker_index, (handle.worker, []))[1].append((handle.task_id, method, args))
+
+    def _flush(self) -> None:
+        """Under the lock: one `control` call per worker with what was queued for it, in order."""
+        outbox, self._outbox = self._outbox, {}
+        for worker, items in outbox.values():
+            ref = worker.control.remote(items)
+            self._calls["control"] += 1
+            self._calls["control messages"] += len(items)
+            if any(method == "notify_complete" for _, method, _ in items):
+                self._notify_refs.append(ref)
+        if len(self._notify_refs) > 256:
+            _, self._notify_refs = ray.wait(self._notify_refs, num_returns=len(self._notify_refs), timeout=0)
+
+    def call_counts(self) -> dict[str, int]:
+        """Calls this coordinator sent (`control` to workers, `commit` to the committer) and
+        received (`report` from workers), and the messages they carried."""
+        with self._lock:
+            return dict(self._calls)
 
     # ------------------------------------------------------------------ high availability
 
@@ -242,6 +278,7 @@ class CoordinatorActor:
             if not first:
                 self.coordinator.restart(self.graph.source_task_ids(), self.graph.task_ids())
             self.coordinator.start()
+            self._flush()
 
     def suspend(self, reason: CheckpointFailureReason = CheckpointFailureReason.TASK_FAILURE) -> None:
         """Failover begins: stop triggering, abort what is pending, ignore the old epoch."""
@@ -249,6 +286,7 @@ class CoordinatorActor:
             self.epoch = None
             self.coordinator.stop()
             self.coordinator.abort_all_pending(reason)
+            self._outbox = {}  # (notifications for the failed attempt: it ignores them)
             refs, self._commit_refs = self._commit_refs, []
         if refs:  # the restore is planned against the committed output: let the commits land
             ray.wait(refs, num_returns=len(refs), timeout=30)
@@ -345,6 +383,22 @@ class CoordinatorActor:
 
     # ------------------------------------------------------------------ task-facing
 
+    def report(self, items: list[tuple[Any, ...]]) -> None:
+        """A worker's reports, in the order its subtasks made them: ("ack", epoch, ack),
+        ("decline", epoch, task, checkpoint id, reason), ("finished", epoch, task)."""
+        with self._reporting_errors():
+            self._calls["report"] += 1
+            for kind, epoch, *args in items:
+                if epoch != self.epoch:
+                    continue
+                if kind == "ack":
+                    self._calls["acks"] += 1
+                    self.coordinator.receive_acknowledge(*args)
+                elif kind == "decline":
+                    self.coordinator.receive_decline(*args)
+                else:
+                    self.coordinator.source_finished(*args)
+
     def acknowledge(self, epoch: int, ack: TaskAcknowledgement) -> None:
         with self._reporting_errors():
             if epoch == self.epoch:
@@ -369,8 +423,8 @@ class CoordinatorActor:
             return  # only the leader triggers
         if handle is not None and self.epoch is not None:
             epoch, completed = self.epoch, self._notices.take(task_id)
-            self._send("trigger", task_id, lambda: handle.trigger_source.remote(
-                epoch, checkpoint_id, timestamp, unaligned, alignment_timeout, completed))
+            self._send("trigger", task_id, lambda: self._queue(
+                handle, "trigger_source", epoch, checkpoint_id, timestamp, unaligned, alignment_timeout, completed))
 
     def commit_checkpoint(self, checkpoint_id: int) -> None:
         """Commit `checkpoint_id` for every sink in one call to the committer service, unless this
@@ -378,6 +432,7 @@ class CoordinatorActor:
         if self.epoch is None or not self._announce(checkpoint_id) or self._committer is None:
             return
         ref = self._committer.commit_checkpoint.remote(checkpoint_id)
+        self._calls["commit"] += 1
         self._notify_refs.append(ref)
         self._commit_refs.append(ref)
         if len(self._commit_refs) > 64:
@@ -394,19 +449,17 @@ class CoordinatorActor:
                 if epoch != self.epoch:  # a late copy (DelayedControlMessage) of a failed-over epoch
                     return
                 if self._notices.is_direct(task_id, final):
-                    self._notify_refs.append(handle.notify_complete.remote(epoch, checkpoint_id, final))
+                    self._queue(handle, "notify_complete", epoch, checkpoint_id, final)
                 else:  # a source: with its next trigger; any other task: from a barrier
                     self._notices.owe(task_id, checkpoint_id)
 
             self._send("complete", task_id, send)
-            if len(self._notify_refs) > 256:
-                _, self._notify_refs = ray.wait(self._notify_refs, num_returns=len(self._notify_refs), timeout=0)
 
     def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         handle = self._handles.get(task_id)
         if handle is not None and self.epoch is not None:
             epoch = self.epoch
-            self._send("abort", task_id, lambda: handle.notify_aborted.remote(epoch, checkpoint_id, reason))
+            self._send("abort", task_id, lambda: self._queue(handle, "notify_aborted", epoch, checkpoint_id, reason))
 
     def fail_job(self, error: Exception) -> None:
         if self._fail_request is None:
@@ -415,6 +468,25 @@ class CoordinatorActor:
     def on_checkpoint_completed(self, completed: Any) -> None:
         if self._capture:  # read now: by the time the driver's listener runs, the store may have deleted them
             self._completed.append((completed, CapturedFiles(completed, self.storage)))
+
+
+class _FlushingTimers:
+    """The coordinator's timers: after each callback, what it queued is sent (`flush`)."""
+
+    def __init__(self, timers: ThreadTimers, flush: Callable[[], None]) -> None:
+        self._timers, self._flush = timers, flush
+
+    def schedule(self, delay: float, callback: Callable[[], None]) -> Any:
+        def fire() -> None:
+            try:
+                callback()
+            finally:
+                self._flush()
+
+        return self._timers.schedule(delay, fire)
+
+    def close(self) -> None:
+        self._timers.close()
 
 
 class CapturedFiles:

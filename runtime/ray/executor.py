@@ -6,8 +6,10 @@ The driver process plays Flink's JobMaster: it places the actors, watches them a
 failover; the actors run the *same* pure classes as the simulator (`Task`, the barrier handlers,
 `CheckpointCoordinator`, `SnapshotWriter`, `build_restores`) — only the transport differs.
 
-* Actors. One `TaskActor` per task (fractional CPUs, so 10+ tasks fit on 2 cores; spread over
-  the nodes of a cluster), one `CoordinatorActor`, one `CommitterService` (the sinks' external
+* Actors. One `WorkerActor` per `slots_per_worker` tasks (default 1: an actor per task;
+  `runtime.ray.slots` packs a worker pipeline by pipeline, and channels between tasks of one
+  worker are in-process; fractional CPUs, so 10+ actors fit on 2 cores; spread over the nodes
+  of a cluster), each task a `TaskActor` slot in it, one `CoordinatorActor`, one `CommitterService` (the sinks' external
   system, outliving task restarts) and, for in-memory checkpoints, one `BlobStoreService`. The
   job-wide actors are pinned to the driver's node, so losing a worker node loses tasks only.
   Data flows task-to-task (`runtime.ray.channels`); the driver is on no data path.
@@ -102,9 +104,10 @@ from runtime.jobmaster.watchdog import DEFAULT_STALL_TIMEOUT, Progress, Progress
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
+from runtime.ray.slots import SlotHandle, assign_slots, check_slots
 from runtime.ray.storage import check_storage_for_cluster, is_memory, open_storage
-from runtime.ray.task_actor import TaskActor
 from runtime.ray.timers import WallClock
+from runtime.ray.worker_actor import WorkerActor
 
 log = logging.getLogger("barrierflow.ray")
 
@@ -115,7 +118,7 @@ RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStal
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
-_TaskActor = ray.remote(enable_task_events=False)(TaskActor)
+_WorkerActor = ray.remote(enable_task_events=False)(WorkerActor)
 _CoordinatorActor = ray.remote(enable_task_events=False)(CoordinatorActor)
 _Committer = ray.remote(enable_task_events=False)(CommitterService)
 _BlobStore = ray.remote(enable_task_events=False)(BlobStoreService)
@@ -136,7 +139,11 @@ class RayExecutor(RunsOnJobMaster):
             leaves open are drawn from the plan's own seed (`FaultPlan.seed`), as on the simulator.
         progress: called about four times a second with a dict of progress figures.
         job_id: storage directory name (default: the job name).
-        task_cpus: CPUs each task actor requests.
+        task_cpus: CPUs each worker actor requests.
+        slots_per_worker: tasks per worker actor (`runtime.ray.slots`: packed pipeline by
+            pipeline; 1, the default, is one actor per task). Calls between the tasks of one worker
+            are in-process, and a checkpoint's triggers, notifications and acknowledgements go in
+            one call per worker; a worker's death fails all its tasks (a global failover anyway).
         heartbeat_interval: seconds between polls of the actors (each poll is one Ray call per actor,
             ~0.25 ms of CPU to submit: at 0.02 s a 4-task job spent 250 calls/s on polling alone).
         heartbeat_timeout: seconds a task may leave a heartbeat unanswered before it counts as hung.
@@ -162,6 +169,7 @@ class RayExecutor(RunsOnJobMaster):
         progress: Callable[[dict[str, Any]], None] | None = None,
         job_id: str | None = None,
         task_cpus: float = 0.01,
+        slots_per_worker: int = 1,
         heartbeat_interval: float = 0.1,
         heartbeat_timeout: float = 30.0,
         stall_timeout: float | None = DEFAULT_STALL_TIMEOUT,
@@ -203,9 +211,20 @@ class RayExecutor(RunsOnJobMaster):
         self.checkpointing = graph.checkpointing_enabled
         self.storage_uri = config.storage if config is not None else None
         self.task_ids = graph.task_ids()
+        self.slots_per_worker = check_slots(slots_per_worker)
+        #: the tasks of each worker actor, and the worker of each task
+        self.groups = assign_slots(self.task_ids, self.slots_per_worker)
+        self._worker_of = {t: i for i, group in enumerate(self.groups) for t in group}
         self._resolve_faults()
         self.epoch = -1
+        #: worker index -> its actor (None: not started yet or replaced)
+        self.workers: list[Any] = [None] * len(self.groups)
+        #: task -> its slot on its worker (`SlotHandle`)
         self.tasks: dict[TaskId, Any] = {}
+        #: tasks' final counts of the current attempt, taken before their worker was killed
+        self._final_counts: dict[TaskId, dict[str, Any]] = {}
+        #: what the coordinator actors of the run sent and received (`CoordinatorActor.call_counts`)
+        self.coordinator_calls: dict[str, int] = {}
         self._dead: set[TaskId] = set()
         #: task name -> node id of its actor (current epoch)
         self.placement: dict[str, str] = {}
@@ -399,11 +418,12 @@ class RayExecutor(RunsOnJobMaster):
             self.epoch += 1
             epoch = self.epoch
             fresh = set()
-            for task_id in self.task_ids:
-                if task_id in self._dead or task_id not in self.tasks:
-                    self.tasks[task_id] = self._new_task_actor(task_id)
-                    fresh.add(task_id)
+            for index, group in enumerate(self.groups):
+                if self.workers[index] is None or any(t in self._dead for t in group):
+                    self._new_worker(index)
+                    fresh.update(group)
             self._dead.clear()
+            self._final_counts = {}
             self.placement = {}
             outputs, inputs = self._routes()
             self._status = {}
@@ -432,14 +452,22 @@ class RayExecutor(RunsOnJobMaster):
             return
         self._give_up(f"could not deploy the tasks of job {self.graph.job_name!r}: actors kept dying", None)
 
-    def _new_task_actor(self, task_id: TaskId) -> Any:
+    def _new_worker(self, index: int) -> None:
+        """Start worker `index` (killing its predecessor, if any is left) and address its tasks."""
+        old = self.workers[index]
+        if old is not None:
+            with contextlib.suppress(Exception):  # already gone
+                ray.kill(old, no_restart=True)
         options: dict[str, Any] = {"num_cpus": self.task_cpus, "max_restarts": 0, "max_task_retries": 0}
         if self._multi_node:
             options["scheduling_strategy"] = "SPREAD"
-        services = {"committer": self.committer, "global_committer": self.checkpointing,
-                    "storage": self.storage_spec, "job_id": self.job_id,
-                    "trace_barriers": self.trace_barriers, "link_delay": self.link_delays.get(task_id, 0.0)}
-        return _TaskActor.options(**options).remote(self.graph_ref, task_id, services)
+        group = self.groups[index]
+        services = {t: {"committer": self.committer, "global_committer": self.checkpointing,
+                        "storage": self.storage_spec, "job_id": self.job_id, "trace_barriers": self.trace_barriers,
+                        "link_delay": self.link_delays.get(t, 0.0)} for t in group}
+        worker = self.workers[index] = _WorkerActor.options(**options).remote(self.graph_ref, index, group, services)
+        for task_id in group:
+            self.tasks[task_id] = SlotHandle(worker, index, task_id)
 
     def _routes(self) -> tuple[dict[TaskId, dict[int, tuple[Any, int]]], dict[TaskId, dict[int, tuple[str, Any, int]]]]:
         outputs: dict[TaskId, dict[int, tuple[Any, int]]] = {t: {} for t in self.task_ids}
@@ -464,7 +492,7 @@ class RayExecutor(RunsOnJobMaster):
             try:
                 status = ray.get(ref)
             except RayActorError as exc:
-                self._dead.add(task_id)
+                self._dead.update(self.groups[self._worker_of[task_id]])  # its worker died: all its tasks
                 return f"task {task_id} died: {_short(exc)}", exc
             if status["epoch"] != self.epoch:
                 continue
@@ -481,8 +509,20 @@ class RayExecutor(RunsOnJobMaster):
         return None
 
     def _kill(self, task_id: TaskId) -> None:
-        ray.kill(self.tasks[task_id], no_restart=True)
-        self._dead.add(task_id)
+        """Kill the worker of `task_id`: every task it hosts dies."""
+        index = self._worker_of[task_id]
+        ray.kill(self.workers[index], no_restart=True)
+        self._dead.update(self.groups[index])
+
+    def _cancel_siblings(self, task_id: TaskId) -> None:
+        """Before killing the worker of a crashed task: stop the other tasks it hosts and keep
+        their final counts, as a failover takes them from surviving tasks (`_count_attempt`), so
+        a run's `FaultSchedule` counts the same whatever the slots."""
+        siblings = [t for t in self.groups[self._worker_of[task_id]] if t != task_id and t not in self._dead]
+        refs = {t: self.tasks[t].cancel.remote() for t in siblings}
+        for sibling, ref in refs.items():
+            with contextlib.suppress(RayError):
+                self._final_counts[sibling] = ray.get(ref, timeout=self.heartbeat_timeout)
 
     def _poll_coordinator(self) -> tuple[Any, ...] | None:
         """None, or the failover to start: `JobMaster.failover`'s arguments."""
@@ -550,7 +590,8 @@ class RayExecutor(RunsOnJobMaster):
             except (RayActorError, GetTimeoutError):
                 self._replace_coordinator()
         # survivors stop now and are redeployed below
-        self._count_attempt({t: h.cancel.remote() for t, h in self.tasks.items() if t not in self._dead})
+        self._count_attempt({t: h.cancel.remote() for t, h in self.tasks.items()
+                             if t not in self._dead and t not in self._final_counts})
         self._heartbeats.clear()
         self._status = {}
 
@@ -607,7 +648,7 @@ class RayExecutor(RunsOnJobMaster):
         records, acknowledgements, writes). A cancelled task's counts come with its `cancel`; a
         frozen or failed task's last heartbeat is final; a task that died otherwise loses what it
         did after its last heartbeat."""
-        final: dict[TaskId, dict[str, Any]] = {}
+        final: dict[TaskId, dict[str, Any]] = dict(self._final_counts)
         for task_id, ref in cancels.items():
             try:
                 final[task_id] = ray.get(ref, timeout=self.heartbeat_timeout)
@@ -621,6 +662,7 @@ class RayExecutor(RunsOnJobMaster):
     def _check_crash(self, task_id: TaskId, status: dict[str, Any]) -> tuple[str, BaseException]:
         """The task froze for a `TaskCrash` (after its records, or at a time): kill it; the failure
         reads as the simulator's."""
+        self._cancel_siblings(task_id)
         self._kill(task_id)
         what = self._crashing.pop(task_id, None)
         if what is None:
@@ -706,6 +748,7 @@ class RayExecutor(RunsOnJobMaster):
             self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
         self._coord_status = {**self._coord_status, "doomed": False}
         self.master.coordinators.crashed(history)
+        self._add_coordinator_calls(self.coordinator)
         self._coordinator_crashed = True
         ray.kill(self.coordinator, no_restart=True)
 
@@ -739,6 +782,7 @@ class RayExecutor(RunsOnJobMaster):
             self._land({"completed_files": ray.get(self.coordinator.take_completed.remote(), timeout=60)})
             history = ray.get(self.coordinator.history.remote(), timeout=60)
             self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=60))
+            self._add_coordinator_calls(self.coordinator)
             ray.get(self.coordinator.shutdown.remote(), timeout=60)
         if self.standby is not None:
             with contextlib.suppress(RayError):
@@ -746,6 +790,7 @@ class RayExecutor(RunsOnJobMaster):
         metrics = JobMetrics()
         metrics.duration = time.time() - self.running_since
         metrics.last_commit_at = last_commit_at
+        metrics.coordinator_calls = dict(self.coordinator_calls)
         trace: list[tuple[Any, ...]] = []
         source_now = 0
         for task_id, final in zip(self.task_ids, finals):
@@ -759,6 +804,12 @@ class RayExecutor(RunsOnJobMaster):
             committer=committer, checkpoints=history, metrics=metrics,
             finals=[final["final"] for final in finals],
             trace=sorted(trace, key=lambda event: event[0]))
+
+    def _add_coordinator_calls(self, coordinator: Any) -> None:
+        """Add what `coordinator` sent and received to the run's `coordinator_calls`."""
+        with contextlib.suppress(RayError):
+            for key, n in ray.get(coordinator.call_counts.remote(), timeout=10).items():
+                self.coordinator_calls[key] = self.coordinator_calls.get(key, 0) + n
 
     def _land(self, status: dict[str, Any]) -> None:
         """Hand the checkpoints the coordinator completed (with their files, read when they
@@ -785,11 +836,12 @@ class RayExecutor(RunsOnJobMaster):
     def _cleanup(self) -> None:
         if not ray.is_initialized():
             return
-        for handle in list(self.tasks.values()) + [self.coordinator, self.standby, self.committer, self.blob_store]:
+        for handle in list(self.workers) + [self.coordinator, self.standby, self.committer, self.blob_store]:
             if handle is not None:
                 with contextlib.suppress(Exception):  # already gone
                     ray.kill(handle, no_restart=True)
         self.tasks = {}
+        self.workers = [None] * len(self.groups)
 
 
 class _DriverTimers:
@@ -841,7 +893,7 @@ def run_job(
         seed: recorded in the result; seeds the restart jitter (fault targets come from the plan's
             seed only, as on the simulator).
         progress: called periodically with a dict of progress figures.
-        options: `RayExecutor` tuning (job_id, task_cpus, heartbeat_interval, heartbeat_timeout,
+        options: `RayExecutor` tuning (job_id, task_cpus, slots_per_worker, heartbeat_interval, heartbeat_timeout,
             stall_timeout, max_duration, trace_barriers, link_delays), and what `runtime.api.environment`
             passes: restore_from, allow_non_restored_state, checkpoint_listeners, committer.
 

@@ -1,4 +1,8 @@
-"""`TaskActor`: one task slot as a Ray actor — a thin shell around the pure `runtime.core.task.Task`.
+"""`TaskActor`: one task slot of a worker actor — a thin shell around the pure `runtime.core.task.Task`.
+
+A `runtime.ray.worker_actor.WorkerActor` hosts one `TaskActor` per subtask it runs (one, by
+default: one actor per subtask); below, "the actor" is this slot and "a call" a call the worker
+hands it (`WorkerActor.call`), or a push or credits posted by a subtask of the same worker.
 
 Theory of operation
 -------------------
@@ -31,8 +35,9 @@ post mail to it (Flink's mailbox model, `_drain_inbox`).
   by a timer, at most every `buffer_timeout`, so it ships batches rather than single records. A
   backpressured task schedules nothing; the credit that ends the backpressure drives it again.
 * Ports. Acknowledgements, declines and "source finished" go to the coordinator actor, tagged
-  with the epoch, submitted in order by a sender thread (as are the sinks' commits), so the work
-  thread does not pay for the Ray submissions. Snapshots are serialised and written by the
+  with the epoch, through the worker's `WorkerReports` (one call per worker for its subtasks'
+  acknowledgements of a checkpoint), submitted in order by its sender thread; the sinks' commits
+  go from this slot's sender thread. So the work thread does not pay for the Ray submissions. Snapshots are serialised and written by the
   writer thread through the shared `SnapshotWriter` (off the data path); the completion
   re-enters the task as mail. The writer is used on that thread only (completion/abort notices
   are queued to it as well).
@@ -61,6 +66,7 @@ from checkpoint.io.snapshot_writer import SnapshotWriter
 from checkpoint.io.storage import StorageError
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.messages import (
+    Buffer,
     BufferOrEvent,
     CheckpointBarrier,
     CheckpointOptions,
@@ -103,7 +109,7 @@ class _TaskTimers:
 
 
 class TaskActor:
-    """Hosts one task, redeployed per epoch. Wrapped with `ray.remote` by the executor.
+    """Hosts one task, redeployed per epoch: a slot of a `runtime.ray.worker_actor.WorkerActor`.
 
     Args:
         graph: the job graph (shipped once through the object store).
@@ -111,9 +117,14 @@ class TaskActor:
         services: ``committer`` (actor handle), ``storage`` (a spec for
             `open_storage`), ``job_id`` and ``global_committer`` (the coordinator commits each
             completed checkpoint: the sinks' notifications commit nothing).
+        reports: the worker's `WorkerReports` (acknowledgements, declines, "source finished").
+        shares_process: other subtasks run in this process (its CPU is then not this task's alone).
     """
 
-    def __init__(self, graph: Any, task_id: TaskId, services: dict[str, Any]) -> None:
+    def __init__(self, graph: Any, task_id: TaskId, services: dict[str, Any], reports: Any,
+                 shares_process: bool = False) -> None:
+        self._reports = reports
+        self._shares_process = shares_process
         self._lock = CallerFirstLock()
         self._work = WorkThread(self._lock, self._continue, on_error=self._fail)
         # due timers are mail too (their callbacks are bound to the epoch that scheduled them)
@@ -276,6 +287,7 @@ class TaskActor:
     def _accept(self, channel: int, seq: int, payloads: list[Any]) -> None:
         try:
             self.inputs.check(channel, seq, len(payloads))
+            self.inputs.received(channel, sum(1 for p in payloads if isinstance(p, Buffer)))
             for payload in payloads:
                 if self._trace is not None and isinstance(payload, CheckpointBarrier):
                     self._trace.append((time.time(), "barrier-in", payload.id, str(self.task_id), channel))
@@ -471,7 +483,7 @@ class TaskActor:
 
         def send() -> None:
             for _ in range(copies):  # DuplicatedControlMessage("ack")
-                self._sender.submit(coordinator.acknowledge.remote, epoch, ack)
+                self._reports.ack(coordinator, epoch, ack)
 
         if delay > 0:  # DelayedControlMessage("ack"): a timer, so later acks may overtake it
             self._timers.schedule(delay, send)
@@ -479,10 +491,10 @@ class TaskActor:
             send()
 
     def decline(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
-        self._sender.submit(self._coordinator.decline.remote, self.epoch, task_id, checkpoint_id, reason)
+        self._reports.decline(self._coordinator, self.epoch, task_id, checkpoint_id, reason)
 
     def source_finished(self, task_id: TaskId) -> None:
-        self._sender.submit(self._coordinator.source_finished.remote, self.epoch, task_id)
+        self._reports.source_finished(self._coordinator, self.epoch, task_id)
 
     def buffer_consumed(self, task_id: TaskId, input_channel: int) -> None:
         self.inputs.consumed(input_channel)
@@ -629,14 +641,18 @@ class TaskActor:
                 "suppress_restarts": self._suppress_restarts,
                 "frozen": self._frozen,
                 "calls": self.outputs.calls,
+                "local_calls": self.outputs.local_calls,
             }
 
     def _finished_step_times(self) -> StepTimes:
-        """This attempt's step costs, with the process's CPU since deployment (the actor hosts
-        one task: its calls, serialisation and helper threads count) and the calls it sent."""
+        """This attempt's step costs, with the process's CPU since deployment (when the worker
+        hosts this task alone: its calls, serialisation and helper threads count; with sibling
+        subtasks the process's CPU is not this task's, so none) and the calls it sent."""
         times = self._step_times
-        times.cpu = time.process_time() - self._cpu_at_deploy
+        times.cpu = None if self._shares_process else time.process_time() - self._cpu_at_deploy
         times.calls = self.outputs.calls
+        times.local_calls = self.outputs.local_calls
+        times.max_unconsumed = self.inputs.max_unconsumed
         return times
 
     def finish(self) -> dict[str, Any]:

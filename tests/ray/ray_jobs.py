@@ -28,11 +28,12 @@ def to_app(record: dict[str, Any]) -> dict[str, Any]:
 
 def pageview_env(rows: list[dict[str, Any]], *, mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE,
                  interval: float = 0.05, attempts: int | None = 10, fn: Any = to_app, buffer_size: int = 64,
-                 storage: str | None = None) -> StreamEnvironment:
+                 storage: str | None = None, unaligned: bool = False) -> StreamEnvironment:
     """The seed-003 page-view job: source -> map to app -> keyBy(app) -> count -> sink "pv"
     (`attempts=None`: the default restart strategy)."""
     env = StreamEnvironment(parallelism=2, buffer_size=buffer_size, credits=4, buffer_timeout=0.005)
-    env.enable_checkpointing(interval=interval, mode=mode, tolerable_failures=1000, storage=storage)
+    env.enable_checkpointing(interval=interval, mode=mode, unaligned=unaligned, tolerable_failures=1000,
+                             storage=storage)
     if attempts is not None:
         env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=attempts, delay=0.01))
     (

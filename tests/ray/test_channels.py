@@ -18,6 +18,8 @@ class _Push:
 
 
 class _Receiver:
+    local = False
+
     def __init__(self, log: list, name: str) -> None:
         self.push = _Push(log, name)
 
@@ -68,6 +70,8 @@ class _Credits:
 
 
 class _Sender:
+    local = False
+
     def __init__(self, log: list) -> None:
         self.add_credits = _Credits(log)
 

@@ -28,13 +28,22 @@ ROWS = pageview_rows(200)
 
 
 class _Recorder:
-    """Stands in for a task actor handle: records the calls the coordinator sends, in order."""
+    """Stands in for a task's `SlotHandle` on a worker of its own: records the control messages
+    the coordinator sends it (in `control` calls to its worker), in order."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
         self.trigger_source = _Method(self.calls, "trigger")
         self.notify_complete = _Method(self.calls, "complete")
         self.notify_aborted = _Method(self.calls, "aborted")
+        self.worker, self.worker_index, self.task_id = SimpleNamespace(control=self), id(self), None
+        self.control_calls = 0
+
+    def remote(self, items: list[tuple[Any, str, tuple[Any, ...]]]) -> None:
+        """`worker.control.remote(items)`: one call with the messages for this task."""
+        self.control_calls += 1
+        for _, method, args in items:
+            getattr(self, method).remote(*args)
 
     def of(self, kind: str) -> list[tuple[Any, ...]]:
         return [c[1:] for c in self.calls if c[0] == kind]

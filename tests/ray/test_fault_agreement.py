@@ -83,13 +83,16 @@ def expected_output(rows: int = ROWS) -> Any:
 
 
 @pytest.mark.ray
-def test_the_same_plan_breaks_the_same_things_on_the_simulator_and_on_ray(ray_session) -> None:
+@pytest.mark.parametrize("slots", [1, 2], ids=["one-task-per-actor", "two-slots-per-worker"])
+def test_the_same_plan_breaks_the_same_things_on_the_simulator_and_on_ray(ray_session, slots: int) -> None:
+    """With two slots per worker, each source shares a worker with a count task (the crashes kill
+    both; a `TaskStall` hangs both): the plan still means the same."""
     from runtime.ray.executor import RayExecutor
 
     graph = agreement_env().get_job_graph("agree")
     sim = SimExecutor(graph, seed=0, faults=PLAN)
     on_sim = sim.run()
-    ray_executor = RayExecutor(graph, faults=PLAN)
+    ray_executor = RayExecutor(graph, faults=PLAN, slots_per_worker=slots)
     on_ray = ray_executor.run()
 
     source = "Source: generator[1]"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -97,21 +98,15 @@ def test_zookeeper_restart_mid_job_loses_no_completed_checkpoint(ray_session, zk
 
 
 class _FakeTask:
-    """Stands in for a task actor handle: records the triggers the coordinator sends."""
+    """Stands in for a task's `SlotHandle` on a worker of its own: records the triggers the
+    coordinator sends (in `control` calls to the worker)."""
 
     def __init__(self) -> None:
         self.triggers: list[int] = []
-        self.trigger_source = self
-        self.notify_aborted = _Ignore()
-        self.notify_complete = _Ignore()
+        self.worker, self.worker_index, self.task_id = SimpleNamespace(control=self), 0, None
 
-    def remote(self, epoch: int, checkpoint_id: int, *args: Any) -> None:
-        self.triggers.append(checkpoint_id)
-
-
-class _Ignore:
-    def remote(self, *args: Any) -> None:
-        return None
+    def remote(self, items: list[tuple[Any, str, tuple[Any, ...]]]) -> None:
+        self.triggers += [args[1] for _, method, args in items if method == "trigger_source"]
 
 
 def _expire(client: KazooClient, hosts: str) -> None:

@@ -1,0 +1,99 @@
+"""Task slots: which subtasks share a worker actor, and the handles that address one of them.
+
+A worker actor (`runtime.ray.worker_actor.WorkerActor`) hosts `slots_per_worker` subtasks, one
+per slot (Flink's TaskManager slots). The assignment is Flink's slot sharing in spirit: subtasks
+are taken *pipeline by pipeline* — subtask 0 of every vertex in topological order, then subtask
+1 of every vertex, ... — and cut into workers of `slots_per_worker`. So the subtasks i of
+consecutive vertices share a worker, and a forward edge between them is an in-process channel;
+with `slots_per_worker` = the number of vertices a worker is exactly one of Flink's shared slots.
+`slots_per_worker=1` is one actor per subtask.
+
+`SlotHandle` is what the driver, the coordinator and a sender hold for one subtask: a worker
+actor handle plus the subtask, so `handle.push.remote(*args)` is
+`worker.call.remote(task, "push", *args)`.
+`LocalSlot` is the same for a subtask in the caller's own worker: the call goes straight into that
+subtask's mailbox (no Ray call), through the same methods a remote call reaches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from checkpoint.handles import TaskId
+
+
+class SlotsError(ValueError):
+    """An invalid `slots_per_worker`."""
+
+
+def check_slots(slots_per_worker: Any) -> int:
+    """Raises: SlotsError naming the option unless `slots_per_worker` is an int >= 1."""
+    if isinstance(slots_per_worker, bool) or not isinstance(slots_per_worker, int) or slots_per_worker < 1:
+        raise SlotsError(f"slots_per_worker must be an int >= 1 (1: one actor per subtask), got {slots_per_worker!r}")
+    return slots_per_worker
+
+
+def assign_slots(task_ids: list[TaskId], slots_per_worker: int) -> list[list[TaskId]]:
+    """The subtasks of each worker: pipeline by pipeline (subtask index first, then the vertices
+    in the topological order of `task_ids`), `slots_per_worker` at a time."""
+    check_slots(slots_per_worker)
+    order = {task: i for i, task in enumerate(task_ids)}
+    pipelines = sorted(task_ids, key=lambda t: (t.subtask, order[t]))
+    return [pipelines[i:i + slots_per_worker] for i in range(0, len(pipelines), slots_per_worker)]
+
+
+class _Call:
+    """`.remote(*args)` of one method of one slot: `fn(*prefix, *args)`."""
+
+    __slots__ = ("_fn", "_prefix")
+
+    def __init__(self, fn: Callable[..., Any], prefix: tuple[Any, ...]) -> None:
+        self._fn, self._prefix = fn, prefix
+
+    def remote(self, *args: Any) -> Any:
+        return self._fn(*self._prefix, *args)
+
+
+class SlotHandle:
+    """One subtask on a worker actor: `handle.<method>.remote(*args)` calls
+    `worker.call.remote(task_id, method, *args)` (`deploy`: `worker.deploy.remote(task_id, *args)`,
+    which makes the routes to the worker's own subtasks in-process). Picklable (it travels in
+    deployments)."""
+
+    local = False
+
+    def __init__(self, worker: Any, worker_index: int, task_id: TaskId) -> None:
+        self.worker, self.worker_index, self.task_id = worker, worker_index, task_id
+
+    def __getattr__(self, name: str) -> _Call:
+        if name.startswith("_") or name in ("worker", "worker_index", "task_id"):
+            raise AttributeError(name)  # (unpickling looks attributes up before they are set)
+        if name == "deploy":
+            return _Call(self.worker.deploy.remote, (self.task_id,))
+        return _Call(self.worker.call.remote, (self.task_id, name))
+
+    def __repr__(self) -> str:
+        return f"SlotHandle({self.task_id} on worker {self.worker_index})"
+
+
+class _LocalCall:
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+
+    def remote(self, *args: Any) -> None:
+        self._fn(*args)
+
+
+class LocalSlot:
+    """A subtask in the caller's own worker: `push` and `add_credits` post to its mailbox
+    directly (the same `TaskActor` methods a Ray call reaches, so FIFO order, sequence checks and
+    credits are the remote channel's)."""
+
+    local = True
+
+    def __init__(self, slot: Any) -> None:
+        self.push = _LocalCall(slot.push)
+        self.add_credits = _LocalCall(slot.add_credits)

@@ -1,0 +1,166 @@
+"""`WorkerActor`: one Ray actor hosting the `TaskActor`s of several subtasks (task slots).
+
+Slots. The executor packs subtasks into workers (`runtime.ray.slots.assign_slots`,
+`slots_per_worker`); each hosted subtask is a `TaskActor` — its own lock, work thread, mailbox,
+timers and snapshot writer, exactly as when it had an actor of its own — so a worker changes the
+transport, not the task. Calls address a subtask (`SlotHandle`: `call(task, method, *args)`);
+the worker's main thread executes them in each caller's submission order (the channels' FIFO
+guarantee), and the data calls only post to the subtask's mailbox, as before.
+
+In-process channels. `deploy` replaces the routes to subtasks of this worker by `LocalSlot`s:
+a push or returned credits go straight into the peer's mailbox (`runtime.ray.channels`).
+
+Control calls, batched per worker. The coordinator sends one `control` call per worker with the
+triggers, completion and abort notifications it decided at one moment for the worker's
+subtasks; they are applied in order. The subtasks' acknowledgements go back through one
+`WorkerReports` per worker, in one `report` call: see there for when it sends.
+
+Death. Killing the worker kills every subtask it hosts; the driver fails the job over globally
+(as for any task), and replaces the whole worker.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.reasons import CheckpointFailureReason
+from runtime.ray.slots import LocalSlot
+from runtime.ray.task_actor import TaskActor
+from runtime.ray.timers import ThreadTimers
+
+#: seconds a worker holds an acknowledgement waiting for its sibling subtasks' of the same
+#: checkpoint (see `WorkerReports`)
+ACK_FLUSH_DELAY = 0.1
+
+#: what `call` may invoke on a hosted subtask (the `TaskActor` entry points)
+SLOT_METHODS = frozenset({
+    "start", "push", "add_credits", "trigger_source", "notify_complete", "notify_aborted", "stall", "hang",
+    "delay_channel", "slow_writes", "cancel", "freeze", "heartbeat", "finish",
+})
+
+
+class WorkerReports:
+    """A worker's acknowledgements, declines and "source finished" reports to the coordinator:
+    one `report` call carries all that is pending, in the order it was reported.
+
+    When it sends: an acknowledgement is held until every subtask of the worker acknowledged
+    that checkpoint, or `ACK_FLUSH_DELAY` after the first held one, whichever comes first; a
+    decline or "source finished" sends at once, with what is held before it. Waiting for the
+    siblings never delays a checkpoint: it completes only once *every* task acknowledged, so the
+    worker's last acknowledgement is needed anyway and goes the moment it is made. The timer
+    only bounds what a sibling that will never acknowledge (a lost acknowledgement, a declined
+    or crashed subtask) holds back. The price: the coordinator records the held acknowledgements'
+    arrival times later (`end_to_end_duration` per subtask).
+
+    With one subtask per worker every acknowledgement completes its set: one call per
+    acknowledgement, as without slots.
+    """
+
+    def __init__(self, tasks: list[TaskId]) -> None:
+        self._tasks = frozenset(tasks)
+        self._lock = threading.RLock()
+        # submitting a Ray call costs ~0.5-1 ms of CPU: not on the subtasks' work threads
+        self._sender = ThreadPoolExecutor(1, thread_name_prefix="barrierflow-reports")
+        self._timers = ThreadTimers(self._lock)
+        self._timer: Any = None
+        self._items: list[tuple[Any, ...]] = []
+        self._epoch: int | None = None
+        self._coordinator: Any = None
+        #: checkpoint id -> the subtasks that acknowledged it (dropped once all did)
+        self._acked: dict[int, set[TaskId]] = {}
+        #: `report` calls sent
+        self.calls = 0
+
+    def ack(self, coordinator: Any, epoch: int, ack: TaskAcknowledgement) -> None:
+        with self._lock:
+            self._add(coordinator, epoch, ("ack", epoch, ack))
+            acked = self._acked.setdefault(ack.checkpoint_id, set())
+            acked.add(ack.task_id)
+            if acked >= self._tasks:
+                del self._acked[ack.checkpoint_id]
+                self._flush()
+            else:
+                if len(self._acked) > 64:  # ids that never completed here (lost, declined)
+                    del self._acked[min(self._acked)]
+                if self._timer is None:
+                    self._timer = self._timers.schedule(ACK_FLUSH_DELAY, self._on_timer)
+
+    def decline(self, coordinator: Any, epoch: int, task_id: TaskId, checkpoint_id: int,
+                reason: CheckpointFailureReason) -> None:
+        with self._lock:
+            self._add(coordinator, epoch, ("decline", epoch, task_id, checkpoint_id, reason))
+            self._flush()
+
+    def source_finished(self, coordinator: Any, epoch: int, task_id: TaskId) -> None:
+        with self._lock:
+            self._add(coordinator, epoch, ("finished", epoch, task_id))
+            self._flush()
+
+    def _add(self, coordinator: Any, epoch: int, item: tuple[Any, ...]) -> None:
+        # one coordinator per attempt (a new one means a failover, so a new epoch); each subtask
+        # holds its own copy of its handle
+        if epoch != self._epoch:  # what an earlier attempt held is void (the coordinator drops it anyway)
+            self._items, self._acked = [], {}
+            self._epoch, self._coordinator = epoch, coordinator
+        self._items.append(item)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._items:
+            items, self._items = self._items, []
+            self._sender.submit(self._coordinator.report.remote, items)
+            self.calls += 1
+
+
+class WorkerActor:
+    """Hosts the subtasks `task_ids` (one `TaskActor` each). Wrapped with `ray.remote` by the executor.
+
+    Args:
+        graph: the job graph.
+        index: this worker's number (`SlotHandle.worker_index`).
+        task_ids: the subtasks it hosts.
+        services: per subtask, the `TaskActor` services.
+    """
+
+    def __init__(self, graph: Any, index: int, task_ids: list[TaskId], services: dict[TaskId, dict[str, Any]]) -> None:
+        self.index = index
+        self.reports = WorkerReports(task_ids)
+        shared = len(task_ids) > 1
+        self._slots = {t: TaskActor(graph, t, services[t], reports=self.reports, shares_process=shared)
+                       for t in task_ids}
+
+    def deploy(self, task_id: TaskId, epoch: int, restore: Any, outputs: dict[int, tuple[Any, int]],
+               inputs: dict[int, tuple[str, Any, int]], faults: dict[str, Any], coordinator: Any) -> None:
+        """`TaskActor.deploy`, with the routes to this worker's own subtasks made in-process."""
+        outputs = {i: (self._local(handle), channel) for i, (handle, channel) in outputs.items()}
+        inputs = {i: (name, self._local(handle), out) for i, (name, handle, out) in inputs.items()}
+        self._slots[task_id].deploy(epoch, restore, outputs, inputs, faults, coordinator)
+
+    def _local(self, handle: Any) -> Any:
+        if getattr(handle, "worker_index", None) == self.index:
+            return LocalSlot(self._slots[handle.task_id])
+        return handle
+
+    def call(self, task_id: TaskId, method: str, *args: Any) -> Any:
+        """`method(*args)` of the subtask `task_id` (a `TaskActor` entry point)."""
+        if method not in SLOT_METHODS:
+            raise AttributeError(f"worker {self.index}: no subtask method {method!r}")
+        return getattr(self._slots[task_id], method)(*args)
+
+    def control(self, items: list[tuple[TaskId, str, tuple[Any, ...]]]) -> None:
+        """The coordinator's control messages for this worker's subtasks, in order:
+        (subtask, method, args) with `trigger_source`, `notify_complete` or `notify_aborted`."""
+        for task_id, method, args in items:
+            self.call(task_id, method, *args)
+
+    def report_calls(self) -> int:
+        return self.reports.calls

@@ -1,0 +1,77 @@
+"""Task slots without a Ray cluster: the packing, the option's validation, and when a worker's
+batched reports go to the coordinator (`runtime.ray.slots`, `runtime.ray.worker_actor`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from ray_jobs import pageview_env, pageview_rows
+
+from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.reasons import CheckpointFailureReason
+from runtime.ray import worker_actor
+from runtime.ray.slots import SlotsError, assign_slots
+from runtime.ray.worker_actor import WorkerReports
+
+
+def test_subtasks_are_packed_pipeline_by_pipeline() -> None:
+    graph = pageview_env(pageview_rows(10)).disable_chaining().get_job_graph("slots")
+    names = [[str(t) for t in group] for group in assign_slots(graph.task_ids(), 2)]
+    assert names == [["Source: collection[0]", "to-app[0]"], ["count[0]", "Sink: pv[0]"],
+                     ["Source: collection[1]", "to-app[1]"], ["count[1]", "Sink: pv[1]"]]
+    assert [len(g) for g in assign_slots(graph.task_ids(), 3)] == [3, 3, 2]
+    assert assign_slots(graph.task_ids(), 1) == [[t] for t in sorted(graph.task_ids(), key=lambda t: t.subtask)]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, None])
+def test_an_invalid_slots_per_worker_is_refused_naming_the_option(bad: Any) -> None:
+    env = pageview_env(pageview_rows(10))
+    with pytest.raises(SlotsError, match=r"slots_per_worker must be an int >= 1 .*got"):
+        env.execute("slots", executor="ray", slots_per_worker=bad)
+
+
+class _Coordinator:
+    def __init__(self) -> None:
+        self.calls: list[list[tuple[Any, ...]]] = []
+        self.report = self
+
+    def remote(self, items: list[tuple[Any, ...]]) -> None:
+        self.calls.append(items)
+
+
+def _wait_for(predicate: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def test_a_worker_sends_its_subtasks_acknowledgements_of_a_checkpoint_in_one_call(monkeypatch) -> None:
+    monkeypatch.setattr(worker_actor, "ACK_FLUSH_DELAY", 0.2)
+    a, b = TaskId("a", 0), TaskId("b", 0)
+    reports, coordinator = WorkerReports([a, b]), _Coordinator()
+    reports.ack(coordinator, 3, TaskAcknowledgement(a, 1))
+    time.sleep(0.05)
+    assert coordinator.calls == []  # held for b
+    reports.ack(coordinator, 3, TaskAcknowledgement(b, 1))  # the set is complete: sent at once
+    _wait_for(lambda: len(coordinator.calls) == 1)
+    assert [(kind, epoch, ack.task_id) for kind, epoch, ack in coordinator.calls[0]] == [("ack", 3, a), ("ack", 3, b)]
+    assert reports.calls == 1
+
+
+def test_a_held_acknowledgement_goes_after_the_flush_delay_or_with_a_decline(monkeypatch) -> None:
+    monkeypatch.setattr(worker_actor, "ACK_FLUSH_DELAY", 0.1)
+    a, b = TaskId("a", 0), TaskId("b", 0)
+    reports, coordinator = WorkerReports([a, b]), _Coordinator()
+    reports.ack(coordinator, 0, TaskAcknowledgement(a, 1))  # b never acknowledges checkpoint 1
+    _wait_for(lambda: len(coordinator.calls) == 1)
+    reports.ack(coordinator, 0, TaskAcknowledgement(a, 2))
+    reports.decline(coordinator, 0, b, 2, CheckpointFailureReason.DECLINED)  # sent at once, after the held ack
+    _wait_for(lambda: len(coordinator.calls) == 2)
+    assert [item[0] for item in coordinator.calls[1]] == ["ack", "decline"]
+    reports.ack(coordinator, 0, TaskAcknowledgement(a, 3))
+    reports.ack(coordinator, 1, TaskAcknowledgement(b, 3))  # a new attempt: the old one's held ack is void
+    _wait_for(lambda: len(coordinator.calls) == 3)
+    assert [(item[1], item[2].task_id) for item in coordinator.calls[2]] == [(1, b)]
