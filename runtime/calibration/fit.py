@@ -114,7 +114,7 @@ def fit_transport(trace: Sequence[tuple], graph: Any, since: float = float("-inf
         raise CalibrationError(f"the barrier trace holds {len(transits)} barrier transits; calibration needs "
                                "a run with trace_barriers=True and a few checkpoints")
     transits.sort()
-    low, median = quantile(transits, 0.05), quantile(transits, 0.5)
+    low, median = _quantile(transits, 0.05), _quantile(transits, 0.5)
     # the uniform distribution with this median whose 5th percentile is `low`: a real
     # transport's tail is longer than a uniform's, so its median, not its spread, sets the width
     # (measured on Ray: 5th-95th percentiles of 0-124 ms around a median of ~20 ms)
@@ -161,7 +161,7 @@ def _median(values: Iterable[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def quantile(sorted_values: Sequence[float], q: float) -> float:
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
     position = q * (len(sorted_values) - 1)
     below = int(position)
     above = min(below + 1, len(sorted_values) - 1)

@@ -15,10 +15,11 @@ Subtask details are Flink's (`start_delay`, `end_to_end_duration`, `checkpoint.s
 CPU of each subtask = busy ms per second / records in per second (Flink exposes no per-buffer
 cost: `per_step` is 0), the phase timings as in `runtime.calibration.fit`, the transport as
 the earliest non-source subtask's start delay beyond the sources' (the barrier's trip downstream
-without queueing; uniform from 0 to twice its median), and the snapshot writes' spread: the
-latency is uniform between the 5th and 95th percentile of the subtasks' `async` durations less
-their per-byte part (a checkpoint waits for its slowest subtask; on a loaded machine the writes
-of one checkpoint range from 2 to 50 ms, and their median alone predicts it ~40 % short).
+without queueing; uniform from 0 to twice its median), and the snapshot writes' spread: a
+uniform latency whose draws reproduce the median fastest and slowest `async` duration (less its
+per-byte part) of a checkpoint's subtasks (a checkpoint waits for its slowest subtask; on a
+loaded machine the writes of one checkpoint range from 2 to 30 ms, and their median alone
+predicts it ~40 % short).
 
 The channels (`CostProfile.in_flight_records`): what a backpressured channel holds ahead of an
 aligned barrier. Flink queues it in the producer's subpartition (`outputQueueSize`: the bytes of
@@ -49,7 +50,7 @@ import time
 import urllib.request
 from typing import Any
 
-from runtime.calibration.fit import OUTLIER, fit_line, quantile
+from runtime.calibration.fit import OUTLIER, fit_line
 from runtime.calibration.profile import CostProfile, ProfileError
 from runtime.sim.costs import StepCost
 
@@ -74,9 +75,6 @@ GAUGES = {"Shuffle.Netty.Output.Buffers.outputQueueSize": "outputQueueSize",
 GAUGE_READINGS = 5
 #: backpressured ms per second from which a producer subtask's output queue counts as full
 BACKPRESSURED = 500.0
-#: quantiles of the subtasks' asynchronous durations (less their per-byte part) that bound the
-#: simulator's uniform write latency
-WRITE_SPREAD = (0.05, 0.95)
 #: Flink's defaults of the settings the document records (`taskmanager.memory.segment-size`,
 #: `execution.buffer-timeout`), when the cluster configuration does not set them
 DEFAULT_SEGMENT_SIZE = 32 * 1024
@@ -109,7 +107,9 @@ def profile_from_flink(doc: Any, where: str = "Flink REST document") -> CostProf
                 steps[f"{name}[{i}]"] = StepCost(0.0, cost)
     steps["default"] = StepCost(0.0, statistics.median_low([s.per_record for s in steps.values()]) if steps else 0.0)
     triggers, acks, hops, finals, sizes, syncs, asyncs = [], [], [], [], [], [], []
+    groups: list[range] = []  # each checkpoint's entries in sizes/asyncs
     for c, checkpoint in enumerate(_list(doc, "checkpoints", where)):
+        first = len(asyncs)
         here = f"{where}: checkpoints[{c}]"
         tasks = checkpoint.get("tasks") if isinstance(checkpoint, dict) else None
         if not isinstance(tasks, dict):
@@ -129,6 +129,7 @@ def profile_from_flink(doc: Any, where: str = "Flink REST document") -> CostProf
                 syncs.append(sync)
                 asyncs.append(write)
                 latest = max(latest, e2e)
+        groups.append(range(first, len(asyncs)))
         triggers.extend(source_starts)
         if source_starts and other_starts:
             # the fastest trip: a later barrier waited in a backpressured queue, which the simulator
@@ -147,11 +148,26 @@ def profile_from_flink(doc: Any, where: str = "Flink REST document") -> CostProf
                           in_flight_records=in_flight, buffer_timeout=timeout, calibrated=calibrated)
     profile.sync_latency, profile.sync_per_byte = fit_line(sizes, syncs)
     _, profile.write_per_byte = fit_line(sizes, asyncs)
-    if asyncs:  # the spread of the writes beyond their size: a checkpoint waits for the slowest
-        rest = sorted(max(0.0, a - profile.write_per_byte * size) for a, size in zip(asyncs, sizes, strict=True))
-        profile.write_latency, high = quantile(rest, WRITE_SPREAD[0]), quantile(rest, WRITE_SPREAD[1])
-        profile.write_latency_max = high if high > profile.write_latency else 0.0
+    rest = [max(0.0, a - profile.write_per_byte * size) for a, size in zip(asyncs, sizes, strict=True)]
+    profile.write_latency, profile.write_latency_max = _write_spread([[rest[i] for i in g] for g in groups if g])
     return profile
+
+
+def _write_spread(checkpoints: list[list[float]]) -> tuple[float, float]:
+    """(low, high) of a uniform write latency whose n draws per checkpoint have the median
+    smallest and largest write of the checkpoints (`checkpoints`: each one's writes less their
+    per-byte part); high 0 when they do not spread. The spread within a checkpoint, not across
+    them: a stall of the machine slows every write of one checkpoint together, and pooled with
+    the others it would make every simulated checkpoint wait for it."""
+    if not checkpoints:
+        return 0.0, 0.0
+    n = statistics.median_low(len(c) for c in checkpoints)
+    low, high = statistics.median(min(c) for c in checkpoints), statistics.median(max(c) for c in checkpoints)
+    if n < 2 or high <= low:
+        return statistics.median(w for c in checkpoints for w in c), 0.0
+    # n uniform draws on [a, b]: the smallest lies (b - a) / (n + 1) above a on average, the largest as far below b
+    width = (high - low) * (n + 1) / (n - 1)
+    return max(0.0, low - width / (n + 1)), high + width / (n + 1)
 
 
 def _channels(doc: dict[str, Any], vertices: list[Any], where: str) -> tuple[float, float]:
