@@ -20,6 +20,16 @@ from runtime.calibration.profile import CostProfile
 CALIBRATION_LIMIT = 60.0
 #: checkpoint interval of a calibration run when the job sets none (seconds)
 CALIBRATION_INTERVAL = 0.05
+#: credits per channel of a prediction whose profile measured `in_flight_records`
+SIM_CREDITS = 8
+#: buffers a backpressured channel of the simulator holds ahead of an aligned barrier at
+#: `SIM_CREDITS` credits and a `SIM_BUFFER_TIMEOUT` buffer timeout, independent of the buffer
+#: size (measured on `benchmarks.checkpoint_modes`' backpressure job: 7.33 and 7.39 buffers for
+#: buffers of 655 and 1,310 records; the barrier flushes partly filled buffers, so the credited
+#: ones are ~3/4 full; with a 5 ms timeout the buffers are cut by time and the ratio is not constant)
+SIM_BUFFERS_AHEAD = 7.4
+#: buffer timeout of a prediction whose profile measured `in_flight_records` but no timeout
+SIM_BUFFER_TIMEOUT = 0.1
 #: the figures `figures` reports, in print order
 METRICS = ("throughput", "latency_p50", "latency_p99", "checkpoint_duration_p50", "checkpoint_duration_p99",
            "alignment_time_p50", "persisted_bytes")
@@ -72,10 +82,23 @@ def calibrate(env: Any, job_name: str, *, executor: str = "ray", cores: int | No
     return fit_profile(result, graph, cores=cores, calibrated=info, since=since), result
 
 
+def apply_channels(env: Any, profile: CostProfile) -> Any:
+    """`env` with buffers that hold `profile.in_flight_records` per backpressured channel ahead of
+    an aligned barrier (`SIM_BUFFERS_AHEAD` buffers of `SIM_CREDITS` credits) and the profile's
+    buffer timeout; unchanged when the profile did not measure them. Returns `env`."""
+    if profile.in_flight_records > 0:
+        env.buffer_timeout = profile.buffer_timeout or SIM_BUFFER_TIMEOUT
+        env.credits = SIM_CREDITS
+        env.buffer_size = max(1, round(profile.in_flight_records / SIM_BUFFERS_AHEAD))
+    return env
+
+
 def predict(env: Any, job_name: str, profile: CostProfile, *, seed: int = 1, slow: dict[str, float] | None = None,
             link_delays: dict[str, float] | None = None, **options: Any) -> Any:
-    """Run the job `env` built on the simulator with `profile`'s cost model; `slow`: task or
-    vertex name -> slowdown of its step costs (what-if); returns the `JobResult`."""
+    """Run the job `env` built on the simulator with `profile`'s cost model (and its channels,
+    `apply_channels`); `slow`: task or vertex name -> slowdown of its step costs (what-if);
+    returns the `JobResult`."""
+    apply_channels(env, profile)
     costs = profile.cost_model(slow_tasks=dict(slow or {}))
     network = profile.network(link_delays=dict(link_delays or {}))
     return env.execute(job_name, executor="sim", seed=seed, costs=costs, network=network, **options)

@@ -10,7 +10,14 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
                "count[1]": {...}, ...},                  # a task or vertex name -> its own costs
      "transport": {"latency_min": s, "latency_max": s},  # one data call, sender to receiver
      "control": {"trigger_delay": s, "ack_delay": s, "finalize": s},
-     "snapshot": {"sync_latency": s, "sync_per_byte": s, "write_latency": s, "write_per_byte": s}}
+     "snapshot": {"sync_latency": s, "sync_per_byte": s, "write_latency": s, "write_latency_max": s,
+                  "write_per_byte": s},                 # write_latency_max 0: every write write_latency
+     "channels": {"in_flight_records": n, "buffer_timeout": s}}
+
+`channels` is what a backpressured channel holds ahead of an aligned barrier (records) and the
+job's buffer timeout; 0 = not measured (a prediction keeps the job's own network settings). A
+profile read from Flink has them (`runtime.calibration.flink`); `runtime.calibration.predict`
+turns them into the simulator's buffers.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ FORMAT = "barrierflow-profile/1"
 GROUPS: dict[str, tuple[str, ...]] = {
     "transport": ("latency_min", "latency_max"),
     "control": ("trigger_delay", "ack_delay", "finalize"),
-    "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_per_byte"),
+    "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_latency_max", "write_per_byte"),
+    "channels": ("in_flight_records", "buffer_timeout"),
 }
 STEP_FIELDS = ("per_step", "per_record", "wait_per_record")
 
@@ -55,6 +63,12 @@ class CostProfile:
     sync_per_byte: float = 0.0
     write_latency: float = 0.002
     write_per_byte: float = 1 / 200e6
+    #: above `write_latency`: each write's latency is uniform between the two (0: fixed)
+    write_latency_max: float = 0.0
+    #: records a backpressured channel holds ahead of an aligned barrier (0: not measured)
+    in_flight_records: float = 0.0
+    #: the job's buffer timeout in seconds (0: not measured)
+    buffer_timeout: float = 0.0
     #: what was run to measure it (free-form: job, executor, load average, seconds)
     calibrated: dict[str, Any] = field(default_factory=dict)
 
@@ -77,6 +91,7 @@ class CostProfile:
         return NetworkOptions(delay_min=self.latency_min, delay_max=self.latency_max,
                               control_delay=self.trigger_delay, ack_delay=self.ack_delay,
                               write_latency=self.write_latency,
+                              write_latency_max=self.write_latency_max if self.write_latency_max > 0 else None,
                               write_bandwidth=1 / self.write_per_byte if self.write_per_byte > 0 else math.inf,
                               **overrides)
 
@@ -135,6 +150,9 @@ class CostProfile:
         if not isinstance(calibrated, dict):
             raise ProfileError(f"{where}: field 'calibrated': expected an object, got {calibrated!r}")
         profile = cls(steps=steps, cores=cores, calibrated=dict(calibrated), **values)
+        if 0 < profile.write_latency_max < profile.write_latency:
+            raise ProfileError(f"{where}: field 'snapshot.write_latency_max' ({profile.write_latency_max}) is below "
+                               f"'snapshot.write_latency' ({profile.write_latency}) (0: every write takes it)")
         if profile.latency_max < profile.latency_min:
             raise ProfileError(f"{where}: field 'transport.latency_max' ({profile.latency_max}) is below "
                                f"'transport.latency_min' ({profile.latency_min})")

@@ -98,6 +98,10 @@ class NetworkOptions:
     #: snapshot write: fixed latency plus size / bandwidth
     write_latency: float = 0.002
     write_bandwidth: float = 200e6
+    #: None: every write takes `write_latency`; else each write's latency is drawn uniformly from
+    #: [`write_latency`, `write_latency_max`] (a real store's spread: a checkpoint waits for its
+    #: slowest subtask, so the spread lengthens it beyond the median write)
+    write_latency_max: float | None = None
     #: delay of an acknowledgement reaching the coordinator (None: `control_delay`)
     ack_delay: float | None = None
     #: task name ("vertex[i]") or vertex name -> extra seconds on everything it sends on its output
@@ -808,7 +812,10 @@ class SimExecutor(RunsOnJobMaster):
         effect = self.schedule.write(task_id) if self.schedule is not None else None
         files = self.writer.prepare(snapshot)
         size = sum(len(data) for data in files.values())
-        duration = self.network.write_latency + size / self.network.write_bandwidth
+        latency = self.network.write_latency
+        if self.network.write_latency_max is not None:  # drawn only then: other runs replay as before
+            latency = self.rng.uniform(latency, self.network.write_latency_max)
+        duration = latency + size / self.network.write_bandwidth
         sync = self.costs.sync_cost(size)
         if sync > 0:  # the task's CPU (charged with its step); the write starts after it
             self._owed_cpu[task_id] = self._owed_cpu.get(task_id, 0.0) + sync

@@ -68,6 +68,23 @@ def test_sync_snapshot_cpu_and_ack_delay_lengthen_checkpoints() -> None:
     assert slower_durations[len(slower_durations) // 2] > median + 0.005  # 3 ms sync + 3.5 ms more ack
 
 
+def test_write_latency_spread_draws_each_write_within_its_bounds() -> None:
+    fixed = run(CostModel(), NetworkOptions(write_latency=0.004), records=600)
+    spread = run(CostModel(), NetworkOptions(write_latency=0.004, write_latency_max=0.03), records=600)
+    writes = [s.async_duration for c in spread.completed_checkpoints for s in c.subtasks.values()]
+    assert all(0.004 <= w <= 0.0301 for w in writes) and max(writes) - min(writes) > 0.01
+    fixed_writes = [s.async_duration for c in fixed.completed_checkpoints for s in c.subtasks.values()]
+    assert max(fixed_writes) - min(fixed_writes) < 1e-4  # the latency plus a few bytes' worth: no spread
+    # a checkpoint waits for its slowest write: the spread lengthens the median checkpoint
+    assert _median(c.duration for c in spread.completed_checkpoints) > \
+        _median(c.duration for c in fixed.completed_checkpoints) + 0.008
+
+
+def _median(values: object) -> float:
+    ordered = sorted(values)  # type: ignore[call-overload]
+    return ordered[len(ordered) // 2]
+
+
 def test_cores_must_be_positive() -> None:
     with pytest.raises(ValueError, match="CostModel.cores"):
         CpuCores(0)

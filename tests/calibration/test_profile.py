@@ -15,7 +15,8 @@ def sample() -> CostProfile:
     return CostProfile(steps={"default": StepCost(1e-5, 2e-6), "count[1]": StepCost(1e-5, 2e-6, 3e-4)},
                        cores=2, latency_min=1e-4, latency_max=3e-3, trigger_delay=4e-3, ack_delay=5e-3,
                        finalize=6e-3, sync_latency=7e-4, sync_per_byte=1e-9, write_latency=2e-3,
-                       write_per_byte=1e-8, calibrated={"job": "x:y"})
+                       write_latency_max=9e-3, write_per_byte=1e-8, in_flight_records=5000.0, buffer_timeout=0.1,
+                       calibrated={"job": "x:y"})
 
 
 def test_round_trip_through_a_file(tmp_path: Path) -> None:
@@ -25,6 +26,16 @@ def test_round_trip_through_a_file(tmp_path: Path) -> None:
     doc = json.loads(path.read_text())
     assert doc["transport"] == {"latency_min": 1e-4, "latency_max": 3e-3}
     assert doc["steps"]["count[1]"]["wait_per_record"] == 3e-4
+    assert doc["channels"] == {"in_flight_records": 5000.0, "buffer_timeout": 0.1}
+
+
+def test_a_profile_without_the_newer_groups_reads_with_them_off() -> None:
+    doc = sample().to_json()
+    del doc["channels"]
+    del doc["snapshot"]["write_latency_max"]
+    profile = CostProfile.from_json(doc)
+    assert (profile.in_flight_records, profile.buffer_timeout, profile.write_latency_max) == (0.0, 0.0, 0.0)
+    assert profile.network().write_latency_max is None  # every write takes write_latency
 
 
 def test_simulator_terms() -> None:
@@ -35,6 +46,7 @@ def test_simulator_terms() -> None:
     assert (costs.sync_latency, costs.sync_per_byte) == (7e-4, 1e-9)
     assert (network.delay_min, network.delay_max, network.control_delay, network.ack_delay) == (1e-4, 3e-3, 4e-3, 5e-3)
     assert network.write_bandwidth == pytest.approx(1e8)
+    assert (network.write_latency, network.write_latency_max) == (2e-3, 9e-3)
     assert network.link_delays == {"a": 1.0}
 
 
@@ -48,6 +60,8 @@ def test_simulator_terms() -> None:
     (lambda d: d["steps"]["default"].update(wait_per_record=1.0), "steps.default.wait_per_record"),
     (lambda d: d["transport"].update(latency_max=1e-5), "'transport.latency_max' (1e-05) is below"),
     (lambda d: d.update(format="other/2"), "field 'format'"),
+    (lambda d: d["snapshot"].update(write_latency_max=1e-3), "'snapshot.write_latency_max' (0.001) is below"),
+    (lambda d: d["channels"].update(in_flight_records=-5), "'channels.in_flight_records': expected a number >= 0"),
 ])
 def test_bad_fields_are_named_with_the_file(tmp_path: Path, edit: object, message: str) -> None:
     doc = sample().to_json()
