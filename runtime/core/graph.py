@@ -112,12 +112,13 @@ class JobVertex:
 
     @property
     def listens_for_completion(self) -> bool:
-        """Whether an operator of the chain overrides `notify_checkpoint_complete` (a sink that
-        commits, a user listener); an operator not built from a template counts as listening."""
+        """Whether an operator of the chain must hear of every completion at once
+        (`StreamOperator.listens_for_completion`: a user listener, a sink committing its own
+        transactions; not a `CollectSink`, whose transactions the global committer commits); an
+        operator not built from a template counts as listening."""
         for factory in self.operator_factories:
             template = getattr(factory, "template", None)
-            if template is None or \
-                    type(template).notify_checkpoint_complete is not StreamOperator.notify_checkpoint_complete:
+            if template is None or template.listens_for_completion():
                 return True
         return False
 

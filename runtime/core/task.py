@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -152,7 +152,11 @@ class Task:
         )
         self.chain = OperatorChain(vertex, self.context)
         self.writer = RecordWriter(graph, vertex, subtask, self.chain.output_name)
-        self.checkpoints = SubtaskCheckpointCoordinator(task_id, ports, clock)
+        #: control calls between this task and the coordinator, by kind: received ("trigger",
+        #: "complete", "complete_final", "abort") and sent ("ack", "decline"); what a checkpoint
+        #: costs in calls (`JobMetrics.control_calls`)
+        self.control_calls: Counter[str] = Counter()
+        self.checkpoints = SubtaskCheckpointCoordinator(task_id, ports, clock, self.control_calls)
         #: the newest checkpoint this task knows completed, put into the barriers it emits; a task
         #: without a completion listener learns of completions from barriers (or its trigger)
         #: instead of notifications (`runtime.jobmaster.completions`)
@@ -465,12 +469,13 @@ class Task:
         twice). One for an older id arrived late, after a newer checkpoint's barrier left: its
         barrier could never align downstream, so it is declined.
         """
+        self.control_calls["trigger"] += 1
         if completed is not None and completed > self.completed_id:
             self._learn_completion(completed)
         latest = self.checkpoints.latest_checkpoint_id
         if checkpoint_id <= latest:
             if checkpoint_id < latest:
-                self.ports.decline(self.task_id, checkpoint_id, CheckpointFailureReason.DECLINED)
+                self.checkpoints.decline(checkpoint_id, CheckpointFailureReason.DECLINED)
             return
         if self.state is TaskState.FINISHED:
             # A source that already ended (its own final checkpoint completed) still takes part
@@ -534,7 +539,7 @@ class Task:
         self.writer.cancel_checkpoint(checkpoint_id)
         self.checkpoints.cancel(checkpoint_id)
         if reason is not CheckpointFailureReason.CANCELLED:
-            self.ports.decline(self.task_id, checkpoint_id, reason)
+            self.checkpoints.decline(checkpoint_id, reason)
 
     def add_input_channel_state(self, checkpoint_id: int, channel: int, buffers: Sequence[Buffer]) -> None:
         self.checkpoints.add_input_channel_state(checkpoint_id, channel, buffers)
@@ -580,8 +585,13 @@ class Task:
     # ------------------------------------------------------------------ notifications
 
     def notify_checkpoint_complete(self, checkpoint_id: int, *, final: bool = False) -> None:
-        """Checkpoint `checkpoint_id` completed. `final`: it is the job's final checkpoint
-        (triggered after every source finished), so a source waiting for it may end its output."""
+        """Checkpoint `checkpoint_id` completed (the coordinator's call). `final`: it is the job's
+        final checkpoint (triggered after every source finished), so a source waiting for it may
+        end its output."""
+        self.control_calls["complete_final" if final else "complete"] += 1
+        self._completed(checkpoint_id, final)
+
+    def _completed(self, checkpoint_id: int, final: bool = False) -> None:
         self.completed_id = max(self.completed_id, checkpoint_id)
         self.chain.notify_checkpoint_complete(checkpoint_id)
         self.checkpoints.completed(checkpoint_id)
@@ -590,10 +600,11 @@ class Task:
 
     def _learn_completion(self, checkpoint_id: int) -> None:
         """`checkpoint_id` completed, learned from a barrier or a trigger instead of a notification."""
-        self.notify_checkpoint_complete(checkpoint_id)
+        self._completed(checkpoint_id)
         self.ports.completion_learned(self.task_id, checkpoint_id)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        self.control_calls["abort"] += 1
         self.checkpoints.cancel(checkpoint_id)
         self.chain.notify_checkpoint_aborted(checkpoint_id)
 

@@ -97,12 +97,14 @@ class TaskFinal:
     first_created_at: float | None = None
     last_arrival_at: float | None = None
     buffer_size: int | None = None
+    #: the task's control calls by kind (`Task.control_calls`)
+    control_calls: dict[str, int] | None = None
 
     @classmethod
     def of(cls, task_id: Any, task: Task) -> TaskFinal:
         """What `task` reports (wherever it runs: in the simulator, in a task actor)."""
         return cls(task_id, task.keyed_state(), task.latencies, task.first_created_at, task.last_arrival_at,
-                   task.announced_buffer_size)
+                   task.announced_buffer_size, dict(task.control_calls))
 
 
 class JobMaster:
@@ -285,6 +287,8 @@ class JobMaster:
                 final_state.setdefault(final.task_id.vertex, {}).setdefault(name, {}).update(entries)
             if final.buffer_size is not None:
                 metrics.buffer_sizes[str(final.task_id)] = final.buffer_size
+            if final.control_calls is not None:
+                metrics.control_calls[str(final.task_id)] = final.control_calls
             if final.latencies is not None:
                 metrics.latencies.merge(final.latencies)
             metrics.add_task_span(final.first_created_at, final.last_arrival_at)

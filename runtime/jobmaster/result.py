@@ -278,6 +278,11 @@ class JobMetrics:
     #: buffer debloating: per task with inputs, the buffer size (records) it last asked its
     #: senders for (empty without debloating)
     buffer_sizes: dict[str, int] = field(default_factory=dict)
+    #: per task ("vertex[i]"), the control calls between it and the coordinator in its last
+    #: execution attempt, by kind: received "trigger", "complete" (a non-final completion),
+    #: "complete_final", "abort"; sent "ack", "decline" (`Task.control_calls`). Completions a
+    #: task learned from a barrier or trigger are no call and not counted
+    control_calls: dict[str, dict[str, int]] = field(default_factory=dict)
     #: per task ("vertex[i]"), what its steps cost (`runtime.core.task_metrics`; calibration input)
     tasks: dict[str, StepTimes] = field(default_factory=dict)
 
@@ -302,6 +307,17 @@ class JobMetrics:
         if last_arrival_at is not None:
             self.last_arrival_at = (last_arrival_at if self.last_arrival_at is None
                                     else max(self.last_arrival_at, last_arrival_at))
+
+    def calls_per_checkpoint(self, completed: int) -> float | None:
+        """Control calls per completed checkpoint (`completed` of them): every trigger,
+        acknowledgement, decline, abort and non-final completion notification of `control_calls`,
+        plus the one global commit per completed checkpoint (`commit_checkpoint`); the final
+        checkpoint's notifications (one per task, a fixed cost per job) are left out. None when
+        nothing completed or no task reported its calls."""
+        if completed <= 0 or not self.control_calls:
+            return None
+        calls = sum(n for kinds in self.control_calls.values() for kind, n in kinds.items() if kind != "complete_final")
+        return (calls + completed) / completed
 
     def latency_percentile(self, q: float) -> float | None:
         """The `q`-th latency percentile (0-100, nearest rank; within 1 %), None without stamps."""
