@@ -1,7 +1,8 @@
 """Page-view job throughput and latency on an executor, checkpointing aligned vs off.
 
     python -m benchmarks.throughput [--executor ray|sim] [--job udf|vectorised] [--records N]
-                                    [--rate 5000] [--steady-seconds S] [--repeat 3] [--json PATH]
+                                    [--rate 5000] [--steady-seconds S] [--warmup 2] [--repeat 3]
+                                    [--unchained] [--json PATH]
 
 The page-view job, parallelism 2, in two forms (`--job`):
 
@@ -25,8 +26,24 @@ Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` 
   records at end of input, after the last record was counted, so the first figure leaves that
   sink work out for "off" only; `aligned_vs_off_visible` compares like with like.
 * **steady**: the generator paced at `--rate` records/s with checkpoints every 100 ms aligned;
-  p50/p99 end-to-end latency (record read at the source to its arrival at the count/sink task;
-  a due record's wait for its source to wake is not in it: see `build`) and checkpoint durations.
+  p50/p99 end-to-end latency and checkpoint durations. The latency of a record is from the time
+  it was *due* under the rate schedule (`generate(stamp="due")`: record k of a split is due
+  k / (rate / splits) seconds after that split's reader was created, as if an external stream
+  delivered it then) to its arrival at the task holding the count and the sink (before the
+  count runs: `Task._run_chain`, the wall clock of that actor). So it includes the source's own
+  delay in waking up and reading it, the wait for a partly filled buffer (up to the 5 ms
+  `buffer_timeout`), the Ray call and thread hand-offs to the count task, queueing behind earlier
+  buffers and barrier alignment; it excludes the count itself, the sink's staging and the commit
+  (when the output becomes visible: a checkpoint later). Records due in the first `--warmup`
+  seconds (default 2 s) after the earliest due stamp a count task saw are left out
+  (`StreamEnvironment.set_latency_warmup`; counted in `warmup_records`): the schedule runs from the
+  moment each reader is created, so what is due while the actors still start would otherwise read
+  as latency (p99 216–280 ms measured so). A fixed time rather than "until the first checkpoint
+  completed": the runs without checkpoints are measured over the same records, the rule is the one
+  `benchmarks.checkpoint_modes` uses (`measured_since`), and it does not depend on the checkpoint
+  timing being measured. `calls_per_checkpoint`: control calls per completed checkpoint (triggers,
+  acknowledgements, declines, aborts, non-final completion notifications and the one global commit;
+  `JobMetrics.calls_per_checkpoint`). `load_1m`: the machine's load average when the run ended.
 * **CPU per checkpoint** (Ray, unless `--no-cpu`): each repeat also runs the steady job with
   checkpointing off. In both steady runs `benchmarks.process_cpu` samples the CPU of every job
   process (the driver and the raylet's workers: task, coordinator and service actors) every
@@ -48,6 +65,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import time
 from typing import Any
@@ -101,10 +119,11 @@ BUFFER_SIZES = {"udf": 1000, "vectorised": 10_000}
 
 def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_size: int | None = None,
           buffer_timeout: float = 0.005, job: str = "udf", mode: str = "aligned",
-          storage: str | None = None, credits: int = 8, chaining: bool = True) -> Any:
+          storage: str | None = None, credits: int = 8, chaining: bool = True, warmup: float = 0.0) -> Any:
     """The page-view job (`job`: "udf" or "vectorised"); `mode` (with `checkpoints`): "aligned",
     "unaligned" or "at-least-once"; checkpoints in `storage` (None: in memory); `chaining=False`:
-    every operator its own task (8 tasks instead of 4)."""
+    every operator its own task (8 tasks instead of 4). With a `rate` records are stamped when
+    due and the first `warmup` seconds of them are left out of the latencies; without, when read."""
     from checkpoint.modes import parse_mode
     from operators import CollectSink, KeyedProcessFunction
     from runtime import StreamEnvironment
@@ -118,12 +137,10 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
 
     if job not in JOBS:
         raise ValueError(f"job must be one of {JOBS}, got {job!r}")
-    # stamped when read: `stamp="due"` would count a due record's wait for its source too, but the
-    # schedule starts when the source's reader is created, so without a warm-up left out (as
-    # checkpoint_modes does) the actors' start-up would read as latency
-    stamp = "read"
+    stamp = "due" if rate else "read"
     size = buffer_size or BUFFER_SIZES[job]
     env = StreamEnvironment(parallelism=2, buffer_size=size, credits=credits, buffer_timeout=buffer_timeout)
+    env.set_latency_warmup(warmup)
     if not chaining:
         env.disable_chaining()
     if checkpoints:
@@ -164,7 +181,7 @@ CPU_WINDOW = (0.2, 0.9)
 
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
         mode: str = "aligned", buffer_size: int | None = None, credits: int = 8,
-        cpu_of: int | None = None, chaining: bool = True) -> dict[str, Any]:
+        cpu_of: int | None = None, chaining: bool = True, warmup: float = 0.0) -> dict[str, Any]:
     """One run's row; with `cpu_of` (a raylet's PID) and `rate`, also the job's CPU rate over
     `CPU_WINDOW` of the steady input (`cpu_cores`, `cpu_window_s`, `window_checkpoints`)."""
     if cpu_of is not None and not rate:
@@ -172,7 +189,8 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
     sampler = CpuSampler(cpu_of) if cpu_of is not None else contextlib.nullcontext()
     with sampler:
         result, wall = execute(executor, records, checkpoints=checkpoints, rate=rate, job=job, mode=mode,
-                               buffer_size=buffer_size, credits=credits, chaining=chaining)
+                               buffer_size=buffer_size, credits=credits, chaining=chaining,
+                               warmup=warmup if rate else 0.0)
     output = result.output("pv")
     assert len(output) == records, f"{len(output)} records committed, expected {records}"
     counts: dict[str, int] = {}
@@ -210,10 +228,14 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         "visible_records_per_s": visible,
         "latency_p50_ms": _ms(metrics.latency_percentile(50)),
         "latency_p99_ms": _ms(metrics.latency_percentile(99)),
+        "latency_max_ms": _ms(metrics.latencies.max if len(metrics.latencies) else None),
+        "warmup_records": metrics.latency_warmup_records,
         "checkpoints": len(durations),
+        "calls_per_checkpoint": metrics.calls_per_checkpoint(len(durations)),
         "checkpoint_p50_ms": _ms(statistics.median(durations)) if durations else None,
         "alignment_max_ms": _ms(max((c.alignment_time for c in result.completed_checkpoints), default=0.0)),
         "wall_s": wall,
+        "load_1m": os.getloadavg()[0],
         **cpu,
     }
 
@@ -235,6 +257,10 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
 
 
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--executor", default="ray", choices=["ray", "sim"])
@@ -246,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="records per max-rate run (default 400,000, vectorised 4,000,000; a tenth with --quick)")
     parser.add_argument("--rate", type=float, default=5000.0, help="records/s of the steady run (default 5000)")
     add_sized_argument(parser, "--steady-seconds", full=10.0, quick=2.0, type=float, help="length of the steady run, s")
+    parser.add_argument("--warmup", type=float, default=2.0,
+                        help="seconds of due records at the start of a steady run left out of its latencies (default 2)")
     add_sized_argument(parser, "--repeat", full=3, quick=1, help="interleaved repeats; medians are reported")
     parser.add_argument("--no-bound", action="store_true", help="skip the raw Ray bound")
     parser.add_argument("--unchained", action="store_true",
@@ -258,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
 
         ensure_ray()  # one Ray for every run (and the bound), not one per job
     records = args.records or (4_000_000 if args.job == "vectorised" else 400_000) // (10 if args.quick else 1)
+    if not 0 <= args.warmup < args.steady_seconds:
+        parser.error(f"--warmup must be >= 0 and shorter than --steady-seconds ({args.steady_seconds}), "
+                     f"got {args.warmup}")
     kw = {"job": args.job, "buffer_size": args.buffer_size, "credits": args.credits, "chaining": not args.unchained}
     with_bound = args.executor == "ray" and not args.no_bound
     with_cpu = args.executor == "ray" and not args.no_cpu
@@ -281,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             bounds.append(bound_run(records, args.buffer_size or BUFFER_SIZES[args.job], args.credits))
             ratios["aligned_vs_bound"] = aligned_row["records_per_s"] / bounds[-1]["records_per_s"]
         if with_cpu:
-            steady_kw = {"rate": args.rate, "cpu_of": raylet, **kw}
+            steady_kw = {"rate": args.rate, "cpu_of": raylet, "warmup": args.warmup, **kw}
             on_row = run(args.executor, steady_records, checkpoints=True, **steady_kw)
             off_row = run(args.executor, steady_records, checkpoints=False, **steady_kw)
             rows += [on_row, off_row]
@@ -291,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     if with_cpu:
         steady = median_row([r for r in rows if r["run"] == "steady aligned"], "latency_p99_ms")
     else:
-        steady = run(args.executor, steady_records, checkpoints=True, rate=args.rate, **kw)
+        steady = run(args.executor, steady_records, checkpoints=True, rate=args.rate, warmup=args.warmup, **kw)
         rows.append(steady)
 
     def median(run_name: str, column: str = "records_per_s") -> float:
@@ -307,10 +338,18 @@ def main(argv: list[str] | None = None) -> int:
         aligned_v = median("max rate aligned", "visible_records_per_s")
         off_v = median("max rate no checkpoints", "visible_records_per_s")
         summary["aligned_vs_off_visible"] = aligned_v / off_v
+    steady_runs = [r for r in rows if r["run"] == "steady aligned"]
     summary |= {
         "steady_rate": args.rate,
+        "steady_warmup_s": args.warmup,
         "steady_latency_p50_ms": steady["latency_p50_ms"],
         "steady_latency_p99_ms": steady["latency_p99_ms"],
+        # the spread over the repeats: every steady aligned run's figures
+        "steady_latency_p50_ms_runs": [_round(r["latency_p50_ms"]) for r in steady_runs],
+        "steady_latency_p99_ms_runs": [_round(r["latency_p99_ms"]) for r in steady_runs],
+        "calls_per_checkpoint": median_row(steady_runs, "calls_per_checkpoint")["calls_per_checkpoint"]
+        if all(r["calls_per_checkpoint"] is not None for r in steady_runs) else None,
+        "load_1m_runs": [_round(r["load_1m"]) for r in rows],
     }
     if measured := [c for c in costs if c["cpu_per_checkpoint_ms"] is not None]:
         middle = median_row(measured, "cpu_per_checkpoint_ms")  # one repeat's figures, consistent

@@ -202,6 +202,10 @@ class Task:
         #: earliest creation stamp and latest arrival among the stamped records that reached the sink
         self.first_created_at: float | None = None
         self.last_arrival_at: float | None = None
+        #: stamped records left out of `latencies`: stamped within `graph.latency_warmup` seconds
+        #: of `first_created_at`
+        self.latency_warmup_records = 0
+        self._latency_warmup = graph.latency_warmup
         if restore is not None:
             self._restore(restore)
 
@@ -429,18 +433,31 @@ class Task:
             if "created_at" not in data[0]:
                 return
             created = [r["created_at"] for r in data]
+            first = self._stamped_from(min(created))
+            if self._latency_warmup and first < self.first_created_at + self._latency_warmup:  # type: ignore[operator]
+                since = self.first_created_at + self._latency_warmup  # type: ignore[operator]
+                measured = [c for c in created if c >= since]
+                self.latency_warmup_records += len(created) - len(measured)
+                created = measured
             self.latencies.record_many(now - c for c in created)
-            first = min(created)
         elif "created_at" in data.schema.names:
-            stamps = data.column("created_at").to_numpy(zero_copy_only=False)
+            stamps = data.column("created_at").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            first = self._stamped_from(float(stamps.min()))
+            if self._latency_warmup and first < self.first_created_at + self._latency_warmup:  # type: ignore[operator]
+                measured = stamps[stamps >= self.first_created_at + self._latency_warmup]  # type: ignore[operator]
+                self.latency_warmup_records += len(stamps) - len(measured)
+                stamps = measured
             # no Python float per record (this runs for every buffer at a sink)
-            self.latencies.record_array(now - stamps.astype(np.float64, copy=False))
-            first = float(stamps.min())
+            self.latencies.record_array(now - stamps)
         else:
             return
+        self.last_arrival_at = now
+
+    def _stamped_from(self, first: float) -> float:
+        """Widen `first_created_at` to a buffer's earliest stamp `first`; returns it."""
         if self.first_created_at is None or first < self.first_created_at:
             self.first_created_at = first
-        self.last_arrival_at = now
+        return first
 
     def flush(self) -> None:
         """Turn partly filled output buffers into buffers (buffer timeout, before events)."""

@@ -267,6 +267,9 @@ class JobMetrics:
     #: end-to-end latencies of the records that reached a sink task, merged over tasks: exact
     #: count/min/max/mean, percentiles within 1 % (`runtime.core.histogram`); `len()` is the count
     latencies: LatencyHistogram = field(default_factory=LatencyHistogram, repr=False)
+    #: stamped records that reached a sink task within the latency warm-up
+    #: (`StreamEnvironment.set_latency_warmup`): not in `latencies`
+    latency_warmup_records: int = 0
     events: int = 0
     #: earliest `created_at` stamp of a record that reached a sink task (None: no stamps)
     first_created_at: float | None = None
@@ -297,7 +300,7 @@ class JobMetrics:
         if self.first_created_at is None or self.last_arrival_at is None:
             return None
         span = self.last_arrival_at - self.first_created_at
-        return len(self.latencies) / span if span > 0 else None
+        return (len(self.latencies) + self.latency_warmup_records) / span if span > 0 else None
 
     def add_task_span(self, first_created_at: float | None, last_arrival_at: float | None) -> None:
         """Widen the span with one task's (None: that task saw no stamped record)."""
