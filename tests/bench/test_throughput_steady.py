@@ -28,3 +28,19 @@ def test_a_warm_up_as_long_as_the_run_is_refused(capsys) -> None:
     with pytest.raises(SystemExit):
         throughput.main(["--executor", "sim", "--quick", "--steady-seconds", "2", "--warmup", "2"])
     assert "--warmup" in capsys.readouterr().err
+
+
+def test_run_queue_rows_subtract_group_and_leave_out_threads_not_read_twice() -> None:
+    from benchmarks.run_queue import ThreadSample, run_queue_rows
+
+    before = {(1, 10): ThreadSample("TaskActor", "work", 1_000, 2_000, 10),
+              (1, 11): ThreadSample("TaskActor", "work", 0, 0, 0),
+              (2, 20): ThreadSample("other", "x", 0, 0, 0),
+              (3, 30): ThreadSample("TaskActor", "gone", 0, 0, 0)}
+    after = {(1, 10): ThreadSample("TaskActor", "work", 1_000 + 500_000_000, 2_000 + 1_000_000_000, 110),
+             (1, 11): ThreadSample("TaskActor", "work", 500_000_000, 1_000_000_000, 100),
+             (2, 20): ThreadSample("other", "x", 9, 9, 9),
+             (4, 40): ThreadSample("TaskActor", "new", 9, 9, 9)}
+    [row] = run_queue_rows(before, after, 2.0)
+    assert row == {"role": "TaskActor", "thread": "work", "threads": 2, "cpu_cores": 0.5, "wakeups_per_s": 100.0,
+                   "wait_ms_per_wakeup": 10.0, "wait_cores": 1.0}
