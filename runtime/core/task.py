@@ -433,18 +433,19 @@ class Task:
             if "created_at" not in data[0]:
                 return
             created = [r["created_at"] for r in data]
-            first = self._stamped_from(min(created))
-            if self._latency_warmup and first < self.first_created_at + self._latency_warmup:  # type: ignore[operator]
-                since = self.first_created_at + self._latency_warmup  # type: ignore[operator]
+            first = min(created)
+            since = self._measured_since(first)
+            if first < since:  # (only with a warm-up: `since` is the earliest stamp otherwise)
                 measured = [c for c in created if c >= since]
                 self.latency_warmup_records += len(created) - len(measured)
                 created = measured
             self.latencies.record_many(now - c for c in created)
         elif "created_at" in data.schema.names:
             stamps = data.column("created_at").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-            first = self._stamped_from(float(stamps.min()))
-            if self._latency_warmup and first < self.first_created_at + self._latency_warmup:  # type: ignore[operator]
-                measured = stamps[stamps >= self.first_created_at + self._latency_warmup]  # type: ignore[operator]
+            first = float(stamps.min())
+            since = self._measured_since(first)
+            if first < since:
+                measured = stamps[stamps >= since]
                 self.latency_warmup_records += len(stamps) - len(measured)
                 stamps = measured
             # no Python float per record (this runs for every buffer at a sink)
@@ -453,11 +454,12 @@ class Task:
             return
         self.last_arrival_at = now
 
-    def _stamped_from(self, first: float) -> float:
-        """Widen `first_created_at` to a buffer's earliest stamp `first`; returns it."""
+    def _measured_since(self, first: float) -> float:
+        """Widen `first_created_at` to a buffer's earliest stamp `first`; returns the stamp from
+        which records are measured (`graph.latency_warmup` after the earliest one)."""
         if self.first_created_at is None or first < self.first_created_at:
             self.first_created_at = first
-        return first
+        return self.first_created_at + self._latency_warmup
 
     def flush(self) -> None:
         """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
