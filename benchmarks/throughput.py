@@ -1,8 +1,8 @@
 """Page-view job throughput and latency on an executor, checkpointing aligned vs off.
 
     python -m benchmarks.throughput [--executor ray|sim] [--job udf|vectorised] [--records N]
-                                    [--rate 5000] [--steady-seconds S] [--repeat 3] [--json PATH]
-                                    [--slots 1 2]
+                                    [--rate 5000] [--steady-seconds S] [--warmup 2] [--repeat 3]
+                                    [--unchained] [--slots 1 2] [--json PATH]
 
 The page-view job, parallelism 2, in two forms (`--job`):
 
@@ -32,8 +32,26 @@ Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` 
   records at end of input, after the last record was counted, so the first figure leaves that
   sink work out for "off" only; `aligned_vs_off_visible` compares like with like.
 * **steady**: the generator paced at `--rate` records/s with checkpoints every 100 ms aligned;
-  p50/p99 end-to-end latency (record read at the source to its arrival at the count/sink task;
-  a due record's wait for its source to wake is not in it: see `build`) and checkpoint durations.
+  p50/p99 end-to-end latency and checkpoint durations. The latency of a record is from the time
+  it was *due* under the rate schedule (`generate(stamp="due")`: record k of a split is due
+  k / (rate / splits) seconds after that split's reader was created, as if an external stream
+  delivered it then) to its arrival at the task holding the count and the sink (before the
+  count runs: `Task._run_chain`, the wall clock of that actor). So it includes the source's own
+  delay in waking up and reading it, the wait for a partly filled buffer (up to the 5 ms
+  `buffer_timeout`), the Ray call and thread hand-offs to the count task, queueing behind earlier
+  buffers and barrier alignment; it excludes the count itself, the sink's staging and the commit
+  (when the output becomes visible: a checkpoint later). Records due in the first `--warmup`
+  seconds (default 2 s) after the earliest due stamp a count task saw are left out
+  (`StreamEnvironment.set_latency_warmup`; counted in `warmup_records`): the schedule runs from the
+  moment each reader is created, so what is due while the actors still start would otherwise read
+  as latency (p99 216–280 ms measured so). A fixed time rather than "until the first checkpoint
+  completed": the runs without checkpoints are measured over the same records, the rule is the one
+  `benchmarks.checkpoint_modes` uses (`measured_since`), and it does not depend on the checkpoint
+  timing being measured. `messages_per_checkpoint`: control messages per completed checkpoint, counted
+  by the tasks (triggers, acknowledgements, declines, aborts, non-final completion notifications and
+  the one global commit; `JobMetrics.calls_per_checkpoint`, both executors): with one subtask per
+  worker each is one Ray call; with slots the Ray calls are fewer (`calls_per_checkpoint`).
+  `load_1m`: the machine's load average when the run ended.
 * **CPU per checkpoint** (Ray, unless `--no-cpu`): each repeat also runs the steady job with
   checkpointing off. In both steady runs `benchmarks.process_cpu` samples the CPU of every job
   process (the driver and the raylet's workers: task, coordinator and service actors) every
@@ -55,6 +73,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import time
 from typing import Any
@@ -108,10 +127,11 @@ BUFFER_SIZES = {"udf": 1000, "vectorised": 10_000}
 
 def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_size: int | None = None,
           buffer_timeout: float = 0.005, job: str = "udf", mode: str = "aligned",
-          storage: str | None = None, credits: int = 8, chaining: bool = True) -> Any:
+          storage: str | None = None, credits: int = 8, chaining: bool = True, warmup: float = 0.0) -> Any:
     """The page-view job (`job`: "udf" or "vectorised"); `mode` (with `checkpoints`): "aligned",
     "unaligned" or "at-least-once"; checkpoints in `storage` (None: in memory); `chaining=False`:
-    every operator its own task (8 tasks instead of 4)."""
+    every operator its own task (8 tasks instead of 4). With a `rate` records are stamped when
+    due and the first `warmup` seconds of them are left out of the latencies; without, when read."""
     from checkpoint.modes import parse_mode
     from operators import CollectSink, KeyedProcessFunction
     from runtime import StreamEnvironment
@@ -125,12 +145,10 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
 
     if job not in JOBS:
         raise ValueError(f"job must be one of {JOBS}, got {job!r}")
-    # stamped when read: `stamp="due"` would count a due record's wait for its source too, but the
-    # schedule starts when the source's reader is created, so without a warm-up left out (as
-    # checkpoint_modes does) the actors' start-up would read as latency
-    stamp = "read"
+    stamp = "due" if rate else "read"
     size = buffer_size or BUFFER_SIZES[job]
     env = StreamEnvironment(parallelism=2, buffer_size=size, credits=credits, buffer_timeout=buffer_timeout)
+    env.set_latency_warmup(warmup)
     if not chaining:
         env.disable_chaining()
     if checkpoints:
@@ -174,7 +192,8 @@ CPU_WINDOW = (0.2, 0.9)
 
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
         mode: str = "aligned", buffer_size: int | None = None, credits: int = 8,
-        cpu_of: int | None = None, chaining: bool = True, slots: int = 1) -> dict[str, Any]:
+        cpu_of: int | None = None, chaining: bool = True, slots: int = 1,
+        warmup: float = 0.0) -> dict[str, Any]:
     """One run's row; with `cpu_of` (a raylet's PID) and `rate`, also the job's CPU rate over
     `CPU_WINDOW` of the steady input (`cpu_cores`, `cpu_window_s`, `window_checkpoints`)."""
     if cpu_of is not None and not rate:
@@ -182,7 +201,8 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
     sampler = CpuSampler(cpu_of) if cpu_of is not None else contextlib.nullcontext()
     with sampler:
         result, wall = execute(executor, records, checkpoints=checkpoints, rate=rate, job=job, mode=mode,
-                               buffer_size=buffer_size, credits=credits, chaining=chaining, slots=slots)
+                               buffer_size=buffer_size, credits=credits, chaining=chaining, slots=slots,
+                               warmup=warmup if rate else 0.0)
     output = result.output("pv")
     assert len(output) == records, f"{len(output)} records committed, expected {records}"
     counts: dict[str, int] = {}
@@ -222,12 +242,16 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         "visible_records_per_s": visible,
         "latency_p50_ms": _ms(metrics.latency_percentile(50)),
         "latency_p99_ms": _ms(metrics.latency_percentile(99)),
+        "latency_max_ms": _ms(metrics.latencies.max if len(metrics.latencies) else None),
+        "warmup_records": metrics.latency_warmup_records,
         "checkpoints": len(durations),
+        "messages_per_checkpoint": metrics.calls_per_checkpoint(len(durations)),
         "checkpoint_p50_ms": _ms(statistics.median(durations)) if durations else None,
         "alignment_max_ms": _ms(max((c.alignment_time for c in result.completed_checkpoints), default=0.0)),
         "calls_per_checkpoint": (sum(calls.get(k, 0) for k in ("control", "report", "commit")) / len(result.checkpoints)
                                  if calls and result.checkpoints else None),
         "wall_s": wall,
+        "load_1m": os.getloadavg()[0],
         **cpu,
     }
 
@@ -249,6 +273,10 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
 
 
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--executor", default="ray", choices=["ray", "sim"])
@@ -260,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="records per max-rate run (default 400,000, vectorised 4,000,000; a tenth with --quick)")
     parser.add_argument("--rate", type=float, default=5000.0, help="records/s of the steady run (default 5000)")
     add_sized_argument(parser, "--steady-seconds", full=10.0, quick=2.0, type=float, help="length of the steady run, s")
+    parser.add_argument("--warmup", type=float, default=2.0,
+                        help="seconds of due records at the start of a steady run left out of its latencies (default 2)")
     add_sized_argument(parser, "--repeat", full=3, quick=1, help="interleaved repeats; medians are reported")
     parser.add_argument("--no-bound", action="store_true", help="skip the raw Ray bound")
     parser.add_argument("--unchained", action="store_true",
@@ -278,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
 
         ensure_ray()  # one Ray for every run (and the bound), not one per job
     records = args.records or (4_000_000 if args.job == "vectorised" else 400_000) // (10 if args.quick else 1)
+    if not 0 <= args.warmup < args.steady_seconds:
+        parser.error(f"--warmup must be >= 0 and shorter than --steady-seconds ({args.steady_seconds}), "
+                     f"got {args.warmup}")
     kw = {"job": args.job, "buffer_size": args.buffer_size, "credits": args.credits, "chaining": not args.unchained}
     with_bound = args.executor == "ray" and not args.no_bound
     with_cpu = args.executor == "ray" and not args.no_cpu
@@ -305,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             if with_bound:
                 ratios["aligned_vs_bound"] = aligned_row["records_per_s"] / bounds[-1]["records_per_s"]
             if with_cpu:
-                steady_kw = {"rate": args.rate, "cpu_of": raylet, **kw_slots}
+                steady_kw = {"rate": args.rate, "cpu_of": raylet, "warmup": args.warmup, **kw_slots}
                 on_row = run(args.executor, steady_records, checkpoints=True, **steady_kw)
                 off_row = run(args.executor, steady_records, checkpoints=False, **steady_kw)
                 rows += [on_row, off_row]
@@ -315,8 +348,9 @@ def main(argv: list[str] | None = None) -> int:
             per_repeat.append(ratios)
     if not with_cpu:
         for slots in args.slots:
-            rows.append(run(args.executor, steady_records, checkpoints=True, rate=args.rate, **kw, slots=slots))
-    summaries = [_summary(rows, costs, bounds, slots, args.rate) for slots in args.slots]
+            rows.append(run(args.executor, steady_records, checkpoints=True, rate=args.rate, warmup=args.warmup, **kw,
+                            slots=slots))
+    summaries = [_summary(rows, costs, bounds, slots, args.rate, args.warmup) for slots in args.slots]
     summary = summaries[0]
     table = f"{markdown_table(rows)}\n\n{markdown_table(per_repeat)}\n\n{markdown_table(summaries)}"
     print(table)
@@ -327,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: list[dict[str, Any]], slots: int,
-             rate: float) -> dict[str, Any]:
+             rate: float, warmup: float) -> dict[str, Any]:
     """Medians over the repeats of one slots value's runs."""
     rows = [r for r in rows if r["slots"] == slots]
 
@@ -346,10 +380,18 @@ def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: li
         aligned_v = median("max rate aligned", "visible_records_per_s")
         off_v = median("max rate no checkpoints", "visible_records_per_s")
         summary["aligned_vs_off_visible"] = aligned_v / off_v
+    steady_runs = [r for r in rows if r["run"] == "steady aligned"]
     summary |= {
         "steady_rate": rate,
+        "steady_warmup_s": warmup,
         "steady_latency_p50_ms": steady["latency_p50_ms"],
         "steady_latency_p99_ms": steady["latency_p99_ms"],
+        # the spread over the repeats: every steady aligned run's figures
+        "steady_latency_p50_ms_runs": [_round(r["latency_p50_ms"]) for r in steady_runs],
+        "steady_latency_p99_ms_runs": [_round(r["latency_p99_ms"]) for r in steady_runs],
+        "messages_per_checkpoint": median_row(steady_runs, "messages_per_checkpoint")["messages_per_checkpoint"]
+        if steady_runs and all(r["messages_per_checkpoint"] is not None for r in steady_runs) else None,
+        "load_1m_runs": [_round(r["load_1m"]) for r in rows],
     }
     checkpointed = [r for r in rows if r["run"].startswith("steady aligned") and r["calls_per_checkpoint"] is not None]
     if checkpointed:

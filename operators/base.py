@@ -204,6 +204,14 @@ class StreamOperator(abc.ABC):
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
         pass
 
+    def listens_for_completion(self) -> bool:
+        """Whether this operator must hear of every completed checkpoint at once, by a call of its
+        own: any operator overriding `notify_checkpoint_complete` (a user's listener) does. One
+        whose notification only tidies bookkeeping a later completion subsumes may say False: its
+        task then learns non-final completions late, from the next barrier or trigger
+        (`runtime.jobmaster.completions`), and the final checkpoint still by a call."""
+        return type(self).notify_checkpoint_complete is not StreamOperator.notify_checkpoint_complete
+
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:  # noqa: B027
         pass
 

@@ -9,16 +9,22 @@ pending transaction go into the operator state of checkpoint k — the records t
 enter the checkpoint (as with Flink's Kafka sink, whose state holds transaction handles). Only
 when the coordinator says checkpoint k completed (`notify_checkpoint_complete(k)`) are pending
 transactions with checkpoint <= k committed (`ctx.committer.commit`), which deduplicates by
-transaction id — unless the committer `commits_checkpoints` (on Ray: the coordinator commits
-each completed checkpoint for every sink in one call, Flink's global committer); the sink then
-only forgets them.
+transaction id — unless the committer `commits_checkpoints` (both executors: the coordinator
+commits each completed checkpoint for every sink in one call, Flink's global committer); the sink
+then only forgets them. That bookkeeping may happen late, so such a sink is no completion listener
+(`listens_for_completion`): its task learns a non-final completion from the next barrier (or
+trigger), before that barrier's snapshot, instead of by a call of its own
+(`runtime.jobmaster.completions`). Until then its snapshots still name the committed ids as
+pending; whatever restores them commits them again, a no-op by txn id. The final checkpoint is
+still notified by a call, and end of input commits every pending id anyway.
 
 * Abort of k: its pending transaction stays pending; a later completed checkpoint k' > k contains
   it (snapshots include every uncommitted transaction) and commits it.
 * Failure: the task restores the state of the latest completed checkpoint c. Its pending
   transactions all belong to checkpoints <= c, which completed, so `restore_state` commits them
   at once (Flink's recoverAndCommit) from what the external system staged; a commit that already
-  happened is a no-op by txn id. (State written before staging existed carries the records
+  happened (by the global committer, or before a crash the sink had not learned of) is a no-op
+  by txn id. (State written before staging existed carries the records
   themselves; they are committed from the state.)
   Records staged after c are replayed by the sources and staged again, under new ids; the
   executor aborts the failed attempt's stages past c before it redeploys
@@ -108,6 +114,14 @@ class CollectSink(StreamOperator):
             self._pending = [t for t in self._pending if t["checkpoint"] > checkpoint_id]
             if not (self.staged_in_committer and getattr(self.ctx.committer, "commits_checkpoints", False)):
                 self._commit_all(done)
+
+    def listens_for_completion(self) -> bool:
+        """False when the global committer commits this sink's transactions (`staged_in_committer`,
+        and `notify_checkpoint_complete` not overridden): the notification then only forgets
+        pending ids, which may happen late (see the module docstring). A sink committing its own
+        transactions (`staged_in_committer` false: files) listens, so its output is visible at once."""
+        return not self.staged_in_committer or \
+            type(self).notify_checkpoint_complete is not CollectSink.notify_checkpoint_complete
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         """Pending transactions stay pending until a later checkpoint completes."""

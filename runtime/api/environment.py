@@ -67,6 +67,7 @@ from runtime.core.graph import (
     JobGraphError,
     JobVertex,
     OperatorFactory,
+    check_latency_warmup,
     validate_settings,
 )
 from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, PartitionerSpec, Rebalance
@@ -361,6 +362,7 @@ class StreamEnvironment:
         self.restart_strategy: RestartStrategy | None = None
         self.high_availability: HighAvailabilityConfig | None = None
         self.buffer_debloat: BufferDebloatConfig | None = None
+        self.latency_warmup = 0.0
         self.chaining = True
         self._nodes: list[_Node] = []
         self._ids = itertools.count()
@@ -459,6 +461,22 @@ class StreamEnvironment:
                                      min_buffer_size=min_buffer_size)
         config.validate()
         self.buffer_debloat = config
+        return self
+
+    def set_latency_warmup(self, seconds: float) -> StreamEnvironment:
+        """Leave the first `seconds` of records out of the end-to-end latency figures
+        (`JobMetrics.latencies`): a sink task does not measure a record stamped (`created_at`)
+        less than `seconds` after the earliest stamp it saw, and counts it in
+        `JobMetrics.latency_warmup_records` instead. For due-stamped sources
+        (`generate(stamp="due")`), whose schedule runs from the moment each reader is created:
+        the records due while the job is still starting up would otherwise read as latency.
+        0 (the default) measures every record.
+
+        Raises:
+            JobGraphError: `seconds` is not a finite number >= 0.
+        """
+        check_latency_warmup(seconds)
+        self.latency_warmup = float(seconds)
         return self
 
     def set_restart_strategy(self, strategy: RestartStrategy) -> StreamEnvironment:
@@ -716,6 +734,7 @@ class _GraphBuilder:
             restart_strategy=self._restart_strategy(),
             high_availability=env.high_availability,
             buffer_debloat=env.buffer_debloat,
+            latency_warmup=env.latency_warmup,
         )
 
     def _live_nodes(self) -> list[_Node]:

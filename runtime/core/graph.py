@@ -112,12 +112,13 @@ class JobVertex:
 
     @property
     def listens_for_completion(self) -> bool:
-        """Whether an operator of the chain overrides `notify_checkpoint_complete` (a sink that
-        commits, a user listener); an operator not built from a template counts as listening."""
+        """Whether an operator of the chain must hear of every completion at once
+        (`StreamOperator.listens_for_completion`: a user listener, a sink committing its own
+        transactions; not a `CollectSink`, whose transactions the global committer commits); an
+        operator not built from a template counts as listening."""
         for factory in self.operator_factories:
             template = getattr(factory, "template", None)
-            if template is None or \
-                    type(template).notify_checkpoint_complete is not StreamOperator.notify_checkpoint_complete:
+            if template is None or template.listens_for_completion():
                 return True
         return False
 
@@ -184,6 +185,9 @@ class JobGraph:
     high_availability: Any = None
     #: `runtime.core.debloat.BufferDebloatConfig`, or None (buffers keep `buffer_size`)
     buffer_debloat: Any = None
+    #: seconds of stamps a sink task leaves out of its latency histogram, from the earliest
+    #: `created_at` it saw (`StreamEnvironment.set_latency_warmup`; 0: every record)
+    latency_warmup: float = 0.0
 
     def __post_init__(self) -> None:
         validate_settings(
@@ -193,6 +197,7 @@ class JobGraph:
             buffer_timeout=self.buffer_timeout,
             credits=self.credits,
         )
+        check_latency_warmup(self.latency_warmup)
         if not isinstance(self.job_name, str) or not self.job_name:
             raise JobGraphError(f"job_name must be a non-empty string, got {self.job_name!r}")
         self._by_name: dict[str, JobVertex] = {}
@@ -400,6 +405,12 @@ def _check_int(what: str, value: Any, low: int, high: int | None = None) -> None
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise JobGraphError(f"{what} must be an integer {allowed}, got {value!r}")
+
+
+def check_latency_warmup(seconds: float) -> None:
+    """Raises: JobGraphError: `seconds` is not a finite number >= 0."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds < float("inf"):
+        raise JobGraphError(f"latency_warmup must be a finite number >= 0 (seconds), got {seconds!r}")
 
 
 def validate_settings(

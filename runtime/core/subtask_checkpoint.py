@@ -11,6 +11,7 @@ the write is reported back as discarded. Pure: no I/O, time from the injected cl
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -121,10 +122,12 @@ class InFlightSnapshot:
 class SubtaskCheckpointCoordinator:
     """The snapshots of one task between its synchronous part and its acknowledgement."""
 
-    def __init__(self, task_id: TaskId, ports: TaskPorts, clock: Clock) -> None:
+    def __init__(self, task_id: TaskId, ports: TaskPorts, clock: Clock, calls: Counter[str] | None = None) -> None:
         self.task_id = task_id
         self.ports = ports
         self.clock = clock
+        #: control calls this task took part in, by kind (the task's `control_calls`)
+        self.calls: Counter[str] = calls if calls is not None else Counter()
         self.in_flight: dict[int, InFlightSnapshot] = {}
         self._cancelled: set[int] = set()
         #: checkpoint id -> bytes of input processed while its barriers were being collected
@@ -177,6 +180,7 @@ class SubtaskCheckpointCoordinator:
         snap = entry.snapshot
         state_bytes = sum(h.length or h.size for hs in handles.values() for h in hs)
         first = snap.stats.first_barrier_at if snap.stats.first_barrier_at is not None else snap.sync_time
+        self.calls["ack"] += 1
         self.ports.acknowledge(
             TaskAcknowledgement(
                 task_id=self.task_id,
@@ -202,7 +206,12 @@ class SubtaskCheckpointCoordinator:
         entry = self.in_flight.pop(checkpoint_id, None)
         if entry is None or checkpoint_id in self._cancelled:
             return
-        self.ports.decline(self.task_id, checkpoint_id, CheckpointFailureReason.STORAGE_FAILURE)
+        self.decline(checkpoint_id, CheckpointFailureReason.STORAGE_FAILURE)
+
+    def decline(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        """Tell the coordinator this task declines `checkpoint_id`."""
+        self.calls["decline"] += 1
+        self.ports.decline(self.task_id, checkpoint_id, reason)
 
     def cancel(self, checkpoint_id: int) -> None:
         self._cancelled.add(checkpoint_id)

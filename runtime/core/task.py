@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -153,7 +153,11 @@ class Task:
         )
         self.chain = OperatorChain(vertex, self.context)
         self.writer = RecordWriter(graph, vertex, subtask, self.chain.output_name)
-        self.checkpoints = SubtaskCheckpointCoordinator(task_id, ports, clock)
+        #: control calls between this task and the coordinator, by kind: received ("trigger",
+        #: "complete", "complete_final", "abort") and sent ("ack", "decline"); what a checkpoint
+        #: costs in calls (`JobMetrics.control_calls`)
+        self.control_calls: Counter[str] = Counter()
+        self.checkpoints = SubtaskCheckpointCoordinator(task_id, ports, clock, self.control_calls)
         #: the newest checkpoint this task knows completed, put into the barriers it emits; a task
         #: without a completion listener learns of completions from barriers (or its trigger)
         #: instead of notifications (`runtime.jobmaster.completions`)
@@ -199,6 +203,10 @@ class Task:
         #: earliest creation stamp and latest arrival among the stamped records that reached the sink
         self.first_created_at: float | None = None
         self.last_arrival_at: float | None = None
+        #: stamped records left out of `latencies`: stamped within `graph.latency_warmup` seconds
+        #: of `first_created_at`
+        self.latency_warmup_records = 0
+        self._latency_warmup = graph.latency_warmup
         if restore is not None:
             self._restore(restore)
 
@@ -425,20 +433,27 @@ class Task:
         if isinstance(data, list):
             if "created_at" not in data[0]:
                 return
-            # no Python float per record either
             stamps = np.fromiter(map(itemgetter("created_at"), data), dtype=np.float64, count=len(data))
-            self.latencies.record_array(now - stamps)
-            first = float(stamps.min())
         elif "created_at" in data.schema.names:
-            stamps = data.column("created_at").to_numpy(zero_copy_only=False)
-            # no Python float per record (this runs for every buffer at a sink)
-            self.latencies.record_array(now - stamps.astype(np.float64, copy=False))
-            first = float(stamps.min())
+            stamps = data.column("created_at").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
         else:
             return
+        first = float(stamps.min())
+        since = self._measured_since(first)
+        if first < since:  # (only with a warm-up: `since` is the earliest stamp otherwise)
+            measured = stamps[stamps >= since]
+            self.latency_warmup_records += len(stamps) - len(measured)
+            stamps = measured
+        # no Python float per record (this runs for every buffer at a sink)
+        self.latencies.record_array(now - stamps)
+        self.last_arrival_at = now
+
+    def _measured_since(self, first: float) -> float:
+        """Widen `first_created_at` to a buffer's earliest stamp `first`; returns the stamp from
+        which records are measured (`graph.latency_warmup` after the earliest one)."""
         if self.first_created_at is None or first < self.first_created_at:
             self.first_created_at = first
-        self.last_arrival_at = now
+        return self.first_created_at + self._latency_warmup
 
     def flush(self) -> None:
         """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
@@ -467,12 +482,13 @@ class Task:
         twice). One for an older id arrived late, after a newer checkpoint's barrier left: its
         barrier could never align downstream, so it is declined.
         """
+        self.control_calls["trigger"] += 1
         if completed is not None and completed > self.completed_id:
             self._learn_completion(completed)
         latest = self.checkpoints.latest_checkpoint_id
         if checkpoint_id <= latest:
             if checkpoint_id < latest:
-                self.ports.decline(self.task_id, checkpoint_id, CheckpointFailureReason.DECLINED)
+                self.checkpoints.decline(checkpoint_id, CheckpointFailureReason.DECLINED)
             return
         if self.state is TaskState.FINISHED:
             # A source that already ended (its own final checkpoint completed) still takes part
@@ -536,7 +552,7 @@ class Task:
         self.writer.cancel_checkpoint(checkpoint_id)
         self.checkpoints.cancel(checkpoint_id)
         if reason is not CheckpointFailureReason.CANCELLED:
-            self.ports.decline(self.task_id, checkpoint_id, reason)
+            self.checkpoints.decline(checkpoint_id, reason)
 
     def add_input_channel_state(self, checkpoint_id: int, channel: int, buffers: Sequence[Buffer]) -> None:
         self.checkpoints.add_input_channel_state(checkpoint_id, channel, buffers)
@@ -582,8 +598,13 @@ class Task:
     # ------------------------------------------------------------------ notifications
 
     def notify_checkpoint_complete(self, checkpoint_id: int, *, final: bool = False) -> None:
-        """Checkpoint `checkpoint_id` completed. `final`: it is the job's final checkpoint
-        (triggered after every source finished), so a source waiting for it may end its output."""
+        """Checkpoint `checkpoint_id` completed (the coordinator's call). `final`: it is the job's
+        final checkpoint (triggered after every source finished), so a source waiting for it may
+        end its output."""
+        self.control_calls["complete_final" if final else "complete"] += 1
+        self._completed(checkpoint_id, final)
+
+    def _completed(self, checkpoint_id: int, final: bool = False) -> None:
         self.completed_id = max(self.completed_id, checkpoint_id)
         self.chain.notify_checkpoint_complete(checkpoint_id)
         self.checkpoints.completed(checkpoint_id)
@@ -592,10 +613,11 @@ class Task:
 
     def _learn_completion(self, checkpoint_id: int) -> None:
         """`checkpoint_id` completed, learned from a barrier or a trigger instead of a notification."""
-        self.notify_checkpoint_complete(checkpoint_id)
+        self._completed(checkpoint_id)
         self.ports.completion_learned(self.task_id, checkpoint_id)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
+        self.control_calls["abort"] += 1
         self.checkpoints.cancel(checkpoint_id)
         self.chain.notify_checkpoint_aborted(checkpoint_id)
 

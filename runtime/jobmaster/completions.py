@@ -1,9 +1,11 @@
 """Who hears of a completed checkpoint by a call of its own, and how the others learn of it.
 
 Flink tells every task of every completed checkpoint (`notifyCheckpointComplete`). A task whose
-chain has no completion listener (`JobVertex.listens_for_completion`: no sink, no user listener)
-only tidies its bookkeeping on it (forgotten cancellations, the snapshot writer's base for an
-incremental snapshot), so it may learn late, and a later completion subsumes an earlier one:
+chain has no completion listener (`JobVertex.listens_for_completion`: no user listener, no sink
+committing its own transactions) only tidies its bookkeeping on it (forgotten cancellations, the
+snapshot writer's base for an incremental snapshot, a `CollectSink`'s pending transaction ids —
+the coordinator's global committer already committed them), so it may learn late, and a later
+completion subsumes an earlier one:
 
 * a source task learns with its next trigger (`CompletionNotices.take`), and puts the newest
   completion it knows into the barriers it emits (`CheckpointBarrier.completed`);

@@ -97,12 +97,16 @@ class TaskFinal:
     first_created_at: float | None = None
     last_arrival_at: float | None = None
     buffer_size: int | None = None
+    #: the task's control calls by kind (`Task.control_calls`)
+    control_calls: dict[str, int] | None = None
+    #: stamped records its latency warm-up left out (`Task.latency_warmup_records`)
+    latency_warmup_records: int = 0
 
     @classmethod
     def of(cls, task_id: Any, task: Task) -> TaskFinal:
         """What `task` reports (wherever it runs: in the simulator, in a task actor)."""
         return cls(task_id, task.keyed_state(), task.latencies, task.first_created_at, task.last_arrival_at,
-                   task.announced_buffer_size)
+                   task.announced_buffer_size, dict(task.control_calls), task.latency_warmup_records)
 
 
 class JobMaster:
@@ -285,8 +289,11 @@ class JobMaster:
                 final_state.setdefault(final.task_id.vertex, {}).setdefault(name, {}).update(entries)
             if final.buffer_size is not None:
                 metrics.buffer_sizes[str(final.task_id)] = final.buffer_size
+            if final.control_calls is not None:
+                metrics.control_calls[str(final.task_id)] = final.control_calls
             if final.latencies is not None:
                 metrics.latencies.merge(final.latencies)
+            metrics.latency_warmup_records += final.latency_warmup_records
             metrics.add_task_span(final.first_created_at, final.last_arrival_at)
         return JobResult(
             job_name=self.graph.job_name,

@@ -267,6 +267,9 @@ class JobMetrics:
     #: end-to-end latencies of the records that reached a sink task, merged over tasks: exact
     #: count/min/max/mean, percentiles within 1 % (`runtime.core.histogram`); `len()` is the count
     latencies: LatencyHistogram = field(default_factory=LatencyHistogram, repr=False)
+    #: stamped records that reached a sink task within the latency warm-up
+    #: (`StreamEnvironment.set_latency_warmup`): not in `latencies`
+    latency_warmup_records: int = 0
     events: int = 0
     #: earliest `created_at` stamp of a record that reached a sink task (None: no stamps)
     first_created_at: float | None = None
@@ -278,6 +281,11 @@ class JobMetrics:
     #: buffer debloating: per task with inputs, the buffer size (records) it last asked its
     #: senders for (empty without debloating)
     buffer_sizes: dict[str, int] = field(default_factory=dict)
+    #: per task ("vertex[i]"), the control calls between it and the coordinator in its last
+    #: execution attempt, by kind: received "trigger", "complete" (a non-final completion),
+    #: "complete_final", "abort"; sent "ack", "decline" (`Task.control_calls`). Completions a
+    #: task learned from a barrier or trigger are no call and not counted
+    control_calls: dict[str, dict[str, int]] = field(default_factory=dict)
     #: per task ("vertex[i]"), what its steps cost (`runtime.core.task_metrics`; calibration input)
     tasks: dict[str, StepTimes] = field(default_factory=dict)
     #: Ray: calls the coordinator actors sent (`control`: triggers and notifications, batched per
@@ -296,7 +304,7 @@ class JobMetrics:
         if self.first_created_at is None or self.last_arrival_at is None:
             return None
         span = self.last_arrival_at - self.first_created_at
-        return len(self.latencies) / span if span > 0 else None
+        return (len(self.latencies) + self.latency_warmup_records) / span if span > 0 else None
 
     def add_task_span(self, first_created_at: float | None, last_arrival_at: float | None) -> None:
         """Widen the span with one task's (None: that task saw no stamped record)."""
@@ -306,6 +314,17 @@ class JobMetrics:
         if last_arrival_at is not None:
             self.last_arrival_at = (last_arrival_at if self.last_arrival_at is None
                                     else max(self.last_arrival_at, last_arrival_at))
+
+    def calls_per_checkpoint(self, completed: int) -> float | None:
+        """Control calls per completed checkpoint (`completed` of them): every trigger,
+        acknowledgement, decline, abort and non-final completion notification of `control_calls`,
+        plus the one global commit per completed checkpoint (`commit_checkpoint`); the final
+        checkpoint's notifications (one per task, a fixed cost per job) are left out. None when
+        nothing completed or no task reported its calls."""
+        if completed <= 0 or not self.control_calls:
+            return None
+        calls = sum(n for kinds in self.control_calls.values() for kind, n in kinds.items() if kind != "complete_final")
+        return (calls + completed) / completed
 
     def latency_percentile(self, q: float) -> float | None:
         """The `q`-th latency percentile (0-100, nearest rank; within 1 %), None without stamps."""

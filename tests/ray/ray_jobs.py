@@ -26,11 +26,19 @@ def to_app(record: dict[str, Any]) -> dict[str, Any]:
     return {"app": record["app"]}
 
 
+class ListeningSink(CollectSink):
+    """A user's sink that acts on every completion itself: it listens for completions."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        super().notify_checkpoint_complete(checkpoint_id)
+
+
 def pageview_env(rows: list[dict[str, Any]], *, mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE,
                  interval: float = 0.05, attempts: int | None = 10, fn: Any = to_app, buffer_size: int = 64,
-                 storage: str | None = None, unaligned: bool = False) -> StreamEnvironment:
+                 storage: str | None = None, unaligned: bool = False,
+                 sink: CollectSink | None = None) -> StreamEnvironment:
     """The seed-003 page-view job: source -> map to app -> keyBy(app) -> count -> sink "pv"
-    (`attempts=None`: the default restart strategy)."""
+    (`attempts=None`: the default restart strategy; `sink`: another sink "pv" than `CollectSink`)."""
     env = StreamEnvironment(parallelism=2, buffer_size=buffer_size, credits=4, buffer_timeout=0.005)
     env.enable_checkpointing(interval=interval, mode=mode, unaligned=unaligned, tolerable_failures=1000,
                              storage=storage)
@@ -41,7 +49,7 @@ def pageview_env(rows: list[dict[str, Any]], *, mode: CheckpointingMode = Checkp
         .map(fn, name="to-app")
         .key_by("app")
         .process(CountPerKey("app"), name="count")
-        .sink_to(CollectSink("pv"))
+        .sink_to(sink if sink is not None else CollectSink("pv"))
     )
     return env
 

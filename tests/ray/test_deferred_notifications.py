@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from ray_jobs import pageview_env, pageview_rows, unstageable_env
+from ray_jobs import ListeningSink, pageview_env, pageview_rows, unstageable_env
 
 from checkpoint.handles import TaskAcknowledgement
 from checkpoint.reasons import CheckpointFailureReason
@@ -75,10 +75,12 @@ def _deferred(graph: Any) -> set[Any]:
 
 def test_tasks_without_a_listener_are_the_ones_not_called() -> None:
     graph = pageview_env(ROWS).get_job_graph("pv")
-    assert _deferred(graph) == set(graph.source_task_ids())  # source -> map: nothing listens
+    assert _deferred(graph) == set(graph.task_ids())  # source -> map, count -> CollectSink: nothing listens
     chained = unstageable_env(ROWS).get_job_graph("chained")  # source -> map -> sink in one task
-    assert chained.source_task_ids() and _deferred(chained) == set(), \
-        "a source chained with a sink must be notified at once: the sink commits on notification"
+    assert chained.source_task_ids() and _deferred(chained) == set(chained.task_ids()), \
+        "a CollectSink's commit is the global committer's: its task learns completions with its triggers"
+    listening = pageview_env(ROWS, sink=ListeningSink("pv")).get_job_graph("listening")
+    assert _deferred(listening) == set(listening.source_task_ids()), "a user's listening sink is told at once"
     source = graph.source_vertices[0].source
     untemplated = JobVertex("odd", 1, 8, source=source, operator_factories=[lambda: None], operator_names=["odd"])
     templated = JobVertex("plain", 1, 8, source=source,
@@ -93,8 +95,8 @@ def test_tasks_without_a_listener_are_the_ones_not_called() -> None:
 
 @pytest.mark.parametrize("chaining", [True, False], ids=["chained", "unchained"])
 def test_sources_learn_of_completions_with_their_next_trigger(tmp_path, chaining: bool) -> None:
-    env = pageview_env(ROWS, interval=0.02)
-    if not chaining:  # source, to-app, count, sink: each its own task; only the sink listens
+    env = pageview_env(ROWS, interval=0.02, sink=ListeningSink("pv"))
+    if not chaining:  # source, to-app, count, sink: each its own task; only the (user's) sink listens
         env.disable_chaining()
     graph = env.get_job_graph("deferred")
     coordinator = CoordinatorActor("deferred", graph, ("uri", str(tmp_path)))

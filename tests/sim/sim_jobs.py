@@ -18,9 +18,10 @@ EXPECTED = multiset([{"app": app, "count": c} for app, n in APPS.items() for c i
 
 
 def pageview(mode: CheckpointingMode, *, unaligned: bool = False, chaining: bool = True,
-             **options: Any) -> StreamEnvironment:
+             sink: CollectSink | None = None, **options: Any) -> StreamEnvironment:
     """The job with checkpoints every 2 ms (`options`: more `enable_checkpointing` options);
-    `chaining=False`: source, to-app, count and sink each their own vertex."""
+    `chaining=False`: source, to-app, count and sink each their own vertex; `sink`: another sink
+    named "pv" than `CollectSink("pv")`."""
     env = StreamEnvironment(parallelism=2, buffer_size=8, credits=2, buffer_timeout=0.001)
     if not chaining:
         env.disable_chaining()
@@ -31,6 +32,6 @@ def pageview(mode: CheckpointingMode, *, unaligned: bool = False, chaining: bool
         .map(lambda r: {"app": r["app"]}, name="to-app")
         .key_by("app")
         .process(CountPerKey("app"), name="count")
-        .sink_to(CollectSink("pv"))
+        .sink_to(sink if sink is not None else CollectSink("pv"))
     )
     return env

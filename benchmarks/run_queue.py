@@ -1,0 +1,151 @@
+"""Where a steady record's latency goes on Ray when the machine is busy: run-queue wait per thread.
+
+    python -m benchmarks.run_queue [--job udf|vectorised] [--rate 5000] [--seconds 14]
+                                   [--start 3] [--window 6] [--json PATH]
+
+Runs the `benchmarks.throughput` steady job (due stamps, 2 s warm-up) with aligned checkpoints
+every 100 ms and without checkpoints. During each run it reads `/proc/<pid>/task/<tid>/schedstat`
+(Linux: nanoseconds on a CPU, nanoseconds runnable but waiting for a core, time slices) of every
+thread of the job's processes (the driver and the raylet's workers) `--start` seconds after its
+four task actors are up (past the 2 s warm-up) and `--window` seconds later, and reports per process role and thread name: CPU cores, wake-ups
+(slices) per second, mean run-queue wait per wake-up and the run-queue wait in cores. A record's
+path wakes several threads in turn (the sender's work thread, Ray's io threads, the receiver's
+main and work threads), each paying the wait for a core, which is what makes the tail on a loaded
+machine. Sampling starts after the actors are up; a process that starts later is left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks import throughput
+from benchmarks.process_cpu import children_of, process_role, raylet_pid
+from benchmarks.report import add_output_arguments, markdown_table, output_of, parse_args
+
+
+@dataclass(frozen=True)
+class ThreadSample:
+    """One thread's schedstat reading."""
+
+    role: str
+    name: str
+    cpu_ns: int
+    wait_ns: int
+    slices: int
+
+
+def read_threads(pids: Iterable[int]) -> dict[tuple[int, int], ThreadSample]:
+    """Every thread of `pids` (those that still exist), keyed by (pid, tid)."""
+    out: dict[tuple[int, int], ThreadSample] = {}
+    for pid in pids:
+        role = process_role(pid)
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    name = f.read().strip()
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    cpu, wait, slices = map(int, f.read().split()[:3])
+            except (OSError, ValueError):
+                continue
+            out[(pid, int(tid))] = ThreadSample(role, name, cpu, wait, slices)
+    return out
+
+
+def run_queue_rows(before: dict[tuple[int, int], ThreadSample], after: dict[tuple[int, int], ThreadSample],
+                   seconds: float) -> list[dict[str, Any]]:
+    """Per (role, thread name), over `seconds` between two readings: threads, CPU cores, wake-ups
+    per second, mean wait per wake-up (ms) and wait in cores; threads not in both are left out.
+    Sorted by wait, largest first."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for key, end in after.items():
+        start = before.get(key)
+        if start is None or end.role == "other":
+            continue
+        group = groups.setdefault((end.role, end.name), [0, 0, 0, 0])
+        group[0] += end.cpu_ns - start.cpu_ns
+        group[1] += end.wait_ns - start.wait_ns
+        group[2] += end.slices - start.slices
+        group[3] += 1
+    rows = [{"role": role, "thread": name, "threads": n, "cpu_cores": cpu / 1e9 / seconds,
+             "wakeups_per_s": slices / seconds, "wait_ms_per_wakeup": wait / 1e6 / slices,
+             "wait_cores": wait / 1e9 / seconds}
+            for (role, name), (cpu, wait, slices, n) in groups.items() if slices > 0]
+    return sorted(rows, key=lambda r: -r["wait_cores"])
+
+
+#: task actors of the (chained) steady job
+TASKS = 4
+
+
+def measure(job: str, checkpoints: bool, rate: float, seconds: float, start: float, window: float,
+            raylet: int) -> dict[str, Any]:
+    """One steady run with its threads read at `start` and `start + window` seconds."""
+    readings: list[tuple[float, dict[tuple[int, int], ThreadSample]]] = []
+
+    def sample() -> None:
+        deadline = time.time() + 60
+        while time.time() < deadline:  # the job's task actors are all up: then past the warm-up
+            roles = [process_role(pid) for pid in children_of(raylet)]
+            if roles.count("TaskActor") >= TASKS:
+                break
+            time.sleep(0.1)
+        time.sleep(start)
+        for _ in range(2):
+            readings.append((time.time(), read_threads(children_of(raylet) + [os.getpid()])))
+            time.sleep(window)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    result, _ = throughput.execute("ray", int(rate * seconds), checkpoints=checkpoints, rate=rate, job=job,
+                                   warmup=2.0)
+    sampler.join()
+    if len(readings) < 2:
+        raise RuntimeError(f"the run ended before the second reading: make --seconds ({seconds}) longer "
+                           f"than --start + --window ({start + window})")
+    (t0, before), (t1, after) = readings
+    metrics = result.metrics
+    return {"job": job, "checkpoints": checkpoints, "load_1m": os.getloadavg()[0],
+            "latency_p50_ms": metrics.latency_percentile(50) * 1e3,
+            "latency_p99_ms": metrics.latency_percentile(99) * 1e3,
+            "threads": run_queue_rows(before, after, t1 - t0)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--job", default="udf", choices=throughput.JOBS)
+    parser.add_argument("--rate", type=float, default=5000.0, help="records/s (default 5000)")
+    parser.add_argument("--seconds", type=float, default=14.0, help="length of each run (default 14)")
+    parser.add_argument("--start", type=float, default=3.0,
+                        help="first reading, s after the task actors are up (default 3)")
+    parser.add_argument("--window", type=float, default=6.0, help="seconds between the readings (default 6)")
+    add_output_arguments(parser, "run_queue", quick_help="shorter runs (8 s, readings 3 s apart)")
+    args = parse_args(parser, argv)
+    if args.quick:
+        args.seconds, args.start, args.window = 8.0, 2.5, 3.0
+    from runtime.ray.cluster import ensure_ray
+
+    ensure_ray()
+    raylet = raylet_pid()
+    runs = [measure(args.job, on, args.rate, args.seconds, args.start, args.window, raylet) for on in (True, False)]
+    tables = []
+    for run in runs:
+        head = {k: v for k, v in run.items() if k != "threads"}
+        tables.append(f"{markdown_table([head])}\n\n{markdown_table(run['threads'][:15])}")
+    table = "\n\n".join(tables)
+    print(table)
+    output_of(args, "run_queue").write({"runs": runs}, table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
