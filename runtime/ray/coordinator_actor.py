@@ -28,8 +28,10 @@ tasks' notifications; the sinks' notifications commit nothing (`RemoteCommitter.
 Its refs count as notifications (`wait_notifications`), and `suspend` waits for them, so a
 failover plans its restore against the committed output as it is.
 
-Notifications on barriers. A task whose chain has no completion listener (no operator
-overriding `notify_checkpoint_complete`: no sink, no user listener) gets no call of its own for a
+Notifications on barriers. A task whose chain has no completion listener
+(`StreamOperator.listens_for_completion`: no `SparkSink`, no user operator or sink overriding
+`notify_checkpoint_complete`; a `CollectSink` is none, the global committer commits its
+transactions) gets no call of its own for a
 non-final completed checkpoint (`runtime.jobmaster.completions`): a source gets the latest one
 with its next trigger and puts it into its barriers, from which downstream tasks take it (Flink,
 too, lets a notification arrive late or be subsumed by a later one). The final checkpoint's
