@@ -9,6 +9,8 @@ here imports neither Ray nor the simulator (and a patched `run_job` is the one c
 from __future__ import annotations
 
 import importlib
+import inspect
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from runtime.core.graph import JobGraph, JobGraphError
@@ -59,3 +61,23 @@ def get_executor(name: str) -> Executor:
         except (ImportError, AttributeError) as exc:
             raise JobGraphError(f"executor {name!r}: cannot load {module_name}:{attribute}: {exc}") from exc
     return entry
+
+
+class ExecutorOptionError(TypeError):
+    """`env.execute(executor=NAME, **options)` got an option that executor does not have (the
+    message names the executor, the option and the options it has)."""
+
+
+def check_options(executor: str, options: Mapping[str, Any], accepting: Callable[..., Any]) -> None:
+    """Refuse `options` that `accepting` (the executor's constructor) takes by no keyword.
+
+    Raises:
+        ExecutorOptionError: naming every unknown option, the executor and its options (an option of
+            another executor, e.g. Ray's `slots_per_worker` on the simulator, is named so too).
+    """
+    params = inspect.signature(accepting).parameters.values()
+    accepted = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self", "graph"}
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise ExecutorOptionError(
+            f"executor {executor!r} has no option {', '.join(unknown)}; its options are: {', '.join(sorted(accepted))}")

@@ -99,6 +99,7 @@ from runtime.jobmaster.faults import (
 )
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster
 from runtime.jobmaster.progress import Phase, progress_figures, reading_phase
+from runtime.jobmaster.registry import check_options
 from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
 from runtime.jobmaster.watchdog import DEFAULT_STALL_TIMEOUT, Progress, ProgressWatchdog, check_timeout
 from runtime.ray.cluster import alive_nodes, ensure_ray
@@ -905,5 +906,7 @@ def run_job(
         checkpoint.io.recovery.HighAvailabilityError: ZooKeeper cannot be reached (within the
             `operation_timeout` of `set_high_availability`; names the hosts).
         runtime.ray.cluster.RayStartError: Ray could not be started or joined.
+        runtime.jobmaster.registry.ExecutorOptionError: an option `RayExecutor` does not have (named).
     """
+    check_options("ray", options, RayExecutor.__init__)
     return RayExecutor(graph, address=address, faults=faults, seed=seed, progress=progress, **options).run()

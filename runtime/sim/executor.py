@@ -71,6 +71,7 @@ from runtime.jobmaster.faults import FaultPlan
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
 from runtime.jobmaster.observer import ExecutionObserver
 from runtime.jobmaster.progress import progress_figures, reading_phase
+from runtime.jobmaster.registry import check_options
 from runtime.jobmaster.restore import restore_latest_valid
 from runtime.jobmaster.result import (
     CollectCommitter,
@@ -960,5 +961,10 @@ class SimExecutor(RunsOnJobMaster):
 
 
 def run_job(graph: JobGraph, *, seed: int = 0, faults: FaultPlan | None = None, **options: Any) -> JobResult:
-    """Run `graph` on the simulator (what `env.execute(..., executor="sim")` calls)."""
+    """Run `graph` on the simulator (what `env.execute(..., executor="sim")` calls).
+
+    Raises:
+        runtime.jobmaster.registry.ExecutorOptionError: an option `SimExecutor` does not have (named).
+    """
+    check_options("sim", options, SimExecutor.__init__)
     return SimExecutor(graph, seed=seed, faults=faults, **options).run()
