@@ -368,7 +368,8 @@ def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: li
     def median(run_name: str, column: str = "records_per_s") -> float:
         return median_row([r for r in rows if r["run"] == run_name], column)[column]
 
-    steady = median_row([r for r in rows if r["run"] == "steady aligned"], "latency_p99_ms")
+    steady_runs = [r for r in rows if r["run"] == "steady aligned"]
+    steady = median_row(steady_runs, "latency_p99_ms")
     aligned, off = median("max rate aligned"), median("max rate no checkpoints")
     summary: dict[str, Any] = {
         "slots": slots,
@@ -380,7 +381,6 @@ def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: li
         aligned_v = median("max rate aligned", "visible_records_per_s")
         off_v = median("max rate no checkpoints", "visible_records_per_s")
         summary["aligned_vs_off_visible"] = aligned_v / off_v
-    steady_runs = [r for r in rows if r["run"] == "steady aligned"]
     summary |= {
         "steady_rate": rate,
         "steady_warmup_s": warmup,
@@ -393,7 +393,7 @@ def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: li
         if steady_runs and all(r["messages_per_checkpoint"] is not None for r in steady_runs) else None,
         "load_1m_runs": [_round(r["load_1m"]) for r in rows],
     }
-    checkpointed = [r for r in rows if r["run"].startswith("steady aligned") and r["calls_per_checkpoint"] is not None]
+    checkpointed = [r for r in steady_runs if r["calls_per_checkpoint"] is not None]
     if checkpointed:
         summary["calls_per_checkpoint"] = median_row(checkpointed, "calls_per_checkpoint")["calls_per_checkpoint"]
     if measured := [c for c in costs if c["slots"] == slots and c["cpu_per_checkpoint_ms"] is not None]:
