@@ -64,7 +64,7 @@ from typing import Any
 import ray
 
 from checkpoint.coordinator import CheckpointCoordinator
-from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.handles import TaskId
 from checkpoint.io.cleanup import discard_orphans
 from checkpoint.io.ha_services import create_recovery_factory
 from checkpoint.io.recovery import HighAvailabilityError
@@ -400,21 +400,6 @@ class CoordinatorActor:
                     self.coordinator.receive_decline(*args)
                 else:
                     self.coordinator.source_finished(*args)
-
-    def acknowledge(self, epoch: int, ack: TaskAcknowledgement) -> None:
-        with self._reporting_errors():
-            if epoch == self.epoch:
-                self.coordinator.receive_acknowledge(ack)
-
-    def decline(self, epoch: int, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
-        with self._reporting_errors():
-            if epoch == self.epoch:
-                self.coordinator.receive_decline(task_id, checkpoint_id, reason)
-
-    def source_finished(self, epoch: int, task_id: TaskId) -> None:
-        with self._reporting_errors():
-            if epoch == self.epoch:
-                self.coordinator.source_finished(task_id)
 
     # ------------------------------------------------------------------ CoordinatorGateway
 

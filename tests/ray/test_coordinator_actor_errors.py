@@ -50,7 +50,7 @@ def test_a_timer_callback_that_raises_fails_the_job_over(tmp_path) -> None:
 def test_a_task_report_the_coordinator_rejects_fails_the_job_over(tmp_path) -> None:
     actor = _actor(tmp_path)
     try:
-        actor.source_finished(0, TaskId("count", 0))  # not a source: the coordinator raises ValueError
+        actor.report([("finished", 0, TaskId("count", 0))])  # not a source: the coordinator raises ValueError
         request = actor.status()["fail_request"]
         assert request is not None and "ValueError" in request and "count[0] is not a source task" in request
         actor.deploy(1, {}, False)  # the next attempt starts clean

@@ -110,7 +110,7 @@ def test_sources_learn_of_completions_with_their_next_trigger(tmp_path, chaining
             if checkpoint_id not in acked:
                 acked.add(checkpoint_id)
                 for task in tasks:
-                    coordinator.acknowledge(0, TaskAcknowledgement(task, checkpoint_id))
+                    coordinator.report([("ack", 0, TaskAcknowledgement(task, checkpoint_id))])
         return coordinator.status()["completed"] >= 4
 
     try:
@@ -147,9 +147,9 @@ def test_an_abort_does_not_hand_over_the_completion_a_source_was_not_told(tmp_pa
         _wait(lambda: len(first_source.of("trigger")) >= 2, 5, "two checkpoints in flight")
         (completes, _), (declined, _) = first_source.of("trigger")[:2]
         for task in tasks:  # the first completes while the second is still pending...
-            coordinator.acknowledge(0, TaskAcknowledgement(task, completes))
+            coordinator.report([("ack", 0, TaskAcknowledgement(task, completes))])
         # ...and the second is declined before the next trigger (0.3 s apart) could carry the first
-        coordinator.decline(0, graph.source_task_ids()[0], declined, CheckpointFailureReason.DECLINED)
+        coordinator.report([("decline", 0, graph.source_task_ids()[0], declined, CheckpointFailureReason.DECLINED)])
         _wait(lambda: len(first_source.of("trigger")) >= 3, 5, "the next trigger")
         coordinator.suspend()
         for task in graph.source_task_ids():

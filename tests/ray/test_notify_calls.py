@@ -35,7 +35,7 @@ def test_only_listening_tasks_get_notify_complete_calls(tmp_path, listening: boo
                 if checkpoint_id not in acked:
                     acked.add(checkpoint_id)
                     for task in tasks:
-                        coordinator.acknowledge(0, TaskAcknowledgement(task, checkpoint_id))
+                        coordinator.report([("ack", 0, TaskAcknowledgement(task, checkpoint_id))])
             time.sleep(0.005)
         coordinator.suspend()
         completed = coordinator.status()["completed"]
