@@ -385,11 +385,13 @@ class CoordinatorActor:
 
     # ------------------------------------------------------------------ task-facing
 
-    def report(self, items: list[tuple[Any, ...]]) -> None:
+    def report(self, items: list[tuple[Any, ...]], cause: str = "at once") -> None:
         """A worker's reports, in the order its subtasks made them: ("ack", epoch, ack),
-        ("decline", epoch, task, checkpoint id, reason), ("finished", epoch, task)."""
+        ("decline", epoch, task, checkpoint id, reason), ("finished", epoch, task). `cause` is
+        why the worker sent them now (`WorkerReports`): counted as `report (cause)`."""
         with self._reporting_errors():
             self._calls["report"] += 1
+            self._calls[f"report ({cause})"] += 1
             for kind, epoch, *args in items:
                 if epoch != self.epoch:
                     continue

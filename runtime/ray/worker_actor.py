@@ -81,7 +81,7 @@ class WorkerReports:
             acked.add(ack.task_id)
             if acked >= self._tasks:
                 del self._acked[ack.checkpoint_id]
-                self._flush()
+                self._flush("all acked")
             else:
                 if len(self._acked) > 64:  # ids that never completed here (lost, declined)
                     del self._acked[min(self._acked)]
@@ -92,12 +92,12 @@ class WorkerReports:
                 reason: CheckpointFailureReason) -> None:
         with self._lock:
             self._add(coordinator, epoch, ("decline", epoch, task_id, checkpoint_id, reason))
-            self._flush()
+            self._flush("at once")
 
     def source_finished(self, coordinator: Any, epoch: int, task_id: TaskId) -> None:
         with self._lock:
             self._add(coordinator, epoch, ("finished", epoch, task_id))
-            self._flush()
+            self._flush("at once")
 
     def _add(self, coordinator: Any, epoch: int, item: tuple[Any, ...]) -> None:
         # one coordinator per attempt (a new one means a failover, so a new epoch); each subtask
@@ -109,15 +109,16 @@ class WorkerReports:
 
     def _on_timer(self) -> None:
         self._timer = None
-        self._flush()
+        self._flush("timer")
 
-    def _flush(self) -> None:
+    def _flush(self, cause: str) -> None:
+        """Send what is held; `cause` ("all acked", "timer", "at once") is counted by the coordinator."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if self._items:
             items, self._items = self._items, []
-            self._sender.submit(self._coordinator.report.remote, items)
+            self._sender.submit(self._coordinator.report.remote, items, cause)
             self.calls += 1
 
 

@@ -52,7 +52,7 @@ def test_one_worker_keeps_credits_and_sends_one_call_each_way_per_checkpoint(ray
     source runs out of credits (4 per channel) and waits; were the in-process channel to ignore
     credits, the map would hold much more of its input. The coordinator actor counts its calls: a
     checkpoint's two triggers go in one call, the two sinks' notifications in one, and the eight
-    acknowledgements in one report."""
+    acknowledgements in one report (unless a held one waited `ACK_FLUSH_DELAY`)."""
     rows = pageview_rows(800)
     env = pageview_env(rows, fn=slow_to_app, buffer_size=8).disable_chaining()
     result = env.execute("one-worker", executor="ray", slots_per_worker=8)
@@ -64,10 +64,16 @@ def test_one_worker_keeps_credits_and_sends_one_call_each_way_per_checkpoint(ray
     calls = result.metrics.coordinator_calls
     completed = len(result.completed_checkpoints)
     assert completed >= 3, result.checkpoints
-    # every task acknowledged every completed checkpoint; all eight in one report call (more calls
-    # only when a held acknowledgement waited `ACK_FLUSH_DELAY`, and for "finished" reports)
+    # every task acknowledged every completed checkpoint; the eighth acknowledgement of a checkpoint
+    # sends the report ("all acked"): exactly one such call per checkpoint all eight acknowledged.
+    # Every other call is accounted for: the two sources' "finished" reports, and held
+    # acknowledgements that waited `ACK_FLUSH_DELAY` ("timer": how many depends on the machine's
+    # load, so it is not bounded here; `test_slots_unit` checks the timer itself).
     assert calls["acks"] >= 8 * completed, calls
-    assert calls["report"] <= calls["acks"] / 4, calls
+    by_cause = {cause: calls.get(f"report ({cause})", 0) for cause in ("all acked", "timer", "at once")}
+    assert completed <= by_cause["all acked"] <= len(result.checkpoints), calls
+    assert by_cause["at once"] == 2, calls
+    assert calls["report"] == sum(by_cause.values()), calls
     # two triggers in one call, the two sinks' notifications in one call, the final checkpoint's
     # eight notifications in one call
     assert calls["control"] <= 0.6 * calls["control messages"], calls

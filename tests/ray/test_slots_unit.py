@@ -35,10 +35,12 @@ def test_an_invalid_slots_per_worker_is_refused_naming_the_option(bad: Any) -> N
 class _Coordinator:
     def __init__(self) -> None:
         self.calls: list[list[tuple[Any, ...]]] = []
+        self.causes: list[str] = []
         self.report = self
 
-    def remote(self, items: list[tuple[Any, ...]]) -> None:
+    def remote(self, items: list[tuple[Any, ...]], cause: str) -> None:
         self.calls.append(items)
+        self.causes.append(cause)
 
 
 def _wait_for(predicate: Any, timeout: float = 5.0) -> None:
@@ -58,7 +60,7 @@ def test_a_worker_sends_its_subtasks_acknowledgements_of_a_checkpoint_in_one_cal
     reports.ack(coordinator, 3, TaskAcknowledgement(b, 1))  # the set is complete: sent at once
     _wait_for(lambda: len(coordinator.calls) == 1)
     assert [(kind, epoch, ack.task_id) for kind, epoch, ack in coordinator.calls[0]] == [("ack", 3, a), ("ack", 3, b)]
-    assert reports.calls == 1
+    assert reports.calls == 1 and coordinator.causes == ["all acked"]
 
 
 def test_a_held_acknowledgement_goes_after_the_flush_delay_or_with_a_decline(monkeypatch) -> None:
@@ -75,3 +77,4 @@ def test_a_held_acknowledgement_goes_after_the_flush_delay_or_with_a_decline(mon
     reports.ack(coordinator, 1, TaskAcknowledgement(b, 3))  # a new attempt: the old one's held ack is void
     _wait_for(lambda: len(coordinator.calls) == 3)
     assert [(item[1], item[2].task_id) for item in coordinator.calls[2]] == [(1, b)]
+    assert coordinator.causes == ["timer", "at once", "timer"]
