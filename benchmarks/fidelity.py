@@ -48,6 +48,10 @@ SCENARIOS = ("uniform", "skewed", "slow-channel", "backpressure")
 #: row fields compared (`checkpoint_modes.FIELDS` names)
 METRICS = ("throughput", "latency_p50", "latency_p99", "checkpoint_duration_p50", "checkpoint_duration_p99",
            "alignment_time_p50", "persisted_bytes_p50")
+#: seconds of a calibration run (warm-up included): the step-cost fit splits CPU into per step and
+#: per record by least squares, noisy on a few seconds of a low-rate job (the quick latency runs
+#: are 3.5 s; slow-channel's 5,000 rec/s then gave per-record costs 3.5 and 5.5 us in two runs)
+CALIBRATION_SECONDS = 10.0
 #: relative difference under which two modes' measured values count as a tie (not ranked)
 TIE = 0.10
 WITHIN = 0.25
@@ -56,8 +60,11 @@ ZERO = {"persisted_bytes_p50": 1024.0}
 ZERO_MS = 1.0
 
 
-def calibrate_scenario(measure: str, scenario: str, bench: cm.Profile) -> tuple[CostProfile, dict[str, Any]]:
-    """Fit the scenario's profile from its unaligned latency run on `measure`."""
+def calibrate_scenario(measure: str, scenario: str, bench: cm.Profile,
+                       seconds: float | None = None) -> tuple[CostProfile, dict[str, Any]]:
+    """Fit the scenario's profile from its unaligned latency run on `measure`, `seconds` long
+    (None: `CALIBRATION_SECONDS`, or the latency runs' duration if longer)."""
+    bench = replace(bench, duration=max(bench.duration, seconds if seconds is not None else CALIBRATION_SECONDS))
     combo = cm.Combination(measure, scenario, "unaligned", bench.parallelism)
     rate = cm.open_loop_rate(combo, bench)
     records = int(rate * bench.duration)
@@ -71,7 +78,8 @@ def calibrate_scenario(measure: str, scenario: str, bench: cm.Profile) -> tuple[
     cores = len(os.sched_getaffinity(0)) if measure == "ray" else None
     info = {"job": combo.label, "executor": measure, "seconds": round(seconds, 2), "load_average": round(load, 2),
             "cpus": os.cpu_count(), "records_in": result.metrics.records_in}
-    profile = fit_profile(result, graph, cores=cores, calibrated=info, since=cm.measured_since(result, bench.warmup))
+    profile = fit_profile(result, graph, cores=cores, calibrated=info, since=cm.measured_since(result, bench.warmup),
+                          link_delays=cm.link_delays(combo, bench))
     return profile, info
 
 

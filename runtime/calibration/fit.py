@@ -2,9 +2,11 @@
 measured, the same on the simulator and on Ray.
 
 * Steps: per task, least squares of CPU seconds per step against records per step
-  (`StepTimes.fit`); off-CPU time (sleeps, I/O) per record is the step time beyond CPU once
-  the machine's contention (the median elapsed/CPU ratio) is taken out. A vertex gets the
-  (lower) median of its tasks; a task more than `OUTLIER` away from it keeps its own.
+  (`StepTimes.fit`); off-CPU time (sleeps, I/O) per record is the same fit's per-record slope
+  of elapsed time (`StepTimes.fit_wall`) beyond the CPU's, once the machine's contention (the
+  median elapsed/CPU ratio) is taken out. Elapsed time per *step* beyond the CPU (waiting for
+  the GIL or a core, most of a low-rate source's) is contention, not the task's cost. A vertex
+  gets the (lower) median of its tasks; a task more than `OUTLIER` away from it keeps its own.
 * Cores: the CPU the task processes spent outside their steps (Ray: calls, serialisation,
   thread hand-offs and the runtime's own threads; measured as process CPU) comes mostly with
   time, not with steps (a sink task that sends nothing spends as much): per second of the run
@@ -12,10 +14,15 @@ measured, the same on the simulator and on Ray.
 * Transport: from the barrier trace, each barrier's time from its sender's snapshot to its
   arrival at the receiver (`barrier-in`): the uniform distribution with their median and 5th
   percentile. The calibration run takes unaligned checkpoints, whose barriers
-  overtake queued data, so this is the transport and hand-off time, not the queueing.
+  overtake queued data, so this is the transport and hand-off time, not the queueing. A slow
+  link the job declares (`link_delays`, an executor option the prediction applies again) is
+  taken out of its barriers' transits: it is the link's, not the transport's.
 * Control: the sources' start delay (trigger), the acknowledgement's time after the write
   (`end_to_end_duration` less the task's phases), and the coordinator's finalize time (a
-  checkpoint's duration after its last acknowledgement); medians.
+  checkpoint's duration after its last acknowledgement); medians. The control path's CPU per
+  checkpoint: the CPU of its processes (`JobMetrics.service_cpu`: coordinator and committer on
+  Ray) over the run's completed checkpoints. It includes what they spend per second (status
+  polls) and per staged record, so it is an upper bound at the calibration's rate.
 * Snapshots: least squares of `sync_duration` and of `async_duration` against the snapshot's
   size, over every subtask of every completed checkpoint.
 """
@@ -23,10 +30,11 @@ measured, the same on the simulator and on Ray.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from runtime.calibration.profile import CostProfile
+from runtime.core.links import resolve_link_delays
 from runtime.core.task_metrics import StepTimes
 from runtime.sim.costs import StepCost
 
@@ -39,9 +47,9 @@ class CalibrationError(ValueError):
 
 
 def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[str, Any] | None = None,
-                since: float = float("-inf")) -> CostProfile:
+                since: float = float("-inf"), link_delays: Mapping[str, float] | None = None) -> CostProfile:
     """The profile of `result`, a run of `graph` with `trace_barriers=True` and checkpoints
-    (checkpoints triggered before `since` are left out: start-up)."""
+    (checkpoints triggered before `since` are left out: start-up; `link_delays`: the run's)."""
     tasks = result.metrics.tasks
     if not tasks:
         raise CalibrationError(f"job {result.job_name!r}: the run recorded no task steps (metrics.tasks is empty)")
@@ -57,8 +65,9 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
         info["cores_measured"] = cores
         cores = max(1, round(cores - background))
     profile = CostProfile(steps=fit_steps(tasks), cores=cores, calibrated=info)
-    profile.latency_min, profile.latency_max = fit_transport(result.trace, graph, since)
+    profile.latency_min, profile.latency_max = fit_transport(result.trace, graph, since, link_delays)
     profile.trigger_delay, profile.ack_delay, profile.finalize = fit_control(completed, graph)
+    profile.checkpoint_cpu = fit_checkpoint_cpu(result)
     subtasks = [s for c in completed for s in c.subtasks.values()]
     sizes = [s.checkpointed_size for s in subtasks]
     profile.sync_latency, profile.sync_per_byte = fit_line(sizes, [s.sync_duration for s in subtasks])
@@ -78,7 +87,8 @@ def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
             per_step, per_record = max(0.0, per_step), max(0.0, per_record)
             if times.records:
                 per_record = max(0.0, (times.busy - per_step * times.steps) / times.records)
-        wait = max(0.0, times.wall - times.busy * contention) / times.records if times.records else 0.0
+        wait = max(0.0, times.fit_wall()[1] - per_record * contention) if times.records_wall else \
+            (max(0.0, times.wall - times.busy * contention) / times.records if times.records else 0.0)
         own[name] = StepCost(per_step, per_record, wait)
     vertices: dict[str, list[str]] = {}
     for name in own:
@@ -94,8 +104,10 @@ def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
     return steps
 
 
-def fit_transport(trace: Sequence[tuple], graph: Any, since: float = float("-inf")) -> tuple[float, float]:
+def fit_transport(trace: Sequence[tuple], graph: Any, since: float = float("-inf"),
+                  link_delays: Mapping[str, float] | None = None) -> tuple[float, float]:
     """(latency_min, latency_max) of a data call from the barrier trace (see the module doc)."""
+    slow = {str(task): delay for task, delay in resolve_link_delays(link_delays, graph.task_ids()).items()}
     snapshots: dict[tuple[int, str], float] = {}
     arrivals: list[tuple[float, int, str, int]] = []
     for event in trace:
@@ -109,7 +121,7 @@ def fit_transport(trace: Sequence[tuple], graph: Any, since: float = float("-inf
         sender = senders.get((receiver, channel))
         sent = snapshots.get((checkpoint_id, sender)) if sender is not None else None
         if sent is not None and sent >= since and at >= sent:
-            transits.append(at - sent)
+            transits.append(max(0.0, at - sent - slow.get(sender, 0.0)))
     if len(transits) < 5:
         raise CalibrationError(f"the barrier trace holds {len(transits)} barrier transits; calibration needs "
                                "a run with trace_barriers=True and a few checkpoints")
@@ -136,6 +148,12 @@ def fit_control(completed: Sequence[Any], graph: Any) -> tuple[float, float, flo
             latest = max(latest, sub.end_to_end_duration)
         finals.append(max(0.0, checkpoint.duration - latest))
     return _median(triggers), _median(acks), _median(finals)
+
+
+def fit_checkpoint_cpu(result: Any) -> float:
+    """CPU seconds of the control path per completed checkpoint (see the module doc)."""
+    completed = sum(1 for c in result.checkpoints if c.completed)
+    return sum(result.metrics.service_cpu.values()) / completed if completed else 0.0
 
 
 def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:

@@ -79,7 +79,8 @@ def calibrate(env: Any, job_name: str, *, executor: str = "ray", cores: int | No
             "interval": env.checkpoint_config.interval, "records_in": result.metrics.records_in,
             "seconds": round(seconds, 3), "load_average": round(load, 2), "cpus": os.cpu_count()}
     info.update(calibrated or {})
-    return fit_profile(result, graph, cores=cores, calibrated=info, since=since), result
+    return fit_profile(result, graph, cores=cores, calibrated=info, since=since,
+                       link_delays=options.get("link_delays")), result
 
 
 def apply_channels(env: Any, profile: CostProfile) -> Any:

@@ -9,7 +9,7 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
      "steps": {"default": {"per_step": s, "per_record": s, "wait_per_record": s},
                "count[1]": {...}, ...},                  # a task or vertex name -> its own costs
      "transport": {"latency_min": s, "latency_max": s},  # one data call, sender to receiver
-     "control": {"trigger_delay": s, "ack_delay": s, "finalize": s},
+     "control": {"trigger_delay": s, "ack_delay": s, "finalize": s, "checkpoint_cpu": s},
      "snapshot": {"sync_latency": s, "sync_per_byte": s, "write_latency": s, "write_latency_max": s,
                   "write_per_byte": s},                 # write_latency_max 0: every write write_latency
      "channels": {"in_flight_records": n, "buffer_timeout": s}}
@@ -35,7 +35,7 @@ FORMAT = "barrierflow-profile/1"
 #: JSON group -> the `CostProfile` fields it holds (all numbers >= 0)
 GROUPS: dict[str, tuple[str, ...]] = {
     "transport": ("latency_min", "latency_max"),
-    "control": ("trigger_delay", "ack_delay", "finalize"),
+    "control": ("trigger_delay", "ack_delay", "finalize", "checkpoint_cpu"),
     "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_latency_max", "write_per_byte"),
     "channels": ("in_flight_records", "buffer_timeout"),
 }
@@ -59,6 +59,9 @@ class CostProfile:
     #: coordinator time from the last acknowledgement to the completed checkpoint (metadata
     #: write): the simulated coordinator completes at once, so predictions add it to durations
     finalize: float = 0.0
+    #: CPU of the control path (coordinator, committer) per completed checkpoint, taken from the
+    #: cores the tasks share when the checkpoint completes (`CostModel.checkpoint_cpu`)
+    checkpoint_cpu: float = 0.0
     sync_latency: float = 0.0
     sync_per_byte: float = 0.0
     write_latency: float = 0.002
@@ -82,7 +85,7 @@ class CostProfile:
         return CostModel(per_step=default.per_step, per_record=default.per_record,
                          task_costs={k: v for k, v in self.steps.items() if k != "default"},
                          cores=self.cores, sync_latency=self.sync_latency, sync_per_byte=self.sync_per_byte,
-                         **overrides)
+                         checkpoint_cpu=self.checkpoint_cpu, **overrides)
 
     def network(self, **overrides: Any) -> Any:
         """The simulator's `NetworkOptions` of this profile (`overrides`: e.g. `link_delays`)."""

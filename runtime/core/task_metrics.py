@@ -28,6 +28,8 @@ class StepTimes:
     #: sum of records squared and of records x seconds (the least-squares fit)
     records_sq: float = 0.0
     records_busy: float = 0.0
+    #: sum of records x elapsed seconds (the same fit of `wall`)
+    records_wall: float = 0.0
     #: the task's CPU seconds over its life, when measured apart from the steps (None: `busy`)
     cpu: float | None = None
     #: data calls (pushes) the task sent
@@ -46,18 +48,26 @@ class StepTimes:
         self.wall += seconds if wall is None else wall
         self.records_sq += records * records
         self.records_busy += records * seconds
+        self.records_wall += records * (seconds if wall is None else wall)
 
     def fit(self) -> tuple[float, float]:
-        """(seconds per step, seconds per record) by least squares; when every step handled the
+        """(CPU seconds per step, per record) by least squares; when every step handled the
         same number of records the split is unknowable and it all goes to the records."""
+        return self._fit(self.busy, self.records_busy)
+
+    def fit_wall(self) -> tuple[float, float]:
+        """(elapsed seconds per step, per record), the same fit of `wall`."""
+        return self._fit(self.wall, self.records_wall)
+
+    def _fit(self, total: float, records_total: float) -> tuple[float, float]:
         n = self.steps
         if n == 0:
             return 0.0, 0.0
         var = n * self.records_sq - self.records * self.records
         if var <= 1e-9 * max(1.0, n * self.records_sq):
-            return 0.0, (self.busy / self.records if self.records else 0.0)
-        per_record = (n * self.records_busy - self.records * self.busy) / var
-        per_step = (self.busy - per_record * self.records) / n
+            return 0.0, (total / self.records if self.records else 0.0)
+        per_record = (n * records_total - self.records * total) / var
+        per_step = (total - per_record * self.records) / n
         return per_step, per_record
 
     @property

@@ -292,6 +292,10 @@ class JobMetrics:
     #: worker; `commit`) and received (`report`: acknowledgements, batched per worker), and the
     #: messages they carried (`control messages`, `acks`); empty on the simulator
     coordinator_calls: dict[str, int] = field(default_factory=dict)
+    #: CPU seconds of the control-path services, by name: on Ray the processes of the
+    #: coordinator actors ("coordinator") and of the committer service ("committer"); on the
+    #: simulator what `CostModel.checkpoint_cpu` charged ("control"). Calibration input
+    service_cpu: dict[str, float] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:

@@ -56,6 +56,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -95,6 +96,7 @@ class CoordinatorActor:
         self._outbox: dict[int, tuple[Any, list[tuple[TaskId, str, tuple[Any, ...]]]]] = {}
         #: calls sent ("control", "commit") and received ("report"), and messages in them
         self._calls: Counter[str] = Counter()
+        self._cpu_at_start = time.process_time()
         # every timer callback sends what it queued when it returns (`_flush`)
         self._timers = _FlushingTimers(ThreadTimers(self._lock, on_error=self._internal_error), self._flush)
         self.graph = graph
@@ -233,6 +235,10 @@ class CoordinatorActor:
         received (`report` from workers), and the messages they carried."""
         with self._lock:
             return dict(self._calls)
+
+    def process_cpu(self) -> float:
+        """CPU seconds this actor's process spent since it started (every thread)."""
+        return time.process_time() - self._cpu_at_start
 
     # ------------------------------------------------------------------ high availability
 

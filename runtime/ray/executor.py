@@ -226,6 +226,8 @@ class RayExecutor(RunsOnJobMaster):
         self._final_counts: dict[TaskId, dict[str, Any]] = {}
         #: what the coordinator actors of the run sent and received (`CoordinatorActor.call_counts`)
         self.coordinator_calls: dict[str, int] = {}
+        #: CPU seconds of the coordinator actors' and the committer's processes (`JobMetrics.service_cpu`)
+        self.service_cpu: dict[str, float] = {}
         self._dead: set[TaskId] = set()
         #: task name -> node id of its actor (current epoch)
         self.placement: dict[str, str] = {}
@@ -773,8 +775,10 @@ class RayExecutor(RunsOnJobMaster):
                 ray.get(self.coordinator.discard_orphans.remote(), timeout=120)
             except RayError as exc:  # the job succeeded; `barrierflow checkpoints gc` gets the rest
                 log.warning("barrierflow ray: deleting orphan checkpoint files failed: %s", _short(exc))
-        committer, last_commit_at = ray.get(
-            [self.committer.committer.remote(), self.committer.last_commit_at.remote()], timeout=60)
+        committer, last_commit_at, committer_cpu = ray.get(
+            [self.committer.committer.remote(), self.committer.last_commit_at.remote(),
+             self.committer.process_cpu.remote()], timeout=60)
+        self.service_cpu["committer"] = committer_cpu
         history: list[Any] = []
         if self.coordinator is not None:
             if self._coord_ref is not None:  # a status poll in flight may carry completed checkpoints
@@ -792,6 +796,7 @@ class RayExecutor(RunsOnJobMaster):
         metrics.duration = time.time() - self.running_since
         metrics.last_commit_at = last_commit_at
         metrics.coordinator_calls = dict(self.coordinator_calls)
+        metrics.service_cpu = dict(self.service_cpu)
         trace: list[tuple[Any, ...]] = []
         source_now = 0
         for task_id, final in zip(self.task_ids, finals):
@@ -807,10 +812,13 @@ class RayExecutor(RunsOnJobMaster):
             trace=sorted(trace, key=lambda event: event[0]))
 
     def _add_coordinator_calls(self, coordinator: Any) -> None:
-        """Add what `coordinator` sent and received to the run's `coordinator_calls`."""
+        """Add what `coordinator` sent and received to the run's `coordinator_calls`, and its
+        process's CPU to `service_cpu`."""
         with contextlib.suppress(RayError):
-            for key, n in ray.get(coordinator.call_counts.remote(), timeout=10).items():
+            counts, cpu = ray.get([coordinator.call_counts.remote(), coordinator.process_cpu.remote()], timeout=10)
+            for key, n in counts.items():
                 self.coordinator_calls[key] = self.coordinator_calls.get(key, 0) + n
+            self.service_cpu["coordinator"] = self.service_cpu.get("coordinator", 0.0) + cpu
 
     def _land(self, status: dict[str, Any]) -> None:
         """Hand the checkpoints the coordinator completed (with their files, read when they

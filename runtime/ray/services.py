@@ -45,6 +45,7 @@ class CommitterService:
     def __init__(self, committer: CollectCommitter | None = None) -> None:
         self._committer = committer if committer is not None else CollectCommitter()
         self._last_commit_at: float | None = None
+        self._cpu_at_start = time.process_time()
 
     def stage(self, sink: str, transaction_id: str, records: pa.RecordBatch) -> None:
         self._committer.stage(sink, transaction_id, records)
@@ -75,6 +76,10 @@ class CommitterService:
     def last_commit_at(self) -> float | None:
         """Wall time of the latest commit: when the last output became visible."""
         return self._last_commit_at
+
+    def process_cpu(self) -> float:
+        """CPU seconds this actor's process spent since it started (every thread)."""
+        return time.process_time() - self._cpu_at_start
 
     def ping(self) -> bool:
         return True

@@ -132,6 +132,11 @@ class CostModel:
     #: CPU a task spends on a synchronous snapshot: fixed plus per byte of the snapshot
     sync_latency: float = 0.0
     sync_per_byte: float = 0.0
+    #: CPU seconds the control path (on Ray: the coordinator and committer processes) spends per
+    #: completed checkpoint, on the shared `cores` (without them it has a core of its own: no
+    #: effect): charged when the checkpoint completes, so the tasks wait for it as on a real
+    #: machine where it takes a core from the job
+    checkpoint_cpu: float = 0.0
 
     def factor(self, task: TaskId) -> float:
         return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))
@@ -178,6 +183,15 @@ class _Ports:
 
     def completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
         self.sim._completion_learned(task_id, checkpoint_id)
+
+
+class _ControlWork:
+    """CPU work of the control path waiting for a shared core (hashed by identity)."""
+
+    __slots__ = ("cpu",)
+
+    def __init__(self, cpu: float) -> None:
+        self.cpu = cpu
 
 
 class _SimClock:
@@ -595,7 +609,10 @@ class SimExecutor(RunsOnJobMaster):
             task_id = cores.next_waiting()
             if task_id is None:
                 return
-            self._run_task(task_id)  # type: ignore[arg-type]
+            if isinstance(task_id, _ControlWork):
+                self._at(cores.occupy(self.now, task_id.cpu), self._core_freed, self.epoch, "cpu")
+            else:
+                self._run_task(task_id)  # type: ignore[arg-type]
 
     def _flush(self, task_id: TaskId) -> None:
         self._flush_scheduled.discard(task_id)
@@ -798,9 +815,26 @@ class SimExecutor(RunsOnJobMaster):
         if self._doomed is self.coordinator:
             return
         self._trace("completed", completed.checkpoint_id)
+        self._charge_checkpoint_cpu()
         if self.invariants is not None:
             self.invariants.on_completed(completed)
         self.master.checkpoint_completed(completed, self.storage)
+
+    def _charge_checkpoint_cpu(self) -> None:
+        """The control path's CPU for a completed checkpoint (`CostModel.checkpoint_cpu`): it
+        takes a core when one is free, else queues with the ready tasks (FIFO, as they do: a
+        control path busier than its share cannot starve the job)."""
+        cpu = self.costs.checkpoint_cpu
+        if cpu <= 0:
+            return
+        self.metrics.service_cpu["control"] = self.metrics.service_cpu.get("control", 0.0) + cpu
+        cores = self._cores
+        if cores is None:
+            return
+        if cores.free(self.now):
+            self._at(cores.occupy(self.now, cpu), self._core_freed, self.epoch, "cpu")
+        else:
+            cores.wait(_ControlWork(cpu))
 
     def _on_ack(self, epoch: int, ack: TaskAcknowledgement) -> None:
         self._trace_barrier("ack", ack.checkpoint_id, str(ack.task_id))

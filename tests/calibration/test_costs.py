@@ -59,6 +59,21 @@ def test_task_costs_win_over_their_vertex_and_the_default() -> None:
     assert model.step_times(TaskId("map", 0), 10) == pytest.approx((11.0, 0.0))
 
 
+def test_the_control_paths_checkpoint_cpu_takes_a_shared_core() -> None:
+    # max rate on one core: each completed checkpoint's 20 ms of coordinator CPU delays the job (the
+    # job checkpoints every 20 ms: a control path that needs its whole core must not starve the tasks)
+    costs = dict(per_record=2e-5, per_step=1e-4, cores=1)
+    base = run(CostModel(**costs), records=6000, rate=None)
+    charged = run(CostModel(checkpoint_cpu=0.02, **costs), records=6000, rate=None)
+    completed = len(charged.completed_checkpoints)
+    assert completed >= 3 and charged.metrics.service_cpu == {"control": pytest.approx(0.02 * completed)}
+    assert charged.metrics.duration > base.metrics.duration + 0.015 * completed
+    assert sorted(r["n"] for r in charged.output("out")) == sorted(r["n"] for r in base.output("out"))
+    own_core = run(CostModel(checkpoint_cpu=0.02, per_record=2e-5, per_step=1e-4), records=6000, rate=None)
+    assert own_core.metrics.duration == run(CostModel(per_record=2e-5, per_step=1e-4), records=6000,
+                                            rate=None).metrics.duration  # no shared cores: its own
+
+
 def test_sync_snapshot_cpu_and_ack_delay_lengthen_checkpoints() -> None:
     base = run(CostModel(), records=600)
     slower = run(CostModel(sync_latency=0.003), NetworkOptions(ack_delay=0.004), records=600)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.calibration.fit import fit_profile
+from runtime.calibration.fit import fit_profile, fit_steps, fit_transport
 from runtime.calibration.predict import METRICS, calibrate, figures, predict
 from runtime.core.task_metrics import StepTimes
 from runtime.sim.costs import StepCost
 from runtime.sim.executor import CostModel, NetworkOptions
 from tests.calibration.jobs import small_job
 
-KNOWN_COSTS = CostModel(per_step=3e-5, per_record=4e-5, cores=2,
+KNOWN_COSTS = CostModel(per_step=3e-5, per_record=4e-5, cores=2, checkpoint_cpu=0.003,
                         task_costs={"count[1]": StepCost(3e-5, 4e-5, wait_per_record=1e-4)})
 KNOWN_NETWORK = NetworkOptions(delay_min=0.0005, delay_max=0.003, control_delay=0.001, ack_delay=0.002,
                                write_latency=0.004, write_bandwidth=50e6)
@@ -41,6 +41,7 @@ def test_the_fit_recovers_the_known_model(calibrated: tuple) -> None:
     assert profile.write_latency == close(0.004, rel=0.1)
     assert profile.write_per_byte == close(1 / 50e6, rel=0.1)
     assert (profile.sync_latency, profile.sync_per_byte) == (0.0, 0.0)
+    assert profile.checkpoint_cpu == close(0.003, rel=0.1)
 
 
 def test_predicting_the_same_run_reproduces_its_figures(calibrated: tuple) -> None:
@@ -63,6 +64,37 @@ def test_least_squares_splits_step_and_record_costs() -> None:
     for _ in range(3):
         same.add(10, 1e-3)
     assert same.fit() == pytest.approx((0.0, 1e-4))  # unknowable split: all per record
+
+
+def test_off_cpu_time_per_step_is_contention_not_a_cost_per_record() -> None:
+    # a low-rate task whose every step waits 1 ms for the GIL or a core, whatever its records:
+    # charged per record it would cap a max-rate prediction at 1 ms / 3 records per step
+    times = StepTimes()
+    for records in (1, 2, 3, 5, 1, 4):
+        times.add(records, 2e-5 + records * 3e-6, 2e-5 + records * 3e-6 + 1e-3)
+    sleeper = StepTimes()  # sleeps 100 us per record: that is its cost
+    for records in (1, 2, 3, 5, 1, 4):
+        sleeper.add(records, 2e-5 + records * 3e-6, 2e-5 + records * 1.03e-4)
+    typical = {}
+    for name in ("a[0]", "b[0]", "c[0]"):  # no contention: elapsed = CPU
+        typical[name] = StepTimes()
+        typical[name].add(10, 1e-4)
+    steps = fit_steps({"gen[0]": times, "slow[0]": sleeper, **typical})
+    assert steps["gen"].wait_per_record == pytest.approx(0.0, abs=1e-9)
+    assert steps["slow"].wait_per_record == pytest.approx(1e-4, rel=1e-6)
+
+
+def test_a_declared_slow_link_is_not_transport(calibrated: tuple) -> None:
+    _, result = calibrated
+    graph = small_job(records=4000, rate=5000).get_job_graph("known")
+    sender = str(graph.channel_routes()[0].sender)
+    late = [(at + 0.05, *rest) if rest[0] == "barrier-in" and rest[2] != sender and
+            any(str(r.sender) == sender and (str(r.receiver), r.input_channel) == (rest[2], rest[3])
+                for r in graph.channel_routes()) else (at, *rest) for at, *rest in result.trace]
+    assert late != list(result.trace)
+    base = fit_transport(result.trace, graph)
+    assert fit_transport(late, graph)[1] > base[1] + 0.01  # read as transport, the link widens it
+    assert fit_transport(late, graph, link_delays={sender: 0.05}) == pytest.approx(base)
 
 
 def test_cpu_outside_the_steps_takes_from_the_shared_cores(calibrated: tuple) -> None:
