@@ -19,7 +19,10 @@ measured, the same on the simulator and on Ray.
   taken out of its barriers' transits: it is the link's, not the transport's.
 * Control: the sources' start delay (trigger), the acknowledgement's time after the write
   (`end_to_end_duration` less the task's phases), and the coordinator's finalize time (a
-  checkpoint's duration after its last acknowledgement); medians. The control path's CPU per
+  checkpoint's duration after its last acknowledgement); medians; and the trigger and
+  acknowledgement delays' distributions in 5 % steps (a prediction draws from them: on Ray the
+  acknowledgement's tail is long, 8 ms median, up to 60 ms, and a checkpoint waits for its
+  slowest; sources triggered apart make an aligned task wait). The control path's CPU per
   checkpoint: the CPU of its processes (`JobMetrics.service_cpu`: coordinator and committer on
   Ray) over the run's completed checkpoints. It includes what they spend per second (status
   polls) and per staged record, so it is an upper bound at the calibration's rate.
@@ -38,6 +41,8 @@ from runtime.core.links import resolve_link_delays
 from runtime.core.task_metrics import StepTimes
 from runtime.sim.costs import StepCost
 
+#: steps of the trigger and acknowledgement delays' distributions (5 %: 21 points)
+QUANTILE_STEPS = 20
 #: relative distance from its vertex's median at which a task keeps its own step costs
 OUTLIER = 0.25
 
@@ -67,6 +72,7 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     profile = CostProfile(steps=fit_steps(tasks), cores=cores, calibrated=info)
     profile.latency_min, profile.latency_max = fit_transport(result.trace, graph, since, link_delays)
     profile.trigger_delay, profile.ack_delay, profile.finalize = fit_control(completed, graph)
+    profile.trigger_delay_quantiles, profile.ack_delay_quantiles = fit_control_quantiles(completed, graph)
     profile.checkpoint_cpu = fit_checkpoint_cpu(result)
     subtasks = [s for c in completed for s in c.subtasks.values()]
     sizes = [s.checkpointed_size for s in subtasks]
@@ -148,6 +154,23 @@ def fit_control(completed: Sequence[Any], graph: Any) -> tuple[float, float, flo
             latest = max(latest, sub.end_to_end_duration)
         finals.append(max(0.0, checkpoint.duration - latest))
     return _median(triggers), _median(acks), _median(finals)
+
+
+def fit_control_quantiles(completed: Sequence[Any], graph: Any) -> tuple[list[float], list[float]]:
+    """The trigger and acknowledgement delays' (see `fit_control`) 0th..100th percentiles in
+    `QUANTILE_STEPS` steps; a list is empty with fewer delays than steps (too few for a tail)."""
+    sources = {str(t) for v in graph.vertices if v.source is not None for t in v.task_ids()}
+    triggers = [s.start_delay for c in completed for name, s in c.subtasks.items() if name in sources]
+    acks = [max(0.0, s.end_to_end_duration - (s.start_delay + s.alignment_duration + s.sync_duration + s.async_duration))
+            for c in completed for s in c.subtasks.values()]
+    return _quantiles(triggers), _quantiles(acks)
+
+
+def _quantiles(values: list[float]) -> list[float]:
+    if len(values) < QUANTILE_STEPS:
+        return []
+    values = sorted(values)
+    return [_quantile(values, i / QUANTILE_STEPS) for i in range(QUANTILE_STEPS + 1)]
 
 
 def fit_checkpoint_cpu(result: Any) -> float:

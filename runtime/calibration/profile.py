@@ -9,7 +9,8 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
      "steps": {"default": {"per_step": s, "per_record": s, "wait_per_record": s},
                "count[1]": {...}, ...},                  # a task or vertex name -> its own costs
      "transport": {"latency_min": s, "latency_max": s},  # one data call, sender to receiver
-     "control": {"trigger_delay": s, "ack_delay": s, "finalize": s, "checkpoint_cpu": s},
+     "control": {"trigger_delay": s, "trigger_delay_quantiles": [s, ...], "ack_delay": s,
+                 "ack_delay_quantiles": [s, ...], "finalize": s, "checkpoint_cpu": s},
      "snapshot": {"sync_latency": s, "sync_per_byte": s, "write_latency": s, "write_latency_max": s,
                   "write_per_byte": s},                 # write_latency_max 0: every write write_latency
      "channels": {"in_flight_records": n, "buffer_timeout": s}}
@@ -35,11 +36,14 @@ FORMAT = "barrierflow-profile/1"
 #: JSON group -> the `CostProfile` fields it holds (all numbers >= 0)
 GROUPS: dict[str, tuple[str, ...]] = {
     "transport": ("latency_min", "latency_max"),
-    "control": ("trigger_delay", "ack_delay", "finalize", "checkpoint_cpu"),
+    "control": ("trigger_delay", "trigger_delay_quantiles", "ack_delay", "ack_delay_quantiles", "finalize",
+                "checkpoint_cpu"),
     "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_latency_max", "write_per_byte"),
     "channels": ("in_flight_records", "buffer_timeout"),
 }
 STEP_FIELDS = ("per_step", "per_record", "wait_per_record")
+#: fields that hold a list of seconds (ascending) rather than one number
+LIST_FIELDS = frozenset({"trigger_delay_quantiles", "ack_delay_quantiles"})
 
 
 class ProfileError(ValueError):
@@ -56,6 +60,11 @@ class CostProfile:
     latency_max: float = 0.002
     trigger_delay: float = 0.0005
     ack_delay: float = 0.0005
+    #: the acknowledgement delay's 0th..100th percentiles at equal steps (empty: always
+    #: `ack_delay`); a prediction draws each acknowledgement's delay from them
+    ack_delay_quantiles: list[float] = field(default_factory=list)
+    #: the same for a source's trigger delay (empty: always `trigger_delay`)
+    trigger_delay_quantiles: list[float] = field(default_factory=list)
     #: coordinator time from the last acknowledgement to the completed checkpoint (metadata
     #: write): the simulated coordinator completes at once, so predictions add it to durations
     finalize: float = 0.0
@@ -93,6 +102,8 @@ class CostProfile:
 
         return NetworkOptions(delay_min=self.latency_min, delay_max=self.latency_max,
                               control_delay=self.trigger_delay, ack_delay=self.ack_delay,
+                              ack_delay_quantiles=tuple(self.ack_delay_quantiles),
+                              trigger_delay_quantiles=tuple(self.trigger_delay_quantiles),
                               write_latency=self.write_latency,
                               write_latency_max=self.write_latency_max if self.write_latency_max > 0 else None,
                               write_bandwidth=1 / self.write_per_byte if self.write_per_byte > 0 else math.inf,
@@ -104,7 +115,8 @@ class CostProfile:
         doc: dict[str, Any] = {"format": FORMAT, "calibrated": dict(self.calibrated), "cores": self.cores,
                                "steps": {name: {f: getattr(c, f) for f in STEP_FIELDS} for name, c in self.steps.items()}}
         for group, names in GROUPS.items():
-            doc[group] = {name: getattr(self, name) for name in names}
+            doc[group] = {name: list(getattr(self, name)) if name in LIST_FIELDS else getattr(self, name)
+                          for name in names}
         return doc
 
     @classmethod
@@ -127,7 +139,8 @@ class CostProfile:
             for key, value in section.items():
                 if key not in names:
                     raise ProfileError(f"{where}: unknown field '{group}.{key}' (known: {', '.join(names)})")
-                values[key] = _seconds(value, f"{group}.{key}", where)
+                values[key] = _seconds_list(value, f"{group}.{key}", where) if key in LIST_FIELDS \
+                    else _seconds(value, f"{group}.{key}", where)
         cores = doc.get("cores")
         if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int) or cores < 1):
             raise ProfileError(f"{where}: field 'cores': expected a whole number >= 1 or null, got {cores!r}")
@@ -183,3 +196,12 @@ def _seconds(value: Any, name: str, where: str) -> float:
         raise ProfileError(f"{where}: field {name!r}: expected a number >= 0, got {value!r}")
     return float(value)
 
+
+
+def _seconds_list(value: Any, name: str, where: str) -> list[float]:
+    if not isinstance(value, list) or len(value) == 1:
+        raise ProfileError(f"{where}: field {name!r}: expected a list of >= 2 numbers (or an empty list), got {value!r}")
+    seconds = [_seconds(v, name, where) for v in value]
+    if seconds != sorted(seconds):
+        raise ProfileError(f"{where}: field {name!r}: the quantiles must be ascending, got {value!r}")
+    return seconds

@@ -105,6 +105,14 @@ class NetworkOptions:
     write_latency_max: float | None = None
     #: delay of an acknowledgement reaching the coordinator (None: `control_delay`)
     ack_delay: float | None = None
+    #: when given (ascending, the 0th to 100th percentiles at equal steps), each acknowledgement's
+    #: delay is drawn from this distribution (inverse CDF, linear between points) instead of
+    #: `ack_delay`: a real control path's long tail, which a checkpoint waiting for its slowest
+    #: acknowledgement feels in its duration (p50 and p99)
+    ack_delay_quantiles: tuple[float, ...] = ()
+    #: the same for a trigger reaching a source (instead of `control_delay`): sources triggered
+    #: at different times send barriers that arrive apart, which an aligned task waits out
+    trigger_delay_quantiles: tuple[float, ...] = ()
     #: task name ("vertex[i]") or vertex name -> extra seconds on everything it sends on its output
     #: channels (a slow link, `runtime.core.links`)
     link_delays: dict[str, float] = field(default_factory=dict)
@@ -183,6 +191,14 @@ class _Ports:
 
     def completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
         self.sim._completion_learned(task_id, checkpoint_id)
+
+
+def _draw(quantiles: Sequence[float], u: float) -> float:
+    """The value at cumulative probability `u` of the distribution with these quantiles."""
+    position = u * (len(quantiles) - 1)
+    below = min(int(position), len(quantiles) - 1)
+    above = min(below + 1, len(quantiles) - 1)
+    return quantiles[below] + (quantiles[above] - quantiles[below]) * (position - below)
 
 
 class _ControlWork:
@@ -694,8 +710,14 @@ class SimExecutor(RunsOnJobMaster):
         """A control message of `kind` to `task_id` ("ack": from it), as faults let it go."""
         schedule = self.schedule
         effect = schedule.control(kind, task_id) if schedule is not None else None
-        delay = self.network.ack_delay if kind == "ack" and self.network.ack_delay is not None \
-            else self.network.control_delay
+        if kind == "ack" and self.network.ack_delay_quantiles:  # drawn only then: other runs replay as before
+            delay = _draw(self.network.ack_delay_quantiles, self.rng.random())
+        elif kind == "trigger" and self.network.trigger_delay_quantiles:
+            delay = _draw(self.network.trigger_delay_quantiles, self.rng.random())
+        elif kind == "ack" and self.network.ack_delay is not None:
+            delay = self.network.ack_delay
+        else:
+            delay = self.network.control_delay
         if effect is None or not effect.faults:
             self._at(self.now + delay, fn, epoch, "control")
             return

@@ -83,6 +83,30 @@ def test_sync_snapshot_cpu_and_ack_delay_lengthen_checkpoints() -> None:
     assert slower_durations[len(slower_durations) // 2] > median + 0.005  # 3 ms sync + 3.5 ms more ack
 
 
+def test_ack_delays_drawn_from_quantiles_give_checkpoints_a_tail() -> None:
+    # 90 % of acknowledgements take 2-4 ms, the rest up to 40 ms (a control path's long tail)
+    tail = NetworkOptions(ack_delay_quantiles=(0.002, 0.0025, 0.003, 0.0035, 0.004, 0.004, 0.004, 0.004, 0.004, 0.004,
+                                               0.04))
+    fixed = run(CostModel(), NetworkOptions(ack_delay=0.003), records=3000)
+    drawn = run(CostModel(), tail, records=3000)
+    fixed_durations = sorted(c.duration for c in fixed.completed_checkpoints)
+    durations = sorted(c.duration for c in drawn.completed_checkpoints)
+    assert len(durations) >= 20
+    assert max(durations) > max(fixed_durations) + 0.02  # some checkpoint waited for a slow acknowledgement
+    assert max(durations) < max(fixed_durations) + 0.045  # never beyond the distribution's top
+    assert sorted(r["n"] for r in drawn.output("out")) == sorted(r["n"] for r in fixed.output("out"))
+
+
+def test_trigger_delays_drawn_from_quantiles_make_aligned_tasks_wait() -> None:
+    # sources triggered up to 10 ms apart: their barriers arrive apart, the aligned count waits
+    fixed = run(CostModel(), NetworkOptions(control_delay=0.001), records=3000, unaligned=False)
+    apart = run(CostModel(), NetworkOptions(control_delay=0.001, trigger_delay_quantiles=(0.001, 0.011)),
+                records=3000, unaligned=False)
+    assert _median(c.alignment_time for c in apart.completed_checkpoints) > \
+        _median(c.alignment_time for c in fixed.completed_checkpoints) + 0.002
+    assert max(c.alignment_time for c in apart.completed_checkpoints) < 0.011 + 0.003  # the spread and a transport's
+
+
 def test_write_latency_spread_draws_each_write_within_its_bounds() -> None:
     fixed = run(CostModel(), NetworkOptions(write_latency=0.004), records=600)
     spread = run(CostModel(), NetworkOptions(write_latency=0.004, write_latency_max=0.03), records=600)

@@ -42,6 +42,11 @@ def test_the_fit_recovers_the_known_model(calibrated: tuple) -> None:
     assert profile.write_per_byte == close(1 / 50e6, rel=0.1)
     assert (profile.sync_latency, profile.sync_per_byte) == (0.0, 0.0)
     assert profile.checkpoint_cpu == close(0.003, rel=0.1)
+    assert len(profile.ack_delay_quantiles) == 21  # the simulator's fixed 2 ms: no spread
+    assert profile.ack_delay_quantiles[0] == close(0.002, rel=0.1) and profile.ack_delay_quantiles[-1] == close(0.002, rel=0.1)
+    assert len(profile.trigger_delay_quantiles) == 21  # and its fixed 1 ms trigger delay
+    assert profile.trigger_delay_quantiles[0] == close(0.001, rel=0.1)
+    assert profile.trigger_delay_quantiles[-1] == close(0.001, rel=0.1)
 
 
 def test_predicting_the_same_run_reproduces_its_figures(calibrated: tuple) -> None:

@@ -16,6 +16,8 @@ def sample() -> CostProfile:
                        cores=2, latency_min=1e-4, latency_max=3e-3, trigger_delay=4e-3, ack_delay=5e-3,
                        finalize=6e-3, sync_latency=7e-4, sync_per_byte=1e-9, write_latency=2e-3,
                        write_latency_max=9e-3, write_per_byte=1e-8, in_flight_records=5000.0, buffer_timeout=0.1,
+                       checkpoint_cpu=0.02, ack_delay_quantiles=[1e-3, 4e-3, 6e-2],
+                       trigger_delay_quantiles=[2e-3, 3e-3],
                        calibrated={"job": "x:y"})
 
 
@@ -27,15 +29,20 @@ def test_round_trip_through_a_file(tmp_path: Path) -> None:
     assert doc["transport"] == {"latency_min": 1e-4, "latency_max": 3e-3}
     assert doc["steps"]["count[1]"]["wait_per_record"] == 3e-4
     assert doc["channels"] == {"in_flight_records": 5000.0, "buffer_timeout": 0.1}
+    assert doc["control"]["ack_delay_quantiles"] == [1e-3, 4e-3, 6e-2] and doc["control"]["checkpoint_cpu"] == 0.02
 
 
 def test_a_profile_without_the_newer_groups_reads_with_them_off() -> None:
     doc = sample().to_json()
     del doc["channels"]
     del doc["snapshot"]["write_latency_max"]
+    for newer in ("ack_delay_quantiles", "trigger_delay_quantiles", "checkpoint_cpu"):
+        del doc["control"][newer]
     profile = CostProfile.from_json(doc)
     assert (profile.in_flight_records, profile.buffer_timeout, profile.write_latency_max) == (0.0, 0.0, 0.0)
+    assert (profile.checkpoint_cpu, profile.ack_delay_quantiles, profile.trigger_delay_quantiles) == (0.0, [], [])
     assert profile.network().write_latency_max is None  # every write takes write_latency
+    assert profile.network().ack_delay_quantiles == ()  # every acknowledgement takes ack_delay
 
 
 def test_simulator_terms() -> None:
@@ -48,6 +55,9 @@ def test_simulator_terms() -> None:
     assert network.write_bandwidth == pytest.approx(1e8)
     assert (network.write_latency, network.write_latency_max) == (2e-3, 9e-3)
     assert network.link_delays == {"a": 1.0}
+    assert network.ack_delay_quantiles == (1e-3, 4e-3, 6e-2)
+    assert network.trigger_delay_quantiles == (2e-3, 3e-3)
+    assert costs.checkpoint_cpu == 0.02
 
 
 @pytest.mark.parametrize(("edit", "message"), [
@@ -62,6 +72,10 @@ def test_simulator_terms() -> None:
     (lambda d: d.update(format="other/2"), "field 'format'"),
     (lambda d: d["snapshot"].update(write_latency_max=1e-3), "'snapshot.write_latency_max' (0.001) is below"),
     (lambda d: d["channels"].update(in_flight_records=-5), "'channels.in_flight_records': expected a number >= 0"),
+    (lambda d: d["control"].update(ack_delay_quantiles=[0.01, 0.002]), "'control.ack_delay_quantiles': the quantiles "
+                                                                       "must be ascending"),
+    (lambda d: d["control"].update(ack_delay_quantiles=0.01), "'control.ack_delay_quantiles': expected a list"),
+    (lambda d: d["control"].update(ack_delay_quantiles=[0.001, "x"]), "'control.ack_delay_quantiles': expected a number"),
 ])
 def test_bad_fields_are_named_with_the_file(tmp_path: Path, edit: object, message: str) -> None:
     doc = sample().to_json()
