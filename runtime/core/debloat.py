@@ -134,6 +134,8 @@ class BufferDebloater:
         self._average = float(max_buffer_size)
         #: the size last announced to the senders (records)
         self.buffer_size = max_buffer_size
+        #: the smallest size it announced (`buffer_size` is the latest)
+        self.smallest = max_buffer_size
         self._next_at: float | None = None
 
     def consumed(self, records: int, now: float) -> int | None:
@@ -162,6 +164,7 @@ class BufferDebloater:
         if self._skip(size):
             return None
         self.buffer_size = size
+        self.smallest = min(self.smallest, size)
         return size
 
     def _skip(self, size: int) -> bool:

@@ -291,6 +291,11 @@ class Task:
         """The input buffer size this task asks its senders for (None: no debloating)."""
         return self.debloater.buffer_size if self.debloater is not None else None
 
+    @property
+    def smallest_announced_buffer_size(self) -> int | None:
+        """The smallest input buffer size this task asked for (None: no debloating)."""
+        return self.debloater.smallest if self.debloater is not None else None
+
     def drain_sendable(self) -> list[tuple[int, Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition]]:
         """Pop everything that may be sent now: buffers while credits last, events always
         (an event behind a buffer without credit waits, keeping channel FIFO)."""

@@ -101,12 +101,15 @@ class TaskFinal:
     control_calls: dict[str, int] | None = None
     #: stamped records its latency warm-up left out (`Task.latency_warmup_records`)
     latency_warmup_records: int = 0
+    #: the smallest buffer size it asked for (debloating)
+    smallest_buffer_size: int | None = None
 
     @classmethod
     def of(cls, task_id: Any, task: Task) -> TaskFinal:
         """What `task` reports (wherever it runs: in the simulator, in a task actor)."""
         return cls(task_id, task.keyed_state(), task.latencies, task.first_created_at, task.last_arrival_at,
-                   task.announced_buffer_size, dict(task.control_calls), task.latency_warmup_records)
+                   task.announced_buffer_size, dict(task.control_calls), task.latency_warmup_records,
+                   task.smallest_announced_buffer_size)
 
 
 class JobMaster:
@@ -289,6 +292,8 @@ class JobMaster:
                 final_state.setdefault(final.task_id.vertex, {}).setdefault(name, {}).update(entries)
             if final.buffer_size is not None:
                 metrics.buffer_sizes[str(final.task_id)] = final.buffer_size
+            if final.smallest_buffer_size is not None:
+                metrics.smallest_buffer_sizes[str(final.task_id)] = final.smallest_buffer_size
             if final.control_calls is not None:
                 metrics.control_calls[str(final.task_id)] = final.control_calls
             if final.latencies is not None:

@@ -281,6 +281,9 @@ class JobMetrics:
     #: buffer debloating: per task with inputs, the buffer size (records) it last asked its
     #: senders for (empty without debloating)
     buffer_sizes: dict[str, int] = field(default_factory=dict)
+    #: the same tasks: the smallest buffer size each asked for in its last attempt (the latest
+    #: can be the job's own again once a drain made the measured throughput high)
+    smallest_buffer_sizes: dict[str, int] = field(default_factory=dict)
     #: per task ("vertex[i]"), the control calls between it and the coordinator in its last
     #: execution attempt, by kind: received "trigger", "complete" (a non-final completion),
     #: "complete_final", "abort"; sent "ack", "decline" (`Task.control_calls`). Completions a

@@ -47,8 +47,10 @@ def test_exactly_once_with_buffer_debloating_and_a_kill(ray_session) -> None:
     result = env.execute("pv", executor="ray", faults=FaultPlan.of(TaskCrash(task="count[1]", after_records=1500)))
     assert result.restarts == 1, result.failures
     assert multiset(result.output("pv")) == EXPECTED, result.replay
-    assert set(result.metrics.buffer_sizes) == {"count[0]", "count[1]"}
-    assert min(result.metrics.buffer_sizes.values()) < 64  # smaller than the job's buffers
+    assert set(result.metrics.buffer_sizes) == set(result.metrics.smallest_buffer_sizes) == {"count[0]", "count[1]"}
+    # the senders were asked for buffers smaller than the job's (the latest size can be 64 again:
+    # the end-of-input drain measures a high throughput; a full suite run failed on that)
+    assert min(result.metrics.smallest_buffer_sizes.values()) < 64
 
 
 @pytest.mark.ray

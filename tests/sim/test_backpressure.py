@@ -52,6 +52,7 @@ def test_with_buffer_debloating_too(mode: str) -> None:
     assert (check.lost, check.duplicated, check.reordered) == (0, 0, 0), result.replay
     # the slow subtask asked its senders for smaller buffers than the job's 8 records
     assert result.metrics.buffer_sizes["slow-count[1]"] < 8
+    assert result.metrics.smallest_buffer_sizes["slow-count[1]"] <= result.metrics.buffer_sizes["slow-count[1]"]
     assert set(result.metrics.buffer_sizes) == {"slow-count[0]", "slow-count[1]"}
 
 
