@@ -142,8 +142,25 @@ def fit_transport(trace: Sequence[tuple], graph: Any, since: float = float("-inf
 
 def fit_control(completed: Sequence[Any], graph: Any) -> tuple[float, float, float]:
     """(trigger delay, acknowledgement delay, coordinator finalize time), medians."""
+    triggers, acks, finals = control_delays(completed, graph)
+    return _median(triggers), _median(acks), _median(finals)
+
+
+def fit_control_quantiles(completed: Sequence[Any], graph: Any) -> tuple[list[float], list[float]]:
+    """The trigger and acknowledgement delays' 0th..100th percentiles in `QUANTILE_STEPS` steps;
+    a list is empty with fewer delays than steps (too few for a tail)."""
+    triggers, acks, _ = control_delays(completed, graph)
+    return _quantiles(triggers), _quantiles(acks)
+
+
+def control_delays(completed: Sequence[Any], graph: Any) -> tuple[list[float], list[float], list[float]]:
+    """Every source's trigger delay (its start delay), every subtask's acknowledgement delay
+    (`end_to_end_duration` less its phases) and every checkpoint's finalize time (its duration
+    after the last acknowledgement), in seconds."""
     sources = {str(t) for v in graph.vertices if v.source is not None for t in v.task_ids()}
-    triggers, acks, finals = [], [], []
+    triggers: list[float] = []
+    acks: list[float] = []
+    finals: list[float] = []
     for checkpoint in completed:
         latest = 0.0
         for name, sub in checkpoint.subtasks.items():
@@ -153,17 +170,7 @@ def fit_control(completed: Sequence[Any], graph: Any) -> tuple[float, float, flo
             acks.append(max(0.0, sub.end_to_end_duration - phases))
             latest = max(latest, sub.end_to_end_duration)
         finals.append(max(0.0, checkpoint.duration - latest))
-    return _median(triggers), _median(acks), _median(finals)
-
-
-def fit_control_quantiles(completed: Sequence[Any], graph: Any) -> tuple[list[float], list[float]]:
-    """The trigger and acknowledgement delays' (see `fit_control`) 0th..100th percentiles in
-    `QUANTILE_STEPS` steps; a list is empty with fewer delays than steps (too few for a tail)."""
-    sources = {str(t) for v in graph.vertices if v.source is not None for t in v.task_ids()}
-    triggers = [s.start_delay for c in completed for name, s in c.subtasks.items() if name in sources]
-    acks = [max(0.0, s.end_to_end_duration - (s.start_delay + s.alignment_duration + s.sync_duration + s.async_duration))
-            for c in completed for s in c.subtasks.values()]
-    return _quantiles(triggers), _quantiles(acks)
+    return triggers, acks, finals
 
 
 def _quantiles(values: list[float]) -> list[float]:
