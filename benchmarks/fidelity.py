@@ -60,11 +60,10 @@ ZERO = {"persisted_bytes_p50": 1024.0}
 ZERO_MS = 1.0
 
 
-def calibrate_scenario(measure: str, scenario: str, bench: cm.Profile,
-                       seconds: float | None = None) -> tuple[CostProfile, dict[str, Any]]:
-    """Fit the scenario's profile from its unaligned latency run on `measure`, `seconds` long
-    (None: `CALIBRATION_SECONDS`, or the latency runs' duration if longer)."""
-    bench = replace(bench, duration=max(bench.duration, seconds if seconds is not None else CALIBRATION_SECONDS))
+def calibrate_scenario(measure: str, scenario: str, bench: cm.Profile) -> tuple[CostProfile, dict[str, Any]]:
+    """Fit the scenario's profile from its unaligned latency run on `measure`, `CALIBRATION_SECONDS`
+    long (or the latency runs' duration if longer)."""
+    bench = replace(bench, duration=max(bench.duration, CALIBRATION_SECONDS))
     combo = cm.Combination(measure, scenario, "unaligned", bench.parallelism)
     rate = cm.open_loop_rate(combo, bench)
     records = int(rate * bench.duration)

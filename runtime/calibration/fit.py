@@ -39,7 +39,7 @@ from typing import Any
 from runtime.calibration.profile import CostProfile
 from runtime.core.links import resolve_link_delays
 from runtime.core.task_metrics import StepTimes
-from runtime.sim.costs import StepCost
+from runtime.sim.costs import StepCost, quantile
 
 #: steps of the trigger and acknowledgement delays' distributions (5 %: 21 points)
 QUANTILE_STEPS = 20
@@ -93,8 +93,7 @@ def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
             per_step, per_record = max(0.0, per_step), max(0.0, per_record)
             if times.records:
                 per_record = max(0.0, (times.busy - per_step * times.steps) / times.records)
-        wait = max(0.0, times.fit_wall()[1] - per_record * contention) if times.records_wall else \
-            (max(0.0, times.wall - times.busy * contention) / times.records if times.records else 0.0)
+        wait = max(0.0, times.fit_wall()[1] - per_record * contention)
         own[name] = StepCost(per_step, per_record, wait)
     vertices: dict[str, list[str]] = {}
     for name in own:
@@ -132,7 +131,7 @@ def fit_transport(trace: Sequence[tuple], graph: Any, since: float = float("-inf
         raise CalibrationError(f"the barrier trace holds {len(transits)} barrier transits; calibration needs "
                                "a run with trace_barriers=True and a few checkpoints")
     transits.sort()
-    low, median = _quantile(transits, 0.05), _quantile(transits, 0.5)
+    low, median = quantile(transits, 0.05), quantile(transits, 0.5)
     # the uniform distribution with this median whose 5th percentile is `low`: a real
     # transport's tail is longer than a uniform's, so its median, not its spread, sets the width
     # (measured on Ray: 5th-95th percentiles of 0-124 ms around a median of ~20 ms)
@@ -177,7 +176,7 @@ def _quantiles(values: list[float]) -> list[float]:
     if len(values) < QUANTILE_STEPS:
         return []
     values = sorted(values)
-    return [_quantile(values, i / QUANTILE_STEPS) for i in range(QUANTILE_STEPS + 1)]
+    return [quantile(values, i / QUANTILE_STEPS) for i in range(QUANTILE_STEPS + 1)]
 
 
 def fit_checkpoint_cpu(result: Any) -> float:
@@ -207,13 +206,6 @@ def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
 def _median(values: Iterable[float]) -> float:
     values = list(values)
     return statistics.median(values) if values else 0.0
-
-
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    position = q * (len(sorted_values) - 1)
-    below = int(position)
-    above = min(below + 1, len(sorted_values) - 1)
-    return sorted_values[below] + (sorted_values[above] - sorted_values[below]) * (position - below)
 
 
 def _far(cost: StepCost, typical: StepCost) -> bool:

@@ -197,7 +197,6 @@ def _seconds(value: Any, name: str, where: str) -> float:
     return float(value)
 
 
-
 def _seconds_list(value: Any, name: str, where: str) -> list[float]:
     if not isinstance(value, list) or len(value) == 1:
         raise ProfileError(f"{where}: field {name!r}: expected a list of >= 2 numbers (or an empty list), got {value!r}")

@@ -56,7 +56,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -80,7 +79,7 @@ from runtime.jobmaster.faults import FaultPlan
 from runtime.jobmaster.restore import restore_latest_valid
 from runtime.jobmaster.result import CommittedOutput
 from runtime.ray.storage import StorageSpec, open_storage
-from runtime.ray.timers import ThreadTimers, WallClock
+from runtime.ray.timers import ProcessCpu, ThreadTimers, WallClock
 
 log = logging.getLogger("barrierflow.ray")
 
@@ -96,7 +95,7 @@ class CoordinatorActor:
         self._outbox: dict[int, tuple[Any, list[tuple[TaskId, str, tuple[Any, ...]]]]] = {}
         #: calls sent ("control", "commit") and received ("report"), and messages in them
         self._calls: Counter[str] = Counter()
-        self._cpu_at_start = time.process_time()
+        self._cpu = ProcessCpu()
         # every timer callback sends what it queued when it returns (`_flush`)
         self._timers = _FlushingTimers(ThreadTimers(self._lock, on_error=self._internal_error), self._flush)
         self.graph = graph
@@ -238,7 +237,7 @@ class CoordinatorActor:
 
     def process_cpu(self) -> float:
         """CPU seconds this actor's process spent since it started (every thread)."""
-        return time.process_time() - self._cpu_at_start
+        return self._cpu.seconds()
 
     # ------------------------------------------------------------------ high availability
 

@@ -33,6 +33,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from checkpoint.io.storage import MemoryBlobStore, StorageError, StorageTimeoutError
 from runtime.core.messages import Buffer, RecordConversionError
 from runtime.jobmaster.result import CollectCommitter, CommittedOutput
+from runtime.ray.timers import ProcessCpu
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class CommitterService:
     def __init__(self, committer: CollectCommitter | None = None) -> None:
         self._committer = committer if committer is not None else CollectCommitter()
         self._last_commit_at: float | None = None
-        self._cpu_at_start = time.process_time()
+        self._cpu = ProcessCpu()
 
     def stage(self, sink: str, transaction_id: str, records: pa.RecordBatch) -> None:
         self._committer.stage(sink, transaction_id, records)
@@ -79,7 +80,7 @@ class CommitterService:
 
     def process_cpu(self) -> float:
         """CPU seconds this actor's process spent since it started (every thread)."""
-        return time.process_time() - self._cpu_at_start
+        return self._cpu.seconds()
 
     def ping(self) -> bool:
         return True

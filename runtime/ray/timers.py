@@ -32,6 +32,17 @@ class WallClock:
     now = staticmethod(time.time)
 
 
+class ProcessCpu:
+    """CPU seconds this process spent (every thread) since the object was made: an actor's own
+    cost (`JobMetrics.service_cpu`)."""
+
+    def __init__(self) -> None:
+        self._start = time.process_time()
+
+    def seconds(self) -> float:
+        return time.process_time() - self._start
+
+
 class _Timer:
     __slots__ = ("due", "callback", "cancelled")
 

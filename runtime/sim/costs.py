@@ -9,7 +9,7 @@ has a core of its own, as before.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 
@@ -63,3 +63,12 @@ class CpuCores:
 
     def is_waiting(self, task: Hashable) -> bool:
         return task in self._waiting
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The value at cumulative probability `q` (0..1) of ascending `sorted_values`, linear between
+    points: how calibration reads a measured distribution and how the simulator draws from one."""
+    position = q * (len(sorted_values) - 1)
+    below = min(int(position), len(sorted_values) - 1)
+    above = min(below + 1, len(sorted_values) - 1)
+    return sorted_values[below] + (sorted_values[above] - sorted_values[below]) * (position - below)

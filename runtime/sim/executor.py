@@ -79,7 +79,7 @@ from runtime.jobmaster.result import (
     JobMetrics,
     JobResult,
 )
-from runtime.sim.costs import CpuCores, StepCost
+from runtime.sim.costs import CpuCores, StepCost, quantile
 
 log = logging.getLogger("barrierflow.sim")
 
@@ -191,14 +191,6 @@ class _Ports:
 
     def completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
         self.sim._completion_learned(task_id, checkpoint_id)
-
-
-def _draw(quantiles: Sequence[float], u: float) -> float:
-    """The value at cumulative probability `u` of the distribution with these quantiles."""
-    position = u * (len(quantiles) - 1)
-    below = min(int(position), len(quantiles) - 1)
-    above = min(below + 1, len(quantiles) - 1)
-    return quantiles[below] + (quantiles[above] - quantiles[below]) * (position - below)
 
 
 class _ControlWork:
@@ -711,9 +703,9 @@ class SimExecutor(RunsOnJobMaster):
         schedule = self.schedule
         effect = schedule.control(kind, task_id) if schedule is not None else None
         if kind == "ack" and self.network.ack_delay_quantiles:  # drawn only then: other runs replay as before
-            delay = _draw(self.network.ack_delay_quantiles, self.rng.random())
+            delay = quantile(self.network.ack_delay_quantiles, self.rng.random())
         elif kind == "trigger" and self.network.trigger_delay_quantiles:
-            delay = _draw(self.network.trigger_delay_quantiles, self.rng.random())
+            delay = quantile(self.network.trigger_delay_quantiles, self.rng.random())
         elif kind == "ack" and self.network.ack_delay is not None:
             delay = self.network.ack_delay
         else:
