@@ -256,6 +256,23 @@ class GlobalCommitterView:
         return getattr(self.inner, name)
 
 
+@dataclass(frozen=True)
+class GcPauses:
+    """One process's cyclic garbage collections of the full heap (generation 2) during a run.
+
+    Attributes:
+        frozen: objects exempt from every collection's scan (`gc.freeze`: the start-up heap).
+        full_collections: generation-2 collections since the process froze its heap.
+        longest: seconds of the longest of them (0.0 without any).
+        total: their seconds summed.
+    """
+
+    frozen: int
+    full_collections: int = 0
+    longest: float = 0.0
+    total: float = 0.0
+
+
 @dataclass
 class JobMetrics:
     """Run metrics; times are virtual seconds on the simulator, wall seconds on Ray."""
@@ -299,6 +316,9 @@ class JobMetrics:
     #: coordinator actors ("coordinator") and of the committer service ("committer"); on the
     #: simulator what `CostModel.checkpoint_cpu` charged ("control"). Calibration input
     service_cpu: dict[str, float] = field(default_factory=dict)
+    #: Ray: per actor process ("worker 0", ..., "coordinator", "committer"), its full garbage
+    #: collections in the run (a pause of every task the process hosts); empty on the simulator
+    gc_pauses: dict[str, GcPauses] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:

@@ -77,7 +77,8 @@ from runtime.jobmaster.fault_schedule import DELIVER, FaultSchedule
 from runtime.jobmaster.fault_storage import CoordinatorWriteFaults
 from runtime.jobmaster.faults import FaultPlan
 from runtime.jobmaster.restore import restore_latest_valid
-from runtime.jobmaster.result import CommittedOutput
+from runtime.jobmaster.result import CommittedOutput, GcPauses
+from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.storage import StorageSpec, open_storage
 from runtime.ray.timers import ProcessCpu, ThreadTimers, WallClock
 
@@ -145,6 +146,7 @@ class CoordinatorActor:
         self._faults: FaultSchedule | None = None
         #: `CoordinatorCrashBeforeNotify` struck: it sends nothing more; the driver kills it
         self._doomed = False
+        freeze_startup_heap()
         if self.election is not None:
             self.election.start()
 
@@ -238,6 +240,10 @@ class CoordinatorActor:
     def process_cpu(self) -> float:
         """CPU seconds this actor's process spent since it started (every thread)."""
         return self._cpu.seconds()
+
+    def gc_pauses(self) -> GcPauses:
+        """This actor process's full garbage collections (`JobMetrics.gc_pauses`)."""
+        return gc_pauses()
 
     # ------------------------------------------------------------------ high availability
 

@@ -775,10 +775,13 @@ class RayExecutor(RunsOnJobMaster):
                 ray.get(self.coordinator.discard_orphans.remote(), timeout=120)
             except RayError as exc:  # the job succeeded; `barrierflow checkpoints gc` gets the rest
                 log.warning("barrierflow ray: deleting orphan checkpoint files failed: %s", _short(exc))
-        committer, last_commit_at, committer_cpu = ray.get(
+        committer, last_commit_at, committer_cpu, committer_gc = ray.get(
             [self.committer.committer.remote(), self.committer.last_commit_at.remote(),
-             self.committer.process_cpu.remote()], timeout=60)
+             self.committer.process_cpu.remote(), self.committer.gc_pauses.remote()], timeout=60)
         self.service_cpu["committer"] = committer_cpu
+        gc_pauses = dict(zip((", ".join(map(str, group)) for group in self.groups),
+                             ray.get([worker.gc_pauses.remote() for worker in self.workers], timeout=60)))
+        gc_pauses["committer"] = committer_gc
         history: list[Any] = []
         if self.coordinator is not None:
             if self._coord_ref is not None:  # a status poll in flight may carry completed checkpoints
@@ -788,6 +791,7 @@ class RayExecutor(RunsOnJobMaster):
             history = ray.get(self.coordinator.history.remote(), timeout=60)
             self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=60))
             self._add_coordinator_calls(self.coordinator)
+            gc_pauses["coordinator"] = ray.get(self.coordinator.gc_pauses.remote(), timeout=60)
             ray.get(self.coordinator.shutdown.remote(), timeout=60)
         if self.standby is not None:
             with contextlib.suppress(RayError):
@@ -797,6 +801,7 @@ class RayExecutor(RunsOnJobMaster):
         metrics.last_commit_at = last_commit_at
         metrics.coordinator_calls = dict(self.coordinator_calls)
         metrics.service_cpu = dict(self.service_cpu)
+        metrics.gc_pauses = gc_pauses
         trace: list[tuple[Any, ...]] = []
         source_now = 0
         for task_id, final in zip(self.task_ids, finals):

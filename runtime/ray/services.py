@@ -32,7 +32,8 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from checkpoint.io.storage import MemoryBlobStore, StorageError, StorageTimeoutError
 from runtime.core.messages import Buffer, RecordConversionError
-from runtime.jobmaster.result import CollectCommitter, CommittedOutput
+from runtime.jobmaster.result import CollectCommitter, CommittedOutput, GcPauses
+from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.timers import ProcessCpu
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class CommitterService:
         self._committer = committer if committer is not None else CollectCommitter()
         self._last_commit_at: float | None = None
         self._cpu = ProcessCpu()
+        freeze_startup_heap()
 
     def stage(self, sink: str, transaction_id: str, records: pa.RecordBatch) -> None:
         self._committer.stage(sink, transaction_id, records)
@@ -81,6 +83,10 @@ class CommitterService:
     def process_cpu(self) -> float:
         """CPU seconds this actor's process spent since it started (every thread)."""
         return self._cpu.seconds()
+
+    def gc_pauses(self) -> GcPauses:
+        """This actor process's full garbage collections (`JobMetrics.gc_pauses`)."""
+        return gc_pauses()
 
     def ping(self) -> bool:
         return True
@@ -174,6 +180,7 @@ class BlobStoreService:
 
     def __init__(self) -> None:
         self._store = MemoryBlobStore()
+        freeze_startup_heap()
 
     def put(self, path: str, data: bytes) -> None:
         self._store.put(path, data)

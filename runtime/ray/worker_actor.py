@@ -27,6 +27,8 @@ from typing import Any
 
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.reasons import CheckpointFailureReason
+from runtime.jobmaster.result import GcPauses
+from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.slots import LocalSlot
 from runtime.ray.task_actor import TaskActor
 from runtime.ray.timers import ThreadTimers
@@ -138,6 +140,7 @@ class WorkerActor:
         shared = len(task_ids) > 1
         self._slots = {t: TaskActor(graph, t, services[t], reports=self.reports, shares_process=shared)
                        for t in task_ids}
+        freeze_startup_heap()
 
     def deploy(self, task_id: TaskId, epoch: int, restore: Any, outputs: dict[int, tuple[Any, int]],
                inputs: dict[int, tuple[str, Any, int]], faults: dict[str, Any], coordinator: Any) -> None:
@@ -165,3 +168,7 @@ class WorkerActor:
 
     def report_calls(self) -> int:
         return self.reports.calls
+
+    def gc_pauses(self) -> GcPauses:
+        """This worker process's full garbage collections (`JobMetrics.gc_pauses`)."""
+        return gc_pauses()
