@@ -13,12 +13,14 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
                  "ack_delay_quantiles": [s, ...], "finalize": s, "checkpoint_cpu": s},
      "snapshot": {"sync_latency": s, "sync_per_byte": s, "write_latency": s, "write_latency_max": s,
                   "write_per_byte": s},                 # write_latency_max 0: every write write_latency
-     "channels": {"in_flight_records": n, "buffer_timeout": s}}
+     "channels": {"in_flight_records": n, "buffer_timeout": s, "source_pacing": s}}
 
 `channels` is what a backpressured channel holds ahead of an aligned barrier (records) and the
 job's buffer timeout; 0 = not measured (a prediction keeps the job's own network settings). A
 profile read from Flink has them (`runtime.calibration.flink`); `runtime.calibration.predict`
-turns them into the simulator's buffers.
+turns them into the simulator's buffers. `source_pacing`: a rate-limited source reads at most
+once per this long (`CostModel.source_pacing`; a Ray calibration sets the job's buffer timeout,
+Ray's sources wake no more often; 0: whenever a record is due, as the simulator's own).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "control": ("trigger_delay", "trigger_delay_quantiles", "ack_delay", "ack_delay_quantiles", "finalize",
                 "checkpoint_cpu"),
     "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_latency_max", "write_per_byte"),
-    "channels": ("in_flight_records", "buffer_timeout"),
+    "channels": ("in_flight_records", "buffer_timeout", "source_pacing"),
 }
 STEP_FIELDS = ("per_step", "per_record", "wait_per_record")
 #: fields that hold a list of seconds (ascending) rather than one number
@@ -81,6 +83,8 @@ class CostProfile:
     in_flight_records: float = 0.0
     #: the job's buffer timeout in seconds (0: not measured)
     buffer_timeout: float = 0.0
+    #: a rate-limited source reads at most once per this many seconds (`CostModel.source_pacing`)
+    source_pacing: float = 0.0
     #: what was run to measure it (free-form: job, executor, load average, seconds)
     calibrated: dict[str, Any] = field(default_factory=dict)
 
@@ -94,7 +98,7 @@ class CostProfile:
         return CostModel(per_step=default.per_step, per_record=default.per_record,
                          task_costs={k: v for k, v in self.steps.items() if k != "default"},
                          cores=self.cores, sync_latency=self.sync_latency, sync_per_byte=self.sync_per_byte,
-                         checkpoint_cpu=self.checkpoint_cpu, **overrides)
+                         checkpoint_cpu=self.checkpoint_cpu, source_pacing=self.source_pacing, **overrides)
 
     def network(self, **overrides: Any) -> Any:
         """The simulator's `NetworkOptions` of this profile (`overrides`: e.g. `link_delays`)."""

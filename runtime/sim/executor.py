@@ -145,6 +145,11 @@ class CostModel:
     #: effect): charged when the checkpoint completes, so the tasks wait for it as on a real
     #: machine where it takes a core from the job
     checkpoint_cpu: float = 0.0
+    #: seconds: a rate-limited source steps at most once per this long after its last step
+    #: ended, reading every record due by then (the Ray executor's sources wake at most once per
+    #: buffer timeout: a record waits for the next wake-up, ~half of it on average); 0: it steps
+    #: whenever a record is due
+    source_pacing: float = 0.0
 
     def factor(self, task: TaskId) -> float:
         return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))
@@ -326,6 +331,8 @@ class SimExecutor(RunsOnJobMaster):
             TaskId(v.name, s) for v in graph.vertices for s in range(v.parallelism)
         ]
         self.source_ids = [t for t in self.task_ids if graph.vertex(t.vertex).source is not None]
+        #: the sources that read at a rate (`CostModel.source_pacing` paces them)
+        self._rate_limited = {t for t in self.source_ids if getattr(graph.vertex(t.vertex).source, "rate", None) is not None}
         self._link_delays = resolve_link_delays(self.network.link_delays, self.task_ids)
         self.tasks: dict[TaskId, Task] = {}
         self._busy_until: dict[TaskId, float] = {}
@@ -335,6 +342,8 @@ class SimExecutor(RunsOnJobMaster):
         self._owed_cpu: dict[TaskId, float] = {}
         self._scheduled: set[TaskId] = set()
         self._flush_scheduled: set[TaskId] = set()
+        #: paced sources with a wake-up due (`CostModel.source_pacing`)
+        self._wake_scheduled: set[TaskId] = set()
         self._routes: dict[tuple[TaskId, int], tuple[TaskId, int]] = {}
         self._reverse: dict[tuple[TaskId, int], tuple[TaskId, int]] = {}
         self._last_delivery: dict[tuple[TaskId, int], float] = {}
@@ -450,6 +459,7 @@ class SimExecutor(RunsOnJobMaster):
             self._cores.reset()
         self._scheduled.clear()
         self._flush_scheduled.clear()
+        self._wake_scheduled.clear()
         self._last_delivery.clear()
         self._held_for.clear()  # a stalled task of the failed attempt is gone with it
         committer = self.invariants.committer(self.committer) if self.invariants is not None else self.committer
@@ -595,13 +605,33 @@ class SimExecutor(RunsOnJobMaster):
             if task.is_source:
                 self._check_progress()
         if task.has_work():
-            ready = task.next_ready_time() if (task.is_source and handled == 0) else None
-            self._schedule_run(task_id, ready)
+            if self.costs.source_pacing > 0 and task_id in self._rate_limited:
+                self._schedule_wake(task, task_id)
+            else:
+                ready = task.next_ready_time() if (task.is_source and handled == 0) else None
+                self._schedule_run(task_id, ready)
         if task.pending_output() and task_id not in self._flush_scheduled:
             self._flush_scheduled.add(task_id)
             self._at(self.now + self.graph.buffer_timeout, lambda: self._flush(task_id), self.epoch, "flush")
         if task.is_finished:
             self._check_done()
+
+    def _schedule_wake(self, task: Task, task_id: TaskId) -> None:
+        """A paced source (`CostModel.source_pacing`, as on Ray): a wake-up when its next record
+        is due, at the earliest `source_pacing` after this step began (with the flush timer the
+        step set: the records read then go with the buffer it flushes). Credits and triggers
+        still run it at once, as mail drives a Ray task whatever its wake-up timer."""
+        if task_id in self._wake_scheduled:
+            return
+        self._wake_scheduled.add(task_id)
+        ready = task.next_ready_time()
+        at = max(ready if ready is not None else self.now, self.now + self.costs.source_pacing)
+
+        def wake() -> None:
+            self._wake_scheduled.discard(task_id)
+            self._schedule_run(task_id)
+
+        self._at(at, wake, self.epoch, "wake")
 
     def _step_times(self, task_id: TaskId) -> StepTimes:
         name = str(task_id)

@@ -42,6 +42,7 @@ def test_the_fit_recovers_the_known_model(calibrated: tuple) -> None:
     assert profile.write_per_byte == close(1 / 50e6, rel=0.1)
     assert (profile.sync_latency, profile.sync_per_byte) == (0.0, 0.0)
     assert profile.checkpoint_cpu == close(0.003, rel=0.1)
+    assert profile.source_pacing == 0.0  # the simulator's sources read when a record is due
     assert len(profile.ack_delay_quantiles) == 21  # the simulator's fixed 2 ms: no spread
     assert profile.ack_delay_quantiles[0] == close(0.002, rel=0.1) and profile.ack_delay_quantiles[-1] == close(0.002, rel=0.1)
     assert len(profile.trigger_delay_quantiles) == 21  # and its fixed 1 ms trigger delay
@@ -110,3 +111,13 @@ def test_cpu_outside_the_steps_takes_from_the_shared_cores(calibrated: tuple) ->
     profile = fit_profile(result, graph, cores=4)
     assert profile.cores == 3 and profile.calibrated["background_cpu"] == pytest.approx(1.2)
     assert profile.steps["count"].per_step == pytest.approx(3e-5, rel=0.1)  # the steps' own cost stays
+
+
+def test_a_ray_runs_sources_are_paced_by_its_buffer_timeout(calibrated: tuple) -> None:
+    # Ray wakes a rate-limited source at most once per buffer timeout: the profile of a Ray run says
+    # so (`source_pacing`), and a prediction reads the records as late as Ray does
+    _, result = calibrated
+    graph = small_job(records=4000, rate=5000).get_job_graph("known")
+    assert fit_profile(result, graph, cores=4).source_pacing == 0.0
+    result.executor = "ray"
+    assert fit_profile(result, graph, cores=4).source_pacing == graph.buffer_timeout == 0.005
