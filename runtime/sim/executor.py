@@ -145,10 +145,10 @@ class CostModel:
     #: effect): charged when the checkpoint completes, so the tasks wait for it as on a real
     #: machine where it takes a core from the job
     checkpoint_cpu: float = 0.0
-    #: seconds: a rate-limited source steps at most once per this long after its last step
-    #: ended, reading every record due by then (the Ray executor's sources wake at most once per
-    #: buffer timeout: a record waits for the next wake-up, ~half of it on average); 0: it steps
-    #: whenever a record is due
+    #: seconds: a rate-limited source wakes at most once per this long (from the step that armed
+    #: the wake-up), reading every record due by then; returned credits still run it at once (the
+    #: Ray executor's sources wake at most once per buffer timeout: a record waits for the next
+    #: wake-up, ~half of it on average); 0: it steps whenever a record is due
     source_pacing: float = 0.0
 
     def factor(self, task: TaskId) -> float:
@@ -619,8 +619,8 @@ class SimExecutor(RunsOnJobMaster):
     def _schedule_wake(self, task: Task, task_id: TaskId) -> None:
         """A paced source (`CostModel.source_pacing`, as on Ray): a wake-up when its next record
         is due, at the earliest `source_pacing` after this step began (with the flush timer the
-        step set: the records read then go with the buffer it flushes). Credits and triggers
-        still run it at once, as mail drives a Ray task whatever its wake-up timer."""
+        step set: the records read then go with the buffer it flushes). Returned credits still run
+        it at once, as mail drives a Ray task whatever its wake-up timer."""
         if task_id in self._wake_scheduled:
             return
         self._wake_scheduled.add(task_id)
