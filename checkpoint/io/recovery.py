@@ -75,6 +75,11 @@ class HighAvailabilityError(Exception):
     """The HA backend (ZooKeeper) cannot serve a request: not connected, timed out, or failed."""
 
 
+class ZooKeeperSuspendedError(HighAvailabilityError):
+    """The client lost its connection and is trying to get it back (kazoo's SUSPENDED): the
+    session, and what it holds, may still survive; a caller may retry within the session timeout."""
+
+
 class NotLeaderError(HighAvailabilityError):
     """A contender that is not (or no longer) the leader tried to act as one."""
 

@@ -67,6 +67,7 @@ from checkpoint.io.recovery import (
     LeaderElection,
     NotLeaderError,
     RecoveryMode,
+    ZooKeeperSuspendedError,
     check_name,
     check_retained,
 )
@@ -92,7 +93,8 @@ def job_path(cluster_id: str, job_id: str) -> str:
 
 def _require_connected(client: KazooClient, what: str) -> None:
     if client.state != KazooState.CONNECTED:
-        raise HighAvailabilityError(f"cannot {what}: ZooKeeper client is {client.state}, not CONNECTED")
+        error = ZooKeeperSuspendedError if client.state == KazooState.SUSPENDED else HighAvailabilityError
+        raise error(f"cannot {what}: ZooKeeper client is {client.state}, not CONNECTED")
 
 
 # Outcomes callers handle themselves; everything else becomes HighAvailabilityError.

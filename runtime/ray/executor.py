@@ -71,6 +71,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from checkpoint.handles import TaskId
 from checkpoint.io.ha_services import create_recovery_factory
+from checkpoint.io.recovery import ZooKeeperSuspendedError
 from checkpoint.io.store import new_run_id
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
@@ -605,9 +606,10 @@ class RayExecutor(RunsOnJobMaster):
         next_id = None
         if self.coordinator is not None:
             given = self.master.restore_from[0] if self.master.restore_from is not None else None
-            next_id = ray.get(self.coordinator.next_checkpoint_id.remote(), timeout=60)
+            next_id = self._read_ha(lambda: ray.get(self.coordinator.next_checkpoint_id.remote(), timeout=60))
             plan = self.master.plan_attempt(
-                lambda: ray.get(self.coordinator.restores.remote(committed, given), timeout=120), committed, next_id)
+                lambda: self._read_ha(lambda: ray.get(self.coordinator.restores.remote(committed, given), timeout=120)),
+                committed, next_id)
         else:
             plan = self.master.plan_attempt(lambda: (None, {}), committed, 0)
         if plan is None:
@@ -615,6 +617,13 @@ class RayExecutor(RunsOnJobMaster):
         # what the failed attempt staged past the restored checkpoint can never commit
         ray.get(self.committer.abort_lingering.remote(plan.abort_after, plan.abort_before, next_id), timeout=60)
         self._deploy(plan.restores)
+
+    def _read_ha(self, read: Callable[[], Any]) -> Any:
+        """`read` (a coordinator actor call that reads ZooKeeper), retried while the coordinator's
+        ZooKeeper client is suspended — a restarted server or a dropped connection it may still
+        get back — for at most the session timeout: past it the session is gone, and the error
+        stands (a failover then, not a hang)."""
+        return retry_while_suspended(read, self.ha.session_timeout if self.ha is not None else 0.0)
 
     def _raise_if_failed(self) -> None:
         if self.master.error is not None:
@@ -880,6 +889,24 @@ class RemoteTaskError(RuntimeError):
     def __init__(self, message: str, suppress_restarts: bool = False) -> None:
         super().__init__(message)
         self.suppress_restarts = suppress_restarts
+
+
+#: seconds between reads retried while ZooKeeper is suspended (`retry_while_suspended`)
+SUSPENDED_RETRY_DELAY = 0.1
+
+
+def retry_while_suspended(read: Callable[[], Any], within: float, *, clock: Callable[[], float] = time.monotonic,
+                          sleep: Callable[[float], None] = time.sleep) -> Any:
+    """`read()`, called again while it raises `ZooKeeperSuspendedError`, for at most `within`
+    seconds; the last error is raised after that (and any other error at once)."""
+    deadline = clock() + within
+    while True:
+        try:
+            return read()
+        except ZooKeeperSuspendedError:
+            if clock() >= deadline:
+                raise
+        sleep(SUSPENDED_RETRY_DELAY)
 
 
 def _short(exc: BaseException) -> str:
