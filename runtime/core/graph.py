@@ -107,6 +107,11 @@ class JobVertex:
     def is_source(self) -> bool:
         return self.source is not None
 
+    @property
+    def is_rate_limited(self) -> bool:
+        """A source that reads at a rate (records fall due over time), not as fast as it can."""
+        return self.source is not None and getattr(self.source, "rate", None) is not None
+
     def task_ids(self) -> list[TaskId]:
         return [TaskId(self.name, s) for s in range(self.parallelism)]
 

@@ -316,8 +316,9 @@ class JobMetrics:
     #: coordinator actors ("coordinator") and of the committer service ("committer"); on the
     #: simulator what `CostModel.checkpoint_cpu` charged ("control"). Calibration input
     service_cpu: dict[str, float] = field(default_factory=dict)
-    #: Ray: per actor process ("worker 0", ..., "coordinator", "committer"), its full garbage
-    #: collections in the run (a pause of every task the process hosts); empty on the simulator
+    #: Ray: per actor process (a worker named by the subtasks it hosts, "count[0]" or
+    #: "Source: gen[0], count[0]"; "coordinator"; "committer"), its full garbage collections in
+    #: the run (a pause of every task the process hosts); empty on the simulator
     gc_pauses: dict[str, GcPauses] = field(default_factory=dict)
 
     @property

@@ -47,21 +47,19 @@ class FullCollectionTimer:
         return GcPauses(frozen=frozen, full_collections=self.count, longest=self.longest, total=self.total)
 
 
-_timer: FullCollectionTimer | None = None
+#: this process's timer, in `gc.callbacks` once `freeze_startup_heap` ran
+_timer = FullCollectionTimer()
 
 
 def freeze_startup_heap() -> None:
     """Collect once, exempt every object alive now from later collections' scans, and time the
     full collections from here on (`gc_pauses`). Called once an actor is built."""
-    global _timer
     gc.collect()
     gc.freeze()
-    if _timer is None:
-        _timer = FullCollectionTimer()
+    if _timer not in gc.callbacks:
         gc.callbacks.append(_timer)
 
 
 def gc_pauses() -> GcPauses:
     """This process's frozen objects and its full collections since `freeze_startup_heap`."""
-    timer = _timer if _timer is not None else FullCollectionTimer()
-    return timer.pauses(gc.get_freeze_count())
+    return _timer.pauses(gc.get_freeze_count())

@@ -149,7 +149,7 @@ class TaskActor:
                                           commits_checkpoints=services.get("global_committer", False))
         self._writer = SnapshotWriter(open_storage(services["storage"], graph), services["job_id"], graph.checkpoint_config)
         self._pace = graph.buffer_timeout
-        self._rate_limited = self.vertex.source is not None and getattr(self.vertex.source, "rate", None) is not None
+        self._rate_limited = self.vertex.is_rate_limited
         #: barrier events (`trace_barriers`): (wall time, kind, checkpoint id, task, detail), the
         #: simulator's `JobResult.trace` format; kept across epochs, lost if the actor dies
         self._trace: list[tuple[Any, ...]] | None = [] if services.get("trace_barriers") else None

@@ -332,7 +332,7 @@ class SimExecutor(RunsOnJobMaster):
         ]
         self.source_ids = [t for t in self.task_ids if graph.vertex(t.vertex).source is not None]
         #: the sources that read at a rate (`CostModel.source_pacing` paces them)
-        self._rate_limited = {t for t in self.source_ids if getattr(graph.vertex(t.vertex).source, "rate", None) is not None}
+        self._rate_limited = {t for t in self.source_ids if graph.vertex(t.vertex).is_rate_limited}
         self._link_delays = resolve_link_delays(self.network.link_delays, self.task_ids)
         self.tasks: dict[TaskId, Task] = {}
         self._busy_until: dict[TaskId, float] = {}
