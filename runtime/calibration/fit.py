@@ -5,7 +5,10 @@ measured, the same on the simulator and on Ray.
   (`StepTimes.fit`); off-CPU time (sleeps, I/O) per record is the same fit's per-record slope
   of elapsed time (`StepTimes.fit_wall`) beyond the CPU's, once the machine's contention (the
   median elapsed/CPU ratio) is taken out. Elapsed time per *step* beyond the CPU (waiting for
-  the GIL or a core, most of a low-rate source's) is contention, not the task's cost. A vertex
+  the GIL or a core, most of a low-rate source's) is contention, not the task's cost; so is
+  elapsed time per record up to `OFF_CPU_OUTLIER` times the tasks' median stretch of it (a busy
+  process's steps are stretched per record too: on Ray up to 3.9x, which read as off-CPU time
+  capped a source's max-rate prediction). A vertex
   gets the (lower) median of its tasks; a task more than `OUTLIER` away from it keeps its own.
 * Cores: the CPU the task processes spent outside their steps (Ray: calls, serialisation,
   thread hand-offs and the runtime's own threads; measured as process CPU) comes mostly with
@@ -48,6 +51,10 @@ from runtime.sim.costs import StepCost, quantile
 QUANTILE_STEPS = 20
 #: relative distance from its vertex's median at which a task keeps its own step costs
 OUTLIER = 0.25
+#: a task has off-CPU time per record (sleeps, I/O) only when its elapsed time per record is
+#: more than this many times its CPU's as much as the tasks' median ratio: below it the GIL and
+#: the cores stretch it (Ray, 2 cores: 1.0-3.9x, at most 1.6x the median; a sleeping task 27x)
+OFF_CPU_OUTLIER = 3.0
 
 
 class CalibrationError(ValueError):
@@ -92,15 +99,20 @@ def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
     over every task."""
     ratios = [t.wall / t.busy for t in tasks.values() if t.busy > 0]
     contention = max(1.0, statistics.median(ratios)) if ratios else 1.0
-    own: dict[str, StepCost] = {}
+    fits: dict[str, tuple[float, float, float]] = {}
     for name, times in tasks.items():
         per_step, per_record = times.fit()
         if per_step < 0 or per_record < 0:  # noise: keep the total, drop the split
             per_step, per_record = max(0.0, per_step), max(0.0, per_record)
             if times.records:
                 per_record = max(0.0, (times.busy - per_step * times.steps) / times.records)
-        wait = max(0.0, times.fit_wall()[1] - per_record * contention)
-        own[name] = StepCost(per_step, per_record, wait)
+        fits[name] = per_step, per_record, times.fit_wall()[1]
+    stretches = [wall / cpu for _, cpu, wall in fits.values() if cpu > 0]
+    stretch = max(1.0, statistics.median(stretches)) if stretches else 1.0
+    own: dict[str, StepCost] = {}
+    for name, (per_step, per_record, wall) in fits.items():
+        sleeps = wall > OFF_CPU_OUTLIER * stretch * per_record
+        own[name] = StepCost(per_step, per_record, max(0.0, wall - per_record * contention) if sleeps else 0.0)
     vertices: dict[str, list[str]] = {}
     for name in own:
         vertices.setdefault(name.rpartition("[")[0] or name, []).append(name)

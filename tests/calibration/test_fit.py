@@ -90,6 +90,27 @@ def test_off_cpu_time_per_step_is_contention_not_a_cost_per_record() -> None:
     assert steps["slow"].wait_per_record == pytest.approx(1e-4, rel=1e-6)
 
 
+def test_elapsed_time_stretched_like_the_other_tasks_is_contention_not_off_cpu_time() -> None:
+    # Ray calibration runs (2 cores): the GIL and the cores stretch a task's elapsed time per
+    # record 1.0-3.9x its CPU (median of the tasks ~2-2.5), a sleeping task's 27x. Read as
+    # off-CPU time, the stretch of the most contended source capped its max-rate prediction at
+    # 1 / 11.5 us (slow-channel: 128k against 259k rec/s measured on Ray)
+    def task(cpu_per_record: float, stretch: float, sleep: float = 0.0) -> StepTimes:
+        times = StepTimes()
+        for records in (2, 5, 8, 11, 20, 3):
+            cpu = 3e-5 + records * cpu_per_record
+            times.add(records, cpu, cpu * stretch + records * sleep)
+        return times
+
+    tasks = {"gen[0]": task(3.7e-6, 3.1), "gen[1]": task(4.5e-6, 1.1), "parse[0]": task(4e-6, 2.5),
+             "count[0]": task(3e-6, 1.9), "count[1]": task(9e-6, 2.0, sleep=2.3e-4)}
+    steps = fit_steps(tasks)
+    for name in ("gen[0]", "gen[1]", "parse[0]", "count[0]"):
+        assert steps.get(name, steps[name.partition("[")[0]]).wait_per_record == 0.0, name
+    contention = 2.5  # the five tasks' median elapsed/CPU ratio: what stretches the sleeper's own CPU
+    assert steps["count[1]"].wait_per_record == pytest.approx(2.3e-4 + 9e-6 * (2.0 - contention), rel=0.01)
+
+
 def test_a_declared_slow_link_is_not_transport(calibrated: tuple) -> None:
     _, result = calibrated
     graph = small_job(records=4000, rate=5000).get_job_graph("known")
