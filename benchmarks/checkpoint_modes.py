@@ -566,8 +566,10 @@ def failed_outcome(combo: Combination, error: BaseException) -> Outcome:
     return Outcome(row=row)
 
 
-#: per-subtask checkpoint fields (`SubtaskCheckpointStats`) given in ms in the JSON
-PHASE_DURATIONS = ("start_delay", "alignment_duration", "sync_duration", "async_duration", "end_to_end_duration")
+#: per-subtask checkpoint fields (`SubtaskCheckpointStats`) given in ms in the JSON: the phases
+#: and the write's CPU
+PHASE_DURATIONS = ("start_delay", "alignment_duration", "sync_duration", "async_duration", "end_to_end_duration",
+                   "async_cpu")
 
 
 def subtask_phases(checkpoint: Any) -> list[dict[str, Any]]:

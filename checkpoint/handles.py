@@ -75,7 +75,8 @@ class TaskAcknowledgement:
     `alignment_duration` (first barrier to the last one; for an unaligned checkpoint the time it
     kept persisting the in-flight data the barriers overtook, which does not block),
     `sync_duration` (the synchronous snapshot) and `async_duration` (the write).
-    `processed_data`: bytes the task processed during the alignment.
+    `processed_data`: bytes the task processed during the alignment. `async_cpu`: CPU seconds the
+    write spent (serialising and writing, on the writer thread; 0 where not measured).
     """
 
     task_id: TaskId
@@ -91,6 +92,7 @@ class TaskAcknowledgement:
     start_delay: float = 0.0
     alignment_duration: float = 0.0
     processed_data: int = 0
+    async_cpu: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,6 +109,7 @@ class TaskAcknowledgement:
             "start_delay": self.start_delay,
             "alignment_duration": self.alignment_duration,
             "processed_data": self.processed_data,
+            "async_cpu": self.async_cpu,
         }
 
     @classmethod
@@ -125,4 +128,5 @@ class TaskAcknowledgement:
             start_delay=float(data.get("start_delay", 0.0)),
             alignment_duration=float(data.get("alignment_duration", 0.0)),
             processed_data=int(data.get("processed_data", 0)),
+            async_cpu=float(data.get("async_cpu", 0.0)),
         )

@@ -38,6 +38,7 @@ class SubtaskCheckpointStats:
         checkpointed_size: state bytes written.
         unaligned: the task took the checkpoint unaligned.
         aligned_blocking: the alignment blocked input channels (aligned exactly-once).
+        async_cpu: CPU seconds of the write (serialising and writing; 0 where not measured).
     """
 
     task: str
@@ -51,6 +52,7 @@ class SubtaskCheckpointStats:
     checkpointed_size: int
     unaligned: bool = False
     aligned_blocking: bool = False
+    async_cpu: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -122,6 +124,7 @@ class CheckpointStats:
                 checkpointed_size=a.state_bytes,
                 unaligned=a.unaligned,
                 aligned_blocking=blocking and not a.unaligned,
+                async_cpu=a.async_cpu,
             )
             for a in acks
         }

@@ -32,8 +32,9 @@ measured, the same on the simulator and on Ray.
 * Sources: a Ray run's rate-limited sources read at most once per buffer timeout
   (`source_pacing`: Ray's rule, not a fit; measured 2.5-3 ms between a record's due time and its
   read at a 5 ms buffer timeout, which the paced simulator reproduces).
-* Snapshots: least squares of `sync_duration` and of `async_duration` against the snapshot's
-  size, over every subtask of every completed checkpoint.
+* Snapshots: least squares of `sync_duration`, of `async_duration` and of `async_cpu` (the
+  write's CPU: on Ray the writer thread's, which takes the GIL from the task) against the
+  snapshot's size, over every subtask of every completed checkpoint.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     sizes = [s.checkpointed_size for s in subtasks]
     profile.sync_latency, profile.sync_per_byte = fit_line(sizes, [s.sync_duration for s in subtasks])
     profile.write_latency, profile.write_per_byte = fit_line(sizes, [s.async_duration for s in subtasks])
+    profile.write_cpu, profile.write_cpu_per_byte = fit_line(sizes, [s.async_cpu for s in subtasks])
     return profile
 
 

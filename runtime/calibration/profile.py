@@ -12,7 +12,8 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
      "control": {"trigger_delay": s, "trigger_delay_quantiles": [s, ...], "ack_delay": s,
                  "ack_delay_quantiles": [s, ...], "finalize": s, "checkpoint_cpu": s},
      "snapshot": {"sync_latency": s, "sync_per_byte": s, "write_latency": s, "write_latency_max": s,
-                  "write_per_byte": s},                 # write_latency_max 0: every write write_latency
+                  "write_per_byte": s,                  # write_latency_max 0: every write write_latency
+                  "write_cpu": s, "write_cpu_per_byte": s},  # the write's CPU, taken from its task
      "channels": {"in_flight_records": n, "buffer_timeout": s, "source_pacing": s}}
 
 `channels` is what a backpressured channel holds ahead of an aligned barrier (records) and the
@@ -40,7 +41,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "transport": ("latency_min", "latency_max"),
     "control": ("trigger_delay", "trigger_delay_quantiles", "ack_delay", "ack_delay_quantiles", "finalize",
                 "checkpoint_cpu"),
-    "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_latency_max", "write_per_byte"),
+    "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_latency_max", "write_per_byte",
+                 "write_cpu", "write_cpu_per_byte"),
     "channels": ("in_flight_records", "buffer_timeout", "source_pacing"),
 }
 STEP_FIELDS = ("per_step", "per_record", "wait_per_record")
@@ -79,6 +81,9 @@ class CostProfile:
     write_per_byte: float = 1 / 200e6
     #: above `write_latency`: each write's latency is uniform between the two (0: fixed)
     write_latency_max: float = 0.0
+    #: CPU of a write (serialising and writing), fixed and per byte (`CostModel.write_cpu`)
+    write_cpu: float = 0.0
+    write_cpu_per_byte: float = 0.0
     #: records a backpressured channel holds ahead of an aligned barrier (0: not measured)
     in_flight_records: float = 0.0
     #: the job's buffer timeout in seconds (0: not measured)
@@ -98,6 +103,7 @@ class CostProfile:
         return CostModel(per_step=default.per_step, per_record=default.per_record,
                          task_costs={k: v for k, v in self.steps.items() if k != "default"},
                          cores=self.cores, sync_latency=self.sync_latency, sync_per_byte=self.sync_per_byte,
+                         write_cpu=self.write_cpu, write_cpu_per_byte=self.write_cpu_per_byte,
                          checkpoint_cpu=self.checkpoint_cpu, source_pacing=self.source_pacing, **overrides)
 
     def network(self, **overrides: Any) -> Any:

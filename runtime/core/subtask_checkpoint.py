@@ -167,9 +167,11 @@ class SubtaskCheckpointCoordinator:
         self.ports.write_snapshot(entry.snapshot)
 
     def on_snapshot_written(
-        self, checkpoint_id: int, handles: dict[str, tuple[StateHandle, ...]], async_duration: float = 0.0
+        self, checkpoint_id: int, handles: dict[str, tuple[StateHandle, ...]], async_duration: float = 0.0,
+        async_cpu: float = 0.0,
     ) -> bool:
-        """The executor finished writing; acknowledge unless the checkpoint was cancelled.
+        """The executor finished writing (in `async_duration` s, `async_cpu` of them on a CPU);
+        acknowledge unless the checkpoint was cancelled.
 
         Returns False when the write was for a cancelled checkpoint (the executor then deletes
         the files it wrote).
@@ -193,6 +195,7 @@ class SubtaskCheckpointCoordinator:
                 unaligned=snap.stats.unaligned,
                 sync_duration=max(0.0, entry.sync_end - snap.sync_time),
                 async_duration=async_duration,
+                async_cpu=async_cpu,
                 start_delay=max(0.0, first - snap.barrier_timestamp),
                 # unaligned: the wait for the channel state (the last barrier) before the write
                 alignment_duration=max(0.0, snap.sync_time - first)

@@ -585,14 +585,15 @@ class Task:
         self.checkpoints.maybe_start_write(checkpoint_id)
 
     def on_snapshot_written(
-        self, checkpoint_id: int, handles: dict[str, tuple[StateHandle, ...]], async_duration: float = 0.0
+        self, checkpoint_id: int, handles: dict[str, tuple[StateHandle, ...]], async_duration: float = 0.0,
+        async_cpu: float = 0.0,
     ) -> bool:
         """The executor finished writing; acknowledge unless the checkpoint was cancelled.
 
         Returns False when the write was for a cancelled checkpoint (the executor then deletes
         the files it wrote).
         """
-        return self.checkpoints.on_snapshot_written(checkpoint_id, handles, async_duration)
+        return self.checkpoints.on_snapshot_written(checkpoint_id, handles, async_duration, async_cpu)
 
     def on_snapshot_failed(self, checkpoint_id: int, error: BaseException) -> None:
         self.checkpoints.on_snapshot_failed(checkpoint_id, error)

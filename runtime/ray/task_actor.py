@@ -548,7 +548,7 @@ class TaskActor:
             send_error = exc
         if cancelled:
             return
-        started = time.time()
+        started, cpu_started = time.time(), time.thread_time()
         handles = None
         error: BaseException | None = None
         try:
@@ -571,18 +571,21 @@ class TaskActor:
                 time.sleep((slower - 1.0) * (time.time() - started))
         except Exception as exc:  # StorageError, the storage or committer actor gone
             error = exc
-        self._post("written", epoch, checkpoint_id, handles, error, time.time() - started)
+        self._post("written", epoch, checkpoint_id, handles, error, time.time() - started,
+                   time.thread_time() - cpu_started)
 
     def _on_written(self, epoch: int, checkpoint_id: int, handles: Any, error: BaseException | None,
-                    seconds: float) -> None:
-        """Under the lock: the writer thread finished a snapshot (acknowledge or decline it)."""
+                    seconds: float, cpu: float) -> None:
+        """Under the lock: the writer thread finished a snapshot in `seconds` (`cpu` of them on
+        its CPU: serialising and writing, which takes the GIL from the work thread); acknowledge
+        or decline it."""
         if not self._live(epoch):
             if handles is not None:
                 self._discard(handles)
             return
         if error is not None:
             self.task.on_snapshot_failed(checkpoint_id, error)
-        elif not self.task.on_snapshot_written(checkpoint_id, handles, seconds):
+        elif not self.task.on_snapshot_written(checkpoint_id, handles, seconds, cpu):
             self._discard(handles)
 
     def _discard(self, handles: Any) -> None:

@@ -140,6 +140,11 @@ class CostModel:
     #: CPU a task spends on a synchronous snapshot: fixed plus per byte of the snapshot
     sync_latency: float = 0.0
     sync_per_byte: float = 0.0
+    #: CPU the write of a snapshot spends (serialising and writing it: fixed plus per byte),
+    #: charged to its task as a synchronous snapshot's is: a Ray writer thread takes the GIL from
+    #: the task's work thread; the write's duration is `NetworkOptions`'
+    write_cpu: float = 0.0
+    write_cpu_per_byte: float = 0.0
     #: CPU seconds the control path (on Ray: the coordinator and committer processes) spends per
     #: completed checkpoint, on the shared `cores` (without them it has a core of its own: no
     #: effect): charged when the checkpoint completes, so the tasks wait for it as on a real
@@ -171,6 +176,10 @@ class CostModel:
     def sync_cost(self, size: int) -> float:
         """CPU seconds of a synchronous snapshot of `size` bytes."""
         return self.sync_latency + size * self.sync_per_byte
+
+    def write_cost(self, size: int) -> float:
+        """CPU seconds of writing a snapshot of `size` bytes."""
+        return self.write_cpu + size * self.write_cpu_per_byte
 
 
 class _Ports:
@@ -895,9 +904,9 @@ class SimExecutor(RunsOnJobMaster):
         if self.network.write_latency_max is not None:  # drawn only then: other runs replay as before
             latency = self.rng.uniform(latency, self.network.write_latency_max)
         duration = latency + size / self.network.write_bandwidth
-        sync = self.costs.sync_cost(size)
-        if sync > 0:  # the task's CPU (charged with its step); the write starts after it
-            self._owed_cpu[task_id] = self._owed_cpu.get(task_id, 0.0) + sync
+        sync, cpu = self.costs.sync_cost(size), self.costs.write_cost(size)
+        if sync + cpu > 0:  # the task's CPU (charged with its step); the write starts after the sync part
+            self._owed_cpu[task_id] = self._owed_cpu.get(task_id, 0.0) + sync + cpu
         if self.schedule is not None:
             slower = self.schedule.write_slowdown(self.now)
             if slower > 1.0:
@@ -920,7 +929,7 @@ class SimExecutor(RunsOnJobMaster):
             except StorageError as exc:
                 task.on_snapshot_failed(snapshot.checkpoint_id, exc)
                 return
-            if not task.on_snapshot_written(snapshot.checkpoint_id, handles, duration):
+            if not task.on_snapshot_written(snapshot.checkpoint_id, handles, duration, cpu):
                 self.writer.discard(handles)
 
         self._at(self.now + sync + duration, done, epoch, "write")

@@ -116,6 +116,20 @@ def test_sync_snapshot_cpu_and_ack_delay_lengthen_checkpoints() -> None:
     assert slower_durations[len(slower_durations) // 2] > median + 0.005  # 3 ms sync + 3.5 ms more ack
 
 
+def test_a_writes_cpu_is_reported_and_taken_from_its_task() -> None:
+    # Ray: the writer thread serialises and writes while the task's work thread waits for the
+    # GIL, so an unaligned checkpoint's channel state slows the task that persists it
+    costs = CostModel(write_cpu=0.004, write_cpu_per_byte=1e-7)
+    base = run(CostModel(), records=600)
+    writing = run(costs, records=600)
+    subtasks = [s for c in writing.completed_checkpoints for s in c.subtasks.values()]
+    assert subtasks and all(s.async_cpu == pytest.approx(costs.write_cost(s.checkpointed_size)) for s in subtasks)
+    assert all(s.async_cpu == 0.0 for c in base.completed_checkpoints for s in c.subtasks.values())
+    # the tasks' steps wait for their writes' CPU (4.25 ms each): the records behind them arrive later
+    assert writing.metrics.latency_percentile(100) > base.metrics.latency_percentile(100) + 0.003
+    assert writing.metrics.latency_percentile(99) > base.metrics.latency_percentile(99) + 0.002
+
+
 def test_ack_delays_drawn_from_quantiles_give_checkpoints_a_tail() -> None:
     # 90 % of acknowledgements take 2-4 ms, the rest up to 40 ms (a control path's long tail)
     tail = NetworkOptions(ack_delay_quantiles=(0.002, 0.0025, 0.003, 0.0035, 0.004, 0.004, 0.004, 0.004, 0.004, 0.004,

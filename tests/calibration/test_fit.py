@@ -12,7 +12,8 @@ from runtime.sim.costs import StepCost
 from runtime.sim.executor import CostModel, NetworkOptions
 from tests.calibration.jobs import small_job
 
-KNOWN_COSTS = CostModel(per_step=3e-5, per_record=4e-5, cores=2, checkpoint_cpu=0.003,
+KNOWN_COSTS = CostModel(per_step=3e-5, per_record=4e-5, cores=2, checkpoint_cpu=0.003, write_cpu=2e-4,
+                        write_cpu_per_byte=4e-8,
                         task_costs={"count[1]": StepCost(3e-5, 4e-5, wait_per_record=1e-4)})
 KNOWN_NETWORK = NetworkOptions(delay_min=0.0005, delay_max=0.003, control_delay=0.001, ack_delay=0.002,
                                write_latency=0.004, write_bandwidth=50e6)
@@ -41,6 +42,8 @@ def test_the_fit_recovers_the_known_model(calibrated: tuple) -> None:
     assert profile.write_latency == close(0.004, rel=0.1)
     assert profile.write_per_byte == close(1 / 50e6, rel=0.1)
     assert (profile.sync_latency, profile.sync_per_byte) == (0.0, 0.0)
+    assert profile.write_cpu == close(2e-4, rel=0.1)
+    assert profile.write_cpu_per_byte == close(4e-8, rel=0.1)
     assert profile.checkpoint_cpu == close(0.003, rel=0.1)
     assert profile.source_pacing == 0.0  # the simulator's sources read when a record is due
     assert len(profile.ack_delay_quantiles) == 21  # the simulator's fixed 2 ms: no spread

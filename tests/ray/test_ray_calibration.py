@@ -34,6 +34,10 @@ def test_a_calibrated_profile_predicts_aligned_checkpoints(ray_session) -> None:
     profile, calibration = calibrate(small_job(**JOB), "calibrate", executor="ray", warmup=0.5, max_duration=120)
     assert len(calibration.completed_checkpoints) >= 5
     assert profile.cores is not None and profile.latency_max > profile.latency_min >= 0
+    # every write's CPU was measured on its writer thread, and the fit took it
+    writes = [s for c in calibration.completed_checkpoints for s in c.subtasks.values()]
+    assert all(0 < s.async_cpu <= s.async_duration + 0.005 for s in writes), writes
+    assert profile.write_cpu + profile.write_cpu_per_byte * max(s.checkpointed_size for s in writes) > 0
 
     aligned = small_job(**JOB, unaligned=False).execute("aligned", executor="ray", max_duration=120)
     measured = figures(aligned, since=min(c.trigger_time for c in aligned.checkpoints) + 0.5)
