@@ -56,6 +56,12 @@ OUTLIER = 0.25
 #: more than this many times its CPU's as much as the tasks' median ratio: below it the GIL and
 #: the cores stretch it (Ray, 2 cores: 1.0-3.9x, at most 1.6x the median; a sleeping task 27x)
 OFF_CPU_OUTLIER = 3.0
+#: a snapshot cost per byte is fitted only from sizes whose largest is this many times the
+#: smallest: Ray calibration runs with sizes of 0.9-6 KB gave the write 160 ns of CPU and 2 us
+#: of time per byte (the counts' keyed state costs more to write than the sources' state, not
+#: per byte), which a prediction's 60 KB of channel state turned into 10 ms and 120 ms per
+#: write; 0.9-76 KB (backpressure) gave 8 ns
+SIZE_SPAN = 8.0
 
 
 class CalibrationError(ValueError):
@@ -90,9 +96,9 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     profile.source_pacing = graph.buffer_timeout if result.executor == "ray" else 0.0
     subtasks = [s for c in completed for s in c.subtasks.values()]
     sizes = [s.checkpointed_size for s in subtasks]
-    profile.sync_latency, profile.sync_per_byte = fit_line(sizes, [s.sync_duration for s in subtasks])
-    profile.write_latency, profile.write_per_byte = fit_line(sizes, [s.async_duration for s in subtasks])
-    profile.write_cpu, profile.write_cpu_per_byte = fit_line(sizes, [s.async_cpu for s in subtasks])
+    profile.sync_latency, profile.sync_per_byte = fit_size_line(sizes, [s.sync_duration for s in subtasks])
+    profile.write_latency, profile.write_per_byte = fit_size_line(sizes, [s.async_duration for s in subtasks])
+    profile.write_cpu, profile.write_cpu_per_byte = fit_size_line(sizes, [s.async_cpu for s in subtasks])
     return profile
 
 
@@ -203,6 +209,15 @@ def fit_checkpoint_cpu(result: Any) -> float:
     """CPU seconds of the control path per completed checkpoint (see the module doc)."""
     completed = sum(1 for c in result.checkpoints if c.completed)
     return sum(result.metrics.service_cpu.values()) / completed if completed else 0.0
+
+
+def fit_size_line(sizes: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """(per snapshot, per byte) of `ys` against snapshot sizes: `fit_line`, or the mean per
+    snapshot when the sizes span less than `SIZE_SPAN` (their differences then come from what
+    else differs between tasks, and a slope would be extrapolated far beyond them)."""
+    if not sizes or max(sizes) < SIZE_SPAN * max(1.0, min(sizes)):
+        return (max(0.0, sum(ys) / len(ys)) if ys else 0.0), 0.0
+    return fit_line(sizes, ys)
 
 
 def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:

@@ -16,14 +16,14 @@ class Count(KeyedProcessFunction):
 
 
 def small_job(*, records: int = 3000, rate: float | None = 5000.0, parallelism: int = 2,
-              unaligned: bool = True, interval: float = 0.02, stamp: str = "read") -> Any:
-    """generator -> map -> key_by -> count -> sink, `records` at `rate` records/s (`stamp`: the
-    generator's `created_at`, "read" or "due")."""
+              unaligned: bool = True, interval: float = 0.02, stamp: str = "read", keys: int = 16) -> Any:
+    """generator -> map -> key_by -> count -> sink, `records` at `rate` records/s over `keys`
+    keys (`stamp`: the generator's `created_at`, "read" or "due")."""
     from runtime import StreamEnvironment
 
     env = StreamEnvironment(parallelism=parallelism, buffer_size=64, credits=4, buffer_timeout=0.005)
     env.enable_checkpointing(interval=interval, unaligned=unaligned)
-    source = GeneratorSource(count=records, rate=rate, fn=lambda i: {"i": i, "key": f"k{i % 16}"},
+    source = GeneratorSource(count=records, rate=rate, fn=lambda i: {"i": i, "key": f"k{i % keys}"},
                              splits=parallelism, name="generator", stamp=stamp)
     (env.from_source(source).map(lambda r: {"key": r["key"], "created_at": r["created_at"]}, name="parse")
      .key_by("key").process(Count(), name="count").sink_to(CollectSink("out")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.calibration.fit import fit_profile, fit_steps, fit_transport
+from runtime.calibration.fit import fit_line, fit_profile, fit_size_line, fit_steps, fit_transport
 from runtime.calibration.predict import METRICS, calibrate, figures, predict
 from runtime.core.task_metrics import StepTimes
 from runtime.sim.costs import StepCost
@@ -13,7 +13,7 @@ from runtime.sim.executor import CostModel, NetworkOptions
 from tests.calibration.jobs import small_job
 
 KNOWN_COSTS = CostModel(per_step=3e-5, per_record=4e-5, cores=2, checkpoint_cpu=0.003, write_cpu=2e-4,
-                        write_cpu_per_byte=4e-8,
+                        write_cpu_per_byte=1e-8,
                         task_costs={"count[1]": StepCost(3e-5, 4e-5, wait_per_record=1e-4)})
 KNOWN_NETWORK = NetworkOptions(delay_min=0.0005, delay_max=0.003, control_delay=0.001, ack_delay=0.002,
                                write_latency=0.004, write_bandwidth=50e6)
@@ -39,11 +39,11 @@ def test_the_fit_recovers_the_known_model(calibrated: tuple) -> None:
     assert profile.trigger_delay == close(0.001, rel=0.1)
     assert profile.ack_delay == close(0.002, rel=0.1)
     assert profile.finalize == close(0.0, abs=1e-9)
-    assert profile.write_latency == close(0.004, rel=0.1)
-    assert profile.write_per_byte == close(1 / 50e6, rel=0.1)
+    # 16 keys: snapshots of 0.9-4.3 KB, too narrow a span for a cost per byte (`fit.SIZE_SPAN`):
+    # each write's mean (4 ms + 20 ns/B, 0.2 ms + 10 ns/B of CPU at ~2.6 KB)
+    assert profile.write_per_byte == 0.0 and profile.write_latency == close(0.004 + 2600 / 50e6, rel=0.1)
+    assert profile.write_cpu_per_byte == 0.0 and profile.write_cpu == close(2e-4 + 2600 * 1e-8, rel=0.1)
     assert (profile.sync_latency, profile.sync_per_byte) == (0.0, 0.0)
-    assert profile.write_cpu == close(2e-4, rel=0.1)
-    assert profile.write_cpu_per_byte == close(4e-8, rel=0.1)
     assert profile.checkpoint_cpu == close(0.003, rel=0.1)
     assert profile.source_pacing == 0.0  # the simulator's sources read when a record is due
     assert len(profile.ack_delay_quantiles) == 21  # the simulator's fixed 2 ms: no spread
@@ -51,6 +51,18 @@ def test_the_fit_recovers_the_known_model(calibrated: tuple) -> None:
     assert len(profile.trigger_delay_quantiles) == 21  # and its fixed 1 ms trigger delay
     assert profile.trigger_delay_quantiles[0] == close(0.001, rel=0.1)
     assert profile.trigger_delay_quantiles[-1] == close(0.001, rel=0.1)
+
+
+def test_snapshot_costs_per_byte_are_recovered_from_sizes_that_span_enough() -> None:
+    # 4,000 keys: the counts' state grows from checkpoint to checkpoint (0.9-44 KB)
+    profile, _ = calibrate(small_job(records=4000, rate=5000, keys=4000), "known", executor="sim",
+                           costs=KNOWN_COSTS, network=KNOWN_NETWORK, seed=5)
+    close = pytest.approx
+    assert profile.write_latency == close(0.004, rel=0.1)
+    assert profile.write_per_byte == close(1 / 50e6, rel=0.1)
+    assert profile.write_cpu == close(2e-4, rel=0.1)
+    assert profile.write_cpu_per_byte == close(1e-8, rel=0.1)
+    assert (profile.sync_latency, profile.sync_per_byte) == (0.0, 0.0)
 
 
 def test_predicting_the_same_run_reproduces_its_figures(calibrated: tuple) -> None:
@@ -112,6 +124,18 @@ def test_elapsed_time_stretched_like_the_other_tasks_is_contention_not_off_cpu_t
         assert steps.get(name, steps[name.partition("[")[0]]).wait_per_record == 0.0, name
     contention = 2.5  # the five tasks' median elapsed/CPU ratio: what stretches the sleeper's own CPU
     assert steps["count[1]"].wait_per_record == pytest.approx(2.3e-4 + 9e-6 * (2.0 - contention), rel=0.01)
+
+
+def test_a_cost_per_byte_needs_sizes_that_span_enough() -> None:
+    # Ray, slow-channel: 0.9-6 KB snapshots, the counts' (keyed state) writes slower than the
+    # sources' whatever their size; a slope through them is a per-task difference, not per byte
+    sizes = [936, 3000, 3100, 3700, 4700, 6100] * 5
+    cpu = [7e-4, 8.5e-4, 8e-4, 1.2e-3, 1.2e-3, 1.3e-3] * 5
+    assert fit_line(sizes, cpu)[1] > 1e-7  # what a plain line says: 100+ ns per byte
+    per_write, per_byte = fit_size_line(sizes, cpu)
+    assert per_byte == 0.0 and per_write == pytest.approx(sum(cpu) / len(cpu))
+    wide = [936, 10_000, 40_000, 76_000]  # backpressure's channel state: a slope it can carry
+    assert fit_size_line(wide, [1e-3 + 8e-9 * s for s in wide]) == pytest.approx((1e-3, 8e-9))
 
 
 def test_a_declared_slow_link_is_not_transport(calibrated: tuple) -> None:
