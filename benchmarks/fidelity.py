@@ -8,7 +8,8 @@ Theory of operation
 For each scenario of `benchmarks.checkpoint_modes` (uniform, skewed, slow-channel,
 backpressure; `--quick`: the quick Ray profile's three) the job is **calibrated once**: its
 unaligned latency run on the measured executor (`--measure`, default Ray), with the barrier
-trace on, is fitted into a `CostProfile` (`runtime.calibration.fit`). Then every mode (none,
+trace on, and a short run of it at full speed (5 s of its records, as `calibrate` does) are
+fitted into a `CostProfile` (`runtime.calibration.fit`). Then every mode (none,
 aligned, unaligned, at-least-once) runs twice in the same process: measured — the combination
 exactly as `benchmarks.checkpoint_modes` runs it — and predicted — the same job on the
 simulator with the scenario's profile (no other knob: the slow subtask of `backpressure` and
@@ -40,7 +41,7 @@ from typing import Any
 from benchmarks import checkpoint_modes as cm
 from benchmarks.report import add_output_arguments, at_least_one, markdown_table, output_of, parse_args
 from runtime.calibration.fit import fit_profile
-from runtime.calibration.predict import predict
+from runtime.calibration.predict import SATURATED_SECONDS, predict
 from runtime.calibration.profile import CostProfile
 
 MODES = ("none", "aligned", "unaligned", "at-least-once")
@@ -75,10 +76,16 @@ def calibrate_scenario(measure: str, scenario: str, bench: cm.Profile) -> tuple[
     result = cm.execute(combo, bench, rate=rate, count=records, trace_barriers=True)
     seconds = time.perf_counter() - started
     cores = len(os.sched_getaffinity(0)) if measure == "ray" else None
+    # the same job at full speed, as `calibrate` runs it (`at_full_speed`): its steps fitted with these
+    full_records = min(records, max(1000, round(result.metrics.records_in / result.metrics.duration * SATURATED_SECONDS)))
+    started = time.perf_counter()
+    saturated = cm.execute(combo, bench, rate=None, count=full_records)
     info = {"job": combo.label, "executor": measure, "seconds": round(seconds, 2), "load_average": round(load, 2),
-            "cpus": os.cpu_count(), "records_in": result.metrics.records_in}
+            "cpus": os.cpu_count(), "records_in": result.metrics.records_in,
+            "saturated_records": saturated.metrics.records_in,
+            "saturated_seconds": round(time.perf_counter() - started, 2)}
     profile = fit_profile(result, graph, cores=cores, calibrated=info, since=cm.measured_since(result, bench.warmup),
-                          link_delays=cm.link_delays(combo, bench))
+                          link_delays=cm.link_delays(combo, bench), saturated=saturated)
     return profile, info
 
 

@@ -2,7 +2,11 @@
 measured, the same on the simulator and on Ray.
 
 * Steps: per task, least squares of CPU seconds per step against records per step
-  (`StepTimes.fit`); off-CPU time (sleeps, I/O) per record is the same fit's per-record slope
+  (`StepTimes.fit`), over the calibration run's steps and, when there is one, those of a short run
+  of the job at full speed (`saturated`): a rate-limited run's steps hold a few records each, which
+  cannot split a step's cost into per step and per record (Ray, slow-channel at 5,000 rec/s: 8
+  records a step, 4.0-4.3 us per record fitted against 1.3-2.0 us measured at full speed, where
+  steps hold ~1,000 records); off-CPU time (sleeps, I/O) per record is the same fit's per-record slope
   of elapsed time (`StepTimes.fit_wall`) beyond the CPU's, once the machine's contention (the
   median elapsed/CPU ratio) is taken out. Elapsed time per *step* beyond the CPU (waiting for
   the GIL or a core, most of a low-rate source's) is contention, not the task's cost; so is
@@ -69,9 +73,11 @@ class CalibrationError(ValueError):
 
 
 def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[str, Any] | None = None,
-                since: float = float("-inf"), link_delays: Mapping[str, float] | None = None) -> CostProfile:
+                since: float = float("-inf"), link_delays: Mapping[str, float] | None = None,
+                saturated: Any = None) -> CostProfile:
     """The profile of `result`, a run of `graph` with `trace_barriers=True` and checkpoints
-    (checkpoints triggered before `since` are left out: start-up; `link_delays`: the run's)."""
+    (checkpoints triggered before `since` are left out: start-up; `link_delays`: the run's;
+    `saturated`: a run of the same job at full speed, whose steps are fitted with `result`'s)."""
     tasks = result.metrics.tasks
     if not tasks:
         raise CalibrationError(f"job {result.job_name!r}: the run recorded no task steps (metrics.tasks is empty)")
@@ -86,6 +92,9 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     if cores is not None:
         info["cores_measured"] = cores
         cores = max(1, round(cores - background))
+    if saturated is not None:
+        full = saturated.metrics.tasks
+        tasks = {name: times.pooled(full[name]) if name in full else times for name, times in tasks.items()}
     profile = CostProfile(steps=fit_steps(tasks), cores=cores, calibrated=info)
     profile.latency_min, profile.latency_max = fit_transport(result.trace, graph, since, link_delays)
     profile.trigger_delay, profile.ack_delay, profile.finalize = fit_control(completed, graph)

@@ -2,24 +2,30 @@
 
 `calibrate` runs the job once with unaligned exactly-once checkpoints and the barrier trace on
 (unaligned barriers overtake queued data, so their transit times measure the transport, see
-`runtime.calibration.fit`), then fits the profile. `predict` runs a job on the simulator with a
+`runtime.calibration.fit`), then, when its sources read at a rate, briefly at full speed (the
+same job, its generators unthrottled: `at_full_speed`), and fits the profile from both. `predict` runs a job on the simulator with a
 profile's cost model; `figures` summarises any run the same way for both.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import time
 from typing import Any
 
+from operators.sources import GeneratorSource
 from runtime.calibration.fit import fit_profile
 from runtime.calibration.profile import CostProfile
+from runtime.jobmaster.registry import get_executor
 
 #: wall seconds a calibration run may take on Ray before it is failed as too long
 CALIBRATION_LIMIT = 60.0
 #: checkpoint interval of a calibration run when the job sets none (seconds)
 CALIBRATION_INTERVAL = 0.05
+#: seconds' worth of the calibration run's records (at its rate) that its full-speed run reads
+SATURATED_SECONDS = 5.0
 #: credits per channel of a prediction whose profile measured `in_flight_records`
 SIM_CREDITS = 8
 #: buffers a backpressured channel of the simulator holds ahead of an aligned barrier at
@@ -78,9 +84,36 @@ def calibrate(env: Any, job_name: str, *, executor: str = "ray", cores: int | No
     info = {"job": job_name, "executor": executor, "parallelism": env.parallelism,
             "interval": env.checkpoint_config.interval, "records_in": result.metrics.records_in,
             "seconds": round(seconds, 3), "load_average": round(load, 2), "cpus": os.cpu_count()}
+    rate = result.metrics.records_in / result.metrics.duration if result.metrics.duration > 0 else 0.0
+    full = at_full_speed(graph, max(1000, round(rate * SATURATED_SECONDS)))
+    saturated = None
+    if full is not None:
+        started = time.perf_counter()
+        saturated = get_executor(executor)(full, **options)
+        info.update(saturated_records=saturated.metrics.records_in,
+                    saturated_seconds=round(time.perf_counter() - started, 3))
     info.update(calibrated or {})
     return fit_profile(result, graph, cores=cores, calibrated=info, since=since,
-                       link_delays=options.get("link_delays")), result
+                       link_delays=options.get("link_delays"), saturated=saturated), result
+
+
+def at_full_speed(graph: Any, records: int) -> Any:
+    """A copy of `graph` whose rate-limited generators read as fast as they can, at most `records`
+    in all (or what they would have read, if fewer); None when no source reads at a rate or one
+    that does is not a `GeneratorSource` (nothing to unthrottle)."""
+    limited = [v for v in graph.vertices if v.is_rate_limited]
+    if not limited or not all(isinstance(v.source, GeneratorSource) for v in limited):
+        return None
+    vertices = []
+    for vertex in graph.vertices:
+        if any(vertex is v for v in limited):
+            source = copy.copy(vertex.source)
+            total = source.total_records()
+            source.count = min(records, total) if total is not None else records
+            source.rate, source.duration, source.stamp = None, None, "read"
+            vertex = dataclasses.replace(vertex, source=source)
+        vertices.append(vertex)
+    return dataclasses.replace(graph, vertices=vertices)
 
 
 def apply_channels(env: Any, profile: CostProfile) -> Any:

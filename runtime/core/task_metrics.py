@@ -10,7 +10,7 @@ step time itself (the simulator).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 
@@ -49,6 +49,11 @@ class StepTimes:
         self.records_sq += records * records
         self.records_busy += records * seconds
         self.records_wall += records * (seconds if wall is None else wall)
+
+    def pooled(self, other: StepTimes) -> StepTimes:
+        """The steps of both, for one fit (the least-squares sums add; the rest is this one's)."""
+        sums = ("steps", "records", "busy", "wall", "records_sq", "records_busy", "records_wall")
+        return replace(self, **{name: getattr(self, name) + getattr(other, name) for name in sums})
 
     def fit(self) -> tuple[float, float]:
         """(CPU seconds per step, per record) by least squares; when every step handled the

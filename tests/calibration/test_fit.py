@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.calibration.fit import fit_line, fit_profile, fit_size_line, fit_steps, fit_transport
-from runtime.calibration.predict import METRICS, calibrate, figures, predict
+from runtime.calibration.predict import METRICS, at_full_speed, calibrate, figures, predict
 from runtime.core.task_metrics import StepTimes
 from runtime.sim.costs import StepCost
 from runtime.sim.executor import CostModel, NetworkOptions
@@ -136,6 +136,36 @@ def test_a_cost_per_byte_needs_sizes_that_span_enough() -> None:
     assert per_byte == 0.0 and per_write == pytest.approx(sum(cpu) / len(cpu))
     wide = [936, 10_000, 40_000, 76_000]  # backpressure's channel state: a slope it can carry
     assert fit_size_line(wide, [1e-3 + 8e-9 * s for s in wide]) == pytest.approx((1e-3, 8e-9))
+
+
+def test_steps_at_full_speed_give_the_fit_the_leverage_a_rate_limited_run_lacks() -> None:
+    # Ray, slow-channel: at 5,000 rec/s a step holds ~8 records and costs ~4 us a record more or
+    # less; at full speed ~1,000 records at 1.4 us each. The slow steps alone cannot say which
+    # part is per step: fitted alone they gave 4 us a record, capping a max-rate prediction
+    slow, fast = StepTimes(), StepTimes()
+    for records in (6, 7, 8, 9, 10) * 40:
+        slow.add(records, 3e-5 + 4e-6 * records)
+    for records in (960, 1000, 1040) * 10:
+        fast.add(records, 3e-5 + 1.4e-6 * records)
+    assert slow.fit()[1] == pytest.approx(4e-6)
+    per_step, per_record = slow.pooled(fast).fit()
+    assert per_record == pytest.approx(1.4e-6, rel=0.05)  # full speed as measured
+    assert per_step + 8 * per_record == pytest.approx(3e-5 + 8 * 4e-6, rel=0.1)  # a slow step as measured
+    assert (slow.steps, slow.records) == (200, 1600)  # pooling leaves both runs' sums alone
+
+
+def test_a_calibration_reads_the_job_once_more_at_full_speed() -> None:
+    env = small_job(records=3000, rate=5000)
+    graph = env.get_job_graph("known")
+    full = at_full_speed(graph, 1200)
+    (source,) = [v.source for v in full.vertices if v.source is not None]
+    assert (source.rate, source.count, source.stamp) == (None, 1200, "read")
+    (original,) = [v.source for v in graph.vertices if v.source is not None]
+    assert (original.rate, original.count) == (5000.0, 3000)  # the job itself is untouched
+    assert at_full_speed(small_job(records=3000, rate=None).get_job_graph("known"), 1200) is None
+    profile, result = calibrate(env, "known", executor="sim", costs=KNOWN_COSTS, network=KNOWN_NETWORK, seed=5)
+    # 5 s of the calibration's rate, at most what the job reads
+    assert profile.calibrated["saturated_records"] == 3000 == result.metrics.records_in
 
 
 def test_a_declared_slow_link_is_not_transport(calibrated: tuple) -> None:
