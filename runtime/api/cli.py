@@ -417,8 +417,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                                 calibrated={"target": args.target}, **options)
     profile.save(args.output)
     info = profile.calibrated
+    full = (f", then {info['saturated_records']:,} at full speed in {info['saturated_seconds']} s"
+            if "saturated_records" in info else "")
     console.print(f"calibrated {args.target} on {args.executor}: {info['records_in']:,} records in "
-                  f"{info['seconds']} s, {len(result.completed_checkpoints)} checkpoints, load average "
+                  f"{info['seconds']} s{full}, {len(result.completed_checkpoints)} checkpoints, load average "
                   f"{info['load_average']}; profile written to {args.output}", soft_wrap=True)
     return 0
 

@@ -36,6 +36,7 @@ def test_calibrate_writes_a_profile_naming_its_job(calibrated: Path) -> None:
     assert doc["calibrated"]["executor"] == "sim"
     assert doc["steps"]["count"]["per_record"] == pytest.approx(2e-6, rel=0.1)  # the default CostModel's
     assert doc["transport"]["latency_max"] > doc["transport"]["latency_min"] > 0
+    assert doc["calibrated"]["saturated_records"] == 1500  # and once at full speed
 
 
 def test_whatif_prints_each_variant_next_to_the_baseline(calibrated: Path, monkeypatch: pytest.MonkeyPatch,
