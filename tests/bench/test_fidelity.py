@@ -37,3 +37,17 @@ def test_order_agreement_ignores_ties_and_catches_swaps() -> None:
     assert fidelity.order_agrees(measured, {"aligned": 80.0, "unaligned": 12.0, "none": 90.0})  # 100 vs 95: a tie
     assert not fidelity.order_agrees(measured, {"aligned": 8.0, "unaligned": 12.0, "none": 90.0})
     assert fidelity.order_agrees({"a": 1.0, "b": 1.05}, {"a": 2.0, "b": 1.0}) is None  # nothing to judge
+
+
+def test_the_separated_order_judges_only_pairs_whose_repeats_do_not_interleave() -> None:
+    # fidelity_ray10, uniform throughput: aligned 181-238k, unaligned 219-247k (medians 215k, 239k):
+    # Ray ranked them the other way in fidelity_ray7; none (276-348k) is above both in every repeat
+    measured = {"none": 346.8, "aligned": 214.5, "unaligned": 239.2}
+    runs = {"none": [276.4, 348.0, 346.8], "aligned": [180.5, 214.5, 238.1], "unaligned": [218.8, 239.2, 246.9]}
+    predicted = {"none": 280.4, "aligned": 268.6, "unaligned": 233.6}
+    assert fidelity.order_agrees(measured, predicted) is False
+    assert fidelity.order_agrees(measured, predicted, runs) is True
+    assert fidelity.order_agrees(measured, {"none": 200.0, "aligned": 268.6, "unaligned": 233.6}, runs) is False
+    payload = fidelity.compare({("u", m): [{"throughput": v} for v in runs[m]] for m in runs},
+                               {("u", m): {"throughput": v} for m, v in predicted.items()})
+    assert (payload["order_agreement"], payload["order_agreement_separated"]) == (0.0, 1.0)
