@@ -3,8 +3,9 @@
 `calibrate` runs the job once with unaligned exactly-once checkpoints and the barrier trace on
 (unaligned barriers overtake queued data, so their transit times measure the transport, see
 `runtime.calibration.fit`), then, when its sources read at a rate, briefly at full speed (the
-same job, its generators unthrottled: `at_full_speed`), and fits the profile from both. `predict` runs a job on the simulator with a
-profile's cost model; `figures` summarises any run the same way for both.
+same job, its generators unthrottled: `at_full_speed`), and fits the profile from both.
+`predict` runs a job on the simulator with a profile's cost model; `figures` summarises any run
+the same way for both.
 """
 
 from __future__ import annotations
