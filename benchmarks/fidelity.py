@@ -45,7 +45,7 @@ from typing import Any
 from benchmarks import checkpoint_modes as cm
 from benchmarks.report import add_output_arguments, at_least_one, markdown_table, output_of, parse_args
 from runtime.calibration.fit import fit_profile
-from runtime.calibration.predict import SATURATED_SECONDS, predict
+from runtime.calibration.predict import full_speed_records, predict
 from runtime.calibration.profile import CostProfile
 
 MODES = ("none", "aligned", "unaligned", "at-least-once")
@@ -81,9 +81,8 @@ def calibrate_scenario(measure: str, scenario: str, bench: cm.Profile) -> tuple[
     seconds = time.perf_counter() - started
     cores = len(os.sched_getaffinity(0)) if measure == "ray" else None
     # the same job at full speed, as `calibrate` runs it (`at_full_speed`): its steps fitted with these
-    full_records = min(records, max(1000, round(result.metrics.records_in / result.metrics.duration * SATURATED_SECONDS)))
     started = time.perf_counter()
-    saturated = cm.execute(combo, bench, rate=None, count=full_records)
+    saturated = cm.execute(combo, bench, rate=None, count=min(records, full_speed_records(result)))
     info = {"job": combo.label, "executor": measure, "seconds": round(seconds, 2), "load_average": round(load, 2),
             "cpus": os.cpu_count(), "records_in": result.metrics.records_in,
             "saturated_records": saturated.metrics.records_in,

@@ -85,8 +85,7 @@ def calibrate(env: Any, job_name: str, *, executor: str = "ray", cores: int | No
     info = {"job": job_name, "executor": executor, "parallelism": env.parallelism,
             "interval": env.checkpoint_config.interval, "records_in": result.metrics.records_in,
             "seconds": round(seconds, 3), "load_average": round(load, 2), "cpus": os.cpu_count()}
-    rate = result.metrics.records_in / result.metrics.duration if result.metrics.duration > 0 else 0.0
-    full = at_full_speed(graph, max(1000, round(rate * SATURATED_SECONDS)))
+    full = at_full_speed(graph, full_speed_records(result))
     saturated = None
     if full is not None:
         started = time.perf_counter()
@@ -96,6 +95,14 @@ def calibrate(env: Any, job_name: str, *, executor: str = "ray", cores: int | No
     info.update(calibrated or {})
     return fit_profile(result, graph, cores=cores, calibrated=info, since=since,
                        link_delays=options.get("link_delays"), saturated=saturated), result
+
+
+def full_speed_records(result: Any) -> int:
+    """Records the full-speed run of a calibration reads: `SATURATED_SECONDS` of `result`'s rate
+    (at least 1,000)."""
+    metrics = result.metrics
+    rate = metrics.records_in / metrics.duration if metrics.duration > 0 else 0.0
+    return max(1000, round(rate * SATURATED_SECONDS))
 
 
 def at_full_speed(graph: Any, records: int) -> Any:
