@@ -577,7 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
                                help="run MODULE:FUNCTION briefly for real and fit the simulator's cost model to it")
     calibrate.add_argument("target", metavar="MODULE:FUNCTION", nargs="?",
                            help="module (imported from the current directory) and the function that builds the job; "
-                           "the job should finish within 60 s")
+                           "the job should finish within 60 s, and runs once more at full speed (5 s of its records) "
+                           "when its generators read at a rate; calibrate on an otherwise idle machine: whatever "
+                           "else runs is measured as the job's cost")
     calibrate.add_argument("--from-flink", metavar="FILE|URL",
                            help="instead of running a job: read a Flink job's REST document (FILE) or its running "
                            "job's REST API (http://HOST:PORT/jobs/JOB_ID) into a profile")
