@@ -114,7 +114,7 @@ def at_full_speed(graph: Any, records: int) -> Any:
         return None
     vertices = []
     for vertex in graph.vertices:
-        if any(vertex is v for v in limited):
+        if vertex.is_rate_limited:
             source = copy.copy(vertex.source)
             total = source.total_records()
             source.count = min(records, total) if total is not None else records
