@@ -17,35 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of process `pid` so far (None: gone or unreadable)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # the command name (field 2) may hold spaces and parentheses: fields restart after the last ")"
-    fields = stat[stat.rindex(b")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14 and 15)
-
-
-def children_of(parent: int) -> list[int]:
-    """PIDs whose parent is `parent`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(b")") + 2:].split()[1]) == parent:
-            found.append(int(name))
-    return found
+from runtime.calibration.machine_load import children_of, cpu_seconds
 
 
 def raylet_pid() -> int:

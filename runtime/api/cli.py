@@ -422,6 +422,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     console.print(f"calibrated {args.target} on {args.executor}: {info['records_in']:,} records in "
                   f"{info['seconds']} s{full}, {len(result.completed_checkpoints)} checkpoints, load average "
                   f"{info['load_average']}; profile written to {args.output}", soft_wrap=True)
+    for warning in info.get("warnings", ()):
+        console.print(f"warning: {warning}", soft_wrap=True, highlight=False, markup=False, style="yellow")
     return 0
 
 

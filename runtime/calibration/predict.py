@@ -3,7 +3,10 @@
 `calibrate` runs the job once with unaligned exactly-once checkpoints and the barrier trace on
 (unaligned barriers overtake queued data, so their transit times measure the transport, see
 `runtime.calibration.fit`), then, when its sources read at a rate, briefly at full speed (the
-same job, its generators unthrottled: `at_full_speed`), and fits the profile from both.
+same job, its generators unthrottled: `at_full_speed`), and fits the profile from both. Around
+both runs it watches the machine (`runtime.calibration.machine_load`) and records in the profile
+whether other processes contended with the measurement, and which of the fitted costs the job
+could not keep up with (`runtime.calibration.feasibility`), both as `calibrated.warnings`.
 `predict` runs a job on the simulator with a profile's cost model; `figures` summarises any run
 the same way for both.
 """
@@ -14,10 +17,13 @@ import copy
 import dataclasses
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from operators.sources import GeneratorSource
+from runtime.calibration.feasibility import TaskRate, cannot_keep_up, task_rates
 from runtime.calibration.fit import fit_profile
+from runtime.calibration.machine_load import LoadSampler, MachineLoad
 from runtime.calibration.profile import CostProfile
 from runtime.jobmaster.registry import get_executor
 
@@ -77,24 +83,44 @@ def calibrate(env: Any, job_name: str, *, executor: str = "ray", cores: int | No
     elif cores is None and options.get("costs") is not None:
         cores = options["costs"].cores
     load = os.getloadavg()[0]
-    started = time.perf_counter()
-    result = env.execute(job_name, executor=executor, trace_barriers=True, **options)
-    seconds = time.perf_counter() - started
+    with LoadSampler() as sampler:
+        started = time.perf_counter()
+        result = env.execute(job_name, executor=executor, trace_barriers=True, **options)
+        seconds = time.perf_counter() - started
+        full = at_full_speed(graph, full_speed_records(result))
+        saturated = None
+        if full is not None:
+            started = time.perf_counter()
+            saturated = get_executor(executor)(full, **options)
+            saturated_seconds = time.perf_counter() - started
     first = min((c.trigger_time for c in result.checkpoints), default=0.0)
     since = first + (warmup if warmup is not None else (1.0 if executor == "ray" else 0.0))
     info = {"job": job_name, "executor": executor, "parallelism": env.parallelism,
             "interval": env.checkpoint_config.interval, "records_in": result.metrics.records_in,
             "seconds": round(seconds, 3), "load_average": round(load, 2), "cpus": os.cpu_count()}
-    full = at_full_speed(graph, full_speed_records(result))
-    saturated = None
-    if full is not None:
-        started = time.perf_counter()
-        saturated = get_executor(executor)(full, **options)
-        info.update(saturated_records=saturated.metrics.records_in,
-                    saturated_seconds=round(time.perf_counter() - started, 3))
+    if saturated is not None:
+        info.update(saturated_records=saturated.metrics.records_in, saturated_seconds=round(saturated_seconds, 3))
     info.update(calibrated or {})
-    return fit_profile(result, graph, cores=cores, calibrated=info, since=since,
-                       link_delays=options.get("link_delays"), saturated=saturated), result
+    profile = fit_profile(result, graph, cores=cores, calibrated=info, since=since,
+                          link_delays=options.get("link_delays"), saturated=saturated)
+    judge(profile, sampler.result, interval=env.checkpoint_config.interval, rates=task_rates(result, graph))
+    return profile, result
+
+
+def judge(profile: CostProfile, machine: MachineLoad | None, *, interval: float | None,
+          rates: Mapping[str, TaskRate]) -> CostProfile:
+    """Record in `profile.calibrated` how busy the machine was while it was measured
+    (`machine_load`, `contended`) and every warning: the contention's causes and the cost terms the
+    job cannot keep up with (`runtime.calibration.feasibility`), in `warnings`. Returns `profile`."""
+    warnings = []
+    if machine is not None:
+        profile.calibrated["machine_load"] = machine.to_json()
+        profile.calibrated["contended"] = machine.contended
+        warnings += [f"contended measurement: {w}; the profile's costs include theirs (calibrate on an otherwise "
+                     "idle machine)" for w in machine.warnings()]
+    warnings += [f"cannot keep up: {w}" for w in cannot_keep_up(profile, interval=interval, rates=rates)]
+    profile.calibrated["warnings"] = warnings
+    return profile
 
 
 def full_speed_records(result: Any) -> int:

@@ -93,6 +93,16 @@ class CostProfile:
     #: what was run to measure it (free-form: job, executor, load average, seconds)
     calibrated: dict[str, Any] = field(default_factory=dict)
 
+    def step_entry(self, task: str) -> str:
+        """The `steps` entry that holds `task`'s costs ("vertex[i]"): its own, its vertex's
+        ("vertex") or "default", as the simulator looks them up."""
+        vertex = task.rpartition("[")[0] or task
+        return task if task in self.steps else vertex if vertex in self.steps else "default"
+
+    def step_cost(self, task: str) -> StepCost:
+        """`task`'s step costs (`step_entry`; zero when there is no default)."""
+        return self.steps.get(self.step_entry(task), StepCost(0.0, 0.0))
+
     # ------------------------------------------------------------------ the simulator's terms
 
     def cost_model(self, **overrides: Any) -> Any:
