@@ -87,6 +87,11 @@ class SplitReader(abc.ABC):
         """
         return None
 
+    def lag(self) -> float | None:
+        """How long overdue the next record is (seconds; 0 when none is overdue or the split
+        ended), for a split read at a rate; None for one read as fast as it can."""
+        return None
+
 
 class Source(abc.ABC):
     """A replayable input: a deterministic list of splits and a reader per split."""
@@ -420,6 +425,13 @@ class GeneratorSplitReader(SplitReader):
         if self._limit is not None and self.position >= self._limit:
             return True
         return self._deadline is not None and self.clock.now() >= self._deadline
+
+    def lag(self) -> float | None:
+        if self._rate is None:
+            return None
+        if self.finished():
+            return 0.0
+        return max(0.0, self.clock.now() - (self._started_at + self.position / self._rate))
 
     def next_ready_time(self) -> float | None:
         if self._rate is None or self.finished():

@@ -496,10 +496,15 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     for row in rows[1:]:
         out.add_row(*row)
     console.print(out)
+    for prediction in predictions:
+        if prediction.failure is not None:
+            console.print(f"variant {prediction.variant.name!r}: {prediction.failure}", soft_wrap=True,
+                          highlight=False, markup=False)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([{"variant": p.variant.name, "seconds": p.seconds, **p.figures} for p in predictions], f, indent=2)
-    return 0
+            json.dump([{"variant": p.variant.name, "seconds": p.seconds, **p.figures, "failure": p.failure,
+                        "saturated": p.saturated} for p in predictions], f, indent=2)
+    return 1 if any(p.failure is not None and p.saturated is None for p in predictions) else 0
 
 
 #: checkpoint interval `run` uses when it enables checkpointing and no --interval is given (seconds)

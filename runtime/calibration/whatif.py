@@ -16,6 +16,8 @@ from typing import Any
 
 from runtime.calibration.predict import METRICS, figures, predict
 from runtime.calibration.profile import CostProfile
+from runtime.jobmaster.result import JobFailedError
+from runtime.sim.saturation import SaturationError
 
 #: checkpointing modes a variant can ask for
 MODES = ("none", "aligned", "unaligned", "at-least-once")
@@ -93,16 +95,30 @@ class Prediction:
     figures: dict[str, float | None]
     #: wall seconds the simulation took
     seconds: float
+    #: why the variant has no figures: it cannot keep up (`runtime.sim.saturation`) or failed
+    failure: str | None = None
+    #: the resource that held back a variant that cannot keep up ("the control path's CPU", ...)
+    saturated: str | None = None
 
 
 def what_if(build: Callable[[], Any], job_name: str, profile: CostProfile, variants: Sequence[Variant],
             *, seed: int = 1) -> list[Prediction]:
-    """The baseline (the job as `build` makes it) and every variant, predicted with `profile`."""
+    """The baseline (the job as `build` makes it) and every variant, predicted with `profile`.
+
+    A variant that cannot keep up (its backlog only grows) is stopped within a few windows of
+    virtual time (`runtime.sim.saturation`) and comes back with `failure` and `saturated` saying
+    why and what held it back; a variant whose job fails likewise; the others are unaffected."""
     out = []
     for variant in (Variant("baseline"), *variants):
         env = variant.apply(build())
         started = time.perf_counter()
-        result = predict(env, job_name, profile, seed=seed, slow=variant.slow)
+        try:
+            result = predict(env, job_name, profile, seed=seed, slow=variant.slow, stop_when_saturated=True)
+        except JobFailedError as exc:
+            saturation = exc.cause if isinstance(exc.cause, SaturationError) else None
+            out.append(Prediction(variant, dict.fromkeys(METRICS), time.perf_counter() - started, failure=str(exc),
+                                  saturated=saturation.resource if saturation is not None else None))
+            continue
         out.append(Prediction(variant, figures(result, finalize=profile.finalize), time.perf_counter() - started))
     return out
 
@@ -124,8 +140,18 @@ def table(predictions: Sequence[Prediction]) -> list[list[str]]:
     rows = [["metric", *(p.variant.name for p in predictions)]]
     for metric in METRICS:
         rows.append([LABELS[metric], *(_fmt(p.figures[metric]) for p in predictions)])
+    if any(p.failure for p in predictions):
+        rows.append(["outcome", *(_outcome(p) for p in predictions)])
     rows.append(["simulated in (s)", *(f"{p.seconds:.2f}" for p in predictions)])
     return rows
+
+
+def _outcome(prediction: Prediction) -> str:
+    if prediction.failure is None:
+        return "finished"
+    if prediction.saturated is not None:
+        return f"cannot keep up: {prediction.saturated}"
+    return "failed"
 
 
 def _fmt(value: float | None) -> str:

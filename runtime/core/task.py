@@ -328,6 +328,13 @@ class Task:
             return self.readers[self._reader_index].next_ready_time()
         return None
 
+    def source_lag(self) -> float | None:
+        """For a source reading at a rate: how long overdue its next record is (seconds, its
+        split being read now; `SplitReader.lag`); None otherwise."""
+        if self.is_source and self._reader_index < len(self.readers):
+            return self.readers[self._reader_index].lag()
+        return None
+
     def pending_output(self) -> bool:
         return self.writer.pending_output()
 

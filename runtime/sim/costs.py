@@ -64,6 +64,10 @@ class CpuCores:
     def is_waiting(self, task: Hashable) -> bool:
         return task in self._waiting
 
+    def queued(self) -> tuple[Hashable, ...]:
+        """Who waits for a core, longest first."""
+        return tuple(self._waiting)
+
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
     """The value at cumulative probability `q` (0..1) of ascending `sorted_values`, linear between

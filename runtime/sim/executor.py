@@ -80,6 +80,7 @@ from runtime.jobmaster.result import (
     JobResult,
 )
 from runtime.sim.costs import CpuCores, StepCost, quantile
+from runtime.sim.saturation import SaturationMonitor, sample_of
 
 log = logging.getLogger("barrierflow.sim")
 
@@ -279,6 +280,7 @@ class SimExecutor(RunsOnJobMaster):
         allow_non_restored_state: bool = False,
         invariants: ExecutionObserver | None = None,
         run_id: str | None = None,
+        stop_when_saturated: bool = False,
     ) -> None:
         self.now = 0.0
         self.epoch = 0
@@ -364,6 +366,15 @@ class SimExecutor(RunsOnJobMaster):
         #: the run's `FaultSchedule` (one for the whole run, across attempts)
         self.schedule: FaultSchedule | None = None
         self._records: dict[TaskId, int] = {}
+
+        #: `stop_when_saturated`: stops a run that cannot keep up (`runtime.sim.saturation`), in
+        #: windows of two checkpoint intervals or ten buffer timeouts, at least 0.5 virtual s
+        self._saturation = SaturationMonitor(
+            max(0.5, 2 * (config.interval if self.checkpointing else 0.0), 10 * graph.buffer_timeout),
+            cores=self.costs.cores, max_time=max_time) if stop_when_saturated else None
+        #: task name -> the tasks it sends to
+        self.downstream = {str(t): tuple(sorted({str(r.receiver) for r in graph.channel_routes() if r.sender == t}))
+                           for t in self.task_ids}
 
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
         if self.ha is not None:
@@ -531,6 +542,8 @@ class SimExecutor(RunsOnJobMaster):
                 raise
             if invariants is not None:
                 invariants.after_event()
+            if self._saturation is not None and self.now >= self._saturation.next_at:
+                self._watch_saturation()
             if self.progress is not None and self.events % PROGRESS_EVERY_EVENTS == 0:
                 self.progress(self._progress_info())
         if not self.done and self.error is None:
@@ -543,6 +556,17 @@ class SimExecutor(RunsOnJobMaster):
             raise self.error
         self._discard_orphans(finished=True)
         return self._result()
+
+    def _watch_saturation(self) -> None:
+        """Sample the run for the saturation monitor; a run that cannot keep up fails for good."""
+        error = self._saturation.observe(sample_of(self))  # type: ignore[union-attr]
+        if error is not None:
+            self.master.fail_for_good(f"job {self.graph.job_name!r} {error}", error)
+
+    def control_waiting(self) -> int:
+        """Control-path CPU slices waiting for a shared core now."""
+        cores = self._cores
+        return sum(isinstance(w, _ControlWork) for w in cores.queued()) if cores is not None else 0
 
     def _discard_orphans(self, *, finished: bool = False) -> None:
         """Delete the files of this run's checkpoints that are neither retained nor pending, and
