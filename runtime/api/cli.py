@@ -340,7 +340,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.restore_from is not None:
         _restore(env, args.restore_from, job=args.target.partition(":")[2])
     if args.zookeeper is not None:
-        env.set_high_availability("zookeeper", hosts=args.zookeeper, cluster_id=f"run-{args.target}")
+        cluster_id = f"run-{args.target}"
+        env.set_high_availability("zookeeper", hosts=args.zookeeper, cluster_id=cluster_id)
+        console.print(f"high availability: ZooKeeper at {args.zookeeper} (cluster {cluster_id}): checkpoint ids, "
+                      "completed checkpoints and the coordinators' election live there", soft_wrap=True,
+                      highlight=False, markup=False)
     kwargs: dict[str, Any] = {}
     kwargs.update(seed=args.seed, faults=FaultPlan.random(seed=args.seed, crashes=args.crashes))
     if args.executor == "ray" and args.address:
@@ -565,7 +569,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "with the job's parallelism now (default: from scratch)")
     run.add_argument("--zookeeper", metavar="HOSTS",
                      help="high availability: coordinators elected in ZooKeeper at HOSTS (host:port[,...]; "
-                     "try it with 'barrierflow zookeeper start'); default: no HA")
+                     "try it with 'barrierflow zookeeper start'), on either executor; an unreachable server "
+                     "fails the run within 5 s; default: no HA")
     run.add_argument("--address", help="Ray cluster to join, e.g. ray://host:10001 (default: a local Ray)")
     run.add_argument("--seed", type=int, default=0, help="simulator seed and fault seed (default: %(default)s)")
     run.add_argument("--crashes", type=_count, default=0, help="task crashes to inject (default: %(default)s)")

@@ -427,14 +427,15 @@ class StreamEnvironment:
     ) -> StreamEnvironment:
         """Make the checkpoint coordinator highly available (seed 002): checkpoint ids and
         completed checkpoints live in the HA services and a standby coordinator takes over by
-        leader election. `mode`: "zookeeper" (needs `hosts`; the simulator plays ZooKeeper's
-        role with its in-memory HA services, same interface) or "standalone".
+        leader election. `mode`: "zookeeper" or "standalone". With `hosts` both executors use
+        that ZooKeeper server; without, the simulator plays ZooKeeper's role with its in-memory
+        HA services (same interface, `runtime.sim.high_availability`) and Ray refuses.
         `operation_timeout`: seconds any one ZooKeeper call, connecting included, may take (5 s);
         an unreachable ZooKeeper fails the job within it, naming the hosts.
 
         Raises:
-            ValueError: an unknown mode, a timeout <= 0, or "zookeeper" without `hosts` on a real
-                executor (checked when the job starts).
+            ValueError: an unknown mode, a timeout <= 0, or "zookeeper" without `hosts` on Ray
+                (checked when the job starts).
         """
         self.high_availability = HighAvailabilityConfig.of(mode, hosts=hosts, cluster_id=cluster_id,
                                                            session_timeout=session_timeout,

@@ -6,7 +6,8 @@ the coordinator actor): with high availability, the HA services' store (fenced b
 contender's leadership) and their shared counter; without, a store on the checkpoint storage
 and the counter persisted beside it, recovered (a replacement finds what its predecessor
 completed). Either way the counter is resumed by the one rule (`resume_checkpoint_ids`); a
-promoted contender recovers its store and resumes again when it leads.
+promoted contender recovers its store and resumes again when it leads. An HA store's failures
+abort the checkpoint being registered (`HighAvailabilityStore`), as a storage failure does.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from concurrent.futures import Executor
 from typing import Any
 
 from checkpoint.ids import StorageCheckpointIDCounter
+from checkpoint.io.recovery import HighAvailabilityError
+from checkpoint.io.storage import StorageError
 from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from runtime.jobmaster.coordinators import resume_checkpoint_ids
 
@@ -37,6 +40,7 @@ def coordinator_state(storage: Any, job_id: str, retained: int, run_id: str | No
         store = ha.create_store(job_id, storage, retained, leader_election=election,
                                 discard_executor=discard_executor)
         store.run_id = run_id  # recovery (once promoted) ignores other runs' checkpoints
+        store = HighAvailabilityStore(store)
         id_counter = ha.create_id_counter(job_id)  # shared: ids keep increasing across leaders
     else:
         store = StandaloneCompletedCheckpointStore(storage, job_id, retained, discard_executor=discard_executor,
@@ -55,3 +59,20 @@ def promoted(store: Any, id_counter: Any, storage: Any, job_id: str, first_check
     resume_checkpoint_ids(id_counter, store, storage, job_id, first_checkpoint_id)
     latest = store.get_latest_checkpoint()
     return latest.checkpoint_id if latest is not None else None
+
+
+class HighAvailabilityStore:
+    """An HA store with its failures (not leading, ZooKeeper unreachable) turned into the
+    `StorageError` the coordinator aborts a checkpoint for (STORAGE_FAILURE) instead of raising."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def add_checkpoint(self, completed: Any) -> Any:
+        try:
+            return self._store.add_checkpoint(completed)
+        except HighAvailabilityError as exc:
+            raise StorageError(f"registering checkpoint {completed.checkpoint_id} in ZooKeeper failed: {exc}") from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)

@@ -67,8 +67,6 @@ from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskId
 from checkpoint.io.cleanup import discard_orphans
 from checkpoint.io.ha_services import create_recovery_factory
-from checkpoint.io.recovery import HighAvailabilityError
-from checkpoint.io.storage import StorageError
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.subtask_checkpoint import TaskRestore
 from runtime.jobmaster.completions import CompletionNotices
@@ -122,7 +120,7 @@ class CoordinatorActor:
         store, self.id_counter = coordinator_state(self.storage, job_id, config.retained, run_id, min_checkpoint_id,
                                                    ha=self.ha_factory, election=self.election,
                                                    discard_executor=self._discard_pool)
-        self.store: Any = _HighAvailabilityStore(store) if self.ha_factory is not None else store
+        self.store: Any = store
         #: ids from here on are this run's (the first coordinator's counter value, handed on to its
         #: successors): the orphan cleanup touches no earlier run's checkpoints
         self.first_checkpoint_id = first_checkpoint_id if first_checkpoint_id is not None else self.id_counter.get()
@@ -498,23 +496,6 @@ class CapturedFiles:
 
     def read_task_file(self, handle: Any) -> bytes:
         return self._files[(handle.path, handle.offset, handle.length)]
-
-
-class _HighAvailabilityStore:
-    """The ZooKeeper store, with its failures (not leading, ZooKeeper unreachable) turned into the
-    `StorageError` the coordinator aborts a checkpoint for (STORAGE_FAILURE) instead of raising."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-
-    def add_checkpoint(self, completed: Any) -> Any:
-        try:
-            return self._store.add_checkpoint(completed)
-        except HighAvailabilityError as exc:
-            raise StorageError(f"registering checkpoint {completed.checkpoint_id} in ZooKeeper failed: {exc}") from exc
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
 
 
 class _NoCheckpoint:

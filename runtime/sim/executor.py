@@ -49,7 +49,6 @@ from typing import Any
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.io.cleanup import discard_orphans
-from checkpoint.io.ha_memory import InMemoryHighAvailabilityServices
 from checkpoint.io.snapshot_writer import SnapshotWriter
 from checkpoint.io.storage import StorageError, storage_from_uri
 from checkpoint.io.store import new_run_id
@@ -80,6 +79,7 @@ from runtime.jobmaster.result import (
     JobResult,
 )
 from runtime.sim.costs import CpuCores, StepCost, quantile
+from runtime.sim.high_availability import SimHighAvailability
 from runtime.sim.saturation import SaturationMonitor, sample_of
 
 log = logging.getLogger("barrierflow.sim")
@@ -377,31 +377,30 @@ class SimExecutor(RunsOnJobMaster):
                            for t in self.task_ids}
 
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
-        if self.ha is not None:
-            self._setup_high_availability()
-        self.store, self.id_counter = self._coordinator_state()
+        #: ZooKeeper mode: two coordinator contenders, in memory or on the server `hosts` names
+        #: (`runtime.sim.high_availability`; an unreachable server fails here, naming it)
+        self.high_availability = SimHighAvailability(self.ha, self.job_id) if self.ha is not None else None
+        try:
+            self.store, self.id_counter = self._coordinator_state()
+        except BaseException:
+            self.close()
+            raise
         #: ids from here on are this run's: the orphan cleanup touches no earlier run's checkpoints
         self.first_checkpoint_id = self.id_counter.get()
         self.coordinator = self._new_coordinator()
 
-    def _setup_high_availability(self) -> None:
-        """ZooKeeper mode, simulated: the ID counter and the completed-checkpoint store live in
-        in-memory HA services shared by two coordinator contenders; the leader's store is fenced
-        by its leadership."""
-        self.ha_services = InMemoryHighAvailabilityServices()
-        self.elections = [
-            self.ha_services.create_leader_election(self.job_id, f"coordinator-{i}") for i in range(2)
-        ]
-        for election in self.elections:
-            election.start()
-
     def _coordinator_state(self) -> tuple[Any, Any]:
-        """The store and id counter of a new coordinator (`runtime.jobmaster.coordinator_state`)."""
+        """The store and id counter of a new coordinator (`runtime.jobmaster.coordinator_state`):
+        with high availability the leading contender's, fenced by its leadership."""
         config = self.graph.checkpoint_config
-        leader = next(e for e in self.elections if e.is_leader) if self.ha is not None else None
+        services, leader = self.high_availability.leader() if self.high_availability is not None else (None, None)
         return coordinator_state(self.storage, self.job_id, config.retained if config else 1, self.run_id,
-                                 self.master.first_checkpoint_id, ha=self.ha_services if leader else None,
-                                 election=leader)
+                                 self.master.first_checkpoint_id, ha=services, election=leader)
+
+    def close(self) -> None:
+        """End the HA contenders' sessions (a ZooKeeper server's); `run` does it when it ends."""
+        if self.high_availability is not None:
+            self.high_availability.close()
 
     # ------------------------------------------------------------------ scheduling
 
@@ -512,6 +511,12 @@ class SimExecutor(RunsOnJobMaster):
     # ------------------------------------------------------------------ the run
 
     def run(self) -> JobResult:
+        try:
+            return self._run()
+        finally:
+            self.close()
+
+    def _run(self) -> JobResult:
         self._resolve_faults()
         log.info(
             "barrierflow sim: job %r seed=%s faults=%r — replay: env.execute(%r, executor='sim', "
@@ -1050,12 +1055,11 @@ class SimExecutor(RunsOnJobMaster):
         if self.ha is not None:
             # the leader's process died: its session expires, the standby is elected and takes
             # over the shared store (fenced by its own leadership) and the shared ID counter
-            leader = next(e for e in self.elections if e.is_leader)
-            leader.expire_session()
+            leader = self.high_availability.crash_leader()  # type: ignore[union-attr]
             self.store, self.id_counter = self._coordinator_state()
             self.coordinators.promoted(promoted(self.store, self.id_counter, self.storage, self.job_id,
                                                 self.master.first_checkpoint_id))
-            self._trace("leader", next(e.contender_id for e in self.elections if e.is_leader))
+            self._trace("leader", leader)
             self.coordinator = self._new_coordinator()
             self.master.failover(coordinator_crash(standby=True), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN)
             return

@@ -657,7 +657,7 @@ def _environment(config: SwarmConfig, parallelism: int, storage: str | None, res
     if not config.chaining:
         env.disable_chaining()
     if config.ha:
-        env.set_high_availability("zookeeper", hosts="simulated:2181", cluster_id="swarm")
+        env.set_high_availability("zookeeper", cluster_id="swarm")
     if config.debloat_target is not None:
         env.set_buffer_debloating(target=config.debloat_target, period=config.debloat_period, samples=3)
     env.set_restart_strategy(restart)

@@ -55,7 +55,7 @@ def test_ids_continue_after_the_restored_checkpoint_and_never_go_back() -> None:
 def run_ids(directory: str) -> list[int]:
     env = make_env(random_spec(3), mode="aligned")
     env.checkpoint_config = dataclasses.replace(env.checkpoint_config, storage=directory, retained=2)
-    env.set_high_availability("zookeeper", hosts="simulated:2181", cluster_id="sim")
+    env.set_high_availability("zookeeper", cluster_id="sim")
     result = env.execute(JOB, executor="sim", seed=1)
     return [c.id for c in result.checkpoints]
 

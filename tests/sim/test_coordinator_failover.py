@@ -30,7 +30,7 @@ def reference(job_seed: int) -> tuple:
 def run(job_seed: int, sim_seed: int, ha: bool, faults: FaultPlan):
     env = make_env(random_spec(job_seed), mode="aligned")
     if ha:
-        env.set_high_availability("zookeeper", hosts="simulated:2181", cluster_id="sim")
+        env.set_high_availability("zookeeper", cluster_id="sim")
     return env.execute("job", executor="sim", seed=sim_seed, faults=faults, trace=True)
 
 
@@ -78,7 +78,7 @@ def test_the_simulator_records_the_crash_and_the_promotion_as_ray_does() -> None
     test_ray_ha.py) — when the leader died, when the standby was promoted, which checkpoint it
     recovered — and the result lists the dead coordinator's checkpoints too."""
     env = make_env(random_spec(3), mode="aligned")
-    env.set_high_availability("zookeeper", hosts="simulated:2181", cluster_id="sim")
+    env.set_high_availability("zookeeper", cluster_id="sim")
     sim = SimExecutor(env.get_job_graph("job"), seed=3, faults=FaultPlan.of(CoordinatorCrash(at=0.03)))
     result = sim.run()
     assert sim.coordinators.crash_times == [pytest.approx(0.03)]

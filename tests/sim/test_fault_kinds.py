@@ -199,7 +199,7 @@ def test_a_task_stalled_past_the_checkpoint_timeout() -> None:
 def test_a_coordinator_crash_between_metadata_and_notifications(ha: bool) -> None:
     env = relay_job()
     if ha:
-        env.set_high_availability("zookeeper", hosts="simulated:2181", cluster_id="sim")
+        env.set_high_availability("zookeeper", cluster_id="sim")
     ref = relay_reference()
     result = env.execute("job", executor="sim", seed=0, trace=True, invariants=InvariantChecker(reference=ref),
                          faults=FaultPlan.of(CoordinatorCrashBeforeNotify(nth=1)))
@@ -268,7 +268,7 @@ def test_coordinator_writes_count_across_a_coordinator_crash_and_not_its_recover
 
 def test_with_high_availability_only_metadata_writes_go_to_storage() -> None:
     env = relay_job()
-    env.set_high_availability("zookeeper", hosts="simulated:2181", cluster_id="sim")
+    env.set_high_availability("zookeeper", cluster_id="sim")
     ref = relay_reference()
     result = env.execute("job", executor="sim", seed=0, trace=True, invariants=InvariantChecker(reference=ref),
                          faults=FaultPlan.of(CoordinatorStorageFailure(nth=0, what="counter"),
