@@ -41,3 +41,12 @@ def run_cli(bin_dir: Path, *args: str, cwd: Path, timeout: float = 120) -> subpr
     launcher = install_launcher(bin_dir)
     return subprocess.run([str(launcher), *args], cwd=cwd, env=user_env(bin_dir), capture_output=True,
                           text=True, timeout=timeout)
+
+
+def job_folder(tmp_path: Path, module: str, name: str = "myjob") -> Path:
+    """A user's working folder under `tmp_path` holding `<name>.py` with `module`'s text (the
+    launcher goes beside it, in `bin/`)."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / f"{name}.py").write_text(module)
+    return folder

@@ -15,7 +15,7 @@ from checkpoint.io.zookeeper import job_path
 from runtime import FaultPlan
 from runtime.jobmaster.faults import CoordinatorCrash
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
-from tests.api.cli_launcher import run_cli
+from tests.api.cli_launcher import job_folder, run_cli
 
 
 def _run(hosts: str | None, cluster_id: str, faults: FaultPlan = FaultPlan()):  # noqa: B008 - immutable
@@ -64,10 +64,7 @@ def build():
 
 @pytest.fixture
 def job_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "work"
-    folder.mkdir()
-    (folder / "myjob.py").write_text(JOB)
-    return folder
+    return job_folder(tmp_path, JOB)
 
 
 def test_run_zookeeper_on_the_simulator_registers_the_checkpoints_there(zk_server, zk_client: KazooClient,
