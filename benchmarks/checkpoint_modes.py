@@ -61,6 +61,7 @@ target line says in how many repeats it was met on that repeat's rows alone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -71,6 +72,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchmarks.modes_table import UNITS, render_table, write_outputs
+from benchmarks.progress_lines import ProgressLines
 from benchmarks.report import (
     abort_reasons,
     add_output_arguments,
@@ -104,6 +106,7 @@ FIELDS = (
     "checkpoints_completed", "checkpoints_aborted", "abort_reasons",
     "debloated_buffer_size",
     "rate", "records", "repeats",
+    "load_average", "other_cpu_share", "contended", "cores",
 )
 
 
@@ -573,12 +576,15 @@ PHASE_DURATIONS = ("start_delay", "alignment_duration", "sync_duration", "async_
 
 
 def subtask_phases(checkpoint: Any) -> list[dict[str, Any]]:
-    """A checkpoint's per-subtask stats for the JSON: durations in ms, sizes in bytes."""
+    """A checkpoint's per-subtask stats for the JSON: durations in ms, sizes in bytes; `source`:
+    the subtask reads a source (no input channels: every source vertex is named "Source: ..."),
+    so its `alignment_duration` is its barrier waiting in its output, not an alignment."""
     rows = []
     for sub in checkpoint.subtasks.values():
         row = sub.to_json()
         for name in PHASE_DURATIONS:
             row[name] = round(row[name] * 1e3, 6)
+        row["source"] = sub.task.startswith("Source: ")
         rows.append(row)
     return rows
 
@@ -644,7 +650,10 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, s
     runs: dict[Combination, list[Outcome]] = {c: [] for c in combos}
     ray_started = False
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=not show_progress, transient=False) as progress:
+    # a terminal gets the live bar; a log or pipe a plain line at least every PROGRESS_EVERY seconds
+    live = show_progress and sys.stdout.isatty()
+    lines = ProgressLines(len(schedule), every=PROGRESS_EVERY) if show_progress and not live else None
+    with Progress(*columns, disable=not live, transient=False) as progress, lines or contextlib.nullcontext():
         bar = progress.add_task("checkpoint modes", total=len(schedule))
         ray_error: BaseException | None = None
         by_key: dict[tuple[int, str, str, str, int], Outcome] = {}
@@ -652,6 +661,8 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, s
             for r, combo in schedule:
                 suffix = f" #{r + 1}" if repeat > 1 and combo.executor != "sim" else ""
                 progress.update(bar, description=f"{combo.label + suffix:<44}")
+                if lines is not None:
+                    lines.step(f"{combo.label} (repeat {r + 1}/{repeat if combo.executor != 'sim' else 1})")
                 if combo.executor == "ray" and not ray_started and ray_error is None:
                     try:
                         from runtime.ray.cluster import ensure_ray
@@ -667,7 +678,9 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, s
                         # scale at the default parallelism is the uniform scenario: same job, same row
                         outcome = replace(same, row={**same.row, "scenario": combo.scenario_label})
                     else:
-                        outcome = run_combination(combo, replace_profile(combo.executor, quick, **(changes or {})))
+                        with measured_load(combo) as machine:
+                            outcome = run_combination(combo, replace_profile(combo.executor, quick, **(changes or {})))
+                        outcome.row.update(load_fields(machine.result if machine is not None else None))
                 except Exception as exc:
                     if os.environ.get("BARRIERFLOW_BENCH_DEBUG"):
                         traceback.print_exc()
@@ -677,12 +690,41 @@ def run_matrix(combos: Sequence[Combination], quick: bool, *, repeat: int = 1, s
                 if on_outcome is not None:
                     on_outcome(outcome)
                 progress.advance(bar)
+                if lines is not None:
+                    lines.step_done()
         finally:
             if ray_started:
                 import ray
 
                 ray.shutdown()
     return [merge_runs(runs[c]) for c in combos]
+
+
+#: seconds between two progress lines at most, when the output is not a terminal
+PROGRESS_EVERY = 5.0
+
+
+def measured_load(combo: Combination) -> Any:
+    """Around a combination measured in wall time (not the simulator's: virtual time does not
+    care), a `runtime.calibration.machine_load.LoadSampler`; else a context giving None."""
+    if combo.executor == "sim":
+        return contextlib.nullcontext()
+    from runtime.calibration.machine_load import LoadSampler
+
+    return LoadSampler()
+
+
+def load_fields(machine: Any) -> dict[str, Any]:
+    """The row fields of the machine's load while a combination ran (None on the simulator):
+    `load_average` (the highest 1-minute load average), `other_cpu_share` (the share of the
+    machine's CPU other processes took) and `contended` (`MachineLoad.contended`: others took a
+    quarter of the CPU, or the load beyond the run's own CPU exceeded the cores)."""
+    if machine is None:
+        return {"load_average": None, "other_cpu_share": None, "contended": None, "cores": None}
+    share = machine.other_share
+    return {"load_average": round(max(machine.load_before, machine.load_max, machine.load_after), 2),
+            "other_cpu_share": None if share is None else round(share, 3), "contended": machine.contended,
+            "cores": machine.cores}
 
 
 def _rotated(combos: Sequence[Combination], r: int) -> list[Combination]:
@@ -703,7 +745,8 @@ def _rotated(combos: Sequence[Combination], r: int) -> list[Combination]:
 
 
 #: row fields that `merge_runs` does not take a median of
-_LABELS = ("executor", "scenario", "mode", "parallelism", "status", "abort_reasons", "rate", "records", "repeats")
+_LABELS = ("executor", "scenario", "mode", "parallelism", "status", "abort_reasons", "rate", "records", "repeats",
+           "load_average", "other_cpu_share", "contended", "cores")
 
 
 def merge_runs(outcomes: Sequence[Outcome]) -> Outcome:
@@ -730,6 +773,13 @@ def merge_runs(outcomes: Sequence[Outcome]) -> Outcome:
                for reason in sorted(reasons)}
     row["abort_reasons"] = {reason: n for reason, n in medians.items() if n}
     row["repeats"] = len(outcomes)
+    # the machine at its busiest over the repeats: a row is contended when any of its runs was
+    for name in ("load_average", "other_cpu_share"):
+        values = [o.row[name] for o in ok if o.row.get(name) is not None]
+        row[name] = max(values) if values else None
+    marks = [o.row.get("contended") for o in ok if o.row.get("contended") is not None]
+    row["contended"] = any(marks) if marks else None
+    row["cores"] = next((o.row["cores"] for o in ok if o.row.get("cores")), None)
     failed = [o.row["status"] for o in outcomes if o.row["status"] != "ok"]
     if failed:
         row["status"] = f"ok in {len(ok)} of {len(outcomes)} runs; {failed[0]}"[:300]
@@ -765,10 +815,27 @@ def _profile_json(profile: Profile) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in profile.__dict__.items()}
 
 
+#: wall seconds one Ray combination took with --quick on 2 cores (load average 3, uniform 19 s,
+#: backpressure 32-38 s: its throughput run reads at the slow subtask's pace); without --quick the
+#: runs are longer (6 s instead of 3.5 s, 400,000 records at max rate instead of 60,000)
+RAY_SECONDS = {(True, "backpressure"): 35.0, (True, None): 20.0, (False, "backpressure"): 50.0, (False, None): 30.0}
+
+
+def ray_estimate(combos: Sequence[Combination], quick: bool, repeat: int = 1) -> float:
+    """Wall seconds the Ray combinations of `combos` take, about (`RAY_SECONDS`, each repeat)."""
+    return repeat * sum(RAY_SECONDS.get((quick, c.scenario), RAY_SECONDS[(quick, None)])
+                        for c in combos if c.executor == "ray")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_output_arguments(parser, "checkpoint_modes", quick_help="small runs (the sim matrix in about 2 minutes)")
-    parser.add_argument("--executor", choices=[*EXECUTORS, "all"], default="all",
-                        help="where to run (default all)")
+    quick_ray = ray_estimate(plan(["ray"], SCENARIOS, MODES, True), True)
+    full_ray = ray_estimate(plan(["ray"], SCENARIOS, MODES, False), False)
+    add_output_arguments(parser, "checkpoint_modes",
+                         quick_help="small runs (the simulator's matrix in about a minute on 2 cores)")
+    parser.add_argument("--executor", choices=[*EXECUTORS, "all"], default="sim",
+                        help="sim (default: the deterministic simulator only), ray (the same matrix on a local Ray: "
+                             f"about {quick_ray / 60:.0f} minutes with --quick, measured on 2 cores at load 3, "
+                             f"roughly {full_ray / 60:.0f} without; longer on a busier machine) or all (both)")
     parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS), metavar="SCENARIO",
                         help=f"scenarios to run ({', '.join(SCENARIOS)}); default all")
     parser.add_argument("--modes", nargs="+", type=_mode_name, default=list(MODES), metavar="MODE",
@@ -776,7 +843,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots and the HTML report")
     parser.add_argument("--peers", action="store_true",
                         help="also run PyFlink and Bytewax (optional extra: pip install -e .[peers])")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true",
+                        help=f"no progress bar (on a terminal) and no progress lines (otherwise: one at least every "
+                             f"{PROGRESS_EVERY:g} s)")
     parser.add_argument("--repeat", type=at_least_one, default=1, metavar="N",
                         help="run the Ray combinations N times, the matrix once per repeat, and report "
                              "medians (sim runs once: it is deterministic); default 1")
@@ -816,6 +885,11 @@ def run_from_args(args: argparse.Namespace) -> int:
         if skipped:
             print(f"note: {executor}{' --quick' if args.quick else ''} runs only {', '.join(only)}; "
                   f"skipped {', '.join(skipped)} (run without --quick for them)")
+    ray = ray_estimate(combos, args.quick, args.repeat)
+    if ray:
+        runs = sum(c.executor == "ray" for c in combos) * args.repeat
+        print(f"note: {runs} Ray run(s) of a combination take about {ray / 60:.0f} minutes on 2 cores (measured at "
+              "load 3; longer on a busier machine)", flush=True)
     json_path = output_of(args, "checkpoint_modes").json_path
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
