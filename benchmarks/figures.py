@@ -1,7 +1,8 @@
 """The checkpoint-modes figures, as plain data both renderers draw: `benchmarks.plots` (PNG,
 matplotlib) and `benchmarks.html_report` (SVG in the browser, interactive).
 
-A figure is a dict: `id`, `title`, `caption` (one line saying what to see), `panels` and
+A figure is a dict: `id`, `title`, `caption` (what the figure's own data show, computed from
+them by `benchmarks.captions`; "" when they show nothing worth a line), `panels` and
 `share_x` (compared panels share their x axis; y is shared within a panel). A panel has `title`,
 `x` and `y` axes (`label`, `min`, `max`; durations and latencies start at 0), optional
 `rows` (category labels of a y axis of rows: timelines and Gantt charts), `series` (`name`,
@@ -14,8 +15,13 @@ What is drawn, per executor (figures that would repeat another are left out):
 
 * latency CDF: `uniform` (headroom: every mode alike), `slow-channel` and `backpressure`;
 * checkpoint duration over time: `slow-channel` and `backpressure`;
-* barrier timeline and phase Gantt of one checkpoint per mode: `slow-channel` and `backpressure`;
+* barrier timeline and phase Gantt of one checkpoint per mode: `slow-channel` and `backpressure`
+  (a source has no inputs: the Gantt draws its wait between snapshot and write as output wait,
+  never as alignment);
 * throughput against parallelism, when `scale` ran.
+
+A row measured on a contended machine (`contended`: a load above the core count) is marked in
+its series' names, panel titles and the caption.
 """
 
 from __future__ import annotations
@@ -23,6 +29,16 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from typing import Any
+
+from benchmarks.captions import (
+    contended_label,
+    contention_note,
+    durations_caption,
+    gantt_caption,
+    latency_caption,
+    scale_caption,
+    timeline_caption,
+)
 
 MODE_ORDER = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once", "aligned-debloat",
               "unaligned-debloat")
@@ -35,6 +51,11 @@ PHASE_COLORS = {"start_delay": "#bdbdbd", "alignment_duration": "#ff7f0e", "sync
                 "async_duration": "#2ca02c"}
 PHASE_NAMES = {"start_delay": "start delay", "alignment_duration": "alignment (blocking)",
                "sync_duration": "sync", "async_duration": "async"}
+#: a source's wait between its snapshot and its write (it has no inputs to align)
+OUTPUT_WAIT = "output wait (source)"
+#: the colour of each phase as drawn, by its drawn name
+NAME_COLORS = {**{PHASE_NAMES[p]: PHASE_COLORS[p] for p in PHASES},
+               "alignment (not blocking)": PHASE_COLORS["alignment_duration"], OUTPUT_WAIT: "#8c564b"}
 CHANNEL_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 STRAGGLER_COLOR = "#d62728"
 #: scenarios whose latency CDF is drawn, and those with per-checkpoint figures
@@ -69,8 +90,9 @@ def _time_unit(executor: str) -> str:
     return "virtual ms" if executor == "sim" else "ms"
 
 
-def _fmt(value: float | None, unit: str = "ms") -> str:
-    return "-" if value is None else f"{value:,.1f} {unit}"
+def _join(*parts: str) -> str:
+    """Caption parts, the empty ones left out."""
+    return " ".join(p for p in parts if p)
 
 
 # ---------------------------------------------------------------------------- latency CDF
@@ -105,15 +127,17 @@ def latency_figure(payload: dict[str, Any], executor: str, scenario: str,
         return None
     same = coinciding(curves)
     alias = {name: group for group in same for name in group}
+    rows = {mode: _row(payload, executor, scenario, mode) for mode in curves}
     series = []
     for index, (mode, points) in enumerate(curves.items()):
         others = [m for m in alias.get(mode, []) if m != mode]
         everyone = len(others) + 1 == len(curves) > 2
         name = mode + (" (= every mode)" if everyone else f" (= {', '.join(others)})" if others else "")
         tips = [f"{mode}: p{100 * q:g} = {x:,.2f} ms" for x, q in points]
-        series.append({"name": name, "color": MODE_COLORS.get(mode, "#000"), "kind": "step", "points": points,
-                       "tips": tips, "dash": bool(others) and alias[mode].index(mode) > 0, "order": index})
-    caption = _latency_caption(payload, executor, scenario, same)
+        series.append({"name": name + contended_label(rows[mode]), "color": MODE_COLORS.get(mode, "#000"),
+                       "kind": "step", "points": points, "tips": tips,
+                       "dash": bool(others) and alias[mode].index(mode) > 0, "order": index})
+    caption = _join(latency_caption(curves, same), contention_note(rows))
     x_max = max(p[0] for points in curves.values() for p in points)
     return {
         "id": f"{executor}-{scenario}-latency",
@@ -129,23 +153,6 @@ def latency_figure(payload: dict[str, Any], executor: str, scenario: str,
     }
 
 
-def _latency_caption(payload: dict[str, Any], executor: str, scenario: str, same: list[list[str]]) -> str:
-    together = "; ".join(" = ".join(g) for g in same)
-    coincide = f" Lines that coincide: {together}." if together else ""
-    if scenario == "slow-channel":
-        p99 = {m: _row(payload, executor, scenario, m).get("latency_p99") for m in ("aligned", "unaligned",
-                                                                                   "at-least-once")}
-        return (f"Aligned p99 {_fmt(p99['aligned'])} vs unaligned {_fmt(p99['unaligned'])} and at-least-once "
-                f"{_fmt(p99['at-least-once'])}: aligned checkpoints hold the fast channels back until the late "
-                f"barrier of the remote split arrives over its slow link; the last fraction of a percent are "
-                f"that split's own records, late in every mode.{coincide}")
-    if scenario == "backpressure":
-        return ("Saturated: latency is the backlog in front of the slow subtask, which grows with the run "
-                f"whatever the mode (so no latency target here; see the checkpoint durations).{coincide}")
-    return ("Headroom: nothing queues, so latency is buffer timeouts and network in every mode; the "
-            f"skewed and scale runs look the same (see the table).{coincide}")
-
-
 # ---------------------------------------------------------------------------- durations over time
 
 
@@ -155,12 +162,13 @@ def durations_figure(payload: dict[str, Any], executor: str, scenario: str,
     if not points_by_mode:
         return None
     start = min(p["trigger_time"] for points in points_by_mode.values() for p in points)
+    rows = {mode: _row(payload, executor, scenario, mode) for mode in points_by_mode}
     series = []
     for mode, points in points_by_mode.items():
         done = [p for p in points if p["completed"]]
         color = MODE_COLORS.get(mode, "#000")
         series.append({
-            "name": mode, "color": color, "kind": "line", "marker": "circle",
+            "name": mode + contended_label(rows[mode]), "color": color, "kind": "line", "marker": "circle",
             "points": [[p["trigger_time"] - start, p["duration"]] for p in done],
             "tips": [f"{mode}: checkpoint {p['id']} took {p['duration']:,.2f} ms"
                      f"{' (unaligned)' if p.get('unaligned') else ''}, persisted {p.get('persisted_bytes', 0):,} B"
@@ -177,11 +185,13 @@ def durations_figure(payload: dict[str, Any], executor: str, scenario: str,
     same = _coinciding_levels({s["name"]: [p[1] for p in s["points"]] for s in series if s["kind"] == "line"},
                               y_max)
     together = "; ".join(" = ".join(g) for g in same)
+    caption = durations_caption({m: [p["duration"] for p in points if p["completed"]]
+                                 for m, points in points_by_mode.items()},
+                                {m: sum(not p["completed"] for p in points) for m, points in points_by_mode.items()})
     return {
         "id": f"{executor}-{scenario}-durations",
         "title": f"{executor} / {scenario}: checkpoint duration over time",
-        "caption": _durations_caption(payload, executor, scenario)
-                   + (f" Lines that coincide: {together}." if together else ""),
+        "caption": _join(caption, f"Lines that coincide: {together}." if together else "", contention_note(rows)),
         "share_x": True,
         "panels": [{
             "title": "",
@@ -209,21 +219,6 @@ def _coinciding_levels(values: dict[str, list[float]], span: float) -> list[list
     return [g for g in groups if len(g) > 1]
 
 
-def _durations_caption(payload: dict[str, Any], executor: str, scenario: str) -> str:
-    def p50(mode: str) -> str:
-        return _fmt(_row(payload, executor, scenario, mode).get("checkpoint_duration_p50"))
-
-    if scenario == "backpressure":
-        text = (f"Aligned barriers queue behind the in-flight data (p50 {p50('aligned')}); unaligned ones "
-                f"overtake it (p50 {p50('unaligned')})")
-        if _row(payload, executor, scenario, "aligned-debloat"):
-            text += f"; debloating shrinks that data, so aligned takes p50 {p50('aligned-debloat')}"
-        return text + "."
-    return (f"Every exactly-once checkpoint waits for the late barrier (aligned p50 {p50('aligned')}, unaligned "
-            f"p50 {p50('unaligned')}): unaligned cannot finish before all barriers arrive either, but it "
-            f"never blocks input meanwhile.")
-
-
 # ---------------------------------------------------------------------------- barrier timeline
 
 
@@ -231,7 +226,8 @@ def _task_order(task: str) -> tuple[int, str]:
     return (0 if task.startswith("Source") else 1, task)
 
 
-def timeline_figure(executor: str, scenario: str, modes: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def timeline_figure(payload: dict[str, Any], executor: str, scenario: str,
+                    modes: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     timelines = {m: s["timeline"] for m, s in modes.items() if s.get("timeline")}
     if not timelines:
         return None
@@ -263,8 +259,9 @@ def timeline_figure(executor: str, scenario: str, modes: dict[str, dict[str, Any
         end = (timeline["end_time"] - start) * 1e3
         x_max = max(x_max, end, *(p[0] for s in series for p in s["points"]))
         kind = "unaligned" if timeline.get("unaligned") else "aligned"
+        label = contended_label(_row(payload, executor, scenario, mode))
         panels.append({
-            "title": f"{mode}: checkpoint {timeline['checkpoint_id']} ({kind}), completed at {end:,.1f} ms",
+            "title": f"{mode}: checkpoint {timeline['checkpoint_id']} ({kind}), completed at {end:,.1f} ms{label}",
             "x": {"label": f"{_time_unit(executor)} after the trigger", "min": 0.0},
             "y": {"label": ""}, "rows": tasks, "series": series,
             "vlines": [{"x": end, "label": f"completed {end:,.1f} ms"}],
@@ -274,9 +271,8 @@ def timeline_figure(executor: str, scenario: str, modes: dict[str, dict[str, Any
     return {
         "id": f"{executor}-{scenario}-timeline",
         "title": f"{executor} / {scenario}: barrier timeline of one checkpoint per mode",
-        "caption": ("When each barrier reached each input channel, each task snapshotted and acknowledged: an "
-                    "aligned task snapshots at its last barrier, an unaligned one at its first (same x axis in "
-                    "every panel)."),
+        "caption": _join(timeline_caption(timelines),
+                         contention_note({m: _row(payload, executor, scenario, m) for m in timelines})),
         "share_x": True,
         "panels": panels,
     }
@@ -298,27 +294,58 @@ def stragglers(end_to_end: Sequence[float]) -> set[int]:
     return {i for i, v in enumerate(end_to_end) if v > bound}
 
 
-def gantt_figure(executor: str, scenario: str, modes: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def is_source(subtask: dict[str, Any]) -> bool:
+    """Whether a subtask of the phase data reads a source: it has no input channels, so it never
+    aligns (`source` in the JSON; older documents: the "Source: " name every source vertex has)."""
+    return bool(subtask.get("source", str(subtask.get("task", "")).startswith("Source: ")))
+
+
+def drawn_phases(subtask: dict[str, Any]) -> list[tuple[str, float, bool]]:
+    """(name, ms, hatched) of each phase a subtask's row draws, in order. A source has no input
+    to align: the time its stats count between the snapshot and the write is its barrier waiting
+    in its output behind data after its snapshot (an alignment timeout turns it unaligned), drawn
+    as that, between its sync and async parts."""
+    if is_source(subtask):
+        return [(PHASE_NAMES["start_delay"], subtask["start_delay"], False),
+                (PHASE_NAMES["sync_duration"], subtask["sync_duration"], False),
+                (OUTPUT_WAIT, subtask["alignment_duration"], False),
+                (PHASE_NAMES["async_duration"], subtask["async_duration"], False)]
+    out = []
+    for phase in PHASES:
+        blocking = phase != "alignment_duration" or subtask.get("aligned_blocking", False)
+        out.append((PHASE_NAMES[phase] if blocking else "alignment (not blocking)", subtask[phase], not blocking))
+    return out
+
+
+def gantt_figure(payload: dict[str, Any], executor: str, scenario: str,
+                 modes: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     chosen = {m: s["phases"] for m, s in modes.items() if s.get("phases")}
     if not chosen:
         return None
     panels = []
     x_max = 0.0
+    drawn: dict[str, list[dict[str, Any]]] = {}
+    outlined_tasks: dict[str, list[str]] = {}
+    names_used: set[str] = set()
     for mode, phases in chosen.items():
         subtasks = sorted(phases["subtasks"], key=lambda s: _task_order(s["task"]))
         outlined = stragglers([s["end_to_end_duration"] for s in subtasks])
+        outlined_tasks[mode] = [subtasks[i]["task"] for i in sorted(outlined)]
         bars = []
+        drawn[mode] = []
         for row, sub in enumerate(subtasks):
             x = 0.0
-            for phase in PHASES:
-                length = sub[phase]
-                blocking = phase != "alignment_duration" or sub.get("aligned_blocking", False)
-                name = PHASE_NAMES[phase] if blocking else "alignment (not blocking)"
+            parts = drawn_phases(sub)
+            drawn[mode].append({"task": sub["task"], "end_to_end_duration": sub["end_to_end_duration"],
+                                "phases": {name: length for name, length, _ in parts}})
+            for name, length, hatched in parts:
+                if length > 0:
+                    names_used.add(name)
                 tip = (f"{sub['task']}: {name} {length:,.2f} ms ({x:,.2f}-{x + length:,.2f}); end to end "
                        f"{sub['end_to_end_duration']:,.2f} ms; processed {sub['processed_data']:,} B, persisted "
                        f"{sub['persisted_data']:,} B, state {sub['checkpointed_size']:,} B")
-                bars.append({"row": row, "x0": x, "x1": x + length, "color": PHASE_COLORS[phase],
-                             "hatch": not blocking, "outline": False, "tip": tip})
+                bars.append({"row": row, "x0": x, "x1": x + length, "color": NAME_COLORS[name],
+                             "hatch": hatched, "outline": False, "tip": tip})
                 x += length
             if row in outlined:
                 bars.append({"row": row, "x0": 0.0, "x1": max(x, sub["end_to_end_duration"]), "color": None,
@@ -326,8 +353,9 @@ def gantt_figure(executor: str, scenario: str, modes: dict[str, dict[str, Any]])
                              "tip": f"{sub['task']}: straggler, end to end {sub['end_to_end_duration']:,.2f} ms"})
             x_max = max(x_max, x, sub["end_to_end_duration"])
         kind = "unaligned" if phases.get("unaligned") else "aligned"
+        label = contended_label(_row(payload, executor, scenario, mode))
         panels.append({
-            "title": f"{mode}: checkpoint {phases['checkpoint_id']} ({kind}), {phases['duration']:,.1f} ms",
+            "title": f"{mode}: checkpoint {phases['checkpoint_id']} ({kind}), {phases['duration']:,.1f} ms{label}",
             "x": {"label": f"{_time_unit(executor)} after the trigger", "min": 0.0},
             "y": {"label": ""}, "rows": [s["task"] for s in subtasks], "bars": bars, "series": [],
         })
@@ -335,13 +363,14 @@ def gantt_figure(executor: str, scenario: str, modes: dict[str, dict[str, Any]])
         panel["x"]["max"] = x_max * 1.03
     legend = [{"name": PHASE_NAMES[p], "color": PHASE_COLORS[p]} for p in PHASES]
     legend.insert(2, {"name": "alignment (not blocking)", "color": PHASE_COLORS["alignment_duration"], "hatch": True})
+    if OUTPUT_WAIT in names_used:
+        legend.insert(2, {"name": OUTPUT_WAIT, "color": NAME_COLORS[OUTPUT_WAIT]})
     legend.append({"name": "straggler", "color": STRAGGLER_COLOR, "outline": True})
     return {
         "id": f"{executor}-{scenario}-phases",
         "title": f"{executor} / {scenario}: where each subtask spent one checkpoint",
-        "caption": ("One row per subtask from the trigger: start delay (the barrier on its way), alignment "
-                    "(hatched: the task kept processing), sync and async snapshot parts; outlined: stragglers, "
-                    "end to end above max(p95, 1.5 x median)."),
+        "caption": _join(gantt_caption(drawn, outlined_tasks),
+                         contention_note({m: _row(payload, executor, scenario, m) for m in chosen})),
         "share_x": True,
         "panels": panels,
         "legend": legend,
@@ -364,12 +393,12 @@ def scale_figure(payload: dict[str, Any], executor: str) -> dict[str, Any] | Non
                "points": sorted(points), "tips": [f"{mode}: parallelism {p:g}: {t:,.0f} rec/s" for p, t in sorted(points)]}
               for mode, points in sorted(by_mode.items(), key=lambda kv: mode_rank(kv[0]))]
     same = coinciding({s["name"]: s["points"] for s in series})
-    together = "; ".join(" = ".join(g) for g in same)
+    rows = {f"{r['mode']} p{r['parallelism']}": r for r in payload.get("rows", [])
+            if r.get("executor") == executor and str(r.get("scenario", "")).startswith("scale-p")}
     return {
         "id": f"{executor}-scale-throughput",
         "title": f"{executor} / scale: throughput against parallelism",
-        "caption": "Max-rate throughput per mode as subtasks are added"
-                   + (f"; lines that coincide: {together}." if together else "."),
+        "caption": _join(scale_caption({s["name"]: s["points"] for s in series}, same), contention_note(rows)),
         "share_x": True,
         "panels": [{
             "title": "",
@@ -395,7 +424,7 @@ def figures(payload: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             detailed = {m: s for m, s in modes.items() if m != "none"}
             out.append(durations_figure(payload, executor, scenario, detailed))
-            out.append(timeline_figure(executor, scenario, detailed))
-            out.append(gantt_figure(executor, scenario, detailed))
+            out.append(timeline_figure(payload, executor, scenario, detailed))
+            out.append(gantt_figure(payload, executor, scenario, detailed))
         out.append(scale_figure(payload, executor))
     return [f for f in out if f is not None]

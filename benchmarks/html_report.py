@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.captions import machine_cell
 from benchmarks.figures import figures
 
 CHART_JS = Path(__file__).with_name("chart.js")
@@ -31,6 +32,7 @@ table { border-collapse: collapse; font-size: 12px; white-space: nowrap; }
 th, td { padding: 3px 7px; border-bottom: 1px solid #eee; text-align: right; }
 th { position: sticky; top: 0; background: #f6f6f6; } td.l, th.l { text-align: left; }
 tr.sep td { border-top: 2px solid #bbb; }
+tr.contended td { background: #fff3e0; } p.contended { color: #c62828; font-weight: 600; }
 figure { margin: 26px 0; border-top: 1px solid #ddd; padding-top: 8px; }
 figcaption b { font-size: 15px; } figcaption { margin-bottom: 6px; }
 button.reset { float: right; visibility: hidden; }
@@ -65,16 +67,22 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _value(row: dict[str, Any], column: str) -> Any:
+    return machine_cell(row) if column == "machine" else row.get(column)
+
+
 def table_html(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    labels = {"executor", "scenario", "mode", "status", "abort_reasons"}
+    labels = {"executor", "scenario", "mode", "status", "abort_reasons", "machine"}
     head = "".join(f'<th class="{"l" if c in labels else ""}">{html.escape(c)}</th>' for c in columns)
     body = []
     previous = None
     for row in rows:
         group = (row.get("executor"), row.get("scenario"))
-        cls = ' class="sep"' if previous is not None and group != previous else ""
+        classes = (["sep"] if previous is not None and group != previous else []) + \
+            (["contended"] if row.get("contended") else [])
+        cls = f' class="{" ".join(classes)}"' if classes else ""
         previous = group
-        cells = "".join(f'<td class="{"l" if c in labels else ""}">{html.escape(_cell(row.get(c)))}</td>'
+        cells = "".join(f'<td class="{"l" if c in labels else ""}">{html.escape(_cell(_value(row, c)))}</td>'
                         for c in columns)
         body.append(f"<tr{cls}>{cells}</tr>")
     return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
@@ -95,6 +103,11 @@ def render(payload: dict[str, Any], *, columns: Sequence[str], target_lines: Seq
         f'<div class="panels"></div></figure>'
         for f in figs
     )
+    contended = [r for r in payload.get("rows", []) if r.get("contended")]
+    warning = (f'<p class="contended">{len(contended)} row(s) were measured at a load above the core count '
+               f'(up to {max(r.get("load_average") or 0 for r in contended)} on {contended[0].get("cores", "?")} '
+               "cores; CONTENDED in the machine column, marked in the plots): their wall-clock figures include "
+               "other processes' work.</p>") if contended else ""
     args = payload.get("args", {})
     meta = (f'{len(payload.get("rows", []))} combinations; executors: '
             f'{html.escape(str(args.get("executor", "?")))}; quick: {args.get("quick", "?")}; '
@@ -109,6 +122,7 @@ def render(payload: dict[str, Any], *, columns: Sequence[str], target_lines: Seq
 <body>
 <h1>barrierflow: what each checkpoint mode costs</h1>
 <p class="meta">{meta}</p>
+{warning}
 {targets}
 <h2>Results</h2>
 <p class="meta">{html.escape(units)}</p>

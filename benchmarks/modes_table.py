@@ -10,6 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks.captions import machine_cell
 from benchmarks.report import markdown_table, write_json
 from benchmarks.targets import targets
 
@@ -30,22 +31,29 @@ UNITS = {
                "the runs themselves are under `runs`",
 }
 TABLE_UNITS = ("throughput in records/s; latencies, checkpoint durations and alignment times in ms "
-               "(virtual on sim, wall on ray); bytes in bytes; debloated_buffer_size in records")
-#: the columns of the printed table (the JSON has every field)
+               "(virtual on sim, wall on ray); bytes in bytes; debloated_buffer_size in records; machine: the "
+               "1-minute load average while a wall-clock row ran, CONTENDED when above the core count or when "
+               "other processes took a quarter of the CPU (its figures include their work; sim rows are virtual "
+               "time, which the load does not change)")
+#: the columns of the printed table (the JSON has every field; `machine` is `captions.machine_cell`)
 TABLE_COLUMNS = (
     "executor", "scenario", "mode", "status", "throughput", "latency_p50", "latency_p99", "latency_p99_9",
     "checkpoint_duration_p50", "alignment_time_p50", "persisted_bytes_p50", "state_bytes",
-    "debloated_buffer_size", "checkpoints_completed", "abort_reasons",
+    "debloated_buffer_size", "checkpoints_completed", "abort_reasons", "machine",
 )
 
 
+def shown_cell(row: dict[str, Any], column: str) -> Any:
+    """A table cell: the row's field, or what `abort_reasons` and `machine` show."""
+    if column == "abort_reasons":
+        return ", ".join(f"{k}: {v}" for k, v in (row.get(column) or {}).items())
+    if column == "machine":
+        return machine_cell(row)
+    return row.get(column)
+
+
 def render_table(rows: Sequence[dict[str, Any]]) -> str:
-    shown = []
-    for row in rows:
-        shown.append({
-            c: (", ".join(f"{k}: {v}" for k, v in (row.get(c) or {}).items()) if c == "abort_reasons" else row.get(c))
-            for c in TABLE_COLUMNS
-        })
+    shown = [{c: shown_cell(row, c) for c in TABLE_COLUMNS} for row in rows]
     return TABLE_UNITS + "\n\n" + markdown_table(shown, TABLE_COLUMNS)
 
 

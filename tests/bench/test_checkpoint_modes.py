@@ -154,10 +154,11 @@ def test_targets_report_ratios_with_a_reason() -> None:
     ]
     lines = cm.targets(rows)
     assert len(lines) == 3  # the backpressure latency target is gone: under saturation p99 is the queue
-    assert any("= 0.050 (target <= 0.1: met; unaligned barriers overtake" in line for line in lines)
+    assert any("= 0.050 (target <= 0.1: met; in-flight data persisted per checkpoint (p50): unaligned 0 B" in line
+               for line in lines)
     slow = next(line for line in lines if "slow-channel" in line)
     assert "3.0x unaligned" in slow and "1.5x at-least-once" in slow and "NOT met" in slow
-    assert "aligned blocks only ~28.0 ms per checkpoint" in slow
+    assert "alignment p50 per checkpoint: aligned 28.0 ms, unaligned 0.0 ms, at-least-once 0.0 ms" in slow
     assert any("cost 15.0%" in line and "NOT met" in line for line in lines)
 
 
