@@ -285,10 +285,13 @@ def _corrupts(config: SwarmConfig) -> bool:
 #: known limitations, tracked elsewhere; delete an entry when its fix lands
 EXPECTED_ERRORS: tuple[ExpectedError, ...] = (
     ExpectedError("CommittedOutputAheadError", "falling back past committed output",
-                  "a corrupt checkpoint whose output was committed cannot be fallen back past (DESIGN §4)",
+                  "a torn write corrupted a checkpoint whose transactions the sinks had already committed; "
+                  "restoring an older one would commit that output a second time, so the job fails naming both "
+                  "checkpoints instead of breaking exactly-once",
                   _corrupts),
     ExpectedError("NoValidCheckpointError", "no retained checkpoint can be restored",
-                  "every retained checkpoint is corrupt (torn writes): nothing to fall back to (DESIGN §4)",
+                  "torn writes corrupted every retained checkpoint, so there is none to restore; the job fails "
+                  "naming the bad files rather than start over and commit its output again",
                   _corrupts),
 )
 
@@ -705,8 +708,8 @@ def _one_phase(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | None
 
 
 def _storage_problem(config: SwarmConfig, directory: Path) -> str:
-    """What is wrong with a finished job's checkpoint `directory` (DESIGN §6: no file left
-    unreferenced after cleanup, only the retained checkpoints kept, each whole); "" when
+    """What is wrong with a finished job's checkpoint `directory` (the cleanup guarantee: no file
+    left unreferenced, only the retained checkpoints kept, each whole); "" when
     nothing, or when torn writes may legitimately have left a corrupt checkpoint behind."""
     if _corrupts(config) or not directory.exists():
         return ""
@@ -807,7 +810,7 @@ def _classify(config: SwarmConfig, exc: BaseException) -> tuple[str, str]:
     for expected in EXPECTED_ERRORS:
         if expected.applies(config) and any(
                 expected.name in {c.__name__ for c in type(e).__mro__} and expected.fragment in str(e) for e in chain):
-            return "expected", expected.why
+            return "expected", f"{expected.why}: {message}"
     violation = next((e for e in chain if isinstance(e, InvariantViolation)), None)
     if violation is not None:
         return _INVARIANT_KINDS.get(violation.invariant, f"invariant:{violation.invariant}"), message

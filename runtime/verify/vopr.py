@@ -114,6 +114,11 @@ def _run_configs(configs: list[SwarmConfig], do_shrink: bool, known_bugs: bool) 
     return 1 if failed else 0
 
 
+def sweep_line(verdict: Verdict) -> str:
+    """One seed's line of a sweep: its verdict with the whole reason, then the replay line."""
+    return f"{verdict.summary()}  | {verdict.replay}"
+
+
 def _sweep(first: int, minutes: float, do_shrink: bool) -> int:
     """Run seeds from `first` until `minutes` passed; report speed, coverage, faults, violations."""
     deadline = time.monotonic() + minutes * 60
@@ -126,7 +131,7 @@ def _sweep(first: int, minutes: float, do_shrink: bool) -> int:
     while time.monotonic() < deadline:
         config = draw_config(seed)
         verdict = run_config(config)
-        print(f"{verdict.summary()[:300]}  | {verdict.replay}", flush=True)
+        print(sweep_line(verdict), flush=True)
         for option, value in coverage(config).items():
             for v in value if isinstance(value, list) else [value]:
                 covered[option][v] += 1

@@ -1,0 +1,26 @@
+"""The VOPR's "expected" verdicts: their reasons are the project's own words, printed whole."""
+
+from __future__ import annotations
+
+from runtime.jobmaster.faults import TornWrite
+from runtime.jobmaster.restore import CommittedOutputAheadError
+from runtime.verify.swarm import EXPECTED_ERRORS, SwarmConfig, Verdict, _classify
+from runtime.verify.vopr import sweep_line
+
+
+def test_the_reasons_cite_nothing_outside_the_repository() -> None:
+    for expected in EXPECTED_ERRORS:
+        assert "DESIGN" not in expected.why and "§" not in expected.why, expected.why
+        assert len(expected.why) > 80  # says why, not a pointer to somewhere else
+
+
+def test_an_expected_verdict_gives_the_reason_and_the_error_and_the_sweep_prints_them_whole() -> None:
+    config = SwarmConfig(seed=5, faults=(TornWrite(task="count[0]", nth=2),))
+    error = CommittedOutputAheadError("job 'job': restoring checkpoint 3 would mean falling back past committed "
+                                      "output of checkpoint 4 " + "(transaction count[0]/4) " * 20)
+    kind, detail = _classify(config, error)
+    assert kind == "expected"
+    assert detail.startswith("a torn write corrupted a checkpoint whose transactions the sinks had already committed")
+    assert str(error) in detail
+    line = sweep_line(Verdict(config, kind, detail))
+    assert len(line) > 600 and detail in line and line.endswith(Verdict(config, kind).replay)
