@@ -596,7 +596,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="instead of running a job: read a Flink job's REST document (FILE) or its running "
                            "job's REST API (http://HOST:PORT/jobs/JOB_ID) into a profile")
     calibrate.add_argument("-o", "--output", required=True, metavar="PROFILE.json",
-                           help="where to write the profile (readable JSON, editable)")
+                           help="where to write the profile (readable JSON, editable; calibrated.warnings says "
+                           "whether other processes contended with the measurement and which fitted costs the job "
+                           "cannot keep up with, as the terminal does)")
     calibrate.add_argument("--executor", default="ray", choices=["ray", "sim"],
                            help="ray (default: the real run) or sim (the simulator's default model, for trying it)")
     calibrate.add_argument("--interval", type=_seconds,
@@ -608,7 +610,11 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.set_defaults(func=cmd_calibrate)
 
     whatif = sub.add_parser("whatif", parents=[common],
-                            help="predict a calibrated job under other settings (simulated, side by side)")
+                            help="predict a calibrated job under other settings (simulated, side by side)",
+                            description="Predict a calibrated job under other settings on the simulator, each "
+                            "variant beside the baseline. A variant that cannot keep up (its sources fall further "
+                            "behind their rate window after window) is stopped within a few windows of virtual time "
+                            "and named with the saturated resource; the other variants still report.")
     whatif.add_argument("--profile", required=True, metavar="PROFILE.json", help="a profile from 'barrierflow calibrate'")
     whatif.add_argument("--job", metavar="MODULE:FUNCTION", help="the job (default: the one the profile calibrated)")
     whatif.add_argument("--mode", nargs="+", choices=["none", "aligned", "unaligned", "at-least-once"],
