@@ -14,6 +14,8 @@ from checkpoint.io.storage import CheckpointStorage, CorruptCheckpointError
 
 #: the first id a fresh counter hands out
 INITIAL_CHECKPOINT_ID = 1
+#: the largest checkpoint id (Flink's ids are Java longs; state and stats keep them as Arrow int64)
+MAX_CHECKPOINT_ID = 2**63 - 1
 #: where `StorageCheckpointIDCounter` keeps its count, in the job's directory
 COUNTER_FILE = "_checkpoint_counter"
 
@@ -47,8 +49,9 @@ class CheckpointIDCounter(abc.ABC):
 
 
 def check_count(count: int) -> None:
-    if not isinstance(count, int) or isinstance(count, bool) or count < INITIAL_CHECKPOINT_ID:
-        raise ValueError(f"checkpoint id counter must be set to an integer >= {INITIAL_CHECKPOINT_ID}, got {count!r}")
+    if not isinstance(count, int) or isinstance(count, bool) or not INITIAL_CHECKPOINT_ID <= count <= MAX_CHECKPOINT_ID:
+        raise ValueError(f"checkpoint id counter must be set to an integer >= {INITIAL_CHECKPOINT_ID} and <= "
+                         f"{MAX_CHECKPOINT_ID}, got {count!r}")
 
 
 class StandaloneCheckpointIDCounter(CheckpointIDCounter):
@@ -107,16 +110,22 @@ class StorageCheckpointIDCounter(StandaloneCheckpointIDCounter):
             checkpoint.io.storage.StorageError: storage could not be read.
         """
         blobs = self._storage.blob_store
-        floor = max(self._storage.list_checkpoint_ids(self._job_id), default=0) + 1
+        highest = max(self._storage.list_checkpoint_ids(self._job_id), default=0)
+        if highest >= MAX_CHECKPOINT_ID:
+            directory = self._storage.checkpoint_dir(self._job_id, highest)
+            raise CorruptCheckpointError(
+                f"checkpoint directory {self._storage.describe(directory)} has the id {highest}, and the largest "
+                f"checkpoint id is {MAX_CHECKPOINT_ID}: not a directory a job wrote (remove it)", directory)
+        floor = highest + 1
         if blobs.exists(self._path):
             raw = blobs.get(self._path)
             text = raw.decode("ascii", errors="replace").strip()
-            if not text.isdigit() or int(text) < INITIAL_CHECKPOINT_ID:
+            if not text.isdigit() or not INITIAL_CHECKPOINT_ID <= int(text) <= MAX_CHECKPOINT_ID:
                 where = self._storage.describe(self._path)
                 raise CorruptCheckpointError(
                     f"checkpoint id counter {where} is unreadable: it holds {raw[:40]!r}, expected a decimal "
-                    f"integer >= {INITIAL_CHECKPOINT_ID} (delete the file: ids then continue above the "
-                    "highest chk-<id> directory)", self._path)
+                    f"integer >= {INITIAL_CHECKPOINT_ID} and <= {MAX_CHECKPOINT_ID} (delete the file: ids then "
+                    "continue above the highest chk-<id> directory)", self._path)
             floor = max(floor, int(text))
         with self._lock:
             self._next = max(self._next, floor)

@@ -190,7 +190,7 @@ class Manifest:
                        int(meta["max_parallelism"]), KeyGroupRange(start, end),
                        {n: StateKind(k) for n, k in meta["kinds"].items()},
                        {kg: tuple(c) for kg, c in chains.items()})
-        except (pa.ArrowException, OSError, KeyError, ValueError, TypeError, IndexError) as exc:
+        except (pa.ArrowException, OSError, KeyError, ValueError, TypeError, IndexError, RecursionError) as exc:
             raise StateFormatError(f"cannot read incremental snapshot manifest: {exc!r}") from None
 
     def files(self) -> list[str]:

@@ -117,7 +117,7 @@ def decode_pointer(data: bytes, where: str) -> tuple[str, str]:
         checksum = document["checksum"]
         if not isinstance(metadata_path, str) or not metadata_path or not isinstance(checksum, str):
             raise TypeError("metadata_path and checksum must be non-empty strings")
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise ValueError(f"checkpoint pointer {where} is corrupt: {exc}") from exc
     return metadata_path, checksum
 

@@ -100,8 +100,9 @@ def _call_with_timeout(fn: Callable[[], T], timeout: float, on_timeout: Callable
     return value
 
 
-class CorruptCheckpointError(StorageError):
-    """A checkpoint file is missing, truncated, unparsable or fails its checksum.
+class StorageFileError(StorageError):
+    """A `StorageError` about one file: its message is a sentence naming it (not OSError's
+    `[Errno message] path` form).
 
     Attributes:
         path: the offending file.
@@ -116,6 +117,10 @@ class CorruptCheckpointError(StorageError):
 
     def __reduce__(self):  # keep `path` when pickled (Ray ships exceptions between actors)
         return (type(self), (self.args[0], self.path))
+
+
+class CorruptCheckpointError(StorageFileError):
+    """A checkpoint file is missing, truncated, unparsable or fails its checksum (`path`)."""
 
 
 # -- checksums ---------------------------------------------------------------------------------
@@ -661,6 +666,9 @@ class CheckpointStorage:
             completed = CompletedCheckpoint.from_json(body)
         except CorruptCheckpointError:
             raise
+        except RecursionError:  # crafted: JSON nested deeper than Python's parser recurses
+            raise CorruptCheckpointError(f"checkpoint metadata {self.describe(path)} is unreadable: it is nested too deeply "
+                                         "to be checkpoint metadata", path) from None
         except (UnicodeDecodeError, ValueError, KeyError, TypeError, CheckpointMetadataError) as exc:
             raise CorruptCheckpointError(f"checkpoint metadata {path} is unreadable: {exc}", path) from exc
         match = _METADATA_PATH.search(path)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from checkpoint.io.storage import MemoryBlobStore, StorageError
+from checkpoint.io.storage import MemoryBlobStore, StorageFileError
 from checkpoint.io.store import run_of
 from runtime.core.messages import Buffer
 from runtime.jobmaster.result import CollectCommitter, Records
@@ -54,8 +54,8 @@ _MAGIC = b"barrierflow-transaction 1\n"
 _COMMIT_MAGIC = b"barrierflow-commit 1\n"
 
 
-class CorruptCommitterError(StorageError):
-    """A file of a durable committer is not one it wrote whole (names the file)."""
+class CorruptCommitterError(StorageFileError):
+    """A file of a durable committer is not one it wrote whole (`path`)."""
 
 
 class DurableCollectCommitter(CollectCommitter):
@@ -213,7 +213,7 @@ def _header_and_payload(data: bytes, magic: bytes, where: str, fields: dict[str,
     line, newline, payload = data[len(magic):].partition(b"\n")
     try:
         header = json.loads(line) if newline else None
-    except ValueError:
+    except (ValueError, RecursionError):
         header = None
     if not isinstance(header, dict) or not all(isinstance(header.get(k), t) for k, t in fields.items()):
         raise _corrupt(where, "its header line is not the committer's JSON header")
@@ -230,7 +230,10 @@ def decode_commit(data: bytes, where: str) -> list[tuple[str, str]]:
     if len(payload) != header["bytes"] or hashlib.sha256(payload).hexdigest() != header["sha256"]:
         raise _corrupt(where, "its transaction list does not match its length and sha256 checksum (truncated or "
                        "damaged?)")
-    named = json.loads(payload)
+    try:
+        named = json.loads(payload)
+    except (ValueError, RecursionError):
+        named = None
     if not isinstance(named, list) or not all(
             isinstance(t, list) and len(t) == 2 and all(isinstance(x, str) for x in t) for t in named):
         raise _corrupt(where, "its transaction list is not [[sink, transaction], ...]")

@@ -240,3 +240,17 @@ def test_a_damaged_checkpoint_commit_or_its_missing_records_are_named(tmp_path: 
         match = f"{tmp_path / commit} commits transaction 'out/0/1' of sink 'out', whose staged file"
     with pytest.raises(CorruptCommitterError, match=match):
         DurableCollectCommitter(store, "c")
+
+
+def test_a_committer_error_reads_as_a_sentence_naming_the_file(tmp_path: Path) -> None:
+    # regression: "[Errno committer file ... is corrupt: ...] /path" (OSError's errno form)
+    store = FsBlobStore(str(tmp_path))
+    (tmp_path / "job" / "committed" / "r1").mkdir(parents=True)
+    bad = tmp_path / "job" / "committed" / "r1" / "commit-0000000001.txn"
+    bad.write_bytes(b"not a committer file")
+    with pytest.raises(CorruptCommitterError) as caught:
+        DurableCollectCommitter(store, "job/committed/r1")
+    assert str(caught.value).startswith(f"committer file {bad} is corrupt: ")
+    assert "Errno" not in str(caught.value) and caught.value.path == str(bad)
+    again = pickle.loads(pickle.dumps(caught.value))  # Ray ships it between processes
+    assert str(again) == str(caught.value) and again.path == caught.value.path

@@ -140,3 +140,44 @@ def test_checkpoints_ls_of_a_typo_names_it_exits_2_and_creates_nothing(tmp_path:
         assert len(lines) == 1 and lines[0].startswith(f"barrierflow: error: checkpoints {command[0]}: ")
         assert str(missing) in lines[0] and "does not exist" in lines[0]
         assert not missing.exists()
+
+
+@pytest.mark.parametrize("sealed", [True, False])
+def test_deeply_nested_metadata_is_corrupt_and_restore_falls_back(checkpoints, sealed: bool, caplog, capsys) -> None:
+    # regression: a RecursionError escaped instead of the fallback to the previous checkpoint
+    root, older, newest = checkpoints
+    metadata = root / "job" / f"chk-{newest}" / "_metadata"
+    document = json.loads(metadata.read_bytes())
+    document["body"]["properties"]["deep"] = "DEEP"
+    deep = b"[" * 100_000 + b"]" * 100_000
+    body = canonical_json(document["body"]).replace(b'"DEEP"', deep)
+    checksum = compute_checksum(body) if sealed else "0" * 64  # sealed: only the depth is wrong
+    metadata.write_bytes(b'{"body":' + body + b',"checksum":"' + checksum.encode()
+                         + b'","format":"barrierflow-checkpoint-metadata","version":1}')
+    with caplog.at_level(logging.WARNING, logger="checkpoint.io.tools"):
+        completed, _ = load_checkpoint(str(root))
+    assert completed.checkpoint_id == older
+    assert any(str(metadata) in r.getMessage() and "nested too deeply" in r.getMessage() for r in caplog.records)
+    capsys.readouterr()
+    assert cli(["checkpoints", "ls", "--metadata-only", str(root)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.split()[:1] == [str(newest)])
+    assert " no " in line and str(metadata) in line
+
+
+@pytest.mark.parametrize("where", ["counter", "directory"])
+def test_a_checkpoint_id_beyond_a_long_is_refused_naming_the_file(checkpoints, where: str) -> None:
+    # regression: 10**30 was accepted and the job failed later, far from the cause ("Python int too
+    # large to convert to C long" in a sink's operator state)
+    root, _, _ = checkpoints
+    if where == "counter":
+        culprit = root / "job" / "_checkpoint_counter"
+        culprit.write_bytes(str(10**30).encode())
+        expected = re.escape(str(culprit)) + r" is unreadable: it holds b'1000000000000000000000000000000', " \
+            r"expected a decimal integer >= 1 and <= 9223372036854775807"
+    else:
+        culprit = root / "job" / f"chk-{10**30}"
+        culprit.mkdir()
+        (culprit / "_metadata").write_bytes(b"{}")
+        expected = re.escape(str(culprit)) + f" has the id {10**30}, and the largest checkpoint id is 9223372036854775807"
+    with pytest.raises(CorruptCheckpointError, match=expected):
+        job_env(root).execute("job", executor="sim", seed=2)
