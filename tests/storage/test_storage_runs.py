@@ -25,7 +25,8 @@ from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.cli import main as cli
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.faults import CoordinatorCrash
+from runtime.jobmaster.faults import CoordinatorCrash, TaskCrash
+from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import CountPerKey, multiset
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(3000)]
@@ -154,3 +155,20 @@ def test_recovery_ignores_other_runs_checkpoints_and_never_discards_them() -> No
     later.run_id = "third"
     assert ids(later.recover()) == [8]
     assert {5, 6} <= set(storage.list_checkpoint_ids("pv")), "recovery discarded another run's checkpoints"
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_a_restore_into_another_directory_continues_ids_above_the_restored_checkpoint(tmp_path: Path,
+                                                                                        crash: bool) -> None:
+    fragile = job_env(tmp_path / "first")
+    fragile.set_restart_strategy(RestartStrategy.no_restart())
+    with pytest.raises(JobFailedError):
+        fragile.execute("job", executor="sim", seed=1, faults=FaultPlan.of(TaskCrash(task="count[0]", after_records=1400)))
+    restored_id = load_checkpoint(str(tmp_path / "first"))[0].checkpoint_id
+    assert restored_id >= 2  # a fresh counter in the new directory would reuse its id
+    env = job_env(tmp_path / "second").restore_from(str(tmp_path / "first"))
+    faults = FaultPlan.of(CoordinatorCrash(at=0.001)) if crash else FaultPlan()  # recovery reads the new counter
+    second = env.execute("job", executor="sim", seed=2, faults=faults)
+    ids = [c.id for c in second.checkpoints]
+    assert ids and min(ids) > restored_id, (restored_id, ids)
+    assert min(int(p.name[4:]) for p in (tmp_path / "second" / "job").glob("chk-*")) > restored_id
