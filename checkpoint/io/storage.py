@@ -50,6 +50,7 @@ import pyarrow.fs as pafs
 
 from checkpoint.completed import CheckpointMetadataError, CompletedCheckpoint, canonical_json
 from checkpoint.handles import StateHandle
+from checkpoint.io import local_links
 from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
 
 T = TypeVar("T")
@@ -171,7 +172,8 @@ class BlobStore(Protocol):
     def exists(self, path: str) -> bool: ...
 
     def list(self, prefix: str) -> list[str]:
-        """Every file path starting with `prefix`, sorted (interrupted writes not included)."""
+        """Every file path starting with `prefix`, sorted (interrupted writes not included);
+        symbolic links are neither listed nor followed (see `list_links`)."""
         ...
 
     def list_temporary(self, prefix: str) -> list[str]:
@@ -212,6 +214,9 @@ class ForwardingBlobStore:
     def where(self, path: str) -> str:
         return self.inner.where(path)
 
+    def list_links(self, prefix: str) -> list[str]:
+        return list_links(self.inner, prefix)
+
     def __repr__(self) -> str:
         return repr(self.inner)
 
@@ -249,6 +254,9 @@ class MemoryBlobStore:
 
     def list_temporary(self, prefix: str) -> list[str]:
         return []  # a put is one step: nothing is ever half written
+
+    def list_links(self, prefix: str) -> list[str]:
+        return []
 
     def where(self, path: str) -> str:
         return f"memory://{path}"
@@ -389,6 +397,10 @@ class FsBlobStore:
 
     def _delete(self, path: str) -> None:
         full = self._full(path)
+        link = self._link_on_the_way(path)
+        if link is not None:
+            raise StorageError(f"refusing to delete {full}: {self._base}/{link} is a symbolic link (to "
+                               f"{os.readlink(f'{self._base}/{link}')}); barrierflow never deletes through one")
         try:
             self._fs.delete_file(full)
         except FileNotFoundError:
@@ -427,9 +439,18 @@ class FsBlobStore:
     def list_temporary(self, prefix: str) -> list[str]:
         return self._list(prefix, temporary=True)
 
+    def list_links(self, prefix: str) -> list[str]:
+        """Paths starting with `prefix` of symbolic links below the base (none are followed:
+        `list` skips what lies behind them, `delete` refuses to go through them), sorted."""
+        if not self._local:
+            return []  # object stores have no links
+        return sorted(key for key in self._walk_local(prefix)[1] if key.startswith(prefix))
+
     def _list(self, prefix: str, *, temporary: bool) -> list[str]:
-        directory = prefix if prefix.endswith("/") or not prefix else prefix.rpartition("/")[0] + "/"
-        root = f"{self._base}/{directory}".rstrip("/")
+        if self._local:  # never follows a link (pyarrow's recursive listing does)
+            files = self._walk_local(prefix)[0]
+            return sorted(k for k in files if k.startswith(prefix) and (_TMP_MARKER in k.rpartition("/")[2]) == temporary)
+        root = f"{self._base}/{_directory_of(prefix)}".rstrip("/")
         selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
         try:
             infos = self._call(f"list {root}", lambda: self._fs.get_file_info(selector))
@@ -447,11 +468,35 @@ class FsBlobStore:
                 keys.append(key)
         return sorted(keys)
 
+    @property
+    def _local(self) -> bool:
+        return isinstance(self._fs, pafs.LocalFileSystem)
+
+    def _walk_local(self, prefix: str) -> tuple[list[str], list[str]]:
+        try:
+            return local_links.walk(self._base, _directory_of(prefix))
+        except OSError as exc:
+            raise StorageError(f"cannot list {self._base}/{prefix}: {exc}") from exc
+
+    def _link_on_the_way(self, path: str) -> str | None:
+        return local_links.link_on_the_way(self._base, path) if self._local else None
+
     def where(self, path: str) -> str:
         return f"{self._base}/{path}"
 
     def __repr__(self) -> str:
         return f"FsBlobStore({self.uri!r})"
+
+
+def _directory_of(prefix: str) -> str:
+    """The folder a listing of `prefix` starts in ("" or ending in '/')."""
+    return prefix if prefix.endswith("/") or not prefix else prefix.rpartition("/")[0] + "/"
+
+
+def list_links(blob_store: BlobStore, prefix: str) -> list[str]:
+    """`blob_store.list_links(prefix)` where the store has links at all (local directories), else []."""
+    links = getattr(blob_store, "list_links", None)
+    return links(prefix) if links is not None else []
 
 
 # -- checkpoint layout -------------------------------------------------------------------------

@@ -23,6 +23,7 @@ warning naming the file. Nothing is ever created: a missing directory is an erro
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from checkpoint.io.storage import (
     CheckpointStorage,
     CorruptCheckpointError,
     StorageError,
+    list_links,
     storage_from_uri,
 )
 from checkpoint.io.store import run_of
@@ -81,6 +83,8 @@ class GcReport:
     kept_files: int
     valid_checkpoints: list[int]
     dry_run: bool = False
+    #: symbolic links found in the job's folder: reported, never followed nor deleted
+    links: list[str] = field(default_factory=list)
 
     @property
     def removed_bytes(self) -> int:
@@ -279,7 +283,8 @@ def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = 
         if not dry_run:
             storage.delete_file(path)
         removed.append((path, size))
-    return GcReport(job_id, removed, len(set(files) - {path for path, _ in removed}), valid, dry_run)
+    links = list_links(storage.blob_store, storage.job_dir(job_id) + "/")
+    return GcReport(job_id, removed, len(set(files) - {path for path, _ in removed}), valid, dry_run, links)
 
 
 # --------------------------------------------------------------------------- CLI
@@ -398,8 +403,20 @@ def cmd_gc(args: Any) -> int:
                   f"kept {report.kept_files} file(s) of checkpoints {report.valid_checkpoints}")
             for path, size in report.removed:
                 print(f"  {path} ({size:,} bytes)")
+            if report.links:
+                print(f"job {job}: {len(report.links)} symbolic link(s) not followed (nothing behind them is "
+                      "touched; barrierflow never creates one):")
+                for link in report.links:
+                    print(f"  {link} -> {_link_target(storage, link)}")
         return 0
     return _run(body, args)
+
+
+def _link_target(storage: CheckpointStorage, link: str) -> str:
+    try:
+        return os.readlink(storage.describe(link))
+    except OSError as exc:
+        return f"? ({exc.strerror})"
 
 
 __all__ = ["CheckpointInfo", "CheckpointToolError", "GcReport", "collect_garbage", "describe",
