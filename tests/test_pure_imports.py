@@ -36,6 +36,7 @@ PURE = [
     ("runtime/jobmaster/progress.py", NO_CLOCK_OR_DICE),
     ("runtime/jobmaster/watchdog.py", NO_CLOCK_OR_DICE),
     ("checkpoint/coordinator.py", NEVER),
+    ("checkpoint/lease.py", NO_CLOCK_OR_DICE | {"os", "socket"}),  # who may write a job directory: decided purely
     ("checkpoint/pending.py", NEVER),
     ("state", NEVER),
     ("operators", NEVER),

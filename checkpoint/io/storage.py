@@ -217,6 +217,9 @@ class ForwardingBlobStore:
     def list_links(self, prefix: str) -> list[str]:
         return list_links(self.inner, prefix)
 
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        return put_if_absent(self.inner, path, data)
+
     def __repr__(self) -> str:
         return repr(self.inner)
 
@@ -232,6 +235,15 @@ class MemoryBlobStore:
         _check_key(path)
         with self._lock:
             self._files[path] = bytes(data)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """`put` unless a file is there already (atomically); whether it wrote."""
+        _check_key(path)
+        with self._lock:
+            if path in self._files:
+                return False
+            self._files[path] = bytes(data)
+            return True
 
     def get(self, path: str) -> bytes:
         with self._lock:
@@ -360,15 +372,9 @@ class FsBlobStore:
         if not isinstance(self._fs, pafs.LocalFileSystem):
             self.put(path, data)
             return
-        full = self._full(path)
-        parent, _, name = full.rpartition("/")
-        tmp = f"{parent}/.{name}{_TMP_MARKER}{uuid.uuid4().hex}"
+        full, tmp = self._write_temporary(path, data, sync=True)
+        parent = full.rpartition("/")[0]
         try:
-            os.makedirs(parent, exist_ok=True)
-            with open(tmp, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
             os.replace(tmp, full)
             directory = os.open(parent, os.O_RDONLY)
             try:
@@ -378,6 +384,52 @@ class FsBlobStore:
         except OSError as exc:
             self._quiet_delete(tmp)
             raise StorageError(f"cannot write {full}: {exc}") from exc
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """`put` unless a file is there already; whether it wrote. Atomic on a local file system
+        (a hard link of the written temporary file fails if the name exists); elsewhere a look
+        then a put (object stores offer no such call through pyarrow), so two writers racing
+        within one call may both write: callers read back what they wrote."""
+        if not self._local:
+            def look_then_put() -> bool:
+                if self._exists(path):
+                    return False
+                self._put(path, data)
+                return True
+
+            return self._call(f"write {self._full(path)}", look_then_put)
+        full, tmp = self._write_temporary(path, data, sync=False)
+        try:
+            os.link(tmp, full)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise StorageError(f"cannot write {full}: {exc}") from exc
+        finally:
+            self._quiet_delete(tmp)
+
+    def _write_temporary(self, path: str, data: bytes, *, sync: bool) -> tuple[str, str]:
+        """Write `data` under a temporary name beside `path` (local file systems; `sync`: fsynced):
+        (the full path, the temporary one).
+
+        Raises:
+            StorageError: the write failed (the temporary file is gone).
+        """
+        full = self._full(path)
+        parent, _, name = full.rpartition("/")
+        tmp = f"{parent}/.{name}{_TMP_MARKER}{uuid.uuid4().hex}"
+        try:
+            os.makedirs(parent, exist_ok=True)
+            with open(tmp, "wb") as out:
+                out.write(data)
+                if sync:
+                    out.flush()
+                    os.fsync(out.fileno())
+        except OSError as exc:
+            self._quiet_delete(tmp)
+            raise StorageError(f"cannot write {full}: {exc}") from exc
+        return full, tmp
 
     def get(self, path: str) -> bytes:
         return self._call(f"read {self._full(path)}", lambda: self._get(path))
@@ -425,11 +477,11 @@ class FsBlobStore:
             self._fs.delete_file(full)
 
     def exists(self, path: str) -> bool:
-        full = self._full(path)
+        return self._call(f"stat {self._full(path)}", lambda: self._exists(path))
+
+    def _exists(self, path: str) -> bool:
         try:
-            return self._call(f"stat {full}", lambda: self._fs.get_file_info(full).type == pafs.FileType.File)
-        except StorageTimeoutError:
-            raise
+            return self._fs.get_file_info(self._full(path)).type == pafs.FileType.File
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot stat {path!r} in {self._base}: {exc}") from exc
 
@@ -491,6 +543,18 @@ class FsBlobStore:
 def _directory_of(prefix: str) -> str:
     """The folder a listing of `prefix` starts in ("" or ending in '/')."""
     return prefix if prefix.endswith("/") or not prefix else prefix.rpartition("/")[0] + "/"
+
+
+def put_if_absent(blob_store: BlobStore, path: str, data: bytes) -> bool:
+    """`blob_store.put_if_absent(path, data)`, or a look then a put where the store lacks it;
+    whether it wrote."""
+    put = getattr(blob_store, "put_if_absent", None)
+    if put is not None:
+        return put(path, data)
+    if blob_store.exists(path):
+        return False
+    blob_store.put(path, data)
+    return True
 
 
 def list_links(blob_store: BlobStore, prefix: str) -> list[str]:

@@ -31,6 +31,7 @@ from typing import Any
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.io.cleanup import unreferenced_files
+from checkpoint.io.lease import CheckpointDirectoryInUseError, JobLease, holding
 from checkpoint.io.storage import (
     SHARED_DIR,
     BlobNotFoundError,
@@ -41,6 +42,7 @@ from checkpoint.io.storage import (
     storage_from_uri,
 )
 from checkpoint.io.store import run_of
+from checkpoint.lease import LeaseVerdict
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,10 @@ _JOB_ENTRY = re.compile(rf"^(chk-\d+|{SHARED_DIR})$")
 
 class CheckpointToolError(ValueError):
     """The directory, job or checkpoint asked for does not exist or cannot be used."""
+
+
+class JobRunningError(CheckpointToolError):
+    """`gc` refuses a job whose directory a live run holds (its lease names the run)."""
 
 
 @dataclass(frozen=True)
@@ -261,8 +267,36 @@ def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = 
     A valid checkpoint keeps its `_metadata` and every file its handles name; everything else
     under `chk-<id>/` and `shared/` (incomplete `chk-<id>/` directories and what interrupted
     writes left included) is an orphan (`checkpoint.io.cleanup.unreferenced_files`). Files directly
-    in the job directory (the id counter that keeps runs from reusing ids) are never touched.
+    in the job directory (the id counter that keeps runs from reusing ids, the lease) are never
+    touched, nor is anything behind a symbolic link (`GcReport.links`).
+
+    A running job's upload in progress would look like orphans: `gc` holds the job's lease while
+    it works (a run starting meanwhile is refused, naming gc), and refuses a job whose lease a live
+    run holds (a dry run only looks: it takes no lease).
+
+    Raises:
+        JobRunningError: a live run holds the job's lease (named).
     """
+    lease = JobLease(storage, job_id, holder="checkpoints gc", run_id=None)
+    try:
+        if dry_run:
+            verdict, holder = lease.verdict()
+            if verdict is LeaseVerdict.HELD:
+                assert holder is not None
+                raise lease.in_use(holder)
+            return _collect(storage, job_id, dry_run=True)
+        with holding(lease):
+            return _collect(storage, job_id, dry_run=False)
+    except CheckpointDirectoryInUseError as exc:
+        holder = exc.holder.describe(lease.clock()) if exc.holder is not None else "another process"
+        raise JobRunningError(
+            f"job {job_id} is running: {holder} holds {lease.where}; gc touches no file of a running job "
+            "(its checkpoint in progress would look like orphans). Run gc when it ended; a killed run's lease "
+            f"lapses {exc.holder.timeout if exc.holder else lease.timeout:g} s after its last renewal, at once on "
+            "its own host") from None
+
+
+def _collect(storage: CheckpointStorage, job_id: str, *, dry_run: bool) -> GcReport:
     keep: set[str] = set()
     valid: list[int] = []
     for cid in storage.list_checkpoint_ids(job_id):
@@ -344,8 +378,9 @@ def _run(fn: Any, args: Any) -> int:
     try:
         return fn(args)
     except CheckpointToolError as exc:
-        print(f"barrierflow: error: checkpoints {args.checkpoints_command}: {exc}", file=sys.stderr)
-        return 2
+        print(f"barrierflow: error: checkpoints {args.checkpoints_command}: {' '.join(str(exc).split())}",
+              file=sys.stderr)
+        return 1 if isinstance(exc, JobRunningError) else 2
 
 
 def cmd_ls(args: Any) -> int:
@@ -353,7 +388,7 @@ def cmd_ls(args: Any) -> int:
         storage, jobs = _jobs(args)
         verify = not getattr(args, "metadata_only", False)
         for job in jobs:
-            print(f"job {job}")
+            print(f"job {job}{_running(storage, job)}")
             print(f"{'id':>6} {'valid':>5} {'tasks':>5} {'files':>6} {'bytes':>12} {'shared':>6} "
                   f"{'shared bytes':>12} {'state bytes':>12} {'duration':>9}  run")
             for info in list_checkpoints(storage, job, verify_files=verify):
@@ -412,6 +447,16 @@ def cmd_gc(args: Any) -> int:
     return _run(body, args)
 
 
+def _running(storage: CheckpointStorage, job_id: str) -> str:
+    """`: running, <holder>` while a live run holds the job's lease (else '')."""
+    lease = JobLease(storage, job_id, holder="checkpoints ls", run_id=None)
+    try:
+        verdict, holder = lease.verdict()
+    except StorageError as exc:
+        return f" (its lease is unreadable: {exc})"
+    return f": running, {holder.describe(lease.clock())}" if verdict is LeaseVerdict.HELD and holder else ""
+
+
 def _link_target(storage: CheckpointStorage, link: str) -> str:
     try:
         return os.readlink(storage.describe(link))
@@ -419,5 +464,5 @@ def _link_target(storage: CheckpointStorage, link: str) -> str:
         return f"? ({exc.strerror})"
 
 
-__all__ = ["CheckpointInfo", "CheckpointToolError", "GcReport", "collect_garbage", "describe",
+__all__ = ["CheckpointInfo", "CheckpointToolError", "GcReport", "JobRunningError", "collect_garbage", "describe",
            "list_checkpoints", "list_jobs", "load_checkpoint", "open_checkpoints", "read_checkpoint"]

@@ -71,6 +71,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from checkpoint.handles import TaskId
 from checkpoint.io.ha_services import create_recovery_factory
+from checkpoint.io.lease import lease_for
 from checkpoint.io.recovery import ZooKeeperSuspendedError
 from checkpoint.io.store import new_run_id
 from checkpoint.reasons import CheckpointFailureReason
@@ -248,6 +249,8 @@ class RayExecutor(RunsOnJobMaster):
             self._ha_factory().close()
         self.committer: Any = None
         self.blob_store: Any = None
+        #: the driver's lease of the job's checkpoint directory (None: in memory, or not started)
+        self.lease: Any = None
         #: the first checkpoint id of this run (from the first coordinator actor)
         self._first_checkpoint_id: int | None = None
 
@@ -255,6 +258,16 @@ class RayExecutor(RunsOnJobMaster):
 
     def run(self) -> JobResult:
         self._check_reachable()
+        # one writer per checkpoint directory: the driver holds the job's lease and keeps it fresh
+        self.lease = None if is_memory(self.storage_uri) else lease_for(
+            open_storage(("uri", self.storage_uri), self.graph), self.job_id, self.run_id)
+        try:
+            return self._run_on_ray()
+        finally:
+            if self.lease is not None:
+                self.lease.release()
+
+    def _run_on_ray(self) -> JobResult:
         self._report(Phase.STARTING)
         started_ray = ensure_ray(self.address)
         try:
@@ -323,6 +336,8 @@ class RayExecutor(RunsOnJobMaster):
             if stalled is not None:
                 self._give_up(f"job made no progress for {stalled:.0f} s (stall_timeout={self._watchdog.stall_timeout}: "
                               f"no record processed, no task finished, no checkpoint completed); {self._stuck()}", None)
+            if self.lease is not None and self.lease.lost is not None:  # another writer: stop writing
+                self._give_up(self.lease.lost, None)
             self._inject_faults(now)
             failure = self._poll_tasks(now) or self._poll_coordinator()
             if failure is not None:

@@ -49,6 +49,7 @@ from typing import Any
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.io.cleanup import discard_orphans
+from checkpoint.io.lease import lease_for
 from checkpoint.io.snapshot_writer import SnapshotWriter
 from checkpoint.io.storage import StorageError, storage_from_uri
 from checkpoint.io.store import new_run_id
@@ -316,6 +317,20 @@ class SimExecutor(RunsOnJobMaster):
         self.checkpointing = config is not None and config.interval is not None
         self.storage = storage_from_uri(config.storage if config else None,
                                         timeout=config.storage_timeout if config else DEFAULT_STORAGE_TIMEOUT)
+        #: this run's lease of the job's checkpoint directory, kept fresh until `run` ends (None: in
+        #: memory); taken before anything reads or writes the directory
+        self.lease = lease_for(self.storage, self.job_id, self.run_id)
+        try:
+            self._open(committer, restore_from, invariants, stop_when_saturated)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, committer: CollectCommitter | None, restore_from: tuple[Any, Any] | None,
+              invariants: ExecutionObserver | None, stop_when_saturated: bool) -> None:
+        """The rest of the construction: what reads or writes the checkpoint directory."""
+        graph = self.graph
+        config = graph.checkpoint_config
         self.writer = SnapshotWriter(self.storage, self.job_id, config)
         #: the sinks' external system; an earlier execution's (`result.committer`) when this one
         #: restores its checkpoint, so the transactions that one staged can still be committed
@@ -371,7 +386,7 @@ class SimExecutor(RunsOnJobMaster):
         #: windows of two checkpoint intervals or ten buffer timeouts, at least 0.5 virtual s
         self._saturation = SaturationMonitor(
             max(0.5, 2 * (config.interval if self.checkpointing else 0.0), 10 * graph.buffer_timeout),
-            cores=self.costs.cores, max_time=max_time) if stop_when_saturated else None
+            cores=self.costs.cores, max_time=self.max_time) if stop_when_saturated else None
         #: task name -> the tasks it sends to
         self.downstream = {str(t): tuple(sorted({str(r.receiver) for r in graph.channel_routes() if r.sender == t}))
                            for t in self.task_ids}
@@ -398,9 +413,15 @@ class SimExecutor(RunsOnJobMaster):
                                  self.master.first_checkpoint_id, ha=services, election=leader)
 
     def close(self) -> None:
-        """End the HA contenders' sessions (a ZooKeeper server's); `run` does it when it ends."""
-        if self.high_availability is not None:
-            self.high_availability.close()
+        """End the HA contenders' sessions (a ZooKeeper server's) and release the checkpoint
+        directory's lease; `run` does it when it ends."""
+        try:
+            if getattr(self, "high_availability", None) is not None:
+                self.high_availability.close()
+        finally:
+            if self.lease is not None:
+                self.lease.release()
+                self.lease = None
 
     # ------------------------------------------------------------------ scheduling
 
@@ -551,6 +572,9 @@ class SimExecutor(RunsOnJobMaster):
                 self._watch_saturation()
             if self.progress is not None and self.events % PROGRESS_EVERY_EVENTS == 0:
                 self.progress(self._progress_info())
+            if self.lease is not None and self.lease.lost is not None:  # another writer: stop writing
+                self.master.fail_for_good(self.lease.lost, None)
+                break
         if not self.done and self.error is None:
             stuck = [str(t) for t, task in self.tasks.items() if not task.is_finished]
             self.master.fail_for_good(f"job stalled with unfinished tasks {stuck} (seed={self.seed})", None)
