@@ -31,6 +31,7 @@ from typing import Any
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.io.cleanup import unreferenced_files
+from checkpoint.io.committer_files import unneeded_files
 from checkpoint.io.lease import CheckpointDirectoryInUseError, JobLease, holding
 from checkpoint.io.storage import (
     SHARED_DIR,
@@ -91,6 +92,8 @@ class GcReport:
     dry_run: bool = False
     #: symbolic links found in the job's folder: reported, never followed nor deleted
     links: list[str] = field(default_factory=list)
+    #: orphans whose delete failed, and why
+    failed: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def removed_bytes(self) -> int:
@@ -299,6 +302,7 @@ def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = 
 def _collect(storage: CheckpointStorage, job_id: str, *, dry_run: bool) -> GcReport:
     keep: set[str] = set()
     valid: list[int] = []
+    newest_of_run: dict[str, int] = {}  # run -> its newest valid checkpoint (its committer stays)
     for cid in storage.list_checkpoint_ids(job_id):
         try:
             completed = read_checkpoint(storage, job_id, cid, verify_files=False)
@@ -307,18 +311,27 @@ def _collect(storage: CheckpointStorage, job_id: str, *, dry_run: bool) -> GcRep
         valid.append(cid)
         keep.add(storage.metadata_path(job_id, cid))
         keep.update(completed.referenced_paths())
+        run = run_of(completed)
+        if run is not None:
+            newest_of_run[run] = cid
     removed: list[tuple[str, int]] = []
+    failed: list[tuple[str, str]] = []
     files = storage.list_job_files(job_id)
-    for path in unreferenced_files(storage, job_id, keep):
+    garbage = sorted(set(unreferenced_files(storage, job_id, keep)) | set(unneeded_files(storage, job_id, newest_of_run)))
+    for path in garbage:
         try:
             size = len(storage.blob_store.get(path))
         except StorageError:
             size = 0
         if not dry_run:
-            storage.delete_file(path)
+            try:
+                storage.delete_file(path)
+            except StorageError as exc:
+                failed.append((path, str(exc)))
+                continue
         removed.append((path, size))
     links = list_links(storage.blob_store, storage.job_dir(job_id) + "/")
-    return GcReport(job_id, removed, len(set(files) - {path for path, _ in removed}), valid, dry_run, links)
+    return GcReport(job_id, removed, len(set(files) - {path for path, _ in removed}), valid, dry_run, links, failed)
 
 
 # --------------------------------------------------------------------------- CLI
@@ -431,6 +444,7 @@ def cmd_show(args: Any) -> int:
 def cmd_gc(args: Any) -> int:
     def body(args: Any) -> int:
         storage, jobs = _jobs(args)
+        failures = 0
         for job in jobs:
             report = collect_garbage(storage, job, dry_run=args.dry_run)
             verb = "would remove" if report.dry_run else "removed"
@@ -438,12 +452,15 @@ def cmd_gc(args: Any) -> int:
                   f"kept {report.kept_files} file(s) of checkpoints {report.valid_checkpoints}")
             for path, size in report.removed:
                 print(f"  {path} ({size:,} bytes)")
+            for path, why in report.failed:
+                print(f"  could not remove {path}: {why}")
             if report.links:
                 print(f"job {job}: {len(report.links)} symbolic link(s) not followed (nothing behind them is "
                       "touched; barrierflow never creates one):")
                 for link in report.links:
                     print(f"  {link} -> {_link_target(storage, link)}")
-        return 0
+            failures += len(report.failed)
+        return 1 if failures else 0
     return _run(body, args)
 
 

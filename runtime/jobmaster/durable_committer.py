@@ -22,21 +22,40 @@ a `DurableCollectCommitter` instead, at `<storage>/<job>/committed/<run>/`:
   truncated, bit-flipped) raises `CorruptCommitterError` naming it — never silently fewer records.
 
 Runs: every run (`execute`) gets its own directory, so a job run again from scratch starts with
-an empty external system, as before. A run that restores a checkpoint first copies the committer
-of the run that took it (`<job>/committed/<that run>/`, in the restored storage) into its own:
-the transactions that run staged can be committed, and `result.output` shows the whole output.
+an empty external system. A run that restores checkpoint c carries over into its own directory
+what it needs of the committer of the run that took c (`<job>/committed/<that run>/`, in the
+restored storage): every committed transaction, as one file (`result.output` shows the whole
+output; a commit already made stays a no-op), and the transactions staged for checkpoints up to c
+(the restored sinks commit those c names); a transaction staged for a later checkpoint can never
+commit and is left behind. So a chain of restores does not copy every earlier run's files again,
+and `barrierflow checkpoints gc` removes a run's folder once no valid checkpoint of that run is
+left to restore (`checkpoint.io.committer_files`, which also holds the file formats).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from checkpoint.io.storage import MemoryBlobStore, StorageFileError
+from checkpoint.io.committer_files import (
+    COMMITTED_DIR,
+    CorruptCommitterError,
+    commit_file_name,
+    commit_number,
+    decode_carried,
+    decode_commit,
+    decode_transaction,
+    encode_batch,
+    encode_carried,
+    encode_commit,
+    is_carried,
+    is_checkpoint_commit,
+    staged_checkpoint,
+    staged_file_name,
+)
+from checkpoint.io.storage import MemoryBlobStore
 from checkpoint.io.store import run_of
 from runtime.core.messages import Buffer
 from runtime.jobmaster.result import CollectCommitter, Records
@@ -45,17 +64,8 @@ if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
     from checkpoint.io.storage import BlobStore, CheckpointStorage
 
-__all__ = ["COMMITTED_DIR", "CorruptCommitterError", "DurableCollectCommitter", "committer_for", "decode_commit",
-           "decode_transaction", "encode_commit", "encode_transaction"]
-
-#: the committer's folder in a job's checkpoint folder
-COMMITTED_DIR = "committed"
-_MAGIC = b"barrierflow-transaction 1\n"
-_COMMIT_MAGIC = b"barrierflow-commit 1\n"
-
-
-class CorruptCommitterError(StorageFileError):
-    """A file of a durable committer is not one it wrote whole (`path`)."""
+__all__ = ["COMMITTED_DIR", "CorruptCommitterError", "DurableCollectCommitter", "carry_over", "committer_for",
+           "decode_commit", "decode_transaction", "encode_commit", "encode_transaction"]
 
 
 class DurableCollectCommitter(CollectCommitter):
@@ -98,7 +108,7 @@ class DurableCollectCommitter(CollectCommitter):
             staged = self._staged.get(sink, {}).get(transaction_id)
             known = transaction_id in self._committed.get(sink, {})
             if not known and (records is not None or staged is not None):
-                path = f"{self.directory}/commit-{self._next_commit:010d}.txn"
+                path = f"{self.directory}/{commit_file_name(self._next_commit)}"
                 self._write(path, sink, transaction_id, records if records is not None else staged)
                 self._next_commit += 1
             super().commit(sink, transaction_id, records)
@@ -109,7 +119,7 @@ class DurableCollectCommitter(CollectCommitter):
         with self._lock:
             due = self._due(checkpoint_id)
             if due:  # one file naming them; their staged files stay, holding their records
-                path = f"{self.directory}/commit-{self._next_commit:010d}.txn"
+                path = f"{self.directory}/{commit_file_name(self._next_commit)}"
                 self._put(path, encode_commit(checkpoint_id, due))
                 self._next_commit += 1
             return super().commit_checkpoint(checkpoint_id)
@@ -123,8 +133,7 @@ class DurableCollectCommitter(CollectCommitter):
             return aborted
 
     def _staged_path(self, sink: str, transaction_id: str) -> str:
-        digest = hashlib.sha256(f"{sink}\0{transaction_id}".encode()).hexdigest()[:32]
-        return f"{self.directory}/staged-{digest}.txn"
+        return f"{self.directory}/{staged_file_name(sink, transaction_id)}"
 
     def _write(self, path: str, sink: str, transaction_id: str, records: Records) -> None:
         self._put(path, encode_transaction(sink, transaction_id, records))
@@ -143,14 +152,17 @@ class DurableCollectCommitter(CollectCommitter):
         commits: list[tuple[int, str, list[tuple[str, str, pa.RecordBatch | None]]]] = []
         for path in self.blob_store.list(self.directory + "/"):
             name = path.rpartition("/")[2]
-            if name.startswith("commit-") and name.endswith(".txn") and name[7:-4].isdigit():
+            number = commit_number(name)
+            if number is not None:
                 data = self.blob_store.get(path)
-                if data.startswith(_COMMIT_MAGIC):
+                if is_checkpoint_commit(data):
                     named = [(sink, txn, None) for sink, txn in decode_commit(data, self._where(path))]
-                    commits.append((int(name[7:-4]), path, named))
+                    commits.append((number, path, named))
+                elif is_carried(data):
+                    commits.append((number, path, list(decode_carried(data, self._where(path)))))
                 else:
                     sink, txn, batch = decode_transaction(data, self._where(path))
-                    commits.append((int(name[7:-4]), path, [(sink, txn, batch)]))
+                    commits.append((number, path, [(sink, txn, batch)]))
             elif name.startswith("staged-") and name.endswith(".txn"):
                 sink, txn, batch = decode_transaction(self.blob_store.get(path), self._where(path))
                 if path != self._staged_path(sink, txn):
@@ -181,86 +193,12 @@ class DurableCollectCommitter(CollectCommitter):
 
 
 def encode_transaction(sink: str, transaction_id: str, records: Records) -> bytes:
-    """The bytes of one committer file: magic, a JSON header line, the Arrow IPC stream."""
-    batch = records if isinstance(records, pa.RecordBatch) else Buffer.from_records(records, checked=True).batch
-    sink_out = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink_out, batch.schema) as writer:
-        writer.write_batch(batch)
-    payload = sink_out.getvalue().to_pybytes()
-    header = {"sink": sink, "transaction": transaction_id, "bytes": len(payload),
-              "sha256": hashlib.sha256(payload).hexdigest()}
-    return _MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+    """The bytes of one committer file (`checkpoint.io.committer_files.encode_batch`) of `records`."""
+    return encode_batch(sink, transaction_id, _as_batch(records))
 
 
-def encode_commit(checkpoint_id: int, transactions: list[tuple[str, str]]) -> bytes:
-    """The bytes of a checkpoint's commit file: magic, a JSON header line, the JSON list of the
-    (sink, transaction) it commits (their records are in their staged files)."""
-    payload = json.dumps([list(t) for t in transactions]).encode()
-    header = {"checkpoint": checkpoint_id, "bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
-    return _COMMIT_MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
-
-
-def _corrupt(where: str, why: str) -> CorruptCommitterError:
-    return CorruptCommitterError(f"committer file {where} is corrupt: {why}", where)
-
-
-def _header_and_payload(data: bytes, magic: bytes, where: str, fields: dict[str, type]) -> tuple[dict[str, Any], bytes]:
-    """The JSON header line after `magic` (holding `fields`, of those types) and the bytes after it.
-
-    Raises:
-        CorruptCommitterError: the header line is missing, not JSON, or lacks a field.
-    """
-    line, newline, payload = data[len(magic):].partition(b"\n")
-    try:
-        header = json.loads(line) if newline else None
-    except (ValueError, RecursionError):
-        header = None
-    if not isinstance(header, dict) or not all(isinstance(header.get(k), t) for k, t in fields.items()):
-        raise _corrupt(where, "its header line is not the committer's JSON header")
-    return header, payload
-
-
-def decode_commit(data: bytes, where: str) -> list[tuple[str, str]]:
-    """The (sink, transaction) pairs a checkpoint's commit file names.
-
-    Raises:
-        CorruptCommitterError: naming `where` and what is wrong.
-    """
-    header, payload = _header_and_payload(data, _COMMIT_MAGIC, where, {"bytes": int, "sha256": str})
-    if len(payload) != header["bytes"] or hashlib.sha256(payload).hexdigest() != header["sha256"]:
-        raise _corrupt(where, "its transaction list does not match its length and sha256 checksum (truncated or "
-                       "damaged?)")
-    try:
-        named = json.loads(payload)
-    except (ValueError, RecursionError):
-        named = None
-    if not isinstance(named, list) or not all(
-            isinstance(t, list) and len(t) == 2 and all(isinstance(x, str) for x in t) for t in named):
-        raise _corrupt(where, "its transaction list is not [[sink, transaction], ...]")
-    return [(sink, txn) for sink, txn in named]
-
-
-def decode_transaction(data: bytes, where: str) -> tuple[str, str, pa.RecordBatch]:
-    """(sink, transaction id, records) of a committer file.
-
-    Raises:
-        CorruptCommitterError: naming `where` and what is wrong.
-    """
-    if not data.startswith(_MAGIC):
-        raise _corrupt(where, "it does not start with the committer's file header")
-    header, payload = _header_and_payload(data, _MAGIC, where,
-                                          {"sink": str, "transaction": str, "bytes": int, "sha256": str})
-    if len(payload) != header["bytes"]:
-        raise _corrupt(where, f"it holds {len(payload)} bytes of records, its header says {header['bytes']} (truncated?)")
-    if hashlib.sha256(payload).hexdigest() != header["sha256"]:
-        raise _corrupt(where, "its records do not match their sha256 checksum")
-    try:
-        table = pa.ipc.open_stream(payload).read_all()
-    except pa.ArrowException as exc:
-        raise _corrupt(where, f"its records are not an Arrow stream ({exc})") from exc
-    batches = table.to_batches()
-    batch = batches[0] if len(batches) == 1 else pa.RecordBatch.from_pylist(table.to_pylist(), schema=table.schema)
-    return header["sink"], header["transaction"], batch
+def _as_batch(records: Records) -> pa.RecordBatch:
+    return records if isinstance(records, pa.RecordBatch) else Buffer.from_records(records, checked=True).batch
 
 
 def committer_for(storage: CheckpointStorage, job_id: str, run_id: str,
@@ -285,12 +223,28 @@ def committer_for(storage: CheckpointStorage, job_id: str, run_id: str,
         return DurableCollectCommitter(*source)  # no directory of its own: the restored one's
     directory = f"{storage.job_dir(job_id)}/{COMMITTED_DIR}/{run_id}"
     if source is not None and (source[0], source[1]) != (storage.blob_store, directory):
-        _copy(source[0], source[1], storage.blob_store, directory)
+        assert restore_from is not None
+        carry_over(source[0], source[1], restore_from[0].checkpoint_id, storage.blob_store, directory)
     return DurableCollectCommitter(storage.blob_store, directory)
 
 
-def _copy(from_store: BlobStore, from_dir: str, to_store: BlobStore, to_dir: str) -> None:
-    put = getattr(to_store, "put_durably", to_store.put)
-    for path in from_store.list(from_dir + "/"):
-        put(f"{to_dir}/{path.rpartition('/')[2]}", from_store.get(path))
+def carry_over(from_store: BlobStore, from_dir: str, checkpoint_id: int, to_store: BlobStore, to_dir: str) -> None:
+    """Start the committer at `to_dir` with what a restore of checkpoint `checkpoint_id` needs of
+    the one at `from_dir`: every committed transaction (one carried-over commit file, in commit
+    order) and the transactions staged for checkpoints up to `checkpoint_id` (their files).
 
+    Raises:
+        CorruptCommitterError: a file of the source is damaged (named).
+        StorageError: a storage cannot be read or written.
+    """
+    source = DurableCollectCommitter(from_store, from_dir)
+    target = DurableCollectCommitter(to_store, to_dir)
+    committed = [(sink, txn, _as_batch(records)) for sink, txns in source._committed.items()
+                 for txn, records in txns.items()]
+    if committed:
+        target._put(f"{to_dir}/{commit_file_name(target._next_commit)}", encode_carried(committed))
+    for sink, staged in source._staged.items():
+        for txn, records in staged.items():
+            checkpoint = staged_checkpoint(txn)
+            if checkpoint is None or checkpoint <= checkpoint_id:
+                target._write(target._staged_path(sink, txn), sink, txn, records)
