@@ -348,6 +348,7 @@ class FsBlobStore:
 
     def _put(self, path: str, data: bytes) -> None:
         full = self._full(path)
+        self._refuse_links(path, "write")
         parent, _, name = full.rpartition("/")
         tmp = f"{parent}/.{name}{_TMP_MARKER}{uuid.uuid4().hex}"
         try:
@@ -414,9 +415,10 @@ class FsBlobStore:
         (the full path, the temporary one).
 
         Raises:
-            StorageError: the write failed (the temporary file is gone).
+            StorageError: the write failed (the temporary file is gone), or would go through a link.
         """
         full = self._full(path)
+        self._refuse_links(path, "write")
         parent, _, name = full.rpartition("/")
         tmp = f"{parent}/.{name}{_TMP_MARKER}{uuid.uuid4().hex}"
         try:
@@ -449,10 +451,7 @@ class FsBlobStore:
 
     def _delete(self, path: str) -> None:
         full = self._full(path)
-        link = self._link_on_the_way(path)
-        if link is not None:
-            raise StorageError(f"refusing to delete {full}: {self._base}/{link} is a symbolic link (to "
-                               f"{os.readlink(f'{self._base}/{link}')}); barrierflow never deletes through one")
+        self._refuse_links(path, "delete")
         try:
             self._fs.delete_file(full)
         except FileNotFoundError:
@@ -532,6 +531,14 @@ class FsBlobStore:
 
     def _link_on_the_way(self, path: str) -> str | None:
         return local_links.link_on_the_way(self._base, path) if self._local else None
+
+    def _refuse_links(self, path: str, verb: str) -> None:
+        """Raises: StorageError if a folder of `path` below the base is a symbolic link."""
+        link = self._link_on_the_way(path)
+        if link is not None:
+            target = os.readlink(f"{self._base}/{link}")
+            raise StorageError(f"refusing to {verb} {self._full(path)}: {self._base}/{link} is a symbolic link (to "
+                               f"{target}); barrierflow never writes or deletes through one below its storage root")
 
     def where(self, path: str) -> str:
         return f"{self._base}/{path}"

@@ -85,7 +85,7 @@ def test_the_cli_reports_each_link_it_did_not_follow(linked, capsys) -> None:
     assert "symbolic link(s) not followed" in out
 
 
-def test_a_delete_through_a_linked_folder_is_refused(tmp_path: Path) -> None:
+def test_a_write_or_delete_through_a_linked_folder_is_refused(tmp_path: Path) -> None:
     store = FsBlobStore(str(tmp_path / "ckpts"))
     outside = elsewhere(tmp_path, "outside")
     (tmp_path / "ckpts" / "job").mkdir()
@@ -93,7 +93,11 @@ def test_a_delete_through_a_linked_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match=r"refusing to delete .*job/chk-1/_metadata: .*job/chk-1 is a "
                                            r"symbolic link"):
         store.delete("job/chk-1/_metadata")
-    assert (outside / "_metadata").exists()
+    for write in (store.put, store.put_durably, store.put_if_absent):
+        with pytest.raises(StorageError, match=r"refusing to write .*job/chk-1/taskowned/new: .*job/chk-1 is a "
+                                               r"symbolic link"):
+            write("job/chk-1/taskowned/new", b"x")
+    assert (outside / "_metadata").exists() and not (outside / "taskowned" / "new").exists()
     assert store.list("job/") == [] and store.list_links("job/") == ["job/chk-1"]
 
 
