@@ -38,7 +38,8 @@ from checkpoint.io.storage import CheckpointStorage, StorageError, StorageFileEr
 
 __all__ = ["COMMITTED_DIR", "CorruptCommitterError", "commit_file_name", "commit_number", "decode_carried",
            "decode_commit", "decode_transaction", "encode_batch", "encode_carried", "encode_commit",
-           "is_carried", "is_checkpoint_commit", "staged_checkpoint", "staged_file_name", "unneeded_files"]
+           "is_carried", "is_checkpoint_commit", "publications", "staged_checkpoint", "staged_file_name",
+           "unneeded_files"]
 
 #: the committer's folder in a job's checkpoint folder
 COMMITTED_DIR = "committed"
@@ -76,22 +77,31 @@ def commit_number(name: str) -> int | None:
 # --------------------------------------------------------------------------- encoding
 
 
-def encode_batch(sink: str, transaction_id: str, batch: pa.RecordBatch) -> bytes:
-    """The bytes of one transaction file: magic, a JSON header line, the Arrow IPC stream."""
+def encode_batch(sink: str, transaction_id: str, batch: pa.RecordBatch,
+                 publications: list[dict[str, Any]] | None = None) -> bytes:
+    """The bytes of one transaction file: magic, a JSON header line, the Arrow IPC stream.
+    `publications` (a commit's): the files its records are to be written as (see `publications`)."""
     out = pa.BufferOutputStream()
     with pa.ipc.new_stream(out, batch.schema) as writer:
         writer.write_batch(batch)
     payload = out.getvalue().to_pybytes()
     header = {"sink": sink, "transaction": transaction_id, "bytes": len(payload),
               "sha256": hashlib.sha256(payload).hexdigest()}
+    if publications:
+        header["publish"] = publications
     return _MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
 
 
-def encode_commit(checkpoint_id: int, transactions: list[tuple[str, str]]) -> bytes:
+def encode_commit(checkpoint_id: int, transactions: list[tuple[str, str]],
+                  publications: list[dict[str, Any]] | None = None) -> bytes:
     """The bytes of a checkpoint's commit file: magic, a JSON header line, the JSON list of the
-    (sink, transaction) it commits (their records are in their staged files)."""
+    (sink, transaction) it commits (their records are in their staged files); `publications`: as
+    for `encode_batch`."""
     payload = json.dumps([list(t) for t in transactions]).encode()
-    header = {"checkpoint": checkpoint_id, "bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
+    header: dict[str, Any] = {"checkpoint": checkpoint_id, "bytes": len(payload),
+                              "sha256": hashlib.sha256(payload).hexdigest()}
+    if publications:
+        header["publish"] = publications
     return _COMMIT_MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
 
 
@@ -152,6 +162,24 @@ def decode_commit(data: bytes, where: str) -> list[tuple[str, str]]:
             isinstance(t, list) and len(t) == 2 and all(isinstance(x, str) for x in t) for t in named):
         raise _corrupt(where, "its transaction list is not [[sink, transaction], ...]")
     return [(sink, txn) for sink, txn in named]
+
+
+def publications(data: bytes, where: str) -> list[dict[str, Any]]:
+    """The publications a commit file (of one transaction, or a checkpoint's) records: per sink,
+    `{"sink", "file", "publisher"}` — the file its committed records are written as, and how
+    (`runtime.jobmaster.file_publisher.FilePublisher.to_json`).
+
+    Raises:
+        CorruptCommitterError: naming `where` and what is wrong.
+    """
+    magic = _COMMIT_MAGIC if is_checkpoint_commit(data) else _MAGIC
+    header, _ = _header_and_payload(data, magic, where, {})
+    found = header.get("publish", [])
+    if not isinstance(found, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("sink"), str) and isinstance(p.get("file"), str)
+            and isinstance(p.get("publisher"), dict) for p in found):
+        raise _corrupt(where, "its publications are not [{sink, file, publisher}, ...]")
+    return found
 
 
 def transaction_header(data: bytes, where: str) -> tuple[str, str]:

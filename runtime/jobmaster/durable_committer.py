@@ -52,12 +52,14 @@ from checkpoint.io.committer_files import (
     encode_commit,
     is_carried,
     is_checkpoint_commit,
+    publications,
     staged_checkpoint,
     staged_file_name,
 )
 from checkpoint.io.storage import MemoryBlobStore
 from checkpoint.io.store import run_of
 from runtime.core.messages import Buffer
+from runtime.jobmaster.file_publisher import FilePublisher
 from runtime.jobmaster.result import CollectCommitter, Records
 
 if TYPE_CHECKING:
@@ -107,22 +109,35 @@ class DurableCollectCommitter(CollectCommitter):
         with self._lock:
             staged = self._staged.get(sink, {}).get(transaction_id)
             known = transaction_id in self._committed.get(sink, {})
+            name = None
             if not known and (records is not None or staged is not None):
+                name = self._publication(sink)  # decided with the commit, written after it
                 path = f"{self.directory}/{commit_file_name(self._next_commit)}"
-                self._write(path, sink, transaction_id, records if records is not None else staged)
+                self._put(path, encode_batch(sink, transaction_id, _as_batch(records if records is not None else staged),
+                                             self._publishing({sink: name})))
                 self._next_commit += 1
-            super().commit(sink, transaction_id, records)
+            if self._record_commit(sink, transaction_id, records):
+                self._decide_publication(sink, name, [self._committed[sink][transaction_id]])
             if staged is not None and not known:
                 self._delete(self._staged_path(sink, transaction_id))
+            self.publish_pending()
 
     def commit_checkpoint(self, checkpoint_id: int) -> list[tuple[str, str]]:
         with self._lock:
             due = self._due(checkpoint_id)
+            names = {sink: self._publication(sink) for sink in dict.fromkeys(sink for sink, _ in due)}
             if due:  # one file naming them; their staged files stay, holding their records
                 path = f"{self.directory}/{commit_file_name(self._next_commit)}"
-                self._put(path, encode_commit(checkpoint_id, due))
+                self._put(path, encode_commit(checkpoint_id, due, self._publishing(names)))
                 self._next_commit += 1
-            return super().commit_checkpoint(checkpoint_id)
+            self._record_checkpoint(due, names)
+            self.publish_pending()
+            return due
+
+    def _publishing(self, names: dict[str, str | None]) -> list[dict[str, Any]]:
+        """What a commit file records of its publications: per sink, the file and its publisher."""
+        return [{"sink": sink, "file": name, "publisher": self._publishers[sink].to_json()}
+                for sink, name in names.items() if name is not None]
 
     def abort_lingering(self, after: int, before: int) -> list[str]:
         with self._lock:
@@ -150,6 +165,8 @@ class DurableCollectCommitter(CollectCommitter):
     def _load(self) -> None:
         #: (number, file, [(sink, txn, records or None: committed by name, records staged)])
         commits: list[tuple[int, str, list[tuple[str, str, pa.RecordBatch | None]]]] = []
+        #: commit number -> the publications its file recorded
+        published: dict[int, list[dict[str, Any]]] = {}
         for path in self.blob_store.list(self.directory + "/"):
             name = path.rpartition("/")[2]
             number = commit_number(name)
@@ -158,10 +175,12 @@ class DurableCollectCommitter(CollectCommitter):
                 if is_checkpoint_commit(data):
                     named = [(sink, txn, None) for sink, txn in decode_commit(data, self._where(path))]
                     commits.append((number, path, named))
+                    published[number] = publications(data, self._where(path))
                 elif is_carried(data):
                     commits.append((number, path, list(decode_carried(data, self._where(path)))))
                 else:
                     sink, txn, batch = decode_transaction(data, self._where(path))
+                    published[number] = publications(data, self._where(path))
                     commits.append((number, path, [(sink, txn, batch)]))
             elif name.startswith("staged-") and name.endswith(".txn"):
                 sink, txn, batch = decode_transaction(self.blob_store.get(path), self._where(path))
@@ -175,6 +194,7 @@ class DurableCollectCommitter(CollectCommitter):
                     f"committer folder {self._where(self.directory)} holds {self._where(path)}, which is not a "
                     "committer file (commit-<n>.txn or staged-<hash>.txn): remove it", self._where(path))
         for number, path, transactions in sorted(commits, key=lambda c: c[0]):
+            first: dict[str, list[Records]] = {}  # what this commit committed first, per sink
             for sink, txn, batch in transactions:
                 staged = self._staged.get(sink, {}).pop(txn, None)  # committed after it was staged
                 if txn in self._committed.setdefault(sink, {}):
@@ -185,7 +205,16 @@ class DurableCollectCommitter(CollectCommitter):
                         f"staged file ({self._where(self._staged_path(sink, txn))}) holding its records is missing",
                         self._where(path))
                 self._committed[sink][txn] = batch if batch is not None else staged
+                first.setdefault(sink, []).append(self._committed[sink][txn])
+            for publication in published.get(number, ()):  # written again unless it was (no-op)
+                try:
+                    publisher = FilePublisher.from_json(publication["publisher"])
+                except ValueError as exc:
+                    raise CorruptCommitterError(f"committer file {self._where(path)} records an unreadable "
+                                                f"publication: {exc}", self._where(path)) from None
+                self._unpublished.append((publisher, publication["file"], first.get(publication["sink"], [])))
             self._next_commit = number + 1
+        self.publish_pending()
 
     def _where(self, path: str) -> str:
         where = getattr(self.blob_store, "where", None)

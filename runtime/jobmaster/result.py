@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -20,6 +21,10 @@ Records = list[Record] | pa.RecordBatch
 
 def _rows(records: Records) -> list[Record]:
     return records.to_pylist() if isinstance(records, pa.RecordBatch) else list(records)
+
+
+def _num_rows(records: Records) -> int:
+    return records.num_rows if isinstance(records, pa.RecordBatch) else len(records)
 
 
 def _keep(records: Records) -> Records:
@@ -91,7 +96,14 @@ class CollectCommitter:
     transaction re-committed after recovery is not repeated. Transactions staged by an attempt
     that failed before their checkpoint completed stay staged and invisible
     (`staged_transactions`) until the executor recovering from that failure aborts them
-    (`abort_lingering`), as Flink's Kafka sink aborts its lingering transactions on recovery."""
+    (`abort_lingering`), as Flink's Kafka sink aborts its lingering transactions on recovery.
+
+    A sink may also have a *publisher* (`register_publisher`: `SparkSink`'s output files): each
+    commit call then writes what it committed of that sink as one file — `commit_checkpoint`
+    one file per sink for every subtask's transactions of the checkpoint. The commit is decided
+    first and the file written after, under a name fixed by the decision; a file that could not be
+    written is written again, under that name, by the next commit or recovery
+    (`publish_pending`), so each record lands once."""
 
     def __init__(self) -> None:
         self._committed: dict[str, OrderedDict[str, Records]] = {}
@@ -102,6 +114,41 @@ class CollectCommitter:
         #: checkpoint id ranges (after, before) a recovery closed (`fence`): no checkpoint of them can
         #: ever complete, so a stage of one arriving late (sent by a dying attempt) is dropped
         self._aborted_ranges: list[tuple[int, int]] = []
+        #: sink -> what writes its committed records where readers see them (`register_publisher`)
+        self._publishers: dict[str, Any] = {}
+        #: publications decided but not written yet: (publisher, file name, records)
+        self._unpublished: list[tuple[Any, str, list[Records]]] = []
+        #: names publications `part-<token>-<n>`: unique to this committer, numbered in commit order
+        self.publication_token = secrets.token_hex(4)
+        self._publications = 0
+
+    def register_publisher(self, sink: str, publisher: Any) -> None:
+        """Write `sink`'s committed records through `publisher` from now on: an object with
+        `file_name(token, number)` and an idempotent `publish(name, records_list)`."""
+        self._publishers[sink] = publisher
+
+    def publish_pending(self) -> None:
+        """Write the publications decided but not written yet (each under its decided name).
+
+        Raises:
+            OSError: a file could not be written (it stays pending: the next call writes it).
+        """
+        while self._unpublished:
+            publisher, name, pieces = self._unpublished[0]
+            publisher.publish(name, pieces)
+            self._unpublished.pop(0)
+
+    def _publication(self, sink: str) -> str | None:
+        """The file name of the next publication of `sink` (None: `sink` has no publisher)."""
+        publisher = self._publishers.get(sink)
+        if publisher is None:
+            return None
+        self._publications += 1
+        return publisher.file_name(self.publication_token, self._publications)
+
+    def _decide_publication(self, sink: str, name: str | None, pieces: list[Records]) -> None:
+        if name is not None and any(_num_rows(piece) for piece in pieces):
+            self._unpublished.append((self._publishers[sink], name, pieces))
 
     def stage(self, sink: str, transaction_id: str, records: Records) -> None:
         """Stage `records` under `transaction_id`, replacing a lingering stage of that id (left by
@@ -131,11 +178,19 @@ class CollectCommitter:
         return checkpoint is not None and any(a < checkpoint < b for a, b in self._aborted_ranges)
 
     def commit(self, sink: str, transaction_id: str, records: Records | None = None) -> None:
-        """Raises: UnknownTransactionError when `records` is None and nothing was staged."""
+        """Raises: UnknownTransactionError when `records` is None and nothing was staged; OSError
+        when the sink's publication could not be written (it is written by the next call)."""
+        if self._record_commit(sink, transaction_id, records):
+            self._decide_publication(sink, self._publication(sink), [self._committed[sink][transaction_id]])
+        self.publish_pending()
+
+    def _record_commit(self, sink: str, transaction_id: str, records: Records | None = None) -> bool:
+        """`commit` without its publication; whether the transaction was committed now (False: it
+        was already)."""
         txns = self._committed.setdefault(sink, OrderedDict())
         if transaction_id in txns:
             self.duplicate_commits += 1
-            return
+            return False
         staged = self._staged.get(sink, {}).pop(transaction_id, None)
         if records is None:
             if staged is None:
@@ -148,6 +203,7 @@ class CollectCommitter:
                 )
             records = staged
         txns[transaction_id] = _keep(records)
+        return True
 
     def commit_checkpoint(self, checkpoint_id: int) -> list[tuple[str, str]]:
         """Flink's global committer: checkpoint `checkpoint_id` completed, so every transaction
@@ -160,9 +216,18 @@ class CollectCommitter:
         before it acknowledges; what a failed attempt staged past its restored checkpoint was
         aborted (`abort_lingering`), and is dropped if it arrives later (`fence`)."""
         due = self._due(checkpoint_id)
-        for sink, txn in due:
-            CollectCommitter.commit(self, sink, txn)
+        self._record_checkpoint(due, {sink: self._publication(sink) for sink in dict.fromkeys(s for s, _ in due)})
+        self.publish_pending()
         return due
+
+    def _record_checkpoint(self, due: list[tuple[str, str]], names: dict[str, str | None]) -> None:
+        """Commit `due` and decide one publication per sink (`names`) of what it committed."""
+        pieces: dict[str, list[Records]] = {}
+        for sink, txn in due:
+            if CollectCommitter._record_commit(self, sink, txn):
+                pieces.setdefault(sink, []).append(self._committed[sink][txn])
+        for sink, records in pieces.items():
+            self._decide_publication(sink, names.get(sink), records)
 
     def _due(self, checkpoint_id: int) -> list[tuple[str, str]]:
         """The staged transactions of checkpoints <= `checkpoint_id`, in (checkpoint, sink, id) order."""
@@ -180,8 +245,10 @@ class CollectCommitter:
         checkpoints <= `after`, and its new checkpoints get ids >= `before` (ids strictly
         increase across restarts), so nothing can ever commit these. Transactions not named
         after a checkpoint (`.../final`, `.../end-after-<id>`) are committed with their records,
-        never staged, and left alone. Returns the dropped ids, sorted.
+        never staged, and left alone. Returns the dropped ids, sorted. Publications still pending
+        are written first (OSError if one still cannot be).
         """
+        self.publish_pending()
         aborted = []
         for staged in self._staged.values():
             for txn in list(staged):

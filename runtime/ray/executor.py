@@ -73,6 +73,7 @@ from checkpoint.handles import TaskId
 from checkpoint.io.ha_services import create_recovery_factory
 from checkpoint.io.lease import lease_for
 from checkpoint.io.recovery import ZooKeeperSuspendedError
+from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.io.store import new_run_id
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
@@ -99,6 +100,7 @@ from runtime.jobmaster.faults import (
     TornWrite,
     check_supported,
 )
+from runtime.jobmaster.file_publisher import register_publishers
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster
 from runtime.jobmaster.progress import Phase, progress_figures, reading_phase
 from runtime.jobmaster.registry import check_options
@@ -308,8 +310,12 @@ class RayExecutor(RunsOnJobMaster):
         self._multi_node = len(nodes) > 1
         self._pin = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         initial = self._initial_committer
-        if initial is None and not is_memory(self.storage_uri):  # durable beside the checkpoints
-            initial = committer_for(open_storage(("uri", self.storage_uri), self.graph), self.job_id, self.run_id)
+        if initial is None:  # durable beside the checkpoints (or in the committer actor's memory), seeded
+            # with what a restored checkpoint's sinks staged
+            storage = CheckpointStorage(MemoryBlobStore()) if is_memory(self.storage_uri) else \
+                open_storage(("uri", self.storage_uri), self.graph)
+            initial = committer_for(storage, self.job_id, self.run_id, self.master.restore_from)
+        register_publishers(initial, self.graph)  # file sinks' output, written as it commits
         self.committer = _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote(initial)
         if is_memory(self.storage_uri):
             self.blob_store = _BlobStore.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote()

@@ -68,6 +68,7 @@ from runtime.jobmaster.fault_actions import coordinator_crash, crash_after_recor
 from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.fault_storage import CoordinatorWriteFaults, write_torn
 from runtime.jobmaster.faults import FaultPlan
+from runtime.jobmaster.file_publisher import register_publishers
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
 from runtime.jobmaster.observer import ExecutionObserver
 from runtime.jobmaster.progress import progress_figures, reading_phase
@@ -334,8 +335,8 @@ class SimExecutor(RunsOnJobMaster):
         self.writer = SnapshotWriter(self.storage, self.job_id, config)
         #: the sinks' external system; an earlier execution's (`result.committer`) when this one
         #: restores its checkpoint, so the transactions that one staged can still be committed
-        self.committer = committer if committer is not None else committer_for(
-            self.storage, self.job_id, self.run_id, restore_from)
+        self.committer = register_publishers(committer if committer is not None else committer_for(
+            self.storage, self.job_id, self.run_id, restore_from), graph)
         #: what the sinks see (watched by the invariants)
         self._sink_committer: Any = self.committer
         if isinstance(invariants, bool):  # the checker lives above the simulator: the API builds it

@@ -109,12 +109,12 @@ def test_which_chains_listen_for_completions() -> None:
     assert vertex(lambda: Plain()).listens_for_completion  # no template: counts as listening
 
 
-def test_a_spark_sink_listens() -> None:
-    # it renames its own files on a completion (`staged_in_committer` false): no later barrier
-    # may delay when its output becomes visible
+def test_a_spark_sink_needs_no_notification() -> None:
+    # the global committer writes its files when it commits the checkpoint (`staged_in_committer`):
+    # its output is visible at the completion, whenever the notification arrives
     from spark_bridge.sink import SparkSink
 
-    assert SparkSink("/tmp/out").listens_for_completion()
+    assert not SparkSink("/tmp/out").listens_for_completion()
 
 
 def listening_env(mode: CheckpointingMode, **options: Any) -> StreamEnvironment:

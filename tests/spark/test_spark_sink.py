@@ -1,4 +1,5 @@
-"""`SparkSink` two-phase commit, driven directly (staged, committed, restored, aborted)."""
+"""`SparkSink` two-phase commit, driven directly (staged, committed, restored, aborted), with the
+committer its executor gives it (`CollectCommitter` with the sink's publisher registered)."""
 
 from __future__ import annotations
 
@@ -10,23 +11,20 @@ import pytest
 
 from operators.base import OperatorContext
 from runtime.core.ports import ManualClock
+from runtime.jobmaster.result import CollectCommitter, UnknownTransactionError
 from spark_bridge import SchemaError, SparkSink, SparkSinkError
 
 
-class Committer:
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.committed: dict[str, list[dict]] = {}
-
-    def commit(self, sink: str, txn: str, records: list[dict]) -> None:
-        self.calls.append(txn)
-        self.committed.setdefault(txn, list(records))
+def committer_for(sink: SparkSink, committer: CollectCommitter | None = None) -> CollectCommitter:
+    committer = committer or CollectCommitter()
+    committer.register_publisher(sink.sink_name, sink.publisher())
+    return committer
 
 
-def open_sink(path: str, committer: Committer | None = None, *, subtask: int = 0, checkpointing: bool = True,
+def open_sink(path: str, committer: CollectCommitter | None = None, *, subtask: int = 0, checkpointing: bool = True,
               **kwargs) -> SparkSink:
     sink = SparkSink(path, **kwargs)
-    sink.open(OperatorContext("sink", subtask, 1, 128, ManualClock(), committer or Committer(),
+    sink.open(OperatorContext("sink", subtask, 1, 128, ManualClock(), committer_for(sink, committer),
                               checkpointing=checkpointing))
     return sink
 
@@ -44,17 +42,18 @@ def rows(a: int, b: int) -> list[dict]:
 
 def test_staged_rows_are_invisible_until_the_checkpoint_completes(tmp_path) -> None:
     path = str(tmp_path / "out")
-    committer = Committer()
+    committer = CollectCommitter()
     sink = open_sink(path, committer)
     sink.process_batch(rows(0, 5))
     state = sink.snapshot_state(1)
     assert [t["checkpoint"] for t in state["pending"]] == [1]
-    assert os.listdir(os.path.join(path, "_staging")) and visible(path) == []
+    assert committer.staged_transactions("out") == ["out/0/1"]
+    assert not os.path.exists(path), "nothing is staged in the output directory"
     sink.process_batch(rows(5, 8))  # belongs to checkpoint 2, stays staged in memory
     sink.notify_checkpoint_complete(1)
     assert visible(path) == rows(0, 5)
-    assert list(committer.committed.values()) == [rows(0, 5)]
-    assert os.listdir(os.path.join(path, "_staging")) == []
+    assert committer.output("out") == rows(0, 5)
+    assert [n for n in os.listdir(path) if not n.startswith("part-")] == []
 
 
 def test_spark_reads_only_committed_rows(spark, tmp_path) -> None:
@@ -64,27 +63,27 @@ def test_spark_reads_only_committed_rows(spark, tmp_path) -> None:
     sink.snapshot_state(1)
     sink.notify_checkpoint_complete(1)
     sink.process_batch(rows(3, 9))
-    sink.snapshot_state(2)  # pre-committed, never completed: an orphan under _staging
+    sink.snapshot_state(2)  # pre-committed, never completed: staged in the committer only
     got = sorted(r["i"] for r in spark.read.parquet(path).collect())
     assert got == [0, 1, 2]
 
 
 def test_restore_commits_pending_transactions_once_even_from_several_subtasks(tmp_path) -> None:
     path = str(tmp_path / "out")
-    first = open_sink(path)
+    committer = CollectCommitter()
+    first = open_sink(path, committer)
     first.process_batch(rows(0, 4))
     state = first.snapshot_state(3)  # checkpoint 3 completes, but the task dies before the notify
     assert visible(path) == []
-    committer = Committer()
     for subtask in (0, 1):  # every new subtask receives the union of pending transactions
         restored = SparkSink(path)
         restored.restore_state(state)  # before open(), as a task restores
         restored.open(OperatorContext("sink", subtask, 2, 128, ManualClock(), committer))
     assert visible(path) == rows(0, 4)
-    assert list(committer.committed.values()) == [rows(0, 4)]  # read back from the committed file
+    assert committer.output("out") == rows(0, 4)
     again = open_sink(path, committer)
     again.restore_state(state)  # a later failover restores the same checkpoint: a no-op
-    assert visible(path) == rows(0, 4)
+    assert visible(path) == rows(0, 4) and len(os.listdir(path)) == 1
 
 
 def test_aborted_checkpoint_is_committed_by_the_next_completed_one(tmp_path) -> None:
@@ -102,15 +101,26 @@ def test_aborted_checkpoint_is_committed_by_the_next_completed_one(tmp_path) -> 
     assert sink.pending_transactions == []
 
 
-def test_lost_transaction_is_an_error_naming_the_files(tmp_path) -> None:
+def test_a_global_commit_writes_one_file_for_every_subtasks_transactions(tmp_path) -> None:
+    path = str(tmp_path / "out")
+    committer = CollectCommitter()
+    sinks = [open_sink(path, committer, subtask=s) for s in range(3)]
+    for checkpoint in (1, 2):
+        for s, sink in enumerate(sinks):
+            sink.process_batch(rows(100 * checkpoint + 10 * s, 100 * checkpoint + 10 * s + 3))
+            sink.snapshot_state(checkpoint)
+        committer.commit_checkpoint(checkpoint)  # the coordinator's one call per completed checkpoint
+    assert len(os.listdir(path)) == 2
+    assert len(visible(path)) == 18
+
+
+def test_restoring_a_transaction_its_committer_never_staged_is_an_error_naming_it(tmp_path) -> None:
     path = str(tmp_path / "out")
     sink = open_sink(path)
     sink.process_batch(rows(0, 2))
     state = sink.snapshot_state(1)
-    for name in os.listdir(os.path.join(path, "_staging")):
-        os.remove(os.path.join(path, "_staging", name))
-    with pytest.raises(SparkSinkError, match=r"cannot commit transaction out-0-1-.*missing"):
-        open_sink(path).restore_state(state)
+    with pytest.raises(UnknownTransactionError, match="transaction 'out/0/1' was committed but never staged here"):
+        open_sink(path).restore_state(state)  # another committer: the stage is not there
 
 
 def test_without_checkpointing_end_input_commits(tmp_path) -> None:
@@ -133,7 +143,7 @@ def test_schema_fixes_the_written_types(tmp_path) -> None:
     bad = open_sink(str(tmp_path / "bad"), schema=schema)
     bad.process_batch([{"i": "not a number", "s": "x"}])
     with pytest.raises(SparkSinkError, match="sink 'bad': records do not fit the given schema"):
-        bad.snapshot_state(1)
+        bad.snapshot_state(1)  # in the task, at the pre-commit: not at the commit
 
 
 @pytest.mark.parametrize("fmt", ["orc", "csv"])
@@ -142,7 +152,7 @@ def test_other_formats_commit_the_same_way(tmp_path, fmt) -> None:
     sink = open_sink(path, format=fmt)
     sink.process_batch(rows(0, 3))
     sink.snapshot_state(1)
-    assert ds.dataset(path, format=fmt).count_rows() == 0
+    assert not os.path.exists(path)
     sink.notify_checkpoint_complete(1)
     assert ds.dataset(path, format=fmt).count_rows() == 3
 
