@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from checkpoint.io.storage import StorageFileError
+from runtime.core.messages import Buffer
 
 __all__ = ["FORMATS", "FilePublisher", "register_publishers"]
 
@@ -69,11 +70,12 @@ class FilePublisher:
         Raises:
             ValueError: they do not fit the schema (or, without one, one Arrow schema).
         """
-        batches = [p for p in pieces if isinstance(p, pa.RecordBatch)]
-        if self.schema is None and len(batches) == len(pieces) and len({b.schema for b in batches}) == 1:
-            return pa.Table.from_batches(batches)
-        rows = [r for p in pieces for r in (p.to_pylist() if isinstance(p, pa.RecordBatch) else p)]
         try:
+            if self.schema is None:  # each piece as the data path makes it Arrow; fields unified across them
+                tables = [pa.Table.from_batches([p if isinstance(p, pa.RecordBatch) else
+                                                 Buffer.from_records(p, checked=True).batch]) for p in pieces]
+                return pa.concat_tables(tables, promote_options="permissive")
+            rows = [r for p in pieces for r in (p.to_pylist() if isinstance(p, pa.RecordBatch) else p)]
             return pa.Table.from_pylist(rows, schema=self.schema)
         except (pa.ArrowException, TypeError, ValueError) as exc:
             raise ValueError(f"sink {self.sink!r}: records do not fit "

@@ -166,3 +166,20 @@ def test_bad_arguments_are_clear() -> None:
 
     with pytest.raises(SchemaError, match="column 'gap'"):
         SparkSink("/tmp/x", schema=T.StructType([T.StructField("gap", T.DayTimeIntervalType())]))
+
+
+def test_one_file_unifies_what_the_subtasks_staged(tmp_path) -> None:
+    """Subtasks' transactions of one checkpoint share a file: a field only some of them saw is null
+    in the others, ints another subtask saw as floats become floats (as on the data path)."""
+    path = str(tmp_path / "out")
+    committer = CollectCommitter()
+    first, second = (open_sink(path, committer, subtask=s) for s in (0, 1))
+    first.process_batch([{"i": 1, "s": "a"}])
+    second.process_batch([{"i": 2.5, "s": "b", "extra": True}])
+    first.snapshot_state(1)
+    second.snapshot_state(1)
+    committer.commit_checkpoint(1)
+    table = ds.dataset(path).to_table()
+    assert len(os.listdir(path)) == 1 and table.schema.field("i").type == pa.float64()
+    assert sorted(table.to_pylist(), key=lambda r: r["i"]) == [{"i": 1.0, "s": "a", "extra": None},
+                                                               {"i": 2.5, "s": "b", "extra": True}]
