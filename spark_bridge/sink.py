@@ -10,15 +10,16 @@ the executors register with the committer for this sink).
 
 * one file per completed checkpoint: the global committer commits a checkpoint for every sink in
   one call and writes one file per sink holding all its subtasks' transactions of that checkpoint
-  (`part-<token>-<n>.<ext>`), instead of one file per subtask per checkpoint;
+  (`part-<digest of those transactions>.<ext>`), instead of one file per subtask per checkpoint;
 * nothing is staged under `path`: staged records live in the committer (durable beside the
   checkpoints when the job has a checkpoint directory, `<dir>/<job>/committed/`), so an aborted
   transaction leaves no file in the output, and `barrierflow checkpoints gc` removes what no
   restore can commit;
-* exactly once: the commit decides the file's name and records it before the file is written
-  (to a hidden temporary name, then renamed, so a reader sees all of it or nothing); a file
-  written again after a crash keeps that name and is written once. Spark (like Hadoop and
-  `pyarrow.dataset`) skips paths starting with `_` or `.`.
+* exactly once: a file is named after the transactions it holds, decided and recorded with the
+  commit before the file is written (to a hidden temporary name, then renamed, so a reader sees
+  all of it or nothing); writing it again — after a crash, or by another execution committing
+  the same restored transactions — finds the name taken and writes nothing. Spark (like Hadoop
+  and `pyarrow.dataset`) skips paths starting with `_` or `.`.
 
 Records are written with pyarrow (no Spark session is needed to write). Without a `schema` the
 Arrow types are inferred per file, which widens ints to 64 bits; pass the DataFrame's schema

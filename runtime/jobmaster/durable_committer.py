@@ -111,7 +111,7 @@ class DurableCollectCommitter(CollectCommitter):
             known = transaction_id in self._committed.get(sink, {})
             name = None
             if not known and (records is not None or staged is not None):
-                name = self._publication(sink)  # decided with the commit, written after it
+                name = self._publication(sink, [transaction_id])  # decided with the commit, written after it
                 path = f"{self.directory}/{commit_file_name(self._next_commit)}"
                 self._put(path, encode_batch(sink, transaction_id, _as_batch(records if records is not None else staged),
                                              self._publishing({sink: name})))
@@ -125,7 +125,7 @@ class DurableCollectCommitter(CollectCommitter):
     def commit_checkpoint(self, checkpoint_id: int) -> list[tuple[str, str]]:
         with self._lock:
             due = self._due(checkpoint_id)
-            names = {sink: self._publication(sink) for sink in dict.fromkeys(sink for sink, _ in due)}
+            names = self._publications(due)
             if due:  # one file naming them; their staged files stay, holding their records
                 path = f"{self.directory}/{commit_file_name(self._next_commit)}"
                 self._put(path, encode_commit(checkpoint_id, due, self._publishing(names)))

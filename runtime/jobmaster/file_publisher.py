@@ -11,17 +11,21 @@ subtask's transactions of that checkpoint, instead of one file per subtask per c
 file sink compacts its small files the same way, before it commits them). Staged records never
 touch the output directory, so an aborted transaction leaves nothing there.
 
-Exactly once: the committer decides a publication's file name when it records the commit (the
-durable committer writes it into the commit file), then writes the file: to a hidden temporary
-name, renamed into place, so readers (Spark, `pyarrow.dataset`: paths starting with `_` or `.` are
-skipped) see all of it or nothing. Writing a name that exists is a no-op, so a publication
-written again after a crash — by the next commit or recovery, or by a process that opens the
-durable committer later — lands once.
+Exactly once: a file is named after the transactions it holds (`file_name`), decided when the
+committer records the commit (the durable committer writes it into the commit file), then
+written: to a hidden temporary name, renamed into place, so readers (Spark, `pyarrow.dataset`:
+paths starting with `_` or `.` are skipped) see all of it or nothing. Writing a name that exists
+is a no-op, so a publication written again — after a crash, by the next commit or recovery or by a
+process that opens the durable committer later; or by another execution that restores the same
+checkpoint and commits its transactions again, its committer never having heard of an execution
+that did so and failed before a checkpoint of its own — lands once.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,8 +65,12 @@ class FilePublisher:
     schema: pa.Schema | None = None
     sink: str = ""
 
-    def file_name(self, token: str, number: int) -> str:
-        return f"part-{token}-{number:06d}.{FORMATS[self.format]}"
+    def file_name(self, sink: str, transactions: Sequence[str]) -> str:
+        """`part-<digest>.<ext>`: named after the transactions it holds, so a commit of the same
+        transactions by another execution (one restoring the same checkpoint with a committer that
+        never heard of the first commit) names the same file."""
+        digest = hashlib.sha256(json.dumps([sink, sorted(transactions)]).encode()).hexdigest()[:24]
+        return f"part-{digest}.{FORMATS[self.format]}"
 
     def table(self, pieces: Sequence[Any]) -> pa.Table:
         """The records of `pieces` (record lists or Arrow batches) as one table of the schema.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -100,10 +99,11 @@ class CollectCommitter:
 
     A sink may also have a *publisher* (`register_publisher`: `SparkSink`'s output files): each
     commit call then writes what it committed of that sink as one file — `commit_checkpoint`
-    one file per sink for every subtask's transactions of the checkpoint. The commit is decided
-    first and the file written after, under a name fixed by the decision; a file that could not be
-    written is written again, under that name, by the next commit or recovery
-    (`publish_pending`), so each record lands once."""
+    one file per sink for every subtask's transactions of the checkpoint. The file is named after
+    the transactions it holds, so committing the same ones again (another execution restoring the
+    same checkpoint, whose committer never heard of the first's commit) names the same file, which
+    is then not written twice. The commit is decided first and the file written after; a file that
+    could not be written is written again by the next commit or recovery (`publish_pending`)."""
 
     def __init__(self) -> None:
         self._committed: dict[str, OrderedDict[str, Records]] = {}
@@ -118,13 +118,11 @@ class CollectCommitter:
         self._publishers: dict[str, Any] = {}
         #: publications decided but not written yet: (publisher, file name, records)
         self._unpublished: list[tuple[Any, str, list[Records]]] = []
-        #: names publications `part-<token>-<n>`: unique to this committer, numbered in commit order
-        self.publication_token = secrets.token_hex(4)
-        self._publications = 0
 
     def register_publisher(self, sink: str, publisher: Any) -> None:
         """Write `sink`'s committed records through `publisher` from now on: an object with
-        `file_name(token, number)` and an idempotent `publish(name, records_list)`."""
+        `file_name(sink, transactions)` (the same for the same transactions) and an idempotent
+        `publish(name, records_list)`."""
         self._publishers[sink] = publisher
 
     def publish_pending(self) -> None:
@@ -138,13 +136,17 @@ class CollectCommitter:
             publisher.publish(name, pieces)
             self._unpublished.pop(0)
 
-    def _publication(self, sink: str) -> str | None:
-        """The file name of the next publication of `sink` (None: `sink` has no publisher)."""
+    def _publication(self, sink: str, transactions: list[str]) -> str | None:
+        """The file name of a publication of `sink`'s `transactions` (None: `sink` has no publisher)."""
         publisher = self._publishers.get(sink)
-        if publisher is None:
-            return None
-        self._publications += 1
-        return publisher.file_name(self.publication_token, self._publications)
+        return None if publisher is None else publisher.file_name(sink, transactions)
+
+    def _publications(self, due: list[tuple[str, str]]) -> dict[str, str | None]:
+        """Per sink of `due`, the name of the one file its transactions there are written as."""
+        by_sink: dict[str, list[str]] = {}
+        for sink, txn in due:
+            by_sink.setdefault(sink, []).append(txn)
+        return {sink: self._publication(sink, txns) for sink, txns in by_sink.items()}
 
     def _decide_publication(self, sink: str, name: str | None, pieces: list[Records]) -> None:
         if name is not None and any(_num_rows(piece) for piece in pieces):
@@ -181,7 +183,8 @@ class CollectCommitter:
         """Raises: UnknownTransactionError when `records` is None and nothing was staged; OSError
         when the sink's publication could not be written (it is written by the next call)."""
         if self._record_commit(sink, transaction_id, records):
-            self._decide_publication(sink, self._publication(sink), [self._committed[sink][transaction_id]])
+            self._decide_publication(sink, self._publication(sink, [transaction_id]),
+                                     [self._committed[sink][transaction_id]])
         self.publish_pending()
 
     def _record_commit(self, sink: str, transaction_id: str, records: Records | None = None) -> bool:
@@ -216,7 +219,7 @@ class CollectCommitter:
         before it acknowledges; what a failed attempt staged past its restored checkpoint was
         aborted (`abort_lingering`), and is dropped if it arrives later (`fence`)."""
         due = self._due(checkpoint_id)
-        self._record_checkpoint(due, {sink: self._publication(sink) for sink in dict.fromkeys(s for s, _ in due)})
+        self._record_checkpoint(due, self._publications(due))
         self.publish_pending()
         return due
 

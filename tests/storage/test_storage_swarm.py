@@ -16,6 +16,9 @@ from runtime.verify.storage_swarm import draw, run_seed
 
 #: the CI sweep: every hostile kind, both sinks, gc during runs and a second run attempted
 SEEDS = range(1, 21)
+#: seeds that found a bug once: 1039, a SparkSink transaction written twice by two executions
+#: restoring the same checkpoint (files were named per committer)
+REGRESSIONS = (1039,)
 
 
 def test_the_drawn_histories_cover_every_hostile_kind_and_both_sinks() -> None:
@@ -27,7 +30,7 @@ def test_the_drawn_histories_cover_every_hostile_kind_and_both_sinks() -> None:
     assert draw(7) == draw(7)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", [*SEEDS, *REGRESSIONS])
 def test_a_seed_breaks_no_storage_guarantee(seed: int) -> None:
     verdict = run_seed(seed)
     assert verdict.ok, f"{verdict.summary()}\n{verdict.config}\nreplay: {verdict.replay}"
