@@ -44,9 +44,10 @@ from runtime.jobmaster.result import CollectCommitter, Records
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
     from checkpoint.io.storage import BlobStore, CheckpointStorage
+    from runtime.jobmaster.master import JobMaster
 
 __all__ = ["COMMITTED_DIR", "CorruptCommitterError", "DurableCollectCommitter", "committer_for", "decode_commit",
-           "decode_transaction", "encode_commit", "encode_transaction"]
+           "decode_transaction", "encode_commit", "encode_transaction", "open_committer"]
 
 #: the committer's folder in a job's checkpoint folder
 COMMITTED_DIR = "committed"
@@ -260,11 +261,12 @@ def decode_transaction(data: bytes, where: str) -> tuple[str, str, pa.RecordBatc
     return header["sink"], header["transaction"], batch
 
 
-def committer_for(storage: CheckpointStorage, job_id: str, run_id: str,
+def committer_for(storage: CheckpointStorage | None, job_id: str, run_id: str,
                   restore_from: tuple[CompletedCheckpoint, CheckpointStorage] | None = None) -> CollectCommitter:
     """The sinks' external system for a run with no committer given: durable beside the
     checkpoints when the job has a checkpoint directory (seeded, when restoring, with the
-    committer of the run that took the checkpoint), in memory otherwise.
+    committer of the run that took the checkpoint), in memory otherwise (`storage` None or in
+    memory).
 
     Raises:
         CorruptCommitterError: a committer file is damaged (named).
@@ -276,7 +278,7 @@ def committer_for(storage: CheckpointStorage, job_id: str, run_id: str,
         run = run_of(completed)
         if run is not None and not isinstance(restored.blob_store, MemoryBlobStore):
             source = (restored.blob_store, f"{restored.job_dir(completed.job_id)}/{COMMITTED_DIR}/{run}")
-    if isinstance(storage.blob_store, MemoryBlobStore):
+    if storage is None or isinstance(storage.blob_store, MemoryBlobStore):
         if source is None:
             return CollectCommitter()
         return DurableCollectCommitter(*source)  # no directory of its own: the restored one's
@@ -284,6 +286,22 @@ def committer_for(storage: CheckpointStorage, job_id: str, run_id: str,
     if source is not None and (source[0], source[1]) != (storage.blob_store, directory):
         _copy(source[0], source[1], storage.blob_store, directory)
     return DurableCollectCommitter(storage.blob_store, directory)
+
+
+def open_committer(master: JobMaster, storage: CheckpointStorage | None, job_id: str,
+                   given: CollectCommitter | None = None) -> CollectCommitter:
+    """The sinks' external system for `master`'s run, the same on every executor: `given` (an
+    earlier execution's `result.committer`), else `committer_for` the job's checkpoint `storage`
+    (None: checkpoints in memory, out of the driver's reach), seeded from the checkpoint the run
+    restores (`master.restore_from`).
+
+    Raises:
+        CorruptCommitterError: a committer file is damaged (named).
+        StorageError: the storage cannot be read or written.
+    """
+    if given is not None:
+        return given
+    return committer_for(storage, job_id, master.run_id, master.restore_from)
 
 
 def _copy(from_store: BlobStore, from_dir: str, to_store: BlobStore, to_dir: str) -> None:

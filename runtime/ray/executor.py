@@ -77,7 +77,7 @@ from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
 from runtime.core.links import resolve_link_delays
 from runtime.jobmaster.attempt_counts import RunCounts
-from runtime.jobmaster.durable_committer import committer_for
+from runtime.jobmaster.durable_committer import open_committer
 from runtime.jobmaster.fault_actions import coordinator_crash, crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.faults import (
     ChannelDelay,
@@ -294,9 +294,8 @@ class RayExecutor(RunsOnJobMaster):
         check_storage_for_cluster(self.storage_uri, len(nodes))
         self._multi_node = len(nodes) > 1
         self._pin = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        initial = self._initial_committer
-        if initial is None and not is_memory(self.storage_uri):  # durable beside the checkpoints
-            initial = committer_for(open_storage(("uri", self.storage_uri), self.graph), self.job_id, self.run_id)
+        storage = None if is_memory(self.storage_uri) else open_storage(("uri", self.storage_uri), self.graph)
+        initial = open_committer(self.master, storage, self.job_id, self._initial_committer)
         self.committer = _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote(initial)
         if is_memory(self.storage_uri):
             self.blob_store = _BlobStore.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote()

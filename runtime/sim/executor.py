@@ -62,7 +62,7 @@ from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.completions import CompletionNotices
 from runtime.jobmaster.coordinator_state import coordinator_state, promoted
-from runtime.jobmaster.durable_committer import committer_for
+from runtime.jobmaster.durable_committer import open_committer
 from runtime.jobmaster.fault_actions import coordinator_crash, crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.fault_storage import CoordinatorWriteFaults, write_torn
@@ -319,8 +319,7 @@ class SimExecutor(RunsOnJobMaster):
         self.writer = SnapshotWriter(self.storage, self.job_id, config)
         #: the sinks' external system; an earlier execution's (`result.committer`) when this one
         #: restores its checkpoint, so the transactions that one staged can still be committed
-        self.committer = committer if committer is not None else committer_for(
-            self.storage, self.job_id, self.run_id, restore_from)
+        self.committer = open_committer(self.master, self.storage, self.job_id, committer)
         #: what the sinks see (watched by the invariants)
         self._sink_committer: Any = self.committer
         if isinstance(invariants, bool):  # the checker lives above the simulator: the API builds it
