@@ -103,8 +103,10 @@ from runtime.jobmaster.progress import Phase, progress_figures, reading_phase
 from runtime.jobmaster.registry import check_options
 from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
 from runtime.jobmaster.watchdog import DEFAULT_STALL_TIMEOUT, Progress, ProgressWatchdog, check_timeout
+from runtime.ray import errors
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
+from runtime.ray.errors import describe, project_error
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
 from runtime.ray.slots import SlotHandle, assign_slots, check_slots
 from runtime.ray.storage import check_storage_for_cluster, is_memory, open_storage
@@ -246,6 +248,7 @@ class RayExecutor(RunsOnJobMaster):
         self.ha = ha if ha is not None and ha.enabled and self.checkpointing else None
         if self.ha is not None:  # bad hosts/cluster id fail here, in the driver, not in an actor
             self._ha_factory().close()
+            self.master.high_availability = f"ZooKeeper at {self.ha.hosts}, cluster id {self.ha.cluster_id!r}"
         self.committer: Any = None
         self.blob_store: Any = None
         #: the first checkpoint id of this run (from the first coordinator actor)
@@ -259,6 +262,11 @@ class RayExecutor(RunsOnJobMaster):
         started_ray = ensure_ray(self.address)
         try:
             return self._run()
+        except RayError as exc:  # what Ray wrapped, as the project's own error (`runtime.ray.errors`)
+            error = project_error(exc, self.graph.job_name)
+            if isinstance(error, JobFailedError):
+                self._attach_committer(error)
+            raise error from exc
         finally:
             try:
                 self._report(Phase.STOPPING)
@@ -362,7 +370,7 @@ class RayExecutor(RunsOnJobMaster):
             try:
                 self._first_checkpoint_id = ray.get(handle.checkpoint_id_floor.remote(), timeout=120)
             except RayError as exc:  # it did not start: the next one is asked (its floor is only higher)
-                log.warning("barrierflow ray: coordinator did not start: %s", _short(exc))
+                log.warning("barrierflow ray: coordinator did not start: %s", describe(exc))
         return handle
 
     def _await_leader(self, first: bool = False) -> None:
@@ -383,11 +391,11 @@ class RayExecutor(RunsOnJobMaster):
                 try:
                     leads = ray.get(handle.promote.remote(0.2), timeout=30)
                 except (RayActorError, GetTimeoutError) as exc:
-                    log.warning("barrierflow ray: coordinator contender unusable: %s", _short(exc))
+                    log.warning("barrierflow ray: coordinator contender unusable: %s", describe(exc))
                     self._replace_contender(handle)
                     break
                 except RayError as exc:  # e.g. ZooKeeper unreachable while recovering: try again
-                    log.warning("barrierflow ray: promoting a coordinator failed: %s", _short(exc))
+                    log.warning("barrierflow ray: promoting a coordinator failed: %s", describe(exc))
                     time.sleep(0.2)
                     continue
                 if leads:
@@ -439,7 +447,7 @@ class RayExecutor(RunsOnJobMaster):
                 # not answer within the heartbeat timeout is hung
                 timeout = max(self.heartbeat_timeout, ACTOR_START_TIMEOUT) if task_id in fresh else self.heartbeat_timeout
                 try:
-                    ray.get(ref, timeout=timeout)
+                    errors.get(ref, timeout=timeout)  # restoring the task raised: that error, as on the simulator
                 except RayActorError:
                     self._dead.add(task_id)  # died before or while deploying: replace it
                 except GetTimeoutError:
@@ -496,7 +504,7 @@ class RayExecutor(RunsOnJobMaster):
                 status = ray.get(ref)
             except RayActorError as exc:
                 self._dead.update(self.groups[self._worker_of[task_id]])  # its worker died: all its tasks
-                return f"task {task_id} died: {_short(exc)}", exc
+                return f"task {task_id} died: {describe(exc)}", exc
             if status["epoch"] != self.epoch:
                 continue
             self._status[task_id] = status
@@ -544,7 +552,7 @@ class RayExecutor(RunsOnJobMaster):
             if self._coordinator_crashed:  # an injected crash: the failure reads as the simulator's
                 self._coordinator_crashed = False
                 return coordinator_crash(standby=self.ha is not None), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN
-            return f"checkpoint coordinator died: {_short(exc)}", exc
+            return f"checkpoint coordinator died: {describe(exc)}", exc
         self._land(self._coord_status)
         if self._coord_status.get("fail_request"):
             return self._coord_status["fail_request"], None
@@ -607,7 +615,7 @@ class RayExecutor(RunsOnJobMaster):
             given = self.master.restore_from[0] if self.master.restore_from is not None else None
             next_id = self._read_ha(lambda: ray.get(self.coordinator.next_checkpoint_id.remote(), timeout=60))
             plan = self.master.plan_attempt(
-                lambda: self._read_ha(lambda: ray.get(self.coordinator.restores.remote(committed, given), timeout=120)),
+                lambda: self._read_ha(lambda: errors.get(self.coordinator.restores.remote(committed, given), timeout=120)),
                 committed, next_id)
         else:
             plan = self.master.plan_attempt(lambda: (None, {}), committed, 0)
@@ -633,12 +641,15 @@ class RayExecutor(RunsOnJobMaster):
         self._raise_if_failed()
 
     def _raise(self, error: JobFailedError) -> None:
-        # what the sinks committed before the job failed (committed output is never taken back)
+        self._attach_committer(error)
+        raise error
+
+    def _attach_committer(self, error: JobFailedError) -> None:
+        """What the sinks committed before the job failed (committed output is never taken back)."""
         error.committer = None
         if self.committer is not None:
             with contextlib.suppress(RayError):
                 error.committer = ray.get(self.committer.committer.remote(), timeout=30)
-        raise error
 
     # ------------------------------------------------------------------ faults
 
@@ -775,14 +786,14 @@ class RayExecutor(RunsOnJobMaster):
     def _finish(self) -> JobResult:
         if self.coordinator is not None:
             ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
-        finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
+        finals = errors.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
         for task_id, final in zip(self.task_ids, finals):  # the last attempt's occurrences: `schedule.fired` complete
             self.counts.attempt_ended(task_id, final["counts"], records=False)  # (its records are counted below)
         if self.coordinator is not None:  # what failed attempts left (late uploads of cancelled tasks too)
             try:
                 ray.get(self.coordinator.discard_orphans.remote(), timeout=120)
             except RayError as exc:  # the job succeeded; `barrierflow checkpoints gc` gets the rest
-                log.warning("barrierflow ray: deleting orphan checkpoint files failed: %s", _short(exc))
+                log.warning("barrierflow ray: deleting orphan checkpoint files failed: %s", describe(exc))
         committer, last_commit_at, committer_cpu, committer_gc = ray.get(
             [self.committer.committer.remote(), self.committer.last_commit_at.remote(),
              self.committer.process_cpu.remote(), self.committer.gc_pauses.remote()], timeout=60)
@@ -906,11 +917,6 @@ def retry_while_suspended(read: Callable[[], Any], within: float, *, clock: Call
             if clock() >= deadline:
                 raise
         sleep(SUSPENDED_RETRY_DELAY)
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def run_job(

@@ -379,6 +379,10 @@ class SimExecutor(RunsOnJobMaster):
         #: ZooKeeper mode: two coordinator contenders, in memory or on the server `hosts` names
         #: (`runtime.sim.high_availability`; an unreachable server fails here, naming it)
         self.high_availability = SimHighAvailability(self.ha, self.job_id) if self.ha is not None else None
+        if self.high_availability is not None:
+            self.master.high_availability = (
+                f"ZooKeeper at {self.ha.hosts}, cluster id {self.ha.cluster_id!r}" if self.high_availability.uses_server
+                else "the simulator's in-memory leader election (no ZooKeeper server: no hosts given)")
         try:
             self.store, self.id_counter = self._coordinator_state()
         except BaseException:

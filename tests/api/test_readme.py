@@ -61,6 +61,8 @@ def test_a_section_runs_in_a_fresh_process_and_prints_what_its_comments_say(tmp_
                           capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "Traceback" not in done.stdout + done.stderr
+    # `local_session()` tells Spark its address: no warning that it binds the machine's instead
+    assert "SPARK_LOCAL_IP" not in done.stderr and "resolves to a loopback address" not in done.stderr, done.stderr
 
 
 def test_only_the_set_up_bash_blocks_are_not_run_and_each_says_why() -> None:
