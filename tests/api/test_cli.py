@@ -119,6 +119,20 @@ def test_a_job_failed_for_good_restores_in_a_new_process_with_another_parallelis
     assert missing.returncode == 2 and "--restore-from nowhere" in missing.stderr, missing.stderr
 
 
+def test_run_shows_progress_and_each_restart_with_its_cause(job_dir: Path) -> None:
+    done = barrierflow("run", "myjob:fragile", "--checkpoint-dir", "ckpts", "--interval", "0.002", "--crashes", "1",
+                       "--seed", "2", cwd=job_dir)
+    assert done.returncode == 1 and re.search(r"^\[\s*[\d.]+ s\] running: .*records in", done.stdout, re.M), done
+    build = job_dir / "myjob.py"
+    build.write_text(build.read_text().replace("env.set_restart_strategy(RestartStrategy.no_restart())", ""))
+    done = barrierflow("run", "myjob:fragile", "--checkpoint-dir", "ckpts2", "--interval", "0.002", "--crashes", "1",
+                       "--seed", "2", cwd=job_dir)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^restart 1: task Source: collection\[0\] failed: injected fault: TaskCrash after \d+ "
+                     r"records .* -> resumed from checkpoint \d+$", done.stdout, re.M), done.stdout
+    assert "restored from" not in done.stdout and "high availability" not in done.stdout
+
+
 def test_a_failing_builder_exits_1_and_debug_shows_the_traceback(job_dir: Path) -> None:
     done = barrierflow("run", "myjob:broken", cwd=job_dir)
     assert done.returncode == 1 and "Traceback" not in done.stderr
@@ -179,6 +193,7 @@ def test_demo_without_a_terminal_prints_plain_progress_and_a_summary_its_json_ag
     rows = summary_rows(out)
     assert rows["records read (incl. replays)"] == f"{report['records_read']:,}"
     assert rows["records committed"] == "60,000" == f"{report['records_committed']:,}"
+    assert "job time (virtual)" in rows
     assert rows["restarts (failovers)"] == str(report["restarts"]) == str(len(report["failures"]))
     assert rows["checkpoints completed / aborted"] == \
         f"{report['checkpoints_completed']} / {report['checkpoints_aborted']}"
@@ -218,5 +233,6 @@ def test_demo_on_ray_shows_every_phase_to_the_end(job_dir: Path) -> None:
     phases = json.loads((job_dir / "demo.json").read_text())["phases"]
     assert phases[0] == "starting" and phases[-2:] == ["committing", "stopping"], phases
     assert "running" in phases, phases
+    assert "job time (wall, from the first deployment)" in summary_rows(done.stdout), done.stdout
     printed = re.findall(r"^\[\s*[\d.]+ s\] ([a-z ]+):", done.stdout, re.M)
     assert [p for i, p in enumerate(printed) if i == 0 or printed[i - 1] != p] == phases, done.stdout

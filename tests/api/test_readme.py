@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,7 @@ RUNNER = Path(__file__).with_name("readme_blocks.py")
 MAX_NOT_RUN = 2
 RESTORE = "Restore and rescale"
 SPARK = "The Spark bridge"
+CHECKPOINTS = "Checkpoints on disk, and high availability"
 RAY = pytest.param("ray", marks=pytest.mark.ray)
 
 
@@ -98,7 +100,9 @@ def test_every_bash_block_runs_as_written(tmp_path: Path) -> None:
     runnable = [b.code for b in blocks("bash") if b.marker != "not run"]
     try:
         for code in runnable:
-            run_bash(code, folder, env)
+            output = run_bash(code, folder, env)
+            if "--zookeeper" in code:  # the run says it was highly available, and how
+                assert "high availability: ZooKeeper at 127.0.0.1:2181" in output, output
     finally:  # a block that started ZooKeeper and failed before stopping it
         if any("zookeeper start" in code for code in runnable):
             subprocess.run(["barrierflow", "zookeeper", "stop"], cwd=folder, env=env, capture_output=True,
@@ -111,15 +115,17 @@ RUN_WITH = 'barrierflow() {{ if [ "$1" = run ]; then command barrierflow "$@" {o
            'else command barrierflow "$@"; fi; }}\n'
 
 
-@pytest.mark.parametrize("options", [
-    "--executor sim",
-    pytest.param("--executor ray", marks=pytest.mark.ray),
-    pytest.param("--executor ray --parallelism 1 --unaligned", marks=pytest.mark.ray),
+@pytest.mark.parametrize(("options", "parallelism"), [
+    ("--executor sim", 4),
+    pytest.param("--executor ray", 4, marks=pytest.mark.ray),
+    pytest.param("--executor ray --unaligned", 1, marks=pytest.mark.ray),
 ])
 @pytest.mark.timeout(600)
-def test_the_restore_commands_commit_every_record_once_in_a_new_process(tmp_path: Path, options: str) -> None:
-    """The restore section's commands, each `barrierflow run` given `options` (a later
-    `--parallelism` wins): the failed run, then the restore in a new process."""
+def test_the_restore_commands_commit_every_record_once_in_a_new_process(tmp_path: Path, options: str,
+                                                                        parallelism: int) -> None:
+    """The restore section's commands, each `barrierflow run` given `options`, the restore at
+    `parallelism` (the failed run has its builder's, 2): the failed run, then the restore in a new
+    process."""
     folder = tmp_path / "work"
     folder.mkdir()
     write_files(folder)
@@ -127,6 +133,28 @@ def test_the_restore_commands_commit_every_record_once_in_a_new_process(tmp_path
     install_launcher(bin_dir)
     commands = [b.code for b in blocks("bash") if b.section == RESTORE]
     assert len(commands) == 1 and commands[0].count("barrierflow run ") == 2, commands
-    output = run_bash(RUN_WITH.format(options=options) + commands[0], folder, user_env(bin_dir))
+    assert commands[0].count("--parallelism 4") == 1, commands
+    code = RUN_WITH.format(options=options) + commands[0].replace("--parallelism 4", f"--parallelism {parallelism}")
+    output = run_bash(code, folder, user_env(bin_dir))
     assert "the crash failed the job for good (exit code 1)" in output, output
     assert "│ counts │            20,000 │" in output, output  # the second run's table: every record
+    assert re.search(r"^\[\s*[\d.]+ s\] running: .*records in [\d,]+", output, re.M), output  # its progress
+    # where the second run started: a checkpoint of the failed run (or, if it completed none, the beginning)
+    assert re.search(r"^restored from (checkpoint \d+ of run \S+ \(|the beginning: )", output, re.M), output
+    if "restored from checkpoint" in output:
+        assert f"count 2 -> {parallelism}" in output, output  # rescaled
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(600)
+def test_the_checkpoint_commands_run_on_ray_too(tmp_path: Path) -> None:
+    """The first commands of the checkpoints section (the run, `ls`, `gc`) with the job on Ray."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    write_files(folder)
+    bin_dir = tmp_path / "bin"
+    install_launcher(bin_dir)
+    first = next(b.code for b in blocks("bash") if b.section == CHECKPOINTS)
+    output = run_bash(RUN_WITH.format(options="--executor ray") + first, folder, user_env(bin_dir))
+    assert "│ counts │            20,000 │" in output and "myjob:build on ray" in output, output
+    assert "would remove 0 orphan file(s)" in output, output
