@@ -24,7 +24,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from runtime.api.job_display import execute_with_progress, restart_lines, started_from
+from runtime.api.job_display import (
+    checkpoint_rows,
+    execute_with_progress,
+    high_availability_line,
+    restart_lines,
+    started_from,
+    summary_figures,
+)
 
 console = Console()
 
@@ -87,39 +94,6 @@ def _demo_job(args: argparse.Namespace, rows: list[dict[str, Any]], *, unaligned
     return env
 
 
-def _figures(result: Any) -> dict[str, Any]:
-    """A run's figures, as numbers (the demo's summary and `--json` both show these)."""
-    completed = [c for c in result.checkpoints if c.completed]
-    durations = sorted(c.duration for c in completed)
-    persisted = [c.persisted_bytes for c in completed]
-    return {
-        "records_read": result.metrics.records_in,
-        "records_committed": len(result.output("pv")),
-        "job_time_s": result.metrics.duration,
-        "restarts": result.restarts,
-        "checkpoints_completed": len(completed),
-        "checkpoints_aborted": len(result.checkpoints) - len(completed),
-        "checkpoint_duration_p50_ms": durations[len(durations) // 2] * 1e3 if durations else None,
-        "checkpoint_duration_max_ms": durations[-1] * 1e3 if durations else None,
-        "alignment_time_max_ms": max(c.alignment_time for c in completed) * 1e3 if completed else None,
-        "persisted_bytes_total": sum(persisted),
-        "persisted_bytes_max": max(persisted, default=0),
-    }
-
-
-def _checkpoint_rows(figures: dict[str, Any]) -> dict[str, str]:
-    """The checkpoint rows of the summary and of the unaligned comparison, for people."""
-    rows = {"checkpoints completed / aborted":
-            f"{figures['checkpoints_completed']:,} / {figures['checkpoints_aborted']:,}"}
-    if figures["checkpoints_completed"]:
-        rows["checkpoint duration p50 / max"] = (f"{figures['checkpoint_duration_p50_ms']:,.2f} / "
-                                                 f"{figures['checkpoint_duration_max_ms']:,.2f} ms")
-        rows["alignment time max"] = f"{figures['alignment_time_max_ms']:,.2f} ms"
-        rows["persisted in-flight data total / max"] = (f"{figures['persisted_bytes_total']:,} / "
-                                                        f"{figures['persisted_bytes_max']:,} bytes")
-    return rows
-
-
 #: the summary's job time, by executor: what its seconds are
 JOB_TIME = {"sim": "job time (virtual)", "ray": "job time (wall, from the first deployment)"}
 #: the demo's data, on crashes that never fire
@@ -144,7 +118,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     result, progress = execute_with_progress(env, "pageview", console, executor=args.executor, seed=args.seed,
                                              faults=faults)
     wall = time.perf_counter() - started
-    figures = _figures(result)
+    figures = summary_figures(result)
     summary = Table(title="summary")
     summary.add_column("metric")
     summary.add_column("value", justify="right")
@@ -154,7 +128,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     summary.add_row(JOB_TIME[args.executor], f"{figures['job_time_s']:,.4f} s")
     summary.add_row("injected crashes (planned)", f"{args.crashes:,}")
     summary.add_row("restarts (failovers)", f"{figures['restarts']:,}")
-    for name, value in _checkpoint_rows(figures).items():
+    for name, value in checkpoint_rows(figures).items():
         summary.add_row(name, value)
     aborted = [c for c in result.checkpoints if not c.completed]
     reasons = Counter(str(c.failure_reason.value) for c in aborted if c.failure_reason)
@@ -194,8 +168,8 @@ def _compare_with_aligned(args: argparse.Namespace, rows: list[dict[str, Any]], 
             "pageview", executor="sim", seed=args.seed, faults=faults)
     runs["aligned (sim)"] = _demo_job(args, rows, unaligned=False, storage=None).execute(
         "pageview", executor="sim", seed=args.seed, faults=faults)
-    figures = {name: _figures(run) for name, run in runs.items()}
-    shown = {name: _checkpoint_rows(f) for name, f in figures.items()}
+    figures = {name: summary_figures(run) for name, run in runs.items()}
+    shown = {name: checkpoint_rows(f) for name, f in figures.items()}
     table = Table(title="what unaligned changed")
     table.add_column("metric")
     for name in runs:
@@ -301,17 +275,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"checkpoints completed: {len(result.completed_checkpoints)}, aborted: "
                   f"{len(result.aborted_checkpoints)}, restarts: {result.restarts}")
     for line in filter(None, [started_from(result), *restart_lines(result, args.crashes),
-                              _high_availability(result)]):
+                              high_availability_line(result)]):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     _print_checkpoint_dir(env.checkpoint_config.storage)
     return 0
-
-
-def _high_availability(result: Any) -> str | None:
-    """Whether the coordinators were highly available, how, and how often a standby took over."""
-    if result.high_availability is None:
-        return None
-    return f"high availability: {result.high_availability}; standby coordinators promoted: {result.promotions}"
 
 
 def _restore(env: Any, directory: str, job: str) -> None:

@@ -1,7 +1,8 @@
 """What `barrierflow demo` and `barrierflow run` show of a running and a finished job: the progress
 and phase (`runtime.jobmaster.progress`) while it runs — a live table on a terminal, a plain line
-a second otherwise —, then each restart with its cause and the checkpoint it resumed from, and the
-checkpoint of an earlier execution a restored run started from."""
+a second otherwise —, then each restart with its cause and the checkpoint it resumed from, the
+checkpoint of an earlier execution a restored run started from, high availability, and the
+demo's summary figures."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-__all__ = ["JobProgress", "execute_with_progress", "restart_lines", "shown", "started_from"]
+__all__ = ["JobProgress", "checkpoint_rows", "execute_with_progress", "high_availability_line", "restart_lines",
+           "shown", "started_from", "summary_figures"]
 
 
 def shown(value: Any) -> str:
@@ -105,3 +107,43 @@ def started_from(result: Any) -> str | None:
     if result.restored_from is None:
         return None
     return f"restored from {result.restored_from.describe(result.parallelism)}"
+
+
+def high_availability_line(result: Any) -> str | None:
+    """Whether the coordinators were highly available, how, and how often a standby took over."""
+    if result.high_availability is None:
+        return None
+    return f"high availability: {result.high_availability}; standby coordinators promoted: {result.promotions}"
+
+
+def summary_figures(result: Any) -> dict[str, Any]:
+    """A run's figures, as numbers (the demo's summary and `--json` both show these)."""
+    completed = [c for c in result.checkpoints if c.completed]
+    durations = sorted(c.duration for c in completed)
+    persisted = [c.persisted_bytes for c in completed]
+    return {
+        "records_read": result.metrics.records_in,
+        "records_committed": len(result.output("pv")),
+        "job_time_s": result.metrics.duration,
+        "restarts": result.restarts,
+        "checkpoints_completed": len(completed),
+        "checkpoints_aborted": len(result.checkpoints) - len(completed),
+        "checkpoint_duration_p50_ms": durations[len(durations) // 2] * 1e3 if durations else None,
+        "checkpoint_duration_max_ms": durations[-1] * 1e3 if durations else None,
+        "alignment_time_max_ms": max(c.alignment_time for c in completed) * 1e3 if completed else None,
+        "persisted_bytes_total": sum(persisted),
+        "persisted_bytes_max": max(persisted, default=0),
+    }
+
+
+def checkpoint_rows(figures: dict[str, Any]) -> dict[str, str]:
+    """The checkpoint rows of the summary and of the unaligned comparison, for people."""
+    rows = {"checkpoints completed / aborted":
+            f"{figures['checkpoints_completed']:,} / {figures['checkpoints_aborted']:,}"}
+    if figures["checkpoints_completed"]:
+        rows["checkpoint duration p50 / max"] = (f"{figures['checkpoint_duration_p50_ms']:,.2f} / "
+                                                 f"{figures['checkpoint_duration_max_ms']:,.2f} ms")
+        rows["alignment time max"] = f"{figures['alignment_time_max_ms']:,.2f} ms"
+        rows["persisted in-flight data total / max"] = (f"{figures['persisted_bytes_total']:,} / "
+                                                        f"{figures['persisted_bytes_max']:,} bytes")
+    return rows
