@@ -20,6 +20,10 @@ class CheckpointMetadataError(ValueError):
     """Checkpoint metadata is malformed (a missing or mistyped field)."""
 
 
+#: the metadata property naming the run that took a checkpoint (`checkpoint.io.store` stamps it)
+RUN_ID_PROPERTY = "run_id"
+
+
 @dataclass(eq=True, slots=True)
 class CompletedCheckpoint:
     """A checkpoint that every task acknowledged.
@@ -68,6 +72,20 @@ class CompletedCheckpoint:
     @property
     def task_ids(self) -> list[TaskId]:
         return list(self.acks)
+
+    @property
+    def run_id(self) -> str | None:
+        """The run that took it (None: not recorded)."""
+        run = self.properties.get(RUN_ID_PROPERTY)
+        return run if isinstance(run, str) else None
+
+    @property
+    def parallelism(self) -> dict[str, int]:
+        """Operator (job vertex) -> how many subtasks it had when this checkpoint was taken."""
+        counts: dict[str, int] = {}
+        for task in self.acks:
+            counts[task.vertex] = max(counts.get(task.vertex, 0), task.subtask + 1)
+        return counts
 
     def task_state(self, task_id: TaskId) -> TaskAcknowledgement:
         """The acknowledgement (state handles) of one task.

@@ -318,15 +318,23 @@ class LandedCheckpoint:
             if len(holders) != 1:
                 raise LandingError(f"checkpoint {self.checkpoint_id} in {self.target!r}: "
                                    + (f"state {name!r} is held by operators {holders}; pass operator="
-                                      if holders else f"no operator holds a keyed state {name!r}"))
+                                      if holders else f"no operator holds a keyed state {name!r}; "
+                                      f"{self._state_names()}"))
             operator = holders[0]
         path = f"{state_path(self.target, operator, name)}/checkpoint_id={self.checkpoint_id}"
         fs, local = _fs(path)
         if fs.get_file_info(local).type != pafs.FileType.Directory:
             raise LandingError(f"no landed state {name!r} of operator {operator!r} in checkpoint "
-                               f"{self.checkpoint_id} at {path!r}")
+                               f"{self.checkpoint_id} at {path!r}; {self._state_names()}")
         frame = self.spark.read.parquet(path)
         return frame.select(F.lit(self.checkpoint_id).cast("long").alias("checkpoint_id"), *frame.columns)
+
+    def _state_names(self) -> str:
+        """The keyed states of this checkpoint, for an error message."""
+        held = sorted((r[0], r[1]) for r in self.keyed_state.select("state_name", "operator").distinct().collect())
+        if not held:
+            return "it holds no keyed state"
+        return "its keyed states: " + ", ".join(f"{state!r} (operator {op!r})" for state, op in held)
 
     def __getitem__(self, name: str) -> Any:
         if name not in TABLES:

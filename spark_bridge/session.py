@@ -3,10 +3,16 @@
 `SparkSession.builder.master("local[N]")` alone binds the driver's RPC and block-manager ports to
 the machine's address (the host name's IP, reachable from the network) and serves the web UI on
 all interfaces at 4040. `local_session` binds the driver to 127.0.0.1 and turns the UI off; the
-Py4J gateway between Python and the JVM is on loopback already.
+Py4J gateway between Python and the JVM is on loopback already. The JVM it starts is told its local
+address is 127.0.0.1 (`SPARK_LOCAL_IP`, in the JVM's environment only), so Spark neither looks
+for the machine's address nor warns that it uses it.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
 
 from pyspark.sql import SparkSession
 
@@ -43,4 +49,19 @@ def local_session(app_name: str = "barrierflow", *, cores: int = 2, memory: str 
     builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    with _local_ip("127.0.0.1"):  # read when (and only if) this call starts the JVM
+        return builder.getOrCreate()
+
+
+@contextlib.contextmanager
+def _local_ip(address: str) -> Iterator[None]:
+    """`SPARK_LOCAL_IP` is `address` for a JVM started inside; this process's environment is put back."""
+    before = os.environ.get("SPARK_LOCAL_IP")
+    os.environ["SPARK_LOCAL_IP"] = address
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["SPARK_LOCAL_IP"]
+        else:
+            os.environ["SPARK_LOCAL_IP"] = before

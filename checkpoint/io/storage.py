@@ -124,6 +124,11 @@ class CorruptCheckpointError(StorageFileError):
     """A checkpoint file is missing, truncated, unparsable or fails its checksum (`path`)."""
 
 
+class MissingMetadataError(CorruptCheckpointError):
+    """A checkpoint directory without its `_metadata`: what every checkpoint that never completed
+    leaves (the coordinator writes it last), or a completed one whose metadata was removed."""
+
+
 # -- checksums ---------------------------------------------------------------------------------
 
 
@@ -766,7 +771,7 @@ class CheckpointStorage:
         try:
             raw = self.blob_store.get(path)
         except BlobNotFoundError:
-            raise CorruptCheckpointError(f"checkpoint metadata {path} is missing", path) from None
+            raise MissingMetadataError(f"checkpoint metadata {path} is missing", path) from None
         try:
             document = json.loads(raw.decode("utf-8"))
             if not isinstance(document, dict):

@@ -43,15 +43,18 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
-from checkpoint.completed import CompletedCheckpoint
+from checkpoint.completed import RUN_ID_PROPERTY, CompletedCheckpoint
 from checkpoint.handles import StateHandle
-from checkpoint.io.storage import CheckpointStorage, CorruptCheckpointError, StorageError
+from checkpoint.io.storage import (
+    CheckpointStorage,
+    CorruptCheckpointError,
+    MissingMetadataError,
+    StorageError,
+)
 from state.registry import SharedStateRegistry
 
 log = logging.getLogger(__name__)
 
-#: the metadata property naming the run that took a checkpoint
-RUN_ID_PROPERTY = "run_id"
 
 
 def new_run_id() -> str:
@@ -61,8 +64,7 @@ def new_run_id() -> str:
 
 def run_of(completed: CompletedCheckpoint) -> str | None:
     """The run that took `completed` (None: not recorded)."""
-    run = completed.properties.get(RUN_ID_PROPERTY)
-    return run if isinstance(run, str) else None
+    return completed.run_id
 
 
 class CompletedCheckpointStore(abc.ABC):
@@ -299,8 +301,10 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
                     self.storage.read_task_file(handle)
                     verified.add(key)
         except CorruptCheckpointError as exc:
-            log.warning("skipping checkpoint %d of job %s: %s (file %s)",
-                        checkpoint_id, self.job_id, exc, exc.path)
+            # a checkpoint that never completed has no metadata: of this run or of any earlier one
+            # (a restore names those it skips itself, `checkpoint.io.tools.load_checkpoint`)
+            level = logging.INFO if isinstance(exc, MissingMetadataError) else logging.WARNING
+            log.log(level, "skipping checkpoint %d of job %s: %s (file %s)", checkpoint_id, self.job_id, exc, exc.path)
             return None
         return completed
 

@@ -23,6 +23,7 @@ warning naming the file. Nothing is ever created: a missing directory is an erro
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import sys
@@ -34,10 +35,12 @@ from checkpoint.io.cleanup import unreferenced_files
 from checkpoint.io.committer_files import unneeded_files
 from checkpoint.io.lease import CheckpointDirectoryInUseError, JobLease, holding
 from checkpoint.io.storage import (
+    METADATA_FILE,
     SHARED_DIR,
     BlobNotFoundError,
     CheckpointStorage,
     CorruptCheckpointError,
+    MissingMetadataError,
     StorageError,
     list_links,
     storage_from_uri,
@@ -56,6 +59,15 @@ class CheckpointToolError(ValueError):
 
 class JobRunningError(CheckpointToolError):
     """`gc` refuses a job whose directory a live run holds (its lease names the run)."""
+
+
+class NoCompletedCheckpointError(CheckpointToolError):
+    """No checkpoint of the job ever completed: each of its checkpoint directories lacks its
+    `_metadata`, which the coordinator writes last (`storage`, `job_id`: where)."""
+
+    def __init__(self, message: str, storage: CheckpointStorage, job_id: str) -> None:
+        super().__init__(message)
+        self.storage, self.job_id = storage, job_id
 
 
 @dataclass(frozen=True)
@@ -190,6 +202,7 @@ def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int
             raise CheckpointToolError(f"job {job!r} has no checkpoint {checkpoint_id} in {location}; it has {ids}")
         ids = [checkpoint_id]
     problems = []
+    missing: list[CorruptCheckpointError] = []  # what kept each checkpoint's metadata from being read
     runs: dict[str | None, int] = {}  # run -> its newest checkpoint with readable metadata
     wanted, decided = run_id, run_id is not None
     for cid in reversed(ids):
@@ -198,6 +211,7 @@ def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int
         except CorruptCheckpointError as exc:
             log.warning("skipping checkpoint %d of job %s: %s (file %s)", cid, job, exc, exc.path)
             problems.append(f"checkpoint {cid}: {exc}")
+            missing.append(exc)
             continue
         run = run_of(metadata)
         runs.setdefault(run, cid)
@@ -216,6 +230,11 @@ def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int
     if run_id is not None and run_id not in runs and checkpoint_id is None:
         known = ", ".join(f"{r} (newest checkpoint {c})" for r, c in runs.items() if r is not None) or "none"
         raise CheckpointToolError(f"no checkpoint of run {run_id!r} of job {job!r} in {location}; runs: {known}")
+    if not runs and run_id is None and checkpoint_id is None and all(
+            isinstance(p, MissingMetadataError) for p in missing):
+        raise NoCompletedCheckpointError(
+            f"no checkpoint of job {job!r} in {location} completed (checkpoint{'s' if len(ids) > 1 else ''} "
+            f"{', '.join(map(str, ids))} never wrote {METADATA_FILE})", storage, job)
     which = f"run {wanted!r} of job {job!r}" if wanted is not None else f"job {job!r}"
     raise CheckpointToolError(f"no valid checkpoint of {which} in {location}: "
                               + ("; ".join(problems) if problems else "none were taken")
@@ -337,26 +356,30 @@ def _collect(storage: CheckpointStorage, job_id: str, *, dry_run: bool) -> GcRep
 # --------------------------------------------------------------------------- CLI
 
 
+#: `--job` of every `checkpoints` command
+JOB_HELP = "the job (its job id: the name `execute` or `barrierflow run` gave it) when DIR holds several (default: every job in DIR; `show`: the only one)"
+
+
 def add_cli(subparsers: Any) -> None:
     """Register `checkpoints ls DIR`, `checkpoints show DIR ID`, `checkpoints gc DIR`."""
     parser = subparsers.add_parser("checkpoints", help="inspect and clean a checkpoint directory")
     sub = parser.add_subparsers(dest="checkpoints_command", required=True)
     ls = sub.add_parser("ls", help="list checkpoints with sizes, file counts, stats and the run that took "
                                    "each (verifies every file)")
-    ls.add_argument("dir")
-    ls.add_argument("--job")
+    ls.add_argument("dir", help="a checkpoint directory (a job's storage), or one job's folder in it")
+    ls.add_argument("--job", help=JOB_HELP)
     ls.add_argument("--metadata-only", action="store_true",
                     help="check each checkpoint's metadata only, not its files (faster)")
     ls.set_defaults(func=cmd_ls)
     show = sub.add_parser("show", help="one checkpoint in detail (verifies every file)")
-    show.add_argument("dir")
-    show.add_argument("id", type=int)
-    show.add_argument("--job")
+    show.add_argument("dir", help="a checkpoint directory (a job's storage), or one job's folder in it")
+    show.add_argument("id", type=int, help="the checkpoint's id (chk-<id>)")
+    show.add_argument("--job", help=JOB_HELP)
     show.set_defaults(func=cmd_show)
     gc = sub.add_parser("gc", help="remove files no valid checkpoint references (job must be stopped)")
-    gc.add_argument("dir")
-    gc.add_argument("--job")
-    gc.add_argument("--dry-run", action="store_true")
+    gc.add_argument("dir", help="a checkpoint directory (a job's storage), or one job's folder in it")
+    gc.add_argument("--job", help=JOB_HELP)
+    gc.add_argument("--dry-run", action="store_true", help="only list the orphan files, remove nothing")
     gc.set_defaults(func=cmd_gc)
 
 
@@ -378,10 +401,19 @@ def _is_job_folder(storage: CheckpointStorage) -> bool:
     return any(_JOB_ENTRY.match(key[len(prefix):].split("/", 1)[0]) for key in storage.blob_store.list(prefix))
 
 
+def milliseconds(seconds: float | None) -> str:
+    """Seconds for people, in ms to three significant digits (`4.96 ms`, `12.3 ms`, `1,234 ms`)."""
+    ms = (seconds or 0.0) * 1e3
+    if ms == 0:
+        return "0 ms"
+    decimals = max(0, 2 - math.floor(math.log10(abs(ms))))
+    return f"{ms:,.{decimals}f} ms"
+
+
 def _human(name: str, value: Any) -> str:
     """A per-task stat for people: times in ms, byte counts with separators."""
     if isinstance(value, float) and ("time" in name or "duration" in name or "delay" in name):
-        return f"{value * 1e3:.3g} ms"
+        return milliseconds(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     return str(value)
@@ -403,14 +435,14 @@ def cmd_ls(args: Any) -> int:
         for job in jobs:
             print(f"job {job}{_running(storage, job)}")
             print(f"{'id':>6} {'valid':>5} {'tasks':>5} {'files':>6} {'bytes':>12} {'shared':>6} "
-                  f"{'shared bytes':>12} {'state bytes':>12} {'duration':>9}  run")
+                  f"{'shared bytes':>12} {'state bytes':>12} {'duration':>10}  run")
             for info in list_checkpoints(storage, job, verify_files=verify):
                 if not info.valid:
                     print(f"{info.checkpoint_id:>6} {'no':>5}  {info.problem}")
                     continue
                 print(f"{info.checkpoint_id:>6} {'yes':>5} {info.num_tasks:>5} {info.num_files:>6} "
                       f"{info.file_bytes:>12,} {info.num_shared_files:>6} {info.shared_bytes:>12,} "
-                      f"{info.state_bytes:>12,} {info.duration or 0.0:>9.4f}  {info.run_id or '-'}")
+                      f"{info.state_bytes:>12,} {milliseconds(info.duration):>10}  {info.run_id or '-'}")
             print("valid: metadata and every file it references read and checksummed (SHA-256)" if verify else
                   "valid: metadata only (its own SHA-256); files NOT read: run without --metadata-only to verify")
         return 0
@@ -434,7 +466,7 @@ def cmd_show(args: Any) -> int:
             return 1
         print(f"  files {info.num_files} ({info.file_bytes:,} bytes), shared {info.num_shared_files} "
               f"({info.shared_bytes:,} bytes), state {info.state_bytes:,} bytes, channel state "
-              f"{info.persisted_bytes:,} bytes, duration {(info.duration or 0.0) * 1e3:.3g} ms")
+              f"{info.persisted_bytes:,} bytes, duration {milliseconds(info.duration)}")
         for task, stats in info.tasks.items():
             print(f"  {task}: " + ", ".join(f"{k}={_human(k, v)}" for k, v in stats.items()))
         return 0
@@ -481,5 +513,6 @@ def _link_target(storage: CheckpointStorage, link: str) -> str:
         return f"? ({exc.strerror})"
 
 
-__all__ = ["CheckpointInfo", "CheckpointToolError", "GcReport", "JobRunningError", "collect_garbage", "describe",
-           "list_checkpoints", "list_jobs", "load_checkpoint", "open_checkpoints", "read_checkpoint"]
+__all__ = ["CheckpointInfo", "CheckpointToolError", "GcReport", "JobRunningError", "NoCompletedCheckpointError",
+           "collect_garbage", "describe", "list_checkpoints", "list_jobs", "load_checkpoint", "milliseconds",
+           "open_checkpoints", "read_checkpoint"]

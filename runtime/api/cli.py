@@ -9,12 +9,12 @@ fails exits 1 with one such line; no traceback unless `--debug`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import importlib
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -22,8 +22,16 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
-from rich.live import Live
 from rich.table import Table
+
+from runtime.api.job_display import (
+    checkpoint_rows,
+    execute_with_progress,
+    high_availability_line,
+    restart_lines,
+    started_from,
+    summary_figures,
+)
 
 console = Console()
 
@@ -72,54 +80,6 @@ def _run_mode(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc).partition(": ")[2]) from None
 
 
-def _shown(value: Any) -> str:
-    """A progress or summary figure for people: whole numbers with thousands separators."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
-
-
-class DemoProgress:
-    """Shows a running job's progress and phase (`runtime.jobmaster.progress.Phase`): on a terminal, a live
-    table (`render`, redrawn by `rich.live.Live` with the seconds ticking, so a phase without
-    reports does not look frozen); otherwise one plain line about every `every` seconds and at
-    each phase change."""
-
-    def __init__(self, out: Console, live: bool, every: float = 1.0) -> None:
-        self.out = out
-        self.live = live
-        self.every = every
-        self.started = time.perf_counter()
-        self._printed_at: float | None = None
-        self._figures: dict[str, Any] = {}
-        #: the phases reported, in order (a phase entered again is listed again)
-        self.phases: list[str] = []
-
-    def __call__(self, info: dict[str, Any]) -> None:
-        wall = time.perf_counter() - self.started
-        phase = str(info.get("phase", "running"))
-        changed = not self.phases or phase != self.phases[-1]
-        if changed:
-            self.phases.append(phase)
-        figures = {k: v for k, v in info.items() if k != "phase"}
-        records = info.get("records in")
-        if isinstance(records, int) and wall > 0:
-            figures["records/s (wall)"] = round(records / wall)
-        self._figures = figures
-        if not self.live and (changed or self._printed_at is None or wall - self._printed_at >= self.every):
-            self._printed_at = wall
-            text = ", ".join(f"{k} {_shown(v)}" for k, v in figures.items())
-            self.out.print(f"[{wall:6.1f} s] {phase}: {text}", soft_wrap=True, highlight=False, markup=False)
-
-    def render(self) -> Table:
-        """The live table: the phase and seconds since the start, then the latest figures."""
-        wall = time.perf_counter() - self.started
-        table = Table(title=f"{self.phases[-1] if self.phases else 'starting'} ({wall:.1f} s)", show_header=False)
-        for key, value in self._figures.items():
-            table.add_row(key, _shown(value))
-        return table
-
-
 def _demo_job(args: argparse.Namespace, rows: list[dict[str, Any]], *, unaligned: bool,
               storage: str | None) -> Any:
     from checkpoint.options import CheckpointingMode, RestartStrategy
@@ -134,58 +94,11 @@ def _demo_job(args: argparse.Namespace, rows: list[dict[str, Any]], *, unaligned
     return env
 
 
-def _figures(result: Any) -> dict[str, Any]:
-    """A run's figures, as numbers (the demo's summary and `--json` both show these)."""
-    completed = [c for c in result.checkpoints if c.completed]
-    durations = sorted(c.duration for c in completed)
-    persisted = [c.persisted_bytes for c in completed]
-    return {
-        "records_read": result.metrics.records_in,
-        "records_committed": len(result.output("pv")),
-        "job_time_s": result.metrics.duration,
-        "restarts": result.restarts,
-        "checkpoints_completed": len(completed),
-        "checkpoints_aborted": len(result.checkpoints) - len(completed),
-        "checkpoint_duration_p50_ms": durations[len(durations) // 2] * 1e3 if durations else None,
-        "checkpoint_duration_max_ms": durations[-1] * 1e3 if durations else None,
-        "alignment_time_max_ms": max(c.alignment_time for c in completed) * 1e3 if completed else None,
-        "persisted_bytes_total": sum(persisted),
-        "persisted_bytes_max": max(persisted, default=0),
-    }
-
-
-def _checkpoint_rows(figures: dict[str, Any]) -> dict[str, str]:
-    """The checkpoint rows of the summary and of the unaligned comparison, for people."""
-    rows = {"checkpoints completed / aborted":
-            f"{figures['checkpoints_completed']:,} / {figures['checkpoints_aborted']:,}"}
-    if figures["checkpoints_completed"]:
-        rows["checkpoint duration p50 / max"] = (f"{figures['checkpoint_duration_p50_ms']:,.2f} / "
-                                                 f"{figures['checkpoint_duration_max_ms']:,.2f} ms")
-        rows["alignment time max"] = f"{figures['alignment_time_max_ms']:,.2f} ms"
-        rows["persisted in-flight data total / max"] = (f"{figures['persisted_bytes_total']:,} / "
-                                                        f"{figures['persisted_bytes_max']:,} bytes")
-    return rows
-
-
-def _restart_lines(result: Any, crashes: int) -> list[str]:
-    """Each restart with its cause and the checkpoint it resumed from, and why restarts and
-    injected crashes can differ."""
-    lines = []
-    for number, failure in enumerate(result.failures, 1):
-        resumed = result.restored_checkpoints[number - 1] if number <= len(result.restored_checkpoints) else None
-        origin = f"checkpoint {resumed}" if resumed is not None else "the start (no checkpoint completed yet)"
-        lines.append(f"restart {number}: {failure} -> resumed from {origin}")
-    if result.restarts > crashes:
-        lines.append(f"{crashes} crash(es) were planned; the other restarts had the causes listed above")
-    elif result.restarts < crashes:
-        lines.append(
-            f"{crashes} crash(es) were planned and the job restarted {result.restarts} time(s): a restart is one "
-            "failover (every task cancelled and redeployed from the latest completed checkpoint). Each planned "
-            "crash strikes its task once that task has handled a set fraction of an even share of the records; "
-            "the apps are skewed, so one count task handles far fewer records than the other and a crash "
-            "planned late on it never fires; and crashes that strike before the failover of an earlier one "
-            "has redeployed the tasks are recovered by that same failover.")
-    return lines
+#: the summary's job time, by executor: what its seconds are
+JOB_TIME = {"sim": "job time (virtual)", "ray": "job time (wall, from the first deployment)"}
+#: the demo's data, on crashes that never fire
+SKEWED_APPS = (" the apps are skewed, so one count task handles far fewer records than the other and a crash "
+               "planned late on it never fires;")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -202,30 +115,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"crash(es), executor={args.executor}, seed={args.seed}", soft_wrap=True
     )
     started = time.perf_counter()
-    progress = DemoProgress(console, live=console.is_terminal)
-    with Live(console=console, get_renderable=progress.render, refresh_per_second=4, transient=True) \
-            if progress.live else contextlib.nullcontext():
-        result = env.execute("pageview", executor=args.executor, seed=args.seed, faults=faults,
-                             progress=progress)
+    result, progress = execute_with_progress(env, "pageview", console, executor=args.executor, seed=args.seed,
+                                             faults=faults)
     wall = time.perf_counter() - started
-    figures = _figures(result)
+    figures = summary_figures(result)
     summary = Table(title="summary")
     summary.add_column("metric")
     summary.add_column("value", justify="right")
     summary.add_row("records read (incl. replays)", f"{figures['records_read']:,}")
     summary.add_row("records committed", f"{figures['records_committed']:,}")
     summary.add_row("wall time", f"{wall:,.2f} s")
-    summary.add_row("job time (virtual on sim)", f"{figures['job_time_s']:,.4f} s")
+    summary.add_row(JOB_TIME[args.executor], f"{figures['job_time_s']:,.4f} s")
     summary.add_row("injected crashes (planned)", f"{args.crashes:,}")
     summary.add_row("restarts (failovers)", f"{figures['restarts']:,}")
-    for name, value in _checkpoint_rows(figures).items():
+    for name, value in checkpoint_rows(figures).items():
         summary.add_row(name, value)
     aborted = [c for c in result.checkpoints if not c.completed]
     reasons = Counter(str(c.failure_reason.value) for c in aborted if c.failure_reason)
     if reasons:
         summary.add_row("abort reasons", ", ".join(f"{r}: {n:,}" for r, n in sorted(reasons.items())))
     console.print(summary)
-    for line in _restart_lines(result, args.crashes):
+    for line in restart_lines(result, args.crashes, why_fewer=SKEWED_APPS):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     comparison = _compare_with_aligned(args, rows, faults, result) if args.unaligned else None
     _print_checkpoint_dir(args.checkpoint_dir)
@@ -258,8 +168,8 @@ def _compare_with_aligned(args: argparse.Namespace, rows: list[dict[str, Any]], 
             "pageview", executor="sim", seed=args.seed, faults=faults)
     runs["aligned (sim)"] = _demo_job(args, rows, unaligned=False, storage=None).execute(
         "pageview", executor="sim", seed=args.seed, faults=faults)
-    figures = {name: _figures(run) for name, run in runs.items()}
-    shown = {name: _checkpoint_rows(f) for name, f in figures.items()}
+    figures = {name: summary_figures(run) for name, run in runs.items()}
+    shown = {name: checkpoint_rows(f) for name, f in figures.items()}
     table = Table(title="what unaligned changed")
     table.add_column("metric")
     for name in runs:
@@ -291,9 +201,15 @@ def _load_builder(target: str) -> Callable[[], Any]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UsageError(f"run: cannot import module {module_name!r} from {os.getcwd()}: {exc}") from exc
-    builder = getattr(module, func_name, None)
-    if not callable(builder):
+    except Exception as exc:  # the module's own code failed while it was imported
+        raise UsageError(f"run: importing module {module_name!r} from {os.getcwd()} raised "
+                         f"{type(exc).__name__}: {exc}") from exc
+    if not hasattr(module, func_name):
         raise UsageError(f"run: module {module_name!r} has no function {func_name!r}")
+    builder = getattr(module, func_name)
+    if not callable(builder):
+        raise UsageError(f"run: {target} is not callable (it is {type(builder).__name__} {builder!r:.80}); "
+                         "name the function that builds the job")
     return builder
 
 
@@ -349,7 +265,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     kwargs.update(seed=args.seed, faults=FaultPlan.random(seed=args.seed, crashes=args.crashes))
     if args.executor == "ray" and args.address:
         kwargs["address"] = args.address
-    result = env.execute(args.target.partition(":")[2], executor=args.executor, **kwargs)
+    result, _ = execute_with_progress(env, args.target.partition(":")[2], console, executor=args.executor, **kwargs)
     table = Table(title=f"{args.target} on {args.executor}")
     table.add_column("sink")
     table.add_column("committed records", justify="right")
@@ -358,6 +274,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(f"checkpoints completed: {len(result.completed_checkpoints)}, aborted: "
                   f"{len(result.aborted_checkpoints)}, restarts: {result.restarts}")
+    for line in filter(None, [started_from(result), *restart_lines(result, args.crashes),
+                              high_availability_line(result)]):
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
     _print_checkpoint_dir(env.checkpoint_config.storage)
     return 0
 
@@ -515,6 +434,10 @@ def cmd_whatif(args: argparse.Namespace) -> int:
 DEFAULT_INTERVAL = 0.1
 
 
+#: a terminal control sequence (colours)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def _error_exit_code(exc: BaseException) -> int:
     from checkpoint.options import InvalidOptionError
     from runtime.core.graph import JobGraphError
@@ -659,6 +582,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "debug", False):
             raise
         text = " ".join(str(exc).split()) or type(exc).__name__
+        if not sys.stderr.isatty():  # a user function's message may carry terminal colours
+            text = _ANSI.sub("", text)
         if not isinstance(exc, UsageError):
             text = f"{type(exc).__name__}: {text} (--debug shows the traceback)"
         print(f"barrierflow: error: {text}", file=sys.stderr)

@@ -72,6 +72,7 @@ from runtime.core.graph import (
 )
 from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, PartitionerSpec, Rebalance
 from runtime.jobmaster.registry import get_executor
+from runtime.jobmaster.result import RestoredFrom
 from runtime.verify.invariants import InvariantChecker
 
 __all__ = [
@@ -369,6 +370,8 @@ class StreamEnvironment:
         #: Spark bridge hooks: checkpoint listeners and a checkpoint to start from (see below)
         self._checkpoint_listeners: list[Any] = []
         self._restore_from: tuple[Any, Any] | None = None
+        #: `restore_from` found no completed checkpoint: why the next `execute` starts from the beginning
+        self._started_over: str | None = None
         self._allow_non_restored_state = False
 
     # ------------------------------------------------------------------ configuration
@@ -608,10 +611,14 @@ class StreamEnvironment:
         if listeners:
             kwargs.setdefault("checkpoint_listeners", listeners)
         try:
-            return run_job(graph, **kwargs)
+            result = run_job(graph, **kwargs)
         finally:
             for listener in listeners:
                 listener.close()
+        if self._started_over is not None:  # `restore_from` found no completed checkpoint
+            result.restored_from = RestoredFrom(None, None, {}, self._started_over)
+            result.restored_checkpoints.insert(0, None)
+        return result
 
     # ------------------------------------------------------------------ Spark bridge hooks
 
@@ -652,10 +659,16 @@ class StreamEnvironment:
             checkpoint.io.tools.CheckpointToolError: no such directory, job, run or checkpoint, or
                 none valid (the message names the path and every bad file).
         """
-        from checkpoint.io.tools import load_checkpoint
+        from checkpoint.io.tools import NoCompletedCheckpointError, load_checkpoint
+        from runtime.jobmaster.durable_committer import start_over
 
-        self._restore_from = load_checkpoint(checkpoints, job_id=job_id, checkpoint_id=checkpoint_id,
-                                             run_id=run_id)
+        self._started_over = None
+        try:
+            self._restore_from = load_checkpoint(checkpoints, job_id=job_id, checkpoint_id=checkpoint_id,
+                                                 run_id=run_id)
+        except NoCompletedCheckpointError as exc:
+            self._restore_from = None
+            self._started_over = start_over(exc)
         self._allow_non_restored_state = allow_non_restored_state
         return self
 
@@ -669,6 +682,7 @@ class StreamEnvironment:
         from spark_bridge.restore import checkpoint_from_landed
 
         self._restore_from = checkpoint_from_landed(spark, target, checkpoint_id)
+        self._started_over = None
         self._allow_non_restored_state = False
         return self
 
@@ -854,3 +868,4 @@ class _GraphBuilder:
         if self.env.restart_strategy is not None:
             return self.env.restart_strategy
         return DEFAULT_RESTART_STRATEGY if self.env.checkpoint_config.enabled else RestartStrategy.no_restart()
+

@@ -34,6 +34,7 @@ left to restore (`checkpoint.io.committer_files`, which also holds the file form
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -58,16 +59,22 @@ from checkpoint.io.committer_files import (
 )
 from checkpoint.io.storage import MemoryBlobStore
 from checkpoint.io.store import run_of
+from checkpoint.io.tools import CheckpointToolError
 from runtime.core.messages import Buffer
-from runtime.jobmaster.file_publisher import FilePublisher
+from runtime.jobmaster.file_publisher import FilePublisher, register_publishers
 from runtime.jobmaster.result import CollectCommitter, Records
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
     from checkpoint.io.storage import BlobStore, CheckpointStorage
+    from checkpoint.io.tools import NoCompletedCheckpointError
+    from runtime.jobmaster.master import JobMaster
 
-__all__ = ["COMMITTED_DIR", "CorruptCommitterError", "DurableCollectCommitter", "carry_over", "committer_for",
-           "decode_commit", "decode_transaction", "encode_commit", "encode_transaction"]
+__all__ = ["COMMITTED_DIR", "CorruptCommitterError", "DurableCollectCommitter", "carry_over", "committed_files",
+           "committer_for", "decode_commit", "decode_transaction", "encode_commit", "encode_transaction", "open_committer",
+           "start_over"]
+
+log = logging.getLogger(__name__)
 
 
 class DurableCollectCommitter(CollectCommitter):
@@ -230,11 +237,13 @@ def _as_batch(records: Records) -> pa.RecordBatch:
     return records if isinstance(records, pa.RecordBatch) else Buffer.from_records(records, checked=True).batch
 
 
-def committer_for(storage: CheckpointStorage, job_id: str, run_id: str,
+def committer_for(storage: CheckpointStorage | None, job_id: str, run_id: str,
                   restore_from: tuple[CompletedCheckpoint, CheckpointStorage] | None = None) -> CollectCommitter:
     """The sinks' external system for a run with no committer given: durable beside the
     checkpoints when the job has a checkpoint directory (seeded, when restoring, with the
-    committer of the run that took the checkpoint), in memory otherwise.
+    committer of the run that took the checkpoint: beside the restored checkpoint, or — for one
+    rebuilt in memory, a landed checkpoint — in this job's checkpoint directory), in memory
+    otherwise (`storage` None or in memory).
 
     Raises:
         CorruptCommitterError: a committer file is damaged (named).
@@ -246,7 +255,12 @@ def committer_for(storage: CheckpointStorage, job_id: str, run_id: str,
         run = run_of(completed)
         if run is not None and not isinstance(restored.blob_store, MemoryBlobStore):
             source = (restored.blob_store, f"{restored.job_dir(completed.job_id)}/{COMMITTED_DIR}/{run}")
-    if isinstance(storage.blob_store, MemoryBlobStore):
+        elif run is not None and storage is not None and not isinstance(storage.blob_store, MemoryBlobStore):
+            # rebuilt in memory (a landed checkpoint): its run's committer, if it kept it where this job does
+            kept = f"{storage.job_dir(completed.job_id)}/{COMMITTED_DIR}/{run}"
+            if storage.blob_store.list(kept + "/"):
+                source = (storage.blob_store, kept)
+    if storage is None or isinstance(storage.blob_store, MemoryBlobStore):
         if source is None:
             return CollectCommitter()
         return DurableCollectCommitter(*source)  # no directory of its own: the restored one's
@@ -255,6 +269,48 @@ def committer_for(storage: CheckpointStorage, job_id: str, run_id: str,
         assert restore_from is not None
         carry_over(source[0], source[1], restore_from[0].checkpoint_id, storage.blob_store, directory)
     return DurableCollectCommitter(storage.blob_store, directory)
+
+
+def committed_files(storage: CheckpointStorage, job_id: str) -> list[str]:
+    """Every commit file a durable committer of job `job_id` wrote in `storage` (of any run): the
+    output its sinks made visible."""
+    prefix = f"{storage.job_dir(job_id)}/{COMMITTED_DIR}/"
+    return sorted(p for p in storage.blob_store.list(prefix) if p.rpartition("/")[2].startswith("commit-"))
+
+
+def start_over(no_checkpoint: NoCompletedCheckpointError) -> str:
+    """`restore_from(dir)` of a job none of whose checkpoints completed: the new execution starts
+    from the beginning, as a failover of the failed one would have — exactly-once, since without a
+    completed checkpoint no sink output was committed. Returns why, for the result (and logs it).
+
+    Raises:
+        CheckpointToolError: a committer of the job holds committed output, so checkpoints did
+            complete once (their metadata is gone): starting over would commit that output again.
+    """
+    committed = committed_files(no_checkpoint.storage, no_checkpoint.job_id)
+    if committed:
+        more = f" and {len(committed) - 1} more" if len(committed) > 1 else ""
+        raise CheckpointToolError(f"{no_checkpoint}, yet the job's committer holds committed output ({committed[0]}"
+                                  f"{more}): its completed checkpoints are gone, and starting over would commit "
+                                  "that output again") from no_checkpoint
+    note = f"{no_checkpoint}; nothing was committed, so it starts from the beginning, as a failover would have"
+    log.warning("restore: %s", note)
+    return note
+
+
+def open_committer(master: JobMaster, storage: CheckpointStorage | None, job_id: str,
+                   given: CollectCommitter | None = None) -> CollectCommitter:
+    """The sinks' external system for `master`'s run, the same on every executor: `given` (an
+    earlier execution's `result.committer`), else `committer_for` the job's checkpoint `storage`
+    (None: checkpoints in memory, out of the driver's reach), seeded from the checkpoint the run
+    restores (`master.restore_from`); the sinks' publishers (`SparkSink`'s files) registered.
+
+    Raises:
+        CorruptCommitterError: a committer file is damaged (named).
+        StorageError: the storage cannot be read or written.
+    """
+    committer = given if given is not None else committer_for(storage, job_id, master.run_id, master.restore_from)
+    return register_publishers(committer, master.graph)  # file sinks' output, written as it commits
 
 
 def carry_over(from_store: BlobStore, from_dir: str, checkpoint_id: int, to_store: BlobStore, to_dir: str) -> None:

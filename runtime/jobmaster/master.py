@@ -61,6 +61,7 @@ from runtime.jobmaster.result import (
     JobFailedError,
     JobMetrics,
     JobResult,
+    RestoredFrom,
     suppresses_restarts,
 )
 
@@ -163,10 +164,15 @@ class JobMaster:
         self.attempt = 0
         #: why each global failover happened, in order
         self.failures: list[str] = []
-        #: per restart, the checkpoint it resumed from (None: from the beginning)
+        #: the checkpoint each deployment restored: the given one first (`restore_from`), then one
+        #: per restart (None: from the beginning)
         self.restored_checkpoints: list[int | None] = []
+        #: the earlier execution's checkpoint the run starts from (None: none given)
+        self.restored_from = RestoredFrom.of(restore_from[0]) if restore_from is not None else None
         #: the run's coordinators: what the dead ones did, crashes and promotions
         self.coordinators = CoordinatorSuccession(clock)
+        #: how the coordinators are made highly available, as the executor describes it (None: standalone)
+        self.high_availability: str | None = None
         #: set when the job failed for good
         self.error: JobFailedError | None = None
         #: every task finished
@@ -221,7 +227,7 @@ class JobMaster:
             # past it is the earlier execution's
             sys.maxsize if given else next_checkpoint_id,
         )
-        if self.failures:  # a restart (the first deployment is not one)
+        if self.failures or given:  # a restart, or the first deployment restoring the given checkpoint
             self.restored_checkpoints.append(plan.checkpoint_id)
         return plan
 
@@ -311,6 +317,10 @@ class JobMaster:
             final_state=final_state,
             failures=list(self.failures),
             restored_checkpoints=list(self.restored_checkpoints),
+            restored_from=self.restored_from,
+            parallelism={v.name: v.parallelism for v in self.graph.vertices},
+            high_availability=self.high_availability,
+            promotions=len(self.coordinators.promotion_times),
             trace=trace if trace is not None else [],
             replay=self.replay,
             sink_names=sinks,
@@ -345,6 +355,6 @@ class RunsOnJobMaster:
 
 
 def _first_line(exc: BaseException) -> str:
-    """An error's message without the remote traceback Ray appends."""
+    """The first line of an error's message (a long one is named by its first line)."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__

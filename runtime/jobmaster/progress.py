@@ -42,7 +42,7 @@ def reading_phase(source_states: Iterable[str | None]) -> Phase:
 
 def progress_figures(phase: Phase, *, clock: str, seconds: float, records_in: int, completed: int, aborted: int,
                      last_duration: float | None, last_alignment: float | None, restarts: int) -> dict[str, Any]:
-    """The figures every executor reports, under the keys a display reads (`runtime.api.cli`).
+    """The figures every executor reports, under the keys a display reads (`runtime.api.job_display`).
 
     Args:
         clock: what `seconds` are: "virtual time" (to 0.1 ms) or "wall time" (to 10 ms).

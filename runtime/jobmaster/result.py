@@ -200,9 +200,11 @@ class CollectCommitter:
                 raise UnknownTransactionError(
                     f"sink {sink!r}: transaction {transaction_id!r} was committed but never staged here "
                     f"(staged: {sorted(self._staged.get(sink, {}))}). Restoring a checkpoint of an earlier "
-                    "execution? Its sinks staged their records in that execution's committer: pass it as "
-                    "execute(..., committer=earlier_result.committer), or restore a checkpoint directory whose "
-                    "<job>/committed/ folder (the durable committer kept beside the checkpoints) is intact"
+                    "execution? Its sinks staged their records in the committer of the run that took it: pass "
+                    "that execution's as execute(..., committer=earlier_result.committer), or let the job find "
+                    "the one that run kept beside its checkpoints, <dir>/<job>/committed/<run>/ (restore_from(dir) "
+                    "looks beside the checkpoint; restore_from_landed in the job's own checkpoint directory, "
+                    "enable_checkpointing(storage=dir), so give it the directory the run had)"
                 )
             records = staged
         txns[transaction_id] = _keep(records)
@@ -429,6 +431,39 @@ class JobMetrics:
         return self.latencies.percentile(q)
 
 
+@dataclass(frozen=True)
+class RestoredFrom:
+    """The checkpoint of an earlier execution a run started from (`env.restore_from`)."""
+
+    #: None: no checkpoint of the job had completed, so the run started from the beginning (`note`)
+    checkpoint_id: int | None
+    #: the run that took it (None: not recorded)
+    run_id: str | None
+    #: operator -> its parallelism when the checkpoint was taken
+    parallelism: dict[str, int]
+    #: why a restore started from the beginning
+    note: str = ""
+
+    @classmethod
+    def of(cls, completed: Any) -> RestoredFrom:
+        """What `completed` (a `CompletedCheckpoint`) says about itself."""
+        return cls(completed.checkpoint_id, completed.run_id, dict(completed.parallelism))
+
+    def describe(self, parallelism: dict[str, int]) -> str:
+        """One line: which run and checkpoint, and each operator's parallelism then and now
+        (`parallelism`: the operators of the job that restores it)."""
+        if self.checkpoint_id is None:
+            return f"the beginning: {self.note}"
+        run = f"run {self.run_id}" if self.run_id else "a run that recorded no id"
+        changes = [f"{op} {then} -> {parallelism[op]}" for op, then in self.parallelism.items()
+                   if op in parallelism and parallelism[op] != then]
+        if changes:
+            scale = "rescaled: " + ", ".join(changes)
+        else:
+            scale = "parallelism " + ", ".join(f"{op} {n}" for op, n in self.parallelism.items()) + " as then"
+        return f"checkpoint {self.checkpoint_id} of {run} ({scale})"
+
+
 @dataclass
 class JobResult:
     """Returned by `env.execute(...)`."""
@@ -443,8 +478,17 @@ class JobResult:
     metrics: JobMetrics
     final_state: dict[str, dict[str, dict[Any, Any]]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
-    #: per restart, the checkpoint the job resumed from (None: from the beginning)
+    #: the checkpoint each deployment restored: the one `restore_from` gave (first, when given),
+    #: then one per restart (None: from the beginning)
     restored_checkpoints: list[int | None] = field(default_factory=list)
+    #: the earlier execution's checkpoint this run started from (`env.restore_from`; None: none)
+    restored_from: RestoredFrom | None = None
+    #: operator -> its parallelism in this run
+    parallelism: dict[str, int] = field(default_factory=dict)
+    #: how the coordinators were made highly available (e.g. "ZooKeeper at 127.0.0.1:2181, cluster
+    #: id 'c'"; None: standalone), and how many times a standby took over
+    high_availability: str | None = None
+    promotions: int = 0
     trace: list[tuple] = field(default_factory=list, repr=False)
     replay: str = ""
     #: this run's id, recorded in the metadata of every checkpoint it took (`restore_from(dir,

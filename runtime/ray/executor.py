@@ -73,13 +73,12 @@ from checkpoint.handles import TaskId
 from checkpoint.io.ha_services import create_recovery_factory
 from checkpoint.io.lease import lease_for
 from checkpoint.io.recovery import ZooKeeperSuspendedError
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.io.store import new_run_id
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
 from runtime.core.links import resolve_link_delays
 from runtime.jobmaster.attempt_counts import RunCounts
-from runtime.jobmaster.durable_committer import committer_for
+from runtime.jobmaster.durable_committer import open_committer
 from runtime.jobmaster.fault_actions import coordinator_crash, crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.faults import (
     ChannelDelay,
@@ -100,14 +99,15 @@ from runtime.jobmaster.faults import (
     TornWrite,
     check_supported,
 )
-from runtime.jobmaster.file_publisher import register_publishers
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster
 from runtime.jobmaster.progress import Phase, progress_figures, reading_phase
 from runtime.jobmaster.registry import check_options
 from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
 from runtime.jobmaster.watchdog import DEFAULT_STALL_TIMEOUT, Progress, ProgressWatchdog, check_timeout
+from runtime.ray import errors
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
+from runtime.ray.errors import describe, project_error
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
 from runtime.ray.slots import SlotHandle, assign_slots, check_slots
 from runtime.ray.storage import check_storage_for_cluster, is_memory, open_storage
@@ -249,6 +249,7 @@ class RayExecutor(RunsOnJobMaster):
         self.ha = ha if ha is not None and ha.enabled and self.checkpointing else None
         if self.ha is not None:  # bad hosts/cluster id fail here, in the driver, not in an actor
             self._ha_factory().close()
+            self.master.high_availability = f"ZooKeeper at {self.ha.hosts}, cluster id {self.ha.cluster_id!r}"
         self.committer: Any = None
         self.blob_store: Any = None
         #: the driver's lease of the job's checkpoint directory (None: in memory, or not started)
@@ -274,6 +275,11 @@ class RayExecutor(RunsOnJobMaster):
         started_ray = ensure_ray(self.address)
         try:
             return self._run()
+        except RayError as exc:  # what Ray wrapped, as the project's own error (`runtime.ray.errors`)
+            error = project_error(exc, self.graph.job_name)
+            if isinstance(error, JobFailedError):
+                self._attach_committer(error)
+            raise error from exc
         finally:
             try:
                 self._report(Phase.STOPPING)
@@ -309,13 +315,8 @@ class RayExecutor(RunsOnJobMaster):
         check_storage_for_cluster(self.storage_uri, len(nodes))
         self._multi_node = len(nodes) > 1
         self._pin = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        initial = self._initial_committer
-        if initial is None:  # durable beside the checkpoints (or in the committer actor's memory), seeded
-            # with what a restored checkpoint's sinks staged
-            storage = CheckpointStorage(MemoryBlobStore()) if is_memory(self.storage_uri) else \
-                open_storage(("uri", self.storage_uri), self.graph)
-            initial = committer_for(storage, self.job_id, self.run_id, self.master.restore_from)
-        register_publishers(initial, self.graph)  # file sinks' output, written as it commits
+        storage = None if is_memory(self.storage_uri) else open_storage(("uri", self.storage_uri), self.graph)
+        initial = open_committer(self.master, storage, self.job_id, self._initial_committer)
         self.committer = _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote(initial)
         if is_memory(self.storage_uri):
             self.blob_store = _BlobStore.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote()
@@ -384,7 +385,7 @@ class RayExecutor(RunsOnJobMaster):
             try:
                 self._first_checkpoint_id = ray.get(handle.checkpoint_id_floor.remote(), timeout=120)
             except RayError as exc:  # it did not start: the next one is asked (its floor is only higher)
-                log.warning("barrierflow ray: coordinator did not start: %s", _short(exc))
+                log.warning("barrierflow ray: coordinator did not start: %s", describe(exc))
         return handle
 
     def _await_leader(self, first: bool = False) -> None:
@@ -405,11 +406,11 @@ class RayExecutor(RunsOnJobMaster):
                 try:
                     leads = ray.get(handle.promote.remote(0.2), timeout=30)
                 except (RayActorError, GetTimeoutError) as exc:
-                    log.warning("barrierflow ray: coordinator contender unusable: %s", _short(exc))
+                    log.warning("barrierflow ray: coordinator contender unusable: %s", describe(exc))
                     self._replace_contender(handle)
                     break
                 except RayError as exc:  # e.g. ZooKeeper unreachable while recovering: try again
-                    log.warning("barrierflow ray: promoting a coordinator failed: %s", _short(exc))
+                    log.warning("barrierflow ray: promoting a coordinator failed: %s", describe(exc))
                     time.sleep(0.2)
                     continue
                 if leads:
@@ -461,7 +462,7 @@ class RayExecutor(RunsOnJobMaster):
                 # not answer within the heartbeat timeout is hung
                 timeout = max(self.heartbeat_timeout, ACTOR_START_TIMEOUT) if task_id in fresh else self.heartbeat_timeout
                 try:
-                    ray.get(ref, timeout=timeout)
+                    errors.get(ref, timeout=timeout)  # restoring the task raised: that error, as on the simulator
                 except RayActorError:
                     self._dead.add(task_id)  # died before or while deploying: replace it
                 except GetTimeoutError:
@@ -518,7 +519,7 @@ class RayExecutor(RunsOnJobMaster):
                 status = ray.get(ref)
             except RayActorError as exc:
                 self._dead.update(self.groups[self._worker_of[task_id]])  # its worker died: all its tasks
-                return f"task {task_id} died: {_short(exc)}", exc
+                return f"task {task_id} died: {describe(exc)}", exc
             if status["epoch"] != self.epoch:
                 continue
             self._status[task_id] = status
@@ -566,7 +567,7 @@ class RayExecutor(RunsOnJobMaster):
             if self._coordinator_crashed:  # an injected crash: the failure reads as the simulator's
                 self._coordinator_crashed = False
                 return coordinator_crash(standby=self.ha is not None), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN
-            return f"checkpoint coordinator died: {_short(exc)}", exc
+            return f"checkpoint coordinator died: {describe(exc)}", exc
         self._land(self._coord_status)
         if self._coord_status.get("fail_request"):
             return self._coord_status["fail_request"], None
@@ -629,7 +630,7 @@ class RayExecutor(RunsOnJobMaster):
             given = self.master.restore_from[0] if self.master.restore_from is not None else None
             next_id = self._read_ha(lambda: ray.get(self.coordinator.next_checkpoint_id.remote(), timeout=60))
             plan = self.master.plan_attempt(
-                lambda: self._read_ha(lambda: ray.get(self.coordinator.restores.remote(committed, given), timeout=120)),
+                lambda: self._read_ha(lambda: errors.get(self.coordinator.restores.remote(committed, given), timeout=120)),
                 committed, next_id)
         else:
             plan = self.master.plan_attempt(lambda: (None, {}), committed, 0)
@@ -655,12 +656,15 @@ class RayExecutor(RunsOnJobMaster):
         self._raise_if_failed()
 
     def _raise(self, error: JobFailedError) -> None:
-        # what the sinks committed before the job failed (committed output is never taken back)
+        self._attach_committer(error)
+        raise error
+
+    def _attach_committer(self, error: JobFailedError) -> None:
+        """What the sinks committed before the job failed (committed output is never taken back)."""
         error.committer = None
         if self.committer is not None:
             with contextlib.suppress(RayError):
                 error.committer = ray.get(self.committer.committer.remote(), timeout=30)
-        raise error
 
     # ------------------------------------------------------------------ faults
 
@@ -797,14 +801,14 @@ class RayExecutor(RunsOnJobMaster):
     def _finish(self) -> JobResult:
         if self.coordinator is not None:
             ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
-        finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
+        finals = errors.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
         for task_id, final in zip(self.task_ids, finals):  # the last attempt's occurrences: `schedule.fired` complete
             self.counts.attempt_ended(task_id, final["counts"], records=False)  # (its records are counted below)
         if self.coordinator is not None:  # what failed attempts left (late uploads of cancelled tasks too)
             try:
                 ray.get(self.coordinator.discard_orphans.remote(), timeout=120)
             except RayError as exc:  # the job succeeded; `barrierflow checkpoints gc` gets the rest
-                log.warning("barrierflow ray: deleting orphan checkpoint files failed: %s", _short(exc))
+                log.warning("barrierflow ray: deleting orphan checkpoint files failed: %s", describe(exc))
         committer, last_commit_at, committer_cpu, committer_gc = ray.get(
             [self.committer.committer.remote(), self.committer.last_commit_at.remote(),
              self.committer.process_cpu.remote(), self.committer.gc_pauses.remote()], timeout=60)
@@ -928,11 +932,6 @@ def retry_while_suspended(read: Callable[[], Any], within: float, *, clock: Call
             if clock() >= deadline:
                 raise
         sleep(SUSPENDED_RETRY_DELAY)
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def run_job(

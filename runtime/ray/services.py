@@ -28,7 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 
 from checkpoint.io.storage import MemoryBlobStore, StorageError, StorageTimeoutError
 from runtime.core.messages import Buffer, RecordConversionError
@@ -164,8 +164,9 @@ class RemoteCommitter:
 
     def _submit_commit(self, sink: str, transaction_id: str, batch: pa.RecordBatch | None) -> None:
         self._refs.append(self._handle.commit.remote(sink, transaction_id, batch))
-        if len(self._refs) > 64:
-            _, self._refs = ray.wait(self._refs, num_returns=len(self._refs), timeout=0)
+        if len(self._refs) > 64:  # forget the commits applied; a failed one stays for `drain` to raise
+            done, pending = ray.wait(self._refs, num_returns=len(self._refs), timeout=0)
+            self._refs = [ref for ref in done if _failed(ref)] + pending
 
     def drain(self) -> None:
         """Wait until every commit submitted so far was applied by the committer."""
@@ -173,6 +174,15 @@ class RemoteCommitter:
             self._sender.submit(lambda: None).result()  # the commits handed to it are submitted
         refs, self._refs = self._refs, []
         ray.get(refs)
+
+
+def _failed(ref: Any) -> bool:
+    """Whether the finished call `ref` raised."""
+    try:
+        ray.get(ref, timeout=0)
+    except RayError:
+        return True
+    return False
 
 
 class BlobStoreService:

@@ -80,6 +80,7 @@ from runtime.jobmaster.fault_storage import write_torn
 from runtime.jobmaster.master import TaskFinal
 from runtime.jobmaster.result import suppresses_restarts
 from runtime.ray.channels import InputChannels, OutputChannels
+from runtime.ray.errors import cause_of
 from runtime.ray.services import RemoteCommitter
 from runtime.ray.storage import open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
@@ -176,7 +177,8 @@ class TaskActor:
             coordinator: the coordinator actor (replaced if the previous one died).
 
         Raises:
-            Whatever restoring the task raises (the driver then fails the job over).
+            Whatever restoring the task raises, a commit of the restored sink transactions
+            included (`execute()` then raises it, as on the simulator).
         """
         with self._lock:
             self._timers.clear()
@@ -217,8 +219,11 @@ class TaskActor:
                 self.task = Task(self.task_id, self.graph, self.vertex, clock=self._clock,
                                  timers=_TaskTimers(self, epoch), ports=self, committer=self._committer,
                                  restore=restore)
-            except Exception as exc:
-                self._fail(exc)
+            except Exception:
+                self._dead = True
+                raise
+        if restore is not None:  # the restored sinks' commits applied (or their error raised) before the job runs
+            self._committer.drain()
 
     def start(self, epoch: int) -> None:
         """Begin work (once every task of the epoch is deployed): restored output goes first."""
@@ -598,6 +603,7 @@ class TaskActor:
         if self._dead:
             return
         self._dead = True
+        exc = cause_of(exc)  # what a Ray call in the task raised, without Ray's frames
         self._error = f"task {self.task_id} failed: {exc}"
         self._suppress_restarts = suppresses_restarts(exc)
         self._timers.clear()

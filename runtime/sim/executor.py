@@ -63,12 +63,11 @@ from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.completions import CompletionNotices
 from runtime.jobmaster.coordinator_state import coordinator_state, promoted
-from runtime.jobmaster.durable_committer import committer_for
+from runtime.jobmaster.durable_committer import open_committer
 from runtime.jobmaster.fault_actions import coordinator_crash, crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.fault_storage import CoordinatorWriteFaults, write_torn
 from runtime.jobmaster.faults import FaultPlan
-from runtime.jobmaster.file_publisher import register_publishers
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
 from runtime.jobmaster.observer import ExecutionObserver
 from runtime.jobmaster.progress import progress_figures, reading_phase
@@ -335,8 +334,7 @@ class SimExecutor(RunsOnJobMaster):
         self.writer = SnapshotWriter(self.storage, self.job_id, config)
         #: the sinks' external system; an earlier execution's (`result.committer`) when this one
         #: restores its checkpoint, so the transactions that one staged can still be committed
-        self.committer = register_publishers(committer if committer is not None else committer_for(
-            self.storage, self.job_id, self.run_id, restore_from), graph)
+        self.committer = open_committer(self.master, self.storage, self.job_id, committer)
         #: what the sinks see (watched by the invariants)
         self._sink_committer: Any = self.committer
         if isinstance(invariants, bool):  # the checker lives above the simulator: the API builds it
@@ -396,6 +394,10 @@ class SimExecutor(RunsOnJobMaster):
         #: ZooKeeper mode: two coordinator contenders, in memory or on the server `hosts` names
         #: (`runtime.sim.high_availability`; an unreachable server fails here, naming it)
         self.high_availability = SimHighAvailability(self.ha, self.job_id) if self.ha is not None else None
+        if self.high_availability is not None:
+            self.master.high_availability = (
+                f"ZooKeeper at {self.ha.hosts}, cluster id {self.ha.cluster_id!r}" if self.high_availability.uses_server
+                else "the simulator's in-memory leader election (no ZooKeeper server: no hosts given)")
         try:
             self.store, self.id_counter = self._coordinator_state()
         except BaseException:

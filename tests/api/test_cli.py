@@ -4,6 +4,7 @@ traceback."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -34,6 +35,9 @@ def nothing():
     return None
 
 
+ROWS = 300  # not a function
+
+
 def broken():
     raise ValueError("the builder is broken")
 '''
@@ -48,6 +52,7 @@ def job_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "work"
     folder.mkdir()
     (folder / "myjob.py").write_text(JOB_MODULE)
+    (folder / "badimport.py").write_text('raise RuntimeError("no configuration found")\n')
     return folder
 
 
@@ -63,6 +68,12 @@ def test_run_imports_the_job_from_the_current_folder_and_checkpoints_to_a_direct
     newest = max(int(p.parent.name[4:]) for p in (job_dir / "ckpts").rglob("_metadata"))
     shown = barrierflow("checkpoints", "show", "ckpts/build", str(newest), cwd=job_dir)
     assert shown.returncode == 0 and " ms" in shown.stdout and "e-0" not in shown.stdout, shown.stdout
+    duration = re.search(r"duration ([\d.,]+ ms)", shown.stdout).group(1)
+    row = next(line for line in listed.stdout.splitlines() if line.split()[:2] == [str(newest), "yes"])
+    assert f" {duration}  " in row, (row, duration)  # `ls` prints durations as `show` does
+    for option in ("ls", "show", "gc"):  # every argument says what it is
+        helped = barrierflow("checkpoints", option, "--help", cwd=job_dir).stdout
+        assert "--job JOB" in helped and "when DIR holds several" in helped, helped
     missing = barrierflow("checkpoints", "show", "ckpts", "99", cwd=job_dir)
     assert missing.returncode == 2 and "has no checkpoint 99" in missing.stderr, missing.stderr
     gc = barrierflow("checkpoints", "gc", "ckpts", "--dry-run", cwd=job_dir)
@@ -77,6 +88,10 @@ def test_run_imports_the_job_from_the_current_folder_and_checkpoints_to_a_direct
     (["run", "myjob:build", "--executor", "spark"], "--executor"),
     (["run", "myjob:nothing"], "returned None"),
     (["run", "nosuchmodule:build"], "'nosuchmodule'"),
+    (["run", "badimport:build"], "module 'badimport' from"),
+    (["run", "badimport:build"], "raised RuntimeError: no configuration found"),
+    (["run", "myjob:ROWS"], "myjob:ROWS is not callable (it is int 300)"),
+    (["run", "myjob:missing"], "has no function 'missing'"),
     (["run", "myjob"], "MODULE:FUNCTION"),
     (["demo", "--records", "ten"], "--records"),
 ])
@@ -98,8 +113,24 @@ def test_a_job_failed_for_good_restores_in_a_new_process_with_another_parallelis
                            "--interval", "0.002", "--parallelism", "4", cwd=job_dir)
     assert restored.returncode == 0, restored.stderr
     assert "│ out  │            20,000 │" in restored.stdout, restored.stdout  # every record once
+    # the checkpoint the failed run left unfinished is skipped, and said so once
+    assert restored.stderr.count("skipping checkpoint") == 1, restored.stderr
     missing = barrierflow("run", "myjob:fragile", "--restore-from", "nowhere", cwd=job_dir)
     assert missing.returncode == 2 and "--restore-from nowhere" in missing.stderr, missing.stderr
+
+
+def test_run_shows_progress_and_each_restart_with_its_cause(job_dir: Path) -> None:
+    done = barrierflow("run", "myjob:fragile", "--checkpoint-dir", "ckpts", "--interval", "0.002", "--crashes", "1",
+                       "--seed", "2", cwd=job_dir)
+    assert done.returncode == 1 and re.search(r"^\[\s*[\d.]+ s\] running: .*records in", done.stdout, re.M), done
+    build = job_dir / "myjob.py"
+    build.write_text(build.read_text().replace("env.set_restart_strategy(RestartStrategy.no_restart())", ""))
+    done = barrierflow("run", "myjob:fragile", "--checkpoint-dir", "ckpts2", "--interval", "0.002", "--crashes", "1",
+                       "--seed", "2", cwd=job_dir)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^restart 1: task Source: collection\[0\] failed: injected fault: TaskCrash after \d+ "
+                     r"records .* -> resumed from checkpoint \d+$", done.stdout, re.M), done.stdout
+    assert "restored from" not in done.stdout and "high availability" not in done.stdout
 
 
 def test_a_failing_builder_exits_1_and_debug_shows_the_traceback(job_dir: Path) -> None:
@@ -162,6 +193,7 @@ def test_demo_without_a_terminal_prints_plain_progress_and_a_summary_its_json_ag
     rows = summary_rows(out)
     assert rows["records read (incl. replays)"] == f"{report['records_read']:,}"
     assert rows["records committed"] == "60,000" == f"{report['records_committed']:,}"
+    assert "job time (virtual)" in rows
     assert rows["restarts (failovers)"] == str(report["restarts"]) == str(len(report["failures"]))
     assert rows["checkpoints completed / aborted"] == \
         f"{report['checkpoints_completed']} / {report['checkpoints_aborted']}"
@@ -201,5 +233,6 @@ def test_demo_on_ray_shows_every_phase_to_the_end(job_dir: Path) -> None:
     phases = json.loads((job_dir / "demo.json").read_text())["phases"]
     assert phases[0] == "starting" and phases[-2:] == ["committing", "stopping"], phases
     assert "running" in phases, phases
+    assert "job time (wall, from the first deployment)" in summary_rows(done.stdout), done.stdout
     printed = re.findall(r"^\[\s*[\d.]+ s\] ([a-z ]+):", done.stdout, re.M)
     assert [p for i, p in enumerate(printed) if i == 0 or printed[i - 1] != p] == phases, done.stdout

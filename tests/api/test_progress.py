@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from runtime.api.cli import DemoProgress
+from runtime.api.job_display import JobProgress
 from runtime.jobmaster.progress import Phase, reading_phase
 
 
@@ -19,9 +19,9 @@ def test_the_final_checkpoint_phase_starts_when_every_source_read_its_input() ->
 
 def test_plain_progress_is_a_line_a_second_and_one_at_each_phase_change(monkeypatch) -> None:
     clock = [100.0]
-    monkeypatch.setattr("runtime.api.cli.time.perf_counter", lambda: clock[0])
+    monkeypatch.setattr("runtime.api.job_display.time.perf_counter", lambda: clock[0])
     out = io.StringIO()
-    progress = DemoProgress(Console(file=out, width=200), live=False, every=1.0)
+    progress = JobProgress(Console(file=out, width=200), live=False, every=1.0)
     for step, phase in enumerate(["running"] * 8 + ["final checkpoint", "committing", "stopping"]):
         clock[0] = 100.0 + step * 0.25
         progress({"phase": phase, "records in": 1_000_000 + step})

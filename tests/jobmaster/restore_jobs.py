@@ -1,5 +1,6 @@
-"""The issue-21 restore job, shared by the simulator and Ray tests (a plain module: Ray workers
-import it by name): source -> check (a poison record fails it) -> keyBy -> count -> `SparkSink`."""
+"""The restore jobs shared by the simulator and Ray tests (a plain module: Ray workers import it by
+name): source -> check (a poison record fails it) -> keyBy -> count -> `SparkSink`; and a keyed
+count into a `CollectSink` (`collect_job`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pyarrow.parquet as pq
 
 from checkpoint.options import RestartStrategy
 from operators.keyed import KeyedProcessFunction
+from operators.sinks import CollectSink
 from runtime import StreamEnvironment
 from spark_bridge import SparkSink
 
@@ -66,3 +68,13 @@ def committed_output(out: Path) -> Counter:
     """What the SparkSink committed under `out` (part files only: staged ones are invisible)."""
     table = pq.read_table(str(out))
     return Counter(zip(table.column("key").to_pylist(), table.column("count").to_pylist()))
+
+
+def collect_job(checkpoints: Path, parallelism: int = 2) -> StreamEnvironment:
+    """6,000 records keyed by k (3 keys) -> count -> `CollectSink("out")`; checkpoints every 2 ms in
+    `checkpoints`; no restarts."""
+    env = StreamEnvironment(parallelism=parallelism)
+    env.enable_checkpointing(interval=0.002, storage=str(checkpoints))
+    env.set_restart_strategy(RestartStrategy.no_restart())
+    env.from_collection([{"k": i % 3} for i in range(6000)], splits=2).key_by("k").count().sink_to(CollectSink("out"))
+    return env

@@ -20,7 +20,7 @@ from runtime.jobmaster.faults import FaultPlan, TaskCrashDuringRecovery
 from runtime.jobmaster.master import JobMaster, TaskFinal
 from runtime.jobmaster.registry import executor_names, get_executor, register_executor
 from runtime.jobmaster.restore_match import StateMismatchError
-from runtime.jobmaster.result import CollectCommitter, JobMetrics, SuppressRestartsError
+from runtime.jobmaster.result import CollectCommitter, JobMetrics, RestoredFrom, SuppressRestartsError
 from tests.jobmaster.restore_jobs import Count, restore_env
 
 
@@ -149,12 +149,18 @@ def test_the_restore_plan_redistributes_to_another_parallelism(checkpoint_dir: P
     assert sorted(str(t) for t in plan.restores if t.vertex == "count") == ["count[0]", "count[1]", "count[2]"]
     # restoring the given checkpoint, every transaction staged past it is the earlier execution's
     assert (plan.abort_after, plan.abort_before) == (given[0].checkpoint_id, sys.maxsize)
-    assert master.restored_checkpoints == []  # the first deployment is not a restart
+    # the run says where it started: that checkpoint, its run, the parallelism then and now
+    assert master.restored_checkpoints == [given[0].checkpoint_id]
+    assert master.restored_from == RestoredFrom(given[0].checkpoint_id, given[0].run_id,
+                                                {"Source: collection": 2, "count": 2})
+    assert master.restored_from.describe({"Source: collection": 2, "count": 3}) == \
+        f"checkpoint {given[0].checkpoint_id} of run {given[0].run_id} (rescaled: count 2 -> 3)"
     # a later attempt restores this run's own newest checkpoint, and counts as a restart
     master.failures.append("boom")
     own = load_checkpoint(str(checkpoint_dir))
     plan = master.plan_attempt(lambda: (own[0], {"x": 1}), None, next_checkpoint_id=40)
-    assert (plan.restores, plan.abort_before) == ({"x": 1}, 40) and master.restored_checkpoints == [own[0].checkpoint_id]
+    assert (plan.restores, plan.abort_before) == ({"x": 1}, 40)
+    assert master.restored_checkpoints == [given[0].checkpoint_id, own[0].checkpoint_id]
 
 
 def test_a_checkpoint_that_does_not_fit_is_refused_before_anything_runs(checkpoint_dir: Path) -> None:

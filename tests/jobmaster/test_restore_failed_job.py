@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.io.tools import load_checkpoint
+from checkpoint.io.tools import CheckpointToolError, load_checkpoint
+from runtime import FaultPlan, TaskCrash
 from runtime.jobmaster.result import JobFailedError
-from tests.jobmaster.restore_jobs import committed_output, expected_output, restore_env
+from tests.jobmaster.restore_jobs import collect_job, committed_output, expected_output, restore_env
 
 
 def fail_then_restore(tmp_path: Path, parallelism: int, *, unaligned: bool) -> tuple[object, Path]:
@@ -48,3 +49,34 @@ def test_a_failed_job_restores_at_the_same_parallelism_exactly_once(tmp_path: Pa
     result, out = fail_then_restore(tmp_path, 2, unaligned=unaligned)
     assert committed_output(out) == expected_output()
     assert result.metrics.records_in < 3000
+
+
+@pytest.fixture
+def failed_before_any_checkpoint(tmp_path: Path) -> Path:
+    """A run that failed for good after triggering checkpoint 1 (its files and a staged sink
+    transaction are there) but before completing any checkpoint."""
+    with pytest.raises(JobFailedError):
+        collect_job(tmp_path / "ckpts").execute("job", executor="sim", seed=1,
+                                                faults=FaultPlan.of(TaskCrash(task="count[1]", after_records=3000)))
+    assert list((tmp_path / "ckpts" / "job" / "chk-1").rglob("*.operator")), "checkpoint 1 was begun"
+    assert not (tmp_path / "ckpts" / "job" / "chk-1" / "_metadata").exists()
+    return tmp_path / "ckpts"
+
+
+def test_a_run_that_completed_no_checkpoint_restores_from_the_beginning(failed_before_any_checkpoint: Path,
+                                                                        caplog) -> None:
+    env = collect_job(failed_before_any_checkpoint, parallelism=3).restore_from(str(failed_before_any_checkpoint))
+    assert "starts from the beginning, as a failover would have" in caplog.text
+    result = env.execute("job", executor="sim", seed=2)
+    assert sorted((r["k"], r["count"]) for r in result.output("out")) == \
+        sorted((k, n) for k in range(3) for n in range(1, 2001))  # every record once
+    assert result.restored_checkpoints == [None] and result.restored_from.checkpoint_id is None
+    assert result.restored_from.describe(result.parallelism).startswith(
+        "the beginning: no checkpoint of job 'job' in ")
+
+
+def test_starting_over_is_refused_when_output_was_committed(failed_before_any_checkpoint: Path) -> None:
+    committed = next((failed_before_any_checkpoint / "job" / "committed").iterdir())
+    (committed / "commit-0000000001.txn").write_bytes(b"output a completed checkpoint once made visible")
+    with pytest.raises(CheckpointToolError, match=r"committer holds committed output .*commit-0000000001.txn"):
+        collect_job(failed_before_any_checkpoint).restore_from(str(failed_before_any_checkpoint))

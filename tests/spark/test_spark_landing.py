@@ -199,8 +199,11 @@ def test_each_keyed_state_lands_in_its_natural_spark_types(spark, finished, land
     assert app0 == sum(n for (app, _), n in expected_counts().items() if app == "app0")
     recent = {(r["key"]["_1"], r["key"]["_2"]): list(r["value"]) for r in landed.state("recent").collect()}
     assert recent == result.final_state["profile"]["recent"]
-    with pytest.raises(LandingError, match="no operator holds a keyed state 'nope'"):
+    with pytest.raises(LandingError, match="no operator holds a keyed state 'nope'; its keyed states: 'count' "
+                       r"\(operator 'profile'\), 'last_v' \(operator 'profile'\), 'recent' \(operator 'profile'\)"):
         landed.state("nope")
+    with pytest.raises(LandingError, match="no landed state 'count' of operator 'nope'.*its keyed states: 'count'"):
+        landed.state("count", operator="nope")
     completed, files = resolve_checkpoint(storage)  # landing again replaces, never duplicates
     write_state_tables(completed.checkpoint_id, state_tables(completed, files.read_task_file), landed_final)
     assert read_checkpoint(spark, landed_final).state("count").count() == len(expected_counts())

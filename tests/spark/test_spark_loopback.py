@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from runtime.ray.cluster import is_loopback
-from spark_bridge.session import LOOPBACK_CONFIG, local_session
+from spark_bridge.session import LOOPBACK_CONFIG, _local_ip, local_session
 
 pytestmark = pytest.mark.spark
 
@@ -46,3 +46,16 @@ def test_local_session_refuses_to_override_a_loopback_setting(key: str) -> None:
 def test_local_session_refuses_no_cores() -> None:
     with pytest.raises(ValueError, match="cores must be >= 1"):
         local_session(cores=0)
+
+
+def test_the_jvm_is_told_its_local_address_and_this_process_keeps_its_environment(spark, monkeypatch) -> None:
+    jvm = _spark_jvms()[0]
+    assert jvm.environ().get("SPARK_LOCAL_IP") == "127.0.0.1"  # so Spark warns of no other address
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")
+    with _local_ip("127.0.0.1"):
+        assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert os.environ["SPARK_LOCAL_IP"] == "10.1.2.3"
+    monkeypatch.delenv("SPARK_LOCAL_IP")
+    with _local_ip("127.0.0.1"):
+        pass
+    assert "SPARK_LOCAL_IP" not in os.environ

@@ -1,0 +1,51 @@
+"""A failure on Ray reads like one on the simulator: `execute()` raises the same error type with the
+same message, without Ray's wrapper, frames or terminal colours (`runtime/ray/errors.py`)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from ray.exceptions import RayActorError, RayTaskError
+
+from runtime import FaultPlan, TaskCrash
+from runtime.jobmaster.result import JobFailedError, UnknownTransactionError
+from runtime.ray.errors import cause_of, describe, project_error
+from tests.jobmaster.restore_jobs import collect_job
+
+
+@pytest.fixture
+def lost_committer(tmp_path: Path) -> Path:
+    """Checkpoints of a run that failed for good (on the simulator: checkpoint directories are the
+    same on both executors) whose committer folder is gone: what it staged cannot be committed."""
+    crash = FaultPlan.of(TaskCrash(task="count[1]", after_records=4000))
+    with pytest.raises(JobFailedError):
+        collect_job(tmp_path / "ckpts").execute("job", executor="sim", seed=1, faults=crash)
+    shutil.rmtree(tmp_path / "ckpts" / "job" / "committed")
+    return tmp_path / "ckpts"
+
+
+@pytest.mark.ray
+def test_a_restore_that_cannot_commit_raises_the_same_error_on_both_executors(ray_session, lost_committer) -> None:
+    raised = {}
+    for executor in ("sim", "ray"):
+        with pytest.raises(UnknownTransactionError) as info:
+            collect_job(lost_committer, parallelism=3).restore_from(str(lost_committer)).execute("job", executor=executor)
+        raised[executor] = info.value
+    assert not isinstance(raised["ray"], RayTaskError)  # the committer's own error, not Ray's wrapper
+    assert str(raised["ray"]) == str(raised["sim"]) and "never staged" in str(raised["sim"])
+    assert "\x1b[" not in str(raised["ray"]) and "ray::" not in str(raised["ray"])
+    assert isinstance(raised["ray"].__cause__, RayTaskError)  # Ray's side stays in the traceback
+
+
+def test_ray_errors_unwrap_to_what_the_remote_code_raised() -> None:
+    inner = RayTaskError("CommitterService.commit", "Traceback ...\n\x1b[36mray::frames\x1b[39m",
+                         UnknownTransactionError("sink 'out': transaction 'out/0/2' was committed but never staged"))
+    nested = RayTaskError("WorkerActor.call", "Traceback ...", inner.as_instanceof_cause())
+    assert type(cause_of(nested)) is UnknownTransactionError
+    assert describe(nested) == "UnknownTransactionError: sink 'out': transaction 'out/0/2' was committed but never staged"
+    assert project_error(nested, "job") is cause_of(nested)
+    died = project_error(RayActorError(), "job")
+    assert isinstance(died, JobFailedError) and str(died).startswith("job 'job' failed: an actor of the job died: ")
+    assert died.cause is not None and "\x1b[" not in str(died)
