@@ -105,9 +105,10 @@ from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
 from runtime.jobmaster.watchdog import DEFAULT_STALL_TIMEOUT, Progress, ProgressWatchdog, check_timeout
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
-from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
+from runtime.ray.job_services import JobServices
+from runtime.ray.services import SERVICE_CPUS, exc_line, ray_cause
 from runtime.ray.slots import SlotHandle, assign_slots, check_slots
-from runtime.ray.storage import check_storage_for_cluster, is_memory, open_storage
+from runtime.ray.storage import StorageConfigError, check_storage_for_cluster, is_memory, open_storage
 from runtime.ray.timers import WallClock
 from runtime.ray.worker_actor import WorkerActor
 
@@ -122,8 +123,6 @@ RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStal
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
 _WorkerActor = ray.remote(enable_task_events=False)(WorkerActor)
 _CoordinatorActor = ray.remote(enable_task_events=False)(CoordinatorActor)
-_Committer = ray.remote(enable_task_events=False)(CommitterService)
-_BlobStore = ray.remote(enable_task_events=False)(BlobStoreService)
 
 
 #: seconds a newly created task actor may take to start its process and take its deployment
@@ -246,8 +245,8 @@ class RayExecutor(RunsOnJobMaster):
         self.ha = ha if ha is not None and ha.enabled and self.checkpointing else None
         if self.ha is not None:  # bad hosts/cluster id fail here, in the driver, not in an actor
             self._ha_factory().close()
-        self.committer: Any = None
-        self.blob_store: Any = None
+        #: the committer and in-memory storage service actors, watched (`runtime.ray.job_services`)
+        self.services: JobServices | None = None
         #: the first checkpoint id of this run (from the first coordinator actor)
         self._first_checkpoint_id: int | None = None
 
@@ -255,10 +254,19 @@ class RayExecutor(RunsOnJobMaster):
 
     def run(self) -> JobResult:
         self._check_reachable()
+        self._committer_seed = self._first_committer()
         self._report(Phase.STARTING)
         started_ray = ensure_ray(self.address)
         try:
             return self._run()
+        except (JobFailedError, StorageConfigError):
+            raise
+        except Exception as exc:  # nothing else leaves execute once the job runs: named, with its cause
+            cause = ray_cause(exc)
+            self.master.fail_for_good(f"job {self.graph.job_name!r} failed: {type(cause).__name__}: "
+                                      f"{exc_line(cause)}", cause)
+            self._raise(self.master.error)
+            raise  # (unreachable: `_raise` raises)
         finally:
             try:
                 self._report(Phase.STOPPING)
@@ -289,18 +297,26 @@ class RayExecutor(RunsOnJobMaster):
             with self._ha_factory() as factory:
                 factory.create_id_counter(self.job_id).start()
 
+    def _first_committer(self) -> Any:
+        """What the committer service starts with: the given committer, or one kept beside the
+        checkpoints (read before Ray starts: a damaged folder is named, as on the simulator);
+        None: a new one in memory.
+
+        Raises:
+            runtime.jobmaster.durable_committer.CorruptCommitterError: a committer file is damaged.
+        """
+        if self._initial_committer is not None or is_memory(self.storage_uri):
+            return self._initial_committer
+        return committer_for(open_storage(("uri", self.storage_uri), self.graph), self.job_id, self.run_id)
+
     def _run(self) -> JobResult:
         nodes = alive_nodes()
         check_storage_for_cluster(self.storage_uri, len(nodes))
         self._multi_node = len(nodes) > 1
         self._pin = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        initial = self._initial_committer
-        if initial is None and not is_memory(self.storage_uri):  # durable beside the checkpoints
-            initial = committer_for(open_storage(("uri", self.storage_uri), self.graph), self.job_id, self.run_id)
-        self.committer = _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote(initial)
+        self.services = JobServices(self._committer_seed, is_memory(self.storage_uri), self._pin)
         if is_memory(self.storage_uri):
-            self.blob_store = _BlobStore.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote()
-            self.storage_spec: tuple[str, Any] = ("memory", self.blob_store)
+            self.storage_spec: tuple[str, Any] = ("memory", self.services.blob_store)
         else:
             self.storage_spec = ("uri", self.storage_uri)
         self.graph_ref = ray.put(self.graph)
@@ -319,17 +335,19 @@ class RayExecutor(RunsOnJobMaster):
             now = time.time()
             if self.max_duration is not None and now - self.started > self.max_duration:
                 self._give_up(f"job did not finish within max_duration={self.max_duration} s; {self._stuck()}", None)
-            stalled = self._watchdog.observe(now, self._progress())
-            if stalled is not None:
-                self._give_up(f"job made no progress for {stalled:.0f} s (stall_timeout={self._watchdog.stall_timeout}: "
-                              f"no record processed, no task finished, no checkpoint completed); {self._stuck()}", None)
             self._inject_faults(now)
-            failure = self._poll_tasks(now) or self._poll_coordinator()
+            failure = (self._watch_progress(now) or self._poll_tasks(now) or self._poll_coordinator()
+                       or self._poll_services(now))
             if failure is not None:
                 self.master.failover(*failure)  # cancels this attempt and deploys the next (or fails)
                 self._raise_if_failed()
                 continue
             if self._all_finished():
+                failure = self._final_commit_failed()
+                if failure is not None:  # the restored final checkpoint commits again
+                    self.master.failover(*failure)
+                    self._raise_if_failed()
+                    continue
                 self._report(Phase.COMMITTING)
                 return self._finish()
             if self.progress is not None and now - last_progress >= 0.25:
@@ -337,12 +355,37 @@ class RayExecutor(RunsOnJobMaster):
                 self.progress(self._progress_info())
             time.sleep(self.heartbeat_interval)
 
+    @property
+    def committer(self) -> Any:
+        """The committer service actor (None before it started)."""
+        return self.services.committer if self.services is not None else None
+
     def _progress(self) -> Progress:
         """What the job has done, as the last heartbeats and coordinator status say."""
         statuses = self._status.values()
         return Progress(attempt=self.epoch, records=sum(s.get("records", 0) for s in statuses),
                         finished=sum(1 for s in statuses if s.get("finished")),
                         checkpoints=self._coord_status.get("completed", 0))
+
+    def _watch_progress(self, now: float) -> tuple[str, None] | None:
+        """The watchdog's verdict (`runtime.jobmaster.watchdog`): a task in one step for
+        `stall_timeout` while nothing moved is hung — its worker is replaced and the job fails over;
+        stuck with no task in a step fails the job."""
+        busy = {str(t): s["busy_for"] + (now - s["seen"]) for t, s in self._status.items()
+                if s.get("busy_for") is not None}
+        stall = self._watchdog.observe(now, self._progress(), busy)
+        if stall is None:
+            return None
+        limit = self._watchdog.stall_timeout
+        if not stall.hung:
+            self._give_up(f"job made no progress for {stall.seconds:.0f} s (stall_timeout={limit}: no record "
+                          f"processed, no task finished, no checkpoint completed); {self._stuck()}", None)
+        hung = [t for t in self.task_ids if str(t) in stall.hung]
+        for task_id in hung:
+            self._kill(task_id)
+        named = ", ".join(f"{t} for {busy[str(t)]:.0f} s" for t in hung)
+        return (f"task {hung[0]} is hung: in one step (a record in its function, a snapshot) with nothing else "
+                f"moving ({named}; stall_timeout={limit}: a record that takes longer needs a larger one)"), None
 
     def _stuck(self) -> str:
         unfinished = [str(t) for t in self.task_ids if not self._status.get(t, {}).get("finished")]
@@ -363,7 +406,7 @@ class RayExecutor(RunsOnJobMaster):
             try:
                 self._first_checkpoint_id = ray.get(handle.checkpoint_id_floor.remote(), timeout=120)
             except RayError as exc:  # it did not start: the next one is asked (its floor is only higher)
-                log.warning("barrierflow ray: coordinator did not start: %s", _short(exc))
+                log.warning("barrierflow ray: coordinator did not start: %s", exc_line(exc))
         return handle
 
     def _await_leader(self, first: bool = False) -> None:
@@ -384,11 +427,11 @@ class RayExecutor(RunsOnJobMaster):
                 try:
                     leads = ray.get(handle.promote.remote(0.2), timeout=30)
                 except (RayActorError, GetTimeoutError) as exc:
-                    log.warning("barrierflow ray: coordinator contender unusable: %s", _short(exc))
+                    log.warning("barrierflow ray: coordinator contender unusable: %s", exc_line(exc))
                     self._replace_contender(handle)
                     break
                 except RayError as exc:  # e.g. ZooKeeper unreachable while recovering: try again
-                    log.warning("barrierflow ray: promoting a coordinator failed: %s", _short(exc))
+                    log.warning("barrierflow ray: promoting a coordinator failed: %s", exc_line(exc))
                     time.sleep(0.2)
                     continue
                 if leads:
@@ -433,7 +476,8 @@ class RayExecutor(RunsOnJobMaster):
             self._status = {}
             self._heartbeats = {}
             refs = {t: self.tasks[t].deploy.remote(epoch, restores.get(t), outputs[t], inputs[t],
-                                                   self.counts.task_faults(t, time.time()), self.coordinator)
+                                                   self.counts.task_faults(t, time.time()), self.coordinator,
+                                                   self.committer)
                     for t in self.task_ids}
             for task_id, ref in refs.items():
                 # a new actor first starts a process (seconds on a busy host); a survivor that does
@@ -497,9 +541,10 @@ class RayExecutor(RunsOnJobMaster):
                 status = ray.get(ref)
             except RayActorError as exc:
                 self._dead.update(self.groups[self._worker_of[task_id]])  # its worker died: all its tasks
-                return f"task {task_id} died: {_short(exc)}", exc
+                return f"task {task_id} died: {exc_line(exc)}", exc
             if status["epoch"] != self.epoch:
                 continue
+            status["seen"] = now
             self._status[task_id] = status
             self.placement[str(task_id)] = status["node"]
             if status["error"]:
@@ -545,7 +590,7 @@ class RayExecutor(RunsOnJobMaster):
             if self._coordinator_crashed:  # an injected crash: the failure reads as the simulator's
                 self._coordinator_crashed = False
                 return coordinator_crash(standby=self.ha is not None), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN
-            return f"checkpoint coordinator died: {_short(exc)}", exc
+            return f"checkpoint coordinator died: {exc_line(exc)}", exc
         self._land(self._coord_status)
         if self._coord_status.get("fail_request"):
             return self._coord_status["fail_request"], None
@@ -554,6 +599,38 @@ class RayExecutor(RunsOnJobMaster):
             self._coord_ref = None
             return "checkpoint coordinator lost its ZooKeeper leadership", None
         return None
+
+    def _poll_services(self, now: float) -> tuple[str, BaseException] | None:
+        """A dead committer is replaced (then the job fails over); a dead committer held in memory
+        or a dead in-memory checkpoint storage fails the job (`runtime.ray.job_services`)."""
+        assert self.services is not None
+        death = self.services.poll(now)
+        if death is None:
+            return None
+        if death.fatal:
+            self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
+        return death.message, death.cause
+
+    def _final_commit_failed(self) -> tuple[str, BaseException | None] | None:
+        """Every task finished: wait for the last completion's notifications and commit; the
+        failover to start if that commit failed or the committer died meanwhile."""
+        assert self.services is not None
+        if self.coordinator is not None:
+            ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
+        death = self.services.check_committer()
+        if death is not None:
+            if death.fatal:
+                self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
+            return death.message, death.cause
+        if self.coordinator is None:
+            return None
+        if self._coord_ref is not None:  # a status poll in flight may carry completed checkpoints
+            ref, self._coord_ref = self._coord_ref, None
+            self._land(ray.get(ref, timeout=60))
+        self._coord_status = ray.get(self.coordinator.status.remote(), timeout=60)
+        self._land(self._coord_status)
+        request = self._coord_status.get("fail_request")
+        return (request, None) if request else None
 
     def _replace_coordinator(self) -> None:
         ray.kill(self.coordinator, no_restart=True)
@@ -602,6 +679,10 @@ class RayExecutor(RunsOnJobMaster):
     def deploy_attempt(self, attempt: int) -> None:
         """`JobMasterGateway`: deploy the tasks restored as the job master plans (the coordinator
         actor reads the newest valid retained checkpoint, next to its store)."""
+        assert self.services is not None
+        death = self.services.check_committer()  # (a task may have found it dead first: this failover)
+        if death is not None and death.fatal:
+            self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
         committed = ray.get(self.committer.latest_committed.remote(), timeout=60)
         next_id = None
         if self.coordinator is not None:
@@ -783,7 +864,7 @@ class RayExecutor(RunsOnJobMaster):
             try:
                 ray.get(self.coordinator.discard_orphans.remote(), timeout=120)
             except RayError as exc:  # the job succeeded; `barrierflow checkpoints gc` gets the rest
-                log.warning("barrierflow ray: deleting orphan checkpoint files failed: %s", _short(exc))
+                log.warning("barrierflow ray: deleting orphan checkpoint files failed: %s", exc_line(exc))
         committer, last_commit_at, committer_cpu, committer_gc = ray.get(
             [self.committer.committer.remote(), self.committer.last_commit_at.remote(),
              self.committer.process_cpu.remote(), self.committer.gc_pauses.remote()], timeout=60)
@@ -859,7 +940,8 @@ class RayExecutor(RunsOnJobMaster):
     def _cleanup(self) -> None:
         if not ray.is_initialized():
             return
-        for handle in list(self.workers) + [self.coordinator, self.standby, self.committer, self.blob_store]:
+        services = self.services.handles() if self.services is not None else []
+        for handle in [*self.workers, self.coordinator, self.standby, *services]:
             if handle is not None:
                 with contextlib.suppress(Exception):  # already gone
                     ray.kill(handle, no_restart=True)
@@ -907,11 +989,6 @@ def retry_while_suspended(read: Callable[[], Any], within: float, *, clock: Call
             if clock() >= deadline:
                 raise
         sleep(SUSPENDED_RETRY_DELAY)
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def run_job(

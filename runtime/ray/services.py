@@ -92,6 +92,35 @@ class CommitterService:
         return True
 
 
+class StageError(RuntimeError):
+    """A sink's stage (pre-commit) did not land in the committer: the task that staged it fails."""
+
+
+def ray_cause(exc: BaseException) -> BaseException:
+    """What a remote call raised inside the actor (a `RayTaskError`'s cause), else `exc`."""
+    cause = exc.cause if isinstance(exc, RayTaskError) else None
+    return cause if isinstance(cause, BaseException) else exc
+
+
+def stage_failed(exc: BaseException) -> BaseException:
+    """The error a task fails with when its sinks' stages did not land: a record Arrow cannot
+    carry as it is, else a `StageError` naming what the committer raised (or that it died)."""
+    if isinstance(exc, RecordConversionError):
+        return exc
+    if isinstance(exc, RayActorError):
+        error = StageError(f"a sink's stage did not reach the committer service, which died: {exc_line(exc)}")
+    else:
+        error = StageError(f"a sink's stage could not be kept by the committer: {exc_line(ray_cause(exc))}")
+    error.__cause__ = exc
+    return error
+
+
+def exc_line(exc: BaseException) -> str:
+    """The first line of `exc`'s message (Ray's errors carry tracebacks), or its type's name."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
 def _as_batch(records: list[dict[str, Any]] | pa.RecordBatch) -> pa.RecordBatch:
     """Raises: RecordConversionError naming a record Arrow cannot carry (not expected: the task
     checked the sink's input for one Arrow type per field)."""
@@ -196,6 +225,9 @@ class BlobStoreService:
 
     def list(self, prefix: str) -> list[str]:
         return self._store.list(prefix)
+
+    def ping(self) -> bool:
+        return True
 
 
 #: seconds a call to the in-memory storage actor may take: a local actor answers in milliseconds;

@@ -116,3 +116,18 @@ def test_an_unaligned_barrier_takes_restored_channel_state_not_yet_replayed() ->
     run(task)
     (snapshot,) = ports.snapshots
     assert [r for buffer in snapshot.input_channel_state[0] for r in buffer.to_records()] == [{"i": 1}, {"i": 2}]
+
+
+def test_a_source_reads_at_most_records_per_step() -> None:
+    """A slow function chained into a source runs in the source's steps: those are bounded too."""
+    env = StreamEnvironment(parallelism=1, buffer_size=8)
+    env.from_collection([{"i": i} for i in range(5)]).map(lambda r: r, name=TO_APP).sink_to(CollectSink("out"))
+    graph = env.get_job_graph("direct")
+    (vertex,) = graph.source_vertices
+    clock = ManualClock()
+    task = Task(TaskId(vertex.name, 0), graph, vertex, clock=clock, timers=ManualTimers(clock), ports=Ports(),
+                committer=CollectCommitter())
+    task.records_per_step = 2
+    assert [task.step() for _ in range(3)] == [2, 2, 1]
+    task.records_per_step = None
+    assert task.step() == 0 and task.records_in == 5
