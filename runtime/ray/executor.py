@@ -14,12 +14,14 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   job-wide actors are pinned to the driver's node, so losing a worker node loses tasks only.
   Data flows task-to-task (`runtime.ray.channels`); the driver is on no data path.
 * Watching. Every `heartbeat_interval` the driver polls each task (one outstanding heartbeat per
-  task) and the coordinator. A call to a dead actor (`ray.kill`, a crash, a lost node) raises
-  `RayActorError` within milliseconds to a few seconds (node loss: the health check period);
-  a heartbeat unanswered for `heartbeat_timeout` means a hung task; a task that raised reports
-  its error in its heartbeat; the coordinator reports "too many checkpoint failures" (which also
-  covers a task hanging inside a checkpoint: the checkpoint times out). Each of these starts a
-  global failover.
+  task) and the coordinator, and about once a second the service actors (`runtime.ray.job_services`).
+  A call to a dead actor (`ray.kill`, a crash, a lost node) raises `RayActorError` within
+  milliseconds to a few seconds (node loss: the health check period); a heartbeat unanswered for
+  `heartbeat_timeout` means a process that does not answer (heartbeats do not wait for a step);
+  a task that raised reports its error in its heartbeat; the progress watchdog finds a task in
+  one step for `stall_timeout` while nothing moves (a function that never returns); the
+  coordinator reports "too many checkpoint failures" or a failed commit. Each of these starts a
+  global failover (a dead service held in memory fails the job).
 * Failover, as the simulator: the `runtime.jobmaster.JobMaster` decides (restart strategy,
   restore plan, result) and the driver is its gateway: cancelling an attempt suspends the
   coordinator (stop triggering, abort pending checkpoints with TASK_FAILURE) and cancels every
@@ -147,10 +149,12 @@ class RayExecutor(RunsOnJobMaster):
             one call per worker; a worker's death fails all its tasks (a global failover anyway).
         heartbeat_interval: seconds between polls of the actors (each poll is one Ray call per actor,
             ~0.25 ms of CPU to submit: at 0.02 s a 4-task job spent 250 calls/s on polling alone).
-        heartbeat_timeout: seconds a task may leave a heartbeat unanswered before it counts as hung.
+        heartbeat_timeout: seconds a task's process may leave a heartbeat unanswered before it counts
+            as hung (a heartbeat does not wait for a step, however slow a record).
         stall_timeout: wall seconds without progress (no record processed, no task finished, no
-            checkpoint completed, no new attempt) before the job is failed as stuck
-            (`runtime.jobmaster.watchdog`); None: never.
+            checkpoint completed, no new attempt; a step in progress counts until it has run this
+            long) before the job is stuck (`runtime.jobmaster.watchdog`): a task that long in one
+            step is hung and replaced (a failover), else the job fails; None: never.
         max_duration: wall seconds the whole job may take (None, the default: no limit; a long or
             unbounded job is not a stuck one, the watchdog tells them apart).
         committer: an earlier execution's `CollectCommitter` whose staged transactions this one may commit.
