@@ -20,7 +20,10 @@ land in structured patterns modulo a power of two; the finalizer scrambles them.
 
 Keys that compare equal in Python (`1 == 1.0 == True`) share a dict slot in the backend, so they
 must also share a key group: the hash encoding maps bools and integral floats to the int
-encoding. Changing anything in this file changes where keys live and breaks restore of existing
+encoding. NaN is the exception Python makes: it is unequal to itself, and every record carries a
+NaN object of its own, so each would be a new key. Flink compares keys by their serialised bytes,
+where every NaN is one key; `canonical_key` gives every NaN (also inside a tuple key) one object,
+which the backend uses for lookups and restored snapshots use for their keys. Changing anything in this file changes where keys live and breaks restore of existing
 checkpoints; `tests/state` pins a few hash values to catch that.
 """
 
@@ -58,6 +61,24 @@ def _int_payload(value: int) -> bytes:
         return value.to_bytes(8, "little", signed=True)
     except OverflowError:  # longer than 8 bytes, so it cannot collide with an int64 encoding
         return value.to_bytes((value.bit_length() + 8) // 8, "little", signed=True)
+
+
+#: the one NaN object every NaN key becomes (`canonical_key`): a dict finds it by identity
+NAN_KEY = math.nan
+
+
+def canonical_key(key: Any) -> Any:
+    """`key`, with every NaN float (also inside tuples) replaced by `NAN_KEY`, so all NaN keys are
+    one dict key. A str or int key is returned at once (the backend calls it on a key-group cache
+    miss only, which every NaN object is)."""
+    t = type(key)
+    if t is str or t is int:
+        return key
+    if isinstance(key, float):
+        return NAN_KEY if key != key else key
+    if t is tuple:
+        return tuple(canonical_key(element) for element in key)
+    return key
 
 
 def canonical_key_bytes(key: Any) -> bytes:

@@ -31,7 +31,13 @@ from types import MappingProxyType
 from typing import Any
 
 from state.errors import KeyGroupRangeError, StateAccessError, StateRestoreError, StateSerializationError
-from state.key_groups import KeyGroupRange, canonical_key_bytes, check_max_parallelism, key_group_for
+from state.key_groups import (
+    KeyGroupRange,
+    canonical_key,
+    canonical_key_bytes,
+    check_max_parallelism,
+    key_group_for,
+)
 from state.serialization import KeyedStateSnapshot, StateKind, keyed_snapshot_from_bytes
 from state.values import (
     INT64_MAX,
@@ -252,7 +258,7 @@ class MapState(_KeyedState):
         mapping = self._map()
         if mapping is None:
             return default
-        value = mapping.get(map_key, _ABSENT)
+        value = mapping.get(canonical_key(map_key), _ABSENT)
         if value is _ABSENT:
             return default
         return value if type(value) in SCALAR_TYPES else copy_value(value)
@@ -264,6 +270,7 @@ class MapState(_KeyedState):
             StateSerializationError: the map key or the value cannot be stored.
         """
         self._check_map_key(map_key)
+        map_key = canonical_key(map_key)
         value = self._normalize(value)
         group = self._write_group()
         mapping = group.get(self._backend._key)
@@ -279,6 +286,7 @@ class MapState(_KeyedState):
     def remove(self, map_key: Any) -> None:
         """Remove `map_key` (no error if absent)."""
         mapping = self._map()
+        map_key = canonical_key(map_key)
         if mapping is None or map_key not in mapping:
             return
         b = self._backend
@@ -292,7 +300,7 @@ class MapState(_KeyedState):
 
     def contains(self, map_key: Any) -> bool:
         mapping = self._map()
-        return mapping is not None and map_key in mapping
+        return mapping is not None and canonical_key(map_key) in mapping
 
     def items(self) -> list[tuple[Any, Any]]:
         mapping = self._map()
@@ -361,6 +369,7 @@ class KeyedStateBackend:
                     f"operator {self.operator_name!r}: key {key!r} is in key group {kg}, outside this "
                     f"instance's key groups {self.key_group_range} (max_parallelism="
                     f"{self.max_parallelism}); was the record partitioned by another key?")
+            key = canonical_key(key)  # every NaN one key (a NaN object misses the cache: it lands here)
             if len(self._kg_cache) >= _KEY_CACHE_MAX:
                 self._kg_cache.clear()
             self._kg_cache[key] = kg

@@ -48,7 +48,7 @@ from typing import Any
 import pyarrow as pa
 
 from state.errors import StateFormatError, StateSerializationError
-from state.key_groups import KeyGroupRange
+from state.key_groups import KeyGroupRange, canonical_key
 from state.values import UnrepresentableValue, copy_value, describe_value, reject_sets, values_equal
 
 _MAGIC = b"BFST"
@@ -260,10 +260,14 @@ def _key_column(keys: list[Any], what: str) -> pa.Array:
 
 
 def _column_keys(column: pa.ChunkedArray) -> list[Any]:
+    """The keys of a key column, every NaN as the one NaN key (`state.key_groups.canonical_key`)."""
     keys = column.to_pylist()
-    if pa.types.is_struct(column.type):
-        return [_decode_key(k) for k in keys]
-    return keys
+    kind = column.type
+    if pa.types.is_struct(kind):
+        return [canonical_key(_decode_key(k)) for k in keys]
+    if pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return keys  # no NaN in there
+    return [canonical_key(k) for k in keys]
 
 
 # --------------------------------------------------------------------------- keyed state

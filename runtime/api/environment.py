@@ -67,6 +67,7 @@ from runtime.core.graph import (
     JobGraphError,
     JobVertex,
     OperatorFactory,
+    check_job_name,
     check_latency_warmup,
     validate_settings,
 )
@@ -592,13 +593,17 @@ class StreamEnvironment:
             The executor's `JobResult` (`result.output(sink)`, `result.checkpoints`, ...).
 
         Raises:
-            JobGraphError: invalid topology or options, or an unknown executor.
+            JobGraphError: invalid topology, options or job name (`check_job_name`), or an unknown
+                executor; raised before anything starts.
             runtime.StateMismatchError: the job does not match the checkpoint it restores
                 (`restore_from`), raised before anything runs.
 
         `invariants=True` (simulator) checks the protocol's invariants after every event
         (`runtime.verify.invariants.InvariantChecker`; pass one to bound the output by a reference).
         """
+        check_job_name(job_name)  # before anything starts: it names the job's directories
+        if kwargs.get("job_id") is not None:
+            check_job_name(kwargs["job_id"], "job_id")
         run_job = get_executor(executor)
         graph = self.get_job_graph(job_name)
         if kwargs.get("invariants") is True:  # the per-event checker (an `ExecutionObserver`)

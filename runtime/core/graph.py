@@ -48,6 +48,39 @@ class JobGraphError(ValueError):
     """A malformed topology or option; the message names the operator/vertex/option."""
 
 
+#: the longest job name: it is a directory name (255 bytes on most file systems)
+JOB_NAME_MAX = 200
+JOB_NAME_RULE = (f"a job name is its checkpoint directory's name: 1 to {JOB_NAME_MAX} printable characters, "
+                 "no '/' or '\\', not '.' or '..', no leading or trailing whitespace")
+
+
+def check_job_name(name: object, what: str = "job name") -> str:
+    """`name` if it can be a job's directory name; else JobGraphError naming it, what is wrong and the rule.
+
+    Printable (`str.isprintable`) excludes control characters (a newline), format characters (bidi
+    overrides, zero-width spaces: a name that displays as another) and separators but the space.
+    """
+    if not isinstance(name, str):
+        raise JobGraphError(f"invalid {what} {name!r}: it is a {type(name).__name__}, not a str; {JOB_NAME_RULE}")
+    why = None
+    if not name:
+        why = "is empty"
+    elif name in (".", ".."):
+        why = f"is {name!r}"
+    elif len(name) > JOB_NAME_MAX:
+        why = f"is {len(name)} characters long"
+    elif "/" in name or "\\" in name:
+        why = f"contains {'/' if '/' in name else chr(92)!r}"
+    elif not name.isprintable():
+        odd = next(c for c in name if not c.isprintable())
+        why = f"contains the non-printable character U+{ord(odd):04X}"
+    elif name != name.strip():
+        why = "starts or ends with whitespace"
+    if why is not None:
+        raise JobGraphError(f"invalid {what} {name!r}: it {why}; {JOB_NAME_RULE}")
+    return name
+
+
 class OperatorFactory:
     """Creates a fresh operator from a template: a deep copy per call.
 

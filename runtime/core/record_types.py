@@ -28,6 +28,7 @@ records with a fresh one. The types start afresh in every execution attempt.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Mapping
 from itertools import chain
 from operator import itemgetter
@@ -47,6 +48,10 @@ _SCALARS: dict[type, pa.DataType] = {
     NONE: pa.null(), bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string(), bytes: pa.binary(),
 }
 RULE = "a field keeps one Arrow type per stream (None fits any type, ints widen to floats)"
+#: the deepest lists and dicts may nest in a record: Python's repr and pickle (how records cross
+#: Ray) give up at ~1,000 levels and pickling an Arrow type at ~500, so a record nested deeper fails
+#: where it becomes Arrow, naming it, the same on both executors
+MAX_NESTING = 100
 
 
 class RecordConversionError(ValueError):
@@ -66,11 +71,36 @@ class RecordTypeError(RecordConversionError, SuppressRestartsError):
 
 def describe_record(record: Any) -> str:
     """`repr` of a record, cut to 200 characters (a record may hold megabytes) plus its size."""
-    text = repr(record)
+    text = shallow_repr(record)
     if len(text) <= 200:
         return text
     fields = f"{len(record)} field{'' if len(record) == 1 else 's'}, " if isinstance(record, Mapping) else ""
     return f"{text[:200]}... ({fields}{len(text):,} characters)"
+
+
+_SHALLOW = reprlib.Repr()
+_SHALLOW.maxlevel, _SHALLOW.maxstring, _SHALLOW.maxother = 8, 200, 200
+
+
+def shallow_repr(value: Any) -> str:
+    """`repr(value)`, or a shallower one (`reprlib`) of a value nested too deep for `repr`."""
+    try:
+        return repr(value)
+    except RecursionError:
+        return _SHALLOW.repr(value)
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists, tuples and dicts nest in `value` more than `limit` levels deep (no recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is list or kind is tuple or kind is dict:
+            if depth >= limit:
+                return True
+            stack.extend((x, depth + 1) for x in (item.values() if kind is dict else item))
+    return False
 
 
 class _Unrepresentable(Exception):
@@ -218,6 +248,8 @@ class StreamSchema:
         if not kinds:
             return None
         column: pa.DataType | None
+        if not kinds <= _SCALARS.keys() and any(nested_deeper_than(v, MAX_NESTING) for v in values):
+            return self._first_offender(name, field, values, rows)
         if kinds <= _SCALARS.keys():
             column = _unify_all(_SCALARS[k] for k in kinds)
             if column is not None and int in kinds:
@@ -246,11 +278,14 @@ class StreamSchema:
                 continue
             record = rows[index]
             try:
+                if nested_deeper_than(value, MAX_NESTING):
+                    raise _Unrepresentable(f"is nested more than {MAX_NESTING} levels deep (lists and dicts within "
+                                           "one another)")
                 value_type = _value_type(value)
             except _Unrepresentable as exc:
                 return index, RecordTypeError(
                     f"{self.stream}: field {name!r} of record {describe_record(record)} holds "
-                    f"{describe_value(value)}, which {exc.reason}", field=name, record=record)
+                    f"{_describe_value(value)}, which {exc.reason}", field=name, record=record)
             unified = _unify(current, value_type)
             if unified is None:
                 return index, RecordTypeError(
@@ -295,6 +330,14 @@ class StreamSchema:
                     f"{field.type} in earlier records; {RULE}", field=name, record=record)
             field.settle(new)
         self._schema = schema
+
+
+def _describe_value(value: Any) -> str:
+    """`describe_value`, for a value too deep for `repr` too."""
+    try:
+        return describe_value(value)
+    except RecursionError:
+        return f"{shallow_repr(value)[:200]} ({type(value).__name__})"
 
 
 def _first_valid_row(batch: pa.RecordBatch, column: int) -> Any:

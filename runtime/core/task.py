@@ -10,8 +10,8 @@ Theory of operation
 A task is a pure state machine driven by its executor (the simulator or a Ray actor):
 
 * `push(boe)` hands it input from the network; `step()` does one unit of work (one input buffer
-  through the chain — or, with `records_per_step` set, at most that many of its records, the rest
-  waiting for the next step — or one buffer read from a source split) and returns how many
+  through the chain, or one buffer read from a source split — with `records_per_step` set, at most
+  that many records, the rest of an input buffer waiting for the next step) and returns how many
   records it handled so the executor can charge (virtual) time; `drain_sendable()` returns the output the
   executor may send now (data only while the channel has credits; events always);
   `add_credit(ch)` returns a credit when the receiver consumed a buffer.
@@ -190,8 +190,8 @@ class Task:
 
         #: restored input channel state (channel, buffer), processed before any new input
         self._replay: deque[tuple[int, Buffer]] = deque()
-        #: at most this many records of an input buffer per step (None: whole buffers); set by
-        #: the executor so one step stays short enough for an unaligned barrier to overtake
+        #: at most this many records per step, of an input buffer or read from a source (None: whole
+        #: buffers); set by the executor so a step stays short (a barrier, a trigger waits for it)
         self.records_per_step: int | None = None
         #: (channel, rest of the input buffer being processed in parts)
         self._current: tuple[int, Batch] | None = None
@@ -404,9 +404,12 @@ class Task:
     def _source_step(self) -> int:
         if self.state is not TaskState.RUNNING:
             return 0
+        limit = self.writer.read_size()
+        if self.records_per_step is not None:
+            limit = min(limit, self.records_per_step)
         while self._reader_index < len(self.readers):
             reader = self.readers[self._reader_index]
-            records = reader.read(self.writer.read_size())
+            records = reader.read(limit)
             if records:
                 handled = self._run_chain(records, count_in=True)
                 if reader.finished():

@@ -7,7 +7,8 @@ checkpoint directory restored in a new Python process would find its sinks' stag
 gone (`UnknownTransactionError`). When a job has a checkpoint directory, `committer_for` gives it
 a `DurableCollectCommitter` instead, at `<storage>/<job>/committed/<run>/`:
 
-* one file per staged transaction (`staged-<hash>.txn`) and one per commit, numbered in commit
+* one file per staged transaction (`staged-<hash>.txn`), written before the stage counts (a write
+  that fails stages nothing), and one per commit, numbered in commit
   order (`commit-<n>.txn`), each its header (sink, transaction, payload length and sha256) and
   the records as an Arrow IPC stream; written with `put_durably` (temp file, fsync, rename, fsync
   of the directory), so a file is whole or absent;
@@ -106,11 +107,13 @@ class DurableCollectCommitter(CollectCommitter):
     # ------------------------------------------------------------------ writing through
 
     def stage(self, sink: str, transaction_id: str, records: Records) -> None:
+        """`CollectCommitter.stage`, written through first: a stage whose file cannot be written
+        (a full disk, a blocked path) raises `StorageError` and is not staged, so no commit can
+        ever name a transaction whose records are not on disk."""
         with self._lock:
-            super().stage(sink, transaction_id, records)
-            if transaction_id not in self._staged.get(sink, {}):
-                return  # dropped: a late stage of an aborted checkpoint
-            self._write(self._staged_path(sink, transaction_id), sink, transaction_id, records)
+            if self._keeps_stage(sink, transaction_id):
+                self._write(self._staged_path(sink, transaction_id), sink, transaction_id, records)
+            super().stage(sink, transaction_id, records)  # (or the conflict, or a late stage dropped)
 
     def commit(self, sink: str, transaction_id: str, records: Records | None = None) -> None:
         with self._lock:

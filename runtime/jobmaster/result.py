@@ -45,7 +45,10 @@ class JobFailedError(RuntimeError):
 
 
 class UnknownTransactionError(KeyError):
-    """A commit named a transaction that was never staged (its records would be lost)."""
+    """A commit named a transaction that was never staged (its records would be lost). A restart
+    cannot stage it: the job fails at once (`suppresses_restarts`)."""
+
+    suppress_restarts = True
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -173,6 +176,11 @@ class CollectCommitter:
             self.aborted_transactions += 1
             return
         self._staged.setdefault(sink, {})[transaction_id] = _keep(records)
+
+    def _keeps_stage(self, sink: str, transaction_id: str) -> bool:
+        """Whether `stage(sink, transaction_id, ...)` keeps its records (neither a conflict nor a late
+        stage of a checkpoint a recovery ruled out)."""
+        return transaction_id not in self._committed.get(sink, ()) and not self._lingering(transaction_id)
 
     def _lingering(self, transaction_id: str) -> bool:
         """Whether `transaction_id` belongs to a checkpoint a recovery ruled out (`fence`)."""

@@ -2,10 +2,17 @@
 
 A wall-clock cap on the whole job cannot tell a hang from a job that is simply long (an
 unbounded source, a big input): it kills the second and takes its full length to notice the
-first. The watchdog instead fails a job once nothing has moved for `stall_timeout` seconds, where
-"moved" is what only a live job does: a record processed, a task finished, a checkpoint
+first. The watchdog instead says a job is stuck once nothing has moved for `stall_timeout` seconds,
+where "moved" is what only a live job does: a record processed, a task finished, a checkpoint
 completed, or a new execution attempt. Checkpoints triggered or aborted do not count: a job
 whose tasks are stuck keeps triggering (and expiring) checkpoints forever.
+
+A step in progress is progress too — a record in a slow function (a model call, a lookup), a
+snapshot, a `close` — until that one step has run `stall_timeout`: a job of one record a minute
+moves, and its tasks answer their heartbeats meanwhile (on Ray they answer whatever the work
+thread does). Past that, the task is *hung* (a function that never returns): the verdict names
+it, and the executor replaces it and fails over. Stuck with no task in a step (a deadlock, input
+held back) names none: the job fails.
 
 Pure: the executor passes its time and what it observed; no clock, no I/O.
 """
@@ -13,6 +20,7 @@ Pure: the executor passes its time and what it observed; no clock, no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from runtime.core.graph import JobGraphError
@@ -49,6 +57,15 @@ class Progress:
     checkpoints: int
 
 
+@dataclass(frozen=True)
+class Stall:
+    """The watchdog's verdict: nothing moved for `seconds`; `hung`: the tasks in one step for at
+    least `stall_timeout` (sorted; empty: no task is working, the job as a whole is stuck)."""
+
+    seconds: float
+    hung: tuple[str, ...]
+
+
 class ProgressWatchdog:
     """Says when a job has made no progress for `stall_timeout` seconds (None: never)."""
 
@@ -57,13 +74,21 @@ class ProgressWatchdog:
         self._last: Progress | None = None
         self._since: float | None = None
 
-    def observe(self, now: float, progress: Progress) -> float | None:
-        """Record what the job has done at `now`; the seconds it has been stuck if that is at least
-        `stall_timeout`, else None."""
+    def observe(self, now: float, progress: Progress, busy: Mapping[str, float] | None = None) -> Stall | None:
+        """Record what the job has done at `now`; a `Stall` if it has been stuck `stall_timeout`.
+
+        Args:
+            busy: task -> seconds its current step has run, for the tasks in a step now: a step
+                younger than `stall_timeout` counts as progress.
+        """
         if progress != self._last or self._since is None:
             self._last, self._since = progress, now
             return None
         stuck = now - self._since
-        if self.stall_timeout is not None and stuck >= self.stall_timeout:
-            return stuck
-        return None
+        limit = self.stall_timeout
+        if limit is None or stuck < limit:
+            return None
+        busy = busy or {}
+        if any(seconds < limit for seconds in busy.values()):
+            return None  # a record (or snapshot) in progress: moving, for now
+        return Stall(stuck, hung=tuple(sorted(busy)))

@@ -62,6 +62,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
+from ray.exceptions import RayActorError, RayError
 
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskId
@@ -76,6 +77,7 @@ from runtime.jobmaster.fault_storage import CoordinatorWriteFaults
 from runtime.jobmaster.faults import FaultPlan
 from runtime.jobmaster.restore import restore_latest_valid
 from runtime.jobmaster.result import CommittedOutput, GcPauses
+from runtime.ray.errors import describe
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.storage import StorageSpec, open_storage
 from runtime.ray.timers import ProcessCpu, ThreadTimers, WallClock
@@ -127,9 +129,10 @@ class CoordinatorActor:
         self.epoch: int | None = None
         self._handles: dict[TaskId, Any] = {}
         self._notify_refs: list[Any] = []
-        #: the committer service (None: no sinks commit through it) and its commit calls in flight
+        #: the committer service (None: no sinks commit through it) and its commit calls in flight:
+        #: (checkpoint id, ref); a failed one fails the job over (`_check_commits`)
         self._committer: Any = None
-        self._commit_refs: list[Any] = []
+        self._commit_refs: list[tuple[int, Any]] = []
         self._fail_request: str | None = None
         #: completed checkpoints with their files, for the driver's listeners (`capture_completed`)
         self._capture = capture_completed
@@ -298,7 +301,7 @@ class CoordinatorActor:
             self.coordinator.stop()
             self.coordinator.abort_all_pending(reason)
             self._outbox = {}  # (notifications for the failed attempt: it ignores them)
-            refs, self._commit_refs = self._commit_refs, []
+            refs, self._commit_refs = [ref for _, ref in self._commit_refs], []
         if refs:  # the restore is planned against the committed output: let the commits land
             ray.wait(refs, num_returns=len(refs), timeout=30)
 
@@ -342,6 +345,7 @@ class CoordinatorActor:
 
     def status(self) -> dict[str, Any]:
         with self._lock:
+            self._check_commits()
             stats = self.coordinator.stats
             last = stats.latest_completed
             return {
@@ -432,9 +436,27 @@ class CoordinatorActor:
         ref = self._committer.commit_checkpoint.remote(checkpoint_id)
         self._calls["commit"] += 1
         self._notify_refs.append(ref)
-        self._commit_refs.append(ref)
+        self._commit_refs.append((checkpoint_id, ref))
         if len(self._commit_refs) > 64:
-            _, self._commit_refs = ray.wait(self._commit_refs, num_returns=len(self._commit_refs), timeout=0)
+            self._check_commits()
+
+    def _check_commits(self) -> None:
+        """Under the lock: forget the commits that landed; one that failed (its storage full, a
+        blocked path) fails the job over — the restored sinks commit that checkpoint's
+        transactions again. A dead committer service is the driver's to notice and replace."""
+        if not self._commit_refs:
+            return
+        done, _ = ray.wait([ref for _, ref in self._commit_refs], num_returns=len(self._commit_refs), timeout=0)
+        finished = set(done)
+        for checkpoint_id, ref in [c for c in self._commit_refs if c[1] in finished]:
+            try:
+                ray.get(ref)
+            except RayActorError:
+                pass
+            except RayError as exc:
+                if self._fail_request is None:
+                    self._fail_request = f"committing checkpoint {checkpoint_id} failed: {describe(exc)}"
+        self._commit_refs = [c for c in self._commit_refs if c[1] not in finished]
 
     def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
         handle = self._handles.get(task_id)

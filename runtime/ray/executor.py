@@ -14,12 +14,14 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   job-wide actors are pinned to the driver's node, so losing a worker node loses tasks only.
   Data flows task-to-task (`runtime.ray.channels`); the driver is on no data path.
 * Watching. Every `heartbeat_interval` the driver polls each task (one outstanding heartbeat per
-  task) and the coordinator. A call to a dead actor (`ray.kill`, a crash, a lost node) raises
-  `RayActorError` within milliseconds to a few seconds (node loss: the health check period);
-  a heartbeat unanswered for `heartbeat_timeout` means a hung task; a task that raised reports
-  its error in its heartbeat; the coordinator reports "too many checkpoint failures" (which also
-  covers a task hanging inside a checkpoint: the checkpoint times out). Each of these starts a
-  global failover.
+  task) and the coordinator, and about once a second the service actors (`runtime.ray.job_services`).
+  A call to a dead actor (`ray.kill`, a crash, a lost node) raises `RayActorError` within
+  milliseconds to a few seconds (node loss: the health check period); a heartbeat unanswered for
+  `heartbeat_timeout` means a process that does not answer (heartbeats do not wait for a step);
+  a task that raised reports its error in its heartbeat; the progress watchdog finds a task in
+  one step for `stall_timeout` while nothing moves (a function that never returns); the
+  coordinator reports "too many checkpoint failures" or a failed commit. Each of these starts a
+  global failover (a dead service held in memory fails the job).
 * Failover, as the simulator: the `runtime.jobmaster.JobMaster` decides (restart strategy,
   restore plan, result) and the driver is its gateway: cancelling an attempt suspends the
   coordinator (stop triggering, abort pending checkpoints with TASK_FAILURE) and cancels every
@@ -108,9 +110,10 @@ from runtime.ray import errors
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.errors import describe, project_error
-from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
+from runtime.ray.job_services import JobServices
+from runtime.ray.services import SERVICE_CPUS
 from runtime.ray.slots import SlotHandle, assign_slots, check_slots
-from runtime.ray.storage import check_storage_for_cluster, is_memory, open_storage
+from runtime.ray.storage import StorageConfigError, check_storage_for_cluster, is_memory, open_storage
 from runtime.ray.timers import WallClock
 from runtime.ray.worker_actor import WorkerActor
 
@@ -125,8 +128,6 @@ RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStal
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
 _WorkerActor = ray.remote(enable_task_events=False)(WorkerActor)
 _CoordinatorActor = ray.remote(enable_task_events=False)(CoordinatorActor)
-_Committer = ray.remote(enable_task_events=False)(CommitterService)
-_BlobStore = ray.remote(enable_task_events=False)(BlobStoreService)
 
 
 #: seconds a newly created task actor may take to start its process and take its deployment
@@ -151,10 +152,12 @@ class RayExecutor(RunsOnJobMaster):
             one call per worker; a worker's death fails all its tasks (a global failover anyway).
         heartbeat_interval: seconds between polls of the actors (each poll is one Ray call per actor,
             ~0.25 ms of CPU to submit: at 0.02 s a 4-task job spent 250 calls/s on polling alone).
-        heartbeat_timeout: seconds a task may leave a heartbeat unanswered before it counts as hung.
+        heartbeat_timeout: seconds a task's process may leave a heartbeat unanswered before it counts
+            as hung (a heartbeat does not wait for a step, however slow a record).
         stall_timeout: wall seconds without progress (no record processed, no task finished, no
-            checkpoint completed, no new attempt) before the job is failed as stuck
-            (`runtime.jobmaster.watchdog`); None: never.
+            checkpoint completed, no new attempt; a step in progress counts until it has run this
+            long) before the job is stuck (`runtime.jobmaster.watchdog`): a task that long in one
+            step is hung and replaced (a failover), else the job fails; None: never.
         max_duration: wall seconds the whole job may take (None, the default: no limit; a long or
             unbounded job is not a stuck one, the watchdog tells them apart).
         committer: an earlier execution's `CollectCommitter` whose staged transactions this one may commit.
@@ -250,10 +253,10 @@ class RayExecutor(RunsOnJobMaster):
         if self.ha is not None:  # bad hosts/cluster id fail here, in the driver, not in an actor
             self._ha_factory().close()
             self.master.high_availability = f"ZooKeeper at {self.ha.hosts}, cluster id {self.ha.cluster_id!r}"
-        self.committer: Any = None
-        self.blob_store: Any = None
         #: the driver's lease of the job's checkpoint directory (None: in memory, or not started)
         self.lease: Any = None
+        #: the committer and in-memory storage service actors, watched (`runtime.ray.job_services`)
+        self.services: JobServices | None = None
         #: the first checkpoint id of this run (from the first coordinator actor)
         self._first_checkpoint_id: int | None = None
 
@@ -271,15 +274,22 @@ class RayExecutor(RunsOnJobMaster):
                 self.lease.release()
 
     def _run_on_ray(self) -> JobResult:
+        self._committer_seed = self._first_committer()
         self._report(Phase.STARTING)
         started_ray = ensure_ray(self.address)
         try:
             return self._run()
+        except (JobFailedError, StorageConfigError):
+            raise
         except RayError as exc:  # what Ray wrapped, as the project's own error (`runtime.ray.errors`)
             error = project_error(exc, self.graph.job_name)
             if isinstance(error, JobFailedError):
                 self._attach_committer(error)
             raise error from exc
+        except Exception as exc:  # nothing else leaves execute once the job runs: named, with its cause
+            self.master.fail_for_good(f"job {self.graph.job_name!r} failed: {describe(exc)}", exc)
+            self._raise(self.master.error)
+            raise  # (unreachable: `_raise` raises)
         finally:
             try:
                 self._report(Phase.STOPPING)
@@ -310,17 +320,25 @@ class RayExecutor(RunsOnJobMaster):
             with self._ha_factory() as factory:
                 factory.create_id_counter(self.job_id).start()
 
+    def _first_committer(self) -> Any:
+        """What the committer service starts with (`open_committer`: the given committer, or one
+        kept beside the checkpoints, seeded from the restored checkpoint's run), read before Ray
+        starts: a damaged folder is named, as on the simulator.
+
+        Raises:
+            runtime.jobmaster.durable_committer.CorruptCommitterError: a committer file is damaged.
+        """
+        storage = None if is_memory(self.storage_uri) else open_storage(("uri", self.storage_uri), self.graph)
+        return open_committer(self.master, storage, self.job_id, self._initial_committer)
+
     def _run(self) -> JobResult:
         nodes = alive_nodes()
         check_storage_for_cluster(self.storage_uri, len(nodes))
         self._multi_node = len(nodes) > 1
         self._pin = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        storage = None if is_memory(self.storage_uri) else open_storage(("uri", self.storage_uri), self.graph)
-        initial = open_committer(self.master, storage, self.job_id, self._initial_committer)
-        self.committer = _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote(initial)
+        self.services = JobServices(self._committer_seed, is_memory(self.storage_uri), self._pin, self.graph)
         if is_memory(self.storage_uri):
-            self.blob_store = _BlobStore.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote()
-            self.storage_spec: tuple[str, Any] = ("memory", self.blob_store)
+            self.storage_spec: tuple[str, Any] = ("memory", self.services.blob_store)
         else:
             self.storage_spec = ("uri", self.storage_uri)
         self.graph_ref = ray.put(self.graph)
@@ -346,12 +364,18 @@ class RayExecutor(RunsOnJobMaster):
             if self.lease is not None and self.lease.lost is not None:  # another writer: stop writing
                 self._give_up(self.lease.lost, None)
             self._inject_faults(now)
-            failure = self._poll_tasks(now) or self._poll_coordinator()
+            failure = (self._watch_progress(now) or self._poll_tasks(now) or self._poll_coordinator()
+                       or self._poll_services(now))
             if failure is not None:
                 self.master.failover(*failure)  # cancels this attempt and deploys the next (or fails)
                 self._raise_if_failed()
                 continue
             if self._all_finished():
+                failure = self._final_commit_failed()
+                if failure is not None:  # the restored final checkpoint commits again
+                    self.master.failover(*failure)
+                    self._raise_if_failed()
+                    continue
                 self._report(Phase.COMMITTING)
                 return self._finish()
             if self.progress is not None and now - last_progress >= 0.25:
@@ -359,12 +383,37 @@ class RayExecutor(RunsOnJobMaster):
                 self.progress(self._progress_info())
             time.sleep(self.heartbeat_interval)
 
+    @property
+    def committer(self) -> Any:
+        """The committer service actor (None before it started)."""
+        return self.services.committer if self.services is not None else None
+
     def _progress(self) -> Progress:
         """What the job has done, as the last heartbeats and coordinator status say."""
         statuses = self._status.values()
         return Progress(attempt=self.epoch, records=sum(s.get("records", 0) for s in statuses),
                         finished=sum(1 for s in statuses if s.get("finished")),
                         checkpoints=self._coord_status.get("completed", 0))
+
+    def _watch_progress(self, now: float) -> tuple[str, None] | None:
+        """The watchdog's verdict (`runtime.jobmaster.watchdog`): a task in one step for
+        `stall_timeout` while nothing moved is hung — its worker is replaced and the job fails over;
+        stuck with no task in a step fails the job."""
+        busy = {str(t): s["busy_for"] + (now - s["seen"]) for t, s in self._status.items()
+                if s.get("busy_for") is not None}
+        stall = self._watchdog.observe(now, self._progress(), busy)
+        if stall is None:
+            return None
+        limit = self._watchdog.stall_timeout
+        if not stall.hung:
+            self._give_up(f"job made no progress for {stall.seconds:.0f} s (stall_timeout={limit}: no record "
+                          f"processed, no task finished, no checkpoint completed); {self._stuck()}", None)
+        hung = [t for t in self.task_ids if str(t) in stall.hung]
+        for task_id in hung:
+            self._kill(task_id)
+        named = ", ".join(f"{t} for {busy[str(t)]:.0f} s" for t in hung)
+        return (f"task {hung[0]} is hung: in one step (a record in its function, a snapshot) with nothing else "
+                f"moving ({named}; stall_timeout={limit}: a record that takes longer needs a larger one)"), None
 
     def _stuck(self) -> str:
         unfinished = [str(t) for t in self.task_ids if not self._status.get(t, {}).get("finished")]
@@ -455,7 +504,8 @@ class RayExecutor(RunsOnJobMaster):
             self._status = {}
             self._heartbeats = {}
             refs = {t: self.tasks[t].deploy.remote(epoch, restores.get(t), outputs[t], inputs[t],
-                                                   self.counts.task_faults(t, time.time()), self.coordinator)
+                                                   self.counts.task_faults(t, time.time()), self.coordinator,
+                                                   self.committer)
                     for t in self.task_ids}
             for task_id, ref in refs.items():
                 # a new actor first starts a process (seconds on a busy host); a survivor that does
@@ -522,6 +572,7 @@ class RayExecutor(RunsOnJobMaster):
                 return f"task {task_id} died: {describe(exc)}", exc
             if status["epoch"] != self.epoch:
                 continue
+            status["seen"] = now
             self._status[task_id] = status
             self.placement[str(task_id)] = status["node"]
             if status["error"]:
@@ -577,6 +628,38 @@ class RayExecutor(RunsOnJobMaster):
             return "checkpoint coordinator lost its ZooKeeper leadership", None
         return None
 
+    def _poll_services(self, now: float) -> tuple[str, BaseException] | None:
+        """A dead committer is replaced (then the job fails over); a dead committer held in memory
+        or a dead in-memory checkpoint storage fails the job (`runtime.ray.job_services`)."""
+        assert self.services is not None
+        death = self.services.poll(now)
+        if death is None:
+            return None
+        if death.fatal:
+            self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
+        return death.message, death.cause
+
+    def _final_commit_failed(self) -> tuple[str, BaseException | None] | None:
+        """Every task finished: wait for the last completion's notifications and commit; the
+        failover to start if that commit failed or the committer died meanwhile."""
+        assert self.services is not None
+        if self.coordinator is not None:
+            ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
+        death = self.services.check_committer()
+        if death is not None:
+            if death.fatal:
+                self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
+            return death.message, death.cause
+        if self.coordinator is None:
+            return None
+        if self._coord_ref is not None:  # a status poll in flight may carry completed checkpoints
+            ref, self._coord_ref = self._coord_ref, None
+            self._land(ray.get(ref, timeout=60))
+        self._coord_status = ray.get(self.coordinator.status.remote(), timeout=60)
+        self._land(self._coord_status)
+        request = self._coord_status.get("fail_request")
+        return (request, None) if request else None
+
     def _replace_coordinator(self) -> None:
         ray.kill(self.coordinator, no_restart=True)
         self._coord_ref = None
@@ -624,6 +707,10 @@ class RayExecutor(RunsOnJobMaster):
     def deploy_attempt(self, attempt: int) -> None:
         """`JobMasterGateway`: deploy the tasks restored as the job master plans (the coordinator
         actor reads the newest valid retained checkpoint, next to its store)."""
+        assert self.services is not None
+        death = self.services.check_committer()  # (a task may have found it dead first: this failover)
+        if death is not None and death.fatal:
+            self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
         committed = ray.get(self.committer.latest_committed.remote(), timeout=60)
         next_id = None
         if self.coordinator is not None:
@@ -884,7 +971,8 @@ class RayExecutor(RunsOnJobMaster):
     def _cleanup(self) -> None:
         if not ray.is_initialized():
             return
-        for handle in list(self.workers) + [self.coordinator, self.standby, self.committer, self.blob_store]:
+        services = self.services.handles() if self.services is not None else []
+        for handle in [*self.workers, self.coordinator, self.standby, *services]:
             if handle is not None:
                 with contextlib.suppress(Exception):  # already gone
                     ray.kill(handle, no_restart=True)

@@ -33,6 +33,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskErro
 from checkpoint.io.storage import MemoryBlobStore, StorageError, StorageTimeoutError
 from runtime.core.messages import Buffer, RecordConversionError
 from runtime.jobmaster.result import CollectCommitter, CommittedOutput, GcPauses
+from runtime.ray.errors import describe
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.timers import ProcessCpu
 
@@ -90,6 +91,23 @@ class CommitterService:
 
     def ping(self) -> bool:
         return True
+
+
+class StageError(RuntimeError):
+    """A sink's stage (pre-commit) did not land in the committer: the task that staged it fails."""
+
+
+def stage_failed(exc: BaseException) -> BaseException:
+    """The error a task fails with when its sinks' stages did not land: a record Arrow cannot
+    carry as it is, else a `StageError` naming what the committer raised (or that it died)."""
+    if isinstance(exc, RecordConversionError):
+        return exc
+    if isinstance(exc, RayActorError):
+        error = StageError(f"a sink's stage did not reach the committer service, which died: {describe(exc)}")
+    else:
+        error = StageError(f"a sink's stage could not be kept by the committer: {describe(exc)}")
+    error.__cause__ = exc
+    return error
 
 
 def _as_batch(records: list[dict[str, Any]] | pa.RecordBatch) -> pa.RecordBatch:
@@ -206,6 +224,9 @@ class BlobStoreService:
 
     def list(self, prefix: str) -> list[str]:
         return self._store.list(prefix)
+
+    def ping(self) -> bool:
+        return True
 
 
 #: seconds a call to the in-memory storage actor may take: a local actor answers in milliseconds;

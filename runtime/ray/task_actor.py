@@ -24,14 +24,18 @@ post mail to it (Flink's mailbox model, `_drain_inbox`).
   which applies them and *drives* the task (`_drive`): `step()` for one slice of about
   `WORK_SLICE` seconds, sending what `drain_sendable()` allows and returning owed credits at
   the end, and asks itself for the next slice while work is left. The rarer entry points
-  (deploy, start, stall, heartbeats, the final checkpoint's notification, finish) take the
-  lock (the work thread lets them go first), apply the mail first and act; while a
-  continuation is pending they only feed the task and send. So no call waits behind more than
-  one slice: checkpoint triggers reach a busy source within a few milliseconds, and an
-  unaligned barrier reaches a busy task's handler while the data before it still sits in the
-  gate. Slow records go a few per step (`_pace_steps` sets `Task.records_per_step` so a step
-  takes about `STEP_TARGET`), so that holds even when one buffer takes longer than a slice; an
-  unaligned barrier then overtakes the rest of the buffer too. A rate-limited source is woken
+  (deploy, start, stall, the final checkpoint's notification, cancel, finish) take the lock
+  (the work thread lets them go first), apply the mail first and act; they run no step (user
+  code runs on the work thread only: `_hand_over`). So no call waits behind more than one
+  slice: checkpoint triggers reach a busy source within a few milliseconds, and an unaligned
+  barrier reaches a busy task's handler while the data before it still sits in the gate. A
+  step is bounded in wall time (`runtime.ray.pacing.StepPacer` sets `Task.records_per_step`:
+  ~2 ms of records, one record until their cost is known or when one takes longer), so that
+  holds even when one buffer takes longer than a slice; an unaligned barrier then overtakes
+  the rest of the buffer too.
+* Liveness. `heartbeat` takes no lock: it answers while a step runs, however long a record
+  takes, and reports how long the work thread's current slice has run (`busy_for`), which the
+  driver's watchdog counts as progress until it reaches `stall_timeout` (then the task is hung). A rate-limited source is woken
   by a timer, at most every `buffer_timeout`, so it ships batches rather than single records. A
   backpressured task schedules nothing; the credit that ends the backpressure drives it again.
 * Ports. Acknowledgements, declines and "source finished" go to the coordinator actor, tagged
@@ -70,7 +74,6 @@ from runtime.core.messages import (
     BufferOrEvent,
     CheckpointBarrier,
     CheckpointOptions,
-    RecordConversionError,
 )
 from runtime.core.subtask_checkpoint import TaskRestore, TaskSnapshot
 from runtime.core.task import Task
@@ -81,17 +84,14 @@ from runtime.jobmaster.master import TaskFinal
 from runtime.jobmaster.result import suppresses_restarts
 from runtime.ray.channels import InputChannels, OutputChannels
 from runtime.ray.errors import cause_of
-from runtime.ray.services import RemoteCommitter
+from runtime.ray.pacing import StepPacer
+from runtime.ray.services import RemoteCommitter, stage_failed
 from runtime.ray.storage import open_storage
 from runtime.ray.timers import ThreadTimers, WallClock
 from runtime.ray.work_thread import CallerFirstLock, WorkThread
 
 #: seconds of work per slice before the work thread lets waiting calls in (see `TaskActor._drive`)
 WORK_SLICE = 0.002
-#: how long one step should take at most (`_pace_steps`): records that slow go a few per step
-STEP_TARGET = 0.002
-#: weight of the older steps in `_pace_steps`' average cost per record
-PACE_DECAY = 0.8
 
 
 class _TaskTimers:
@@ -164,7 +164,7 @@ class TaskActor:
 
     def deploy(self, epoch: int, restore: TaskRestore | None,
                outputs: dict[int, tuple[Any, int]], inputs: dict[int, tuple[str, Any, int]],
-               faults: dict[str, Any], coordinator: Any) -> None:
+               faults: dict[str, Any], coordinator: Any, committer: Any = None) -> None:
         """Host a fresh task for `epoch`: restored from `restore`, wired to its peers.
 
         Args:
@@ -175,6 +175,7 @@ class TaskActor:
                 ``channel_delays`` (windows, wall times): offsets are 0-based from this attempt's start (the driver subtracts
                 what earlier attempts counted).
             coordinator: the coordinator actor (replaced if the previous one died).
+            committer: the committer service (replaced if the previous one died; None: unchanged).
 
         Raises:
             Whatever restoring the task raises, a commit of the restored sink transactions
@@ -190,6 +191,9 @@ class TaskActor:
             self._write_pool.submit(self._writer.reset, [self.task_id])  # the attempt starts afresh
             self.epoch = epoch
             self._coordinator = coordinator
+            if committer is not None:
+                self._committer = RemoteCommitter(committer, sender=self._sender,
+                                                  commits_checkpoints=self._committer.commits_checkpoints)
             self._dead = False
             self._error: str | None = None
             self._suppress_restarts = False
@@ -201,7 +205,8 @@ class TaskActor:
             #: the faults this attempt applies itself, and what it counted (`runtime.jobmaster.attempt_counts`)
             self._faults = AttemptFaults(faults)
             self._step_pending = False
-            self._pace_seconds = self._pace_records = 0.0
+            #: records per step, from what records cost in this attempt (one until measured)
+            self._pacer = StepPacer(self.graph.buffer_size)
             self._wake_timer: Any = None
             self._flush_timer: Any = None
             self._stalled_until = 0.0
@@ -219,18 +224,18 @@ class TaskActor:
                 self.task = Task(self.task_id, self.graph, self.vertex, clock=self._clock,
                                  timers=_TaskTimers(self, epoch), ports=self, committer=self._committer,
                                  restore=restore)
-            except Exception:
-                self._dead = True
-                raise
-        if restore is not None:  # the restored sinks' commits applied (or their error raised) before the job runs
-            self._committer.drain()
+                self.task.records_per_step = self._pacer.limit()
+            except Exception as exc:
+                self._fail(exc)
+        if restore is not None and not self._dead:  # the restored sinks' commits applied (or their error
+            self._committer.drain()  # raised) before the job runs
 
     def start(self, epoch: int) -> None:
         """Begin work (once every task of the epoch is deployed): restored output goes first."""
         with self._lock:
             self._drain_inbox()
             if self._live(epoch):
-                self._drive()
+                self._hand_over()
 
     def _live(self, epoch: int) -> bool:
         return epoch == self.epoch and not self._dead
@@ -310,6 +315,19 @@ class TaskActor:
         self._step_pending = False
         self._drive()
 
+    def _hand_over(self) -> None:
+        """From a call on the main thread: send what may go now and leave the steps (user code,
+        however slow) to the work thread, so the main thread stays free for the actor's other
+        calls (data, control, heartbeats)."""
+        if self._dead:
+            return
+        try:
+            self._send()
+        except Exception as exc:
+            self._fail(exc)
+            return
+        self._work.request()
+
     def _drive(self) -> None:
         """Send what may go, do at most one slice of work, return credits, schedule the rest.
 
@@ -337,9 +355,9 @@ class TaskActor:
                     handled = task.step()
                     elapsed = time.perf_counter() - started
                     self._step_times.add(handled, time.thread_time() - cpu_started, elapsed)
-                    if handled and not is_source:
-                        self._pace_steps(handled, elapsed)
                     if handled:
+                        self._pacer.measured(handled, elapsed)
+                        task.records_per_step = self._pacer.limit()
                         self._records += handled
                         if self._faults.crash_after is not None and self._records >= self._faults.crash_after:
                             self._freeze()
@@ -354,22 +372,6 @@ class TaskActor:
         self._schedule_continuation()
         if task.pending_output() and self._flush_timer is None:
             self._flush_timer = self._timers.schedule(self._pace, self._bound(self._on_flush))
-
-    def _pace_steps(self, handled: int, seconds: float) -> None:
-        """Keep a step near `STEP_TARGET`: slow records (a heavy or sleeping function) are
-        processed a few per step, so a barrier or trigger that arrives meanwhile waits behind a
-        part of a buffer, not all of it (an unaligned barrier overtakes the rest).
-
-        The cost per record is a decaying record-weighted average over recent steps, not the
-        last step's: a function whose cost comes in lumps (one sleep every few records) has
-        cheap steps in between, and pacing by one of those would let the next step take a whole
-        buffer (measured: unaligned barriers waiting ~30 ms at a slow subtask instead of ~2).
-        """
-        self._pace_seconds = self._pace_seconds * PACE_DECAY + seconds
-        self._pace_records = self._pace_records * PACE_DECAY + handled
-        per_record = self._pace_seconds / self._pace_records
-        limit = int(STEP_TARGET / per_record) if per_record > 0 else None
-        self.task.records_per_step = None if limit is None or limit >= self.graph.buffer_size else max(1, limit)
 
     def _bound(self, callback: Any) -> Any:
         """A timer callback that only runs in the epoch it was scheduled in."""
@@ -452,7 +454,7 @@ class TaskActor:
             self._drain_inbox()
             if self._live(epoch):
                 self._on_complete(checkpoint_id, True)
-                self._drive()
+                self._hand_over()
 
     def notify_aborted(self, epoch: int, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         self._post("call", epoch, self._on_aborted, (checkpoint_id, reason))
@@ -531,8 +533,8 @@ class TaskActor:
 
     def _write(self, epoch: int, snapshot: TaskSnapshot, fail: bool,
                staged: tuple[list[tuple[str, str, Any]], list[Any]], tear: tuple[float, bool] | None = None) -> None:
-        """On the writer thread: send the sinks' stages, serialise and write, wait for the
-        stages, then report back through the mailbox (`_on_written`)."""
+        """On the writer thread: send the sinks' stages and wait for them (one that did not land
+        fails the task), serialise and write, then report back through the mailbox (`_on_written`)."""
         checkpoint_id = snapshot.checkpoint_id
         queued, refs = staged
         # read without the lock (a benign race: a snapshot cancelled or an epoch ended right
@@ -541,28 +543,26 @@ class TaskActor:
         if not self._live(epoch) or task is None:
             return
         cancelled = task.is_cancelled(checkpoint_id)
-        send_error: BaseException | None = None
         try:
             # sent even for a cancelled snapshot: its transactions stay pending in the sinks and
             # a later checkpoint commits them
             refs = refs + self._committer.send(queued)
-        except RecordConversionError as exc:  # bad output: the task fails, naming the record
-            self._post("call", epoch, self._fail, (exc,))
+            started, cpu_started = time.time(), time.thread_time()  # (waiting for the stages is part of the write)
+            if not cancelled and refs:
+                ray.get(refs)
+        except Exception as exc:
+            # a stage that did not land (its storage full, the committer actor gone) or a record
+            # Arrow cannot carry: the task fails. Declining would not do: the sink moved on, and the
+            # next checkpoint would commit its other transactions without this one's records.
+            self._post("call", epoch, self._fail, (stage_failed(exc),))
             return
-        except Exception as exc:  # the committer actor gone: the snapshot fails, as a write would
-            send_error = exc
         if cancelled:
             return
-        started, cpu_started = time.time(), time.thread_time()
         handles = None
         error: BaseException | None = None
         try:
             if fail:
                 raise StorageError(f"injected storage failure writing {self.task_id} chk-{checkpoint_id}")
-            if send_error is not None:
-                raise send_error
-            if refs:
-                ray.get(refs)
             slower = self._faults.write_slowdown(started)
             if tear is not None:  # TornWrite: reports success, its first file lands partially
                 handles, torn = write_torn(self._writer.storage, *tear,
@@ -604,8 +604,8 @@ class TaskActor:
             return
         self._dead = True
         exc = cause_of(exc)  # what a Ray call in the task raised, without Ray's frames
+        self._suppress_restarts = suppresses_restarts(exc)  # (before the error: `heartbeat` reads both unlocked)
         self._error = f"task {self.task_id} failed: {exc}"
-        self._suppress_restarts = suppresses_restarts(exc)
         self._timers.clear()
 
     def cancel(self) -> dict[str, Any]:
@@ -637,21 +637,29 @@ class TaskActor:
         }
 
     def heartbeat(self) -> dict[str, Any]:
-        """Liveness and progress of the current epoch, polled by the driver."""
-        with self._lock:
-            task = self.task
-            return {
-                **self._counts(),
-                "epoch": self.epoch,
-                "node": self._node,
-                "finished": task is not None and task.is_finished,
-                "state": task.state.value if task is not None else None,
-                "error": self._error,
-                "suppress_restarts": self._suppress_restarts,
-                "frozen": self._frozen,
-                "calls": self.outputs.calls,
-                "local_calls": self.outputs.local_calls,
-            }
+        """Liveness and progress of the current epoch, polled by the driver.
+
+        It takes no lock: it answers while the work thread is in a step, however long a record
+        takes (a call that waited for the lock made a 51 s step look like a hung task). What it
+        reads is a few fields the work thread assigns; each read is atomic, and `frozen` and
+        `error` are read before the counts, which are final once either is set."""
+        frozen, error, suppress = self._frozen, self._error, self._suppress_restarts
+        task, outputs = self.task, self.outputs
+        return {
+            **self._counts(),
+            "epoch": self.epoch,
+            "node": self._node,
+            "finished": task is not None and task.is_finished,
+            "state": task.state.value if task is not None else None,
+            "error": error,
+            "suppress_restarts": suppress,
+            "frozen": frozen,
+            "calls": outputs.calls,
+            "local_calls": outputs.local_calls,
+            #: seconds the work thread has been in its current slice (None: idle): a record in
+            #: progress (`runtime.jobmaster.watchdog`)
+            "busy_for": self._work.busy_for(),
+        }
 
     def _finished_step_times(self) -> StepTimes:
         """This attempt's step costs, with the process's CPU since deployment (when the worker

@@ -10,12 +10,17 @@ so call order is unchanged.
 `CallerFirstLock` keeps calls from waiting behind more than one slice: a Python lock is not
 fair (a thread that releases it and asks again usually gets it back before a woken waiter
 runs), so the work thread takes the lock for its next slice only once no caller is waiting.
+
+`WorkThread.busy_for` says how long the current slice has run: read without the lock, it tells
+a task that is working through a slow record (a liveness watchdog counts that as progress) from
+one stuck in it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger("barrierflow.ray")
@@ -75,6 +80,8 @@ class WorkThread:
         self._lock, self._work, self._on_error = lock, work, on_error
         self._wanted = threading.Event()
         self._closed = False
+        #: `time.monotonic()` when the slice running now began (None: none runs)
+        self._busy_since: float | None = None
         self._thread = threading.Thread(target=self._run, name="barrierflow-work", daemon=True)
         self._thread.start()
 
@@ -85,6 +92,11 @@ class WorkThread:
         self._closed = True
         self._wanted.set()
 
+    def busy_for(self) -> float | None:
+        """Seconds the slice running now has run (None: none runs). Safe from any thread."""
+        since = self._busy_since
+        return None if since is None else time.monotonic() - since
+
     def _run(self) -> None:
         while True:
             self._wanted.wait()
@@ -92,6 +104,7 @@ class WorkThread:
                 return
             self._wanted.clear()
             self._lock.acquire_after_callers()
+            self._busy_since = time.monotonic()
             try:
                 self._work()
             except BaseException as exc:  # the thread must survive a failing task
@@ -100,4 +113,5 @@ class WorkThread:
                 except BaseException:
                     log.exception("work thread error handler failed")
             finally:
+                self._busy_since = None
                 self._lock.release()

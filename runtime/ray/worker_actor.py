@@ -143,11 +143,12 @@ class WorkerActor:
         freeze_startup_heap()
 
     def deploy(self, task_id: TaskId, epoch: int, restore: Any, outputs: dict[int, tuple[Any, int]],
-               inputs: dict[int, tuple[str, Any, int]], faults: dict[str, Any], coordinator: Any) -> None:
+               inputs: dict[int, tuple[str, Any, int]], faults: dict[str, Any], coordinator: Any,
+               committer: Any = None) -> None:
         """`TaskActor.deploy`, with the routes to this worker's own subtasks made in-process."""
         outputs = {i: (self._local(handle), channel) for i, (handle, channel) in outputs.items()}
         inputs = {i: (name, self._local(handle), out) for i, (name, handle, out) in inputs.items()}
-        self._slots[task_id].deploy(epoch, restore, outputs, inputs, faults, coordinator)
+        self._slots[task_id].deploy(epoch, restore, outputs, inputs, faults, coordinator, committer)
 
     def _local(self, handle: Any) -> Any:
         if getattr(handle, "worker_index", None) == self.index:

@@ -464,8 +464,10 @@ class SimExecutor(RunsOnJobMaster):
         let the coordinator trigger."""
         if attempt > 0:
             self.coordinator.restart(list(self.source_ids), list(self.task_ids))
+        epoch = self.epoch
         self._deploy()
-        if self.checkpointing and self.master.error is None:
+        # (a task failing while it restores fails this attempt over at once: a new epoch)
+        if self.checkpointing and self.master.error is None and self.epoch == epoch:
             self.coordinator.start()
 
     def cancel_attempt(self, attempt: int, reason: CheckpointFailureReason) -> None:
@@ -478,7 +480,8 @@ class SimExecutor(RunsOnJobMaster):
         self.tasks = {}  # nothing of the failed execution may run, send or be delivered to again
 
     def _deploy(self) -> None:
-        """Create every task of the current epoch, restored from the latest completed checkpoint."""
+        """Create every task of the current epoch, restored from the latest completed checkpoint
+        (a task failing meanwhile — a user's `open`, a restored sink's commit — fails it over)."""
         # newest retained checkpoint that verifies (corrupt ones are skipped, with a warning)
         committed = self.committer.latest_committed()
         plan = self.master.plan_attempt(lambda: restore_latest_valid(self.graph, self.store, self.storage, committed),
@@ -510,13 +513,18 @@ class SimExecutor(RunsOnJobMaster):
         committer = GlobalCommitterView(committer)  # `commit_checkpoint` commits each checkpoint
         for task_id in self.task_ids:
             vertex = self.graph.vertex(task_id.vertex)
-            self.tasks[task_id] = Task(
-                task_id, self.graph, vertex,
-                clock=_SimClock(self), timers=_SimTimers(self, epoch_bound=True, task_id=task_id),
-                ports=_Ports(self, task_id, epoch), committer=committer,
-                restore=restores.get(task_id),
-            )
-            self.tasks[task_id].records_per_step = self.costs.records_per_step
+            try:
+                self.tasks[task_id] = Task(
+                    task_id, self.graph, vertex,
+                    clock=_SimClock(self), timers=_SimTimers(self, epoch_bound=True, task_id=task_id),
+                    ports=_Ports(self, task_id, epoch), committer=committer,
+                    restore=restores.get(task_id),
+                )
+            except Exception as exc:  # a user's `open`, a restored sink's commit (its storage full...)
+                self.master.task_failed(task_id, exc)
+                return
+            if vertex.source is None:  # (`CostModel.records_per_step` is of input buffers)
+                self.tasks[task_id].records_per_step = self.costs.records_per_step
         self._build_routes()
         if self.invariants is not None:
             self.invariants.deployed()
@@ -568,7 +576,11 @@ class SimExecutor(RunsOnJobMaster):
             except Exception as exc:
                 if invariants is not None:
                     invariants.raise_found(exc)  # a violation found first explains the error
-                raise
+                # nothing but a JobFailedError leaves execute once the job runs: tasks' errors fail
+                # them over where they arise; this is an error of the job's machinery itself
+                self.master.fail_for_good(f"job {self.graph.job_name!r} failed: {type(exc).__name__} in the "
+                                          f"simulator's {kind} event: {exc} (seed={self.seed})", exc)
+                break
             if invariants is not None:
                 invariants.after_event()
             if self._saturation is not None and self.now >= self._saturation.next_at:
@@ -681,6 +693,16 @@ class SimExecutor(RunsOnJobMaster):
         if task.is_finished:
             self._check_done()
 
+    def _into_task(self, task_id: TaskId, call: Callable[[], Any]) -> bool:
+        """`call()`, a call into task `task_id` (user functions and sinks run in it: a flush, a
+        trigger's snapshot, a notification); an exception fails the task. Whether it returned."""
+        try:
+            call()
+        except Exception as exc:
+            self.master.task_failed(task_id, exc)
+            return False
+        return True
+
     def _schedule_wake(self, task: Task, task_id: TaskId) -> None:
         """A paced source (`CostModel.source_pacing`, as on Ray): a wake-up when its next record
         is due, at the earliest `source_pacing` after this step began (with the flush timer the
@@ -720,8 +742,7 @@ class SimExecutor(RunsOnJobMaster):
     def _flush(self, task_id: TaskId) -> None:
         self._flush_scheduled.discard(task_id)
         task = self.tasks.get(task_id)
-        if task is not None:
-            task.flush()
+        if task is not None and self._into_task(task_id, task.flush):
             self._send_outputs(task_id)
 
     def _send_outputs(self, task_id: TaskId) -> None:
@@ -832,7 +853,9 @@ class SimExecutor(RunsOnJobMaster):
             task = self.tasks.get(task_id)
             if task is None or self._held(task_id, trigger):
                 return
-            task.trigger_source_checkpoint(checkpoint_id, timestamp, options, completed)
+            if not self._into_task(task_id, lambda: task.trigger_source_checkpoint(checkpoint_id, timestamp, options,
+                                                                                  completed)):
+                return
             if self.invariants is not None:
                 self.invariants.on_source_triggered(task_id, checkpoint_id)
             self._send_outputs(task_id)
@@ -853,7 +876,15 @@ class SimExecutor(RunsOnJobMaster):
             return
         # the global committer, for every sink (a message, as on Ray; it dies with a failed-over epoch)
         committer = self._sink_committer
-        self._control(self.epoch, lambda: committer.commit_checkpoint(checkpoint_id))
+
+        def commit() -> None:
+            try:
+                committer.commit_checkpoint(checkpoint_id)
+            except Exception as exc:  # the sinks' external system failed (a full disk, a blocked path):
+                # fail over; the restored sinks commit the checkpoint's transactions again
+                self.master.failover(f"committing checkpoint {checkpoint_id} failed: {exc}", exc)
+
+        self._control(self.epoch, commit)
 
     def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
         coordinator = self.coordinator
@@ -868,7 +899,8 @@ class SimExecutor(RunsOnJobMaster):
             task = self.tasks.get(task_id)
             if task is None or self._held(task_id, notify):
                 return
-            task.notify_checkpoint_complete(checkpoint_id, final=final)
+            if not self._into_task(task_id, lambda: task.notify_checkpoint_complete(checkpoint_id, final=final)):
+                return
             self.writer.notify_checkpoint_complete(task_id, checkpoint_id)
             if self.invariants is not None:
                 self.invariants.on_notified(task_id, checkpoint_id, completed=True)
@@ -909,7 +941,8 @@ class SimExecutor(RunsOnJobMaster):
         def notify() -> None:
             task = self.tasks.get(task_id)
             if task is not None and not self._held(task_id, notify):
-                task.notify_checkpoint_aborted(checkpoint_id, reason)
+                if not self._into_task(task_id, lambda: task.notify_checkpoint_aborted(checkpoint_id, reason)):
+                    return
                 self.writer.notify_checkpoint_aborted(task_id, checkpoint_id)
                 if self.invariants is not None:
                     self.invariants.on_notified(task_id, checkpoint_id, completed=False)

@@ -96,3 +96,32 @@ def relay_job(rows: int = 400, *, storage: str | None = None, attempts: int = 5,
     (env.from_collection(records, splits=2).rebalance().map(lambda r: r, name="relay")
         .key_by("key").process(CountPerKey(), name="count").sink_to(CollectSink(RELAY_SINK)))
     return env
+
+
+def _nan_batch(nan_records: int, idx: Any) -> dict[str, Any]:
+    import numpy as np
+    import pyarrow as pa
+
+    return {"k": pa.array(np.where(idx < nan_records, np.nan, 1.5))}
+
+
+def nan_keys_job(env: Any, nan_records: int, *, vectorised: bool) -> None:
+    """`nan_records` records keyed by NaN (and one by 1.5), each carrying a NaN object of its own,
+    counted per key by the built-in `count()` ("count", sink "counts": vectorised, from Arrow
+    batches) and by a `KeyedProcessFunction` ("per-key", sink "per-key"). Every NaN is one key."""
+    from functools import partial
+
+    if vectorised:
+        stream = env.generate(count=nan_records + 1, batch_fn=partial(_nan_batch, nan_records), name="nans")
+    else:
+        rows = [{"k": float("nan")} for _ in range(nan_records)] + [{"k": 1.5}]
+        stream = env.from_collection(rows, splits=2, name="nans")
+    stream.key_by("k").count(name="count").sink_to(CollectSink("counts"))
+    stream.key_by("k").process(CountPerKey("k"), name="per-key").sink_to(CollectSink("per-key"))
+
+
+def nan_key_counts(result: Any) -> dict[str, list[int]]:
+    """Per counting operator of `nan_keys_job`, the final counts of its NaN keys (one, if NaN is one key)."""
+    return {vertex: [count for states in result.final_state[vertex].values() for key, count in states.items()
+                     if isinstance(key, float) and key != key]
+            for vertex in ("count", "per-key")}

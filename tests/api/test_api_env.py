@@ -361,3 +361,38 @@ def test_end_to_end_on_the_simulator_without_checkpointing():
     assert sorted(r["v"] for r in result.output("plus1")) == sorted(r["v"] + 1 for r in ROWS * 10)
     reduced = result.output("reduced")
     assert len(reduced) == 30 * 2 * 2 and max(r["n"] for r in reduced) == 10
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("a/b", "contains '/'"),
+    ("a\\b", "contains '\\\\'"),
+    ("..", "is '..'"),
+    (".", "is '.'"),
+    ("", "is empty"),
+    (" ", "starts or ends with whitespace"),
+    (" pv", "starts or ends with whitespace"),
+    ("\n", "contains the non-printable character U+000A"),
+    ("pv\u202egnp.exe", "contains the non-printable character U+202E"),
+    ("pv\u200b", "contains the non-printable character U+200B"),
+    ("x" * 201, "is 201 characters long"),
+])
+@pytest.mark.parametrize("executor", ["sim", "ray"])
+def test_a_job_name_that_is_no_plain_directory_name_is_refused_before_anything_starts(name: str, why: str,
+                                                                                       executor: str) -> None:
+    """A job's name is its checkpoint directory's name: refused up front, naming it and the rule (on
+    Ray a '/' used to kill the coordinator actor's constructor after Ray started)."""
+    env = StreamEnvironment()
+    env.from_collection([{"k": 1}]).sink_to(CollectSink("out"))
+    with pytest.raises(JobGraphError) as refused:
+        env.execute(name, executor=executor)  # Ray is not started: the name is checked first
+    assert f"invalid job name {name!r}: it {why}" in str(refused.value), str(refused.value)
+    assert "1 to 200 printable characters" in str(refused.value)
+    with pytest.raises(JobGraphError, match=r"invalid job_id 'a/b': it contains '/'"):
+        env.execute("fine", executor=executor, job_id="a/b")
+
+
+@pytest.mark.parametrize("name", ["pv", "page views 2026", "ünï-cödé_job.v2", "x" * 200])
+def test_plain_job_names_are_accepted(name: str) -> None:
+    env = StreamEnvironment()
+    env.from_collection([{"k": 1}]).sink_to(CollectSink("out"))
+    assert env.execute(name, executor="sim").output("out") == [{"k": 1}]

@@ -83,6 +83,28 @@ def test_an_int_beyond_2_53_and_a_float_in_one_field_fail_in_either_order_and_an
     assert schema_after([{"x": big}], [{"x": 3}]) == {"x": pa.int64()}  # ints alone are fine
 
 
+def test_an_int_field_that_held_an_int_beyond_2_53_rejects_a_float_after_fast_path_pieces() -> None:
+    """Lists of the same fields take the fast path (one type set and int range per field): it must
+    still remember the big int and refuse a float later, and refuse a big int in a float field."""
+    big = 2**60 + 1
+    error = error_of([{"x": 1}], [{"x": big}], [{"x": 2}], [{"x": 3}], [{"x": 0.5}])
+    assert "field 'x' is double in record {'x': 0.5}, but an earlier record holds an int beyond 2**53" in str(error)
+    assert f"({{'x': {big}}})" in str(error)
+    error = error_of([{"x": 0.5}], [{"x": 1}], [{"x": 2}], [{"x": big}])
+    assert f"holds the int {big}, beyond 2**53, but floats in earlier records" in str(error)
+    assert schema_after([{"x": 1}], [{"x": big}], [{"x": -big}], [{"x": 7}]) == {"x": pa.int64()}
+
+
+def test_an_extra_field_on_the_fast_path_is_checked() -> None:
+    """Once a list of records with fields {x} took the fast path, records with a field more must
+    not slip through it unchecked: the new field gets its type, and breaking it is an error."""
+    for extra in ([{"x": 2, "y": 1}], [{"x": 2}, {"x": 3, "y": 1}]):
+        error = error_of([{"x": 1}], [{"x": 1}], extra, [{"x": 4, "y": "s"}])
+        assert "field 'y' is string in record {'x': 4, 'y': 's'}, but int64 in earlier records" in str(error), extra
+    assert schema_after([{"x": 1}], [{"x": 1}], [{"x": 2, "y": b"b"}]) == {"x": pa.int64(), "y": pa.binary()}
+    assert "field 'y' is string" in str(error_of([{"x": 1, "y": 1}], [{"x": 1, "y": 2}], [{"y": "s"}]))
+
+
 def test_the_earliest_offending_record_is_named_whatever_its_field() -> None:
     rows = [{"a": 1, "b": 1}, {"a": 1, "b": "late"}, {"a": "early", "b": 1}]
     rows[1], rows[2] = rows[2], rows[1]

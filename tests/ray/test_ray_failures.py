@@ -1,5 +1,5 @@
 """Failures on Ray: a UDF that rejects a record, records Arrow cannot carry or whose field types mix,
-a hung task, checkpoint storage errors."""
+a function that never returns, a job that stops moving, checkpoint storage errors."""
 
 from __future__ import annotations
 
@@ -105,12 +105,16 @@ def test_mixed_types_in_a_field_fail_alike_on_ray_and_the_simulator(ray_session)
 
 
 @pytest.mark.ray
-def test_hung_task_is_detected_by_heartbeats_and_replaced(ray_session, tmp_path) -> None:
+def test_a_function_that_never_returns_is_a_hung_task_replaced_by_the_watchdog(ray_session, tmp_path) -> None:
+    """Its heartbeats still answer (the work thread is stuck, not the actor), so the watchdog finds
+    it: nothing moves, and its step has run stall_timeout. The attempt fails over and the job
+    finishes exactly once."""
     marker = str(tmp_path / "hung")
     env = pageview_env(ROWS, fn=lambda r, m=marker: _hang_with(m, r))
-    result = env.execute("hang", executor="ray", heartbeat_timeout=2.0)
+    result = env.execute("hang", executor="ray", stall_timeout=5.0)
     assert os.path.exists(marker)
-    assert result.restarts == 1 and "hung" in result.failures[0], result.failures
+    assert result.restarts == 1, result.failures
+    assert "is hung: in one step" in result.failures[0] and "stall_timeout=5.0" in result.failures[0], result.failures
     assert multiset(result.output("pv")) == expected_counts(ROWS)
 
 

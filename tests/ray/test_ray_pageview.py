@@ -1,6 +1,6 @@
 """The page-view job on real Ray: exactly-once under actor kills, at-least-once loses nothing,
-a failure-free run agrees with the simulator (an agreement test across executors), and its
-stream unioned with itself counts every record twice."""
+a failure-free run agrees with the simulator (an agreement test across executors), its
+stream unioned with itself counts every record twice, and NaN keys are one key."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 from ray_jobs import expected_counts, pageview_env, pageview_rows, self_union_env
 
 from checkpoint.options import CheckpointingMode
-from runtime import FaultPlan
+from runtime import FaultPlan, StreamEnvironment
 from runtime.jobmaster.faults import TaskCrash
+from runtime.workloads.scenarios import nan_key_counts, nan_keys_job
 from runtime.workloads.seeded import multiset
 
 ROWS = pageview_rows(6000)
@@ -116,3 +117,17 @@ def test_self_union_counts_every_record_twice_on_both_executors(ray_session) -> 
     on_sim = self_union_env(rows).execute("union", executor="sim", seed=3, faults=faults)
     assert on_ray.restarts == on_sim.restarts == 1, (on_ray.failures, on_sim.failures)
     assert multiset(on_ray.output("pv")) == multiset(on_sim.output("pv")) == expected_counts(rows + rows)
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("vectorised", [False, True], ids=["records", "vectorised"])
+def test_nan_records_count_as_one_key_on_ray(ray_session, vectorised: bool) -> None:
+    """Every NaN is one key (each record carries its own NaN object), through a crash that restores
+    the NaN key from a checkpoint (`tests/sim/test_nan_keys.py` for the simulator)."""
+    env = StreamEnvironment(parallelism=2, buffer_size=64)
+    env.enable_checkpointing(interval=0.02)
+    nan_keys_job(env, 2000, vectorised=vectorised)
+    # NaN is in key group 120 of 128: count[1]'s
+    result = env.execute("nans", executor="ray", faults=FaultPlan.of(TaskCrash(task="count[1]", after_records=1500)))
+    assert result.restarts == 1 and result.restored_checkpoints, result.failures
+    assert nan_key_counts(result) == {"count": [2000], "per-key": [2000]}

@@ -110,3 +110,27 @@ def _free_elsewhere(lock: CallerFirstLock) -> bool:
     t.start()
     t.join()
     return result[0]
+
+
+def test_busy_for_says_how_long_the_running_slice_has_run_from_any_thread():
+    """Read without the lock (the task actor's heartbeat): None while idle, growing during a slice."""
+    lock = CallerFirstLock()
+    inside, release = threading.Event(), threading.Event()
+
+    def work() -> None:
+        inside.set()
+        release.wait(5)
+
+    thread = WorkThread(lock, work, on_error=lambda exc: None)
+    assert thread.busy_for() is None
+    thread.request()
+    assert inside.wait(5)
+    first = thread.busy_for()
+    time.sleep(0.05)
+    assert first is not None and thread.busy_for() >= first + 0.04
+    release.set()
+    deadline = time.time() + 5
+    while thread.busy_for() is not None and time.time() < deadline:
+        time.sleep(0.01)
+    assert thread.busy_for() is None
+    thread.close()

@@ -115,3 +115,29 @@ def test_mixes_the_rule_allows_still_run(mix: str, shape: str, buffer_size: int)
     # equal values; a record lacking a field may come back with None there (Arrow is columnar)
     assert [{k: v for k, v in r.items() if v is not None} for r in out] == \
         [{k: v for k, v in r.items() if v is not None} for r in expected]
+
+
+def nested(depth: int) -> list[Any]:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def deep_at_7(r: dict[str, Any]) -> dict[str, Any]:
+    """Field "deep": a list nested 2,000 levels deep in record 7 (Python's repr and pickle give up
+    at ~1,000), 3 levels elsewhere."""
+    return {"i": r["i"], "deep": nested(2000 if r["i"] == 7 else 3)}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_record_nested_too_deep_fails_naming_operator_field_and_record(shape: str) -> None:
+    """It used to fail with Python's RecursionError ("maximum recursion depth exceeded in
+    comparison") here and a PicklingError on Ray (`tests/ray/test_ray_failures.py`)."""
+    error = failure(deep_at_7, buffer_size=256, shape=shape)
+    assert str(error).startswith("records emitted by operator 'shape': field 'deep' of record {"), str(error)
+    assert "'i': 7" in str(error) and "[[[[[[[[...]]]]]]]]" in str(error), str(error)  # (a shallow repr)
+    assert "which is nested more than 100 levels deep (lists and dicts within one another)" in str(error), str(error)
+    assert error.field == "deep" and error.record["i"] == 7 and len(str(error)) < 1000
+    assert job(lambda r: {"i": r["i"], "deep": nested(100)}, buffer_size=256, shape=shape).execute(
+        "types", executor="sim", seed=1).output("out")[0]["deep"] == nested(100)

@@ -3,6 +3,7 @@ a job that failed for good is restored in a fresh Python process and its output 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -13,13 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.io.storage import FsBlobStore, MemoryBlobStore
+from checkpoint.io.storage import FsBlobStore, MemoryBlobStore, StorageError
+from checkpoint.options import RestartStrategy
+from operators import CollectSink
+from runtime import FaultPlan, StreamEnvironment
 from runtime.jobmaster.durable_committer import (
+    COMMITTED_DIR,
     CorruptCommitterError,
     DurableCollectCommitter,
     encode_transaction,
 )
-from runtime.jobmaster.result import CollectCommitter
+from runtime.jobmaster.faults import CoordinatorStorageFailure, SlowStorage, StorageWriteFailure, TornWrite
+from runtime.jobmaster.result import CollectCommitter, JobFailedError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,8 +80,11 @@ def run(tmp: Path, *args: str, poison: bool) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+ROWS = [{"id": i, "key": f"k{i % 17}"} for i in range(2400)]
+
+
 def oracle() -> Counter:
-    rows = [{"id": i, "key": f"k{i % 17}"} for i in range(2400)]
+    rows = ROWS
     counts: Counter = Counter()
     out: Counter = Counter()
     for row in rows:
@@ -254,3 +263,110 @@ def test_a_committer_error_reads_as_a_sentence_naming_the_file(tmp_path: Path) -
     assert "Errno" not in str(caught.value) and caught.value.path == str(bad)
     again = pickle.loads(pickle.dumps(caught.value))  # Ray ships it between processes
     assert str(again) == str(caught.value) and again.path == caught.value.path
+# --------------------------------------------------------------------------- a stage that cannot be written
+
+
+@pytest.mark.parametrize("what", ["stage", "commit", "checkpoint"])
+def test_a_write_that_fails_leaves_nothing_recorded(tmp_path: Path, what: str) -> None:
+    """A stage or commit whose file cannot be written (a full disk, a blocked path) raises and is
+    not recorded: nothing commits a transaction whose records are not on disk."""
+    store = FsBlobStore(str(tmp_path))
+    committer = DurableCollectCommitter(store, "c")
+    committer.stage("out", "out/0/1", [{"n": 1}])
+    if what == "stage":
+        blocked = committer._staged_path("out", "out/0/2")
+    else:
+        blocked = "c/commit-0000000001.txn"
+    (tmp_path / blocked).mkdir(parents=True)
+    with pytest.raises(StorageError, match=f"cannot write {tmp_path / blocked}"):
+        if what == "stage":
+            committer.stage("out", "out/0/2", [{"n": 2}])
+        elif what == "commit":
+            committer.commit("out", "out/0/1")
+        else:
+            committer.commit_checkpoint(1)
+    (tmp_path / blocked).rmdir()
+    if what == "stage":
+        assert committer.staged_transactions("out") == ["out/0/1"]
+        assert committer.commit_checkpoint(2) == [("out", "out/0/1")]
+    else:
+        assert committer.output("out") == [] and committer.staged_transactions("out") == ["out/0/1"]
+        committer.commit_checkpoint(1)  # the next try writes it
+    assert DurableCollectCommitter(store, "c").output("out") == committer.output("out") == [{"n": 1}]
+
+
+def relay_with_storage(storage: str, *, chaining: bool) -> StreamEnvironment:
+    """source -> map -> sink "pv": one task per split when chained (the sink snapshots when the
+    coordinator triggers the source), three vertices when not."""
+    env = StreamEnvironment(parallelism=2, buffer_size=8, credits=2)
+    if not chaining:
+        env.disable_chaining()
+    env.enable_checkpointing(interval=0.002, storage=storage, tolerable_failures=100)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=20, delay=0.001))
+    env.from_collection(ROWS, splits=2).map(lambda r: {"id": r["id"]}, name="relay").sink_to(CollectSink("pv"))
+    return env
+
+
+def ids_once(output: list[dict]) -> bool:
+    return sorted(r["id"] for r in output) == list(range(len(ROWS)))
+
+
+def block_stages(storage: Path, job: str, run: str, checkpoint_id: int) -> list[Path]:
+    """Directories where the sinks' stage files of `checkpoint_id` go: their writes fail, as on a
+    full disk or a path someone blocked."""
+    committer_dir = f"{job}/{COMMITTED_DIR}/{run}"
+    paths = []
+    for subtask in (0, 1):
+        name = hashlib.sha256(f"pv\0pv/{subtask}/{checkpoint_id}".encode()).hexdigest()[:32]
+        path = storage / committer_dir / f"staged-{name}.txn"
+        path.mkdir(parents=True)
+        paths.append(path)
+    return paths
+
+
+STORAGE_FAULTS = [
+    pytest.param(FaultPlan(), id="no-other-fault"),
+    pytest.param(FaultPlan.of(StorageWriteFailure(nth=1)), id="StorageWriteFailure"),
+    pytest.param(FaultPlan.of(TornWrite(nth=3)), id="TornWrite"),
+    pytest.param(FaultPlan.of(CoordinatorStorageFailure(nth=4)), id="CoordinatorStorageFailure"),
+    pytest.param(FaultPlan.of(SlowStorage(at_fraction=0.2, duration=0.01)), id="SlowStorage"),
+]
+
+
+@pytest.mark.parametrize("faults", STORAGE_FAULTS)
+@pytest.mark.parametrize("chaining", [True, False], ids=["chained", "unchained"])
+def test_a_stage_that_cannot_be_written_fails_the_attempt_and_is_never_committed(
+        tmp_path: Path, faults: FaultPlan, chaining: bool) -> None:
+    """The sinks' stage of checkpoint 2 cannot be written: the attempt fails over (never a raw
+    StorageError out of execute, never a declined checkpoint whose transaction the next one commits
+    without its records), the output is exactly once, and the directory restores in a new execution
+    (its commit files name only transactions whose records are on disk)."""
+    storage = tmp_path / "chk"
+    blocked = block_stages(storage, "job", "r1", 2)
+    result = relay_with_storage(str(storage), chaining=chaining).execute(
+        "job", executor="sim", seed=2, faults=faults, run_id="r1")
+    assert any(f"cannot write {blocked[0]}" in f or f"cannot write {blocked[1]}" in f for f in result.failures), \
+        result.failures
+    assert ids_once(result.output("pv"))
+    for path in blocked:
+        path.rmdir()
+    restored = relay_with_storage(str(storage), chaining=chaining).restore_from(str(storage), job_id="job")
+    assert ids_once(restored.execute("job", executor="sim", seed=3).output("pv"))
+
+
+@pytest.mark.parametrize("chaining", [True, False], ids=["chained", "unchained"])
+def test_a_commit_that_cannot_be_written_fails_over_then_fails_the_job_naming_the_file(
+        tmp_path: Path, chaining: bool) -> None:
+    """The committer's first commit file cannot be written, ever (a full disk would do the same):
+    each attempt fails over (the restored sinks try to commit again) until the restart strategy
+    gives up, with a JobFailedError naming the file — it was a raw StorageError out of execute.
+    Nothing was committed, so the directory restores once the path is free."""
+    storage = tmp_path / "chk"
+    blocked = storage / "job" / COMMITTED_DIR / "r1" / "commit-0000000001.txn"
+    blocked.mkdir(parents=True)
+    with pytest.raises(JobFailedError, match=f"cannot write {blocked}") as failed:
+        relay_with_storage(str(storage), chaining=chaining).execute("job", executor="sim", seed=2, run_id="r1")
+    assert "failed after 20 restart(s)" in str(failed.value) and isinstance(failed.value.cause, StorageError)
+    blocked.rmdir()
+    restored = relay_with_storage(str(storage), chaining=chaining).restore_from(str(storage), job_id="job")
+    assert ids_once(restored.execute("job", executor="sim", seed=3).output("pv"))

@@ -215,8 +215,10 @@ def test_restoring_staged_transactions_without_their_external_system_is_a_clear_
     assert first.staged_transactions("out"), "the crash should leave a staged, uncommitted transaction"
     shutil.rmtree(tmp_path / "job" / "committed")  # the durable committer beside the checkpoints is lost
     env = count_env(tmp_path / "second", 2).restore_from(str(tmp_path), job_id="job")
-    with pytest.raises(UnknownTransactionError, match=r"'out/\d/1' was committed but never staged.*committer="):
+    with pytest.raises(JobFailedError, match=r"failed without restarting: .*'out/\d/1' was committed but never "
+                                             r"staged.*committer=") as failed:
         env.execute("job", executor="sim", seed=2)  # a fresh committer: the staged records are elsewhere
+    assert isinstance(failed.value.cause, UnknownTransactionError)
 
 
 def test_restore_from_names_a_missing_job(tmp_path: Path) -> None:
