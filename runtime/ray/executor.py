@@ -45,8 +45,9 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   driver: a `TaskCrash` (after records: the actor freezes at that count; at a time: the driver
   freezes it) and a `TaskCrashDuringRecovery` (once the new attempt is deployed) end with the
   driver killing the frozen actor and failing over with the simulator's failure message;
-  `CoordinatorCrash` and `CoordinatorCrashBeforeNotify` kill the coordinator actor; progress
-  points are checked every heartbeat interval. The task actors apply lost, duplicated and late
+  `CoordinatorCrash` and `CoordinatorCrashBeforeNotify` kill the coordinator actor; a
+  `ProcessKill` (Ray only) sends SIGKILL to an actor's process (`runtime.ray.processes`), and the
+  poll that finds it dead reacts as to any death; progress points are checked every heartbeat interval. The task actors apply lost, duplicated and late
   acknowledgements, failed, torn and slow writes, `ChannelStall`, `TaskStall` (`hang`) and
   `ChannelDelay` (in the sender's `OutputChannels`), and report what they counted (heartbeats,
   `cancel`, `finish`) so the next attempt continues the count (`runtime.jobmaster.attempt_counts`);
@@ -90,6 +91,7 @@ from runtime.jobmaster.faults import (
     FaultPlan,
     LostAcknowledgement,
     LostControlMessage,
+    ProcessKill,
     SlowStorage,
     StorageWriteFailure,
     TaskCrash,
@@ -105,6 +107,7 @@ from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
 from runtime.jobmaster.watchdog import DEFAULT_STALL_TIMEOUT, Progress, ProgressWatchdog, check_timeout
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
+from runtime.ray.processes import ActorProcesses
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
 from runtime.ray.slots import SlotHandle, assign_slots, check_slots
 from runtime.ray.storage import check_storage_for_cluster, is_memory, open_storage
@@ -116,7 +119,8 @@ log = logging.getLogger("barrierflow.ray")
 #: the `FaultPlan` kinds this executor implements; it refuses a plan with any other
 RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure, TaskStall,
                    TaskCrashDuringRecovery, TornWrite, SlowStorage, LostControlMessage, DuplicatedControlMessage,
-                   DelayedControlMessage, CoordinatorCrashBeforeNotify, ChannelDelay, CoordinatorStorageFailure)
+                   DelayedControlMessage, CoordinatorCrashBeforeNotify, ChannelDelay, CoordinatorStorageFailure,
+                   ProcessKill)
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
@@ -197,7 +201,7 @@ class RayExecutor(RunsOnJobMaster):
         self._initial_committer = committer
         self.address = address
         self.faults = faults or FaultPlan()
-        check_supported(self.faults, RAY_FAULT_KINDS, "ray")
+        check_supported(self.faults, RAY_FAULT_KINDS, "ray", "sim")
         self.seed = seed
         self.progress = progress
         self.started = time.time()  # reset once Ray and the services are up (job time)
@@ -248,6 +252,8 @@ class RayExecutor(RunsOnJobMaster):
             self._ha_factory().close()
         self.committer: Any = None
         self.blob_store: Any = None
+        #: every actor's process, for `ProcessKill`
+        self.processes = ActorProcesses()
         #: the first checkpoint id of this run (from the first coordinator actor)
         self._first_checkpoint_id: int | None = None
 
@@ -298,8 +304,10 @@ class RayExecutor(RunsOnJobMaster):
         if initial is None and not is_memory(self.storage_uri):  # durable beside the checkpoints
             initial = committer_for(open_storage(("uri", self.storage_uri), self.graph), self.job_id, self.run_id)
         self.committer = _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote(initial)
+        self.processes.watch(self.committer)
         if is_memory(self.storage_uri):
             self.blob_store = _BlobStore.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote()
+            self.processes.watch(self.blob_store)
             self.storage_spec: tuple[str, Any] = ("memory", self.blob_store)
         else:
             self.storage_spec = ("uri", self.storage_uri)
@@ -358,6 +366,7 @@ class RayExecutor(RunsOnJobMaster):
                                                                   contender, self._first_checkpoint_id,
                                                                   self.run_id, self.master.first_checkpoint_id,
                                                                   bool(self.master.checkpoint_listeners))
+        self.processes.watch(handle)
         self._arm_coordinator(handle)
         if self._first_checkpoint_id is None:  # the first one: its successors clean up this run's ids only
             try:
@@ -470,6 +479,7 @@ class RayExecutor(RunsOnJobMaster):
                         "storage": self.storage_spec, "job_id": self.job_id, "trace_barriers": self.trace_barriers,
                         "link_delay": self.link_delays.get(t, 0.0)} for t in group}
         worker = self.workers[index] = _WorkerActor.options(**options).remote(self.graph_ref, index, group, services)
+        self.processes.watch(worker)
         for task_id in group:
             self.tasks[task_id] = SlotHandle(worker, index, task_id)
 
@@ -750,6 +760,14 @@ class RayExecutor(RunsOnJobMaster):
         for task_id, handle in self.tasks.items():
             if task_id not in self._dead:
                 handle.slow_writes.remote(self.epoch, *window)
+
+    def kill_process(self, process: str, task_id: TaskId) -> None:
+        """`ProcessKill`: SIGKILL the process; the poll that finds it dead starts the failover
+        (or, for a service, whatever its death leads to)."""
+        handle = {"worker": self.workers[self._worker_of[task_id]], "coordinator": self.coordinator,
+                  "committer": self.committer, "blob_store": self.blob_store}[process]
+        if handle is None or not self.processes.kill(handle):
+            log.info("barrierflow ray: ProcessKill of the %s process (task %s): no such process running", process, task_id)
 
     def _kill_coordinator(self) -> None:
         """Kill the coordinator actor (`CoordinatorCrash`, `CoordinatorCrashBeforeNotify`), keeping
