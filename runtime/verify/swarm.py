@@ -112,8 +112,30 @@ FAULT_KINDS: dict[str, FaultKind] = {
 #: faults that hold a checkpoint (or a task) until a timeout: each may add one to a run's length
 _WAITING_FAULTS = ("LostAcknowledgement", "LostControlMessage", "TaskStall")
 
-@dataclass(frozen=True)
-class SwarmConfig:
+class SwarmConfigBase:
+    """What a swarm config (`SwarmConfig`, the Ray swarm's `RaySwarmConfig`) answers besides its
+    fields (`seed`, `mode`, `chaining`, `parallelism`, `rescale_to`, `stages`, `faults`, ...):
+    its repr (non-default fields only, as `parse_config` reads it), its guarantee and its faults.
+    Subclasses are `@dataclass(frozen=True, repr=False)`."""
+
+    def __repr__(self) -> str:
+        return config_repr(self)
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.mode in EXACTLY_ONCE_MODES  # type: ignore[attr-defined]
+
+    @property
+    def order_kept(self) -> bool:
+        return order_kept(self)
+
+    def fault_counts(self) -> Counter:
+        """Faults of the plan by kind (class name)."""
+        return Counter(type(f).__name__ for f in self.faults)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, repr=False)
+class SwarmConfig(SwarmConfigBase):
     """A job, its configuration and its faults. Defaults are the simplest values, the ones the
     shrinker moves toward; `repr` shows the others only."""
 
@@ -176,40 +198,11 @@ class SwarmConfig:
     compaction_threshold: float | None = 2.0
     faults: tuple[Any, ...] = field(default=())
 
-    def __repr__(self) -> str:
-        return config_repr(self)
-
-    @property
-    def exactly_once(self) -> bool:
-        return self.mode in EXACTLY_ONCE_MODES
-
-    @property
-    def order_kept(self) -> bool:
-        """Whether (origin, key) order is kept across forward edges: not when an unaligned
-        checkpoint is restored at another parallelism into an unchained job (the in-flight data of
-        a forward channel goes to receiver d % p, `runtime.jobmaster.channel_rescale`, as Flink
-        maps it round robin)."""
-        return not (self.mode in ("unaligned", "timeout") and not self.chaining
-                    and self.rescale_to not in (None, self.parallelism))
-
     def problems(self) -> list[str]:
         """Why this config cannot run (empty when it can)."""
-        out = []
-        if self.mode not in MODES:
-            out.append(f"mode {self.mode!r} is not one of {MODES}")
-        if self.backend not in BACKENDS:
-            out.append(f"backend {self.backend!r} is not one of {BACKENDS}")
-        if self.storage not in ("memory", "disk"):
-            out.append(f"storage {self.storage!r} is not memory or disk")
-        if not stages_valid(self.stages):
-            out.append(f"stages {self.stages} are not valid (see workloads.stages_valid)")
-        if min(self.rows, self.keys, self.parallelism, self.splits, self.buffer_size, self.credits) < 1:
-            out.append("rows, keys, parallelism, splits, buffer_size and credits must be >= 1")
+        out = job_problems(self)
         if self.rescale_to is not None and self.storage != "disk":
             out.append("rescale_to needs storage='disk'")
-        if not self.order_kept and any(stage in ORDER_SENSITIVE_STAGES for stage in self.stages):
-            out.append(f"order-sensitive stages {ORDER_SENSITIVE_STAGES} need (origin, key) order, which an "
-                       "unaligned rescale of an unchained job does not keep (see order_kept)")
         if self.restart not in RESTART_KINDS:
             out.append(f"restart {self.restart!r} is not one of {RESTART_KINDS}")
         if self.backend != "merging" and (self.max_file_size, self.compaction_threshold) != (64 << 20, 2.0):
@@ -224,9 +217,34 @@ class SwarmConfig:
         return (len(self.faults) + len(self.stages) + self.rows + self.keys + self.parallelism
                 + self.splits + (self.rescale_to or 0) + options)
 
-    def fault_counts(self) -> Counter:
-        """Faults of the plan by kind (class name)."""
-        return Counter(type(f).__name__ for f in self.faults)
+
+def order_kept(config: Any) -> bool:
+    """Whether (origin, key) order is kept across forward edges in a swarm config (this one's or
+    the Ray swarm's): not when an unaligned checkpoint is restored at another parallelism into an
+    unchained job (the in-flight data of a forward channel goes to receiver d % p,
+    `runtime.jobmaster.channel_rescale`, as Flink maps it round robin)."""
+    return not (config.mode in ("unaligned", "timeout") and not config.chaining
+                and config.rescale_to not in (None, config.parallelism))
+
+
+def job_problems(config: Any) -> list[str]:
+    """Why a swarm config's job and options cannot run (this one's or the Ray swarm's): mode,
+    backend, storage, stages, sizes, and order-sensitive stages where order is not kept."""
+    out = []
+    if config.mode not in MODES:
+        out.append(f"mode {config.mode!r} is not one of {MODES}")
+    if config.backend not in BACKENDS:
+        out.append(f"backend {config.backend!r} is not one of {BACKENDS}")
+    if config.storage not in ("memory", "disk"):
+        out.append(f"storage {config.storage!r} is not memory or disk")
+    if not stages_valid(config.stages):
+        out.append(f"stages {config.stages} are not valid (see workloads.stages_valid)")
+    if min(config.rows, config.keys, config.parallelism, config.splits, config.buffer_size, config.credits) < 1:
+        out.append("rows, keys, parallelism, splits, buffer_size and credits must be >= 1")
+    if not order_kept(config) and any(stage in ORDER_SENSITIVE_STAGES for stage in config.stages):
+        out.append(f"order-sensitive stages {ORDER_SENSITIVE_STAGES} need (origin, key) order, which an "
+                   "unaligned rescale of an unchained job does not keep (see order_kept)")
+    return out
 
 
 #: option fields: `size` counts those away from their defaults; the shrinker resets them one at a time
