@@ -295,7 +295,9 @@ def draw_config(seed: int) -> RaySwarmConfig:
 
 
 def coverage(config: RaySwarmConfig) -> dict[str, Any]:
-    """The option values `config` exercises (for the sweep's coverage counts)."""
+    """The option values `config` exercises as it runs, known bugs avoided (for the sweep's
+    coverage counts), and the bugs it avoids."""
+    config, avoided = avoiding_known_bugs(config)
     rescale = "none" if config.rescale_to is None else (
         f"{config.restore_process} process, {'same' if config.rescale_to == config.parallelism else 'other'} parallelism")
     return {
@@ -311,6 +313,7 @@ def coverage(config: RaySwarmConfig) -> dict[str, Any]:
         "stages": sorted(set(config.stages)),
         "faults": sorted({f"{type(f).__name__}:{f.process}" if hasattr(f, "process") else type(f).__name__
                           for f in config.faults}),
+        "known bugs avoided": list(avoided),
     }
 
 
