@@ -54,7 +54,8 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   the coordinator actor applies the faults of triggers, completions and aborts, and of its own
   storage writes (`CoordinatorStorageFailure`). `runtime.jobmaster.faults` names where Ray differs.
 * End. When every task reports finished, the driver waits until the final checkpoint's
-  completion notifications have executed (the sinks committed), asks every task for its keyed
+  completion notifications have executed (the sinks committed; a coordinator that died since its
+  last status fails over instead: the next attempt restores the final checkpoint and ends), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
 """
 
@@ -338,6 +339,11 @@ class RayExecutor(RunsOnJobMaster):
                 self._raise_if_failed()
                 continue
             if self._all_finished():
+                failure = self._await_final_notifications()
+                if failure is not None:
+                    self.master.failover(*failure)
+                    self._raise_if_failed()
+                    continue
                 self._report(Phase.COMMITTING)
                 return self._finish()
             if self.progress is not None and now - last_progress >= 0.25:
@@ -551,11 +557,7 @@ class RayExecutor(RunsOnJobMaster):
         try:
             self._coord_status = ray.get(ref)
         except RayActorError as exc:
-            self._replace_coordinator()
-            if self._coordinator_crashed:  # an injected crash: the failure reads as the simulator's
-                self._coordinator_crashed = False
-                return coordinator_crash(standby=self.ha is not None), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN
-            return f"checkpoint coordinator died: {_short(exc)}", exc
+            return self._coordinator_died(exc)
         self._land(self._coord_status)
         if self._coord_status.get("fail_request"):
             return self._coord_status["fail_request"], None
@@ -563,6 +565,27 @@ class RayExecutor(RunsOnJobMaster):
             self._await_leader()
             self._coord_ref = None
             return "checkpoint coordinator lost its ZooKeeper leadership", None
+        return None
+
+    def _coordinator_died(self, exc: RayActorError) -> tuple[Any, ...]:
+        """Replace the dead coordinator; the failover to start (`JobMaster.failover`'s arguments)."""
+        self._replace_coordinator()
+        if self._coordinator_crashed:  # an injected crash: the failure reads as the simulator's
+            self._coordinator_crashed = False
+            return coordinator_crash(standby=self.ha is not None), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN
+        return f"checkpoint coordinator died: {_short(exc)}", exc
+
+    def _await_final_notifications(self) -> tuple[Any, ...] | None:
+        """Every task finished: wait until the final checkpoint's completion notifications have
+        run (the sinks committed). None, or the failover to start when the coordinator died since
+        its last status (a crash in this very poll): the next attempt restores the final
+        checkpoint, has nothing left to read, and ends."""
+        if self.coordinator is None:
+            return None
+        try:
+            ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
+        except RayActorError as exc:
+            return self._coordinator_died(exc)
         return None
 
     def _replace_coordinator(self) -> None:
@@ -792,8 +815,6 @@ class RayExecutor(RunsOnJobMaster):
     # ------------------------------------------------------------------ the end
 
     def _finish(self) -> JobResult:
-        if self.coordinator is not None:
-            ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
         finals = ray.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
         for task_id, final in zip(self.task_ids, finals):  # the last attempt's occurrences: `schedule.fired` complete
             self.counts.attempt_ended(task_id, final["counts"], records=False)  # (its records are counted below)
