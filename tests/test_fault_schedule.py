@@ -17,6 +17,7 @@ from runtime.jobmaster.faults import (
     CoordinatorCrashBeforeNotify,
     CoordinatorStorageFailure,
     LostAcknowledgement,
+    ProcessKill,
     SlowStorage,
     StorageWriteFailure,
     TaskCrash,
@@ -89,6 +90,14 @@ def test_progress_faults_are_due_at_a_fraction_of_the_sources_records_once() -> 
     assert [i for i, _ in s.due(10_000, now=0.3)] == [0]
     assert s.due(10_000, now=0.4) == []
     assert [(at, i) for at, i, _ in s.timed()] == [(2.0, 2)]  # `at`: seconds, the executor's clock
+
+
+def test_a_process_kill_is_a_progress_point_or_a_time_and_strikes_the_task_it_names() -> None:
+    s = schedule(ProcessKill("worker", task="mid[1]", at_fraction=0.4), ProcessKill("committer", at=1.5))
+    assert s.due(399, now=0.1) == []
+    assert [i for i, _ in s.due(400, now=0.2)] == [0]
+    assert s.target(0) == MID[1]
+    assert [(at, i) for at, i, _ in s.timed()] == [(1.5, 1)]
 
 
 def test_at_fraction_zero_means_the_start_not_the_middle() -> None:

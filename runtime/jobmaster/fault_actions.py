@@ -15,6 +15,7 @@ from runtime.jobmaster.faults import (
     ChannelDelay,
     ChannelStall,
     CoordinatorCrash,
+    ProcessKill,
     SlowStorage,
     TaskCrash,
     TaskStall,
@@ -51,6 +52,11 @@ class FaultActions(Protocol):
         """A `SlowStorage` window opens on every task's writes."""
         ...
 
+    def kill_process(self, process: str, task_id: TaskId) -> None:
+        """`ProcessKill`: the operating system kills `process` ("worker": the one hosting
+        `task_id`) now. Only an executor that implements `ProcessKill` is asked."""
+        ...
+
 
 def fire_fault(schedule: FaultSchedule, index: int, graph: Any, actions: FaultActions) -> None:
     """The fault at `index` of the schedule's plan, placed at a time or at the sources' progress,
@@ -69,6 +75,8 @@ def fire_fault(schedule: FaultSchedule, index: int, graph: Any, actions: FaultAc
         actions.delay_channel(schedule.target(index), schedule.channel(index), fault)
     elif isinstance(fault, SlowStorage):
         actions.slow_storage(fault)
+    elif isinstance(fault, ProcessKill):
+        actions.kill_process(fault.process, schedule.target(index))
 
 
 def stall_duration(fault: TaskStall, graph: Any) -> float:

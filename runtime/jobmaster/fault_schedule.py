@@ -14,7 +14,7 @@ things at the same logical points on both:
   failure-free run (`expected_records`). A task has at most one crash pending: a second one
   waits until the first fired.
 * Progress points. Every other `at_fraction` fault (`CoordinatorCrash`, `ChannelStall`,
-  `TaskStall`, `SlowStorage`, `ChannelDelay`) starts when the job's sources have read
+  `TaskStall`, `SlowStorage`, `ChannelDelay`, `ProcessKill`) starts when the job's sources have read
   `max(1, int(f * total))` records, counted over the run (`total`: what they read in a
   failure-free run). Records, not time: a simulator's virtual second and a Ray wall second are
   not the same amount of work. `due()` answers which are due.
@@ -54,6 +54,7 @@ from runtime.jobmaster.faults import (
     FaultPlan,
     LostAcknowledgement,
     LostControlMessage,
+    ProcessKill,
     SlowStorage,
     StorageWriteFailure,
     TaskCrash,
@@ -65,7 +66,7 @@ from runtime.jobmaster.faults import (
 
 _CONTROL = (LostControlMessage, DuplicatedControlMessage, DelayedControlMessage)
 #: the kinds an `at_fraction` starts at a point of the sources' progress
-_PROGRESS = (CoordinatorCrash, ChannelStall, TaskStall, SlowStorage, ChannelDelay)
+_PROGRESS = (CoordinatorCrash, ChannelStall, TaskStall, SlowStorage, ChannelDelay, ProcessKill)
 
 
 @dataclass(frozen=True)

@@ -72,8 +72,17 @@ Fault kinds, field by field (what breaks, where, when):
   the run, across coordinator crashes and replacements; a new coordinator's own recovery of the
   counter (before it triggers) is not counted. Only storage writes count: with high availability
   the id counter lives in ZooKeeper, so "counter" faults never fire there.
+* `ProcessKill(process, task, at | at_fraction)` — Ray only: the operating system kills a process
+  of the job (`os.kill(pid, SIGKILL)`), as the OOM killer or an operator's `kill -9` would, so Ray
+  learns of it only when the process is gone (for a `TaskCrash` the driver asks Ray to kill the
+  actor). `process` (`PROCESSES`): "worker" (the worker actor hosting `task`: every task in its
+  slots dies), "coordinator", "committer" (the sinks' `CommitterService`) or "blob_store" (the
+  `BlobStoreService` of in-memory checkpoint storage; with storage on disk there is none and the
+  fault does nothing). `task` means something for "worker" only; `at_fraction` is a progress
+  point, as a `CoordinatorCrash`'s. The simulator has no processes: it refuses the kind
+  (`UnsupportedFaultError`).
 
-Both executors implement every kind. On Ray (`runtime.ray.executor`): the driver resolves the
+Both executors implement every kind but `ProcessKill`. On Ray (`runtime.ray.executor`): the driver resolves the
 plan and applies crashes, stalls and coordinator crashes; the task actors apply what strikes
 their records, acknowledgements, writes and output channels and report their counts, and the
 coordinator actor the triggers, completions and aborts it sends and its own storage writes
@@ -286,27 +295,47 @@ class CoordinatorStorageFailure:
                              f"got {self.what!r}")
 
 
+#: the processes a `ProcessKill` can strike
+PROCESSES = ("worker", "coordinator", "committer", "blob_store")
+
+
+@dataclass(frozen=True)
+class ProcessKill:
+    """Ray only: the process of `process` ("worker": the one hosting `task`) is killed with
+    SIGKILL at `at` / `at_fraction`, without Ray being told."""
+
+    process: str = "worker"
+    task: str | None = None
+    at: float | None = None
+    at_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.process not in PROCESSES:
+            raise ValueError(f"ProcessKill: process must be one of {', '.join(PROCESSES)}, got {self.process!r}")
+
+
 Fault = (TaskCrash | CoordinatorCrash | LostAcknowledgement | ChannelStall | StorageWriteFailure
          | LostControlMessage | DuplicatedControlMessage | DelayedControlMessage | TornWrite | SlowStorage
          | ChannelDelay | TaskStall | CoordinatorCrashBeforeNotify | TaskCrashDuringRecovery
-         | CoordinatorStorageFailure)
+         | CoordinatorStorageFailure | ProcessKill)
 
 
 class UnsupportedFaultError(ValueError):
     """An executor was given a fault kind it does not implement (names the kind)."""
 
 
-def check_supported(plan: FaultPlan, supported: tuple[type, ...], executor: str) -> None:
+def check_supported(plan: FaultPlan, supported: tuple[type, ...], executor: str, other: str) -> None:
     """Refuse `plan` if it holds a fault kind `executor` does not implement.
 
     Raises:
-        UnsupportedFaultError: naming the first such fault and the kinds `executor` implements.
+        UnsupportedFaultError: naming the first such fault, the kinds `executor` implements and
+            the `other` executor to run the plan on.
     """
     for fault in plan.faults:
         if not isinstance(fault, supported):
             raise UnsupportedFaultError(
                 f"the {executor} executor does not implement fault kind {type(fault).__name__} ({fault!r}); "
-                f"it implements {', '.join(k.__name__ for k in supported)}; run this plan on executor='sim'"
+                f"it implements {', '.join(k.__name__ for k in supported)}; run this plan on executor={other!r}"
             )
 
 
@@ -345,11 +374,12 @@ class FaultPlan:
         notify_crashes: int = 0,
         recovery_crashes: int = 0,
         coordinator_storage_failures: int = 0,
+        process_kills: int = 0,
     ) -> FaultPlan:
         """Draw faults from `seed`: each count is how many faults of one kind, at random moments
         on random tasks (`notify_crashes`: `CoordinatorCrashBeforeNotify`, `recovery_crashes`:
         `TaskCrashDuringRecovery`, `task_stalls`: `TaskStall`, `channel_delays`: `ChannelDelay`,
-        `coordinator_storage_failures`: `CoordinatorStorageFailure`).
+        `coordinator_storage_failures`: `CoordinatorStorageFailure`, `process_kills`: `ProcessKill`, Ray only).
 
         Kinds are drawn in a fixed order, the newer ones after the older ones, so a plan drawn
         without the newer kinds is the one it always was.
@@ -360,7 +390,7 @@ class FaultPlan:
             "duplicated_messages": duplicated_messages, "delayed_messages": delayed_messages,
             "torn_writes": torn_writes, "slow_storage": slow_storage, "channel_delays": channel_delays,
             "task_stalls": task_stalls, "notify_crashes": notify_crashes, "recovery_crashes": recovery_crashes,
-            "coordinator_storage_failures": coordinator_storage_failures,
+            "coordinator_storage_failures": coordinator_storage_failures, "process_kills": process_kills,
         }
         negative = [name for name, count in counts.items() if count < 0]
         if negative:
@@ -407,6 +437,8 @@ class FaultPlan:
             # early writes, or anywhere in a longer run (a job's last trigger is its final checkpoint's)
             bound = rng.choice((4, 40))
             faults.append(CoordinatorStorageFailure(nth=rng.randrange(0, bound), what=rng.choice(COORDINATOR_WRITE_KINDS)))
+        for _ in range(process_kills):
+            faults.append(ProcessKill(process=rng.choice(PROCESSES), at_fraction=round(rng.uniform(0.02, 0.95), 4)))
         drawn = "".join(f", {name}={count}" for name, count in counts.items() if count and name != "crashes")
         return cls(tuple(faults), seed, f"FaultPlan.random(seed={seed}, crashes={crashes}{drawn})")
 

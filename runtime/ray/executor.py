@@ -47,15 +47,17 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   driver: a `TaskCrash` (after records: the actor freezes at that count; at a time: the driver
   freezes it) and a `TaskCrashDuringRecovery` (once the new attempt is deployed) end with the
   driver killing the frozen actor and failing over with the simulator's failure message;
-  `CoordinatorCrash` and `CoordinatorCrashBeforeNotify` kill the coordinator actor; progress
-  points are checked every heartbeat interval. The task actors apply lost, duplicated and late
+  `CoordinatorCrash` and `CoordinatorCrashBeforeNotify` kill the coordinator actor; a
+  `ProcessKill` (Ray only) sends SIGKILL to an actor's process (`runtime.ray.processes`), and the
+  poll that finds it dead reacts as to any death; progress points are checked every heartbeat interval. The task actors apply lost, duplicated and late
   acknowledgements, failed, torn and slow writes, `ChannelStall`, `TaskStall` (`hang`) and
   `ChannelDelay` (in the sender's `OutputChannels`), and report what they counted (heartbeats,
   `cancel`, `finish`) so the next attempt continues the count (`runtime.jobmaster.attempt_counts`);
   the coordinator actor applies the faults of triggers, completions and aborts, and of its own
   storage writes (`CoordinatorStorageFailure`). `runtime.jobmaster.faults` names where Ray differs.
 * End. When every task reports finished, the driver waits until the final checkpoint's
-  completion notifications have executed (the sinks committed), asks every task for its keyed
+  completion notifications have executed (the sinks committed; a coordinator that died since its
+  last status fails over instead: the next attempt restores the final checkpoint and ends), asks every task for its keyed
   state and latencies, and reads the committed output from the committer.
 """
 
@@ -93,6 +95,7 @@ from runtime.jobmaster.faults import (
     FaultPlan,
     LostAcknowledgement,
     LostControlMessage,
+    ProcessKill,
     SlowStorage,
     StorageWriteFailure,
     TaskCrash,
@@ -111,6 +114,7 @@ from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.errors import describe, project_error
 from runtime.ray.job_services import JobServices
+from runtime.ray.processes import ActorProcesses
 from runtime.ray.services import SERVICE_CPUS
 from runtime.ray.slots import SlotHandle, assign_slots, check_slots
 from runtime.ray.storage import StorageConfigError, check_storage_for_cluster, is_memory, open_storage
@@ -122,7 +126,8 @@ log = logging.getLogger("barrierflow.ray")
 #: the `FaultPlan` kinds this executor implements; it refuses a plan with any other
 RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStall, StorageWriteFailure, TaskStall,
                    TaskCrashDuringRecovery, TornWrite, SlowStorage, LostControlMessage, DuplicatedControlMessage,
-                   DelayedControlMessage, CoordinatorCrashBeforeNotify, ChannelDelay, CoordinatorStorageFailure)
+                   DelayedControlMessage, CoordinatorCrashBeforeNotify, ChannelDelay, CoordinatorStorageFailure,
+                   ProcessKill)
 
 # No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
 # the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
@@ -203,7 +208,7 @@ class RayExecutor(RunsOnJobMaster):
         self._initial_committer = committer
         self.address = address
         self.faults = faults or FaultPlan()
-        check_supported(self.faults, RAY_FAULT_KINDS, "ray")
+        check_supported(self.faults, RAY_FAULT_KINDS, "ray", "sim")
         self.seed = seed
         self.progress = progress
         self.started = time.time()  # reset once Ray and the services are up (job time)
@@ -257,6 +262,8 @@ class RayExecutor(RunsOnJobMaster):
         self.lease: Any = None
         #: the committer and in-memory storage service actors, watched (`runtime.ray.job_services`)
         self.services: JobServices | None = None
+        #: every actor's process, for `ProcessKill`
+        self.processes = ActorProcesses()
         #: the first checkpoint id of this run (from the first coordinator actor)
         self._first_checkpoint_id: int | None = None
 
@@ -337,6 +344,8 @@ class RayExecutor(RunsOnJobMaster):
         self._multi_node = len(nodes) > 1
         self._pin = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self.services = JobServices(self._committer_seed, is_memory(self.storage_uri), self._pin, self.graph)
+        for handle in self.services.handles():
+            self.processes.watch(handle)
         if is_memory(self.storage_uri):
             self.storage_spec: tuple[str, Any] = ("memory", self.services.blob_store)
         else:
@@ -429,6 +438,7 @@ class RayExecutor(RunsOnJobMaster):
                                                                   contender, self._first_checkpoint_id,
                                                                   self.run_id, self.master.first_checkpoint_id,
                                                                   bool(self.master.checkpoint_listeners))
+        self.processes.watch(handle)
         self._arm_coordinator(handle)
         if self._first_checkpoint_id is None:  # the first one: its successors clean up this run's ids only
             try:
@@ -542,6 +552,7 @@ class RayExecutor(RunsOnJobMaster):
                         "storage": self.storage_spec, "job_id": self.job_id, "trace_barriers": self.trace_barriers,
                         "link_delay": self.link_delays.get(t, 0.0)} for t in group}
         worker = self.workers[index] = _WorkerActor.options(**options).remote(self.graph_ref, index, group, services)
+        self.processes.watch(worker)
         for task_id in group:
             self.tasks[task_id] = SlotHandle(worker, index, task_id)
 
@@ -614,11 +625,7 @@ class RayExecutor(RunsOnJobMaster):
         try:
             self._coord_status = ray.get(ref)
         except RayActorError as exc:
-            self._replace_coordinator()
-            if self._coordinator_crashed:  # an injected crash: the failure reads as the simulator's
-                self._coordinator_crashed = False
-                return coordinator_crash(standby=self.ha is not None), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN
-            return f"checkpoint coordinator died: {describe(exc)}", exc
+            return self._coordinator_died(exc)
         self._land(self._coord_status)
         if self._coord_status.get("fail_request"):
             return self._coord_status["fail_request"], None
@@ -637,18 +644,23 @@ class RayExecutor(RunsOnJobMaster):
             return None
         if death.fatal:
             self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
+        self.processes.watch(self.committer)  # its replacement
         return death.message, death.cause
 
-    def _final_commit_failed(self) -> tuple[str, BaseException | None] | None:
+    def _final_commit_failed(self) -> tuple[Any, ...] | None:
         """Every task finished: wait for the last completion's notifications and commit; the
         failover to start if that commit failed or the committer died meanwhile."""
         assert self.services is not None
         if self.coordinator is not None:
-            ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
+            try:
+                ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
+            except RayActorError as exc:  # it died since its last status (a crash in this very poll): the
+                return self._coordinator_died(exc)  # next attempt restores the final checkpoint and ends
         death = self.services.check_committer()
         if death is not None:
             if death.fatal:
                 self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
+            self.processes.watch(self.committer)  # its replacement
             return death.message, death.cause
         if self.coordinator is None:
             return None
@@ -659,6 +671,13 @@ class RayExecutor(RunsOnJobMaster):
         self._land(self._coord_status)
         request = self._coord_status.get("fail_request")
         return (request, None) if request else None
+    def _coordinator_died(self, exc: RayActorError) -> tuple[Any, ...]:
+        """Replace the dead coordinator; the failover to start (`JobMaster.failover`'s arguments)."""
+        self._replace_coordinator()
+        if self._coordinator_crashed:  # an injected crash: the failure reads as the simulator's
+            self._coordinator_crashed = False
+            return coordinator_crash(standby=self.ha is not None), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN
+        return f"checkpoint coordinator died: {describe(exc)}", exc
 
     def _replace_coordinator(self) -> None:
         ray.kill(self.coordinator, no_restart=True)
@@ -863,6 +882,14 @@ class RayExecutor(RunsOnJobMaster):
             if task_id not in self._dead:
                 handle.slow_writes.remote(self.epoch, *window)
 
+    def kill_process(self, process: str, task_id: TaskId) -> None:
+        """`ProcessKill`: SIGKILL the process; the poll that finds it dead starts the failover
+        (or, for a service, whatever its death leads to)."""
+        handle = {"worker": self.workers[self._worker_of[task_id]], "coordinator": self.coordinator,
+                  "committer": self.committer, "blob_store": self.services and self.services.blob_store}[process]
+        if handle is None or not self.processes.kill(handle):
+            log.info("barrierflow ray: ProcessKill of the %s process (task %s): no such process running", process, task_id)
+
     def _kill_coordinator(self) -> None:
         """Kill the coordinator actor (`CoordinatorCrash`, `CoordinatorCrashBeforeNotify`), keeping
         its statistics and fault counts; the next poll finds it dead and replaces it."""
@@ -886,8 +913,6 @@ class RayExecutor(RunsOnJobMaster):
     # ------------------------------------------------------------------ the end
 
     def _finish(self) -> JobResult:
-        if self.coordinator is not None:
-            ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
         finals = errors.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
         for task_id, final in zip(self.task_ids, finals):  # the last attempt's occurrences: `schedule.fired` complete
             self.counts.attempt_ended(task_id, final["counts"], records=False)  # (its records are counted below)

@@ -44,7 +44,7 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskAcknowledgement, TaskId
@@ -67,7 +67,7 @@ from runtime.jobmaster.durable_committer import open_committer
 from runtime.jobmaster.fault_actions import coordinator_crash, crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.fault_schedule import FaultSchedule
 from runtime.jobmaster.fault_storage import CoordinatorWriteFaults, write_torn
-from runtime.jobmaster.faults import FaultPlan
+from runtime.jobmaster.faults import Fault, FaultPlan, ProcessKill, check_supported
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
 from runtime.jobmaster.observer import ExecutionObserver
 from runtime.jobmaster.progress import progress_figures, reading_phase
@@ -84,6 +84,9 @@ from runtime.sim.high_availability import SimHighAvailability
 from runtime.sim.saturation import SaturationMonitor, sample_of
 
 log = logging.getLogger("barrierflow.sim")
+
+#: the `FaultPlan` kinds this executor implements: all but `ProcessKill` (it has no processes)
+SIM_FAULT_KINDS = tuple(kind for kind in get_args(Fault) if kind is not ProcessKill)
 
 #: events between progress reports (a busy job runs ~2,000 events per wall second)
 PROGRESS_EVERY_EVENTS = 200
@@ -300,6 +303,7 @@ class SimExecutor(RunsOnJobMaster):
         self.graph = graph = self.master.graph
         self.seed = seed
         self.faults = faults or FaultPlan()
+        check_supported(self.faults, SIM_FAULT_KINDS, "sim", "ray")
         self.network = network or NetworkOptions()
         self.costs = costs or CostModel()
         self.job_id = job_id or graph.job_name

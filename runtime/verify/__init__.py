@@ -1,3 +1,3 @@
-"""Verification on the simulator: the per-event invariant checker, swarm testing, shrinking, the
-VOPR-style runner.
+"""Verification: the per-event invariant checker, swarm testing on the simulator and on a real
+Ray (`ray_swarm`, `ray_phases`) with their shared judging, shrinking, the VOPR-style runner.
 """

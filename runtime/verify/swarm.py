@@ -15,8 +15,8 @@ crashes a task explores long runs of checkpoints that crash-heavy seeds never re
 
 `run_config(config)` runs the job failure-free without checkpointing (the reference) and with
 the configuration and faults, and returns a `Verdict`: "ok", "expected" (a known limitation,
-clearly named by `EXPECTED_ERRORS`, or a reported bug in `KNOWN_BUGS`), or a violation kind
-(`VIOLATIONS`): committed output and final keyed state against the reference, order, staged
+clearly named by `judging.EXPECTED_ERRORS`, or a reported bug in `KNOWN_BUGS`), or a violation
+kind (`judging.VIOLATIONS`, judged by `runtime.verify.judging`, which the Ray swarm shares): committed output and final keyed state against the reference, order, staged
 transactions, liveness, per-event invariants and, with storage on disk, what the job leaves in
 its checkpoint directory (no orphan file, only the retained checkpoints, each verifying). With `rescale_to` the faulty run has two phases: the first execution (no
 restarts, no faults, on-disk storage) fails for good at a planned source crash; a second
@@ -41,19 +41,28 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from checkpoint.io.storage import CorruptCheckpointError
-from checkpoint.io.tools import CheckpointToolError, collect_garbage, open_checkpoints, read_checkpoint
+from checkpoint.io.tools import CheckpointToolError
 from checkpoint.modes import ALIASES, parse_mode
 from checkpoint.options import RestartStrategy
 from runtime.jobmaster import faults as fault_module
 from runtime.jobmaster.faults import FaultPlan, TaskCrash
 from runtime.jobmaster.result import CollectCommitter, JobFailedError
 from runtime.sim.executor import CostModel, NetworkOptions
-from runtime.verify.invariants import InvariantChecker, InvariantViolation
+from runtime.verify.invariants import InvariantChecker
+from runtime.verify.judging import (
+    FAULT_FAILURES,
+    Observed,
+    RunFailed,
+    classify,
+    config_repr,
+    judge,
+    reference,
+    storage_problem,
+)
 from runtime.workloads.seeded import (
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
@@ -61,10 +70,7 @@ from runtime.workloads.seeded import (
     UNION_STAGES,
     build_stamped_job,
     draw_rows,
-    multiset,
-    normalize_state,
     order_holds_after,
-    order_violations,
     stages_valid,
 )
 
@@ -106,32 +112,30 @@ FAULT_KINDS: dict[str, FaultKind] = {
 #: faults that hold a checkpoint (or a task) until a timeout: each may add one to a run's length
 _WAITING_FAULTS = ("LostAcknowledgement", "LostControlMessage", "TaskStall")
 
-#: violation kinds a `Verdict` can carry (`"ok"` and `"expected"` are not violations)
-VIOLATIONS = {
-    "lost": "committed output misses records of the reference",
-    "duplicated": "committed output has records the reference has not (or more of them)",
-    "lost+duplicated": "committed output misses some records and repeats others",
-    "state": "final keyed state differs from the reference (list order per origin included)",
-    "order": "records of one key from one origin arrived or were committed out of order",
-    "staged": "transactions left staged (never committed, never aborted) at the end",
-    "failed": "the job failed for good although its restart attempts covered every fault",
-    "liveness": "the job did not finish (simulator time or event bound, or stalled)",
-    "storage": "checkpoint storage at the end (on disk, no torn writes): a file no retained checkpoint "
-               "references, more checkpoints than retained, or a retained one that does not verify",
-    "invariant:<name>": "the per-event invariant checker found invariant <name> broken (runtime.verify.invariants)",
-    "error": "an unexpected exception escaped the executor",
-}
+class SwarmConfigBase:
+    """What a swarm config (`SwarmConfig`, the Ray swarm's `RaySwarmConfig`) answers besides its
+    fields (`seed`, `mode`, `chaining`, `parallelism`, `rescale_to`, `stages`, `faults`, ...):
+    its repr (non-default fields only, as `parse_config` reads it), its guarantee and its faults.
+    Subclasses are `@dataclass(frozen=True, repr=False)`."""
+
+    def __repr__(self) -> str:
+        return config_repr(self)
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.mode in EXACTLY_ONCE_MODES  # type: ignore[attr-defined]
+
+    @property
+    def order_kept(self) -> bool:
+        return order_kept(self)
+
+    def fault_counts(self) -> Counter:
+        """Faults of the plan by kind (class name)."""
+        return Counter(type(f).__name__ for f in self.faults)  # type: ignore[attr-defined]
 
 
-def _fault_repr(fault: Any) -> str:
-    """`TaskCrash(at_fraction=0.5)`: only the fields that differ from their defaults."""
-    args = [f"{f.name}={getattr(fault, f.name)!r}" for f in fields(fault)
-            if getattr(fault, f.name) != f.default]
-    return f"{type(fault).__name__}({', '.join(args)})"
-
-
-@dataclass(frozen=True)
-class SwarmConfig:
+@dataclass(frozen=True, repr=False)
+class SwarmConfig(SwarmConfigBase):
     """A job, its configuration and its faults. Defaults are the simplest values, the ones the
     shrinker moves toward; `repr` shows the others only."""
 
@@ -194,49 +198,11 @@ class SwarmConfig:
     compaction_threshold: float | None = 2.0
     faults: tuple[Any, ...] = field(default=())
 
-    def __repr__(self) -> str:
-        parts = [f"seed={self.seed}"]
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in ("seed", "faults") or value == f.default:
-                continue
-            parts.append(f"{f.name}={value!r}")
-        if self.faults:
-            inner = ", ".join(_fault_repr(fault) for fault in self.faults)
-            parts.append(f"faults=({inner},)")
-        return f"SwarmConfig({', '.join(parts)})"
-
-    @property
-    def exactly_once(self) -> bool:
-        return self.mode in EXACTLY_ONCE_MODES
-
-    @property
-    def order_kept(self) -> bool:
-        """Whether (origin, key) order is kept across forward edges: not when an unaligned
-        checkpoint is restored at another parallelism into an unchained job (the in-flight data of
-        a forward channel goes to receiver d % p, `runtime.jobmaster.channel_rescale`, as Flink
-        maps it round robin)."""
-        return not (self.mode in ("unaligned", "timeout") and not self.chaining
-                    and self.rescale_to not in (None, self.parallelism))
-
     def problems(self) -> list[str]:
         """Why this config cannot run (empty when it can)."""
-        out = []
-        if self.mode not in MODES:
-            out.append(f"mode {self.mode!r} is not one of {MODES}")
-        if self.backend not in BACKENDS:
-            out.append(f"backend {self.backend!r} is not one of {BACKENDS}")
-        if self.storage not in ("memory", "disk"):
-            out.append(f"storage {self.storage!r} is not memory or disk")
-        if not stages_valid(self.stages):
-            out.append(f"stages {self.stages} are not valid (see workloads.stages_valid)")
-        if min(self.rows, self.keys, self.parallelism, self.splits, self.buffer_size, self.credits) < 1:
-            out.append("rows, keys, parallelism, splits, buffer_size and credits must be >= 1")
+        out = job_problems(self)
         if self.rescale_to is not None and self.storage != "disk":
             out.append("rescale_to needs storage='disk'")
-        if not self.order_kept and any(stage in ORDER_SENSITIVE_STAGES for stage in self.stages):
-            out.append(f"order-sensitive stages {ORDER_SENSITIVE_STAGES} need (origin, key) order, which an "
-                       "unaligned rescale of an unchained job does not keep (see order_kept)")
         if self.restart not in RESTART_KINDS:
             out.append(f"restart {self.restart!r} is not one of {RESTART_KINDS}")
         if self.backend != "merging" and (self.max_file_size, self.compaction_threshold) != (64 << 20, 2.0):
@@ -251,9 +217,34 @@ class SwarmConfig:
         return (len(self.faults) + len(self.stages) + self.rows + self.keys + self.parallelism
                 + self.splits + (self.rescale_to or 0) + options)
 
-    def fault_counts(self) -> Counter:
-        """Faults of the plan by kind (class name)."""
-        return Counter(type(f).__name__ for f in self.faults)
+
+def order_kept(config: Any) -> bool:
+    """Whether (origin, key) order is kept across forward edges in a swarm config (this one's or
+    the Ray swarm's): not when an unaligned checkpoint is restored at another parallelism into an
+    unchained job (the in-flight data of a forward channel goes to receiver d % p,
+    `runtime.jobmaster.channel_rescale`, as Flink maps it round robin)."""
+    return not (config.mode in ("unaligned", "timeout") and not config.chaining
+                and config.rescale_to not in (None, config.parallelism))
+
+
+def job_problems(config: Any) -> list[str]:
+    """Why a swarm config's job and options cannot run (this one's or the Ray swarm's): mode,
+    backend, storage, stages, sizes, and order-sensitive stages where order is not kept."""
+    out = []
+    if config.mode not in MODES:
+        out.append(f"mode {config.mode!r} is not one of {MODES}")
+    if config.backend not in BACKENDS:
+        out.append(f"backend {config.backend!r} is not one of {BACKENDS}")
+    if config.storage not in ("memory", "disk"):
+        out.append(f"storage {config.storage!r} is not memory or disk")
+    if not stages_valid(config.stages):
+        out.append(f"stages {config.stages} are not valid (see workloads.stages_valid)")
+    if min(config.rows, config.keys, config.parallelism, config.splits, config.buffer_size, config.credits) < 1:
+        out.append("rows, keys, parallelism, splits, buffer_size and credits must be >= 1")
+    if not order_kept(config) and any(stage in ORDER_SENSITIVE_STAGES for stage in config.stages):
+        out.append(f"order-sensitive stages {ORDER_SENSITIVE_STAGES} need (origin, key) order, which an "
+                   "unaligned rescale of an unchained job does not keep (see order_kept)")
+    return out
 
 
 #: option fields: `size` counts those away from their defaults; the shrinker resets them one at a time
@@ -266,35 +257,6 @@ OPTION_FIELDS = ("skew", "buffer_size", "credits", "buffer_timeout", "records_pe
 
 
 # --------------------------------------------------------------------------- judging
-
-@dataclass(frozen=True)
-class ExpectedError:
-    """A known limitation: an exception of class `name` whose message contains `fragment`, in a
-    config for which `applies` holds, is an "expected" verdict (never a pass)."""
-
-    name: str
-    fragment: str
-    why: str
-    applies: Callable[[SwarmConfig], bool]
-
-
-def _corrupts(config: SwarmConfig) -> bool:
-    return any(type(f).__name__ == "TornWrite" for f in config.faults)
-
-
-#: known limitations, tracked elsewhere; delete an entry when its fix lands
-EXPECTED_ERRORS: tuple[ExpectedError, ...] = (
-    ExpectedError("CommittedOutputAheadError", "falling back past committed output",
-                  "a torn write corrupted a checkpoint whose transactions the sinks had already committed; "
-                  "restoring an older one would commit that output a second time, so the job fails naming both "
-                  "checkpoints instead of breaking exactly-once",
-                  _corrupts),
-    ExpectedError("NoValidCheckpointError", "no retained checkpoint can be restored",
-                  "torn writes corrupted every retained checkpoint, so there is none to restore; the job fails "
-                  "naming the bad files rather than start over and commit its output again",
-                  _corrupts),
-)
-
 
 @dataclass(frozen=True)
 class KnownBug:
@@ -336,7 +298,7 @@ def draw_config(seed: int) -> SwarmConfig:
     rng = random.Random(f"swarm/{seed}")
     mode = rng.choice(MODES)
     parallelism = rng.randint(1, 4)
-    stages = _draw_stages(rng)
+    stages = draw_stages(rng)
     # faults from a stream of their own: a kind added at the end of FAULT_KINDS leaves the rest
     # of every seed's config, and its other faults (FaultPlan.random draws kinds in order), as is
     fault_rng = random.Random(f"swarm-faults/{seed}")
@@ -379,7 +341,7 @@ def draw_config(seed: int) -> SwarmConfig:
         # a first execution crashing early in a fast job would have no checkpoint to restore
         source_slowdown=100.0 if rescale_to is not None else rng.choice((1.0, 1.0, 20.0, 100.0)),
         write_latency=rng.choice((0.002, 0.0005)),
-        stages=_maybe_union(rng, stages),
+        stages=maybe_union(rng, stages),
         **_draw_debloating(seed),
     )
     return replace(config, **_draw_more(config))
@@ -434,7 +396,7 @@ def _draw_debloating(seed: int) -> dict[str, Any]:
     return {"debloat_target": rng.choice((0.0002, 0.001, 0.005)), "debloat_period": rng.choice((0.0005, 0.002))}
 
 
-def _maybe_union(rng: random.Random, stages: tuple[str, ...]) -> tuple[str, ...]:
+def maybe_union(rng: random.Random, stages: tuple[str, ...]) -> tuple[str, ...]:
     """Sometimes a union stage, wherever order-sensitive stages stay valid (drawn last, so the
     rest of a seed's config does not depend on it)."""
     if rng.random() >= 0.15:
@@ -445,7 +407,7 @@ def _maybe_union(rng: random.Random, stages: tuple[str, ...]) -> tuple[str, ...]
     return stages[:at] + (union,) + stages[at:]
 
 
-def _draw_stages(rng: random.Random) -> tuple[str, ...]:
+def draw_stages(rng: random.Random) -> tuple[str, ...]:
     """1-4 stages; order-sensitive ones only where (origin, key) order holds; at least one
     keyed stage, so the job has state."""
     stages: list[str] = []
@@ -491,35 +453,6 @@ class Verdict:
                 + (f" — {self.detail}" if self.detail else ""))
 
 
-@dataclass
-class _Run:
-    """The faulty run's observations, over one or two executions."""
-
-    committer: CollectCommitter
-    final_state: dict[str, Any]
-    failures: list[str]
-    completed: int = 0
-    aborted: int = 0
-    restarts: int = 0
-    phases: int = 1
-    #: what is wrong with the final execution's checkpoint directory ("" when nothing, or unchecked)
-    storage_problem: str = ""
-
-    def add(self, result: Any) -> None:
-        self.completed += len(result.completed_checkpoints)
-        self.aborted += len(result.aborted_checkpoints)
-        self.restarts += result.restarts
-        self.failures.extend(result.failures)
-
-
-class _Failed(Exception):
-    """A run ended in a verdict before comparing outputs."""
-
-    def __init__(self, kind: str, detail: str, run: _Run | None = None) -> None:
-        super().__init__(detail)
-        self.kind, self.detail, self.run = kind, detail, run
-
-
 _DEFAULT: Any = object()
 
 
@@ -540,16 +473,16 @@ def run_config(config: SwarmConfig, *, invariants: Callable[[Counter], Any] | No
         raise ValueError(f"invalid swarm config {config!r}: {'; '.join(problems)}")
     factory = INVARIANTS if invariants is _DEFAULT else invariants
     try:
-        want_output, want_state = _reference(config.seed, config.rows, config.keys, config.skew, config.splits,
+        want_output, want_state = reference(config.seed, config.rows, config.keys, config.skew, config.splits,
                                              config.stages)
     except Exception as exc:  # noqa: BLE001 - the failure-free run must not fail at all
-        kind, detail = _classify(config, exc)
+        kind, detail = classify(config, exc)
         return _verdict(config, kind, f"failure-free reference run: {detail}", None, known_bugs)
     checker = None if factory is None else partial(factory, want_output)
     with tempfile.TemporaryDirectory(prefix="barrierflow-swarm-", dir=SCRATCH_DIR) as tmp:
         try:
             run = (_two_phases if config.rescale_to is not None else _one_phase)(config, Path(tmp), checker)
-        except _Failed as failed:
+        except RunFailed as failed:
             if failed.kind == "liveness" and _timeouts_explain(config, factory):
                 failed.kind, failed.detail = "expected", (
                     f"does not finish with timeout={config.timeout:g} s but does with the default: its "
@@ -559,7 +492,7 @@ def run_config(config: SwarmConfig, *, invariants: Callable[[Counter], Any] | No
     if any("order violation" in f for f in run.failures):
         detail = next(f for f in run.failures if "order violation" in f)
         return _verdict(config, "order", detail, run, known_bugs)
-    return _verdict(config, *_judge(config, run, want_output, want_state), run, known_bugs)
+    return _verdict(config, *judge(config, run, want_output, want_state), run, known_bugs)
 
 
 def _timeouts_explain(config: SwarmConfig, factory: Callable[[Counter], Any] | None) -> bool:
@@ -570,7 +503,7 @@ def _timeouts_explain(config: SwarmConfig, factory: Callable[[Counter], Any] | N
     return run_config(replace(config, timeout=default), invariants=factory, known_bugs=False).kind != "liveness"
 
 
-def _verdict(config: SwarmConfig, kind: str, detail: str, run: _Run | None, known_bugs: bool) -> Verdict:
+def _verdict(config: SwarmConfig, kind: str, detail: str, run: Observed | None, known_bugs: bool) -> Verdict:
     if known_bugs:
         for bug in KNOWN_BUGS:
             if kind in bug.kinds and bug.applies(config):
@@ -581,68 +514,28 @@ def _verdict(config: SwarmConfig, kind: str, detail: str, run: _Run | None, know
     return Verdict(config, kind, detail, run.completed, run.aborted, run.restarts, run.phases)
 
 
-def _judge(config: SwarmConfig, run: _Run, want_output: Counter, want_state: Any) -> tuple[str, str]:
-    output = run.committer.output(SINK)
-    got = multiset(output)
-    missing, extra = want_output - got, got - want_output
-    if missing and (extra or config.exactly_once):
-        kind = "lost+duplicated" if extra else "lost"
-        return kind, f"{sum(missing.values())} missing, {sum(extra.values())} extra (e.g. {_example(missing or extra)})"
-    if extra and config.exactly_once:
-        return "duplicated", f"{sum(extra.values())} extra (e.g. {_example(extra)})"
-    staged = run.committer.staged_transactions(SINK)
-    if staged:
-        return "staged", f"staged transactions left: {staged[:5]}"
-    if not config.exactly_once:
-        return ("storage", run.storage_problem) if run.storage_problem else ("ok", "")
-    if normalize_state(run.final_state) != want_state:
-        return "state", _state_difference(normalize_state(run.final_state), want_state)
-    if order_holds_after(config.stages) and config.order_kept:
-        problems = order_violations(output)
-        if problems:
-            return "order", "; ".join(problems)
-    if run.storage_problem:
-        return "storage", run.storage_problem
-    return "ok", ""
-
-
-def _example(records: Counter) -> str:
-    record, n = next(iter(records.items()))
-    return f"{dict(record)} x{n}"
-
-
-def _state_difference(got: dict, want: dict) -> str:
-    for vertex in sorted(set(got) | set(want)):
-        for name in sorted(set(got.get(vertex, {})) | set(want.get(vertex, {}))):
-            g, w = got.get(vertex, {}).get(name, {}), want.get(vertex, {}).get(name, {})
-            for key in sorted(set(g) | set(w), key=repr):
-                if g.get(key) != w.get(key):
-                    return f"{vertex}.{name}[{key!r}]: got {g.get(key)!r}, want {w.get(key)!r}"
-    return "states differ"
-
-
-@lru_cache(maxsize=256)
-def _reference(seed: int, rows: int, keys: int, skew: float, splits: int,
-               stages: tuple[str, ...]) -> tuple[Counter, Any]:
-    """The failure-free run without checkpointing: committed multiset and normalized state."""
-    from runtime.api.environment import StreamEnvironment
-
-    env = StreamEnvironment(parallelism=2, buffer_size=16)
-    build_stamped_job(env, draw_rows(seed, rows, keys, skew), splits, stages, strict_order=True)
-    result = env.execute("job", executor="sim", seed=0, max_time=60.0, max_events=3_000_000)
-    output = result.output(SINK)
-    problems = order_violations(output) if order_holds_after(stages) else []
-    if problems:  # the workload itself is wrong, not the runtime
-        raise AssertionError(f"reference run of {stages} is out of order: {problems}")
-    return multiset(output), normalize_state(result.final_state)
-
-
 def _environment(config: SwarmConfig, parallelism: int, storage: str | None, restart: RestartStrategy) -> Any:
     from runtime.api.environment import StreamEnvironment
 
     env = StreamEnvironment(parallelism=parallelism, buffer_size=config.buffer_size, credits=config.credits,
                             buffer_timeout=config.buffer_timeout)
-    env.enable_checkpointing(
+    env.enable_checkpointing(**checkpointing_options(config, storage))
+    if not config.chaining:
+        env.disable_chaining()
+    if config.ha:
+        env.set_high_availability("zookeeper", cluster_id="swarm")
+    if config.debloat_target is not None:
+        env.set_buffer_debloating(target=config.debloat_target, period=config.debloat_period, samples=3)
+    env.set_restart_strategy(restart)
+    rows = draw_rows(config.seed, config.rows, config.keys, config.skew)
+    build_stamped_job(env, rows, config.splits, config.stages, strict_order=config.exactly_once)
+    return env
+
+
+def checkpointing_options(config: Any, storage: str | None) -> dict[str, Any]:
+    """`enable_checkpointing`'s arguments for a swarm config (this one's or the Ray swarm's):
+    interval, mode, timeouts, concurrency, retention, backend and its files, the aligner's bound."""
+    return dict(
         interval=config.interval,
         **parse_mode(config.mode, accepted=_MODE_NAMES).checkpointing(config.alignment_timeout),
         timeout=config.timeout,
@@ -657,16 +550,6 @@ def _environment(config: SwarmConfig, parallelism: int, storage: str | None, res
         max_file_size=config.max_file_size,
         compaction_threshold=config.compaction_threshold,
     )
-    if not config.chaining:
-        env.disable_chaining()
-    if config.ha:
-        env.set_high_availability("zookeeper", cluster_id="swarm")
-    if config.debloat_target is not None:
-        env.set_buffer_debloating(target=config.debloat_target, period=config.debloat_period, samples=3)
-    env.set_restart_strategy(restart)
-    rows = draw_rows(config.seed, config.rows, config.keys, config.skew)
-    build_stamped_job(env, rows, config.splits, config.stages, strict_order=config.exactly_once)
-    return env
 
 
 #: events one execution without waiting faults may take before it is judged not to finish
@@ -692,40 +575,19 @@ def _execute(config: SwarmConfig, env: Any, faults: FaultPlan, checker: Callable
     return env.execute("job", executor="sim", **options)
 
 
-def _one_phase(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | None) -> _Run:
+def _one_phase(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | None) -> Observed:
     env = _environment(config, config.parallelism, str(tmp) if config.storage == "disk" else None,
                        _restart_strategy(config))
-    run = _Run(CollectCommitter(), {}, [])
+    run = Observed(CollectCommitter(), {}, [])
     try:
         result = _execute(config, env, FaultPlan(config.faults, config.seed), checker, committer=run.committer)
     except Exception as exc:  # noqa: BLE001 - every escape is classified
-        raise _Failed(*_classify(config, exc), run) from exc
+        raise RunFailed(*classify(config, exc), run) from exc
     run.add(result)
     run.final_state = result.final_state
     if config.storage == "disk":
-        run.storage_problem = _storage_problem(config, tmp)
+        run.storage_problem = storage_problem(config, tmp)
     return run
-
-
-def _storage_problem(config: SwarmConfig, directory: Path) -> str:
-    """What is wrong with a finished job's checkpoint `directory` (the cleanup guarantee: no file
-    left unreferenced, only the retained checkpoints kept, each whole); "" when
-    nothing, or when torn writes may legitimately have left a corrupt checkpoint behind."""
-    if _corrupts(config) or not directory.exists():
-        return ""
-    storage = open_checkpoints(str(directory))
-    report = collect_garbage(storage, "job", dry_run=True)
-    if report.removed:
-        paths = [path for path, _ in report.removed]
-        return f"{len(paths)} orphan file(s) left in {directory.name}: {paths[:4]}"
-    if len(report.valid_checkpoints) > config.retained:
-        return f"{len(report.valid_checkpoints)} checkpoints kept ({report.valid_checkpoints}), retained={config.retained}"
-    for checkpoint_id in report.valid_checkpoints:
-        try:
-            read_checkpoint(storage, "job", checkpoint_id, verify_files=True)
-        except CorruptCheckpointError as exc:
-            return f"retained checkpoint {checkpoint_id} does not verify: {exc}"
-    return ""
 
 
 def _restart_strategy(config: SwarmConfig) -> RestartStrategy:
@@ -742,28 +604,28 @@ def _restart_strategy(config: SwarmConfig) -> RestartStrategy:
     return RestartStrategy.fixed_delay(config.restart_attempts, config.restart_delay)
 
 
-def _two_phases(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | None) -> _Run:
+def _two_phases(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | None) -> Observed:
     """First execution: no restarts, no fault but a crash for good of the first source subtask
     after `rescale_at` of its records; second: restore_from its directory at parallelism
     `rescale_to` with its committer and the config's faults and restarts, to the end."""
     first_dir = tmp / "first"
     env = _environment(config, config.parallelism, str(first_dir), RestartStrategy.no_restart())
-    crash = TaskCrash(task=f"{SOURCE_VERTEX}[0]", after_records=max(1, int(config.rescale_at * _first_source_rows(config))))
+    crash = TaskCrash(task=f"{SOURCE_VERTEX}[0]", after_records=max(1, int(config.rescale_at * first_source_rows(config))))
     committer = CollectCommitter()
-    run = _Run(committer, {}, [])
+    run = Observed(committer, {}, [])
     try:
         result = _execute(config, env, FaultPlan.of(crash), checker, committer=committer)
     except JobFailedError as exc:
-        kind, detail = _classify(config, exc)
-        if kind != "failed" or not any(cause in str(exc) for cause in _FAULT_FAILURES):
-            raise _Failed(kind, f"first execution: {detail}", run) from exc
+        kind, detail = classify(config, exc)
+        if kind != "failed" or not any(cause in str(exc) for cause in FAULT_FAILURES):
+            raise RunFailed(kind, f"first execution: {detail}", run) from exc
         run.failures.append(f"first execution failed for good: {exc}")
     except Exception as exc:  # noqa: BLE001 - every escape is classified
-        raise _Failed(*_classify(config, exc), run) from exc
+        raise RunFailed(*classify(config, exc), run) from exc
     else:  # the job ended before the planned crash: nothing to restore
         run.add(result)
         run.final_state = result.final_state
-        run.storage_problem = _storage_problem(config, first_dir)
+        run.storage_problem = storage_problem(config, first_dir)
         return run
     run.phases = 2
     assert config.rescale_to is not None
@@ -772,55 +634,22 @@ def _two_phases(config: SwarmConfig, tmp: Path, checker: Callable[[], Any] | Non
         env.restore_from(str(first_dir))
     except CheckpointToolError as exc:
         if committer.output(SINK):
-            raise _Failed("duplicated", f"output committed but no checkpoint to restore: {exc}", run) from exc
+            raise RunFailed("duplicated", f"output committed but no checkpoint to restore: {exc}", run) from exc
         run.committer = committer = CollectCommitter()  # nothing to continue: start afresh
     try:
         result = _execute(config, env, FaultPlan(config.faults, config.seed), checker, committer=committer)
     except Exception as exc:  # noqa: BLE001 - every escape is classified
-        raise _Failed(*_classify(config, exc), run) from exc
+        raise RunFailed(*classify(config, exc), run) from exc
     run.add(result)
     run.final_state = result.final_state
-    run.storage_problem = _storage_problem(config, tmp / "second")
+    run.storage_problem = storage_problem(config, tmp / "second")
     return run
 
 
-#: invariants whose violation is one of the verdict's own kinds (the rest: "invariant:<name>")
-_INVARIANT_KINDS = {"committed-output-complete": "lost", "committed-output-within-reference": "duplicated"}
-
-#: how a failure caused by an injected fault reads (the first phase of a rescale must end so)
-_FAULT_FAILURES = ("injected fault", "coordinator crash", "exceeded checkpoint tolerable failure threshold")
-
-
-def _first_source_rows(config: SwarmConfig) -> int:
+def first_source_rows(config: SwarmConfig) -> int:
     """Rows the first source subtask reads (`assign_splits`: split i goes to subtask i % p)."""
     base, extra = divmod(config.rows, config.splits)
     return sum(base + (1 if i < extra else 0) for i in range(0, config.splits, config.parallelism))
-
-
-def _classify(config: SwarmConfig, exc: BaseException) -> tuple[str, str]:
-    """The verdict kind of an exception that ended a run."""
-    chain = [exc]
-    while chain[-1].__cause__ is not None or getattr(chain[-1], "cause", None) is not None:
-        nxt = chain[-1].__cause__ or chain[-1].cause  # type: ignore[attr-defined]
-        if nxt in chain:
-            break
-        chain.append(nxt)
-    names = {cls.__name__ for e in chain for cls in type(e).__mro__}
-    message = " <- ".join(f"{type(e).__name__}: {e}" for e in chain)
-    for expected in EXPECTED_ERRORS:
-        if expected.applies(config) and any(
-                expected.name in {c.__name__ for c in type(e).__mro__} and expected.fragment in str(e) for e in chain):
-            return "expected", f"{expected.why}: {message}"
-    violation = next((e for e in chain if isinstance(e, InvariantViolation)), None)
-    if violation is not None:
-        return _INVARIANT_KINDS.get(violation.invariant, f"invariant:{violation.invariant}"), message
-    if "OrderViolation" in names or "order violation" in message:
-        return "order", message
-    if isinstance(exc, JobFailedError):
-        if "did not finish within" in str(exc) or "job stalled" in str(exc):
-            return "liveness", message
-        return "failed", message
-    return "error", message
 
 
 # --------------------------------------------------------------------------- replay
@@ -835,21 +664,22 @@ def replay_line(config: SwarmConfig) -> str:
     return f"python -m runtime.verify.vopr --config {quoted}"
 
 
-def _constructors() -> dict[str, Any]:
-    names: dict[str, Any] = {"SwarmConfig": SwarmConfig}
+def _constructors(config_class: type) -> dict[str, Any]:
+    names: dict[str, Any] = {config_class.__name__: config_class}
     for name, obj in vars(fault_module).items():
         if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj is not FaultPlan:
             names[name] = obj
     return names
 
 
-def parse_config(text: str) -> SwarmConfig:
-    """The `SwarmConfig` a `repr` describes (only literals and known constructors: no eval).
+def parse_config(text: str, config_class: type = SwarmConfig) -> Any:
+    """The `config_class` (`SwarmConfig`, or the Ray swarm's) a `repr` describes (only literals
+    and known constructors: no eval).
 
     Raises:
         ValueError: `text` is not such a repr (names what is not allowed).
     """
-    allowed = _constructors()
+    allowed = _constructors(config_class)
 
     def value(node: ast.AST) -> Any:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in allowed:
@@ -868,8 +698,8 @@ def parse_config(text: str) -> SwarmConfig:
     except SyntaxError as exc:
         raise ValueError(f"not a swarm config: {exc}") from None
     config = value(tree.body)
-    if not isinstance(config, SwarmConfig):
-        raise ValueError(f"not a SwarmConfig(...): {text[:80]!r}")
+    if not isinstance(config, config_class):
+        raise ValueError(f"not a {config_class.__name__}(...): {text[:80]!r}")
     return config
 
 

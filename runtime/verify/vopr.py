@@ -8,6 +8,10 @@
                                                   seeds from N until M minutes passed, then a report
     python -m runtime.verify.vopr --seed N --mode aligned|unaligned|timeout|at_least_once [--count K]
                                                   the original corner: `random_spec` jobs, max_concurrent=1
+    python -m runtime.verify.vopr --executor ray [--seed N] [--count K] | --config 'RaySwarmConfig(...)' |
+                                  --swarm --minutes M
+                                                  the same on a real local Ray (`runtime.verify.ray_swarm`):
+                                                  each seed logs SEED= and every knob first; no --shrink
 
 A swarm seed draws the job, every checkpointing option and a random subset of fault kinds
 (`runtime.verify.swarm`). Each seed prints its faults, checkpoints completed/aborted, restarts and
@@ -24,7 +28,10 @@ import sys
 import time
 import typing
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from checkpoint.modes import parse_mode
 from checkpoint.options import InvalidOptionError
@@ -96,12 +103,35 @@ def shrink_and_report(verdict: Verdict, max_runs: int = 400, known_bugs: bool = 
     return small
 
 
-def _run_configs(configs: list[SwarmConfig], do_shrink: bool, known_bugs: bool) -> int:
+@dataclass(frozen=True)
+class Swarm:
+    """One executor's swarm: how a seed's config is drawn, run (to a `Verdict`), covered and
+    parsed, and what is logged before a config runs (None: its repr only)."""
+
+    draw_config: Callable[[int], Any]
+    run_config: Callable[..., Any]
+    coverage: Callable[[Any], dict[str, Any]]
+    parse_config: Callable[[str], Any]
+    announce: Callable[[Any], str] | None = None
+
+
+SIM_SWARM = Swarm(draw_config, run_config, coverage, parse_config)
+
+
+def ray_swarm() -> Swarm:
+    """The Ray swarm (`runtime.verify.ray_swarm`; imported only when asked for: it imports Ray)."""
+    from runtime.verify import ray_phases, ray_swarm
+
+    return Swarm(ray_swarm.draw_config, ray_phases.run_config, ray_swarm.coverage, ray_swarm.parse_ray_config,
+                 announce=lambda config: f"SEED={config.seed} {config.knobs()}")
+
+
+def _run_configs(configs: list[Any], do_shrink: bool, known_bugs: bool, swarm: Swarm = SIM_SWARM) -> int:
     failed = 0
     kinds: Counter = Counter()
     for config in configs:
-        print(f"config: {config!r}", flush=True)
-        verdict = run_config(config, known_bugs=known_bugs)
+        print(f"config: {config!r}" if swarm.announce is None else swarm.announce(config), flush=True)
+        verdict = swarm.run_config(config, known_bugs=known_bugs)
         _report(verdict)
         kinds[verdict.kind] += 1
         if verdict.violation:
@@ -119,7 +149,7 @@ def sweep_line(verdict: Verdict) -> str:
     return f"{verdict.summary()}  | {verdict.replay}"
 
 
-def _sweep(first: int, minutes: float, do_shrink: bool) -> int:
+def _sweep(first: int, minutes: float, do_shrink: bool, swarm: Swarm = SIM_SWARM) -> int:
     """Run seeds from `first` until `minutes` passed; report speed, coverage, faults, violations."""
     deadline = time.monotonic() + minutes * 60
     start = time.monotonic()
@@ -129,10 +159,12 @@ def _sweep(first: int, minutes: float, do_shrink: bool) -> int:
     violations: list[Verdict] = []
     seed = first
     while time.monotonic() < deadline:
-        config = draw_config(seed)
-        verdict = run_config(config)
+        config = swarm.draw_config(seed)
+        if swarm.announce is not None:
+            print(swarm.announce(config), flush=True)
+        verdict = swarm.run_config(config)
         print(sweep_line(verdict), flush=True)
-        for option, value in coverage(config).items():
+        for option, value in swarm.coverage(config).items():
             for v in value if isinstance(value, list) else [value]:
                 covered[option][v] += 1
         faults.update(config.fault_counts())
@@ -184,26 +216,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault", default=None, metavar="KIND",
                         help="with --seed/--count: only the seeds whose fault plan has a fault of this class")
     parser.add_argument("--known-bugs-as-violations", action="store_true",
-                        help="report what swarm.KNOWN_BUGS explains as violations (to replay or shrink them)")
+                        help="report what swarm.KNOWN_BUGS explains as violations (to replay or shrink them); "
+                             "--executor ray: run configs as drawn, without avoiding ray_swarm.KNOWN_BUGS")
+    parser.add_argument("--executor", choices=("sim", "ray"), default="sim",
+                        help="ray: the Ray swarm (runtime.verify.ray_swarm) on a local Ray")
     args = parser.parse_args(argv)
     logging.getLogger().setLevel(logging.ERROR)  # fallback warnings are expected under faults
     first = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    if args.executor == "ray":
+        if args.mode is not None or args.shrink:
+            parser.error("--mode and --shrink are simulator-only (a Ray config runs for seconds, a shrink for hours)")
+        return _on_ray(lambda: _main(parser, args, first, ray_swarm()))
     if args.mode is not None:
         return _legacy(first, args.count, args.mode)
+    return _main(parser, args, first, SIM_SWARM)
+
+
+def _main(parser: argparse.ArgumentParser, args: argparse.Namespace, first: int, swarm: Swarm) -> int:
     if args.config is not None:
         try:
-            config = parse_config(args.config)
+            config = swarm.parse_config(args.config)
         except ValueError as exc:
             parser.error(str(exc))
-        return _run_configs([config], args.shrink, not args.known_bugs_as_violations)
+        return _run_configs([config], args.shrink, not args.known_bugs_as_violations, swarm)
     if args.swarm:
-        return _sweep(first, args.minutes, args.shrink)
-    configs = [draw_config(seed) for seed in range(first, first + args.count)]
+        return _sweep(first, args.minutes, args.shrink, swarm)
+    configs = [swarm.draw_config(seed) for seed in range(first, first + args.count)]
     if args.fault is not None:
         if args.fault not in _fault_classes():
             parser.error(f"--fault {args.fault!r} is not a fault kind; kinds: {', '.join(sorted(_fault_classes()))}")
         configs = [c for c in configs if args.fault in c.fault_counts()]
-    return _run_configs(configs, args.shrink, not args.known_bugs_as_violations)
+    return _run_configs(configs, args.shrink, not args.known_bugs_as_violations, swarm)
+
+
+def _on_ray(run: Callable[[], int]) -> int:
+    """`run()` with a local Ray started once for all its configs, and stopped afterwards."""
+    import ray
+
+    from runtime.ray.cluster import ensure_ray
+
+    started = ensure_ray()
+    try:
+        return run()
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def _fault_classes() -> set[str]:

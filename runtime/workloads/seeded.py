@@ -309,9 +309,11 @@ def stages_valid(stages: tuple[str, ...]) -> bool:
 
 
 def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages: tuple[str, ...], *,
-                      strict_order: bool) -> None:
+                      strict_order: bool, rate: float | None = None) -> None:
     """Add a pipeline of `stages` over `stamp_rows(rows, splits)` to `env`, ending in
-    `CollectSink(SINK)`. `strict_order`: `SequenceCheck`s raise (exactly-once modes).
+    `CollectSink(SINK)`. `strict_order`: `SequenceCheck`s raise (exactly-once modes). `rate`:
+    the rows are read at `rate` records/s over all splits (for an executor on a wall clock; each
+    split holds the same rows in the same order either way, so the output does not change).
 
     Raises:
         ValueError: `stages` is not `stages_valid`.
@@ -319,7 +321,11 @@ def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages:
     if not stages_valid(stages):
         raise ValueError(f"invalid stamped job stages {stages}: unknown stage, or an order-sensitive "
                          f"stage {ORDER_SENSITIVE_STAGES} after a rebalance with no count in between")
-    stream = env.from_collection(stamp_rows(rows, splits), splits=splits)
+    stamped = stamp_rows(rows, splits)
+    if rate is None:
+        stream = env.from_collection(stamped, splits=splits)
+    else:
+        stream = env.from_source(_paced_collection(stamped, splits, rate))
     for index, stage in enumerate(stages):
         name = f"{stage}{index}"
         if stage == "map":
@@ -342,6 +348,24 @@ def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages:
         else:
             stream = stream.key_by("key").process(_keyed_function(stage, index, strict_order), name=name)
     stream.sink_to(CollectSink(SINK))
+
+
+def _paced_collection(rows: list[dict[str, Any]], splits: int, rate: float) -> Any:
+    """`from_collection(rows, splits)` read at `rate` records/s: a generator whose split j yields
+    the rows of the collection's split j in order (a generator interleaves indices over its
+    splits, `GeneratorSource`; both give split j the same number of rows). Named "collection"
+    like the source it stands for, so the job's vertices are the same."""
+    from operators.sources import CollectionSource, GeneratorSource
+
+    by_split = [rows[split.start:split.end] for split in CollectionSource(rows, splits).splits()]
+    return GeneratorSource(count=len(rows), rate=rate, fn=partial(_split_row, by_split), splits=splits,
+                           name="collection", timestamp_field=None)
+
+
+def _split_row(by_split: list[list[dict[str, Any]]], index: int) -> dict[str, Any]:
+    """Generator record `index`: row `index // n` of split `index % n` (n splits)."""
+    split, position = divmod(index, len(by_split))[::-1]
+    return by_split[split][position]
 
 
 def _keyed_function(stage: str, index: int, strict_order: bool) -> KeyedProcessFunction:

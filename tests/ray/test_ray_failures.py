@@ -190,3 +190,30 @@ def test_unreachable_storage_or_zookeeper_fails_in_seconds_naming_it(what: str, 
     with pytest.raises(StorageError if what == "storage" else HighAvailabilityError, match=address):
         env.execute("unreachable", executor="ray")
     assert time.monotonic() - started < 15.0
+
+
+@pytest.mark.ray
+def test_a_coordinator_dying_as_the_last_task_finishes_fails_over_instead_of_escaping(ray_session,
+                                                                                     monkeypatch) -> None:
+    """The coordinator dies after its last status and before the end (here: in the very poll
+    that finds every task finished, as an injected crash can): the job fails over, restores its
+    final checkpoint, ends at once, and commits its output exactly once — no raw ActorDiedError."""
+    import ray
+
+    from runtime.ray.executor import RayExecutor
+
+    all_finished = RayExecutor._all_finished
+    killed = []
+
+    def killing_the_coordinator_once(self) -> bool:
+        done = all_finished(self)
+        if done and not killed:
+            killed.append(self.coordinator)
+            ray.kill(self.coordinator, no_restart=True)
+        return done
+
+    monkeypatch.setattr(RayExecutor, "_all_finished", killing_the_coordinator_once)
+    result = pageview_env(ROWS).execute("pv", executor="ray")
+    assert killed and result.restarts == 1 and result.failures[0].startswith("checkpoint coordinator died")
+    assert multiset(result.output("pv")) == expected_counts(ROWS)
+

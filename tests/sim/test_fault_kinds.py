@@ -21,6 +21,7 @@ from runtime.jobmaster.faults import (
     DelayedControlMessage,
     DuplicatedControlMessage,
     LostControlMessage,
+    ProcessKill,
     SlowStorage,
     TaskCrash,
     TaskCrashDuringRecovery,
@@ -308,6 +309,16 @@ def test_random_plans_name_what_they_drew_and_replay() -> None:
     assert eval(repr(explicit)) == explicit  # noqa: S307 - the repr is the replay line
 
 
+def test_process_kills_are_drawn_last_and_refuse_an_unknown_process() -> None:
+    plan = FaultPlan.random(5, crashes=1, torn_writes=1, process_kills=2)
+    assert [type(f).__name__ for f in plan.faults] == ["TaskCrash", "TornWrite", "ProcessKill", "ProcessKill"]
+    assert plan.faults[:2] == FaultPlan.random(5, crashes=1, torn_writes=1).faults  # older kinds draw as before
+    assert all(0.0 < f.at_fraction < 1.0 for f in plan.faults[2:])
+    with pytest.raises(ValueError, match="ProcessKill: process must be one of worker, coordinator, committer, "
+                                         "blob_store, got 'driver'"):
+        ProcessKill("driver")
+
+
 def test_the_older_kinds_draw_as_they_always_did() -> None:
     # pinned from the plan before the new kinds existed: existing seeds must replay the same
     plan = FaultPlan.random(7, crashes=2, lost_acks=1, stalls=1, storage_failures=1, coordinator_crashes=1)
@@ -318,16 +329,19 @@ def test_the_older_kinds_draw_as_they_always_did() -> None:
         "StorageWriteFailure(task=None, nth=1), CoordinatorCrash(at=None, at_fraction=0.3791))")
 
 
-def test_the_ray_executor_implements_every_kind_and_refusing_one_names_it() -> None:
+def test_the_ray_executor_implements_every_kind_the_simulator_every_one_but_process_kills() -> None:
     import typing
 
     from runtime.jobmaster.faults import Fault, check_supported
     from runtime.ray.executor import RAY_FAULT_KINDS
 
     assert set(RAY_FAULT_KINDS) == set(typing.get_args(Fault))
+    with pytest.raises(UnsupportedFaultError, match=r"the sim executor does not implement fault kind ProcessKill "
+                                                    r"\(ProcessKill\(.*\)\); .*; run this plan on executor='ray'"):
+        relay_job().execute("job", executor="sim", faults=FaultPlan.of(ProcessKill("coordinator", at=0.01)))
     with pytest.raises(UnsupportedFaultError, match=r"the ray executor does not implement fault kind SlowStorage "
                                                     r"\(SlowStorage\(.*\)\); it implements TaskCrash; run this"):
-        check_supported(FaultPlan.of(TaskCrash(at=0.1), SlowStorage(at=0.1)), (TaskCrash,), "ray")
+        check_supported(FaultPlan.of(TaskCrash(at=0.1), SlowStorage(at=0.1)), (TaskCrash,), "ray", "sim")
 
 
 # ---------------------------------------------------------------------- random plans of each kind

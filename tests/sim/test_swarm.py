@@ -24,7 +24,7 @@ from runtime.core.task import Task
 from runtime.jobmaster.faults import FaultPlan, TaskCrash
 from runtime.jobmaster.restart import RestartStrategy
 from runtime.jobmaster.result import CollectCommitter
-from runtime.verify import swarm, vopr
+from runtime.verify import judging, swarm, vopr
 from runtime.verify.shrink import same_violation, shrink
 from runtime.verify.swarm import (
     BACKENDS,
@@ -399,7 +399,7 @@ def test_the_storage_check_finds_what_a_finished_job_leaves_behind(monkeypatch) 
     verdict = run_config(config)
     assert verdict.kind == "storage" and "orphan file(s)" in verdict.detail, verdict.summary()
     monkeypatch.undo()
-    original = swarm.collect_garbage
+    original = judging.collect_garbage
 
     def deleting_a_retained_file(storage, job_id, **options):
         for path in storage.list_job_files(job_id):
@@ -408,7 +408,7 @@ def test_the_storage_check_finds_what_a_finished_job_leaves_behind(monkeypatch) 
                 break
         return original(storage, job_id, **options)
 
-    monkeypatch.setattr(swarm, "collect_garbage", deleting_a_retained_file)
+    monkeypatch.setattr(judging, "collect_garbage", deleting_a_retained_file)
     verdict = run_config(config)
     assert verdict.kind == "storage" and "does not verify" in verdict.detail, verdict.summary()
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from runtime.jobmaster.faults import TornWrite
 from runtime.jobmaster.restore import CommittedOutputAheadError
-from runtime.verify.swarm import EXPECTED_ERRORS, SwarmConfig, Verdict, _classify
+from runtime.verify.judging import EXPECTED_ERRORS, classify
+from runtime.verify.swarm import SwarmConfig, Verdict
 from runtime.verify.vopr import sweep_line
 
 
@@ -18,7 +19,7 @@ def test_an_expected_verdict_gives_the_reason_and_the_error_and_the_sweep_prints
     config = SwarmConfig(seed=5, faults=(TornWrite(task="count[0]", nth=2),))
     error = CommittedOutputAheadError("job 'job': restoring checkpoint 3 would mean falling back past committed "
                                       "output of checkpoint 4 " + "(transaction count[0]/4) " * 20)
-    kind, detail = _classify(config, error)
+    kind, detail = classify(config, error)
     assert kind == "expected"
     assert detail.startswith("a torn write corrupted a checkpoint whose transactions the sinks had already committed")
     assert str(error) in detail
