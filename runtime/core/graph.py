@@ -154,6 +154,8 @@ class JobEdge:
     had the other one (`runtime.jobmaster.channel_rescale` reads its channels so).
     `output_tag`: the edge carries the side output of that name of the source vertex's last
     operator (`operators.side_outputs`), not its main output.
+    `input_index`: which logical input of the target's first operator the edge feeds (0 but for
+    an operator with several inputs; a union's edges all feed its one input).
     """
 
     source: str
@@ -161,6 +163,7 @@ class JobEdge:
     partitioner: PartitionerSpec
     follows_parallelism: bool = False
     output_tag: str | None = None
+    input_index: int = 0
 
     @property
     def is_forward(self) -> bool:
@@ -255,6 +258,8 @@ class JobGraph:
                 f"forward edge {edge.source!r} -> {edge.target!r} needs equal parallelism, got "
                 f"{src.parallelism} and {dst.parallelism} (use rebalance() to change parallelism)"
             )
+        if isinstance(edge.input_index, bool) or not isinstance(edge.input_index, int) or edge.input_index < 0:
+            raise JobGraphError(f"edge {edge!r}: input_index must be an integer >= 0, got {edge.input_index!r}")
         if edge.output_tag is not None and (not isinstance(edge.output_tag, str) or not src.operator_factories):
             raise JobGraphError(f"edge {edge!r}: a side output needs a tag name and a vertex with operators")
         if isinstance(edge.partitioner, KeyGroupHash) and edge.partitioner.max_parallelism != dst.max_parallelism:
@@ -349,6 +354,10 @@ class JobGraph:
             else:
                 channels.extend((edge, u) for u in range(self._by_name[edge.source].parallelism))
         return channels
+
+    def channel_inputs(self, vertex: str, subtask: int) -> list[int]:
+        """Per input channel of `vertex[subtask]`, the logical input it feeds (`JobEdge.input_index`)."""
+        return [edge.input_index for edge, _ in self.input_channels(vertex, subtask)]
 
     def output_channels(self, vertex: str, subtask: int) -> list[tuple[JobEdge, int]]:
         """`(edge, downstream_subtask)` per output channel of `vertex[subtask]`, grouped per edge."""

@@ -149,8 +149,9 @@ class Task:
 
         subtask, parallelism = task_id.subtask, vertex.parallelism
         self.keyed_backend = self._create_keyed_backend(restore)
-        self.num_inputs = len(graph.input_channels(vertex.name, subtask))
-        self.time = TaskTime(clock, timers, lambda: ports.wake(task_id), num_inputs=self.num_inputs,
+        channel_inputs = graph.channel_inputs(vertex.name, subtask)
+        self.num_inputs = len(channel_inputs)
+        self.time = TaskTime(clock, timers, lambda: ports.wake(task_id), channel_inputs=channel_inputs,
                              watermarks=graph.watermarks, interval=graph.auto_watermark_interval)
         side_tags = frozenset(e.output_tag for e in graph.outputs_of(vertex.name) if e.output_tag is not None)
         self.side_outputs = SideOutputs(vertex.operator_names[-1] if vertex.operator_names else None, side_tags)
@@ -407,7 +408,7 @@ class Task:
             if self.debloater is not None and not gate.has_data:
                 self.debloater.idle(self.clock.now())  # until the next buffer arrives, the task idles
             return handled
-        if isinstance(payload, EndOfPartition) and self.time.valve is not None:
+        if isinstance(payload, EndOfPartition) and self.time.valves:
             self._time_input(boe.channel, payload)
         if gate.is_finished and self.state is TaskState.RUNNING:
             self._end_of_input()

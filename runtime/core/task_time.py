@@ -10,7 +10,8 @@ they emit goes back through the task's chain and record writer like any data:
   hands watermark events out in channel order, held back with their channel's data while it is
   blocked (aligned checkpoints) and restored as channel state when an unaligned barrier overtook
   them. `on_input` feeds them, and each channel's end of partition (`+inf`), to a
-  `StatusWatermarkValve`; what it outputs — the minimum over the active channels, never
+  `StatusWatermarkValve` (one per logical input of the operator, `JobEdge.input_index`, combined
+  by `CombinedWatermark`: a two-input operator's watermark is the lower of its inputs'); what it outputs — the minimum over the active channels, never
   backwards, nothing before every active channel delivered one, so a restored task waits for all
   its inputs — enters the chain at its head (`OperatorChain.push`): operators fire their timers
   and windows (`process_watermark`) and pass it on, and the task broadcasts it on every output.
@@ -37,7 +38,7 @@ from operators.watermarks import WatermarkStrategy
 from runtime.core.messages import EndOfPartition, Watermark, WatermarkStatus
 from runtime.core.ports import Clock, Timers
 from runtime.core.source_watermarks import SourceWatermarks
-from runtime.core.watermark_valve import StatusWatermarkValve
+from runtime.core.watermark_valve import CombinedWatermark, StatusWatermarkValve
 
 __all__ = ["TaskTime"]
 
@@ -62,19 +63,26 @@ class TaskTime:
     Args:
         clock, timers: the task's injected clock and timers.
         wake: asks the executor to step the task (a callback came due).
-        num_inputs: input channels (0 for a source task).
+        channel_inputs: per input channel, the logical input it feeds (empty for a source task).
         watermarks: the job has event time: watermarks are combined, generated and forwarded.
         interval: seconds between periodic watermark emissions.
     """
 
-    def __init__(self, clock: Clock, timers: Timers, wake: Callable[[], None], *, num_inputs: int,
+    def __init__(self, clock: Clock, timers: Timers, wake: Callable[[], None], *, channel_inputs: list[int],
                  watermarks: bool, interval: float) -> None:
         self.clock = clock
         self.timers = timers
         self._wake = wake
         self.watermarks = watermarks
         self.interval = interval
-        self.valve = StatusWatermarkValve(num_inputs) if watermarks and num_inputs else None
+        #: per input channel: (logical input, its channel index among that input's)
+        self._channels: list[tuple[int, int]] = []
+        sizes: dict[int, int] = {}
+        for logical in channel_inputs:
+            self._channels.append((logical, sizes.get(logical, 0)))
+            sizes[logical] = sizes.get(logical, 0) + 1
+        self.valves = [StatusWatermarkValve(sizes[i]) for i in sorted(sizes)] if watermarks and sizes else []
+        self._combined = CombinedWatermark(len(self.valves)) if len(self.valves) > 1 else None
         self.sources: SourceWatermarks | None = None
         self._due: list[_Scheduled] = []
         self._seq = itertools.count()
@@ -137,17 +145,25 @@ class TaskTime:
 
     # ------------------------------------------------------------------ input
 
+    @property
+    def valve(self) -> StatusWatermarkValve | None:
+        """The valve of the first logical input (None: no watermarks, or a source task)."""
+        return self.valves[0] if self.valves else None
+
     def on_input(self, channel: int, event: Watermark | WatermarkStatus | EndOfPartition) -> list[Any]:
         """A watermark event (or the end of partition) handed out on `channel`: what enters the
-        chain (the valve's output)."""
-        valve = self.valve
-        if valve is None:
+        chain (the valve's output; with several logical inputs, the combination of theirs)."""
+        if not self.valves:
             return []
+        logical, index = self._channels[channel]
+        valve = self.valves[logical]
         if isinstance(event, Watermark):
-            return valve.input_watermark(channel, event.timestamp)
-        if isinstance(event, WatermarkStatus):
-            return valve.input_status(channel, event)
-        return valve.end_of_partition(channel)
+            out = valve.input_watermark(index, event.timestamp)
+        elif isinstance(event, WatermarkStatus):
+            out = valve.input_status(index, event)
+        else:
+            out = valve.end_of_partition(index)
+        return self._combined.update(logical, out) if self._combined is not None and out else out
 
     def entered_chain(self, events: list[Any]) -> None:
         """`events` are entering the chain: the input watermark the task's operators see."""

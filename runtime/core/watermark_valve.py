@@ -18,7 +18,10 @@ of its inputs).
 * A channel that ended (its end of partition) is set active at `+inf`: it no longer holds back
   the minimum, and once every channel ended the valve's watermark is `+inf`.
 
-The valve only decides; it returns what to output and knows nothing of the task. Pure.
+The valve only decides; it returns what to output and knows nothing of the task. A task whose
+operator has several logical inputs (a two-input operator) keeps one valve per input and combines
+their outputs with `CombinedWatermark` (Flink's `IndexedCombinedWatermarkStatus`): the minimum
+over the inputs that are not idle, never backwards, idle once every input is. Pure.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import math
 
 from runtime.core.messages import Watermark, WatermarkStatus
 
-__all__ = ["StatusWatermarkValve"]
+__all__ = ["CombinedWatermark", "StatusWatermarkValve"]
 
 Output = list[Watermark | WatermarkStatus]
 
@@ -104,3 +107,35 @@ class StatusWatermarkValve:
     def __repr__(self) -> str:
         return (f"StatusWatermarkValve(last_output={self.last_output}, idle={self.is_idle}, "
                 f"channels={list(zip(self.watermarks, self.idle))})")
+
+
+class CombinedWatermark:
+    """The watermark of an operator with `num_inputs` logical inputs, each fed a valve's output."""
+
+    def __init__(self, num_inputs: int) -> None:
+        self.watermarks = [-math.inf] * num_inputs
+        self.idle = [False] * num_inputs
+        self.last_output = -math.inf
+        self.is_idle = False
+
+    def update(self, index: int, outputs: Output) -> Output:
+        """Input `index`'s valve output `outputs`; returns what the operator gets."""
+        out: Output = []
+        for event in outputs:
+            if isinstance(event, Watermark):
+                self.watermarks[index] = event.timestamp
+            else:
+                self.idle[index] = event.idle
+            if all(self.idle):
+                if not self.is_idle:
+                    self.is_idle = True
+                    out.append(WatermarkStatus.IDLE)  # type: ignore[attr-defined]
+                continue
+            if self.is_idle:
+                self.is_idle = False
+                out.append(WatermarkStatus.ACTIVE)  # type: ignore[attr-defined]
+            combined = min(w for w, idle in zip(self.watermarks, self.idle) if not idle)
+            if combined > self.last_output:
+                self.last_output = combined
+                out.append(Watermark(combined))
+        return out

@@ -166,3 +166,20 @@ def test_without_idleness_the_output_is_every_rise_of_the_minimum(n, ops):
         expected = [W(min(highest))] if min(highest) > last else []
         assert out == expected
         last = max(last, min(highest))
+
+
+def test_an_operator_with_two_inputs_gets_the_lower_of_their_watermarks():
+    from runtime.core.ports import ManualClock, ManualTimers
+    from runtime.core.task_time import TaskTime
+
+    clock = ManualClock()
+    # channels 0 and 1 feed input 0, channel 2 input 1 (`JobEdge.input_index`)
+    time = TaskTime(clock, ManualTimers(clock), lambda: None, channel_inputs=[0, 0, 1], watermarks=True,
+                    interval=0.2)
+    assert time.on_input(0, W(5)) == [] and time.on_input(1, W(7)) == []  # input 1 has none yet
+    assert time.on_input(2, W(3)) == [W(3)]
+    assert time.on_input(2, W(9)) == [W(5)]
+    assert time.on_input(2, IDLE) == []  # input 1 idle: input 0 (at 5) alone
+    assert time.on_input(0, W(20)) == [W(7)] and time.on_input(1, W(20)) == [W(20)]
+    assert time.on_input(0, IDLE) == [] and time.on_input(1, IDLE) == [IDLE]  # both inputs idle
+    assert time.on_input(2, ACTIVE) == [ACTIVE]

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from checkpoint.io.tools import load_checkpoint, open_checkpoints, pending_timers, read_checkpoint, resolve_job
+from checkpoint.io.tools import (
+    load_checkpoint,
+    open_checkpoints,
+    pending_timers,
+    read_checkpoint,
+    resolve_job,
+)
 from operators import CollectSink, KeyedProcessFunction, TimeDomain, WatermarkStrategy
 from operators.sources import Source, SourceSplit, SplitReader
 from runtime import FaultPlan, JobFailedError, RestartStrategy, StreamEnvironment, TaskCrash
+from runtime.api.cli import main as cli
 from runtime.core.messages import Watermark
 from runtime.verify.invariants import InvariantChecker, record_key
 from runtime.workloads.event_time import SINKS, build_event_time_job, event_rows, reference
@@ -115,7 +121,7 @@ RESCALES = [  # (backend, file merging, mode, new parallelism)
 
 
 @pytest.mark.parametrize(("backend", "merging", "mode", "parallelism"), RESCALES)
-def test_restore_with_another_parallelism_keeps_pending_timers(tmp_path, backend, merging, mode, parallelism):
+def test_restore_with_another_parallelism_keeps_pending_timers(tmp_path, capsys, backend, merging, mode, parallelism):
     storage = str(tmp_path / "ckpt")
     options = {"state_backend": backend, "file_merging": merging}
     crash = FaultPlan.of(TaskCrash(task="buckets[0]", after_records=250))
@@ -124,6 +130,8 @@ def test_restore_with_another_parallelism_keeps_pending_timers(tmp_path, backend
     checkpoint, _ = load_checkpoint(storage)  # what restore_from starts from
     timers = pending_timers(open_checkpoints(storage), "et", checkpoint.checkpoint_id)
     assert any(n for counts in timers.values() for n in counts.values()), "the checkpoint holds pending timers"
+    assert cli(["checkpoints", "show", storage, str(checkpoint.checkpoint_id)]) == 0
+    assert "timers pending: event_user-timers=" in capsys.readouterr().out
     restored = event_env(mode, parallelism=parallelism, storage=storage, **options).restore_from(storage)
     result = restored.execute("et", executor="sim", seed=4, invariants=True)
     assert multisets(result) == EXPECTED  # committed by both executions, each record once
@@ -287,3 +295,55 @@ def test_a_restored_source_never_emits_a_watermark_below_its_checkpointed_one(tm
         assert emitted and emitted[-1] == math.inf
         if None not in own:
             assert min(emitted) >= min(own), (task, emitted[:3], own)
+
+
+class LastCountPerBucket(KeyedProcessFunction):
+    """The highest running count of each key within each bucket of 100, when the bucket ends."""
+
+    def process_element(self, record, ctx):
+        end = ctx.timestamp() // 100 * 100 + 99
+        counts = ctx.map_state("counts")
+        counts.put(end, max(counts.get(end, 0), record["count"]))
+        ctx.timer_service().register_event_time_timer(end)
+        return ()
+
+    def on_timer(self, timestamp, ctx):
+        yield {"key": ctx.key, "end": timestamp, "count": ctx.map_state("counts").get(timestamp)}
+        ctx.map_state("counts").remove(timestamp)
+
+
+def test_timestamps_travel_in_arrow_batches_through_vectorised_operators():
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys = pa.array([f"k{i}" for i in range(4)])
+    env = StreamEnvironment(parallelism=2, buffer_size=64, credits=2, buffer_timeout=0.001)
+    env.enable_checkpointing(interval=0.002)
+    env.set_auto_watermark_interval(0.001)
+    env.generate(count=2000, batch_fn=lambda idx: {"key": keys.take(pa.array(idx % 4)), "t": pa.array(idx * 10)},
+                 timestamp_field=None, watermark_strategy=WatermarkStrategy.for_monotonous_timestamps()
+                 .with_timestamp_assigner("t")).set_parallelism(1) \
+        .map_batches(lambda b: b.set_column(1, "t", pc.add(b.column("t"), 0)), name="same-rows") \
+        .key_by("key").count(name="count").set_parallelism(1) \
+        .key_by("key").process(LastCountPerBucket(), name="last").sink_to(CollectSink("last"))
+    result = env.execute("columns", executor="sim", seed=3, faults=FaultPlan.random(seed=3, crashes=1),
+                         invariants=True)
+    expected = Counter()
+    for key in range(4):  # ids key, key + 4, ... : the n-th has t = 10 * (key + 4 n) and count n + 1
+        for n in range(500):
+            expected[(f"k{key}", 10 * (key + 4 * n) // 100 * 100 + 99)] = n + 1
+    got = {(r["key"], r["end"]): r["count"] for r in result.output("last")}
+    assert got == dict(expected) and len(result.output("last")) == len(expected)
+
+
+def test_every_event_time_timer_fires_before_the_final_checkpoint(tmp_path):
+    storage = str(tmp_path / "ckpt")
+    result = event_env(storage=storage, retained=100).execute("et", executor="sim", seed=1)
+    assert multisets(result) == EXPECTED
+    store = open_checkpoints(storage)
+    final = max(store.list_checkpoint_ids("et"))
+    assert read_checkpoint(store, "et", final).properties.get("final")
+    timers = pending_timers(store, "et", final)
+    assert not any(n for counts in timers.values() for name, n in counts.items() if "event" in name)
+    earlier = [pending_timers(store, "et", c) for c in store.list_checkpoint_ids("et")[:-1]]
+    assert any(any(counts.values()) for t in earlier for counts in t.values())
