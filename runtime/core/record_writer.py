@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from checkpoint.handles import TaskId
 from operators.columns import Batch, compact, concat, num_rows
+from operators.side_outputs import SideOutputs
 from runtime.core.messages import (
     Buffer,
     CancelCheckpointMarker,
@@ -196,6 +197,21 @@ class RecordWriter:
         """Queue a `CancelCheckpointMarker` on every channel."""
         for ch in self.channels:
             ch.queue.append(CancelCheckpointMarker(checkpoint_id))
+
+    def emit_elements(self, elements: list[Any], side_outputs: SideOutputs) -> None:
+        """Send what a chain emitted, in order: data, and each watermark event behind the side
+        outputs collected before it (`side_outputs`, sent last too)."""
+        for element in elements:
+            if isinstance(element, Watermark | WatermarkStatus):
+                self.emit_side_outputs(side_outputs)
+                self.emit_event(element)
+            elif num_rows(element):
+                self.emit(element)
+        self.emit_side_outputs(side_outputs)
+
+    def emit_side_outputs(self, side_outputs: SideOutputs) -> None:
+        for tag, records in side_outputs.take():
+            self.emit(records, tag)
 
     def emit_event(self, event: Watermark | WatermarkStatus) -> None:
         """Queue a watermark event on every channel, behind everything emitted before it."""

@@ -76,6 +76,11 @@ class SourceReaders:
         self._index += 1
 
     @property
+    def reading(self) -> str | None:
+        """The split being read now (None: all were read)."""
+        return self.readers[self._index].split.split_id if self._index < len(self.readers) else None
+
+    @property
     def exhausted(self) -> bool:
         return self._index >= len(self.readers)
 

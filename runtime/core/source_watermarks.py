@@ -14,9 +14,10 @@ statuses are emitted on change only (active before a watermark).
 A split's watermark is checkpointed with its offset (`snapshot`: split id -> watermark, None
 before the first) and a restored split starts from it, so a restored source never emits a
 watermark below what it emitted for that split, wherever the split moved on a rescale. Idleness
-(`with_idleness`) counts processing time without records, but not while the task was
-backpressured: a source that may not send is not idle (Flink pauses its idleness clock likewise),
-or its records would come late. Pure: time from the injected clock.
+(`with_idleness`) counts processing time without records, but only for the split being read and
+not while the task was backpressured: a split that waits for its turn (a task reads its splits
+one after the other) or a source that may not send is not idle (Flink pauses its idleness clock
+under backpressure likewise), or its records would come late. Pure: time from the injected clock.
 """
 
 from __future__ import annotations
@@ -84,13 +85,13 @@ class SourceWatermarks:
     def split_finished(self, split_id: str) -> None:
         self.splits[split_id].finished = True
 
-    def on_periodic_emit(self, backpressured: bool) -> Events:
-        """Ask every split's generator, combine; the events to emit now."""
+    def on_periodic_emit(self, backpressured: bool, reading: str | None = None) -> Events:
+        """Ask every split's generator, combine; the events to emit now. `reading`: the split
+        the task reads now (the others wait for their turn: their idleness is paused)."""
         now = self.clock.now()
-        if backpressured:
-            for split in self.splits.values():
-                if isinstance(split.generator, WatermarksWithIdleness):
-                    split.generator.pause(now - self._last_periodic)
+        for split_id, split in self.splits.items():
+            if isinstance(split.generator, WatermarksWithIdleness) and (backpressured or split_id != reading):
+                split.generator.pause(now - self._last_periodic)
         self._last_periodic = now
         for split in self.splits.values():
             if not split.finished:

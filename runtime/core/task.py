@@ -77,7 +77,6 @@ from runtime.core.barriers import (
 )
 from runtime.core.barriers.handler import BarrierHandler
 from runtime.core.debloat import BufferDebloater
-from runtime.core.histogram import LatencyHistogram
 from runtime.core.input_gate import CheckpointedInputGate
 from runtime.core.messages import (
     Buffer,
@@ -229,23 +228,6 @@ class Task:
     @property
     def records_out(self) -> int:
         return self.writer.records_out
-
-    @property
-    def latencies(self) -> LatencyHistogram:
-        """End-to-end latencies (seconds) of the stamped records reaching this task's sink."""
-        return self.sink_latency.latencies
-
-    @property
-    def first_created_at(self) -> float | None:
-        return self.sink_latency.first_created_at
-
-    @property
-    def last_arrival_at(self) -> float | None:
-        return self.sink_latency.last_arrival_at
-
-    @property
-    def latency_warmup_records(self) -> int:
-        return self.sink_latency.warmup_records
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -444,13 +426,13 @@ class Task:
             return 0  # rate-limited: nothing due yet
         data, events, count = read
         if events:
-            self._time_elements(0, events)
+            self._time_elements(events)
         return self._run_chain(data, count_in=True) or count
 
     def _source_exhausted(self) -> None:
         events = self.time.source_end()  # the watermark goes to +inf before the final checkpoint
         if events:
-            self._time_elements(0, events)
+            self._time_elements(events)
         self.flush()
         if not self.checkpointing:
             self._end_of_input()
@@ -470,7 +452,7 @@ class Task:
         if num_rows(data):
             self.writer.emit(data)
         if self.side_outputs.consumed:
-            self._emit_side_outputs()
+            self.writer.emit_side_outputs(self.side_outputs)
         return n
 
     # ------------------------------------------------------------------ time
@@ -479,12 +461,12 @@ class Task:
         """A watermark event (or end of partition) from `channel`: what the valve outputs enters the chain."""
         events = self.time.on_input(channel, event)
         if events:
-            self._time_elements(0, events)
+            self._time_elements(events)
 
-    def _time_elements(self, start: int, events: list[Watermark | WatermarkStatus]) -> None:
-        if start == 0:
-            self.time.entered_chain(events)
-        self._emit_elements(self.chain.push(start, events))
+    def _time_elements(self, events: list[Watermark | WatermarkStatus]) -> None:
+        """The task's input watermark events enter the chain at its head."""
+        self.time.entered_chain(events)
+        self.writer.emit_elements(self.chain.push(0, events), self.side_outputs)
 
     def _run_due(self) -> None:
         """Run the processing-time callbacks that came due: operators', and a source's periodic
@@ -492,24 +474,10 @@ class Task:
         now = self.clock.now()
         for target in self.time.take_due():
             if target is self.time.sources:
-                self._time_elements(0, self.time.periodic_events(self.writer.is_backpressured))
+                assert self.sources is not None
+                self._time_elements(self.time.periodic_events(self.writer.is_backpressured, self.sources.reading))
             else:
-                self._emit_elements(self.chain.on_processing_time(target, now))
-
-    def _emit_elements(self, elements: list[Any]) -> None:
-        """Send what the chain emitted: data as it comes, watermark events behind the side
-        outputs emitted before them."""
-        for element in elements:
-            if isinstance(element, Watermark | WatermarkStatus):
-                self._emit_side_outputs()
-                self.writer.emit_event(element)
-            elif num_rows(element):
-                self.writer.emit(element)
-        self._emit_side_outputs()
-
-    def _emit_side_outputs(self) -> None:
-        for tag, records in self.side_outputs.take():
-            self.writer.emit(records, tag)
+                self.writer.emit_elements(self.chain.on_processing_time(target, now), self.side_outputs)
 
     def flush(self) -> None:
         """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
@@ -517,7 +485,7 @@ class Task:
 
     def _end_of_input(self) -> None:
         for tail in self.chain.end_input():
-            self._emit_elements([tail])
+            self.writer.emit_elements([tail], self.side_outputs)
         self._emit_end_of_partition()
 
     def _emit_end_of_partition(self) -> None:

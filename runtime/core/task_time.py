@@ -126,11 +126,12 @@ class TaskTime:
             if strategy.max_out_of_orderness is not None or strategy.idleness is not None:
                 self.schedule(self.clock.now() + self.interval, self.sources)
 
-    def periodic_events(self, backpressured: bool) -> list[Watermark | WatermarkStatus]:
+    def periodic_events(self, backpressured: bool, reading: str | None) -> list[Watermark | WatermarkStatus]:
         """The periodic emission of a source task's watermarks came due (`backpressured`: the
-        task could not send since the last one); schedules the next."""
+        task could not send since the last one; `reading`: the split it reads now); schedules
+        the next."""
         assert self.sources is not None
-        events = self.sources.on_periodic_emit(backpressured)
+        events = self.sources.on_periodic_emit(backpressured, reading)
         if self.sources.emitted < float("inf"):
             self.schedule(self.clock.now() + self.interval, self.sources)
         return events

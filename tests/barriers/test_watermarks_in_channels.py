@@ -103,18 +103,22 @@ def test_a_restored_split_starts_from_its_checkpointed_watermark():
     assert sources.snapshot() == {"a": 50, "b": 40}
 
 
-def test_idle_splits_leave_the_minimum_and_backpressure_is_not_idleness():
+def test_only_the_split_being_read_goes_idle_and_backpressure_is_not_idleness():
     sources, clock = _sources(idleness=1.0)
     sources.on_read("a", [{"t": 10}])
+    for now in (0.0, 0.5, 1.0, 2.0, 4.0):  # b waits for its turn: not idle, it holds the watermark back
+        clock.set(now)
+        assert sources.on_periodic_emit(False, reading="a") == []
+    sources.split_finished("a")
     sources.on_read("b", [{"t": 20}])
-    for now in (0.0, 0.5, 1.0):
+    for now in (5.0, 5.5, 6.0):
         clock.set(now)
-        sources.on_periodic_emit(False)
-    for now in (2.0, 4.0):  # quiet, but backpressured: not idle
+        sources.on_periodic_emit(False, reading="b")
+    for now in (7.0, 9.0):  # quiet, but backpressured: not idle
         clock.set(now)
-        assert sources.on_periodic_emit(True) == []
-    clock.set(6.0)
-    assert sources.on_periodic_emit(False) == [WatermarkStatus(True)]  # both idle: the source is
+        assert sources.on_periodic_emit(True, reading="b") == []
+    clock.set(11.0)
+    assert sources.on_periodic_emit(False, reading="b") == [WatermarkStatus(True)]  # every live split idle
     data, events = sources.on_read("b", [{"t": 30}])
     assert events == [WatermarkStatus(False)]
-    assert sources.on_periodic_emit(False) == [Watermark(29)]  # split a is still idle
+    assert sources.on_periodic_emit(False, reading="b") == [Watermark(29)]
