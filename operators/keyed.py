@@ -241,7 +241,10 @@ class KeyedProcessOperator(StreamOperator):
         return type(self.fn).on_timer is not KeyedProcessFunction.on_timer
 
     def declared_state(self) -> DeclaredState:
+        """The function's keyed state, and its timers' when it has `on_timer`."""
         declared = keyed_state_use(self.fn, KeyedProcessFunction)
+        if not self.needs_watermarks():
+            return declared
         return replace(declared, keyed=declared.keyed | timer_state_names(self.TIMER_SERVICE))
 
     def open(self, ctx: OperatorContext) -> None:

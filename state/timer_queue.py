@@ -12,7 +12,8 @@ timers in the operator's `KeyedStateBackend` as the map state `state_name`,
 
 so full, incremental and merged snapshots, restore, rescaling by key group, the restore check
 and the Spark landing handle them as they handle any keyed state, and a timer is registered once
-per key, namespace and time (Flink deduplicates likewise). Flink names these states
+per key, namespace and time (Flink deduplicates likewise). The state exists from the first timer
+on: an operator that never registers one snapshots no timer state. Flink names these states
 `_timer_state/event_<service>` and `_timer_state/processing_<service>`; so does `timer_state_name`.
 
 The firing order lives in memory only: a heap of `(timestamp, sequence, key, namespace)`, rebuilt
@@ -56,7 +57,8 @@ class TimerQueue:
     def __init__(self, backend: KeyedStateBackend, state_name: str) -> None:
         self.backend = backend
         self.state_name = state_name
-        self._state = backend.map_state(state_name)
+        #: the map state (None until the first timer, unless the backend was restored with one)
+        self._state = backend.map_state(state_name) if state_name in backend.state_names else None
         self._seq = itertools.count()
         self._heap: list[tuple[Any, int, Any, Any]] = []
         self._live = 0
@@ -72,7 +74,9 @@ class TimerQueue:
     def add(self, timestamp: Any, namespace: Any = None) -> bool:
         """Register a timer of the backend's current key; False if it was registered already."""
         entry = (timestamp, namespace)
-        if self._state.contains(entry):
+        if self._state is None:
+            self._state = self.backend.map_state(self.state_name)
+        elif self._state.contains(entry):
             return False
         self._state.put(entry, None)
         heapq.heappush(self._heap, (timestamp, next(self._seq), self.backend.current_key, namespace))
@@ -82,7 +86,7 @@ class TimerQueue:
     def remove(self, timestamp: Any, namespace: Any = None) -> bool:
         """Delete a timer of the backend's current key; False if there was none."""
         entry = (timestamp, namespace)
-        if not self._state.contains(entry):
+        if self._state is None or not self._state.contains(entry):
             return False
         self._state.remove(entry)
         self._live -= 1
@@ -103,13 +107,15 @@ class TimerQueue:
         if head is None or head[0] > up_to:
             return None
         timestamp, _, key, namespace = heapq.heappop(self._heap)
-        self._state.remove((timestamp, namespace))
+        self._state.remove((timestamp, namespace))  # type: ignore[union-attr]  # a live head has state
         self._live -= 1
         return timestamp, key, namespace
 
     def _head(self) -> tuple[Any, int, Any, Any] | None:
         """The heap's first live entry, leftovers dropped; its key is the current key after."""
-        heap, contains, set_key = self._heap, self._state.contains, self.backend.set_current_key
+        if not self._heap:
+            return None
+        heap, contains, set_key = self._heap, self._state.contains, self.backend.set_current_key  # type: ignore[union-attr]
         while heap:
             timestamp, _, key, namespace = heap[0]
             set_key(key)

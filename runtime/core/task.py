@@ -375,9 +375,6 @@ class Task:
                 self._end_of_input()
             return 0
         payload = boe.payload
-        if isinstance(payload, Watermark | WatermarkStatus):
-            self._time_input(boe.channel, payload)
-            return 0
         if isinstance(payload, Buffer):
             if self.debloater is not None:
                 self.debloater.consumed(payload.num_records, self.clock.now())
@@ -390,6 +387,9 @@ class Task:
             if self.debloater is not None and not gate.has_data:
                 self.debloater.idle(self.clock.now())  # until the next buffer arrives, the task idles
             return handled
+        if isinstance(payload, Watermark | WatermarkStatus):
+            self._time_input(boe.channel, payload)
+            return 0
         if isinstance(payload, EndOfPartition) and self.time.valves:
             self._time_input(boe.channel, payload)
         if gate.is_finished and self.state is TaskState.RUNNING:
@@ -405,9 +405,9 @@ class Task:
             data = data.slice(0, limit) if not isinstance(data, list) else data[:limit]
         return self._run_chain(data, count_in=True)
 
-    def _unprocessed_input(self) -> list[tuple[int, Buffer]]:
+    def _unprocessed_input(self) -> list[tuple[int, ChannelItem]]:
         """Input taken from the network but not processed yet, oldest first, per channel."""
-        pending: list[tuple[int, Buffer]] = []
+        pending: list[tuple[int, ChannelItem]] = []
         if self._current is not None:
             channel, data = self._current
             buffer = Buffer.from_records(data, checked=True) if isinstance(data, list) else Buffer.of(compact(data))

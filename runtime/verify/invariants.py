@@ -458,7 +458,7 @@ class InvariantChecker:
         if ok:
             self._check_reasons()
             self._check_output_complete()
-            self._time.finished()
+            self._time.finished(self._require().graph)
         if self._violation is not None:
             raise self._violation
 

@@ -270,13 +270,19 @@ def test_the_timestamp_operator_emits_periodically_and_replaces_upstream_waterma
     assert ctx.processing_time.fire(1.2) == [] and not ctx.processing_time.scheduled
 
 
-def test_a_process_function_without_timers_declares_them_but_needs_no_watermarks():
+def test_timer_state_exists_only_for_functions_with_timers():
     class Plain(KeyedProcessFunction):
         def process_element(self, record, ctx):
             yield record
 
-    plain = KeyedProcessOperator(Plain(), ColumnKeySelector("k"))
-    timed = KeyedProcessOperator(Sessions(), ColumnKeySelector("k"))
-    assert not plain.needs_watermarks() and timed.needs_watermarks()
-    assert {"_timer_state/event_user-timers", "_timer_state/processing_user-timers"} <= plain.declared_state().keyed
+    timers = {"_timer_state/event_user-timers", "_timer_state/processing_user-timers"}
+    plain, ctx = keyed(Plain())
+    plain.process_batch([{"k": "a", TS: 1}])
+    plain.process_watermark(Watermark(5))
+    assert not plain.needs_watermarks() and not timers & plain.declared_state().keyed
+    assert not timers & set(ctx.keyed_backend.state_names)  # its snapshots hold no timer state
+    timed, ctx = keyed(Sessions())
+    assert timed.needs_watermarks() and timers <= timed.declared_state().keyed
+    timed.process_batch([{"k": "a", "v": 1, TS: 1}])
+    assert "_timer_state/event_user-timers" in ctx.keyed_backend.state_names
     assert TimeDomain.EVENT_TIME.value == "event_time"
