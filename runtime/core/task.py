@@ -148,9 +148,10 @@ class Task:
 
         subtask, parallelism = task_id.subtask, vertex.parallelism
         self.keyed_backend = self._create_keyed_backend(restore)
-        channel_inputs = graph.channel_inputs(vertex.name, subtask)
-        self.num_inputs = len(channel_inputs)
-        self.time = TaskTime(clock, timers, lambda: ports.wake(task_id), channel_inputs=channel_inputs,
+        #: per input channel, the logical input of the chain's head it feeds (`JobEdge.input_index`)
+        self.channel_inputs = graph.channel_inputs(vertex.name, subtask)
+        self.num_inputs = len(self.channel_inputs)
+        self.time = TaskTime(clock, timers, lambda: ports.wake(task_id), channel_inputs=self.channel_inputs,
                              watermarks=graph.watermarks, interval=graph.auto_watermark_interval)
         side_tags = frozenset(e.output_tag for e in graph.outputs_of(vertex.name) if e.output_tag is not None)
         self.side_outputs = SideOutputs(vertex.operator_names[-1] if vertex.operator_names else None, side_tags)

@@ -286,3 +286,32 @@ def test_timer_state_exists_only_for_functions_with_timers():
     timed.process_batch([{"k": "a", "v": 1, TS: 1}])
     assert "_timer_state/event_user-timers" in ctx.keyed_backend.state_names
     assert TimeDomain.EVENT_TIME.value == "event_time"
+
+
+def test_a_side_output_is_an_edge_of_its_own_and_never_chains():
+    from operators import CollectSink
+    from runtime import StreamEnvironment
+    from runtime.core.graph import JobGraphError
+
+    env = StreamEnvironment(parallelism=2)
+    processed = env.from_collection([{"k": 1}], splits=2).key_by("k").process(Sessions(), name="sessions")
+    processed.map(lambda r: r, name="main").sink_to(CollectSink("main"))
+    processed.get_side_output(ALERTS).map(lambda r: r, name="alerts").sink_to(CollectSink("alerts"))
+    graph = env.get_job_graph("side")
+    edges = {(e.source, e.target): e for e in graph.edges}
+    assert edges[("sessions", "main")].output_tag is None
+    assert edges[("sessions", "alerts")].output_tag == "alerts"
+    assert graph.vertex("sessions").operator_names == ["sessions"]  # the producer ends its chain
+    assert graph.watermarks  # a function with on_timer needs them
+    assert "side output 'alerts'" in graph.describe()
+    with pytest.raises(JobGraphError, match="OutputTag"):
+        processed.get_side_output("alerts")
+    with pytest.raises(JobGraphError, match="call it on the stream an operator returned"):
+        processed.rebalance().get_side_output(ALERTS)
+    with pytest.raises(JobGraphError, match="WatermarkStrategy"):
+        processed.assign_timestamps_and_watermarks("ts")
+    with pytest.raises(JobGraphError, match="auto_watermark_interval"):
+        env.set_auto_watermark_interval(0)
+    plain = StreamEnvironment()
+    plain.from_collection([{"k": 1}]).key_by("k").count().sink_to(CollectSink("c"))
+    assert not plain.get_job_graph("plain").watermarks  # no event time: no watermark travels
