@@ -23,6 +23,9 @@ they emit goes back through the task's chain and record writer like any data:
   the injected `Timers` (virtual on the simulator, a thread on Ray) call back, the callback only
   queues the operator as due and asks the executor to step the task (`wake`), and the task runs
   due callbacks at the start of its next step (`take_due`), on its own thread, in due order.
+  What is scheduled before the task's first step (operators opening, restored timers) is armed
+  at that step (`start`): a task deployed but not started yet must not be driven by a timer (on
+  Ray its peers may not be deployed yet).
 
 Pure: time from the injected `Clock` and `Timers`.
 """
@@ -85,6 +88,8 @@ class TaskTime:
         self._combined = CombinedWatermark(len(self.valves)) if len(self.valves) > 1 else None
         self.sources: SourceWatermarks | None = None
         self._due: list[_Scheduled] = []
+        #: scheduled before the first step, armed by `start`
+        self._deferred: list[_Scheduled] | None = []
         self._seq = itertools.count()
         #: the watermark the task's chain got last (`-inf`: none yet): the task's input watermark
         self.current_watermark = MIN_WATERMARK
@@ -97,8 +102,14 @@ class TaskTime:
     def schedule(self, when: float, operator: Any) -> _Scheduled:
         """Run `operator.on_processing_time` once the clock reached `when` (see the module docstring)."""
         handle = _Scheduled(when, operator)
-        handle.timer = self.timers.schedule(max(0.0, when - self.clock.now()), lambda: self._came_due(handle))
+        if self._deferred is not None:
+            self._deferred.append(handle)
+        else:
+            self._arm(handle)
         return handle
+
+    def _arm(self, handle: _Scheduled) -> None:
+        handle.timer = self.timers.schedule(max(0.0, handle.when - self.clock.now()), lambda: self._came_due(handle))
 
     def _came_due(self, handle: _Scheduled) -> None:
         if handle.cancelled:
@@ -108,10 +119,17 @@ class TaskTime:
 
     @property
     def has_due(self) -> bool:
-        return bool(self._due)
+        """Whether the task has time work: callbacks that came due, or ones to arm."""
+        return bool(self._due) or bool(self._deferred)
 
     def take_due(self) -> list[Any]:
-        """The operators (or `sources`: the periodic emission) whose time came, in due order."""
+        """The operators (or `sources`: the periodic emission) whose time came, in due order;
+        the first call arms what was scheduled before it."""
+        if self._deferred is not None:
+            deferred, self._deferred = self._deferred, None
+            for handle in deferred:
+                if not handle.cancelled:
+                    self._arm(handle)
         due, self._due = self._due, []
         due.sort(key=lambda h: h.when)
         return [h.operator for h in due if not h.cancelled]

@@ -122,3 +122,24 @@ def test_only_the_split_being_read_goes_idle_and_backpressure_is_not_idleness():
     data, events = sources.on_read("b", [{"t": 30}])
     assert events == [WatermarkStatus(False)]
     assert sources.on_periodic_emit(False, reading="b") == [Watermark(29)]
+
+
+def test_time_scheduled_before_the_first_step_is_armed_by_it():
+    """A task deployed but not started must not be driven by a timer (on Ray its peers may not be
+    deployed yet: a source's periodic watermark, an operator's restored timer)."""
+    from runtime.core.ports import ManualTimers
+    from runtime.core.task_time import TaskTime
+
+    clock = ManualClock()
+    timers = ManualTimers(clock)
+    woken = []
+    time = TaskTime(clock, timers, lambda: woken.append(clock.now()), channel_inputs=[0], watermarks=True,
+                    interval=0.2)
+    time.schedule(0.5, "operator")
+    timers.advance(1.0)
+    assert timers.pending == 0 and woken == [] and time.has_due  # nothing armed yet, but work to do
+    assert time.take_due() == []  # the first step arms it (already due: at once)
+    timers.advance(0.0)
+    assert woken == [1.0] and time.take_due() == ["operator"]
+    time.schedule(2.0, "later")
+    assert timers.pending == 1  # started: armed at once
