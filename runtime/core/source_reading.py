@@ -84,6 +84,13 @@ class SourceReaders:
     def exhausted(self) -> bool:
         return self._index >= len(self.readers)
 
+    def lag(self) -> float | None:
+        """How long overdue the next record of the split being read is (`SplitReader.lag`;
+        None: read as fast as it can, or every split was read)."""
+        if self._index < len(self.readers):
+            return self.readers[self._index].lag()
+        return None
+
     def next_ready_time(self) -> float | None:
         """For a rate-limited split with nothing due now: when to read again."""
         if self._index < len(self.readers):

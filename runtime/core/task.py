@@ -69,6 +69,7 @@ from checkpoint.reasons import CheckpointFailureReason
 from operators.base import OperatorContext, SinkCommitter, StreamOperator
 from operators.columns import Batch, compact, num_rows
 from operators.side_outputs import SideOutputs
+from operators.sources import SplitReader
 from runtime.core.barriers import (
     AlignmentStats,
     BarrierAligner,
@@ -336,9 +337,12 @@ class Task:
     def source_lag(self) -> float | None:
         """For a source reading at a rate: how long overdue its next record is (seconds, its
         split being read now; `SplitReader.lag`); None otherwise."""
-        if self.is_source and self._reader_index < len(self.readers):
-            return self.readers[self._reader_index].lag()
-        return None
+        return self.sources.lag() if self.sources is not None else None
+
+    @property
+    def readers(self) -> list[SplitReader]:
+        """A source task's split readers (none for a task with inputs)."""
+        return self.sources.readers if self.sources is not None else []
 
     def pending_output(self) -> bool:
         return self.writer.pending_output()
