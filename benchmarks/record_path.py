@@ -67,6 +67,9 @@ class _Ports:
     def completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
         pass
 
+    def wake(self, task_id: TaskId) -> None:
+        pass
+
 
 class _Pipe:
     """The job's tasks, wired in one process."""

@@ -2,8 +2,11 @@
 
 from operators.base import OperatorContext, OperatorError, StreamOperator
 from operators.keyed import KeyedContext, KeyedProcessFunction
+from operators.side_outputs import OutputTag
 from operators.sinks import CollectSink
 from operators.sources import CollectionSource, GeneratorSource, Source, SourceSplit, SplitReader
+from operators.timer_service import TimeDomain, TimerService
+from operators.watermarks import WatermarkStrategy
 
 __all__ = [
     "CollectSink",
@@ -13,8 +16,12 @@ __all__ = [
     "KeyedProcessFunction",
     "OperatorContext",
     "OperatorError",
+    "OutputTag",
     "Source",
     "SourceSplit",
     "SplitReader",
     "StreamOperator",
+    "TimeDomain",
+    "TimerService",
+    "WatermarkStrategy",
 ]

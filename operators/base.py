@@ -10,6 +10,13 @@ State is reached through the `OperatorContext` the task hands to `open()`: keyed
 operators (scoped to the current key), operator (non-keyed) state, and the sink committer — the
 "external system" a two-phase-commit sink commits to, which outlives task restarts.
 
+Time reaches an operator through three hooks, each returning the *elements* it emits, in order:
+record lists and the watermark events (`runtime.core.messages.Watermark`, `WatermarkStatus`) the
+operators after it get: `process_watermark` (the task's input watermark rose; the default passes
+it on), `process_watermark_status` (the input went idle or active; passed on) and
+`on_processing_time` (a time the operator asked for through `ctx.processing_time.schedule`).
+Side outputs go through `ctx.side_outputs` (`operators.side_outputs`).
+
 Operators are pure: no I/O, no clocks except `ctx.clock`, no ray/pyspark/kazoo.
 """
 
@@ -17,7 +24,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -122,6 +129,23 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
 
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class ProcessingTimeService(Protocol):
+    """The task's processing time, offered to its operators (Flink's `ProcessingTimeService`)."""
+
+    def now(self) -> float:
+        """The task clock (seconds; virtual on the simulator)."""
+        ...
+
+    def schedule(self, when: float, operator: StreamOperator) -> Cancellable:
+        """Call `operator.on_processing_time(now)` once the clock reached `when`, on the task's
+        own thread, and run what it emits through the rest of the chain."""
+        ...
+
+
 @dataclass(frozen=True)
 class DeclaredState:
     """The state an operator restores, as known before it runs; a restore checks the checkpoint
@@ -154,6 +178,14 @@ class OperatorContext:
     checkpointing: bool = True
     #: the completed checkpoint this task attempt was restored from (None: fresh start)
     restored_checkpoint_id: int | None = None
+    #: the task's processing-time service (None: the operator runs outside a task)
+    processing_time: ProcessingTimeService | None = None
+    #: seconds between periodic watermark emissions (`env.set_auto_watermark_interval`)
+    auto_watermark_interval: float = 0.2
+    #: where operators send side-output records (`operators.side_outputs.SideOutputs`; None: dropped)
+    side_outputs: Any = None
+    #: the timer services of the chain's operators (`operators.timer_service`), for inspection
+    timer_services: list[Any] = field(default_factory=list)
 
 
 class StreamOperator(abc.ABC):
@@ -182,6 +214,25 @@ class StreamOperator(abc.ABC):
 
     def end_input(self) -> list[Record]:
         """All input consumed; return any final records."""
+        return []
+
+    def needs_watermarks(self) -> bool:
+        """Whether the job needs watermarks for this operator (it makes or uses event time: a
+        timestamp assigner, timers, windows); then every source emits `+inf` at its end."""
+        return False
+
+    def process_watermark(self, watermark: Any) -> list[Any]:
+        """The input watermark rose to `watermark` (a `Watermark` event): the elements to emit —
+        record lists it fires (timers, windows), then the watermark for the next operator."""
+        return [watermark]
+
+    def process_watermark_status(self, status: Any) -> list[Any]:
+        """The input went idle or active again (a `WatermarkStatus`): the elements to emit."""
+        return [status]
+
+    def on_processing_time(self, now: float) -> list[Any]:
+        """A time this operator scheduled came (`ctx.processing_time.schedule`): the elements
+        to emit (records, watermark events)."""
         return []
 
     def snapshot_state(self, checkpoint_id: int) -> dict[str, list[Any]]:

@@ -15,7 +15,8 @@ cannot store — become `OperatorError`s naming the operator and the record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import replace
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -24,7 +25,18 @@ import pyarrow as pa
 
 from operators.base import DeclaredState, OperatorContext, OperatorError, Record, StreamOperator
 from operators.columns import encode_keys, first_record_with_key
+from operators.side_outputs import OutputTag
 from operators.state_names import declared_state_names, keyed_state_use
+from operators.timer_service import InternalTimerService, TimeDomain, TimerService, timer_state_names
+from operators.timestamps import (
+    MAX_WATERMARK,
+    TIMESTAMP_FIELD,
+    has_timestamps,
+    split_batch,
+    stamp,
+    value_of,
+    with_timestamp_column,
+)
 
 if TYPE_CHECKING:
     from state.keyed import KeyedStateBackend, ListState, MapState, ValueState
@@ -74,15 +86,14 @@ class ColumnKeySelector:
 
 
 class KeyedContext:
-    """What a `KeyedProcessFunction` sees: the current key, keyed state, time.
+    """What a `KeyedProcessFunction` sees: the current key, keyed state, time, timers, side outputs.
 
-    One context per operator instance, reused for every record (the operator sets `key` and
-    `timestamp` before each call), so a record costs no context object. The accessors are the
-    backend's and the clock's own bound methods, not wrappers: a state lookup is one call.
+    One context per operator instance, reused for every record and timer (the operator sets the
+    key, timestamp and time domain before each call), so a call costs no context object. The state
+    accessors are the backend's own bound methods: a state lookup is one call.
 
     Attributes:
-        key: the key of the record being processed (None inside `open`).
-        timestamp: the record's timestamp field (`created_at` by default) or None.
+        key: the key of the record or timer being processed (None inside `open`).
         operator_name, subtask, parallelism: where the function runs.
         value_state(name, default=None): the current key's `ValueState` `name` (`value()`,
             `update(v)`, `clear()`).
@@ -93,12 +104,18 @@ class KeyedContext:
         now(): the task clock (virtual seconds on the simulator).
     """
 
-    __slots__ = ("key", "timestamp", "operator_name", "subtask", "parallelism",
-                 "value_state", "list_state", "map_state", "now")
+    __slots__ = ("_domain", "_emit_side", "_operator", "_timer_service", "_timestamp", "key", "list_state",
+                 "map_state", "now", "operator_name", "parallelism", "subtask", "value_state")
 
-    def __init__(self, backend: KeyedStateBackend, ctx: OperatorContext, operator_name: str) -> None:
+    def __init__(self, backend: KeyedStateBackend, ctx: OperatorContext, operator_name: str,
+                 timer_service: TimerService | None = None) -> None:
         self.key: Any = None
-        self.timestamp: Any = None
+        self._timestamp: Any = None
+        self._domain: TimeDomain | None = None
+        self._timer_service = timer_service
+        self._operator = operator_name
+        side = ctx.side_outputs
+        self._emit_side = side.emit if side is not None else None
         self.operator_name = operator_name
         self.subtask = ctx.subtask
         self.parallelism = ctx.parallelism
@@ -107,15 +124,56 @@ class KeyedContext:
         self.map_state: Callable[[str], MapState] = backend.map_state
         self.now: Callable[[], float] = ctx.clock.now
 
+    def get_current_key(self) -> Any:
+        """The current key (PyFlink's name for `ctx.key`)."""
+        return self.key
+
+    def timestamp(self) -> Any:
+        """The event timestamp of the record being processed (None: it has none), or in
+        `on_timer` the timer's time."""
+        return self._timestamp
+
+    def time_domain(self) -> TimeDomain | None:
+        """In `on_timer`: the domain of the timer that fired (None in `process_element`)."""
+        return self._domain
+
+    def timer_service(self) -> TimerService:
+        """Timers of the current key: `register_event_time_timer(t)`, `register_processing_time_timer(t)`,
+        `delete_*`, `current_watermark()`, `current_processing_time()`."""
+        if self._timer_service is None:
+            raise RuntimeError(f"operator {self.operator_name!r} has no timer service")
+        return self._timer_service
+
+    def output(self, tag: OutputTag, record: Record) -> None:
+        """Send `record` to the side output `tag` (`stream.get_side_output(tag)`), with the
+        timestamp of the record or timer being processed.
+
+        Raises:
+            TypeError: `tag` is not an `OutputTag` or `record` not a dict.
+        """
+        if not isinstance(tag, OutputTag):
+            raise TypeError(f"ctx.output needs an OutputTag, got {type(tag).__name__} {tag!r}")
+        if not isinstance(record, dict):
+            raise TypeError(f"ctx.output({tag!r}, ...) needs a dict record, got {type(record).__name__} {record!r}")
+        if self._emit_side is not None:  # a processing-time timer's output has no timestamp
+            timestamp = None if self._domain is TimeDomain.PROCESSING_TIME else self._timestamp
+            self._emit_side(self._operator, tag, record if timestamp is None else stamp(record, timestamp))
+
 
 class KeyedProcessFunction:
     """Base class for user keyed functions (Flink's `KeyedProcessFunction`).
 
     Override `process_element(record, ctx)` to return (or yield) output records; optionally
-    `open(ctx)` (called once per task attempt, before any record, `ctx.key` is None) and
-    `close()`. Every parallel instance and every restart gets its own copy of the object, so
-    instance attributes are private to one task attempt; anything that must survive a failure
-    belongs in keyed state.
+    `on_timer(timestamp, ctx)` for the timers it registers (`ctx.timer_service()`), `open(ctx)`
+    (called once per task attempt, before any record, `ctx.key` is None) and `close()`. Every
+    parallel instance and every restart gets its own copy of the object, so instance attributes
+    are private to one task attempt; anything that must survive a failure belongs in keyed state
+    (timers are keyed state too: a restore brings back the ones still pending).
+
+    Output records carry the timestamp of the record they answer (`ctx.timestamp()`), and those
+    of `on_timer` the time of an event-time timer (none for a processing-time one), as in Flink.
+    An event-time timer fires once the watermark reached its time; one registered after event
+    time ended (the watermark is `+inf`: a late record) fires at once, not never.
 
     Attributes:
         state_names: the keyed state names the function uses, for the check a restore makes
@@ -132,6 +190,11 @@ class KeyedProcessFunction:
     def process_element(self, record: Record, ctx: KeyedContext) -> Iterable[Record] | None:
         """Process one record of key `ctx.key`; return an iterable of output records (or None)."""
         raise NotImplementedError(f"{type(self).__name__} must implement process_element(record, ctx)")
+
+    def on_timer(self, timestamp: Any, ctx: KeyedContext) -> Iterable[Record] | None:
+        """A timer of key `ctx.key` registered for `timestamp` fired (`ctx.time_domain()` says
+        which clock); return an iterable of output records (or None)."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Called when the task ends."""
@@ -153,38 +216,42 @@ def _keyed_backend(ctx: OperatorContext, operator: str) -> KeyedStateBackend:
 
 
 class KeyedProcessOperator(StreamOperator):
-    """Runs a `KeyedProcessFunction` with the current key set for every record.
+    """Runs a `KeyedProcessFunction` with the current key set for every record and timer.
 
     Args:
         fn: the function instance (the task's own copy).
         key_selector: record -> key; must match the partitioner's selector.
         name: operator name used in errors.
-        timestamp_field: the record field exposed as `ctx.timestamp`.
     """
 
-    def __init__(
-        self,
-        fn: KeyedProcessFunction,
-        key_selector: KeySelector,
-        name: str = "keyed-process",
-        timestamp_field: str | None = "created_at",
-    ) -> None:
+    #: the name of its timer service (its timers' keyed state: `operators.timer_service`)
+    TIMER_SERVICE = "user-timers"
+
+    def __init__(self, fn: KeyedProcessFunction, key_selector: KeySelector, name: str = "keyed-process") -> None:
         if not isinstance(fn, KeyedProcessFunction):
             raise TypeError(f"operator {name!r}: {fn!r} is not a KeyedProcessFunction instance")
         declared_state_names(fn)  # a malformed declaration fails here, when the job is built
         self.fn = fn
         self.key_selector = key_selector
         self.name = name
-        self.timestamp_field = timestamp_field
         self._key_of = key_getter(key_selector)
 
+    def needs_watermarks(self) -> bool:
+        """Whether the function overrides `on_timer` (its timers need the watermark)."""
+        return type(self.fn).on_timer is not KeyedProcessFunction.on_timer
+
     def declared_state(self) -> DeclaredState:
-        return keyed_state_use(self.fn, KeyedProcessFunction)
+        """The function's keyed state, and its timers' when it has `on_timer`."""
+        declared = keyed_state_use(self.fn, KeyedProcessFunction)
+        if not self.needs_watermarks():
+            return declared
+        return replace(declared, keyed=declared.keyed | timer_state_names(self.TIMER_SERVICE))
 
     def open(self, ctx: OperatorContext) -> None:
         super().open(ctx)
         self._backend = _keyed_backend(ctx, self.name)
-        self._kctx = KeyedContext(self._backend, ctx, self.name)
+        self.timer_service = InternalTimerService(self.TIMER_SERVICE, self._backend, ctx, self)
+        self._kctx = KeyedContext(self._backend, ctx, self.name, TimerService(self.timer_service))
         try:
             self.fn.open(self._kctx)
         except Exception as exc:
@@ -192,7 +259,8 @@ class KeyedProcessOperator(StreamOperator):
 
     def process_batch(self, records: list[Record]) -> list[Record]:
         selector, key_of, set_key = self.key_selector, self._key_of, self._backend.set_current_key
-        process, kctx, ts_field = self.fn.process_element, self._kctx, self.timestamp_field
+        process, kctx = self.fn.process_element, self._kctx
+        stamped = has_timestamps(records)
         out: list[Record] = []
         append = out.append
         record: Any = None
@@ -206,23 +274,57 @@ class KeyedProcessOperator(StreamOperator):
                     key = selector(record)  # the selector's own error, naming the column
                 set_key(key)
                 kctx.key = key
-                kctx.timestamp = record.get(ts_field) if ts_field is not None else None
-                results = process(record, kctx)
-                if results is None:
+                if stamped:
+                    timestamp = kctx._timestamp = record.get(TIMESTAMP_FIELD)
+                    value = value_of(record)
+                    results = process(value, kctx)
+                    if results is not None:
+                        for result in _checked_results(results, "process_element"):
+                            append(stamp(result, timestamp, value))
                     continue
-                if isinstance(results, dict):
-                    raise TypeError(
-                        "process_element must return an iterable of records (e.g. `yield record` or "
-                        "`return [record]`), not a single dict"
-                    )
-                for result in results:
-                    if type(result) is not dict and not isinstance(result, dict):
-                        raise TypeError(f"process_element produced {type(result).__name__} {result!r}, expected a dict")
-                    append(result)
+                results = process(record, kctx)
+                if results is not None:
+                    out.extend(_checked_results(results, "process_element"))
         except OperatorError:
             raise
         except Exception as exc:
             raise OperatorError(self.name, record, exc) from exc
+        finally:
+            kctx._timestamp = None
+        if self.timer_service.current_watermark == MAX_WATERMARK:
+            # event time has ended (no watermark follows): a timer registered now fires at once
+            out += self._fire(self.timer_service.advance_watermark(MAX_WATERMARK), TimeDomain.EVENT_TIME)
+        return out
+
+    def process_watermark(self, watermark: Any) -> list[Any]:
+        fired = self._fire(self.timer_service.advance_watermark(watermark.timestamp), TimeDomain.EVENT_TIME)
+        return [fired, watermark] if fired else [watermark]
+
+    def on_processing_time(self, now: float) -> list[Any]:
+        fired = self._fire(self.timer_service.on_processing_time(now), TimeDomain.PROCESSING_TIME)
+        return [fired] if fired else []
+
+    def _fire(self, timers: Iterator[tuple[Any, Any, Any]], domain: TimeDomain) -> list[Record]:
+        """Call `on_timer` for every timer `timers` hands out; output records carry the time of
+        an event-time timer (a processing-time timer's carry none, as in Flink)."""
+        on_timer, kctx = self.fn.on_timer, self._kctx
+        event_time = domain is TimeDomain.EVENT_TIME
+        out: list[Record] = []
+        timestamp: Any = None
+        kctx._domain = domain
+        try:
+            for timestamp, key, _ in timers:
+                kctx.key = key
+                kctx._timestamp = timestamp
+                results = on_timer(timestamp, kctx)
+                if results is not None:
+                    for result in _checked_results(results, "on_timer"):
+                        out.append(stamp(result, timestamp) if event_time else result)
+        except Exception as exc:
+            raise OperatorError(self.name, f"<{domain.value} timer {timestamp!r} of key {kctx.key!r}>", exc) from exc
+        finally:
+            kctx._domain = None
+            kctx._timestamp = None
         return out
 
     def close(self) -> None:
@@ -230,6 +332,17 @@ class KeyedProcessOperator(StreamOperator):
             self.fn.close()
         except Exception as exc:
             raise OperatorError(self.name, None, exc) from exc
+
+
+def _checked_results(results: Any, method: str) -> Iterator[Record]:
+    """The records a user method returned, each checked to be a dict."""
+    if isinstance(results, dict):
+        raise TypeError(f"{method} must return an iterable of records (e.g. `yield record` or "
+                        "`return [record]`), not a single dict")
+    for result in results:
+        if type(result) is not dict and not isinstance(result, dict):
+            raise TypeError(f"{method} produced {type(result).__name__} {result!r}, expected a dict")
+        yield result
 
 
 class ReduceOperator(StreamOperator):
@@ -255,6 +368,7 @@ class ReduceOperator(StreamOperator):
 
     def process_batch(self, records: list[Record]) -> list[Record]:
         fn, selector, backend = self.fn, self.key_selector, self._backend
+        stamped = has_timestamps(records)
         out: list[Record] = []
         record: Any = None
         try:
@@ -262,18 +376,20 @@ class ReduceOperator(StreamOperator):
                 backend.set_current_key(selector(record))
                 state = backend.value_state(self.STATE, None)
                 acc = state.value()
-                new = dict(record) if acc is None else fn(dict(acc), record)
+                value = value_of(record) if stamped else record
+                new = dict(value) if acc is None else fn(dict(acc), value)
                 if type(new) is not dict and not isinstance(new, dict):
                     raise TypeError(f"reduce function returned {type(new).__name__} {new!r}, expected a dict")
                 state.update(new)
-                out.append(new)
+                out.append(stamp(new, record.get(TIMESTAMP_FIELD)) if stamped else new)
         except Exception as exc:
             raise OperatorError(self.name, record, exc) from exc
         return out
 
 
 class CountOperator(StreamOperator):
-    """Running count per key; emits `{key_field: key, "count": n}` for every record.
+    """Running count per key; emits `{key_field: key, "count": n}` for every record (carrying the
+    record's timestamp on an event-time stream).
 
     `key_field` is the key column for `key_by("col")` and `"key"` for a key function. Keyed by a
     column, it also counts Arrow batches vectorised (`process_columns`): each distinct key of the
@@ -298,6 +414,7 @@ class CountOperator(StreamOperator):
 
     def process_batch(self, records: list[Record]) -> list[Record]:
         selector, backend, field = self.key_selector, self._backend, self.key_field
+        stamped = has_timestamps(records)
         out: list[Record] = []
         record: Any = None
         try:
@@ -307,7 +424,8 @@ class CountOperator(StreamOperator):
                 state = backend.value_state(self.STATE, 0)
                 n = state.value() + 1
                 state.update(n)
-                out.append({field: key, "count": n})
+                out.append({field: key, "count": n, TIMESTAMP_FIELD: record.get(TIMESTAMP_FIELD)} if stamped
+                           else {field: key, "count": n})
         except Exception as exc:
             raise OperatorError(self.name, record, exc) from exc
         return out
@@ -342,4 +460,5 @@ class CountOperator(StreamOperator):
             raise OperatorError(self.name, record, exc) from exc
         counts = np.empty(len(indices), dtype=np.int64)
         counts[order] = base[sorted_keys] + rank + 1
-        return pa.RecordBatch.from_arrays([values, pa.array(counts)], names=[self.key_field, "count"])
+        out = pa.RecordBatch.from_arrays([values, pa.array(counts)], names=[self.key_field, "count"])
+        return with_timestamp_column(out, split_batch(batch)[1])

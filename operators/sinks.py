@@ -41,10 +41,12 @@ from typing import Any
 
 from operators.base import DeclaredState, OperatorContext, Record, StreamOperator
 from operators.columns import Batch, as_records, concat, num_rows
+from operators.timestamps import split_batch, strip
 
 
 class CollectSink(StreamOperator):
-    """Collects records into the job result, committed in checkpoint-aligned transactions.
+    """Collects records into the job result, committed in checkpoint-aligned transactions
+    (without their event timestamps, as a Flink sink's values).
 
     Args:
         name: the sink name; unique per job, `result.output(name)` returns its committed records.
@@ -81,12 +83,12 @@ class CollectSink(StreamOperator):
     staged_in_committer = True
 
     def process_batch(self, records: list[Record]) -> list[Record]:
-        self._open.append(records)
+        self._open.append(strip(records))
         self._open_rows += len(records)
         return []
 
     def process_columns(self, batch: Any) -> list[Record]:
-        self._open.append(batch)
+        self._open.append(split_batch(batch)[0])
         self._open_rows += num_rows(batch)
         return []
 

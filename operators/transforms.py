@@ -5,6 +5,9 @@ the per-record loop tight. A failing user function becomes `OperatorError(operat
 cause)`, and a result of the wrong type is reported the same way, naming the operator and the
 input record, so a bad record is never silently dropped.
 
+On an event-time stream the functions see records without their timestamp field, and what they
+return carries the input record's timestamp (`operators.timestamps`), as in Flink.
+
 User functions are shared, not copied, between the parallel instances of an operator on the
 simulator (on Ray every task gets its own deserialised copy): they should not keep state —
 that is what keyed state is for.
@@ -19,6 +22,14 @@ import pyarrow as pa
 
 from operators.base import OperatorError, Record, StreamOperator
 from operators.columns import as_batch, to_record_batch
+from operators.timestamps import (
+    TIMESTAMP_FIELD,
+    has_timestamps,
+    split_batch,
+    stamp,
+    value_of,
+    with_timestamp_column,
+)
 
 
 def _wrong_type(operator: str, record: Any, result: Any, expected: str) -> OperatorError:
@@ -38,14 +49,19 @@ class MapOperator(StreamOperator):
 
     def process_batch(self, records: list[Record]) -> list[Record]:
         fn = self.fn
+        stamped = has_timestamps(records)
         out: list[Record] = []
         append = out.append
         try:
             for record in records:
-                result = fn(record)
+                if stamped:
+                    value = value_of(record)
+                    result = fn(value)
+                else:
+                    result = fn(record)
                 if type(result) is not dict and not isinstance(result, dict):
                     raise _wrong_type(self.name, record, result, "a dict")
-                append(result)
+                append(stamp(result, record.get(TIMESTAMP_FIELD), value) if stamped else result)
         except OperatorError:
             raise
         except Exception as exc:
@@ -63,10 +79,11 @@ class FilterOperator(StreamOperator):
     def process_batch(self, records: list[Record]) -> list[Record]:
         fn = self.fn
         index = 0
+        stamped = has_timestamps(records)
         try:
             kept = []
             for index, record in enumerate(records):  # noqa: B007 - index names the failing record
-                if fn(record):
+                if fn(value_of(record) if stamped else record):
                     kept.append(record)
         except Exception as exc:
             raise OperatorError(self.name, records[index], exc) from exc
@@ -83,12 +100,14 @@ class FlatMapOperator(StreamOperator):
 
     def process_batch(self, records: list[Record]) -> list[Record]:
         fn = self.fn
+        stamped = has_timestamps(records)
         out: list[Record] = []
         append = out.append
         record: Any = None
         try:
             for record in records:
-                results = fn(record)
+                timestamp = record.get(TIMESTAMP_FIELD) if stamped else None
+                results = fn(value_of(record) if stamped else record)
                 if results is None:
                     continue
                 if isinstance(results, dict | str | bytes):
@@ -96,7 +115,7 @@ class FlatMapOperator(StreamOperator):
                 for result in results:
                     if type(result) is not dict and not isinstance(result, dict):
                         raise _wrong_type(self.name, record, result, "dicts in the returned iterable")
-                    append(result)
+                    append(stamp(result, timestamp) if stamped else result)
         except OperatorError:
             raise
         except TypeError as exc:
@@ -111,7 +130,9 @@ class FlatMapOperator(StreamOperator):
 class MapBatchesOperator(StreamOperator):
     """Vectorised map: `fn(pyarrow.RecordBatch) -> pyarrow.RecordBatch | pyarrow.Table`, once per
     input buffer (empty buffers are skipped). The output may have any number of rows, and stays
-    an Arrow batch for the operators after it that take columns."""
+    an Arrow batch for the operators after it that take columns. On an event-time stream `fn`
+    gets the batch without its timestamp column; an output with as many rows as the input takes
+    the input's timestamps row by row (a map), one with another number of rows has none."""
 
     accepts_columns = True
     prefers_columns = True
@@ -126,6 +147,7 @@ class MapBatchesOperator(StreamOperator):
         return self.process_columns(as_batch(records, self.name)).to_pylist()
 
     def process_columns(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        batch, timestamps = split_batch(batch)
         try:
             result = self.fn(batch)
         except Exception as exc:
@@ -136,7 +158,10 @@ class MapBatchesOperator(StreamOperator):
                 _describe_batch(batch),
                 TypeError(f"map_batches function returned {type(result).__name__}, expected a pyarrow RecordBatch or Table"),
             )
-        return to_record_batch(result)
+        result = to_record_batch(result)
+        if timestamps is not None and result.num_rows == len(timestamps):
+            return with_timestamp_column(result, timestamps)
+        return result
 
 
 def _describe_batch(batch: pa.RecordBatch) -> str:

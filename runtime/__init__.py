@@ -3,6 +3,9 @@
 from checkpoint.handles import TaskId
 from checkpoint.options import CheckpointingMode, RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
+from operators.side_outputs import OutputTag
+from operators.timer_service import TimeDomain
+from operators.watermarks import WatermarkStrategy
 from runtime.api.environment import DataStream, KeyedStream, StreamEnvironment
 from runtime.core.barriers import (
     AlignmentStats,
@@ -24,6 +27,8 @@ from runtime.core.messages import (
     CheckpointType,
     EndOfPartition,
     RecordConversionError,
+    Watermark,
+    WatermarkStatus,
 )
 from runtime.core.record_types import RecordTypeError
 from runtime.jobmaster.faults import (
@@ -64,6 +69,7 @@ __all__ = [
     "JobResult",
     "KeyedStream",
     "LostAcknowledgement",
+    "OutputTag",
     "RecordConversionError",
     "RecordTypeError",
     "RestartStrategy",
@@ -73,5 +79,9 @@ __all__ = [
     "StreamEnvironment",
     "TaskCrash",
     "TaskId",
+    "TimeDomain",
     "UnalignedBarrierHandler",
+    "Watermark",
+    "WatermarkStatus",
+    "WatermarkStrategy",
 ]

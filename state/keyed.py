@@ -472,6 +472,14 @@ class KeyedStateBackend:
             return iter(())
         return iter([k for kg in sorted(table.groups) for k in table.groups[kg]])
 
+    def entries(self, state_name: str) -> list[tuple[Any, Any]]:
+        """`(key, value)` of every key with an entry in `state_name`, by key group then insertion
+        order, without touching the current key (values are the live ones: read only)."""
+        table = self._tables.get(state_name)
+        if table is None:
+            return []
+        return [(k, v) for kg in sorted(table.groups) for k, v in table.groups[kg].items()]
+
     def dump(self) -> dict[str, dict[Any, Any]]:
         """Every non-empty state as `{state: {key: value}}` (copies; lists as lists)."""
         out: dict[str, dict[Any, Any]] = {}

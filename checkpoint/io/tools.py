@@ -33,6 +33,7 @@ from typing import Any
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.io.cleanup import unreferenced_files
 from checkpoint.io.committer_files import unneeded_files
+from checkpoint.io.keyed_files import read_keyed_snapshots
 from checkpoint.io.lease import CheckpointDirectoryInUseError, JobLease, holding
 from checkpoint.io.storage import (
     METADATA_FILE,
@@ -47,6 +48,8 @@ from checkpoint.io.storage import (
 )
 from checkpoint.io.store import run_of
 from checkpoint.lease import LeaseVerdict
+from state.serialization import KeyedStateSnapshot, keyed_snapshot_from_bytes
+from state.timer_queue import TIMER_STATE_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -276,6 +279,28 @@ def describe(storage: CheckpointStorage, job_id: str, checkpoint_id: int, *,
     )
 
 
+def pending_timers(storage: CheckpointStorage, job_id: str, checkpoint_id: int) -> dict[str, dict[str, int]]:
+    """Task -> timer state (`_timer_state/<domain>_<service>`) -> timers pending in the checkpoint,
+    for the tasks that hold any (timers are keyed state: `state.timer_queue`).
+
+    Raises:
+        CorruptCheckpointError: a file of the checkpoint cannot be read.
+    """
+    completed = read_checkpoint(storage, job_id, checkpoint_id, verify_files=False)
+    out: dict[str, dict[str, int]] = {}
+    for task, ack in sorted(completed.acks.items()):
+        counts: dict[str, int] = {}
+        for snapshot in read_keyed_snapshots(storage, ack.handles.get("keyed", ())):
+            if not isinstance(snapshot, KeyedStateSnapshot):
+                snapshot = keyed_snapshot_from_bytes(snapshot)
+            for name, groups in snapshot.groups.items():
+                if name.startswith(TIMER_STATE_PREFIX):
+                    counts[name] = counts.get(name, 0) + sum(len(t) for g in groups.values() for t in g.values())
+        if any(counts.values()):
+            out[str(task)] = counts
+    return out
+
+
 def list_checkpoints(storage: CheckpointStorage, job_id: str, *, verify_files: bool = True) -> list[CheckpointInfo]:
     """Every checkpoint directory of the job, oldest first: valid when its metadata and (unless
     not `verify_files`) every file it references verify."""
@@ -467,8 +492,12 @@ def cmd_show(args: Any) -> int:
         print(f"  files {info.num_files} ({info.file_bytes:,} bytes), shared {info.num_shared_files} "
               f"({info.shared_bytes:,} bytes), state {info.state_bytes:,} bytes, channel state "
               f"{info.persisted_bytes:,} bytes, duration {milliseconds(info.duration)}")
+        timers = pending_timers(storage, jobs[0], args.id)
         for task, stats in info.tasks.items():
             print(f"  {task}: " + ", ".join(f"{k}={_human(k, v)}" for k, v in stats.items()))
+            if task in timers:
+                print("    timers pending: " + ", ".join(f"{name.removeprefix(TIMER_STATE_PREFIX)}={n}"
+                                                      for name, n in sorted(timers[task].items())))
         return 0
     return _run(body, args)
 

@@ -43,6 +43,7 @@ from checkpoint.options import (
     InvalidOptionError,
     RestartStrategy,
 )
+from operators.assign_timestamps import TimestampsAndWatermarksOperator
 from operators.base import Record, StreamOperator
 from operators.keyed import (
     ColumnKeySelector,
@@ -51,6 +52,7 @@ from operators.keyed import (
     KeyedProcessOperator,
     ReduceOperator,
 )
+from operators.side_outputs import OutputTag
 from operators.sinks import CollectSink
 from operators.sources import CollectionSource, GeneratorSource, Source
 from operators.transforms import (
@@ -60,6 +62,7 @@ from operators.transforms import (
     MapOperator,
     PassThroughOperator,
 )
+from operators.watermarks import WatermarkStrategy
 from runtime.core.debloat import DEFAULT_TARGET, BufferDebloatConfig
 from runtime.core.graph import (
     JobEdge,
@@ -69,6 +72,7 @@ from runtime.core.graph import (
     OperatorFactory,
     check_job_name,
     check_latency_warmup,
+    check_watermark_interval,
     validate_settings,
 )
 from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, PartitionerSpec, Rebalance
@@ -96,11 +100,14 @@ API_MODES = ("exactly-once", "at-least-once", "aligned", "unaligned", "aligned-t
 
 @dataclass(frozen=True, slots=True)
 class _Exchange:
-    """How a node's input is partitioned: 'forward', 'rebalance', 'broadcast' or 'hash'."""
+    """How a node's input is partitioned: 'forward', 'rebalance', 'broadcast', 'hash', or
+    'default' (as for no exchange: forward at equal parallelism, rebalance otherwise);
+    `output_tag`: the input is that side output of the upstream node."""
 
     kind: str
     key_selector: Callable[[Record], Any] | None = None
     label: str = ""
+    output_tag: str | None = None
 
 
 @dataclass(eq=False)
@@ -119,6 +126,8 @@ class _Node:
     user_name: str | None = None
     #: output fields when known before running (None: decided at runtime)
     columns: list[str] | None = None
+    #: a source's watermark strategy (per-split timestamps and watermarks)
+    watermark_strategy: WatermarkStrategy | None = None
 
     @property
     def display_name(self) -> str:
@@ -145,6 +154,11 @@ class DataStream:
         self._env = env
         self._node = node
         self._exchange = exchange
+
+    def _exchanged(self, kind: str, key_selector: Callable[[Record], Any] | None = None, label: str = "") -> _Exchange:
+        """An exchange of this stream (of its side output, for a side-output stream)."""
+        tag = self._exchange.output_tag if self._exchange is not None else None
+        return _Exchange(kind, key_selector, label, tag)
 
     # ------------------------------------------------------------------ stateless transformations
 
@@ -194,15 +208,15 @@ class DataStream:
 
     def rebalance(self) -> DataStream:
         """Round-robin the records over the next operator's subtasks."""
-        return DataStream(self._env, self._node, _Exchange("rebalance"))
+        return DataStream(self._env, self._node, self._exchanged("rebalance"))
 
     def broadcast(self) -> DataStream:
         """Send every record to every subtask of the next operator."""
-        return DataStream(self._env, self._node, _Exchange("broadcast"))
+        return DataStream(self._env, self._node, self._exchanged("broadcast"))
 
     def forward(self) -> DataStream:
         """Subtask i feeds subtask i of the next operator (needs equal parallelism)."""
-        return DataStream(self._env, self._node, _Exchange("forward"))
+        return DataStream(self._env, self._node, self._exchanged("forward"))
 
     def key_by(self, key: str | Callable[[Record], Any]) -> KeyedStream:
         """Partition by key: a column name, or a function `record -> key`.
@@ -219,9 +233,38 @@ class DataStream:
                     f"key_by({key!r}): unknown column {key!r}; the stream from operator "
                     f"{self._node.display_name!r} has columns {columns}"
                 )
-            return KeyedStream(self._env, self._node, ColumnKeySelector(key), key)
+            return KeyedStream(self._env, self._node, ColumnKeySelector(key), key, self._exchange)
         _check_callable("key_by", key)
-        return KeyedStream(self._env, self._node, key, None)
+        return KeyedStream(self._env, self._node, key, None, self._exchange)
+
+    # ------------------------------------------------------------------ event time and side outputs
+
+    def assign_timestamps_and_watermarks(self, strategy: WatermarkStrategy, name: str | None = None) -> DataStream:
+        """Give every record a timestamp and the stream watermarks, with `strategy` (a
+        `WatermarkStrategy`), in every parallel instance; upstream watermarks are replaced.
+
+        Raises:
+            JobGraphError: `strategy` is not a `WatermarkStrategy`.
+        """
+        if not isinstance(strategy, WatermarkStrategy):
+            raise JobGraphError(f"assign_timestamps_and_watermarks: expected a WatermarkStrategy, got "
+                                f"{type(strategy).__name__} {strategy!r}")
+        return self._then(TimestampsAndWatermarksOperator(strategy), "timestamps/watermarks", name,
+                          self._node.columns)
+
+    def get_side_output(self, tag: OutputTag) -> DataStream:
+        """The records this stream's operator sent to side output `tag` (`ctx.output(tag, r)`).
+
+        Raises:
+            JobGraphError: `tag` is not an `OutputTag`, or this stream has no operator of its own.
+        """
+        if not isinstance(tag, OutputTag):
+            raise JobGraphError(f"get_side_output: expected an OutputTag, got {type(tag).__name__} {tag!r}")
+        if self._node.operator is None or self._exchange is not None:
+            raise JobGraphError(f"get_side_output({tag.name!r}): call it on the stream an operator returned "
+                                f"(process(...)), not on {self._node.display_name!r}"
+                                + (" after a repartitioning" if self._exchange is not None else ""))
+        return DataStream(self._env, self._node, _Exchange("default", output_tag=tag.name))
 
     # ------------------------------------------------------------------ properties
 
@@ -296,9 +339,10 @@ class KeyedStream(DataStream):
     """
 
     def __init__(self, env: StreamEnvironment, node: _Node, key_selector: Callable[[Record], Any],
-                 key_column: str | None) -> None:
+                 key_column: str | None, upstream: _Exchange | None = None) -> None:
         label = f"key_by({key_column!r})" if key_column is not None else "key_by(<function>)"
-        super().__init__(env, node, _Exchange("hash", key_selector, label))
+        tag = upstream.output_tag if upstream is not None else None
+        super().__init__(env, node, _Exchange("hash", key_selector, label, tag))
         self.key_selector = key_selector
         self.key_column = key_column
 
@@ -365,6 +409,7 @@ class StreamEnvironment:
         self.high_availability: HighAvailabilityConfig | None = None
         self.buffer_debloat: BufferDebloatConfig | None = None
         self.latency_warmup = 0.0
+        self.auto_watermark_interval = 0.2
         self.chaining = True
         self._nodes: list[_Node] = []
         self._ids = itertools.count()
@@ -484,6 +529,18 @@ class StreamEnvironment:
         self.latency_warmup = float(seconds)
         return self
 
+    def set_auto_watermark_interval(self, seconds: float) -> StreamEnvironment:
+        """Emit watermarks every `seconds` of processing time (Flink's default: 0.2; virtual
+        seconds on the simulator, wall seconds on Ray), in every source and
+        `assign_timestamps_and_watermarks` instance.
+
+        Raises:
+            JobGraphError: `seconds` is not a finite number > 0.
+        """
+        check_watermark_interval(seconds)
+        self.auto_watermark_interval = float(seconds)
+        return self
+
     def set_restart_strategy(self, strategy: RestartStrategy) -> StreamEnvironment:
         """How failed jobs restart: `RestartStrategy.exponential_delay(...)`,
         `failure_rate(...)`, `fixed_delay(attempts, delay)` or `no_restart()`. Default:
@@ -509,12 +566,16 @@ class StreamEnvironment:
 
     # ------------------------------------------------------------------ sources
 
-    def from_collection(self, rows: Sequence[Record], splits: int | None = None, name: str = "collection") -> DataStream:
+    def from_collection(self, rows: Sequence[Record], splits: int | None = None, name: str = "collection", *,
+                        watermark_strategy: WatermarkStrategy | None = None) -> DataStream:
         """A stream of `rows` (dicts) cut into `splits` contiguous splits (default: the source's
-        parallelism); a split replays by offset after a failure.
+        parallelism); a split replays by offset after a failure. `watermark_strategy`: stamp and
+        watermark every split on its own (as Flink's sources do; the split's watermark is
+        checkpointed with its offset).
 
         Raises:
-            JobGraphError: a row is not a dict, or `splits` < 1.
+            JobGraphError: a row is not a dict, `splits` < 1, or `watermark_strategy` is not a
+                `WatermarkStrategy`.
         """
         if isinstance(rows, dict | str | bytes) or not isinstance(rows, Iterable):
             raise JobGraphError(f"from_collection: rows must be a list of dicts, got {type(rows).__name__}")
@@ -522,25 +583,28 @@ class StreamEnvironment:
             source = CollectionSource(rows, 1 if splits is None else splits, name=name)
         except (TypeError, ValueError) as exc:
             raise JobGraphError(str(exc)) from exc
-        return self._source(source, default_splits=splits is None)
+        return self._source(source, default_splits=splits is None, strategy=watermark_strategy)
 
-    def from_source(self, source: Source, name: str | None = None) -> DataStream:
-        """A stream read from any `operators.sources.Source`.
+    def from_source(self, source: Source, name: str | None = None, *,
+                    watermark_strategy: WatermarkStrategy | None = None) -> DataStream:
+        """A stream read from any `operators.sources.Source` (`watermark_strategy`: as for
+        `from_collection`).
 
         Raises:
-            JobGraphError: `source` is not a `Source`.
+            JobGraphError: `source` is not a `Source`, or `watermark_strategy` not a `WatermarkStrategy`.
         """
         if not isinstance(source, Source):
             raise JobGraphError(f"from_source: expected an operators.sources.Source, got {type(source).__name__}")
         if name is not None:
             source = copy.copy(source)
             source.name = name
-        return self._source(source, default_splits=False)
+        return self._source(source, default_splits=False, strategy=watermark_strategy)
 
     def generate(self, count: int | None = None, rate: float | None = None,
                  fn: Callable[[int], Record] | None = None, duration: float | None = None,
                  name: str = "generator", *, timestamp_field: str | None = "created_at",
-                 batch_fn: Callable[[Any], Any] | None = None, stamp: str = "read") -> DataStream:
+                 batch_fn: Callable[[Any], Any] | None = None, stamp: str = "read",
+                 watermark_strategy: WatermarkStrategy | None = None) -> DataStream:
         """A generator source: record i is `fn(i)` (default `{"i": i}`) plus `created_at`, the
         task clock when it was read (`stamp="read"`) or, with a rate, when it was due under the
         rate (`stamp="due"`: an open-loop stream, so a due record's wait to be read counts as
@@ -548,7 +612,7 @@ class StreamEnvironment:
         Vectorised: `batch_fn(indices)` returns the records of a numpy array of indices as one
         Arrow batch (or Table, or dict of columns), which flows on without dicts through the
         operators that take columns (`map_batches`, keyed `count`, `CollectSink`).
-        See `GeneratorSource` for `count`/`duration`.
+        See `GeneratorSource` for `count`/`duration`; `watermark_strategy` as for `from_collection`.
 
         Raises:
             JobGraphError: an argument is out of range.
@@ -558,12 +622,15 @@ class StreamEnvironment:
                                      batch_fn=batch_fn, stamp=stamp)
         except ValueError as exc:
             raise JobGraphError(str(exc)) from exc
-        return self._source(source, default_splits=True)
+        return self._source(source, default_splits=True, strategy=watermark_strategy)
 
-    def _source(self, source: Source, *, default_splits: bool) -> DataStream:
+    def _source(self, source: Source, *, default_splits: bool, strategy: WatermarkStrategy | None = None) -> DataStream:
+        if strategy is not None and not isinstance(strategy, WatermarkStrategy):
+            raise JobGraphError(f"source {source.name!r}: watermark_strategy must be a WatermarkStrategy, got "
+                                f"{type(strategy).__name__} {strategy!r}")
         columns = source.columns()
         node = self._add_node(f"Source: {source.name}", source=source, default_splits=default_splits,
-                              columns=None if columns is None else list(columns))
+                              columns=None if columns is None else list(columns), watermark_strategy=strategy)
         return DataStream(self, node)
 
     def _add_node(self, base_name: str, **kwargs: Any) -> _Node:
@@ -735,7 +802,9 @@ class _GraphBuilder:
         vertices = [self._vertex(chain, parallelism, names) for h, chain in chains.items()]
         vertex_of = {n.id: names[head[n.id].id] for n in nodes}
         edges = [
-            JobEdge(vertex_of[upstream.id], vertex_of[node.id], specs[(node.id, i)], exchange is None)
+            JobEdge(vertex_of[upstream.id], vertex_of[node.id], specs[(node.id, i)],
+                    exchange is None or exchange.kind == "default",
+                    exchange.output_tag if exchange is not None else None)
             for node in nodes
             if head[node.id] is node
             for i, (upstream, exchange) in enumerate(node.inputs)
@@ -755,6 +824,7 @@ class _GraphBuilder:
             high_availability=env.high_availability,
             buffer_debloat=env.buffer_debloat,
             latency_warmup=env.latency_warmup,
+            auto_watermark_interval=env.auto_watermark_interval,
         )
 
     def _live_nodes(self) -> list[_Node]:
@@ -802,7 +872,7 @@ class _GraphBuilder:
     def _partitioner(self, upstream: _Node, node: _Node, exchange: _Exchange | None,
                      parallelism: dict[int, int], names: dict[int, str]) -> PartitionerSpec:
         same = parallelism[upstream.id] == parallelism[node.id]
-        if exchange is None:
+        if exchange is None or exchange.kind == "default":
             return Forward() if same else Rebalance()
         if exchange.kind == "forward":
             if not same:
@@ -821,9 +891,10 @@ class _GraphBuilder:
                             operator=f"{exchange.label} -> {names[node.id]}")
 
     def _chainable(self, node: _Node, consumers: dict[int, list[_Node]], spec: PartitionerSpec) -> bool:
-        upstream = node.inputs[0][0]
+        upstream, exchange = node.inputs[0]
         return (
             self.env.chaining
+            and (exchange is None or exchange.output_tag is None)  # a side output never chains
             and spec.is_forward
             and len(consumers[upstream.id]) == 1
             and upstream.sink_name is None
@@ -852,6 +923,7 @@ class _GraphBuilder:
             operator_names=[names[n.id] for n in operators],
             sink_names=[n.sink_name for n in chain if n.sink_name is not None],
             default_splits=source is not None and first.default_splits,
+            watermark_strategy=first.watermark_strategy,
         )
 
     @staticmethod

@@ -125,6 +125,8 @@ class JobVertex:
         sink_names: names of the `CollectSink`s in this chain.
         default_splits: the source's number of splits was not given and follows the parallelism
             (`from_collection(rows)`, `generate(...)`); a restore keeps the checkpoint's instead.
+        watermark_strategy: the source's `WatermarkStrategy` (per-split timestamps and
+            watermarks), or None.
     """
 
     name: str
@@ -135,6 +137,7 @@ class JobVertex:
     operator_names: list[str] = field(default_factory=list)
     sink_names: list[str] = field(default_factory=list)
     default_splits: bool = False
+    watermark_strategy: Any = None
 
     @property
     def is_source(self) -> bool:
@@ -161,6 +164,14 @@ class JobVertex:
         return False
 
     @property
+    def needs_watermarks(self) -> bool:
+        """Whether the chain makes or uses event time: a source strategy, or an operator whose
+        `needs_watermarks()` says so (timestamp assigners, timers, windows)."""
+        if self.watermark_strategy is not None:
+            return True
+        return any(getattr(getattr(f, "template", None), "needs_watermarks", _no)() for f in self.operator_factories)
+
+    @property
     def chain_description(self) -> str:
         """Flink-style `"Source: collection -> map -> Sink: pv"`."""
         head = [f"Source: {self.source.name}"] if self.source is not None else []
@@ -174,12 +185,18 @@ class JobEdge:
     `follows_parallelism`: no exchange was asked for, so the partitioner follows the parallelism
     (forward when equal, rebalance otherwise): a checkpoint taken at other parallelism may have
     had the other one (`runtime.jobmaster.channel_rescale` reads its channels so).
+    `output_tag`: the edge carries the side output of that name of the source vertex's last
+    operator (`operators.side_outputs`), not its main output.
+    `input_index`: which logical input of the target's first operator the edge feeds (0 but for
+    an operator with several inputs; a union's edges all feed its one input).
     """
 
     source: str
     target: str
     partitioner: PartitionerSpec
     follows_parallelism: bool = False
+    output_tag: str | None = None
+    input_index: int = 0
 
     @property
     def is_forward(self) -> bool:
@@ -187,7 +204,8 @@ class JobEdge:
 
     def __repr__(self) -> str:
         kind = getattr(self.partitioner, "kind", self.partitioner)
-        return f"JobEdge({self.source!r} -[{kind}]-> {self.target!r})"
+        side = f", side output {self.output_tag!r}" if self.output_tag is not None else ""
+        return f"JobEdge({self.source!r} -[{kind}{side}]-> {self.target!r})"
 
 
 @dataclass(frozen=True)
@@ -226,6 +244,8 @@ class JobGraph:
     #: seconds of stamps a sink task leaves out of its latency histogram, from the earliest
     #: `created_at` it saw (`StreamEnvironment.set_latency_warmup`; 0: every record)
     latency_warmup: float = 0.0
+    #: seconds between periodic watermark emissions (`StreamEnvironment.set_auto_watermark_interval`)
+    auto_watermark_interval: float = 0.2
 
     def __post_init__(self) -> None:
         validate_settings(
@@ -252,6 +272,10 @@ class JobGraph:
             self._inputs[edge.target].append(edge)
         self.vertices = self._topological_order()
         self._validate_topology()
+        check_watermark_interval(self.auto_watermark_interval)
+        #: the job has event time: sources emit watermarks (at least `+inf` when they end) and
+        #: every task combines and forwards them (`runtime.core.task_time`); without it none travel
+        self.watermarks = any(v.needs_watermarks for v in self.vertices)
 
     # ------------------------------------------------------------------ validation
 
@@ -267,6 +291,10 @@ class JobGraph:
                 f"forward edge {edge.source!r} -> {edge.target!r} needs equal parallelism, got "
                 f"{src.parallelism} and {dst.parallelism} (use rebalance() to change parallelism)"
             )
+        if isinstance(edge.input_index, bool) or not isinstance(edge.input_index, int) or edge.input_index < 0:
+            raise JobGraphError(f"edge {edge!r}: input_index must be an integer >= 0, got {edge.input_index!r}")
+        if edge.output_tag is not None and (not isinstance(edge.output_tag, str) or not src.operator_factories):
+            raise JobGraphError(f"edge {edge!r}: a side output needs a tag name and a vertex with operators")
         if isinstance(edge.partitioner, KeyGroupHash) and edge.partitioner.max_parallelism != dst.max_parallelism:
             raise JobGraphError(
                 f"edge {edge.source!r} -> {edge.target!r} hashes into {edge.partitioner.max_parallelism} key "
@@ -360,6 +388,10 @@ class JobGraph:
                 channels.extend((edge, u) for u in range(self._by_name[edge.source].parallelism))
         return channels
 
+    def channel_inputs(self, vertex: str, subtask: int) -> list[int]:
+        """Per input channel of `vertex[subtask]`, the logical input it feeds (`JobEdge.input_index`)."""
+        return [edge.input_index for edge, _ in self.input_channels(vertex, subtask)]
+
     def output_channels(self, vertex: str, subtask: int) -> list[tuple[JobEdge, int]]:
         """`(edge, downstream_subtask)` per output channel of `vertex[subtask]`, grouped per edge."""
         return [(edge, d) for edge, targets in self.output_groups(vertex, subtask) for d in targets]
@@ -411,7 +443,8 @@ class JobGraph:
         lines = [f"job {self.job_name!r}"]
         for v in self.vertices:
             lines.append(f"  {v.name} (p={v.parallelism}): {v.chain_description}")
-            lines.extend(f"    -[{e.partitioner.kind}]-> {e.target}" for e in self._outputs[v.name])
+            lines.extend(f"    -[{e.partitioner.kind}{'' if e.output_tag is None else f' side output {e.output_tag!r}'}]-> "
+                         f"{e.target}" for e in self._outputs[v.name])
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -443,6 +476,16 @@ def _check_int(what: str, value: Any, low: int, high: int | None = None) -> None
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise JobGraphError(f"{what} must be an integer {allowed}, got {value!r}")
+
+
+def _no() -> bool:
+    return False
+
+
+def check_watermark_interval(seconds: float) -> None:
+    """Raises: JobGraphError: `seconds` is not a finite number > 0."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds < float("inf"):
+        raise JobGraphError(f"auto_watermark_interval must be a finite number > 0 (seconds), got {seconds!r}")
 
 
 def check_latency_warmup(seconds: float) -> None:

@@ -22,6 +22,12 @@ Data structures, all O(1) amortised per item:
   a released channel that gets blocked again simply holds its released items again.
   Spilled runs are read back only when they reach the head of their channel.
 
+Watermark events (`Watermark`, `WatermarkStatus`) are in-band data: queued, held and released
+with their channel's buffers, never handed to the handler as events, and reported to it on
+arrival and in the channel-state views like buffers (`on_buffer_arrived`, `queued_buffers`,
+`queued_before_barrier`), so an unaligned barrier that overtakes them makes them channel state in
+order with the buffers; the task hands them to its watermark valve when `poll` returns them.
+
 Blocking only changes in response to a handler call: the gate re-reads every channel's
 `is_blocked` after an event, re-checks only the blocked channels after a buffer callback, and
 re-checks the blocked channels at the start of `poll` because a handler timer (the alignment
@@ -39,8 +45,11 @@ from runtime.core.messages import (
     Buffer,
     BufferOrEvent,
     CancelCheckpointMarker,
+    ChannelItem,
     CheckpointBarrier,
     EndOfPartition,
+    Watermark,
+    WatermarkStatus,
 )
 from runtime.core.ports import Clock
 from runtime.core.spilling import MemorySpiller, Spiller, SpillHandle
@@ -51,6 +60,8 @@ __all__ = ["DEFAULT_SPILL_BOUND_BYTES", "CheckpointedInputGate", "GateStats"]
 DEFAULT_SPILL_BOUND_BYTES = 64 * 1024 * 1024
 
 _Entry = tuple[int, BufferOrEvent]
+#: what travels as data: buffers, and the events queued and held with them, handed to the task
+_DATA = (Buffer, Watermark, WatermarkStatus)
 
 
 @dataclass(slots=True)
@@ -174,9 +185,9 @@ class CheckpointedInputGate:
         if self._eop_pushed[ch]:
             raise ValueError(f"CheckpointedInputGate: push on channel {ch} after its EndOfPartition: {boe.payload!r}")
         payload = boe.payload
-        if isinstance(payload, Buffer):
+        if isinstance(payload, _DATA):
             self._enqueue(ch, boe)
-            self.handler.on_buffer_arrived(ch, payload)
+            self.handler.on_buffer_arrived(ch, payload)  # type: ignore[arg-type]
             if self._blocked:
                 self._check_released()
             return
@@ -229,7 +240,7 @@ class CheckpointedInputGate:
             self._delivered += 1
             boe = entry[1]
             payload = boe.payload
-            if not isinstance(payload, Buffer):
+            if not isinstance(payload, _DATA):
                 self._dispatch(ch, payload)
             return boe
 
@@ -381,23 +392,24 @@ class CheckpointedInputGate:
 
     # ------------------------------------------------------------------ InputView
 
-    def queued_buffers(self, channel: int) -> list[Buffer]:
-        """Buffers received on `channel`, not yet handed out and not held, in order."""
+    def queued_buffers(self, channel: int) -> list[ChannelItem]:
+        """Buffers (and watermark events) received on `channel`, not yet handed out and not
+        held, in order."""
         self._check_view_channel(channel)
-        out: list[Buffer] = []
+        out: list[ChannelItem] = []
         for _, boe in self._materialize(channel):
-            if isinstance(boe.payload, Buffer):
+            if isinstance(boe.payload, Buffer | Watermark | WatermarkStatus):
                 out.append(boe.payload)
         return out
 
-    def queued_before_barrier(self, channel: int, checkpoint_id: int) -> tuple[list[Buffer], bool]:
-        """Queued buffers on `channel` before its first queued barrier with id >= `checkpoint_id`,
-        and whether such a barrier is queued."""
+    def queued_before_barrier(self, channel: int, checkpoint_id: int) -> tuple[list[ChannelItem], bool]:
+        """Queued buffers (and watermark events) on `channel` before its first queued barrier with
+        id >= `checkpoint_id`, and whether such a barrier is queued."""
         self._check_view_channel(channel)
-        out: list[Buffer] = []
+        out: list[ChannelItem] = []
         for _, boe in self._materialize(channel):
             payload = boe.payload
-            if isinstance(payload, Buffer):
+            if isinstance(payload, Buffer | Watermark | WatermarkStatus):
                 out.append(payload)
             elif isinstance(payload, CheckpointBarrier) and payload.id >= checkpoint_id:
                 return out, True

@@ -1,8 +1,14 @@
 """What travels over a channel: data buffers and in-band events.
 
 A channel carries `BufferOrEvent`s in FIFO order. Data travels in `Buffer`s (one
-`pyarrow.RecordBatch` of many records); checkpoint barriers, cancellation markers and the
-end-of-partition marker travel between buffers as events (DESIGN §1, §3).
+`pyarrow.RecordBatch` of many records); checkpoint barriers, cancellation markers, watermarks,
+watermark statuses and the end-of-partition marker travel between buffers as events.
+
+Watermarks and watermark statuses are in-band *data* events: the input gate queues and holds them
+with the buffers of their channel (a blocked channel holds its watermarks back), and an unaligned
+barrier that overtakes them makes them channel state, in order with the buffers. In channel-state
+files they are one-row batches marked in their schema metadata (`channel_state_batch`,
+`channel_state_item`); in memory they stay events.
 
 Every class here is immutable and picklable so the same objects cross the simulator's
 virtual network and Ray's object store unchanged.
@@ -184,7 +190,71 @@ class EndOfPartition:
     """The sender has no more data on this channel."""
 
 
-Event = CheckpointBarrier | CancelCheckpointMarker | EndOfPartition
+@dataclass(frozen=True, slots=True)
+class Watermark:
+    """Event time has reached `timestamp` on this channel: no record with a timestamp at or below
+    it follows (Flink's `Watermark`). In the unit the timestamp assigner returns; `-inf` is none
+    yet, `+inf` the end of input (every event-time timer fires)."""
+
+    timestamp: float
+
+    @property
+    def size_bytes(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class WatermarkStatus:
+    """The sender's watermark is idle (`idle`: it will not advance for a while, so receivers leave
+    this channel out of their minimum) or active again (Flink's `WatermarkStatus`)."""
+
+    idle: bool
+
+    @property
+    def size_bytes(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "WatermarkStatus.IDLE" if self.idle else "WatermarkStatus.ACTIVE"
+
+
+WatermarkStatus.IDLE = WatermarkStatus(True)  # type: ignore[attr-defined]
+WatermarkStatus.ACTIVE = WatermarkStatus(False)  # type: ignore[attr-defined]
+
+Event = CheckpointBarrier | CancelCheckpointMarker | EndOfPartition | Watermark | WatermarkStatus
+#: what travels in order with data and becomes channel state with it
+DataEvent = Watermark | WatermarkStatus
+#: one entry of input or output channel state: a buffer, or a watermark event between buffers
+ChannelItem = Buffer | Watermark | WatermarkStatus
+
+_EVENT_KEY = b"barrierflow.event"
+
+
+def channel_state_batch(item: ChannelItem) -> pa.RecordBatch:
+    """`item` as a batch of channel-state files: a buffer's batch, or a one-row batch marked as a
+    watermark (`timestamp`) or watermark status (`idle`) in its schema metadata."""
+    if isinstance(item, Buffer):
+        return item.batch
+    if isinstance(item, Watermark):
+        batch = pa.RecordBatch.from_pydict({"timestamp": [item.timestamp]})
+        kind = b"watermark"
+    else:
+        batch = pa.RecordBatch.from_pydict({"idle": [item.idle]})
+        kind = b"watermark_status"
+    return batch.replace_schema_metadata({_EVENT_KEY: kind})
+
+
+def channel_state_item(batch: pa.RecordBatch) -> ChannelItem:
+    """The channel-state entry `batch` was written from (`channel_state_batch`)."""
+    meta = batch.schema.metadata
+    kind = meta.get(_EVENT_KEY) if meta else None
+    if kind is None:
+        return Buffer.of(batch)
+    if kind == b"watermark":
+        return Watermark(batch.column(0)[0].as_py())
+    if kind == b"watermark_status":
+        return WatermarkStatus(bool(batch.column(0)[0].as_py()))
+    raise ValueError(f"channel state holds an unknown event kind {kind!r}")
 
 
 @dataclass(frozen=True, slots=True)

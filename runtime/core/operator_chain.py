@@ -3,7 +3,10 @@
 Data is a list of dicts or one Arrow batch (`operators.columns`); each operator gets the kind it
 takes, converted only where the chain changes kind. Where records become Arrow — the input of a
 sink or a vectorised operator — the stream is checked for one Arrow type per field first
-(`runtime/core/record_types.py`). Pure: no I/O.
+(`runtime/core/record_types.py`). Time enters as *elements* (`push`): a watermark event goes
+through the operators one by one — each emits what it fires (records, run through the operators
+after it) and passes the watermark on, or not — and an operator's processing-time callback emits
+into the operators after it (`on_processing_time`). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from operators.base import OperatorContext, StreamOperator
 from operators.columns import Batch, as_batch, num_rows
+from runtime.core.messages import Watermark, WatermarkStatus
 from runtime.core.record_types import StreamSchema
 
 if TYPE_CHECKING:
@@ -60,6 +64,7 @@ class OperatorChain:
 
     def __init__(self, vertex: JobVertex, context: OperatorContext) -> None:
         self.vertex = vertex
+        self.context = context
         self.operators: list[StreamOperator] = [factory() for factory in vertex.operator_factories]
         for op in self.operators:
             op.open(context)
@@ -76,6 +81,7 @@ class OperatorChain:
         self.output_name = stream_name(producers[-1], None)
         #: the chain's head takes Arrow batches: hand it a buffer's batch, not its dicts
         self.columnar_input = not self.operators or self.operators[0].accepts_columns
+        self._index = {id(op): index for index, op in enumerate(self.operators)}
 
     def op_key(self, index: int) -> str:
         return operator_state_key(index, self.vertex.operator_names[index])
@@ -83,6 +89,34 @@ class OperatorChain:
     def process(self, data: Batch) -> Batch:
         """What the chain emits for `data`."""
         return run_through(self.operators, data, self._input_types)
+
+    def push(self, start: int, elements: list[Any]) -> list[Any]:
+        """`elements` — record lists and watermark events, in order — entering the chain's
+        `start`-th operator (`len(operators)`: leaving it); returns what the chain emits, in order."""
+        operators = self.operators
+        out: list[Any] = []
+        for element in elements:
+            if not isinstance(element, Watermark | WatermarkStatus):
+                if num_rows(element):
+                    data = run_through(operators[start:], element, self._input_types[start:])
+                    if num_rows(data):
+                        out.append(data)
+            elif start == len(operators):
+                out.append(element)
+            elif isinstance(element, Watermark):
+                out += self.push(start + 1, operators[start].process_watermark(element))
+            else:
+                out += self.push(start + 1, operators[start].process_watermark_status(element))
+        return out
+
+    def on_processing_time(self, operator: StreamOperator, now: float) -> list[Any]:
+        """`operator`'s processing-time callback: what it and the operators after it emit."""
+        return self.push(self._index[id(operator)] + 1, operator.on_processing_time(now))
+
+    @property
+    def timer_services(self) -> list[Any]:
+        """The timer services of the chain's operators (`operators.timer_service`)."""
+        return self.context.timer_services
 
     def end_input(self) -> Iterator[Batch]:
         """End every operator's input, head first; yields what each emits through the rest."""

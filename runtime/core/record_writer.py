@@ -6,7 +6,10 @@ for one Arrow type per field (in emission order, before partitioning), split by 
 partitioner, collected into the channel's next buffer and cut at the channel's buffer size (the
 job's, or smaller as the receiver announced: debloating). Buffers leave only while the channel has
 credits; events always, but never ahead of a buffer queued before them (channel FIFO) unless a
-barrier overtakes on purpose (unaligned). Pure: no I/O.
+barrier overtakes on purpose (unaligned). The main output goes to the untagged edges, a side
+output's records (`emit(data, tag)`) to the edges of its tag only; watermark events go to every
+channel (`emit_event`), behind the data emitted before them. What an overtaking barrier leaves
+behind it — buffers and watermark events — is the output channel state. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -16,13 +19,27 @@ from typing import TYPE_CHECKING, Any
 
 from checkpoint.handles import TaskId
 from operators.columns import Batch, compact, concat, num_rows
-from runtime.core.messages import Buffer, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from operators.side_outputs import SideOutputs
+from runtime.core.messages import (
+    Buffer,
+    CancelCheckpointMarker,
+    ChannelItem,
+    CheckpointBarrier,
+    EndOfPartition,
+    Watermark,
+    WatermarkStatus,
+)
 from runtime.core.record_types import StreamSchema
 
 if TYPE_CHECKING:
     from runtime.core.graph import JobGraph, JobVertex
 
-Payload = Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition
+Payload = Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition | Watermark | WatermarkStatus
+
+
+def _channel_state(queue: deque[Payload] | list[Payload]) -> list[ChannelItem]:
+    """What of a queue is channel state: its buffers and watermark events, in order."""
+    return [p for p in queue if isinstance(p, Buffer | Watermark | WatermarkStatus)]
 
 
 class OutputChannel:
@@ -51,7 +68,8 @@ class RecordWriter:
     def __init__(self, graph: JobGraph, vertex: JobVertex, subtask: int, stream_name: str) -> None:
         self.buffer_size = graph.buffer_size
         self.channels: list[OutputChannel] = []
-        self._edge_routes: list[tuple[Any, list[int]]] = []  # (partitioner instance, out channels)
+        #: output tag (None: the main output) -> (partitioner instance, out channels) per edge
+        self._routes: dict[str | None, list[tuple[Any, list[int]]]] = {}
         for edge, targets in self._output_groups(graph, vertex, subtask):
             indexes = []
             for downstream in targets:
@@ -59,9 +77,17 @@ class RecordWriter:
                                    self.buffer_size)
                 self.channels.append(ch)
                 indexes.append(ch.index)
-            self._edge_routes.append((edge.partitioner.create(subtask), indexes))
-        self._types = StreamSchema(stream_name) if self.channels else None
+            self._routes.setdefault(edge.output_tag, []).append((edge.partitioner.create(subtask), indexes))
+        self._edge_routes = self._routes.get(None, [])
+        #: one Arrow type per field, per stream: the main output's and each side output's
+        self._types = {tag: StreamSchema(stream_name if tag is None else f"{stream_name} to side output {tag!r}")
+                       for tag in self._routes}
         self.records_out = 0
+
+    @property
+    def side_output_tags(self) -> frozenset[str]:
+        """The side outputs some output edge carries."""
+        return frozenset(tag for tag in self._routes if tag is not None)
 
     @staticmethod
     def _output_groups(graph: JobGraph, vertex: JobVertex, subtask: int) -> list[tuple[Any, list[int]]]:
@@ -77,13 +103,19 @@ class RecordWriter:
 
     # ------------------------------------------------------------------ data
 
-    def emit(self, data: Batch) -> None:
-        if self._types is not None:
-            self._types.check(data)  # before partitioning: in emission order
-        self.records_out += num_rows(data)
+    def emit(self, data: Batch, tag: str | None = None) -> None:
+        """Partition `data` — the main output, or side output `tag` — into its edges' channels."""
+        routes = self._edge_routes if tag is None else self._routes.get(tag)
+        if tag is None:
+            self.records_out += num_rows(data)
+        if not routes:
+            return
+        self._types[tag].check(data)  # before partitioning: in emission order
+        if tag is not None:
+            self.records_out += num_rows(data)
         channels = self.channels
         columns = not isinstance(data, list)
-        for partitioner, indexes in self._edge_routes:
+        for partitioner, indexes in routes:
             if columns:
                 parts = partitioner.partition_columns(data, len(indexes))
             else:
@@ -166,19 +198,40 @@ class RecordWriter:
         for ch in self.channels:
             ch.queue.append(CancelCheckpointMarker(checkpoint_id))
 
+    def emit_elements(self, elements: list[Any], side_outputs: SideOutputs) -> None:
+        """Send what a chain emitted, in order: data, and each watermark event behind the side
+        outputs collected before it (`side_outputs`, sent last too)."""
+        for element in elements:
+            if isinstance(element, Watermark | WatermarkStatus):
+                self.emit_side_outputs(side_outputs)
+                self.emit_event(element)
+            elif num_rows(element):
+                self.emit(element)
+        self.emit_side_outputs(side_outputs)
+
+    def emit_side_outputs(self, side_outputs: SideOutputs) -> None:
+        for tag, records in side_outputs.take():
+            self.emit(records, tag)
+
+    def emit_event(self, event: Watermark | WatermarkStatus) -> None:
+        """Queue a watermark event on every channel, behind everything emitted before it."""
+        self.flush()
+        for ch in self.channels:
+            ch.queue.append(event)
+
     def end_of_partition(self) -> None:
         """Queue `EndOfPartition` on every channel (after flushing what is left)."""
         self.flush()
         for ch in self.channels:
             ch.queue.append(EndOfPartition())
 
-    def put_barrier(self, barrier: CheckpointBarrier, *, overtake: bool) -> dict[int, list[Buffer]]:
+    def put_barrier(self, barrier: CheckpointBarrier, *, overtake: bool) -> dict[int, list[ChannelItem]]:
         """Queue `barrier` on every channel: behind the queued output, or (`overtake`, unaligned)
         at the head; returns the output it overtook per channel (its output channel state)."""
-        overtaken: dict[int, list[Buffer]] = {}
+        overtaken: dict[int, list[ChannelItem]] = {}
         for ch in self.channels:
             if overtake:
-                queued = [p for p in ch.queue if isinstance(p, Buffer)]
+                queued = _channel_state(ch.queue)
                 if queued:
                     overtaken[ch.index] = queued
                 ch.queue.appendleft(barrier)
@@ -200,16 +253,16 @@ class RecordWriter:
         return any(isinstance(p, CheckpointBarrier) and p.id == checkpoint_id
                    for ch in self.channels for p in ch.queue)
 
-    def overtake_with_barrier(self, checkpoint_id: int) -> dict[int, list[Buffer]]:
+    def overtake_with_barrier(self, checkpoint_id: int) -> dict[int, list[ChannelItem]]:
         """Move checkpoint `checkpoint_id`'s queued barrier to the head of every channel (an
         alignment timeout expired); returns the output it overtook per channel."""
-        overtaken: dict[int, list[Buffer]] = {}
+        overtaken: dict[int, list[ChannelItem]] = {}
         for ch in self.channels:
             index = next((i for i, p in enumerate(ch.queue)
                           if isinstance(p, CheckpointBarrier) and p.id == checkpoint_id), None)
             if index is None:
                 continue
-            ahead = [p for p in list(ch.queue)[:index] if isinstance(p, Buffer)]
+            ahead = _channel_state(list(ch.queue)[:index])
             barrier = ch.queue[index]
             del ch.queue[index]
             ch.queue.appendleft(barrier)

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers import AlignmentStats
-from runtime.core.messages import Buffer
+from runtime.core.messages import ChannelItem, channel_state_batch
 from runtime.core.ports import Clock
 from state.serialization import buffers_to_bytes, operator_state_to_bytes
 
@@ -48,6 +48,10 @@ class TaskPorts(Protocol):
         executor forwards notifications (the snapshot writer)."""
         ...
 
+    def wake(self, task_id: TaskId) -> None:
+        """The task has work no input announced (a timer callback came due): step it soon."""
+        ...
+
 
 @dataclass
 class TaskSnapshot:
@@ -59,8 +63,9 @@ class TaskSnapshot:
     stats: AlignmentStats
     keyed: Any | None = None  # state.keyed snapshot object (immutable copy)
     operator_states: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
-    input_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
-    output_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
+    #: channel -> buffers and watermark events in flight (unaligned checkpoints)
+    input_channel_state: dict[int, list[ChannelItem]] = field(default_factory=dict)
+    output_channel_state: dict[int, list[ChannelItem]] = field(default_factory=dict)
     sync_time: float = 0.0
 
     @property
@@ -83,11 +88,11 @@ class TaskSnapshot:
             files["operator"] = operator_state_to_bytes(flat)
         if any(self.input_channel_state.values()):
             files["input_channels"] = buffers_to_bytes(
-                {ch: [b.batch for b in bs] for ch, bs in self.input_channel_state.items() if bs}
+                {ch: [channel_state_batch(b) for b in bs] for ch, bs in self.input_channel_state.items() if bs}
             )
         if any(self.output_channel_state.values()):
             files["output_channels"] = buffers_to_bytes(
-                {ch: [b.batch for b in bs] for ch, bs in self.output_channel_state.items() if bs}
+                {ch: [channel_state_batch(b) for b in bs] for ch, bs in self.output_channel_state.items() if bs}
             )
         return files
 
@@ -100,8 +105,8 @@ class TaskRestore:
     keyed_snapshots: list[bytes] = field(default_factory=list)
     #: op_key -> name -> values, the union over all old subtasks of the vertex
     operator_states: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
-    input_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
-    output_channel_state: dict[int, list[Buffer]] = field(default_factory=dict)
+    input_channel_state: dict[int, list[ChannelItem]] = field(default_factory=dict)
+    output_channel_state: dict[int, list[ChannelItem]] = field(default_factory=dict)
 
 
 @dataclass
@@ -145,7 +150,7 @@ class SubtaskCheckpointCoordinator:
     def count_processed(self, checkpoint_id: int, size_bytes: int) -> None:
         self._processed[checkpoint_id] = self._processed.get(checkpoint_id, 0) + size_bytes
 
-    def add_input_channel_state(self, checkpoint_id: int, channel: int, buffers: Sequence[Buffer]) -> None:
+    def add_input_channel_state(self, checkpoint_id: int, channel: int, buffers: Sequence[ChannelItem]) -> None:
         entry = self.in_flight.get(checkpoint_id)
         if entry is None or not buffers:
             return

@@ -42,6 +42,12 @@ A task is a pure state machine driven by its executor (the simulator or a Ray ac
   while others still need its acknowledgements (Flink FLIP-147). Without checkpointing it ends
   at once.
 
+* Time: `TaskTime` (`runtime/core/task_time.py`) combines the watermarks the gate hands out,
+  generates a source's per-split watermarks, and queues the processing-time callbacks operators
+  asked for; the task runs what came due at the start of a step and sends what the chain emits
+  for time (records, then watermark events on every channel). Side outputs of the chain's last
+  operator go to the edges of their tag (`operators.side_outputs`).
+
 * Record types: where records become Arrow — what the task emits, the input of a sink or a
   vectorised operator — each stream is checked for one Arrow type per field, in stream order,
   before partitioning (`runtime/core/record_types.py`), so the outcome does not depend on buffering.
@@ -55,17 +61,15 @@ import dataclasses
 import enum
 from collections import Counter, deque
 from collections.abc import Sequence
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from checkpoint.handles import StateHandle, TaskId
 from checkpoint.options import CheckpointingMode
 from checkpoint.reasons import CheckpointFailureReason
 from operators.base import OperatorContext, SinkCommitter, StreamOperator
 from operators.columns import Batch, compact, num_rows
-from operators.sources import SplitReader, assign_splits
+from operators.side_outputs import SideOutputs
+from operators.sources import SplitReader
 from runtime.core.barriers import (
     AlignmentStats,
     BarrierAligner,
@@ -74,25 +78,30 @@ from runtime.core.barriers import (
 )
 from runtime.core.barriers.handler import BarrierHandler
 from runtime.core.debloat import BufferDebloater
-from runtime.core.histogram import LatencyHistogram
 from runtime.core.input_gate import CheckpointedInputGate
 from runtime.core.messages import (
     Buffer,
     BufferOrEvent,
     CancelCheckpointMarker,
+    ChannelItem,
     CheckpointBarrier,
     CheckpointOptions,
     EndOfPartition,
+    Watermark,
+    WatermarkStatus,
 )
 from runtime.core.operator_chain import SOURCE_OP_KEY, OperatorChain
 from runtime.core.ports import Clock, Timers
 from runtime.core.record_writer import OutputChannel, RecordWriter
+from runtime.core.sink_latency import SinkLatency
+from runtime.core.source_reading import SourceReaders
 from runtime.core.subtask_checkpoint import (
     SubtaskCheckpointCoordinator,
     TaskPorts,
     TaskRestore,
     TaskSnapshot,
 )
+from runtime.core.task_time import TaskTime
 from state.key_groups import key_group_range_for_subtask
 from state.keyed import KeyedStateBackend
 
@@ -140,6 +149,13 @@ class Task:
 
         subtask, parallelism = task_id.subtask, vertex.parallelism
         self.keyed_backend = self._create_keyed_backend(restore)
+        #: per input channel, the logical input of the chain's head it feeds (`JobEdge.input_index`)
+        self.channel_inputs = graph.channel_inputs(vertex.name, subtask)
+        self.num_inputs = len(self.channel_inputs)
+        self.time = TaskTime(clock, timers, lambda: ports.wake(task_id), channel_inputs=self.channel_inputs,
+                             watermarks=graph.watermarks, interval=graph.auto_watermark_interval)
+        side_tags = frozenset(e.output_tag for e in graph.outputs_of(vertex.name) if e.output_tag is not None)
+        self.side_outputs = SideOutputs(vertex.operator_names[-1] if vertex.operator_names else None, side_tags)
         self.context = OperatorContext(
             operator_name=vertex.name,
             subtask=subtask,
@@ -150,6 +166,9 @@ class Task:
             keyed_backend=self.keyed_backend,
             checkpointing=self.checkpointing,
             restored_checkpoint_id=restore.checkpoint_id if restore else None,
+            processing_time=self.time,
+            auto_watermark_interval=graph.auto_watermark_interval,
+            side_outputs=self.side_outputs,
         )
         self.chain = OperatorChain(vertex, self.context)
         self.writer = RecordWriter(graph, vertex, subtask, self.chain.output_name)
@@ -165,7 +184,6 @@ class Task:
         self._completions_from_barriers = not vertex.listens_for_completion
 
         # inputs
-        self.num_inputs = len(graph.input_channels(vertex.name, subtask))
         self.gate: CheckpointedInputGate | None = None
         self.handler: BarrierHandler | None = None
         if vertex.source is None:
@@ -181,34 +199,25 @@ class Task:
             self.debloater = BufferDebloater(graph.buffer_debloat, graph.buffer_size, self.num_inputs * graph.credits)
 
         # sources
-        self.readers: list[SplitReader] = []
-        self._reader_index = 0
+        self.sources = SourceReaders(vertex.source, parallelism, subtask, clock) if vertex.source is not None else None
         self._reported_finished = False
-        if vertex.source is not None:
-            splits = assign_splits(vertex.source.splits(), parallelism, subtask)
-            self.readers = [vertex.source.reader(split, clock) for split in splits]
 
-        #: restored input channel state (channel, buffer), processed before any new input
-        self._replay: deque[tuple[int, Buffer]] = deque()
+        #: restored input channel state (channel, buffer or watermark event), processed before any new input
+        self._replay: deque[tuple[int, ChannelItem]] = deque()
         #: at most this many records per step, of an input buffer or read from a source (None: whole
         #: buffers); set by the executor so a step stays short (a barrier, a trigger waits for it)
         self.records_per_step: int | None = None
         #: (channel, rest of the input buffer being processed in parts)
         self._current: tuple[int, Batch] | None = None
         self.records_in = 0
-        #: end-to-end latencies (seconds) of records reaching this task's sink, when stamped (a
-        #: bounded histogram: memory does not grow with the number of records)
-        self.latencies = LatencyHistogram()
+        #: end-to-end latencies of the records reaching this task's sink (`runtime.core.sink_latency`)
+        self.sink_latency = SinkLatency(graph.latency_warmup)
         self._measures_latency = bool(vertex.sink_names)
-        #: earliest creation stamp and latest arrival among the stamped records that reached the sink
-        self.first_created_at: float | None = None
-        self.last_arrival_at: float | None = None
-        #: stamped records left out of `latencies`: stamped within `graph.latency_warmup` seconds
-        #: of `first_created_at`
-        self.latency_warmup_records = 0
-        self._latency_warmup = graph.latency_warmup
-        if restore is not None:
-            self._restore(restore)
+        watermarks = self._restore(restore) if restore is not None else {}
+        if self.sources is not None:
+            self.time.start_sources(vertex.watermark_strategy, self.sources.split_ids, watermarks,
+                                    f"Source: {vertex.source.name}")
+            self.sources.watch(self.time.sources)
 
     @property
     def operators(self) -> list[StreamOperator]:
@@ -246,21 +255,20 @@ class Task:
             )
         return BarrierTracker(self.num_inputs, self, clock=self.clock, timers=self.timers)
 
-    def _restore(self, restore: TaskRestore) -> None:
+    def _restore(self, restore: TaskRestore) -> dict[str, float | None]:
+        """Restore operator state, source offsets and channel state; returns the restored
+        watermark of each source split."""
         for index, op in enumerate(self.operators):
             op.restore_state(restore.operator_states.get(self._op_key(index), {}))
-        if self.readers:
-            offsets = restore.operator_states.get(SOURCE_OP_KEY, {}).get("offsets", [])
-            positions = {entry["split"]: entry["position"] for entry in offsets}
-            for reader in self.readers:
-                reader.seek(positions.get(reader.split.split_id, 0))
-            while self._reader_index < len(self.readers) and self.readers[self._reader_index].finished():
-                self._reader_index += 1
+        watermarks: dict[str, Any] = {}
+        if self.sources is not None:
+            watermarks = self.sources.restore(restore.operator_states.get(SOURCE_OP_KEY, {}).get("offsets", []))
         for ch in sorted(restore.input_channel_state):
             for buffer in restore.input_channel_state[ch]:
                 self._replay.append((ch, buffer))
         for ch in sorted(restore.output_channel_state):
             self.outputs[ch].queue.extend(restore.output_channel_state[ch])
+        return watermarks
 
     def _op_key(self, index: int) -> str:
         return self.chain.op_key(index)
@@ -316,7 +324,7 @@ class Task:
             return False
         if self.is_backpressured:
             return False
-        if self._replay or self._current is not None:
+        if self._replay or self._current is not None or self.time.has_due:
             return True
         if self.is_source:
             return self.state is TaskState.RUNNING
@@ -324,16 +332,17 @@ class Task:
 
     def next_ready_time(self) -> float | None:
         """For a rate-limited source with nothing due now: when to step again."""
-        if self.is_source and self._reader_index < len(self.readers):
-            return self.readers[self._reader_index].next_ready_time()
-        return None
+        return self.sources.next_ready_time() if self.sources is not None else None
 
     def source_lag(self) -> float | None:
         """For a source reading at a rate: how long overdue its next record is (seconds, its
         split being read now; `SplitReader.lag`); None otherwise."""
-        if self.is_source and self._reader_index < len(self.readers):
-            return self.readers[self._reader_index].lag()
-        return None
+        return self.sources.lag() if self.sources is not None else None
+
+    @property
+    def readers(self) -> list[SplitReader]:
+        """A source task's split readers (none for a task with inputs)."""
+        return self.sources.readers if self.sources is not None else []
 
     def pending_output(self) -> bool:
         return self.writer.pending_output()
@@ -344,13 +353,18 @@ class Task:
         """Do one unit of work; return the number of records handled (0 = nothing to do now)."""
         if self.state is TaskState.FINISHED or self.is_backpressured:
             return 0
+        if self.time.has_due:
+            self._run_due()
         if self._current is not None:
             channel, data = self._current
             self._current = None
             return self._process_input(channel, data)
         if self._replay:
-            channel, buffer = self._replay.popleft()
-            return self._process_input(channel, buffer.batch if self.chain.columnar_input else buffer.to_records())
+            channel, item = self._replay.popleft()
+            if not isinstance(item, Buffer):
+                self._time_input(channel, item)
+                return 0
+            return self._process_input(channel, item.batch if self.chain.columnar_input else item.to_records())
         if self.is_source:
             return self._source_step()
         return self._input_step()
@@ -378,6 +392,11 @@ class Task:
             if self.debloater is not None and not gate.has_data:
                 self.debloater.idle(self.clock.now())  # until the next buffer arrives, the task idles
             return handled
+        if isinstance(payload, Watermark | WatermarkStatus):
+            self._time_input(boe.channel, payload)
+            return 0
+        if isinstance(payload, EndOfPartition) and self.time.valves:
+            self._time_input(boe.channel, payload)
         if gate.is_finished and self.state is TaskState.RUNNING:
             self._end_of_input()
         return 0
@@ -391,9 +410,9 @@ class Task:
             data = data.slice(0, limit) if not isinstance(data, list) else data[:limit]
         return self._run_chain(data, count_in=True)
 
-    def _unprocessed_input(self) -> list[tuple[int, Buffer]]:
+    def _unprocessed_input(self) -> list[tuple[int, ChannelItem]]:
         """Input taken from the network but not processed yet, oldest first, per channel."""
-        pending: list[tuple[int, Buffer]] = []
+        pending: list[tuple[int, ChannelItem]] = []
         if self._current is not None:
             channel, data = self._current
             buffer = Buffer.from_records(data, checked=True) if isinstance(data, list) else Buffer.of(compact(data))
@@ -404,25 +423,24 @@ class Task:
     def _source_step(self) -> int:
         if self.state is not TaskState.RUNNING:
             return 0
+        assert self.sources is not None
         limit = self.writer.read_size()
         if self.records_per_step is not None:
             limit = min(limit, self.records_per_step)
-        while self._reader_index < len(self.readers):
-            reader = self.readers[self._reader_index]
-            records = reader.read(limit)
-            if records:
-                handled = self._run_chain(records, count_in=True)
-                if reader.finished():
-                    self._reader_index += 1
-                return handled or len(records)
-            if reader.finished():
-                self._reader_index += 1
-                continue
+        read = self.sources.read(limit)
+        if read is None:
+            if self.sources.exhausted:
+                self._source_exhausted()
             return 0  # rate-limited: nothing due yet
-        self._source_exhausted()
-        return 0
+        data, events, count = read
+        if events:
+            self._time_elements(events)
+        return self._run_chain(data, count_in=True) or count
 
     def _source_exhausted(self) -> None:
+        events = self.time.source_end()  # the watermark goes to +inf before the final checkpoint
+        if events:
+            self._time_elements(events)
         self.flush()
         if not self.checkpointing:
             self._end_of_input()
@@ -437,38 +455,37 @@ class Task:
         if count_in:
             self.records_in += n
         if self._measures_latency and n:
-            self._record_latencies(data)
+            self.sink_latency.record(data, self.clock.now())
         data = self.chain.process(data)
         if num_rows(data):
             self.writer.emit(data)
+        if self.side_outputs.consumed:
+            self.writer.emit_side_outputs(self.side_outputs)
         return n
 
-    def _record_latencies(self, data: Batch) -> None:
-        now = self.clock.now()
-        if isinstance(data, list):
-            if "created_at" not in data[0]:
-                return
-            stamps = np.fromiter(map(itemgetter("created_at"), data), dtype=np.float64, count=len(data))
-        elif "created_at" in data.schema.names:
-            stamps = data.column("created_at").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-        else:
-            return
-        first = float(stamps.min())
-        since = self._measured_since(first)
-        if first < since:  # (only with a warm-up: `since` is the earliest stamp otherwise)
-            measured = stamps[stamps >= since]
-            self.latency_warmup_records += len(stamps) - len(measured)
-            stamps = measured
-        # no Python float per record (this runs for every buffer at a sink)
-        self.latencies.record_array(now - stamps)
-        self.last_arrival_at = now
+    # ------------------------------------------------------------------ time
 
-    def _measured_since(self, first: float) -> float:
-        """Widen `first_created_at` to a buffer's earliest stamp `first`; returns the stamp from
-        which records are measured (`graph.latency_warmup` after the earliest one)."""
-        if self.first_created_at is None or first < self.first_created_at:
-            self.first_created_at = first
-        return self.first_created_at + self._latency_warmup
+    def _time_input(self, channel: int, event: Watermark | WatermarkStatus | EndOfPartition) -> None:
+        """A watermark event (or end of partition) from `channel`: what the valve outputs enters the chain."""
+        events = self.time.on_input(channel, event)
+        if events:
+            self._time_elements(events)
+
+    def _time_elements(self, events: list[Watermark | WatermarkStatus]) -> None:
+        """The task's input watermark events enter the chain at its head."""
+        self.time.entered_chain(events)
+        self.writer.emit_elements(self.chain.push(0, events), self.side_outputs)
+
+    def _run_due(self) -> None:
+        """Run the processing-time callbacks that came due: operators', and a source's periodic
+        watermark emission."""
+        now = self.clock.now()
+        for target in self.time.take_due():
+            if target is self.time.sources:
+                assert self.sources is not None
+                self._time_elements(self.time.periodic_events(self.writer.is_backpressured, self.sources.reading))
+            else:
+                self.writer.emit_elements(self.chain.on_processing_time(target, now), self.side_outputs)
 
     def flush(self) -> None:
         """Turn partly filled output buffers into buffers (buffer timeout, before events)."""
@@ -476,8 +493,7 @@ class Task:
 
     def _end_of_input(self) -> None:
         for tail in self.chain.end_input():
-            if num_rows(tail):
-                self.writer.emit(tail)
+            self.writer.emit_elements([tail], self.side_outputs)
         self._emit_end_of_partition()
 
     def _emit_end_of_partition(self) -> None:
@@ -535,10 +551,8 @@ class Task:
             sync_time=self.clock.now(),
         )
         snapshot.operator_states.update(self.chain.snapshot_state(checkpoint_id))
-        if self.readers:
-            snapshot.operator_states[SOURCE_OP_KEY] = {
-                "offsets": [{"split": r.split.split_id, "position": r.position} for r in self.readers]
-            }
+        if self.sources is not None and self.sources.readers:
+            snapshot.operator_states[SOURCE_OP_KEY] = {"offsets": self.sources.offsets()}
         overtaking = stats.unaligned
         if overtaking:
             # an unaligned barrier can arrive while part of a buffer or of the restored channel

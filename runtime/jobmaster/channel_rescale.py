@@ -115,9 +115,12 @@ def redistribute_channel_state(graph: JobGraph, old_parallelism: Mapping[str, in
 
 def _route(edge: JobEdge, receiver: int, buffers: list[Buffer], old: Mapping[str, int],
            new: Mapping[str, int], checkpoint_id: int) -> list[tuple[int, Buffer]]:
-    """(new receiver, buffer) for each piece of the in-flight `buffers` of old `receiver`."""
+    """(new receiver, buffer) for each piece of the in-flight `buffers` of old `receiver`.
+    Watermark events in flight are dropped: the new receivers wait for a watermark from every
+    input anyway, and a watermark only ever holds event time back until the next one comes."""
     parallelism = new[edge.target]
     spec = edge.partitioner
+    buffers = [b for b in buffers if isinstance(b, Buffer)]
     if isinstance(spec, KeyGroupHash):
         routed = []
         for buffer in buffers:

@@ -100,7 +100,7 @@ class TaskFinal:
     buffer_size: int | None = None
     #: the task's control calls by kind (`Task.control_calls`)
     control_calls: dict[str, int] | None = None
-    #: stamped records its latency warm-up left out (`Task.latency_warmup_records`)
+    #: stamped records its latency warm-up left out (`SinkLatency.warmup_records`)
     latency_warmup_records: int = 0
     #: the smallest buffer size it asked for (debloating)
     smallest_buffer_size: int | None = None
@@ -108,8 +108,9 @@ class TaskFinal:
     @classmethod
     def of(cls, task_id: Any, task: Task) -> TaskFinal:
         """What `task` reports (wherever it runs: in the simulator, in a task actor)."""
-        return cls(task_id, task.keyed_state(), task.latencies, task.first_created_at, task.last_arrival_at,
-                   task.announced_buffer_size, dict(task.control_calls), task.latency_warmup_records,
+        latency = task.sink_latency
+        return cls(task_id, task.keyed_state(), latency.latencies, latency.first_created_at, latency.last_arrival_at,
+                   task.announced_buffer_size, dict(task.control_calls), latency.warmup_records,
                    task.smallest_announced_buffer_size)
 
 

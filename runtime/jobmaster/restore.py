@@ -39,9 +39,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import StateHandle, TaskId
+from checkpoint.handles import TaskId
+from checkpoint.io.keyed_files import manifest_handle, read_keyed_snapshots
 from checkpoint.io.storage import CorruptCheckpointError
-from runtime.core.messages import Buffer
+from runtime.core.messages import ChannelItem, channel_state_item
 from runtime.core.operator_chain import SOURCE_OP_KEY
 from runtime.core.subtask_checkpoint import TaskRestore
 from runtime.jobmaster.channel_rescale import ChannelState, redistribute_channel_state
@@ -55,8 +56,7 @@ from runtime.jobmaster.restore_match import (
 )
 from runtime.jobmaster.result import CommittedOutput
 from state.errors import StateFormatError
-from state.incremental import Manifest, restore_keyed_snapshot
-from state.registry import reuse_floor_of
+from state.incremental import Manifest
 from state.serialization import (
     KeyedStateSnapshot,
     buffers_from_bytes,
@@ -148,7 +148,7 @@ def checkpoint_shape(completed: CompletedCheckpoint, storage: CheckpointStorage)
         held.subtasks += 1
         held.channel_state |= bool(ack.handles.get("input_channels") or ack.handles.get("output_channels"))
         keyed_handles = ack.handles.get("keyed", ())
-        manifest = next((h for h in keyed_handles if h.key and reuse_floor_of(h.key) is not None), None)
+        manifest = manifest_handle(keyed_handles)
         for handle in [manifest] if manifest is not None else keyed_handles:
             try:
                 blob = storage.read_task_file(handle)
@@ -217,12 +217,7 @@ def build_restores(
         keyed: list[bytes | KeyedStateSnapshot] = []
         op_states: dict[str, dict[str, list[Any]]] = {}
         for ack in acks:
-            keyed_handles = ack.handles.get("keyed", ())
-            manifest = next((h for h in keyed_handles if h.key and reuse_floor_of(h.key) is not None), None)
-            if manifest is not None:
-                keyed.append(_read_incremental(storage, manifest, keyed_handles))
-            else:
-                keyed.extend(storage.read_task_file(handle) for handle in keyed_handles)
+            keyed.extend(read_keyed_snapshots(storage, ack.handles.get("keyed", ())))
             for op_key, states in _read_operator_states(storage, ack).items():
                 for name, values in states.items():
                     if name not in drop_operator.get(op_key, ()):
@@ -248,34 +243,13 @@ def _without_states(snapshot: bytes | KeyedStateSnapshot, names: frozenset[str])
                                groups={n: g for n, g in snapshot.groups.items() if n not in names})
 
 
-def _read_channels(storage: CheckpointStorage, handles: Any) -> dict[int, list[Buffer]]:
-    channels: dict[int, list[Buffer]] = {}
+def _read_channels(storage: CheckpointStorage, handles: Any) -> dict[int, list[ChannelItem]]:
+    """Channel state files: per channel, its buffers and watermark events in order."""
+    channels: dict[int, list[ChannelItem]] = {}
     for handle in handles:
         for channel, batches in buffers_from_bytes(storage.read_task_file(handle)).items():
-            channels.setdefault(int(channel), []).extend(Buffer.of(b) for b in batches)
+            channels.setdefault(int(channel), []).extend(channel_state_item(b) for b in batches)
     return channels
-
-
-def _read_incremental(storage: CheckpointStorage, manifest_handle: StateHandle,
-                      handles: Sequence[StateHandle]) -> KeyedStateSnapshot:
-    by_path = {h.path: h for h in handles}
-    try:
-        manifest = Manifest.from_bytes(storage.read_task_file(manifest_handle))
-    except StateFormatError as exc:
-        raise CorruptCheckpointError(f"manifest in {manifest_handle.path}: {exc}", manifest_handle.path) from exc
-
-    def read_file(path: str) -> bytes:
-        handle = by_path.get(path)
-        if handle is None:
-            raise CorruptCheckpointError(
-                f"shared state file {path} is used by the manifest in {manifest_handle.path} but not "
-                "listed in the checkpoint metadata", path)
-        return storage.read_task_file(handle)
-
-    try:
-        return restore_keyed_snapshot(manifest, read_file)
-    except StateFormatError as exc:
-        raise CorruptCheckpointError(f"incremental state of {manifest.task}: {exc}", manifest_handle.path) from exc
 
 
 def restore_latest_valid(graph: JobGraph, store: CompletedCheckpointStore, storage: CheckpointStorage,

@@ -510,6 +510,9 @@ class TaskActor:
         if self._writer.files is not None:  # else the writer keeps nothing per checkpoint: spare the wake-up
             self._write_pool.submit(self._writer.notify_checkpoint_complete, task_id, checkpoint_id)
 
+    def wake(self, task_id: TaskId) -> None:
+        """Nothing to do: a due timer is mail, and the work thread drives the task after it."""
+
     def write_snapshot(self, snapshot: TaskSnapshot) -> None:
         fail, tear = self._faults.write()
         if self._trace is not None:  # the write (upload) starts; detail: the synchronous snapshot's time

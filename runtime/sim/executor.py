@@ -211,6 +211,10 @@ class _Ports:
     def completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
         self.sim._completion_learned(task_id, checkpoint_id)
 
+    def wake(self, task_id: TaskId) -> None:
+        if self.epoch == self.sim.epoch:
+            self.sim._wake(task_id)
+
 
 class _ControlWork:
     """CPU work of the control path waiting for a shared core (hashed by identity)."""
@@ -370,6 +374,8 @@ class SimExecutor(RunsOnJobMaster):
         self._cores = CpuCores(self.costs.cores) if self.costs.cores is not None else None
         self._owed_cpu: dict[TaskId, float] = {}
         self._scheduled: set[TaskId] = set()
+        #: when each scheduled run is due (a timer callback that came due runs the task earlier)
+        self._run_at: dict[TaskId, float] = {}
         self._flush_scheduled: set[TaskId] = set()
         #: paced sources with a wake-up due (`CostModel.source_pacing`)
         self._wake_scheduled: set[TaskId] = set()
@@ -443,7 +449,17 @@ class SimExecutor(RunsOnJobMaster):
             return
         self._scheduled.add(task_id)
         at = max(when if when is not None else self.now, self._busy_until.get(task_id, 0.0))
+        self._run_at[task_id] = at
         self._at(at, lambda: self._run_task(task_id), self.epoch, "run")
+
+    def _wake(self, task_id: TaskId) -> None:
+        """A callback of the task's timers came due: run it now, even if a run is scheduled for
+        later (a rate-limited source waiting for its next record; that run still happens)."""
+        if task_id in self._scheduled and self._run_at.get(task_id, self.now) > self.now:
+            at = max(self.now, self._busy_until.get(task_id, 0.0))
+            self._at(at, lambda: self._run_task(task_id), self.epoch, "run")
+            return
+        self._schedule_run(task_id)
 
     # ------------------------------------------------------------------ setup
 

@@ -44,6 +44,9 @@ Invariants (the name is what a violation reports):
   (completed, or aborted) while channels are blocked for c, every other open input channel can
   still release them: its sender has not decided on c yet, or sent something for c or later.
 
+* the event-time invariants (`runtime.verify.time_invariants`): ``watermark-monotonic``,
+  ``timer-fires-once``, ``event-timers-fire-by-end``.
+
 Not covered here: the final keyed state (compare `result.final_state` with a reference run) and
 per-channel FIFO order of records (`runtime.workloads.scenarios.check_headers`).
 """
@@ -66,7 +69,10 @@ from runtime.core.messages import (
     CancelCheckpointMarker,
     CheckpointBarrier,
     EndOfPartition,
+    Watermark,
+    WatermarkStatus,
 )
+from runtime.verify.time_invariants import EventTimeChecks
 
 if TYPE_CHECKING:
     from runtime.core.record_writer import OutputChannel
@@ -169,6 +175,7 @@ class InvariantChecker:
         #: path -> virtual time of its last delete (for the message when a completion misses it)
         self._deleted: dict[str, float] = {}
         sim.storage.blob_store = _WatchedBlobStore(sim.storage.blob_store, self)
+        self._time = EventTimeChecks(self)
         self._reset_attempt()
 
     def _reset_attempt(self) -> None:
@@ -202,6 +209,7 @@ class InvariantChecker:
                 self._alignments[task_id] = alignment
             task.handler.listener = _WatchedListener(task, task_id, self)
             task.gate.poll = self._watch_poll(task_id, task.gate.poll, alignment)  # type: ignore[method-assign]
+        self._time.deployed(sim.tasks)
 
     # ------------------------------------------------------------------ hooks: network and credits
 
@@ -210,6 +218,9 @@ class InvariantChecker:
         if isinstance(payload, Buffer):
             self._net[key] = self._net.get(key, 0) + 1
             self._dirty.add(key)
+            return
+        if isinstance(payload, Watermark | WatermarkStatus):
+            self._time.on_send(sender, out_index, payload)
             return
         reach = _END if isinstance(payload, EndOfPartition) else payload.id
         if reach > self._emitted.get(key, 0):
@@ -447,6 +458,7 @@ class InvariantChecker:
         if ok:
             self._check_reasons()
             self._check_output_complete()
+            self._time.finished(self._require().graph)
         if self._violation is not None:
             raise self._violation
 

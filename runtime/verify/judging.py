@@ -176,13 +176,14 @@ def _state_difference(got: dict, want: dict) -> str:
 
 @lru_cache(maxsize=256)
 def reference(seed: int, rows: int, keys: int, skew: float, splits: int,
-              stages: tuple[str, ...]) -> tuple[Counter, Any]:
+              stages: tuple[str, ...], source_watermarks: bool = False) -> tuple[Counter, Any]:
     """The failure-free run without checkpointing, on the simulator: committed multiset and
     normalized state (the same on every executor)."""
     from runtime.api.environment import StreamEnvironment
 
     env = StreamEnvironment(parallelism=2, buffer_size=16)
-    build_stamped_job(env, draw_rows(seed, rows, keys, skew), splits, stages, strict_order=True)
+    build_stamped_job(env, draw_rows(seed, rows, keys, skew), splits, stages, strict_order=True,
+                      source_watermarks=source_watermarks)
     result = env.execute("job", executor="sim", seed=0, max_time=60.0, max_events=3_000_000)
     output = result.output(SINK)
     problems = order_violations(output) if order_holds_after(stages) else []

@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 `draw_config(seed)` returns a frozen `SwarmConfig`: an order-sensitive job
-(`runtime.workloads.seeded.build_stamped_job`: rows, keys, stages, parallelism, splits, buffers,
-credits), every checkpointing option that changes the protocol's path (mode incl. alignment
+(`runtime.workloads.seeded.build_stamped_job`: rows, keys, stages — event-time ones with timers,
+side outputs and late records among them — parallelism, splits, buffers, credits, per-split
+source watermarks and the watermark interval), every checkpointing option that changes the protocol's path (mode incl. alignment
 timeouts, `max_concurrent`, `retained`, `min_pause`, a possibly short `timeout`, storage in
 memory or on disk, the full / incremental / incremental+merging backend with its file sizes and
 compaction, HA, the aligner's byte bound), operator chaining, the restart strategy (fixed,
@@ -64,6 +65,7 @@ from runtime.verify.judging import (
     storage_problem,
 )
 from runtime.workloads.seeded import (
+    EVENT_TIME_STAGES,
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
     SINK,
@@ -196,6 +198,11 @@ class SwarmConfig(SwarmConfigBase):
     #: amplification past which shared files are compacted (None: never)
     max_file_size: int = 64 << 20
     compaction_threshold: float | None = 2.0
+    # drawn last (`_draw_event_time`): event-time stages (in `stages`) and watermarks
+    #: the source stamps and watermarks every split (`runtime.workloads.seeded.stamp_strategy`)
+    source_watermarks: bool = False
+    #: `env.set_auto_watermark_interval`: virtual seconds between periodic watermarks
+    watermark_interval: float = 0.2
     faults: tuple[Any, ...] = field(default=())
 
     def problems(self) -> list[str]:
@@ -207,6 +214,8 @@ class SwarmConfig(SwarmConfigBase):
             out.append(f"restart {self.restart!r} is not one of {RESTART_KINDS}")
         if self.backend != "merging" and (self.max_file_size, self.compaction_threshold) != (64 << 20, 2.0):
             out.append("max_file_size and compaction_threshold need backend='merging'")
+        if not self.watermark_interval > 0:
+            out.append("watermark_interval must be > 0")
         return out
 
     def size(self) -> int:
@@ -253,7 +262,7 @@ OPTION_FIELDS = ("skew", "buffer_size", "credits", "buffer_timeout", "records_pe
                   "tolerable_failures", "storage", "backend", "ha", "restart_attempts", "rescale_at",
                   "source_slowdown", "write_latency", "debloat_target", "debloat_period", "chaining",
                   "max_aligned_bytes", "restart", "restart_delay", "restart_interval", "max_file_size",
-                  "compaction_threshold")
+                  "compaction_threshold", "source_watermarks", "watermark_interval")
 
 
 # --------------------------------------------------------------------------- judging
@@ -344,7 +353,27 @@ def draw_config(seed: int) -> SwarmConfig:
         stages=maybe_union(rng, stages),
         **_draw_debloating(seed),
     )
-    return replace(config, **_draw_more(config))
+    config = replace(config, **_draw_more(config))
+    return replace(config, **_draw_event_time(config))
+
+
+def _draw_event_time(config: SwarmConfig) -> dict[str, Any]:
+    """Event time for a third of the seeds, from a stream of its own (drawn last, so the rest of
+    every seed's config stays as it was): one or two of `EVENT_TIME_STAGES` where the stages stay
+    valid, per-split source watermarks, and a watermark interval short enough for watermarks to
+    move during the swarm's short jobs."""
+    rng = random.Random(f"swarm-event-time/{config.seed}")
+    if rng.random() >= 1 / 3:
+        return {}
+    stages = config.stages
+    for _ in range(rng.randint(1, 2)):
+        stage = rng.choice(EVENT_TIME_STAGES)
+        places = [i for i in range(len(stages) + 1) if stages_valid(stages[:i] + (stage,) + stages[i:])]
+        if places:
+            at = rng.choice(places)
+            stages = stages[:at] + (stage,) + stages[at:]
+    return {"stages": stages, "source_watermarks": rng.random() < 0.5,
+            "watermark_interval": rng.choice((0.0005, 0.002, 0.01))}
 
 
 def _draw_more(config: SwarmConfig) -> dict[str, Any]:
@@ -474,7 +503,7 @@ def run_config(config: SwarmConfig, *, invariants: Callable[[Counter], Any] | No
     factory = INVARIANTS if invariants is _DEFAULT else invariants
     try:
         want_output, want_state = reference(config.seed, config.rows, config.keys, config.skew, config.splits,
-                                             config.stages)
+                                             config.stages, config.source_watermarks)
     except Exception as exc:  # noqa: BLE001 - the failure-free run must not fail at all
         kind, detail = classify(config, exc)
         return _verdict(config, kind, f"failure-free reference run: {detail}", None, known_bugs)
@@ -527,8 +556,10 @@ def _environment(config: SwarmConfig, parallelism: int, storage: str | None, res
     if config.debloat_target is not None:
         env.set_buffer_debloating(target=config.debloat_target, period=config.debloat_period, samples=3)
     env.set_restart_strategy(restart)
+    env.set_auto_watermark_interval(config.watermark_interval)
     rows = draw_rows(config.seed, config.rows, config.keys, config.skew)
-    build_stamped_job(env, rows, config.splits, config.stages, strict_order=config.exactly_once)
+    build_stamped_job(env, rows, config.splits, config.stages, strict_order=config.exactly_once,
+                      source_watermarks=config.source_watermarks)
     return env
 
 
@@ -732,4 +763,6 @@ def coverage(config: SwarmConfig) -> dict[str, Any]:
         "restart": config.restart,
         "max_file_size": config.max_file_size,
         "compaction_threshold": config.compaction_threshold,
+        "source_watermarks": config.source_watermarks,
+        "watermark_interval": config.watermark_interval,
     }

@@ -21,6 +21,15 @@ channel-state replay (DESIGN §6), so along such a path:
 
 A keyed `count` restamps its output (origin = the stage, sequence = the count), so order holds
 again after it; `stages_valid` accepts order-sensitive stages only where order holds.
+
+Event-time stages (`EVENT_TIME_STAGES`) keep both properties: their output multiset and final
+state do not depend on when watermarks and timers come, late records included (a result that
+does is checked against a plain-Python reference in `runtime.workloads.event_time` instead).
+Records are stamped with their (origin, key) position (`stamp_code`), by the source
+(`source_watermarks`) or an `assign` stage; `delay` holds each record until the watermark passes
+its position (an event-time timer per position), `ptimer` until a processing-time timer 1 ms
+later or the end of input, and both emit every record once in (origin, key) order; `side` sends
+every third record through a side output and unions it back (order lost, as with a union).
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from operators import CollectSink, KeyedProcessFunction
+from operators import CollectSink, KeyedProcessFunction, OutputTag, TimeDomain, WatermarkStrategy
 
 SINK = "out"
 
@@ -170,6 +179,10 @@ UNION_STAGES = ("union", "self_union")
 #: records flow on as columns), `kcount` is the built-in keyed `count()` (vectorised on columns)
 #: restamped like `count`. Order-free; `kcount` restores (origin, key) order like `count`
 COLUMNAR_STAGES = ("batches", "kcount")
+#: event time: `assign` timestamps and watermarks (order-free, records unchanged), `delay` and
+#: `ptimer` hold records for an event-time / processing-time timer (order-free, keep order),
+#: `side` splits off a side output and unions it back (loses order, like a union)
+EVENT_TIME_STAGES = ("assign", "delay", "ptimer", "side")
 #: origin of the records a keyed `count` at stage index i emits: RESTAMP_ORIGIN + i
 RESTAMP_ORIGIN = 1000
 #: `sub` stays below this (one more bit per `flat_map`), so `stamp_code` is unique
@@ -263,6 +276,75 @@ class StampedSum(KeyedProcessFunction):
         yield {**record, "v": 1}
 
 
+#: the watermark trails the highest (origin, key) position seen by this much: some records are late
+WATERMARK_BOUND = 4 * _MAX_SUB
+#: an event time past every record's: a timer there fires at the end of input
+END_OF_TIME = 1 << 62
+SIDE = OutputTag("side")
+
+
+def stamp_strategy() -> WatermarkStrategy:
+    """Timestamps = `stamp_code`, watermarks `WATERMARK_BOUND` behind the highest."""
+    return WatermarkStrategy.for_bounded_out_of_orderness(WATERMARK_BOUND).with_timestamp_assigner(_stamp_time)
+
+
+def _stamp_time(record: dict[str, Any], previous: Any) -> int:
+    return stamp_code(record)
+
+
+class DelayUntilWatermark(KeyedProcessFunction):
+    """Holds each record until the watermark passes its `stamp_code` (one event-time timer per
+    position), then emits it: every record once, in (origin, key) order, late ones too."""
+
+    def process_element(self, record: dict[str, Any], ctx: Any):
+        position = stamp_code(record)
+        held = ctx.map_state("held")
+        held.put(position, held.get(position, []) + [record])
+        ctx.timer_service().register_event_time_timer(position)
+        return ()
+
+    def on_timer(self, timestamp: int, ctx: Any):
+        held = ctx.map_state("held")
+        records = held.get(timestamp)
+        held.remove(timestamp)
+        yield from records
+
+
+class DelayForProcessingTime(KeyedProcessFunction):
+    """Holds a key's records until a processing-time timer 1 ms after the first of them; an
+    event-time timer at `END_OF_TIME` flushes what still waits when the input ends (pending
+    processing-time timers are dropped then) and deletes the processing-time timer."""
+
+    def process_element(self, record: dict[str, Any], ctx: Any):
+        ctx.list_state("waiting").add(record)
+        armed, timers = ctx.value_state("armed"), ctx.timer_service()
+        if armed.value() is None:
+            at = timers.current_processing_time() + 0.001
+            timers.register_processing_time_timer(at)
+            timers.register_event_time_timer(END_OF_TIME)
+            armed.update(at)
+        return ()
+
+    def on_timer(self, timestamp: Any, ctx: Any):
+        armed, waiting = ctx.value_state("armed"), ctx.list_state("waiting")
+        if ctx.time_domain() is TimeDomain.EVENT_TIME and armed.value() is not None:
+            ctx.timer_service().delete_processing_time_timer(armed.value())
+        armed.clear()
+        records = waiting.get()
+        waiting.clear()
+        yield from records
+
+
+class SideSplit(KeyedProcessFunction):
+    """Every third record (by id) goes to the side output `SIDE`, the rest to the main output."""
+
+    def process_element(self, record: dict[str, Any], ctx: Any):
+        if record["id"] % 3 == 0:
+            ctx.output(SIDE, record)
+        else:
+            yield record
+
+
 def _duplicate_some(record: dict[str, Any]) -> list[dict[str, Any]]:
     first = {**record, "sub": record["sub"] * 2}
     if record["id"] % 5 != 0:
@@ -291,7 +373,7 @@ def order_holds_after(stages: tuple[str, ...]) -> bool:
     until a restamping `count`)."""
     ordered = True
     for stage in stages:
-        if stage == "rebalance" or stage in UNION_STAGES:
+        if stage in ("rebalance", "side") or stage in UNION_STAGES:
             ordered = False
         elif stage in ("count", "kcount"):
             ordered = True
@@ -301,7 +383,7 @@ def order_holds_after(stages: tuple[str, ...]) -> bool:
 def stages_valid(stages: tuple[str, ...]) -> bool:
     """Known stage names, order-sensitive ones only where order holds, `sub` in range."""
     for index, stage in enumerate(stages):
-        if stage not in ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES + COLUMNAR_STAGES:
+        if stage not in ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES + COLUMNAR_STAGES + EVENT_TIME_STAGES:
             return False
         if stage in ORDER_SENSITIVE_STAGES and not order_holds_after(stages[:index]):
             return False
@@ -309,11 +391,12 @@ def stages_valid(stages: tuple[str, ...]) -> bool:
 
 
 def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages: tuple[str, ...], *,
-                      strict_order: bool, rate: float | None = None) -> None:
+                      strict_order: bool, rate: float | None = None, source_watermarks: bool = False) -> None:
     """Add a pipeline of `stages` over `stamp_rows(rows, splits)` to `env`, ending in
     `CollectSink(SINK)`. `strict_order`: `SequenceCheck`s raise (exactly-once modes). `rate`:
     the rows are read at `rate` records/s over all splits (for an executor on a wall clock; each
     split holds the same rows in the same order either way, so the output does not change).
+    `source_watermarks`: the source stamps and watermarks every split (`stamp_strategy`).
 
     Raises:
         ValueError: `stages` is not `stages_valid`.
@@ -322,10 +405,11 @@ def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages:
         raise ValueError(f"invalid stamped job stages {stages}: unknown stage, or an order-sensitive "
                          f"stage {ORDER_SENSITIVE_STAGES} after a rebalance with no count in between")
     stamped = stamp_rows(rows, splits)
+    strategy = stamp_strategy() if source_watermarks else None
     if rate is None:
-        stream = env.from_collection(stamped, splits=splits)
+        stream = env.from_collection(stamped, splits=splits, watermark_strategy=strategy)
     else:
-        stream = env.from_source(_paced_collection(stamped, splits, rate))
+        stream = env.from_source(_paced_collection(stamped, splits, rate), watermark_strategy=strategy)
     for index, stage in enumerate(stages):
         name = f"{stage}{index}"
         if stage == "map":
@@ -342,6 +426,14 @@ def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages:
             stream = stream.union(stream, name=name)
         elif stage == "batches":
             stream = stream.map_batches(_add_one_to_v, name=name)
+        elif stage == "assign":
+            stream = stream.assign_timestamps_and_watermarks(stamp_strategy(), name=name)
+        elif stage == "side":
+            split = stream.key_by("key").process(SideSplit(), name=name)
+            stream = split.union(split.get_side_output(SIDE), name=f"unsplit{index}")
+        elif stage in ("delay", "ptimer"):
+            held = DelayUntilWatermark() if stage == "delay" else DelayForProcessingTime()
+            stream = stream.key_by("key").process(held, name=name)
         elif stage == "kcount":
             stream = stream.key_by("key").count(name=name).map(partial(_restamp_count, RESTAMP_ORIGIN + index),
                                                               name=f"restamp{index}")

@@ -9,6 +9,7 @@ from api_fakes import make_ctx, opened
 
 from operators import KeyedProcessFunction, OperatorError
 from operators.keyed import ColumnKeySelector, CountOperator, KeyedProcessOperator, ReduceOperator
+from operators.timestamps import TIMESTAMP_FIELD
 from operators.transforms import FilterOperator, FlatMapOperator, MapBatchesOperator, MapOperator
 from runtime.core.ports import ManualClock
 
@@ -103,14 +104,15 @@ def test_keyed_context_exposes_list_map_state_time_and_timestamp():
         def process_element(self, record, ctx):
             ctx.list_state("vs").add(record["v"])
             ctx.map_state("m").put(str(record["v"]), record["v"])
-            seen.append((ctx.key, ctx.timestamp, ctx.now()))
+            seen.append((ctx.key, ctx.timestamp(), ctx.now(), sorted(record)))
             return [{"k": ctx.key, "vs": ctx.list_state("vs").get()}]
 
     clock = ManualClock(7.0)
     op = opened(KeyedProcessOperator(Everything(), ColumnKeySelector("k")), clock=clock, subtask=0)
-    out = op.process_batch([{"k": "a", "v": 1, "created_at": 3.5}, {"k": "a", "v": 2}])
-    assert out == [{"k": "a", "vs": [1]}, {"k": "a", "vs": [1, 2]}]
-    assert seen == [("open", None, 0), ("a", 3.5, 7.0), ("a", None, 7.0)]
+    # the event timestamp travels in a reserved field the function does not see; outputs carry it
+    out = op.process_batch([{"k": "a", "v": 1, TIMESTAMP_FIELD: 35}, {"k": "a", "v": 2, TIMESTAMP_FIELD: None}])
+    assert out == [{"k": "a", "vs": [1], TIMESTAMP_FIELD: 35}, {"k": "a", "vs": [1, 2], TIMESTAMP_FIELD: None}]
+    assert seen == [("open", None, 0), ("a", 35, 7.0, ["k", "v"]), ("a", None, 7.0, ["k", "v"])]
     assert op.ctx.keyed_backend.dump()["m"] == {"a": {"1": 1, "2": 2}}
 
 

@@ -43,6 +43,7 @@ from runtime.verify.swarm import (
 )
 from runtime.workloads.seeded import (
     COLUMNAR_STAGES,
+    EVENT_TIME_STAGES,
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
     UNION_STAGES,
@@ -52,6 +53,7 @@ from runtime.workloads.seeded import (
     order_violations,
     stages_valid,
 )
+from state.timer_queue import TimerQueue
 
 SWEEP_SEEDS = 2000
 CHUNK = 100
@@ -176,7 +178,11 @@ def test_the_sweep_covers_every_option_value_and_fault_kind() -> None:
     assert set(seen["backend"]) == set(BACKENDS)
     assert set(seen["ha"]) == {False, True}
     assert set(seen["rescale"]) == {"none", "same", "other"}
-    assert set(seen["stages"]) == set(ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES + COLUMNAR_STAGES)
+    assert set(seen["stages"]) == set(ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES + COLUMNAR_STAGES
+                                      + EVENT_TIME_STAGES)
+    # drawn by `_draw_event_time`: timers, side outputs, late records; watermarks from the source
+    assert set(seen["source_watermarks"]) == {False, True}
+    assert set(seen["watermark_interval"]) == {0.2, 0.0005, 0.002, 0.01}
     assert min(seen["timeout"]) <= 0.01 and set(seen["records_per_step"]) == {None, 1, 3}
     assert set(seen["source_slowdown"]) == {1.0, 20.0, 100.0} and len(seen["write_latency"]) == 2
     assert set(seen["debloat_target"]) == {None, 0.0002, 0.001, 0.005}
@@ -337,11 +343,12 @@ def test_the_later_draws_leave_every_earlier_one_as_it_was() -> None:
     """`_draw_more` only adds: a seed's config without its fields is the one drawn before them
     (the faults, stages, options and debloating of old seeds replay as they did)."""
     later = ("chaining", "max_aligned_bytes", "restart", "restart_delay", "restart_interval", "max_file_size",
-             "compaction_threshold")
+             "compaction_threshold", "source_watermarks", "watermark_interval")
     defaults = {name: getattr(SwarmConfig(seed=0), name) for name in later}
 
     def earlier(config: SwarmConfig) -> SwarmConfig:
-        return replace(config, **defaults, stages=tuple(s for s in config.stages if s not in COLUMNAR_STAGES))
+        return replace(config, **defaults, stages=tuple(s for s in config.stages
+                                                        if s not in COLUMNAR_STAGES + EVENT_TIME_STAGES))
 
     # seed 5 as drawn before `_draw_more` existed (all of seeds 0..1999 were checked so), but for
     # the tolerable failures a byte bound on alignment sets
@@ -388,6 +395,24 @@ def test_a_planted_bug_in_the_columnar_count_is_caught(monkeypatch) -> None:
     monkeypatch.setattr(CountOperator, "process_columns", lambda self, batch: original(self, batch.slice(0, 1)))
     verdict = run_config(config)
     assert verdict.kind in ("lost", "state"), verdict.summary()
+
+
+def test_a_planted_bug_in_restoring_timers_is_caught(monkeypatch) -> None:
+    """Timers are keyed state: a restore that forgets them (the heap is rebuilt empty) never fires
+    the held records of a `delay` stage, which the swarm sees (without the bug it passes)."""
+    config = SwarmConfig(seed=7, rows=200, keys=4, parallelism=2, splits=2, stages=("delay", "count"),
+                         source_watermarks=True, watermark_interval=0.002, source_slowdown=100.0,
+                         faults=(TaskCrash(task="delay0[0]", at_fraction=0.8),))
+    assert run_config(config).kind == "ok"
+    rebuild = TimerQueue._rebuild
+
+    def forgetful(self) -> None:
+        rebuild(self)
+        self._heap, self._live = [], 0
+
+    monkeypatch.setattr(TimerQueue, "_rebuild", forgetful)
+    verdict = run_config(config)
+    assert verdict.violation, verdict.summary()
 
 
 def test_the_storage_check_finds_what_a_finished_job_leaves_behind(monkeypatch) -> None:

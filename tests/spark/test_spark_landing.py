@@ -207,3 +207,28 @@ def test_each_keyed_state_lands_in_its_natural_spark_types(spark, finished, land
     completed, files = resolve_checkpoint(storage)  # landing again replaces, never duplicates
     write_state_tables(completed.checkpoint_id, state_tables(completed, files.read_task_file), landed_final)
     assert read_checkpoint(spark, landed_final).state("count").count() == len(expected_counts())
+
+
+def test_pending_timers_land_like_any_keyed_state(spark, tmp_path) -> None:
+    from checkpoint.io.tools import open_checkpoints, pending_timers
+    from checkpoint.options import RestartStrategy
+    from runtime import FaultPlan, JobFailedError, TaskCrash
+    from runtime.workloads.event_time import build_event_time_job, event_rows
+
+    storage, target = str(tmp_path / "chk"), str(tmp_path / "landed")
+    env = StreamEnvironment(parallelism=2, buffer_size=8, credits=2, buffer_timeout=0.001)
+    env.enable_checkpointing(interval=0.002, storage=storage)
+    env.set_auto_watermark_interval(0.001)
+    env.set_restart_strategy(RestartStrategy.no_restart())
+    build_event_time_job(env, event_rows(600), splits=3)
+    with pytest.raises(JobFailedError):  # left with timers pending in its last checkpoint
+        env.execute("et", executor="sim", seed=4, faults=FaultPlan.of(TaskCrash(task="buckets[0]", after_records=250)))
+    checkpoint_id = land_checkpoint(spark, storage, None, target)
+    pending = pending_timers(open_checkpoints(storage), "et", checkpoint_id)
+    expected = sum(counts.get("_timer_state/event_user-timers", 0) for task, counts in pending.items()
+                   if task.startswith("buckets"))
+    assert expected > 0
+    timers = read_checkpoint(spark, target).state("_timer_state/event_user-timers", operator="buckets")
+    assert timers.count() == expected
+    # map key (timestamp, namespace): bucket ends (..99) and probes (..49), no namespace
+    assert {(row.map_key._1 % 100, row.map_key._2) for row in timers.collect()} <= {(99, None), (49, None)}

@@ -1,0 +1,129 @@
+"""The event-time invariants of `InvariantChecker`: watermarks and timers, event by event.
+
+Like the rest of the checker it watches from outside and changes nothing: the simulator reports
+what each task sends (`on_send`), and on every deployment the checker wraps, forwarding every
+call unchanged, each task's `TaskTime.entered_chain` (the task's input watermark) and the
+`add` / `remove` / `poll` of each timer queue of its operators' timer services.
+
+Invariants (the name is what a violation reports):
+
+* ``watermark-monotonic`` — within an execution attempt, the watermarks a task sends on an output
+  channel never go backwards, nor does the watermark its operators get (its valve's output).
+* ``timer-fires-once`` — within an execution attempt, every timer fires at most once per
+  registration: a timer handed out must be registered (restored, or registered since) and not
+  deleted or fired since; an event-time timer fires only once the operator's watermark reached
+  its time.
+* ``event-timers-fire-by-end`` — when a job finished successfully no event-time timer is left:
+  the end of input moved every watermark to `+inf`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from checkpoint.handles import TaskId
+from runtime.core.messages import Watermark
+
+if TYPE_CHECKING:
+    from runtime.verify.invariants import InvariantChecker
+
+__all__ = ["EventTimeChecks"]
+
+
+class EventTimeChecks:
+    """The event-time part of an `InvariantChecker` (see the module docstring)."""
+
+    def __init__(self, checker: InvariantChecker) -> None:
+        self.checker = checker
+        self._sent: dict[tuple[TaskId, int], float] = {}
+        self._tasks: list[tuple[TaskId, Any]] = []
+
+    def deployed(self, tasks: dict[TaskId, Any]) -> None:
+        """A new execution attempt: watch its tasks' watermarks and timers."""
+        self._sent = {}
+        self._tasks = []
+        for task_id, task in tasks.items():
+            self._watch_watermark(task_id, task.time)
+            for service in task.chain.timer_services:
+                self._tasks.append((task_id, service))
+                for domain, queue in (("event", service.event), ("processing", service.processing)):
+                    self._watch_queue(task_id, service, domain, queue)
+
+    def on_send(self, sender: TaskId, out_index: int, payload: Any) -> None:
+        if type(payload) is not Watermark:
+            return
+        key = (sender, out_index)
+        last = self._sent.get(key)
+        self.checker.checks["watermark-monotonic"] += 1
+        if last is not None and payload.timestamp < last:
+            self.checker._violate("watermark-monotonic", f"task {sender}, output channel {out_index}",
+                                  f"sent watermark {payload.timestamp} after {last}")
+        self._sent[key] = payload.timestamp if last is None else max(last, payload.timestamp)
+
+    def finished(self, graph: Any) -> None:
+        """The job finished successfully: no event-time timer may be left (in a job with
+        watermarks: without any, event-time timers cannot fire)."""
+        if not graph.watermarks:
+            return
+        for task_id, service in self._tasks:
+            self.checker.checks["event-timers-fire-by-end"] += 1
+            if len(service.event):
+                left = service.event.timers()[:3]
+                self.checker._violate("event-timers-fire-by-end", f"task {task_id}, timer service {service.name!r}",
+                                      f"{len(service.event)} event-time timer(s) never fired, e.g. {left} "
+                                      f"(watermark {service.current_watermark})")
+                return
+
+    # ------------------------------------------------------------------ wrappers
+
+    def _watch_watermark(self, task_id: TaskId, time: Any) -> None:
+        entered = time.entered_chain
+        checks = self.checker.checks
+
+        def watched(events: list[Any]) -> None:
+            last = time.current_watermark
+            for event in events:
+                if type(event) is Watermark:
+                    checks["watermark-monotonic"] += 1
+                    if event.timestamp < last:
+                        self.checker._violate("watermark-monotonic", f"task {task_id}",
+                                              f"its input watermark went from {last} back to {event.timestamp}")
+                    last = max(last, event.timestamp)
+            entered(events)
+
+        time.entered_chain = watched
+
+    def _watch_queue(self, task_id: TaskId, service: Any, domain: str, queue: Any) -> None:
+        registered = {(key, namespace, timestamp) for timestamp, key, namespace in queue.timers()}
+        add, remove, poll, backend = queue.add, queue.remove, queue.poll, queue.backend
+        checker = self.checker
+
+        def watched_add(timestamp: Any, namespace: Any = None) -> bool:
+            added = add(timestamp, namespace)
+            if added:
+                registered.add((backend.current_key, namespace, timestamp))
+            return added
+
+        def watched_remove(timestamp: Any, namespace: Any = None) -> bool:
+            removed = remove(timestamp, namespace)
+            if removed:
+                registered.discard((backend.current_key, namespace, timestamp))
+            return removed
+
+        def watched_poll(up_to: Any) -> Any:
+            timer = poll(up_to)
+            if timer is None:
+                return None
+            timestamp, key, namespace = timer
+            checker.checks["timer-fires-once"] += 1
+            subject = f"task {task_id}, {domain}-time timer {timestamp!r} of key {key!r}"
+            if (key, namespace, timestamp) not in registered:
+                checker._violate("timer-fires-once", subject, "fired though it is not registered: it fired "
+                                 "already, was deleted, or was never registered in this execution attempt")
+            elif domain == "event" and timestamp > service.current_watermark:
+                checker._violate("timer-fires-once", subject,
+                                 f"fired at watermark {service.current_watermark}, before its time")
+            registered.discard((key, namespace, timestamp))
+            return timer
+
+        queue.add, queue.remove, queue.poll = watched_add, watched_remove, watched_poll
