@@ -4,6 +4,7 @@ from checkpoint.handles import TaskId
 from checkpoint.options import CheckpointingMode, RestartStrategy
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.api.environment import DataStream, KeyedStream, StreamEnvironment
+from runtime.connectors.parquet import ParquetSource, ParquetSourceError
 from runtime.core.barriers import (
     AlignmentStats,
     BarrierAligner,
@@ -64,6 +65,8 @@ __all__ = [
     "JobResult",
     "KeyedStream",
     "LostAcknowledgement",
+    "ParquetSource",
+    "ParquetSourceError",
     "RecordConversionError",
     "RecordTypeError",
     "RestartStrategy",

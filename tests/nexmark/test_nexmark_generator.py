@@ -11,6 +11,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from runtime import JobGraphError, StreamEnvironment
+from runtime.workloads import nexmark
 from runtime.workloads.nexmark import NexmarkConfig, NexmarkSource
 from runtime.workloads.nexmark.config import FIRST_AUCTION_ID, FIRST_PERSON_ID, ID_LEAD
 from runtime.workloads.nexmark.generator import COLUMNS, KIND_COLUMNS, NexmarkGenerator
@@ -188,3 +190,5 @@ def test_bad_options_are_named() -> None:
         NexmarkSource(NexmarkConfig(), 10, splits=0)
     with pytest.raises(ValueError, match="unknown option"):
         NexmarkConfig.from_dict({"seed": 1, "sede": 2})
+    with pytest.raises(JobGraphError, match="NexmarkSource: count must be an integer >= 0"):
+        nexmark.events(StreamEnvironment(), count=-1)

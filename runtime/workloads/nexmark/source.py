@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from operators.sources import GeneratorSource
+from runtime.core.graph import JobGraphError
 from runtime.workloads.nexmark.config import NexmarkConfig
 from runtime.workloads.nexmark.generator import COLUMNS, NexmarkGenerator
 
@@ -77,8 +78,6 @@ def events(env: StreamEnvironment, config: NexmarkConfig | None = None, count: i
     Raises:
         JobGraphError: an argument is out of range (named).
     """
-    from runtime.core.graph import JobGraphError
-
     try:
         source = NexmarkSource(config, count, splits=env.parallelism if splits is None else splits, rate=rate,
                                vectorised=vectorised, name=name)
