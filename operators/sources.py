@@ -235,6 +235,9 @@ class GeneratorSource(Source):
             columns` with one row per index of the int64 numpy array `indices` (in order); the
             reader hands out the batch as it is (plus the timestamp column), no dicts built.
             Deterministic, like `fn`.
+        rows_fn: instead of `fn`: `rows_fn(indices) -> list of fresh dicts`, one per index of the
+            int64 numpy array `indices` (in order): records built together (e.g. from numpy
+            columns), handed out as records. Deterministic, like `fn`.
         duration: stop after this many seconds. With `rate` this is a record budget
             (`floor(rate * duration)` records in total, deterministic); without `rate` it is
             measured on the task clock from the reader's creation (not deterministic under replay).
@@ -263,6 +266,7 @@ class GeneratorSource(Source):
         timestamp_field: str | None = "created_at",
         batch_fn: Callable[[np.ndarray], Any] | None = None,
         stamp: str = "read",
+        rows_fn: Callable[[np.ndarray], list[Record]] | None = None,
     ) -> None:
         if stamp not in ("read", "due"):
             raise ValueError(f"generate: stamp must be 'read' or 'due', got {stamp!r}")
@@ -282,9 +286,13 @@ class GeneratorSource(Source):
             raise ValueError(f"generate: fn must be callable, got {fn!r}")
         if batch_fn is not None and not callable(batch_fn):
             raise ValueError(f"generate: batch_fn must be callable, got {batch_fn!r}")
-        if fn is not None and batch_fn is not None:
-            raise ValueError("generate: give fn (one record per index) or batch_fn (a batch per index array), not both")
+        if rows_fn is not None and not callable(rows_fn):
+            raise ValueError(f"generate: rows_fn must be callable, got {rows_fn!r}")
+        if sum(f is not None for f in (fn, batch_fn, rows_fn)) > 1:
+            raise ValueError("generate: give one of fn (one record per index), batch_fn (a batch per index array) "
+                             "or rows_fn (records per index array)")
         self.batch_fn = batch_fn
+        self.rows_fn = rows_fn
         self.count = count
         self.rate = float(rate) if rate is not None else None
         self.fn = fn
@@ -318,7 +326,7 @@ class GeneratorSource(Source):
         return GeneratorSplitReader(self, split, clock)
 
     def columns(self) -> list[str] | None:
-        if self.fn is not None or self.batch_fn is not None:
+        if self.fn is not None or self.batch_fn is not None or self.rows_fn is not None:
             return None
         return ["i"] + ([self.timestamp_field] if self.timestamp_field else [])
 
@@ -366,6 +374,10 @@ class GeneratorSplitReader(SplitReader):
             batch = self._read_batch(first, n, now)
             self.position += n
             return batch
+        if self.source.rows_fn is not None:
+            rows = self._read_rows(first, n, now)
+            self.position += n
+            return rows
         fn, field = self.source.fn, self.source.timestamp_field
         indices = range(first, first + n * self._stride, self._stride)
         stamps = self._stamps(n, now)
@@ -413,6 +425,23 @@ class GeneratorSplitReader(SplitReader):
         if field in result.schema.names:
             return result.set_column(result.schema.get_field_index(field), field, stamp)
         return result.append_column(field, stamp)
+
+    def _read_rows(self, first: int, n: int, now: float) -> list[Record]:
+        indices = np.arange(first, first + n * self._stride, self._stride, dtype=np.int64)
+        where = f"<indices {first}..{indices[-1]}>"
+        try:
+            rows = self.source.rows_fn(indices)  # type: ignore[misc]
+        except Exception as exc:
+            raise OperatorError(f"Source: {self.source.name}", where, exc) from exc
+        if not isinstance(rows, list) or len(rows) != n or not all(type(r) is dict or isinstance(r, dict) for r in rows):
+            got = f"a list of {len(rows)}" if isinstance(rows, list) else type(rows).__name__
+            raise OperatorError(f"Source: {self.source.name}", where, TypeError(
+                f"rows_fn returned {got}, expected a list of {n} dicts"))
+        field = self.source.timestamp_field
+        if field is not None:
+            for row, stamp in zip(rows, self._stamps(n, now)):
+                row[field] = stamp
+        return rows
 
     def _stamps(self, n: int, now: float) -> list[float]:
         """The creation times of the next `n` records (read at `now`): `now` for each, or with

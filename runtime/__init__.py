@@ -7,6 +7,7 @@ from operators.side_outputs import OutputTag
 from operators.timer_service import TimeDomain
 from operators.watermarks import WatermarkStrategy
 from runtime.api.environment import DataStream, KeyedStream, StreamEnvironment
+from runtime.connectors.parquet import ParquetSource, ParquetSourceError
 from runtime.core.barriers import (
     AlignmentStats,
     BarrierAligner,
@@ -70,6 +71,8 @@ __all__ = [
     "KeyedStream",
     "LostAcknowledgement",
     "OutputTag",
+    "ParquetSource",
+    "ParquetSourceError",
     "RecordConversionError",
     "RecordTypeError",
     "RestartStrategy",

@@ -25,47 +25,29 @@ import atexit
 import shutil
 import tempfile
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
-from operators.base import Clock, Record
-from operators.sources import Source, SourceSplit, SplitReader
+from runtime.connectors.parquet import (
+    ParquetFileInfo,
+    ParquetSource,
+    ParquetSplitReader,
+    filesystem_of,
+    read_footers,
+)
 from spark_bridge.schema import to_arrow_schema
 
 if TYPE_CHECKING:
     from runtime.api.environment import DataStream, StreamEnvironment
 
-__all__ = ["ParquetSplitReader", "ParquetSplitSource", "from_spark", "write_splits"]
-
-#: rows pyarrow decodes per batch when reading a split
-READ_BATCH_ROWS = 8192
+__all__ = ["ParquetFileInfo", "ParquetSplitReader", "ParquetSplitSource", "from_spark", "write_splits"]
 
 
-@dataclass(frozen=True, slots=True)
-class ParquetFileInfo:
-    """One Parquet file of a split: where it is and its row-group sizes (from its footer)."""
-
-    path: str
-    row_groups: tuple[int, ...]
-
-    @property
-    def num_rows(self) -> int:
-        return sum(self.row_groups)
-
-
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    try:
-        return pafs.FileSystem.from_uri(uri)
-    except (pa.ArrowInvalid, ValueError):
-        return pafs.LocalFileSystem(), uri  # a plain local path
-
-
-class ParquetSplitSource(Source):
-    """Parquet part files dealt into `num_splits` splits; each split replays by row offset.
+class ParquetSplitSource(ParquetSource):
+    """Parquet part files dealt into `len(files)` splits named `<name>-<i>`; each split replays by
+    row offset (`runtime.connectors.parquet`).
 
     Args:
         directory: where the part files are (local path or a `pyarrow.fs` URI).
@@ -76,131 +58,27 @@ class ParquetSplitSource(Source):
 
     def __init__(self, directory: str, files: list[list[ParquetFileInfo]], schema: pa.Schema,
                  name: str = "spark") -> None:
+        filesystem, _ = filesystem_of(directory)
+        self._assign(filesystem, files, schema, [f"{name}-{i}" for i in range(len(files))], name=name,
+                     vectorised=False, split_by="spark", columns_read=None)
         self.directory = directory
-        self.files = files
-        self.schema = schema
         self.num_splits = len(files)
-        self.name = name
 
     @classmethod
     def from_directory(cls, directory: str, num_splits: int, name: str = "spark") -> ParquetSplitSource:
-        """Index the `part-*` Parquet files Spark wrote into `directory` (sorted by name)."""
-        fs, path = _filesystem(directory)
+        """Index the `part-*` Parquet files Spark wrote into `directory` (sorted by name), dealt
+        round robin into `num_splits` splits."""
+        fs, path = filesystem_of(directory)
         infos = fs.get_file_info(pafs.FileSelector(path, recursive=False))
         names = sorted(i.path for i in infos if i.is_file and i.base_name.startswith("part-")
                        and i.base_name.endswith(".parquet"))
         if not names:
             raise FileNotFoundError(f"from_spark: no part-*.parquet files in staging directory {directory!r}")
-        files: list[list[ParquetFileInfo]] = [[] for _ in range(num_splits)]
-        schema = None
-        for i, file_path in enumerate(names):
-            with fs.open_input_file(file_path) as handle:
-                meta = pq.ParquetFile(handle).metadata
-                if schema is None:
-                    schema = meta.schema.to_arrow_schema().remove_metadata()
-            groups = tuple(meta.row_group(g).num_rows for g in range(meta.num_row_groups))
-            files[i % num_splits].append(ParquetFileInfo(file_path, groups))
-        assert schema is not None
-        return cls(directory, files, schema, name)
-
-    def splits(self) -> list[SourceSplit]:
-        return [SourceSplit(f"{self.name}-{i}", i, 0, sum(f.num_rows for f in files))
-                for i, files in enumerate(self.files)]
-
-    def reader(self, split: SourceSplit, clock: Clock) -> ParquetSplitReader:
-        return ParquetSplitReader(self, split)
-
-    def columns(self) -> list[str]:
-        return list(self.schema.names)
-
-    def expected_records(self) -> int:
-        return sum(f.num_rows for files in self.files for f in files)
+        schema, footers = read_footers(fs, names)
+        return cls(directory, [footers[i::num_splits] for i in range(num_splits)], schema, name)
 
     def __repr__(self) -> str:
         return f"ParquetSplitSource({self.name!r}, splits={self.num_splits}, rows={self.expected_records()})"
-
-
-class ParquetSplitReader(SplitReader):
-    """Reads one split's files as Arrow record batches; `position` = rows emitted so far."""
-
-    def __init__(self, source: ParquetSplitSource, split: SourceSplit) -> None:
-        self.source = source
-        self.split = split
-        self.files = source.files[split.index]
-        self.size = split.end or 0
-        self.position = 0
-        self._batches: Any = None  # iterator of RecordBatches starting at `position`
-        self._leftover: pa.RecordBatch | None = None
-
-    def seek(self, position: int) -> None:
-        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position <= self.size:
-            raise ValueError(f"cannot seek split {self.split.split_id!r} to position {position!r} "
-                             f"(the split has {self.size} rows)")
-        self.position = position
-        self._batches = None
-        self._leftover = None
-
-    def _iterate_from(self, position: int):
-        fs, _ = _filesystem(self.source.directory)
-        skip = position
-        for info in self.files:
-            if skip >= info.num_rows:
-                skip -= info.num_rows
-                continue
-            first_group = 0
-            while skip >= info.row_groups[first_group]:
-                skip -= info.row_groups[first_group]
-                first_group += 1
-            with fs.open_input_file(info.path) as handle:
-                parquet = pq.ParquetFile(handle)
-                groups = list(range(first_group, len(info.row_groups)))
-                for batch in parquet.iter_batches(READ_BATCH_ROWS, row_groups=groups, use_threads=False):
-                    if skip:
-                        if skip >= batch.num_rows:
-                            skip -= batch.num_rows
-                            continue
-                        batch, skip = batch.slice(skip), 0
-                    if batch.num_rows:
-                        yield batch
-            skip = 0
-
-    def read_batch(self, max_records: int) -> pa.RecordBatch | None:
-        """Up to `max_records` next rows as one record batch (None at the end of the split)."""
-        if self.finished() or max_records <= 0:
-            return None
-        if self._batches is None:
-            self._batches = self._iterate_from(self.position)
-        parts: list[pa.RecordBatch] = []
-        wanted = max_records
-        while wanted > 0:
-            batch = self._leftover
-            self._leftover = None
-            if batch is None:
-                batch = next(self._batches, None)
-                if batch is None:
-                    break
-            if batch.num_rows > wanted:
-                batch, self._leftover = batch.slice(0, wanted), batch.slice(wanted)
-            parts.append(batch)
-            wanted -= batch.num_rows
-        if not parts:
-            raise RuntimeError(f"split {self.split.split_id!r}: its files ended at row {self.position} of "
-                               f"{self.size}; the staging directory {self.source.directory!r} changed")
-        out = parts[0] if len(parts) == 1 else pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
-        self.position += out.num_rows
-        if self.finished():
-            self._batches = None
-        return out
-
-    def read(self, max_records: int) -> list[Record]:
-        batch = self.read_batch(max_records)
-        return [] if batch is None else batch.to_pylist()
-
-    def finished(self) -> bool:
-        return self.position >= self.size
-
-    def __repr__(self) -> str:
-        return f"ParquetSplitReader({self.split.split_id}, position={self.position}/{self.size})"
 
 
 # ------------------------------------------------------------------------------ Spark side

@@ -84,3 +84,43 @@ def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+# One local Spark and one local Ray for the whole test run, whichever directory needs them (Spark
+# for the bridge and the NexMark oracle, Ray for the Ray executor; the oracle needs both). If one
+# cannot start, every test using it FAILS with the reason: these tests are never skipped.
+
+_SPARK_START_ERROR: list[BaseException] = []
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """`spark_bridge.local_session`: `local[2]`, on 127.0.0.1 only, UI off, 2 shuffle partitions."""
+    if _SPARK_START_ERROR:
+        pytest.fail(f"local Spark could not start: {_SPARK_START_ERROR[0]!r}", pytrace=False)
+    try:
+        from spark_bridge.session import local_session
+
+        session = local_session("barrierflow-tests", cores=2, memory="1g",
+                                config={"spark.sql.shuffle.partitions": "2"})
+        session.sparkContext.setLogLevel("ERROR")
+    except Exception as exc:  # noqa: BLE001 - any start failure must fail the tests loudly
+        _SPARK_START_ERROR.append(exc)
+        pytest.fail(f"local Spark (pyspark, Java 17) could not start: {exc!r}", pytrace=False)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """The embedded local Ray, as users get it (the recipe of PLATFORM.md)."""
+    import ray
+
+    from runtime.ray.cluster import ensure_ray
+
+    try:
+        ensure_ray()
+    except Exception as exc:  # pragma: no cover - environment failure
+        pytest.fail(f"could not start a local Ray for the Ray tests: {exc!r}", pytrace=False)
+    yield ray
+    ray.shutdown()

@@ -36,6 +36,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("checkpoint", ["checkpoint"]),
     ("records", ["runtime.core.record_types", "runtime.core.messages", "runtime.core.spilling"]),
     ("operators", ["operators"]),
+    # sources that read external systems (I/O, so not in the pure `operators`)
+    ("connectors", ["runtime.connectors"]),
     ("protocol core", ["runtime.core"]),
     ("job master", ["runtime.jobmaster", "spark_bridge"]),
     ("executors", ["runtime.sim", "runtime.ray"]),

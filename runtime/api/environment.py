@@ -63,6 +63,7 @@ from operators.transforms import (
     PassThroughOperator,
 )
 from operators.watermarks import WatermarkStrategy
+from runtime.connectors.parquet import ParquetSource
 from runtime.core.debloat import DEFAULT_TARGET, BufferDebloatConfig
 from runtime.core.graph import (
     JobEdge,
@@ -599,6 +600,24 @@ class StreamEnvironment:
             source = copy.copy(source)
             source.name = name
         return self._source(source, default_splits=False, strategy=watermark_strategy)
+
+    def from_parquet(self, path: str | Sequence[str], *, split_by: str = "row_group", vectorised: bool = False,
+                     columns: Sequence[str] | None = None, name: str = "parquet") -> DataStream:
+        """A stream of the rows of Parquet files (`runtime.connectors.parquet.ParquetSource`): a
+        file, a directory of them or a list, local or any `pyarrow.fs` URI. One split per row
+        group (`split_by="row_group"`) or per file (`"file"`), whatever the parallelism, so a
+        restore may rescale; each split replays by row offset. Rows are dicts (None where null),
+        or Arrow batches with `vectorised=True`; `columns` reads only those.
+
+        Raises:
+            JobGraphError: a bad argument, a missing path, a file that is not Parquet or whose
+                schema differs from the first file's (each names the file).
+        """
+        try:
+            source = ParquetSource(path, split_by=split_by, vectorised=vectorised, columns=columns, name=name)
+        except (OSError, ValueError) as exc:
+            raise JobGraphError(str(exc)) from exc
+        return self._source(source, default_splits=False)
 
     def generate(self, count: int | None = None, rate: float | None = None,
                  fn: Callable[[int], Record] | None = None, duration: float | None = None,

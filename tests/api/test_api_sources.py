@@ -193,6 +193,8 @@ def test_generator_duration_without_rate_uses_the_clock():
         ({"duration": -1.0}, "duration must be a number >= 0"),
         ({"splits": 0}, "splits must be an integer >= 1"),
         ({"fn": 3}, "fn must be callable"),
+        ({"rows_fn": 3}, "rows_fn must be callable"),
+        ({"fn": str, "rows_fn": list}, "give one of fn"),
     ],
 )
 def test_generator_rejects_bad_arguments(kwargs, message):
@@ -208,6 +210,25 @@ def test_generator_fn_errors_name_the_source_and_index():
     src = GeneratorSource(count=1, fn=lambda i: i)
     with pytest.raises(OperatorError, match="returned int 0, expected a dict"):
         src.reader(src.splits()[0], ManualClock()).read(1)
+
+
+def test_generator_rows_fn_builds_the_records_of_an_index_array_stamped_and_replayable():
+    src = GeneratorSource(count=10, splits=2, rows_fn=lambda idx: [{"i": int(i), "sq": int(i * i)} for i in idx])
+    clock = ManualClock()
+    reader = src.reader(src.splits()[1], clock)
+    assert reader.read(2) == [{"i": 1, "sq": 1, "created_at": 0.0}, {"i": 3, "sq": 9, "created_at": 0.0}]
+    reader.seek(4)
+    assert reader.read(5) == [{"i": 9, "sq": 81, "created_at": 0.0}] and reader.finished()
+
+
+def test_generator_rows_fn_errors_name_the_source_and_the_indices():
+    src = GeneratorSource(count=3, rows_fn=lambda idx: [{"i": 1}])
+    with pytest.raises(OperatorError, match=r"'Source: generator' failed on record '<indices 0..2>': "
+                                            r"TypeError\('rows_fn returned a list of 1, expected a list of 3 dicts"):
+        src.reader(src.splits()[0], ManualClock()).read(3)
+    src = GeneratorSource(count=3, rows_fn=lambda idx: 1 / 0)
+    with pytest.raises(OperatorError, match="ZeroDivisionError"):
+        src.reader(src.splits()[0], ManualClock()).read(3)
 
 
 def test_expected_records_for_fault_placement():

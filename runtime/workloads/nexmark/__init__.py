@@ -1,0 +1,16 @@
+"""NexMark, the auction benchmark (persons, auctions, bids), on barrierflow.
+
+- `NexmarkConfig`: the stream's parameters (seed, rate, proportions, hot-key ratios...);
+  `config.py` has the formulas for ids, foreign keys and times (Beam's and Flink's nexmark).
+- `NexmarkSource` / `events(env, config, count)`: the events as a source, records or Arrow batches
+  (`generator.py`: what each field holds; `source.py`: splits and offsets).
+- `dataset.write_events` / `python -m runtime.workloads.nexmark --events N --out DIR`: the same
+  events as Parquet files (`env.from_parquet(DIR)` reads them back).
+- `q0` .. `q3`: the queries, one module each; `queries.QUERIES` lists them with their Spark SQL
+  for the oracle (`oracle.py`).
+"""
+
+from runtime.workloads.nexmark.config import NexmarkConfig
+from runtime.workloads.nexmark.source import NexmarkSource, events
+
+__all__ = ["NexmarkConfig", "NexmarkSource", "events"]

@@ -1,0 +1,57 @@
+"""The NexMark queries the oracle checks: one entry each (builder, Spark SQL, how to compare).
+
+A windowed or joined query plugs in with one more `Query(...)` in `QUERIES`: its module's
+`build` (events stream -> output stream, public API), its `SQL` over the views `person`,
+`auction` and `bid` (`oracle.VIEWS`), and how its output compares with Spark's: as a multiset
+(append-only output) or as the final row per key (updating output: the last row the job emitted
+for a key must be Spark's row for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runtime.api.environment import DataStream
+from runtime.workloads.nexmark import q0, q1, q2, q3
+
+__all__ = ["COMPARISONS", "QUERIES", "Query"]
+
+#: how a query's committed output is checked against Spark's result
+COMPARISONS = ("multiset", "final")
+
+
+@dataclass(frozen=True)
+class Query:
+    """One NexMark query, as a job and as Spark SQL.
+
+    Attributes:
+        name: the query's name ("q3"), also its sink's name in the oracle's jobs.
+        build: events stream -> the query's output stream (dicts).
+        sql: the same query in Spark SQL over the views `person`, `auction`, `bid`.
+        compare: "multiset" (every output row, each as often as Spark's) or "final" (the last
+            row per `key`).
+        key: the columns that name a row's key (compare="final" only).
+        build_vectorised: the query on Arrow batches, when it has such a form.
+    """
+
+    name: str
+    build: Callable[[DataStream], DataStream]
+    sql: str
+    compare: str = "multiset"
+    key: tuple[str, ...] = ()
+    build_vectorised: Callable[[DataStream], DataStream] | None = None
+
+    def __post_init__(self) -> None:
+        if self.compare not in COMPARISONS:
+            raise ValueError(f"query {self.name}: compare must be one of {', '.join(COMPARISONS)}, got {self.compare!r}")
+        if (self.compare == "final") != bool(self.key):
+            raise ValueError(f"query {self.name}: a key is needed with compare='final' and only there")
+
+
+QUERIES: dict[str, Query] = {q.name: q for q in (
+    Query("q0", q0.build, q0.SQL, build_vectorised=q0.build_vectorised),
+    Query("q1", q1.build, q1.SQL, build_vectorised=q1.build_vectorised),
+    Query("q2", q2.build, q2.SQL, build_vectorised=q2.build_vectorised),
+    Query("q3", q3.build, q3.SQL),
+)}

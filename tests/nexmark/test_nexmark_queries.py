@@ -1,0 +1,86 @@
+"""The NexMark queries on scripted events (no Spark), and the oracle's comparison rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from operators import CollectSink
+from runtime import StreamEnvironment
+from runtime.workloads.nexmark import q1, q2, q3
+from runtime.workloads.nexmark.oracle import disagreement
+from runtime.workloads.nexmark.queries import QUERIES, Query
+
+
+def bid(auction: int, price: int, t: int = 0) -> dict:
+    return {"kind": "bid", "date_time": t, "auction": auction, "bidder": 1001, "price": price, "channel": "Apple",
+            "url": "u", "extra": ""}
+
+
+def person(pid: int, state: str, name: str = "Kate Smith") -> dict:
+    return {"kind": "person", "date_time": 0, "id": pid, "name": name, "email_address": "a@b.com",
+            "credit_card": "0000 0000 0000 0000", "city": "Bend", "state": state, "extra": ""}
+
+
+def auction(aid: int, seller: int, category: int = 10) -> dict:
+    return {"kind": "auction", "date_time": 0, "id": aid, "item_name": "x", "description": "y", "initial_bid": 1,
+            "reserve": 2, "expires": 5, "seller": seller, "category": category, "extra": ""}
+
+
+def run(build, events: list[dict], parallelism: int = 2) -> list[dict]:
+    env = StreamEnvironment(parallelism=parallelism, buffer_size=2)
+    build(env.from_collection(events, splits=1)).sink_to(CollectSink("out"))
+    return env.execute("q", executor="sim", seed=1).output("out")
+
+
+def test_q1_converts_each_bid_once_rounded_like_the_exact_decimal() -> None:
+    out = run(q1.build, [person(1000, "OR"), bid(1000, 3), bid(1001, 123_456_789)])
+    assert sorted(r["price"] for r in out) == [2.724, 112098764.412]  # 0.908 x price, exactly representable digits
+
+
+def test_q2_selects_the_bids_on_every_123rd_auction() -> None:
+    out = run(q2.build, [bid(1107, 5), bid(1108, 6), bid(1230, 7), auction(1107, 1000)])
+    assert sorted(map(tuple, (r.values() for r in out))) == [(1107, 5), (1230, 7)]
+
+
+def test_q3_joins_each_auction_with_its_seller_whichever_comes_first() -> None:
+    events = [auction(1, 1005), person(1005, "OR", "Luke Jones"),   # auction first: it waits for its seller
+              auction(2, 1005), auction(3, 1005, category=11),      # seller known; another category
+              person(1006, "WA"), auction(4, 1006),                 # a seller of another state: never joined
+              auction(5, 1007), person(1007, "CA", "Sarah White")]
+    out = run(q3.build, events)
+    assert sorted((r["id"], r["name"], r["state"]) for r in out) == \
+        [(1, "Luke Jones", "OR"), (2, "Luke Jones", "OR"), (5, "Sarah White", "CA")]
+    assert all(set(r) == {"name", "city", "state", "id"} for r in out)
+
+
+def test_every_query_has_sql_and_a_comparison() -> None:
+    assert list(QUERIES) == ["q0", "q1", "q2", "q3"]
+    assert all(q.sql.strip().upper().startswith("SELECT") and q.compare == "multiset" for q in QUERIES.values())
+    with pytest.raises(ValueError, match="compare must be one of multiset, final"):
+        Query("q9", q1.build, "SELECT 1", compare="latest")
+    with pytest.raises(ValueError, match="a key is needed with compare='final'"):
+        Query("q9", q1.build, "SELECT 1", compare="final")
+
+
+MULTISET = Query("qm", q1.build, "SELECT 1")
+FINAL = Query("qf", q1.build, "SELECT 1", compare="final", key=("category",))
+
+
+def test_a_multiset_comparison_names_what_is_missing_and_what_is_extra() -> None:
+    theirs = [{"a": 1}, {"a": 1}, {"a": 2}]
+    assert disagreement(MULTISET, [{"a": 2}, {"a": 1}, {"a": 1}], theirs) is None
+    assert disagreement(MULTISET, [{"a": 1}, {"a": 2}], theirs) == "qm: missing 1 row(s), e.g. [{'a': 1}]"
+    assert disagreement(MULTISET, theirs + [{"a": 3}], theirs) == "qm: not in Spark's 1 row(s), e.g. [{'a': 3}]"
+    # at-least-once: repeats are fine, a loss is not
+    assert disagreement(MULTISET, theirs + [{"a": 2}], theirs, exactly_once=False) is None
+    assert "missing" in disagreement(MULTISET, [{"a": 1}, {"a": 2}], theirs, exactly_once=False)
+
+
+def test_a_final_comparison_takes_the_last_row_the_job_emitted_per_key() -> None:
+    theirs = [{"category": 10, "avg": 7.5}, {"category": 11, "avg": 2.0}]
+    updates = [{"category": 10, "avg": 5.0}, {"category": 11, "avg": 2.0}, {"category": 10, "avg": 7.5}]
+    assert disagreement(FINAL, updates, theirs) is None
+    assert "the final rows of 1 key(s) differ" in disagreement(FINAL, updates[:2], theirs)
+    assert "no row for 1 key(s)" in disagreement(FINAL, updates[:1], theirs)
+    assert "1 key(s) Spark has not" in disagreement(FINAL, updates + [{"category": 12, "avg": 1.0}], theirs)
+    assert disagreement(FINAL, updates[:2], theirs, exactly_once=False) is None  # every key is there
