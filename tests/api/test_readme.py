@@ -5,7 +5,9 @@
 - a block preceded by `<!-- file: NAME -->` is a file the reader saves: it is written to NAME;
 - bash blocks in order, with `bash -euo pipefail`, the project's own `barrierflow` command on
   PATH and no PYTHONPATH; a block preceded by `<!-- not run: REASON -->` is skipped, and only the
-  two set-up blocks (installing, running the whole suite) may be.
+  two set-up blocks (installing, running the whole suite) may be. The blocks of the section
+  "Run on a Ray cluster" run in a test of their own (they start a cluster of Ray nodes and an S3
+  server, and stop them by their PIDs).
 """
 
 from __future__ import annotations
@@ -28,9 +30,29 @@ PRINT = re.compile(r"^print\((.*)\)\s+#\s*(.+)$")
 MAX_NOT_RUN = 2
 
 
-def blocks(language: str) -> list[tuple[str | None, str, str]]:
-    """`(marker, marker text, code)` of every `language` block, in README order."""
-    return [(m[1] or None, m[2], m[4]) for m in BLOCK.finditer(README.read_text()) if m[3] == language]
+#: the section whose bash blocks `test_the_ray_cluster_recipe_runs_as_written` runs
+CLUSTER_SECTION = "Run on a Ray cluster"
+
+
+def blocks(language: str, section: str | None = None) -> list[tuple[str | None, str, str]]:
+    """`(marker, marker text, code)` of every `language` block, in README order (only those under
+    the `## section` heading, if given)."""
+    text = README.read_text()
+    found = []
+    for m in BLOCK.finditer(text):
+        heading = re.findall(r"^## (.+)$", text[:m.start()], re.M)
+        if m[3] == language and (section is None or (heading and heading[-1].strip() == section)):
+            found.append((m[1] or None, m[2], m[4]))
+    return found
+
+
+def runnable_bash(section: str | None = None) -> list[str]:
+    """The bash blocks a test runs: those of `section`, or (None) those of every other section."""
+    chosen = blocks("bash", section)
+    if section is None:
+        cluster = {code for _, _, code in blocks("bash", CLUSTER_SECTION)}
+        chosen = [b for b in chosen if b[2] not in cluster]
+    return [code for marker, _, code in chosen if marker != "not run"]
 
 
 def python_blocks() -> list[str]:
@@ -79,6 +101,16 @@ def test_only_the_set_up_bash_blocks_are_not_run_and_each_says_why() -> None:
     assert len(blocks("bash")) - len(skipped) >= 2
 
 
+def run_bash(runnable: list[str], folder: Path, env: dict[str, str]) -> None:
+    """Run each block with `bash -euo pipefail` in `folder`: it must succeed without a traceback."""
+    for number, code in enumerate(runnable, 1):
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=folder, env=env,
+                              capture_output=True, text=True, timeout=600)
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, (number, code, output)
+        assert "Traceback" not in output, (number, output)
+
+
 @pytest.mark.ray
 @pytest.mark.zookeeper  # the HA quick start: a ZooKeeper server and a job on Ray
 @pytest.mark.timeout(900)
@@ -92,16 +124,53 @@ def test_every_bash_block_runs_as_written(tmp_path: Path) -> None:
     # one, as Ray's socket paths under it must fit AF_UNIX's ~107 bytes
     short_tmp = tempfile.mkdtemp(prefix="bf-readme-", dir="/tmp")
     env = {**user_env(bin_dir), "TMPDIR": short_tmp}
-    runnable = [code for marker, _, code in blocks("bash") if marker != "not run"]
+    runnable = runnable_bash()
     try:
-        for number, code in enumerate(runnable, 1):
-            done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=folder, env=env,
-                                  capture_output=True, text=True, timeout=600)
-            output = done.stdout + done.stderr
-            assert done.returncode == 0, (number, code, output)
-            assert "Traceback" not in output, (number, output)
+        run_bash(runnable, folder, env)
     finally:  # a block that started ZooKeeper and failed before stopping it
         if any("zookeeper start" in code for code in runnable):
             subprocess.run(["barrierflow", "zookeeper", "stop"], cwd=folder, env=env, capture_output=True,
                            timeout=60)
         shutil.rmtree(short_tmp, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.timeout(900)
+def test_the_ray_cluster_recipe_runs_as_written(tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    write_files(folder)
+    runnable = runnable_bash(CLUSTER_SECTION)
+    assert runnable and any("ray start --head" in code for code in runnable), "no cluster recipe in the README"
+    bin_dir = tmp_path / "bin"
+    install_launcher(bin_dir)
+    # Ray's session and its "current cluster" note go to a TMPDIR of this test's own (short: Ray's
+    # socket paths under it must fit AF_UNIX's ~107 bytes), so no other Ray on the machine sees them
+    short_tmp = tempfile.mkdtemp(prefix="bf-cluster-", dir="/tmp")
+    env = {**user_env(bin_dir), "TMPDIR": short_tmp}
+    env.pop("RAY_ADDRESS", None)
+    try:
+        run_bash(runnable, folder, env)
+    finally:  # what a failed block left running: the processes its PID files name, and theirs
+        stop_pid_files(folder, short_tmp)
+        shutil.rmtree(short_tmp, ignore_errors=True)
+
+
+def stop_pid_files(folder: Path, tmpdir: str) -> None:
+    """SIGKILL every process a `*.pid` file in `folder` names — if it is still the recipe's (its
+    TMPDIR is `tmpdir`: a PID may have been reused since) — and its descendants."""
+    import psutil
+
+    for pid_file in folder.glob("*.pid"):
+        try:
+            root = psutil.Process(int(pid_file.read_text().split()[0]))
+            if root.environ().get("TMPDIR") != tmpdir:
+                continue
+            processes = [root, *root.children(recursive=True)]
+        except (psutil.Error, ValueError, IndexError):
+            continue
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        psutil.wait_procs(processes, timeout=30)
