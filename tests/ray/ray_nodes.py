@@ -119,6 +119,19 @@ class RayNode:
         with contextlib.suppress(subprocess.TimeoutExpired):  # killed above
             self.process.wait(timeout=30)
 
+    def listening(self) -> list[tuple[str, int, str, int]]:
+        """`(process name, pid, address, port)` of every socket the node's processes listen on."""
+        found = []
+        for pid in self.pids():
+            try:
+                process = psutil.Process(pid)
+                name, sockets = process.name(), process.net_connections(kind="inet")
+            except psutil.NoSuchProcess:
+                continue
+            found += [(name, pid, s.laddr.ip, s.laddr.port) for s in sockets
+                      if s.status == psutil.CONN_LISTEN or (s.type == socket.SOCK_DGRAM and s.laddr)]
+        return found
+
     def log(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-3000:] or "(no output)"

@@ -36,6 +36,8 @@ import pytest
 from cluster_job import RECORDS, expected_output
 from ray_nodes import RayCluster, RayNodeError
 
+from runtime.ray.cluster import is_loopback
+
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.s3, pytest.mark.timeout(900)]
 
 HERE = Path(__file__).resolve().parent
@@ -136,6 +138,14 @@ def committed(output: list[list[Any]]) -> Counter:
     return Counter((app, count) for app, count in output)
 
 
+def cli_launcher(folder: Path) -> Path:
+    """A script running this checkout's `barrierflow` as the installed command does: from outside
+    the current folder, which `run` then imports the job module from (and the workers with it)."""
+    launcher = folder / "barrierflow_cli.py"
+    launcher.write_text("import sys\nfrom runtime.api.cli import main\nsys.exit(main())\n")
+    return launcher
+
+
 def run_benchmark(cluster: RayCluster, storage: str, out: Path) -> dict[str, Any]:
     """A tiny `benchmarks.throughput --address` run on `cluster`; its JSON."""
     done = subprocess.run([sys.executable, "-m", "benchmarks.throughput", "--executor", "ray", "--address",
@@ -155,6 +165,9 @@ def test_a_job_on_separate_ray_nodes_survives_a_lost_node_and_restores_on_a_new_
         # 1. env.execute(executor="ray", address=...): the worker node dies mid-run
         driver = job_driver("execute", first, f"s3://{s3_bucket}/execute", 2, "pv")
         before = driver.wait_for(running(0.3))
+        sockets = [entry for node in [first.head, *first.workers] for entry in node.listening()]
+        assert {"gcs_server", "raylet"} <= {name for name, *_ in sockets}, sockets
+        assert not [entry for entry in sockets if not is_loopback(entry[2])], f"listening beyond loopback: {sockets}"
         assert before["task nodes"] == 2, f"the tasks did not run on both nodes: {before}"
         assert first.workers[0].kill(), "the worker node had no processes"
         result = driver.result()
@@ -165,9 +178,8 @@ def test_a_job_on_separate_ray_nodes_survives_a_lost_node_and_restores_on_a_new_
 
         # 2. barrierflow run --address: a new worker node joins; the whole cluster goes down mid-run
         first.add_worker()
-        cli = Driver([sys.executable, "-c", "import sys; from runtime.api.cli import main; sys.exit(main())",
-                      "run", "cluster_job:fragile", "--executor", "ray", "--address", first.address,
-                      "--checkpoint-dir", cli_storage], first.env)
+        cli = Driver([sys.executable, str(cli_launcher(tmp_path)), "run", "cluster_job:fragile", "--executor", "ray",
+                      "--address", first.address, "--checkpoint-dir", cli_storage], first.env)
         cli.wait_for(cli_running(0.3))
         cli.kill()
         for node in [*first.workers, first.head]:
