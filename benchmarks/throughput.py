@@ -2,7 +2,8 @@
 
     python -m benchmarks.throughput [--executor ray|sim] [--job udf|vectorised] [--records N]
                                     [--rate 5000] [--steady-seconds S] [--warmup 2] [--repeat 3]
-                                    [--unchained] [--slots 1 2] [--json PATH]
+                                    [--unchained] [--slots 1 2] [--address HOST:PORT --checkpoint-dir URI]
+                                    [--json PATH]
 
 The page-view job, parallelism 2, in two forms (`--job`):
 
@@ -23,6 +24,14 @@ worker actor), each value in every repeat, interleaved, and reports every figure
 workers, acknowledgements from them, commits: `JobMetrics.coordinator_calls`) per checkpoint.
 
 Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` does).
+
+`--address HOST:PORT` runs every Ray run (and the raw bound) on that Ray cluster instead of a local
+Ray started for the benchmark (this process must run on one of its nodes), so the figures next to
+a local run's say what the hops between nodes cost; `--checkpoint-dir URI` is where its runs
+checkpoint, each run under a job name of its own (a cluster of several nodes needs storage every
+node reaches, e.g. `s3://bucket/prefix`). CPU per checkpoint is not measured there: the job's
+processes are spread over the nodes (`--no-cpu` is implied). The output is named
+`throughput_ray_cluster[_<job>]`.
 
 * **max rate**, checkpoints every 100 ms aligned, and checkpointing off: throughput is records
   divided by the span from the first record created to the last record counted (actor start-up
@@ -76,6 +85,7 @@ import contextlib
 import os
 import statistics
 import time
+import uuid
 from typing import Any
 
 from benchmarks.process_cpu import CpuSampler, cpu_per_checkpoint, raylet_pid, window_cpu
@@ -174,12 +184,14 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
 
 
 def execute(executor: str, records: int, job_name: str = "pageview-bench", slots: int = 1,
-            **build_args: Any) -> tuple[Any, float]:
+            checkpoint_dir: str | None = None, **build_args: Any) -> tuple[Any, float]:
     """Build the job (`build`'s arguments) and run it (on Ray with `slots_per_worker=slots`); on
-    Ray it checkpoints to a fresh local directory. Returns the `JobResult` and the wall seconds
-    of `execute`."""
+    Ray it checkpoints to a fresh local directory, or in `checkpoint_dir` under a job name of its
+    own. Returns the `JobResult` and the wall seconds of `execute`."""
     options = {"slots_per_worker": slots} if executor == "ray" else {}
-    with local_checkpoint_dir() as storage:
+    if checkpoint_dir is not None:
+        job_name = f"{job_name}-{uuid.uuid4().hex[:12]}"
+    with local_checkpoint_dir() if checkpoint_dir is None else contextlib.nullcontext(checkpoint_dir) as storage:
         env = build(records, storage=storage if executor == "ray" else None, **build_args)
         started = time.time()
         result = env.execute(job_name, executor=executor, **options)
@@ -193,7 +205,7 @@ CPU_WINDOW = (0.2, 0.9)
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
         mode: str = "aligned", buffer_size: int | None = None, credits: int = 8,
         cpu_of: int | None = None, chaining: bool = True, slots: int = 1,
-        warmup: float = 0.0) -> dict[str, Any]:
+        warmup: float = 0.0, checkpoint_dir: str | None = None) -> dict[str, Any]:
     """One run's row; with `cpu_of` (a raylet's PID) and `rate`, also the job's CPU rate over
     `CPU_WINDOW` of the steady input (`cpu_cores`, `cpu_window_s`, `window_checkpoints`)."""
     if cpu_of is not None and not rate:
@@ -202,7 +214,7 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
     with sampler:
         result, wall = execute(executor, records, checkpoints=checkpoints, rate=rate, job=job, mode=mode,
                                buffer_size=buffer_size, credits=credits, chaining=chaining, slots=slots,
-                               warmup=warmup if rate else 0.0)
+                               warmup=warmup if rate else 0.0, checkpoint_dir=checkpoint_dir)
     output = result.output("pv")
     assert len(output) == records, f"{len(output)} records committed, expected {records}"
     counts: dict[str, int] = {}
@@ -297,23 +309,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-cpu", action="store_true", help="skip CPU per checkpoint (the steady runs without checkpoints)")
     parser.add_argument("--slots", type=int, nargs="+", default=[1], metavar="N",
                         help="Ray: tasks per worker actor (slots_per_worker); several values run interleaved (default 1)")
-    add_output_arguments(parser, "throughput_<executor>[_<job>]")
+    parser.add_argument("--address", metavar="HOST:PORT",
+                        help="Ray: run on this Ray cluster (from one of its nodes) instead of a local Ray; "
+                        "implies --no-cpu")
+    parser.add_argument("--checkpoint-dir", metavar="URI",
+                        help="Ray: checkpoint storage of every run, each under a job name of its own (default: a "
+                        "fresh local directory per run; a cluster of several nodes needs one they all reach)")
+    add_output_arguments(parser, "throughput_<executor>[_cluster][_<job>]")
     args = parse_args(parser, argv)
     if args.executor != "ray" and args.slots != [1]:
         parser.error("--slots applies to --executor ray only")
+    if args.executor != "ray" and (args.address or args.checkpoint_dir):
+        parser.error("--address and --checkpoint-dir apply to --executor ray only")
     if any(n < 1 for n in args.slots):
         parser.error(f"--slots: every value must be >= 1, got {args.slots}")
+    nodes = None
     if args.executor == "ray":
-        from runtime.ray.cluster import ensure_ray
-
-        ensure_ray()  # one Ray for every run (and the bound), not one per job
+        nodes = _join_ray(parser, args.address, args.checkpoint_dir)
     records = args.records or (4_000_000 if args.job == "vectorised" else 400_000) // (10 if args.quick else 1)
     if not 0 <= args.warmup < args.steady_seconds:
         parser.error(f"--warmup must be >= 0 and shorter than --steady-seconds ({args.steady_seconds}), "
                      f"got {args.warmup}")
-    kw = {"job": args.job, "buffer_size": args.buffer_size, "credits": args.credits, "chaining": not args.unchained}
+    kw = {"job": args.job, "buffer_size": args.buffer_size, "credits": args.credits, "chaining": not args.unchained,
+          "checkpoint_dir": args.checkpoint_dir}
     with_bound = args.executor == "ray" and not args.no_bound
-    with_cpu = args.executor == "ray" and not args.no_cpu
+    with_cpu = args.executor == "ray" and not args.no_cpu and not args.address
     raylet = raylet_pid() if with_cpu else None
     steady_records = int(args.rate * args.steady_seconds)
     costs: list[dict[str, Any]] = []
@@ -351,13 +371,29 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run(args.executor, steady_records, checkpoints=True, rate=args.rate, warmup=args.warmup, **kw,
                             slots=slots))
     summaries = [_summary(rows, costs, bounds, slots, args.rate, args.warmup) for slots in args.slots]
+    if args.address:
+        summaries = [{"address": args.address, "nodes": nodes, **summary} for summary in summaries]
     summary = summaries[0]
     table = f"{markdown_table(rows)}\n\n{markdown_table(per_repeat)}\n\n{markdown_table(summaries)}"
     print(table)
-    suffix = "" if args.job == "udf" else f"_{args.job}"
+    suffix = ("_cluster" if args.address else "") + ("" if args.job == "udf" else f"_{args.job}")
     output_of(args, f"throughput_{args.executor}{suffix}").write(
         {"runs": rows, "bounds": bounds, "ratios": per_repeat, "summary": summary, "summaries": summaries}, table)
     return 0
+
+
+def _join_ray(parser: argparse.ArgumentParser, address: str | None, checkpoint_dir: str | None) -> int:
+    """Start a local Ray, or join the cluster at `address`, once for every run (and the bound);
+    the number of nodes. A cluster of several nodes needs checkpoint storage they all reach."""
+    from runtime.ray.cluster import alive_nodes, ensure_ray
+    from runtime.ray.storage import is_node_local
+
+    ensure_ray(address)
+    nodes = len(alive_nodes())
+    if nodes > 1 and (checkpoint_dir is None or is_node_local(checkpoint_dir)):
+        parser.error(f"--address {address}: the cluster has {nodes} nodes, so --checkpoint-dir must be storage every "
+                     f"node reaches (e.g. s3://bucket/prefix), got {checkpoint_dir or 'none (a local directory)'}")
+    return nodes
 
 
 def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: list[dict[str, Any]], slots: int,

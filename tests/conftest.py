@@ -124,3 +124,25 @@ def ray_session():
         pytest.fail(f"could not start a local Ray for the Ray tests: {exc!r}", pytrace=False)
     yield ray
     ray.shutdown()
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """moto's S3 server on 127.0.0.1 for the session (`tests/s3_server.py`), stopped by its PID;
+    the session's environment carries the credentials it accepts. Fails — never skips — when it
+    cannot start."""
+    from s3_server import S3Server, S3StartError, restore_environment, set_credentials
+
+    server = S3Server(tmp_path_factory.mktemp("moto"))
+    try:
+        server.start()
+    except S3StartError as exc:
+        pytest.fail(f"the S3 tests need moto's S3 server: {exc}", pytrace=False)
+    previous = set_credentials()
+    yield server
+    server.stop()
+    restore_environment(previous)
+
+
+@pytest.fixture
+def s3_bucket(s3_server) -> str:
+    """A new, empty bucket on the session's S3 server (one per test)."""
+    return s3_server.create_bucket()

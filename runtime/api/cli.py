@@ -245,6 +245,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from runtime import FaultPlan
     from runtime.api.environment import StreamEnvironment
 
+    _check_address(args, "run")
     builder = _load_builder(args.target)
     env = builder()
     if not isinstance(env, StreamEnvironment):
@@ -263,7 +264,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                       highlight=False, markup=False)
     kwargs: dict[str, Any] = {}
     kwargs.update(seed=args.seed, faults=FaultPlan.random(seed=args.seed, crashes=args.crashes))
-    if args.executor == "ray" and args.address:
+    if args.address:
         kwargs["address"] = args.address
     result, _ = execute_with_progress(env, args.target.partition(":")[2], console, executor=args.executor, **kwargs)
     table = Table(title=f"{args.target} on {args.executor}")
@@ -279,6 +280,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     _print_checkpoint_dir(env.checkpoint_config.storage)
     return 0
+
+
+def _check_address(args: argparse.Namespace, command: str) -> None:
+    """`--address` joins a Ray cluster: it means nothing to the simulator."""
+    if args.address and args.executor != "ray":
+        raise UsageError(f"{command}: --address {args.address} joins a Ray cluster: it needs --executor ray")
 
 
 def _restore(env: Any, directory: str, job: str) -> None:
@@ -329,12 +336,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         return _calibrate_from_flink(args.from_flink, args.output)
     if args.target is None:
         raise UsageError("calibrate: expected MODULE:FUNCTION, or --from-flink FILE|URL")
+    _check_address(args, "calibrate")
     build = _build_env(args.target, "calibrate")
     env = build()
     if args.interval is not None:
         env.enable_checkpointing(interval=args.interval)
     options: dict[str, Any] = {}
-    if args.executor == "ray" and args.address:
+    if args.address:
         options["address"] = args.address
     profile, result = calibrate(env, args.target.partition(":")[2], executor=args.executor, cores=args.cores,
                                 calibrated={"target": args.target}, **options)
@@ -494,7 +502,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="high availability: coordinators elected in ZooKeeper at HOSTS (host:port[,...]; "
                      "try it with 'barrierflow zookeeper start'), on either executor; an unreachable server "
                      "fails the run within 5 s; default: no HA")
-    run.add_argument("--address", help="Ray cluster to join, e.g. ray://host:10001 (default: a local Ray)")
+    run.add_argument("--address", help="Ray cluster to join with --executor ray: its head's address HOST:PORT (e.g. "
+                     "127.0.0.1:6379), from a node of that cluster; checkpoints then need storage every node "
+                     "reaches (--checkpoint-dir s3://...); default: a local Ray started for the run")
     run.add_argument("--seed", type=int, default=0, help="simulator seed and fault seed (default: %(default)s)")
     run.add_argument("--crashes", type=_count, default=0, help="task crashes to inject (default: %(default)s)")
     run.set_defaults(func=cmd_run)

@@ -121,7 +121,10 @@ def _start_local(num_cpus: int | None) -> None:
     elif not os.environ.get("RAY_AUTH_TOKEN") and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
         os.environ["RAY_AUTH_TOKEN"] = _EMBEDDED_TOKEN  # inherited by every process Ray starts
     with _loopback_node():
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, runtime_env=local_runtime_env(),
+        # address="local": a new instance, never the cluster a `ray start` on this machine last
+        # recorded (Ray's default for address=None, which also tries a stale record's dead address)
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+                 runtime_env=local_runtime_env(),
                  log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG, _node_ip_address=LOOPBACK)
     node_ip = ray.util.get_node_ip_address()
     if not is_loopback(node_ip):

@@ -986,7 +986,8 @@ class RayExecutor(RunsOnJobMaster):
             records_in=self.counts.source_records(s.get("source_records", 0) for s in self._status.values()),
             completed=status.get("completed", 0), aborted=status.get("aborted", 0),
             last_duration=status.get("last_duration"), last_alignment=status.get("last_alignment"),
-            restarts=len(self.failures)), "task actors": len(self.tasks)}
+            restarts=len(self.failures)), "task actors": len(self.tasks),
+            "task nodes": len(set(self.placement.values()))}
 
     def _report(self, phase: Phase) -> None:
         """Tell the progress callback the job entered `phase` (the loop reports the others)."""

@@ -93,6 +93,8 @@ def test_run_imports_the_job_from_the_current_folder_and_checkpoints_to_a_direct
     (["run", "myjob:ROWS"], "myjob:ROWS is not callable (it is int 300)"),
     (["run", "myjob:missing"], "has no function 'missing'"),
     (["run", "myjob"], "MODULE:FUNCTION"),
+    (["run", "myjob:build", "--address", "127.0.0.1:6379"], "--address 127.0.0.1:6379 joins a Ray cluster: it "
+                                                             "needs --executor ray"),
     (["demo", "--records", "ten"], "--records"),
 ])
 def test_usage_errors_are_one_line_exit_2_no_traceback(job_dir: Path, args: list[str], names: str) -> None:

@@ -8,10 +8,14 @@
   PATH and no PYTHONPATH; a block preceded by `<!-- not run: REASON -->` is skipped, and only the
   two set-up blocks (installing, running the whole suite) may be. The restore section's commands
   run on each executor, and in variants (another parallelism, unaligned checkpoints).
+  two set-up blocks (installing, running the whole suite) may be. The blocks of the section
+  "Run on a Ray cluster" run in a test of their own (they start a cluster of Ray nodes and an S3
+  server, and stop them by their PIDs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -30,6 +34,14 @@ RESTORE = "Restore and rescale"
 SPARK = "The Spark bridge"
 CHECKPOINTS = "Checkpoints on disk, and high availability"
 RAY = pytest.param("ray", marks=pytest.mark.ray)
+#: the section whose bash blocks `test_the_ray_cluster_recipe_runs_as_written` runs
+CLUSTER_SECTION = "Run on a Ray cluster"
+
+
+def runnable_bash(section: str | None = None) -> list[str]:
+    """The bash blocks a test runs: those of `section`, or (None) those of every other section."""
+    return [b.code for b in blocks("bash") if b.marker != "not run"
+            and (b.section == section if section is not None else b.section != CLUSTER_SECTION)]
 
 
 def write_files(folder: Path) -> list[str]:
@@ -97,7 +109,7 @@ def test_every_bash_block_runs_as_written(tmp_path: Path) -> None:
     # one, as Ray's socket paths under it must fit AF_UNIX's ~107 bytes
     short_tmp = tempfile.mkdtemp(prefix="bf-readme-", dir="/tmp")
     env = {**user_env(bin_dir), "TMPDIR": short_tmp}
-    runnable = [b.code for b in blocks("bash") if b.marker != "not run"]
+    runnable = runnable_bash()
     try:
         for code in runnable:
             output = run_bash(code, folder, env)
@@ -158,3 +170,44 @@ def test_the_checkpoint_commands_run_on_ray_too(tmp_path: Path) -> None:
     output = run_bash(RUN_WITH.format(options="--executor ray") + first, folder, user_env(bin_dir))
     assert "│ counts │            20,000 │" in output and "myjob:build on ray" in output, output
     assert "would remove 0 orphan file(s)" in output, output
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.timeout(900)
+def test_the_ray_cluster_recipe_runs_as_written(tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    write_files(folder)
+    runnable = runnable_bash(CLUSTER_SECTION)
+    assert runnable and any("ray start --head" in code for code in runnable), "no cluster recipe in the README"
+    bin_dir = tmp_path / "bin"
+    install_launcher(bin_dir)
+    # Ray's session and its "current cluster" note go to a TMPDIR of this test's own (short: Ray's
+    # socket paths under it must fit AF_UNIX's ~107 bytes), so no other Ray on the machine sees them
+    short_tmp = tempfile.mkdtemp(prefix="bf-cluster-", dir="/tmp")
+    env = {**user_env(bin_dir), "TMPDIR": short_tmp}
+    env.pop("RAY_ADDRESS", None)
+    try:
+        for code in runnable:
+            run_bash(code, folder, env)
+    finally:  # what a failed block left running: the processes its PID files name, and theirs
+        stop_pid_files(folder, short_tmp)
+        shutil.rmtree(short_tmp, ignore_errors=True)
+
+
+def stop_pid_files(folder: Path, tmpdir: str) -> None:
+    """SIGKILL every process a `*.pid` file in `folder` names — if it is still the recipe's (its
+    TMPDIR is `tmpdir`: a PID may have been reused since) — and its descendants."""
+    import psutil
+
+    for pid_file in folder.glob("*.pid"):
+        try:
+            root = psutil.Process(int(pid_file.read_text().split()[0]))
+            if root.environ().get("TMPDIR") != tmpdir:
+                continue
+            processes = [root, *root.children(recursive=True)]
+        except (psutil.Error, ValueError, IndexError):
+            continue
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        psutil.wait_procs(processes, timeout=30)

@@ -74,3 +74,14 @@ def test_quick_picks_the_small_sizes_and_json_goes_where_asked(tmp_path) -> None
     payload = json.loads(path.read_text())
     assert len(payload["runs"]) == 1  # --repeat defaults to 1 with --quick
     assert (tmp_path / "out" / "sim_speed.md").exists() and not (tmp_path / "out" / "sim_speed.json").exists()
+
+
+@pytest.mark.parametrize("args", [["--executor", "sim", "--address", "127.0.0.1:6379"],
+                                  ["--executor", "sim", "--checkpoint-dir", "s3://bucket/bench"]])
+def test_throughputs_cluster_options_are_refused_off_ray(args: list[str], capsys) -> None:
+    from benchmarks import throughput
+
+    with pytest.raises(SystemExit) as exit_info:
+        throughput.main(args)
+    assert exit_info.value.code == 2
+    assert "--address and --checkpoint-dir apply to --executor ray only" in capsys.readouterr().err

@@ -59,6 +59,8 @@ def test_whatif_prints_each_variant_next_to_the_baseline(calibrated: Path, monke
     (["whatif", "--profile", "missing.json"], "whatif: --profile: missing.json: cannot read the profile"),
     (["whatif", "--profile", "bad.json"], "bad.json: field 'transport.latency_min': expected a number >= 0"),
     (["calibrate", "fidelity_cli_job:build"], "the following arguments are required: -o/--output"),
+    (["calibrate", "fidelity_cli_job:build", "-o", "p.json", "--executor", "sim", "--address", "127.0.0.1:6379"],
+     "calibrate: --address 127.0.0.1:6379 joins a Ray cluster: it needs --executor ray"),
 ])
 def test_bad_input_is_one_error_line(calibrated: Path, monkeypatch: pytest.MonkeyPatch,
                                      capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
