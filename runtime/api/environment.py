@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -698,6 +699,10 @@ class StreamEnvironment:
             kwargs.setdefault("restore_from", self._restore_from)
             if self._allow_non_restored_state:
                 kwargs.setdefault("allow_non_restored_state", True)
+        if self._started_over is not None and kwargs.get("committer") is not None:
+            # starting over: no checkpoint of the earlier execution completed, so nothing it staged
+            # can ever commit; this execution's checkpoint ids may repeat its ids, and would
+            kwargs["committer"].abort_lingering(0, sys.maxsize)  # commit those stages a second time
         listeners = list(self._checkpoint_listeners)
         if listeners:
             kwargs.setdefault("checkpoint_listeners", listeners)

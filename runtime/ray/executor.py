@@ -366,10 +366,6 @@ class RayExecutor(RunsOnJobMaster):
             now = time.time()
             if self.max_duration is not None and now - self.started > self.max_duration:
                 self._give_up(f"job did not finish within max_duration={self.max_duration} s; {self._stuck()}", None)
-            stalled = self._watchdog.observe(now, self._progress())
-            if stalled is not None:
-                self._give_up(f"job made no progress for {stalled:.0f} s (stall_timeout={self._watchdog.stall_timeout}: "
-                              f"no record processed, no task finished, no checkpoint completed); {self._stuck()}", None)
             if self.lease is not None and self.lease.lost is not None:  # another writer: stop writing
                 self._give_up(self.lease.lost, None)
             self._inject_faults(now)

@@ -227,8 +227,11 @@ class TaskActor:
                 self.task.records_per_step = self._pacer.limit()
             except Exception as exc:
                 self._fail(exc)
-        if restore is not None and not self._dead:  # the restored sinks' commits applied (or their error
-            self._committer.drain()  # raised) before the job runs
+        if restore is not None and not self._dead:  # the restored sinks' commits applied before the job
+            try:  # runs; one that fails fails the task, as on the simulator
+                self._committer.drain()
+            except Exception as exc:
+                self._fail(exc)
 
     def start(self, epoch: int) -> None:
         """Begin work (once every task of the epoch is deployed): restored output goes first."""

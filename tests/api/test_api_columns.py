@@ -354,7 +354,7 @@ def test_generator_batch_fn_job_commits_every_row():
 
 
 def test_generate_with_both_fn_and_batch_fn_is_a_job_graph_error():
-    with pytest.raises(JobGraphError, match="not both"):
+    with pytest.raises(JobGraphError, match="give one of fn .* batch_fn .* or rows_fn"):
         StreamEnvironment().generate(count=3, fn=lambda i: {"i": i}, batch_fn=lambda idx: {"i": idx})
 
 

@@ -166,6 +166,7 @@ def test_killed_worker_and_coordinator_processes_fail_over_exactly_once(ray_sess
     plan = FaultPlan.of(ProcessKill("worker", task="count0[1]", at_fraction=0.3),
                         ProcessKill("coordinator", at_fraction=0.6))
     result = ray_swarm.execute(config, env, plan)
-    assert result.failures == [], result.failures
+    assert any(f.startswith("task ") and " died: " in f for f in result.failures), result.failures
+    assert any(f.startswith("checkpoint coordinator died") for f in result.failures), result.failures
     want, _ = ray_phases.reference(config.seed, config.rows, config.keys, config.skew, config.splits, config.stages)
     assert multiset(result.output(SINK)) == want
