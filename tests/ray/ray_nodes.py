@@ -21,6 +21,7 @@ If a node does not start, `RayNodeError` carries its log (the tests then fail wi
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import secrets
@@ -198,7 +199,7 @@ class RayCluster:
         try:
             self.head = RayNode("head", ["--head", "--node-ip-address=127.0.0.1", f"--port={self.port}",
                                          "--include-dashboard=false", "--num-cpus=1", "--disable-usage-stats",
-                                         f"--ray-client-server-port={free_port()}",
+                                         *_client_server_port(),
                                          f"--system-config={json.dumps(HEALTH_CHECKS)}"],
                                 self.env, self.tmp_dir).start()
             for _ in range(workers):
@@ -222,3 +223,9 @@ class RayCluster:
         """Stop every node by its PIDs, workers first."""
         for node in [*self.workers, *([self.head] if self.head else [])]:
             node.stop()
+
+
+def _client_server_port() -> list[str]:
+    """A free port for the head's Ray Client server where `ray[client]` is installed (it starts one,
+    on 10001 unless told); nothing otherwise (`ray start` refuses the option without grpc)."""
+    return [f"--ray-client-server-port={free_port()}"] if importlib.util.find_spec("grpc") else []

@@ -75,21 +75,28 @@ def test_is_loopback(address: str, loopback: bool) -> None:
     assert is_loopback(address) is loopback
 
 
-def test_the_embedded_ray_never_joins_the_cluster_a_ray_start_recorded(tmp_path, closed_port: int) -> None:
+def test_the_embedded_ray_never_joins_the_cluster_a_ray_start_recorded(closed_port: int) -> None:
     # regression: `ray.init()` without an address joins the cluster the last `ray start` on the
     # machine recorded in $TMPDIR/ray/ray_current_cluster (left behind, with a dead address, by a
     # node stopped by its PID): the embedded Ray refused to start ("num_cpus ... must not be provided")
+    import shutil
     import subprocess
     import sys
+    import tempfile
     from pathlib import Path
 
-    (tmp_path / "ray").mkdir()
-    (tmp_path / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{closed_port}")
+    # a short TMPDIR of the test's own: Ray's socket paths under it must fit AF_UNIX's 107 bytes
+    tmp = Path(tempfile.mkdtemp(prefix="bf-ray-", dir="/tmp"))
+    (tmp / "ray").mkdir()
+    (tmp / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{closed_port}")
     probe = ("from runtime.ray.cluster import ensure_ray\nimport ray\nensure_ray()\n"
              "print(ray.get_runtime_context().gcs_address)\nray.shutdown()\n")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(TMPDIR=str(tmp_path), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=180)
+    env.update(TMPDIR=str(tmp), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=180)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
     address = done.stdout.strip().splitlines()[-1]
     assert address.startswith("127.0.0.1:") and address != f"127.0.0.1:{closed_port}", done.stdout
