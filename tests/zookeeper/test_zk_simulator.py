@@ -24,6 +24,7 @@ def _run(hosts: str | None, cluster_id: str, faults: FaultPlan = FaultPlan()):  
     return env.execute("job", executor="sim", seed=3, faults=faults, trace=True)
 
 
+@pytest.mark.zookeeper
 def test_the_simulator_uses_the_server_and_keeps_the_in_memory_run(zk_server, zk_client: KazooClient,
                                                                   cluster_id: str) -> None:
     crash = FaultPlan.of(CoordinatorCrash(at=0.03))
@@ -67,6 +68,7 @@ def job_dir(tmp_path: Path) -> Path:
     return job_folder(tmp_path, JOB)
 
 
+@pytest.mark.zookeeper
 def test_run_zookeeper_on_the_simulator_registers_the_checkpoints_there(zk_server, zk_client: KazooClient,
                                                                        job_dir: Path) -> None:
     done = run_cli(job_dir.parent / "bin", "run", "myjob:build", "--zookeeper", zk_server.hosts,
