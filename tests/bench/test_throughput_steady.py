@@ -1,4 +1,4 @@
-"""benchmarks.throughput's steady runs (issue 24): records stamped when due, the first `--warmup`
+"""benchmarks.throughput's steady runs: records stamped when due, the first `--warmup`
 seconds left out of the latencies, and the control messages per checkpoint counted (on the simulator:
 the same `Task` counts them on Ray)."""
 

@@ -1,5 +1,5 @@
-"""Checkpoint storage that cannot be reached fails within seconds, naming the URI (issue 20
-item 2): every call to a remote filesystem is bounded by `storage_timeout`. No network here: an
+"""Checkpoint storage that cannot be reached fails within seconds, naming the URI:
+every call to a remote filesystem is bounded by `storage_timeout`. No network here: an
 S3 endpoint on a closed local port fails fast, one on a port that accepts but never answers hangs,
 and a `gs://` URI cannot be reached at all — each must end within the bound."""
 

@@ -1,4 +1,4 @@
-"""Coordinator crashes on the simulator, standalone and highly available (seed 002).
+"""Coordinator crashes on the simulator, standalone and highly available.
 
 Standalone: the coordinator's memory is lost; a new one recovers completed checkpoints from
 storage. ZooKeeper mode (simulated by the in-memory HA services): the standby coordinator wins

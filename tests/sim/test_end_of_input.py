@@ -1,10 +1,10 @@
 """The end of a job: the final checkpoint, end-of-input commits, and failures after them.
 
-Regressions of issue 19: with unaligned checkpoints (or an alignment timeout) and
-`max_concurrent >= 2`, checkpoints triggered after the final one staged sink transactions that
-were never committed (records lost, no fault needed); a failover after the final unaligned
-checkpoint staged the replayed in-flight records again under a new checkpoint although some
-sinks had already committed them at end of input (duplicates).
+What the regressions here catch: with unaligned checkpoints (or an alignment timeout) and
+`max_concurrent >= 2`, a checkpoint triggered after the final one must not stage sink
+transactions that are never committed (records lost, no fault needed); a failover after the final
+unaligned checkpoint must not stage the replayed in-flight records again under a new checkpoint
+when some sinks already committed them at end of input (duplicates).
 """
 
 from __future__ import annotations

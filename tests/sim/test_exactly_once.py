@@ -1,4 +1,4 @@
-"""Exactly-once (DESIGN §6) on the simulator, proven over random jobs, seeds and fault plans.
+"""Exactly-once (`docs/semantics.md`) on the simulator, proven over random jobs, seeds and fault plans.
 
 The reference for a job is its failure-free run without checkpointing; the workloads in
 `runtime.workloads.seeded` have order-free output multisets, so any fault schedule must commit

@@ -278,8 +278,8 @@ def test_committed_output_taken_back_is_caught(monkeypatch) -> None:
 
 
 def test_a_dead_coordinator_leaves_no_checkpoint_without_an_end() -> None:
-    # regression: a crashed coordinator was only stopped, so what it had pending never ended in the
-    # history (and its timeout timers still fired, even failing the job over); now it is shut down
+    # a crashed coordinator is shut down, not only stopped: else what it had pending never ends in the
+    # history (and its timeout timers still fire, even failing the job over)
     result = relay_job(timeout=0.01).execute(
         "job", executor="sim", seed=0, invariants=True,
         faults=FaultPlan.of(LostAcknowledgement(task="count", nth=1), CoordinatorCrash(at=0.007)))

@@ -1,4 +1,4 @@
-"""End-to-end latencies are kept in a bounded histogram (issue 20 item 4): percentiles within 1 % of
+"""End-to-end latencies are kept in a bounded histogram: percentiles within 1 % of
 the exact ones, exact count/min/max, mergeable across tasks, and a job's memory does not grow with
 the number of records it measures."""
 

@@ -1,8 +1,7 @@
-"""Unions on the simulator, including a stream unioned with itself (issue 19).
+"""Unions on the simulator, including a stream unioned with itself.
 
-Two edges between the same pair of vertices are two channels: a self-union used to share one
-input channel on the simulator, so the job failed ("push on channel 1 after its EndOfPartition")
-or never finished. Every shape must commit the failure-free expectation, with crashes too.
+Two edges between the same pair of vertices are two channels: a self-union sharing one input
+channel would fail the job ("push on channel 1 after its EndOfPartition") or never finish. Every shape must commit the failure-free expectation, with crashes too.
 """
 
 from __future__ import annotations

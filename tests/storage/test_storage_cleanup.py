@@ -1,6 +1,5 @@
-"""What failed attempts leave on disk is cleaned up (issue 20 item 5): every failover left the
-`chk-N` directory of the checkpoint in progress (24 -> 44 files over 8 crashes), and interrupted
-writes left `.tmp-` files nothing listed or removed. Once recovery completes, and when the job
+"""What failed attempts leave on disk is cleaned up: a failover leaves the `chk-N` directory
+of the checkpoint in progress, and an interrupted write a `.tmp-` file. Once recovery completes, and when the job
 ends, the files of this run's checkpoints that are neither retained nor pending go; files a
 retained checkpoint references, and an earlier run's checkpoints, never do."""
 

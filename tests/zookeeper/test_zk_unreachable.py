@@ -1,6 +1,6 @@
 """A ZooKeeper that cannot be reached fails within the operation timeout, naming host:port and
-what a TCP probe found (issue 20 item 2): a closed port, and a port that accepts but never
-answers (kazoo's own `start(timeout)` waited another session timeout for that one)."""
+what a TCP probe found: a closed port, and a port that accepts but never answers (kazoo's
+own `start(timeout)` would wait another session timeout for that one)."""
 
 from __future__ import annotations
 
