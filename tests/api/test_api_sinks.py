@@ -232,6 +232,7 @@ class SinkTwoPhaseCommit(RuleBasedStateMachine):
 
 SinkTwoPhaseCommit.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 TestSinkTwoPhaseCommit = SinkTwoPhaseCommit.TestCase
+TestSinkTwoPhaseCommit.pytestmark = [pytest.mark.slow]  # a long stateful run
 
 
 def test_collect_committer_keeps_staged_transactions_invisible_until_committed():

@@ -35,6 +35,7 @@ def _wait_for_fail_request(actor, timeout: float = 10.0) -> str:
     pytest.fail(f"no fail request within {timeout} s")
 
 
+@pytest.mark.slow
 def test_a_timer_callback_that_raises_fails_the_job_over(tmp_path) -> None:
     actor = _actor(tmp_path)
     try:

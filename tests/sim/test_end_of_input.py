@@ -57,6 +57,7 @@ def test_failover_after_the_final_unaligned_checkpoint_does_not_duplicate() -> N
     assert [c.id for c in result.completed_checkpoints] == [1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["unaligned", "timeout", "aligned", "at_least_once"])
 def test_crash_after_the_final_checkpoint_at_every_moment(mode: str) -> None:
     """A crash at each moment around the end: between the final checkpoint's completion, the

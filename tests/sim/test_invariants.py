@@ -45,6 +45,7 @@ def violation(env: StreamEnvironment, seed: int = 0, **options) -> InvariantViol
 # ---------------------------------------------------------------------- clean runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["aligned", "unaligned", "timeout", "at_least_once"])
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(job_seed=st.integers(0, 10_000), sim_seed=st.integers(0, 10_000), crashes=st.integers(0, 2),

@@ -76,6 +76,7 @@ def test_union_is_exactly_once_under_crashes(shape: str, mode: str, seed: int) -
     assert multiset(result.output("out")) == expected(shape), result.replay
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(shape=st.sampled_from(SHAPES), mode=st.sampled_from(["aligned", "unaligned", "at_least_once"]),
        seed=st.integers(0, 10_000), crashes=st.integers(0, 3))

@@ -45,6 +45,7 @@ def test_the_simulator_uses_the_server_and_keeps_the_in_memory_run(zk_server, zk
     assert min(c.id for c in again.checkpoints) > max(c.id for c in on_server.checkpoints)
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_fails_the_simulated_run_naming_it(closed_port: int) -> None:
     with pytest.raises(HighAvailabilityError, match=f"cannot connect to ZooKeeper at 127.0.0.1:{closed_port} within 2 s"):
         _run(f"127.0.0.1:{closed_port}", "dead")
@@ -79,6 +80,7 @@ def test_run_zookeeper_on_the_simulator_registers_the_checkpoints_there(zk_serve
     assert registered, "no checkpoint was registered in ZooKeeper"
 
 
+@pytest.mark.slow
 def test_run_zookeeper_with_a_dead_address_on_the_simulator_does_not_exit_0(job_dir: Path, closed_port: int) -> None:
     done = run_cli(job_dir.parent / "bin", "run", "myjob:build", "--zookeeper", f"127.0.0.1:{closed_port}",
                    cwd=job_dir)
