@@ -95,7 +95,7 @@ SCENARIOS = ("uniform", "skewed", "slow-channel", "backpressure", "scale")
 EXECUTORS = ("sim", "ray")
 SINK = "bench"
 
-#: row fields, in table order (names as in issue 9; units in `UNITS`)
+#: row fields, in table order (units in `UNITS`)
 FIELDS = (
     "executor", "scenario", "mode", "parallelism", "status",
     "throughput",

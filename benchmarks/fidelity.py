@@ -1,4 +1,4 @@
-"""Fidelity: does the calibrated simulator predict the real executor? (issue 25)
+"""Fidelity: does the calibrated simulator predict the real executor?
 
     python -m benchmarks.fidelity [--quick] [--json PATH] [--out DIR] [--measure ray|sim]
                                   [--scenario NAME ...] [--modes MODE ...] [--repeat N]

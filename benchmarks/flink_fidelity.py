@@ -1,4 +1,4 @@
-"""Predict a real Flink job's aligned and unaligned checkpoint durations (issue 25 item 5).
+"""Predict a real Flink job's aligned and unaligned checkpoint durations.
 
     python -m benchmarks.flink_fidelity [--quick] [--repeat N] [--json PATH] [--out DIR] [--sample S] [--slow-us US]
     python -m benchmarks.flink_fidelity --aligned A.json --unaligned U.json   (recorded documents)

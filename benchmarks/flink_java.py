@@ -1,4 +1,4 @@
-"""The Flink Java page-view job (`benchmarks/flink_java/PageView.java`): build and run it (issue 24).
+"""The Flink Java page-view job (`benchmarks/flink_java/PageView.java`): build and run it.
 
 `build` compiles the job with `javac` against the jars of the installed PyFlink (`pyflink/lib/*.jar`,
 in this interpreter or the peers venv, see `benchmarks.peers`) into a directory; `FlinkJavaJob`

@@ -1,4 +1,4 @@
-"""Coordinator failover time on Ray with a real ZooKeeper (issue 7).
+"""Coordinator failover time on Ray with a real ZooKeeper.
 
     python -m benchmarks.ha_failover [--runs 5] [--records 4000] [--session-timeout 2.0] [--json PATH]
 

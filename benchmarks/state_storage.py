@@ -1,4 +1,4 @@
-"""State storage benchmark (issue 6): full vs incremental, merging off/on, compaction off/on.
+"""State storage benchmark: full vs incremental, merging off/on, compaction off/on.
 
 Drives the real pieces directly — heap `KeyedStateBackend`s, the `SnapshotWriter` both executors
 use, the `StandaloneCompletedCheckpointStore` with its `SharedStateRegistry`, a local directory

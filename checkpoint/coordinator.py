@@ -1,4 +1,5 @@
-"""The checkpoint coordinator: a pure state machine (Flink's `CheckpointCoordinator`, DESIGN §1, §4).
+"""The checkpoint coordinator: a pure state machine (Flink's `CheckpointCoordinator`;
+`docs/semantics.md`, "The coordinator").
 
 Theory of operation
 -------------------

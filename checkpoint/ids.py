@@ -1,4 +1,4 @@
-"""Checkpoint ID counters (DESIGN §1 "Recovery & HA").
+"""Checkpoint ID counters (Flink's `CheckpointIDCounter`).
 
 Checkpoint ids must strictly increase for the life of a job, across coordinator failover too.
 `StandaloneCheckpointIDCounter` keeps the count in memory (one coordinator per process, like
@@ -90,7 +90,7 @@ class StandaloneCheckpointIDCounter(CheckpointIDCounter):
 class StorageCheckpointIDCounter(StandaloneCheckpointIDCounter):
     """A standalone counter that also persists its next id in the checkpoint storage
     (`<job_id>/_checkpoint_counter`, a decimal number), so a coordinator that restarts without HA
-    services still hands out ids above every id it handed out before (DESIGN §6: ids strictly
+    services still hands out ids above every id it handed out before (checkpoint ids strictly
     increase across coordinator failover). It never goes back: `start()` also continues above every
     `chk-<id>` directory the job has (a lost counter cannot make a run overwrite checkpoints), and
     `set_count` never lowers it. One writer at a time: the ZooKeeper counter is the concurrent one.

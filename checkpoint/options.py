@@ -1,4 +1,4 @@
-"""Checkpointing and restart options, validated up front (DESIGN §4).
+"""Checkpointing and restart options, validated up front.
 
 A `CheckpointConfig` is checked when it is built: an invalid value raises `InvalidOptionError`
 whose message names the option, the value given and what is allowed, so a user learns about a

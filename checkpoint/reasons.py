@@ -1,4 +1,4 @@
-"""Why a checkpoint did not complete. Every abort carries one of these (DESIGN §4)."""
+"""Why a checkpoint did not complete. Every abort carries one of these."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-checkpoint statistics and the tracker the coordinator feeds (DESIGN §4, §5).
+"""Per-checkpoint statistics and the tracker the coordinator feeds.
 
 `CheckpointStats` is the record users see in `result.checkpoints`: one per checkpoint that ended
 (completed or aborted), built from the acknowledgements the coordinator received. The tracker

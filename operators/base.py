@@ -1,6 +1,6 @@
 """The operator contract: what a task's operator chain is made of.
 
-A task runs a chain of `StreamOperator`s (DESIGN §3). Records travel through the chain one input
+A task runs a chain of `StreamOperator`s. Records travel through the chain one input
 buffer at a time, so per-buffer costs stay off the per-record path: as lists of dicts
 (`process_batch`), or — for operators that declare `accepts_columns` — as one
 `pyarrow.RecordBatch` (`process_columns`), so a vectorised chain never builds a dict

@@ -5,7 +5,7 @@ Theory of operation
 A keyed operator always sits behind a key-group hash edge, so every record it sees belongs to a
 key group its subtask owns. For each record it computes the key with the *same* selector the
 partitioner used, points the task's `KeyedStateBackend` at that key (`set_current_key`), and runs
-the user function; every state access in the function is then scoped to that key (DESIGN §5).
+the user function; every state access in the function is then scoped to that key.
 The backend, not the operator, holds the state, so the task snapshots and restores it; the
 operators here hold no other state.
 

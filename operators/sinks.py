@@ -1,4 +1,5 @@
-"""Sinks. `CollectSink` is a two-phase-commit sink: end-to-end exactly-once (DESIGN §1, seed 003).
+"""Sinks. `CollectSink` is a two-phase-commit sink: end-to-end exactly-once
+(`docs/semantics.md`, "Exactly-once sinks").
 
 Theory of operation
 -------------------

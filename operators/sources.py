@@ -9,8 +9,8 @@ every call, in every process). A source task reads the splits assigned to it
 A reader is an offset cursor. `position` is the number of records it has emitted so far; that
 number is the split's checkpointed state (the task snapshots `{split_id: position}`). Restoring is
 `seek(position)`: the reader then emits exactly the records it would have emitted after its first
-`position` records, which is what makes replay after a failure exact (DESIGN §1 "sources rewind
-to the checkpointed offsets").
+`position` records, which is what makes replay after a failure exact (sources rewind to
+the checkpointed offsets).
 
 Readers are pure: time comes from the `clock` handed to `Source.reader`, never from `time`.
 A rate-limited reader returns `[]` from `read` when nothing is due yet and tells the task when

@@ -1,4 +1,4 @@
-"""barrierflow runtime: the public API (DESIGN §5) is importable from here."""
+"""barrierflow runtime: the public API is importable from here."""
 
 from checkpoint.handles import TaskId
 from checkpoint.options import CheckpointingMode, RestartStrategy

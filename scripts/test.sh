@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
 # Install everything the suite needs (system packages included) and run the whole test suite.
-# Usage: bash scripts/test.sh [pytest args...]
+# Usage: bash scripts/test.sh [--fast] [pytest args...]
+#   --fast: the inner loop, once a full run has installed everything: ruff and the tests not marked
+#           `slow` (none starts Ray, Spark, ZooKeeper, S3 or a browser, nor a subprocess CLI run),
+#           without installing anything
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+FAST=0
+if [ "${1:-}" = "--fast" ]; then FAST=1; shift; fi
+if [ "$FAST" = 1 ]; then
+  export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 RAY_USAGE_STATS_ENABLED=0
+  echo "== ruff =="
+  python3 -m ruff check .
+  echo "== pytest: the fast tier (-m 'not slow') =="
+  exec python3 -m pytest -q -p no:cacheprovider -m "not slow" "$@"
+fi
 
 SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi

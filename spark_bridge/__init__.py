@@ -1,4 +1,4 @@
-"""The Spark bridge: the only package that imports pyspark (DESIGN §2).
+"""The Spark bridge: the only package that imports pyspark.
 
 - `from_spark(env, df, splits=N)`: a replayable source seeded from a DataFrame.
 - `SparkSink(path, format="parquet")`: a two-phase-commit file sink Spark reads.

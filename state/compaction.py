@@ -1,4 +1,4 @@
-"""Compaction policy for merged files (seed 001 §2.3): bound the space lost to dead segments.
+"""Compaction policy for merged files: bound the space lost to dead segments.
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""Incremental keyed-state snapshots: write what changed, reference the rest (issue 6, seed 001).
+"""Incremental keyed-state snapshots: write what changed, reference the rest.
 
 Theory of operation
 -------------------

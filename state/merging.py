@@ -1,4 +1,4 @@
-"""File merging (seed 001 §1, Flink FLIP-306): many small state pieces, few physical files.
+"""File merging (Flink's FLIP-306): many small state pieces, few physical files.
 
 Theory of operation
 -------------------

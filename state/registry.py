@@ -1,4 +1,4 @@
-"""`SharedStateRegistry`: reference counts of state shared across checkpoints (seed 001 §2.2).
+"""`SharedStateRegistry`: reference counts of state shared across checkpoints (Flink's `SharedStateRegistry`).
 
 Theory of operation
 -------------------

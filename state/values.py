@@ -1,6 +1,6 @@
 """What a state value may be, and how stored values are kept private.
 
-State must be writable as Arrow (DESIGN §4: never pickled), so every value written to state is
+State must be writable as Arrow (never pickled), so every value written to state is
 checked when it is written, not at checkpoint time when the error would be far from its cause.
 Scalars of the common types (`int` within int64, `float`, `str`, `bool`, `bytes`, `None`) are
 stored as they are. Anything else goes through `pa.scalar(value).as_py()`: that both checks the

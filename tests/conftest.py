@@ -7,10 +7,12 @@ as an `@example`.
 """
 
 import os
+import sys
 from concurrent.futures import Executor, Future
 
 import pytest
 from hypothesis import settings
+from resource_markers import needs_slow, unmarked_resource_uses
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
@@ -35,6 +37,33 @@ class HeldExecutor(Executor):
                 future.set_result(job())
             except BaseException as exc:
                 future.set_exception(exc)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the `slow` added here counts
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test using a real component's fixture without its marker is a collection error; every
+    test marked for a real component is also `slow` (`scripts/test.sh --fast` leaves it out)."""
+    unmarked = unmarked_resource_uses(items)
+    if unmarked:
+        raise pytest.UsageError("tests that start a real component need its marker:\n" + "\n".join(unmarked))
+    for item in items:
+        if needs_slow(item):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _ray_needs_its_marker(request: pytest.FixtureRequest):
+    """A test that starts Ray in this process without `@pytest.mark.ray` fails (so `-m "not ray"`
+    and the fast tier never start Ray)."""
+    running_before = _ray_running()
+    yield
+    if not running_before and _ray_running() and request.node.get_closest_marker("ray") is None:
+        pytest.fail(f"{request.node.nodeid} started Ray but is not marked @pytest.mark.ray", pytrace=False)
+
+
+def _ray_running() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
 
 
 @pytest.fixture
@@ -113,7 +142,7 @@ def spark():
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """The embedded local Ray, as users get it (the recipe of PLATFORM.md)."""
+    """The embedded local Ray, as users get it (`runtime.ray.cluster.ensure_ray`)."""
     import ray
 
     from runtime.ray.cluster import ensure_ray

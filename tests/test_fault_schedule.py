@@ -44,8 +44,8 @@ def schedule(*faults, seed: int = 0, source_total: int = 1000) -> FaultSchedule:
 def test_counting_in_the_attempts_fires_the_faults_counting_each_occurrence_would(nths, attempts) -> None:
     """Ray's task actors count writes themselves (`upcoming` at the start of an attempt, `advance`
     at its end); the simulator asks per write. Both fire the same faults at the same run-wide
-    occurrence, each at most once, whatever the attempts' lengths (the Ray executor used to apply
-    them in the first attempt only)."""
+    occurrence, each at most once, whatever the attempts' lengths (on Ray too, not in the first
+    attempt only)."""
     task = MID[1]
     faults = [StorageWriteFailure(task=str(task), nth=n) for n in nths]
     per_write, per_attempt = schedule(*faults), schedule(*faults)

@@ -1,4 +1,4 @@
-"""The protocol core stays pure (DESIGN §2): no ray/pyspark/kazoo; handlers and gate also no
+"""The protocol core stays pure (`docs/semantics.md`, "Pure protocol logic"): no ray/pyspark/kazoo; handlers and gate also no
 time/random. Scans imports with `ast` and names the offending file and line."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// The page-view job of `benchmarks.peers` with Java functions, on a local MiniCluster (issue 24).
+// The page-view job of `benchmarks.peers` with Java functions, on a local MiniCluster.
 //
 //   generator (fromSequence) -> map stamping `created` -> keyBy (50 keys) -> count in ValueState
 //   stamping `done` -> DiscardingSink, parallelism 2

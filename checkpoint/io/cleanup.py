@@ -1,5 +1,5 @@
-"""Orphan files of a job: what no retained checkpoint needs (DESIGN §6 "no file is left
-unreferenced after cleanup"). One rule for `barrierflow checkpoints gc` (offline, every file of the
+"""Orphan files of a job: what no retained checkpoint needs (no file is left
+unreferenced after cleanup). One rule for `barrierflow checkpoints gc` (offline, every file of the
 job directory) and for the executors' cleanup of a failed attempt (online, only what this run
 wrote).
 

@@ -1,5 +1,5 @@
 """A completed-checkpoint store whose index lives in an HA backend (Flink's
-`DefaultCompletedCheckpointStore` over a `StateHandleStore`; DESIGN §1 "Recovery & HA").
+`DefaultCompletedCheckpointStore` over a `StateHandleStore`).
 
 Theory of operation
 -------------------

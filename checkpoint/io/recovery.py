@@ -1,5 +1,6 @@
 """High-availability services: recovery modes, leader election, and the factory that builds a job's
-checkpoint store, ID counter and leader election for one mode (DESIGN §1 "Recovery & HA").
+checkpoint store, ID counter and leader election for one mode (Flink's
+`HighAvailabilityServices`).
 
 Theory of operation
 -------------------
@@ -47,7 +48,7 @@ LeaderCallback = Callable[[], None]
 
 
 class RecoveryMode(enum.Enum):
-    """How a job's coordinator state survives the coordinator (seed 002)."""
+    """How a job's coordinator state survives the coordinator (Flink's high-availability mode)."""
 
     #: no recovery across processes; ids and checkpoints live with the coordinator
     STANDALONE = "standalone"

@@ -10,7 +10,7 @@ Theory of operation
    written yet, so the caller knows the exact bytes to upload (the simulator charges time for
    them).
 2. `write`: upload the files, checking before each one that the checkpoint was not aborted
-   meanwhile (seed 001 §2.5: an aborted checkpoint's upload stops, and what it wrote is removed).
+   meanwhile (an aborted checkpoint's upload stops, and what it wrote is removed).
 3. `notify_complete` / `notify_aborted` (the executor forwards the task's notifications): the
    completed snapshot becomes the task's base; an aborted one's new files are deleted — nothing
    else can reference them, because tasks only reuse pieces of completed checkpoints and the

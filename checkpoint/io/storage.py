@@ -1,4 +1,5 @@
-"""Checkpoint storage: the I/O adapter for checkpoint files (DESIGN §4 "Storage layout").
+"""Checkpoint storage: the I/O adapter for checkpoint files (`docs/semantics.md`,
+"Storage").
 
 Theory of operation
 -------------------
@@ -624,7 +625,7 @@ def _check_checkpoint_id(checkpoint_id: int) -> int:
 
 
 class CheckpointStorage:
-    """Checkpoint files on a `BlobStore`, in the DESIGN §4 layout, checksummed.
+    """Checkpoint files on a `BlobStore`, in the `chk-<id>` layout, checksummed.
 
     Args:
         blob_store: where the bytes go.

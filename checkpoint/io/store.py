@@ -1,4 +1,4 @@
-"""Completed-checkpoint stores (Flink's `CompletedCheckpointStore`, DESIGN §1 "Recovery & HA").
+"""Completed-checkpoint stores (Flink's `CompletedCheckpointStore`).
 
 Theory of operation
 -------------------
@@ -273,7 +273,7 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
             if completed is not None:
                 valid.append(completed)
         valid.reverse()
-        # reference counts are rebuilt from what storage says completed (seed 001 §2.4.1)
+        # reference counts are rebuilt from what storage says completed (after a coordinator failover)
         self.registry.rebuild((c.checkpoint_id, list(c.state_handles()), ()) for c in valid)
         self._checkpoints = valid[-self._retained :]
         for old in valid[: -self._retained]:

@@ -9,8 +9,8 @@ checkpoint is *valid* when its metadata and every file it references verify (SHA
 (`properties["run_id"]`: one `execute()`, restarts and coordinator failovers included); runs of a
 job share its directory and its id counter (`_checkpoint_counter`, never reused ids). Anything in
 `chk-<id>/` or `shared/` that no valid checkpoint (of any run) references is an *orphan*: uploads
-of checkpoints that never completed, files of a task that crashed before it could report them
-(seed 001 §2.4.2), shared files a crashed coordinator never released. `gc` removes orphans and
+of checkpoints that never completed, files of a task that crashed before it could report them,
+shared files a crashed coordinator never released. `gc` removes orphans and
 reports them; it never touches the id counter or other files of the job directory. Run it on a
 job that is not running: a running job's in-flight uploads are not referenced by any metadata yet
 and would look like orphans.

@@ -3,7 +3,7 @@ election with fencing, and the ZOOKEEPER recovery factory. The only module that 
 
 Theory of operation
 -------------------
-Layout (DESIGN §4), one subtree per job::
+Layout, one subtree per job::
 
     /barrierflow/<cluster_id>/<job_id>/checkpoint-counter          next checkpoint id (decimal)
     /barrierflow/<cluster_id>/<job_id>/checkpoints/<id:019d>       {"metadata_path", "checksum"}

@@ -1,4 +1,4 @@
-"""The public API: `StreamEnvironment`, `DataStream`, `KeyedStream` (DESIGN §5).
+"""The public API: `StreamEnvironment`, `DataStream`, `KeyedStream`.
 
 Theory of operation
 -------------------
@@ -92,8 +92,8 @@ __all__ = [
 
 #: restart strategy of a checkpointed job that did not set one: Flink's default since 1.19,
 #: exponential delay (0.1 s, x1.5 per failure, +/-10 % jitter), bounded to 5 restarts in a row so
-#: that a record a function always rejects fails the job within seconds (it used to take 20
-#: restarts, 13.6 s on Ray), while faults an hour apart are each restarted afresh
+#: that a record a function always rejects fails the job within seconds (20 restarts took
+#: 13.6 s on Ray), while faults an hour apart are each restarted afresh
 DEFAULT_RESTART_STRATEGY = RestartStrategy.exponential_delay()
 
 #: the checkpoint-mode names `enable_checkpointing` takes (`checkpoint.modes`)
@@ -476,7 +476,7 @@ class StreamEnvironment:
         self, mode: str = "zookeeper", *, hosts: str | None = None, cluster_id: str = "default",
         session_timeout: float = 10.0, operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
     ) -> StreamEnvironment:
-        """Make the checkpoint coordinator highly available (seed 002): checkpoint ids and
+        """Make the checkpoint coordinator highly available (Flink's HA services): checkpoint ids and
         completed checkpoints live in the HA services and a standby coordinator takes over by
         leader election. `mode`: "zookeeper" or "standalone". With `hosts` both executors use
         that ZooKeeper server; without, the simulator plays ZooKeeper's role with its in-memory

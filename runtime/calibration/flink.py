@@ -1,4 +1,4 @@
-"""A profile from a Flink job's REST API: checkpoint history and per-vertex metrics (issue 25).
+"""A profile from a Flink job's REST API: checkpoint history and per-vertex metrics.
 
 `profile_from_flink(doc)` reads one JSON document assembled from Flink's REST responses
 (`collect_flink_rest` fetches them from a running JobManager, e.g. the MiniCluster that

@@ -1,4 +1,4 @@
-"""Partitioners: which output channel of an edge each record goes to (DESIGN §3).
+"""Partitioners: which output channel of an edge each record goes to.
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""What the pure core is handed from outside: time, timers and randomness (DESIGN §2).
+"""What the pure core is handed from outside: time, timers and randomness.
 
 The barrier handlers, the input gate, `Task`, the coordinator and the state backends never read
 the wall clock or schedule anything themselves. The simulator hands them virtual time; the Ray

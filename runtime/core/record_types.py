@@ -3,11 +3,11 @@
 Theory of operation
 -------------------
 Records are dicts inside an operator chain and Arrow where they leave it: network buffers, a
-sink's staged transactions, the input of a vectorised operator (DESIGN §4: never pickled). Arrow
-gives a column one type, and its inference, applied one buffer at a time, made the outcome depend
-on how records happened to be grouped: an int and a str in one field failed only when they shared
-a buffer, `[0.5, True]` silently became `[0.5, 1.0]` while `[True, 0.5]` failed, and a chained sink
-accepted `object()` on the simulator but not on Ray. So a task checks each stream that reaches
+sink's staged transactions, the input of a vectorised operator (never pickled). Arrow gives a
+column one type, and its inference, applied one buffer at a time, would make the outcome depend
+on how records happen to be grouped: an int and a str in one field would fail only when they shared
+a buffer, `[0.5, True]` would silently become `[0.5, 1.0]` while `[True, 0.5]` failed, and a chained
+sink would accept `object()` on the simulator but not on Ray. So a task checks each stream that reaches
 Arrow against one rule, record by record in the stream's order, before any grouping:
 
 * every value is one Arrow can hold (an int fits in int64; no `object()`);

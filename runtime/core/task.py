@@ -21,7 +21,7 @@ A task is a pure state machine driven by its executor (the simulator or a Ray ac
   the output buffers still queued, which the barrier overtakes), forwards the barrier, and hands
   a `TaskSnapshot` to `ports.write_snapshot`. The executor serialises and writes it off the task's
   hot path and calls `on_snapshot_written`, upon which the task acknowledges. The barrier leaves
-  before the write finishes (DESIGN §1, seed 001/003).
+  before the write finishes.
 * Unaligned: the snapshot is written only once the handler reports the input channel state
   complete (`finish_input_channel_state`). An unaligned barrier also overtakes input the task
   took but has not processed yet — the rest of a buffer processed in parts, restored channel

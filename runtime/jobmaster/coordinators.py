@@ -8,7 +8,7 @@ the run), when each died, when each successor was promoted and which checkpoint 
 
 `resume_checkpoint_ids` is the one rule by which every coordinator of a run (the first, a
 standalone replacement, a promoted standby) sets its id counter, so no id is ever used twice
-(DESIGN §6, the invariant `checkpoint-ids-increase`).
+(the invariant `checkpoint-ids-increase`).
 """
 
 from __future__ import annotations

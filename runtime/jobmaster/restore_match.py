@@ -1,4 +1,4 @@
-"""Whether a checkpoint fits the job it is restored into (DESIGN §6), decided before any task starts.
+"""Whether a checkpoint fits the job it is restored into, decided before any task starts.
 
 `match_checkpoint(graph, shape)` compares what a checkpoint holds (`CheckpointShape`: per
 operator, the source splits and their offsets, the keyed and operator state names, whether it
@@ -59,7 +59,7 @@ class RestoreError(SuppressRestartsError):
 
 
 class StateMismatchError(RestoreError):
-    """The job does not match the checkpoint it restores (DESIGN §6).
+    """The job does not match the checkpoint it restores.
 
     Attributes:
         checkpoint_id: the checkpoint.

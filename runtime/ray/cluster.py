@@ -4,7 +4,7 @@
 down afterwards) or joins the cluster at `address` (or `RAY_ADDRESS`), shipping barrierflow's
 packages with the job's `runtime_env` (`py_modules`).
 
-An embedded Ray is safe by default (issue 20): every process it starts (GCS, raylet with its
+An embedded Ray is safe by default: every process it starts (GCS, raylet with its
 object manager, runtime-env agent, workers, the driver's own core worker) listens on 127.0.0.1
 only — checked after start, refused otherwise — the dashboard is off, and Ray's token
 authentication is on (Ray >= 2.59 turns it on for a local `ray.init()`; barrierflow hands it a
@@ -44,7 +44,7 @@ LOCAL_ENV = {
 
 #: Ray system settings of an embedded local Ray. Arguments up to 1 MiB go inline with the call
 #: instead of through the object store: buffers of 10,000 rows (~100-500 KB) then cost one call,
-#: not a call plus a store put and fetch (measured ~2x calls/s for 100 KB-1 MB, PLATFORM.md; the
+#: not a call plus a store put and fetch (measured ~2x calls/s for 100 KB-1 MB; the
 #: vectorised page-view job went 1.9 -> 2.5 M records/s with checkpointing off).
 LOCAL_SYSTEM_CONFIG = {"max_direct_call_object_size": 1 << 20}
 

@@ -2,9 +2,9 @@
 
 A synchronous Ray actor serves its calls one at a time on the main thread, in each caller's
 submission order (the channels' FIFO guarantee rests on that). Work that outlasts one call (a
-busy task's next slice) used to continue in a call the actor queued to itself: a Ray call per
-slice, ~0.25 ms of submission alone, 10–15 % of a busy task's CPU. `WorkThread` runs those
-slices on a thread of the actor instead; the main thread still executes every incoming call,
+busy task's next slice) runs on a thread of the actor (`WorkThread`), not in a call the actor
+queues to itself (a Ray call per slice: ~0.25 ms of submission alone, 10–15 % of a busy task's
+CPU); the main thread still executes every incoming call,
 so call order is unchanged.
 
 `CallerFirstLock` keeps calls from waiting behind more than one slice: a Python lock is not

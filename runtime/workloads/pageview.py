@@ -1,4 +1,4 @@
-"""The page-view job of the demo and the speed benchmarks (seed 003): source -> app -> count per app."""
+"""The page-view job of the demo and the speed benchmarks: source -> app -> count per app."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def pageview_rows(n: int, apps: int, seed: int) -> list[dict[str, Any]]:
 
 
 def build_pageview(env: Any, rows: list[dict[str, Any]], splits: int = 2) -> None:
-    """The seed-003 page-view job: source → map to app id → keyBy(app) → count → sink."""
+    """The page-view job: source → map to app id → keyBy(app) → count → sink."""
     (
         env.from_collection(rows, splits=splits)
         .map(lambda r: {"app": r["app"]}, name="to-app")

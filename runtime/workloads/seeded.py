@@ -10,7 +10,7 @@ Order-sensitive workloads (`build_stamped_job`, used by `runtime.verify.swarm`) 
 order-free ones cannot see: every row carries an *origin* (its source split) and a sequence
 number per (origin, key) (`stamp_rows`). Records of one key from one origin travel one path of
 channels as long as no `rebalance` intervenes, and channels are FIFO across failover and
-channel-state replay (DESIGN §6), so along such a path:
+channel-state replay, so along such a path:
 
 * `SequenceCheck` raises `OrderViolation` when a (origin, key) sequence number does not
   increase (exactly-once modes only: at-least-once may replay what state already saw);
@@ -46,7 +46,7 @@ SINK = "out"
 
 
 class CountPerKey(KeyedProcessFunction):
-    """The seed-003 page-view count: emits (key, running count) for every record."""
+    """The page-view count: emits (key, running count) for every record."""
 
     def __init__(self, key_field: str = "key") -> None:
         self.key_field = key_field

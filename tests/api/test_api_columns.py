@@ -62,6 +62,7 @@ def key_batches(draw, max_batches: int = 4) -> list[pa.RecordBatch]:
 # ------------------------------------------------------------------ partitioners
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(batches=key_batches(), n=st.integers(1, 6), max_parallelism=st.sampled_from([1, 7, 128]))
 def test_hash_partition_columns_puts_every_row_where_partition_puts_its_record(batches, n, max_parallelism):
@@ -136,6 +137,7 @@ def _count_op() -> CountOperator:
     return opened(CountOperator(ColumnKeySelector("k"), "k", name="count"))  # type: ignore[return-value]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(batches=key_batches(max_batches=5))
 def test_count_process_columns_gives_the_rows_and_state_of_process_batch(batches):

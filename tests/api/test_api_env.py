@@ -380,7 +380,7 @@ def test_end_to_end_on_the_simulator_without_checkpointing():
 def test_a_job_name_that_is_no_plain_directory_name_is_refused_before_anything_starts(name: str, why: str,
                                                                                        executor: str) -> None:
     """A job's name is its checkpoint directory's name: refused up front, naming it and the rule (on
-    Ray a '/' used to kill the coordinator actor's constructor after Ray started)."""
+    Ray a '/' would otherwise kill the coordinator actor's constructor after Ray started)."""
     env = StreamEnvironment()
     env.from_collection([{"k": 1}]).sink_to(CollectSink("out"))
     with pytest.raises(JobGraphError) as refused:

@@ -204,7 +204,7 @@ def test_keyed_process_non_dict_output_and_close_and_open_errors():
         op.close()
 
 
-# ------------------------------------------------------------------ keyed: the per-record path (issue 24)
+# ------------------------------------------------------------------ keyed: the per-record path
 
 
 class CountWithStateFromOpen(KeyedProcessFunction):

@@ -165,12 +165,14 @@ def outcome(rows: list[dict[str, Any]], size: int) -> Any:
     return stream.types
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(rows=RECORDS, size=st.integers(1, 12))
 def test_the_outcome_does_not_depend_on_how_the_stream_is_cut_into_pieces(rows, size) -> None:
     assert outcome(rows, size) == outcome(rows, 1) == outcome(rows, len(rows))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(rows=RECORDS)
 def test_records_the_rule_accepts_always_convert(rows) -> None:

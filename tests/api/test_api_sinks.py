@@ -232,6 +232,7 @@ class SinkTwoPhaseCommit(RuleBasedStateMachine):
 
 SinkTwoPhaseCommit.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 TestSinkTwoPhaseCommit = SinkTwoPhaseCommit.TestCase
+TestSinkTwoPhaseCommit.pytestmark = [pytest.mark.slow]  # a long stateful run
 
 
 def test_collect_committer_keeps_staged_transactions_invisible_until_committed():
@@ -295,8 +296,8 @@ def test_collect_committer_takes_arrow_batches_and_reads_them_back_as_records():
 @pytest.mark.parametrize("checkpointing", [False, True])
 def test_a_sink_chained_into_its_source_task_commits_everything(checkpointing: bool):
     """A sink in the source's own task (generate -> map -> sink, all chained): the source task
-    must end its operators' input like any task. It used to go straight to end of partition, so
-    without checkpointing the sink never committed and the output was silently lost."""
+    must end its operators' input like any task. Going straight to end of partition would leave the
+    sink uncommitted without checkpointing, and the output silently lost."""
     from runtime import StreamEnvironment
 
     env = StreamEnvironment(parallelism=2)

@@ -56,6 +56,7 @@ def job_dir(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_run_imports_the_job_from_the_current_folder_and_checkpoints_to_a_directory(job_dir: Path) -> None:
     done = barrierflow("run", "myjob:build", "--checkpoint-dir", "ckpts", "--interval", "0.0005", cwd=job_dir)
     assert done.returncode == 0, done.stderr
@@ -80,6 +81,7 @@ def test_run_imports_the_job_from_the_current_folder_and_checkpoints_to_a_direct
     assert gc.returncode == 0 and "would remove 0 orphan file(s)" in gc.stdout, gc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "names"), [
     (["run", "myjob:build", "--interval", "-1"], "--interval"),
     (["run", "myjob:build", "--interval", "0"], "--interval"),
@@ -105,6 +107,7 @@ def test_usage_errors_are_one_line_exit_2_no_traceback(job_dir: Path, args: list
     assert names in lines[0] and "Traceback" not in done.stderr + done.stdout
 
 
+@pytest.mark.slow
 def test_a_job_failed_for_good_restores_in_a_new_process_with_another_parallelism(job_dir: Path) -> None:
     other = barrierflow("run", "myjob:build", "--checkpoint-dir", "ckpts", "--interval", "0.002", cwd=job_dir)
     assert other.returncode == 0, other.stderr  # another job's checkpoints in the same directory
@@ -121,6 +124,7 @@ def test_a_job_failed_for_good_restores_in_a_new_process_with_another_parallelis
     assert missing.returncode == 2 and "--restore-from nowhere" in missing.stderr, missing.stderr
 
 
+@pytest.mark.slow
 def test_run_shows_progress_and_each_restart_with_its_cause(job_dir: Path) -> None:
     done = barrierflow("run", "myjob:fragile", "--checkpoint-dir", "ckpts", "--interval", "0.002", "--crashes", "1",
                        "--seed", "2", cwd=job_dir)
@@ -135,6 +139,7 @@ def test_run_shows_progress_and_each_restart_with_its_cause(job_dir: Path) -> No
     assert "restored from" not in done.stdout and "high availability" not in done.stdout
 
 
+@pytest.mark.slow
 def test_a_failing_builder_exits_1_and_debug_shows_the_traceback(job_dir: Path) -> None:
     done = barrierflow("run", "myjob:broken", cwd=job_dir)
     assert done.returncode == 1 and "Traceback" not in done.stderr
@@ -144,6 +149,7 @@ def test_a_failing_builder_exits_1_and_debug_shows_the_traceback(job_dir: Path) 
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "the builder is broken" in debug.stderr
 
 
+@pytest.mark.slow
 def test_high_availability_against_a_closed_port_fails_fast_naming_the_address(job_dir: Path) -> None:
     import socket
     import time
@@ -157,9 +163,10 @@ def test_high_availability_against_a_closed_port_fails_fast_naming_the_address(j
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr  # one line, no kazoo noise
     assert f"127.0.0.1:{port}" in done.stderr and "Connection refused" in done.stderr, done.stderr
-    assert took < 30, f"{took:.1f} s: an unreachable ZooKeeper must fail within seconds (was 85 s)"
+    assert took < 30, f"{took:.1f} s: an unreachable ZooKeeper must fail within seconds"
 
 
+@pytest.mark.slow
 def test_every_option_says_its_unit_or_default(job_dir: Path) -> None:
     for command in ("run", "demo"):
         text = barrierflow(command, "--help", cwd=job_dir).stdout
@@ -178,6 +185,7 @@ def summary_rows(text: str) -> dict[str, str]:
     return rows
 
 
+@pytest.mark.slow
 def test_demo_without_a_terminal_prints_plain_progress_and_a_summary_its_json_agrees_with(job_dir: Path) -> None:
     import json
     import re

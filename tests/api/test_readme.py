@@ -64,6 +64,7 @@ def test_blocks_know_their_section() -> None:
         [("One", None, ""), ("Two", "file", "a.py")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["sim", RAY])
 @pytest.mark.parametrize("section", [RESTORE, pytest.param(SPARK, marks=pytest.mark.spark)])
 @pytest.mark.timeout(600)
@@ -127,6 +128,7 @@ RUN_WITH = 'barrierflow() {{ if [ "$1" = run ]; then command barrierflow "$@" {o
            'else command barrierflow "$@"; fi; }}\n'
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("options", "parallelism"), [
     ("--executor sim", 4),
     pytest.param("--executor ray", 4, marks=pytest.mark.ray),

@@ -1,4 +1,4 @@
-"""BarrierAligner, one scripted test per rule (DESIGN §1 aligner)."""
+"""BarrierAligner, one scripted test per rule (`docs/semantics.md`, "Aligned checkpoints")."""
 
 from __future__ import annotations
 

@@ -511,16 +511,22 @@ class TrackerMachine(GateMachine):
 
 
 TestAligned = AlignedMachine.TestCase
+TestAligned.pytestmark = [pytest.mark.slow]  # a long stateful run
 TestAligned.settings = FAST
 TestAlignedMemorySpill = AlignedMemorySpillMachine.TestCase
+TestAlignedMemorySpill.pytestmark = [pytest.mark.slow]  # a long stateful run
 TestAlignedMemorySpill.settings = settings(FAST, max_examples=80)
 TestAlignedFileSpill = AlignedFileSpillMachine.TestCase
+TestAlignedFileSpill.pytestmark = [pytest.mark.slow]  # a long stateful run
 TestAlignedFileSpill.settings = settings(FAST, max_examples=50)
 TestAlignedLimits = AlignedLimitsMachine.TestCase
+TestAlignedLimits.pytestmark = [pytest.mark.slow]  # a long stateful run
 TestAlignedLimits.settings = FAST
 TestUnaligned = UnalignedMachine.TestCase
+TestUnaligned.pytestmark = [pytest.mark.slow]  # a long stateful run
 TestUnaligned.settings = FAST
 TestTracker = TrackerMachine.TestCase
+TestTracker.pytestmark = [pytest.mark.slow]  # a long stateful run
 TestTracker.settings = FAST
 
 
@@ -550,6 +556,7 @@ def random_step(machine: GateMachine, rng: random.Random) -> None:
         machine.advance_time(rng.choice([0.25, 0.5, 1.0]))  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("machine_class", WALKERS, ids=lambda cls: cls.__name__)
 def test_seeded_random_walks(machine_class: type[GateMachine]) -> None:
     rng = random.Random(f"barrierflow-{machine_class.__name__}")

@@ -134,6 +134,7 @@ _OPS = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(n=st.integers(1, 4), ops=_OPS)
 def test_valve_agrees_with_the_reference_model(n, ops):

@@ -47,6 +47,7 @@ def test_a_line_at_each_start_and_at_least_every_5_seconds_while_a_step_runs() -
         ProgressLines(1, every=0)
 
 
+@pytest.mark.slow
 def test_bench_runs_the_simulator_by_default_and_prints_progress_lines_when_not_on_a_terminal(
         tmp_path, monkeypatch, capsys) -> None:
     from runtime.api.cli import main

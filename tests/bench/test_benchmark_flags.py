@@ -1,5 +1,5 @@
 """Every benchmark (`python -m benchmarks.<name>`) takes `--out DIR`, `--json PATH` and `--quick`
-through the shared helper in `benchmarks.report` (issue 22 item 9)."""
+through the shared helper in `benchmarks.report`."""
 
 from __future__ import annotations
 

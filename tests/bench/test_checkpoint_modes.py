@@ -22,6 +22,7 @@ def tiny_profiles(monkeypatch):
     monkeypatch.setitem(cm.PROFILES, ("sim", True), TINY)
 
 
+@pytest.mark.slow
 def test_quick_matrix_on_sim_writes_json_table_and_plots(tmp_path) -> None:
     out = tmp_path / "out"
     json_path = tmp_path / "modes.json"
@@ -81,6 +82,7 @@ def test_quick_matrix_on_sim_writes_json_table_and_plots(tmp_path) -> None:
     assert all(timeline["trigger_time"] <= e[0] <= timeline["end_time"] for e in acks)
 
 
+@pytest.mark.slow
 def test_the_same_sim_scenario_twice_gives_identical_numbers() -> None:
     combo = cm.Combination("sim", "backpressure", "aligned-timeout", 2)
     first = cm.run_combination(combo, TINY)
@@ -92,6 +94,7 @@ def test_the_same_sim_scenario_twice_gives_identical_numbers() -> None:
     assert first.row["checkpoints_completed"] > 0
 
 
+@pytest.mark.slow
 def test_scale_runs_each_parallelism_and_reuses_uniform_for_the_default_one() -> None:
     combos = cm.plan(["sim"], ["uniform", "scale"], ["aligned"], quick=True)
     assert [(c.scenario_label, c.parallelism) for c in combos] == [("uniform", 2), ("scale-p1", 1), ("scale-p2", 2)]
@@ -162,6 +165,7 @@ def test_targets_report_ratios_with_a_reason() -> None:
     assert any("cost 15.0%" in line and "NOT met" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_slow_channel_aligned_waits_for_the_late_barrier_and_the_others_do_not() -> None:
     profile = replace(TINY, link_delay=0.03)
     rows = {mode: cm.run_combination(cm.Combination("sim", "slow-channel", mode, 2), profile).row
@@ -180,6 +184,7 @@ def test_slow_channel_aligned_waits_for_the_late_barrier_and_the_others_do_not()
     assert "(target >= 2x both: met;" in line
 
 
+@pytest.mark.slow
 def test_plots_redraw_from_saved_json(tmp_path) -> None:
     combo = cm.Combination("sim", "backpressure", "unaligned", 2)
     payload = cm.payload_of([cm.run_combination(combo, TINY)], {})
@@ -202,6 +207,7 @@ def test_peers_without_the_extra_say_how_to_install(monkeypatch, capsys) -> None
     assert peers.run_peers(quick=True) == []
 
 
+@pytest.mark.slow
 def test_cli_has_a_bench_subcommand(tmp_path) -> None:
     from runtime.api.cli import main as cli_main
 
@@ -308,6 +314,7 @@ def test_the_warm_up_is_left_out_of_latencies_and_checkpoints() -> None:
     assert everything.row["latency_max"] == pytest.approx(500.0)
 
 
+@pytest.mark.slow
 def test_backpressure_throughput_run_checkpoints_at_its_own_interval(monkeypatch) -> None:
     # at the 100 ms interval a mode whose checkpoints end sooner runs several times as many: the
     # backpressure throughput columns would compare checkpoint counts, not what a mode costs
@@ -328,6 +335,7 @@ def test_backpressure_throughput_run_checkpoints_at_its_own_interval(monkeypatch
                     ("uniform", None, TINY.interval), ("uniform", None, TINY.interval)]
 
 
+@pytest.mark.slow
 def test_debloat_target_flag_changes_the_debloating_modes_only(tmp_path) -> None:
     def buffer(target: str | None) -> tuple[int, int | None]:
         argv = ["--quick", "--executor", "sim", "--scenario", "backpressure", "--modes", "aligned",

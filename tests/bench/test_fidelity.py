@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import fidelity
 
 
+@pytest.mark.slow
 def test_sim_self_check_writes_every_cell_and_the_two_scores(tmp_path) -> None:
     path = tmp_path / "f.json"
     assert fidelity.main(["--measure", "sim", "--quick", "--scenario", "uniform", "--modes", "aligned", "unaligned",

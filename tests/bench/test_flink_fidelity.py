@@ -19,6 +19,7 @@ FIXTURES = pathlib.Path(__file__).parents[1] / "calibration" / "fixtures"
 SLOW = 2e-4  # count[1]'s seconds per record: 5k records/s, a tenth of the sources' rate
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("in_flight", [1500.0, 3000.0])
 def test_a_backpressured_channel_holds_the_profiles_records(in_flight: float) -> None:
     # `predict` sizes the buffers so that each of the slow subtask's two input channels holds
@@ -39,6 +40,7 @@ def recorded(mode: str) -> dict:
     return json.loads((FIXTURES / f"flink_java_backpressure_{mode}.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", flink_fidelity.MODES)
 def test_recorded_runs_are_predicted_within_30_percent(mode: str) -> None:
     # the fixtures are live documents of the Java job (one slow key subtask); the prediction's

@@ -71,6 +71,7 @@ def payload() -> dict:
     return cm.payload_of(outcomes, {"executor": "sim", "quick": True})
 
 
+@pytest.mark.slow
 def test_every_chart_renders_without_script_errors(payload, tmp_path) -> None:
     expected = figures(payload)
     # both scenarios' latency, durations, barrier timeline and phase Gantt
@@ -93,6 +94,7 @@ def test_every_chart_renders_without_script_errors(payload, tmp_path) -> None:
     assert "<td class=\"l\">unaligned-debloat</td>" in page
 
 
+@pytest.mark.slow
 def test_a_script_error_is_caught_by_the_check(payload, tmp_path) -> None:
     """The check above would notice a broken chart: a figure the renderer chokes on is reported."""
     path = Path(write_report(payload, str(tmp_path), columns=modes_table.TABLE_COLUMNS))

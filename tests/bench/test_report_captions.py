@@ -31,6 +31,7 @@ def _ms(value: float) -> str:
     return f"{value:,.1f} ms"
 
 
+@pytest.mark.slow
 def test_every_caption_is_read_off_its_own_plot(payload) -> None:
     for figure in figures(payload):
         caption, panels = figure["caption"], figure["panels"]

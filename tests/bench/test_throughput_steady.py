@@ -1,4 +1,4 @@
-"""benchmarks.throughput's steady runs (issue 24): records stamped when due, the first `--warmup`
+"""benchmarks.throughput's steady runs: records stamped when due, the first `--warmup`
 seconds left out of the latencies, and the control messages per checkpoint counted (on the simulator:
 the same `Task` counts them on Ray)."""
 
@@ -9,6 +9,7 @@ import pytest
 from benchmarks import throughput
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chaining,calls", [(True, 2 + 4 + 1), (False, 2 + 8 + 1)], ids=["chained", "unchained"])
 def test_a_steady_run_is_due_stamped_warmed_up_and_counts_its_calls(chaining: bool, calls: int) -> None:
     row = throughput.run("sim", 3000, checkpoints=True, rate=1000.0, warmup=1.0, chaining=chaining)

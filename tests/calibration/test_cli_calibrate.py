@@ -39,6 +39,7 @@ def test_calibrate_writes_a_profile_naming_its_job(calibrated: Path) -> None:
     assert doc["calibrated"]["saturated_records"] == 1500  # and once at full speed
 
 
+@pytest.mark.slow
 def test_whatif_prints_each_variant_next_to_the_baseline(calibrated: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(calibrated)

@@ -61,6 +61,7 @@ def test_task_costs_win_over_their_vertex_and_the_default() -> None:
     assert model.step_times(TaskId("map", 0), 10) == pytest.approx((11.0, 0.0))
 
 
+@pytest.mark.slow
 def test_the_control_paths_checkpoint_cpu_takes_a_shared_core() -> None:
     # max rate on one core: each completed checkpoint's 20 ms of coordinator CPU delays the job (the
     # job checkpoints every 20 ms: a control path that needs its whole core must not starve the tasks)
@@ -76,6 +77,7 @@ def test_the_control_paths_checkpoint_cpu_takes_a_shared_core() -> None:
                                             rate=None).metrics.duration  # no shared cores: its own
 
 
+@pytest.mark.slow
 def test_a_paced_source_reads_what_fell_due_once_per_pacing_interval() -> None:
     # 5,000 rec/s over 2 sources: a record due every 0.4 ms per source. Paced every 5 ms (Ray's rule
     # at its buffer timeout), a wake-up reads what fell due meanwhile, ~2.5 ms late on average (on Ray
@@ -130,6 +132,7 @@ def test_a_writes_cpu_is_reported_and_taken_from_its_task() -> None:
     assert writing.metrics.latency_percentile(99) > base.metrics.latency_percentile(99) + 0.002
 
 
+@pytest.mark.slow
 def test_ack_delays_drawn_from_quantiles_give_checkpoints_a_tail() -> None:
     # 90 % of acknowledgements take 2-4 ms, the rest up to 40 ms (a control path's long tail)
     tail = NetworkOptions(ack_delay_quantiles=(0.002, 0.0025, 0.003, 0.0035, 0.004, 0.004, 0.004, 0.004, 0.004, 0.004,
@@ -144,6 +147,7 @@ def test_ack_delays_drawn_from_quantiles_give_checkpoints_a_tail() -> None:
     assert sorted(r["n"] for r in drawn.output("out")) == sorted(r["n"] for r in fixed.output("out"))
 
 
+@pytest.mark.slow
 def test_trigger_delays_drawn_from_quantiles_make_aligned_tasks_wait() -> None:
     # sources triggered up to 10 ms apart: their barriers arrive apart, the aligned count waits
     fixed = run(CostModel(), NetworkOptions(control_delay=0.001), records=3000, unaligned=False)

@@ -25,6 +25,7 @@ def calibrated() -> tuple:
                      network=KNOWN_NETWORK, seed=5)
 
 
+@pytest.mark.slow
 def test_the_fit_recovers_the_known_model(calibrated: tuple) -> None:
     profile, _ = calibrated
     close = pytest.approx
@@ -53,6 +54,7 @@ def test_the_fit_recovers_the_known_model(calibrated: tuple) -> None:
     assert profile.trigger_delay_quantiles[-1] == close(0.001, rel=0.1)
 
 
+@pytest.mark.slow
 def test_snapshot_costs_per_byte_are_recovered_from_sizes_that_span_enough() -> None:
     # 4,000 keys: the counts' state grows from checkpoint to checkpoint (0.9-44 KB)
     profile, _ = calibrate(small_job(records=4000, rate=5000, keys=4000), "known", executor="sim",
@@ -65,6 +67,7 @@ def test_snapshot_costs_per_byte_are_recovered_from_sizes_that_span_enough() -> 
     assert (profile.sync_latency, profile.sync_per_byte) == (0.0, 0.0)
 
 
+@pytest.mark.slow
 def test_predicting_the_same_run_reproduces_its_figures(calibrated: tuple) -> None:
     profile, measured = calibrated
     predicted = predict(small_job(records=4000, rate=5000), "known", profile, seed=5)
@@ -154,6 +157,7 @@ def test_steps_at_full_speed_give_the_fit_the_leverage_a_rate_limited_run_lacks(
     assert (slow.steps, slow.records) == (200, 1600)  # pooling leaves both runs' sums alone
 
 
+@pytest.mark.slow
 def test_a_calibration_reads_the_job_once_more_at_full_speed() -> None:
     env = small_job(records=3000, rate=5000)
     graph = env.get_job_graph("known")

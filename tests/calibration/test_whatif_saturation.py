@@ -31,6 +31,7 @@ def _stopped_at(failure: str) -> float:
     return float(re.search(r"stopped at virtual ([0-9.]+) s", failure).group(1))
 
 
+@pytest.mark.slow
 def test_the_saturated_variants_are_named_with_their_resource_and_the_others_report() -> None:
     predictions = what_if(_job, "tight", TIGHT, variants(interval=0.005, slow={"count[1]": 20}))
     by = {p.variant.name: p for p in predictions}
@@ -56,6 +57,7 @@ def test_a_slow_link_is_named_when_no_core_or_task_is_busy() -> None:
     assert "out of credit in 100% of the samples while count[0], count[1] were busy at most 0%" in str(failed.value)
 
 
+@pytest.mark.slow
 def test_a_run_that_keeps_up_is_not_stopped_and_replays_the_same_figures() -> None:
     plain = predict(_job(10_000), "ok", TIGHT)
     watched = predict(_job(10_000), "ok", TIGHT, stop_when_saturated=True)
@@ -72,6 +74,7 @@ def build():
 '''
 
 
+@pytest.mark.slow
 def test_whatif_cli_names_the_variant_and_the_resource(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     from runtime.api.cli import main

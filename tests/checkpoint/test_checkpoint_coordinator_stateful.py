@@ -12,6 +12,7 @@ fail at random steps.
 
 from __future__ import annotations
 
+import pytest
 from ckpt_testkit import JOB, SRC, TASKS, FailingBlobStore, make_harness
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -293,3 +294,4 @@ CoordinatorMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestCoordinatorModel = CoordinatorMachine.TestCase
+TestCoordinatorModel.pytestmark = [pytest.mark.slow]  # a long stateful run

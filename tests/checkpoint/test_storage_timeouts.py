@@ -1,5 +1,5 @@
-"""Checkpoint storage that cannot be reached fails within seconds, naming the URI (issue 20
-item 2): every call to a remote filesystem is bounded by `storage_timeout`. No network here: an
+"""Checkpoint storage that cannot be reached fails within seconds, naming the URI:
+every call to a remote filesystem is bounded by `storage_timeout`. No network here: an
 S3 endpoint on a closed local port fails fast, one on a port that accepts but never answers hangs,
 and a `gs://` URI cannot be reached at all — each must end within the bound."""
 
@@ -30,6 +30,7 @@ def timed_failure(fn) -> tuple[BaseException, float]:
     return info.value, time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_an_s3_endpoint_that_never_answers_times_out_naming_the_uri(silent_port: int) -> None:
     uri = s3(silent_port)
     error, elapsed = timed_failure(lambda: FsBlobStore(uri, timeout=1.0))
@@ -38,6 +39,7 @@ def test_an_s3_endpoint_that_never_answers_times_out_naming_the_uri(silent_port:
     assert elapsed < BOUND
 
 
+@pytest.mark.slow
 def test_an_s3_endpoint_on_a_closed_port_fails_naming_the_uri(closed_port: int) -> None:
     uri = s3(closed_port)
     error, elapsed = timed_failure(lambda: storage_from_uri(uri, timeout=2.0))
@@ -45,6 +47,7 @@ def test_an_s3_endpoint_on_a_closed_port_fails_naming_the_uri(closed_port: int) 
     assert elapsed < BOUND
 
 
+@pytest.mark.slow
 def test_a_gs_uri_without_network_fails_within_the_timeout() -> None:
     # regression: blocked > 200 s (GCS retries for 15 minutes by default)
     error, elapsed = timed_failure(lambda: storage_from_uri("gs://b/x", timeout=1.0))
@@ -117,6 +120,7 @@ class HangingHandler(pafs.FileSystemHandler):
         return self is not other
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call", ["put", "get", "delete", "exists", "list"])
 def test_every_call_to_a_store_that_stops_answering_is_bounded(call: str) -> None:
     handler = HangingHandler()
@@ -146,6 +150,7 @@ def test_local_directories_are_called_directly_and_the_default_is_ten_seconds(tm
         FsBlobStore(str(tmp_path), timeout=-1)
 
 
+@pytest.mark.slow
 def test_a_job_whose_storage_never_answers_fails_within_seconds_naming_it(silent_port: int) -> None:
     uri = s3(silent_port)
     env = StreamEnvironment(parallelism=1)

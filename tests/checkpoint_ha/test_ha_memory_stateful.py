@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from ha_helpers import JOB, ids, make_checkpoint
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -175,3 +176,4 @@ class HaServicesMachine(RuleBasedStateMachine):
 
 HaServicesMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=50, deadline=None)
 TestHaServices = HaServicesMachine.TestCase
+TestHaServices.pytestmark = [pytest.mark.slow]  # a long stateful run

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StandaloneCheckpointIDCounter
@@ -60,6 +62,7 @@ def run_ids(directory: str) -> list[int]:
     return [c.id for c in result.checkpoints]
 
 
+@pytest.mark.slow
 def test_a_second_ha_run_in_the_same_directory_does_not_reuse_the_first_runs_ids(tmp_path) -> None:
     """The simulator's HA id counter lives in memory, one per run (ZooKeeper's outlives the run):
     a second run in the same checkpoint directory handed out ids 1, 2, ... again and overwrote

@@ -1,4 +1,4 @@
-"""Issue 21's done-when, on the simulator: a job that failed for good (no restarts, a poison
+"""On the simulator: a job that failed for good (no restarts, a poison
 record) is restored from its checkpoint directory in a fresh environment, at another parallelism
 too, and its `SparkSink` output is exactly once. (`tests/ray/test_ray_restore.py`: the same on Ray.)"""
 

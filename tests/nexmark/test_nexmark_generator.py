@@ -154,6 +154,7 @@ def read_all(source: NexmarkSource, split_index: int, step: int = 97, start: int
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vectorised", [False, True], ids=["records", "batches"])
 def test_splits_partition_the_same_events_and_a_restored_offset_continues_exactly(events, vectorised) -> None:
     config = NexmarkConfig(seed=5)

@@ -37,7 +37,7 @@ def pageview_env(rows: list[dict[str, Any]], *, mode: CheckpointingMode = Checkp
                  interval: float = 0.05, attempts: int | None = 10, fn: Any = to_app, buffer_size: int = 64,
                  storage: str | None = None, unaligned: bool = False,
                  sink: CollectSink | None = None) -> StreamEnvironment:
-    """The seed-003 page-view job: source -> map to app -> keyBy(app) -> count -> sink "pv"
+    """The page-view job: source -> map to app -> keyBy(app) -> count -> sink "pv"
     (`attempts=None`: the default restart strategy; `sink`: another sink "pv" than `CollectSink`)."""
     env = StreamEnvironment(parallelism=2, buffer_size=buffer_size, credits=4, buffer_timeout=0.005)
     env.enable_checkpointing(interval=interval, mode=mode, unaligned=unaligned, tolerable_failures=1000,

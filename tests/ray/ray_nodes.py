@@ -12,8 +12,7 @@ same way) and is the head's.
 Every node of a cluster shares one environment (`RayCluster.env`): the token, a temporary
 directory of the cluster's own (Ray's session files and its "current cluster" note, so no other
 `ray.init()` on the machine finds this cluster), the code (`PYTHONPATH`) and whatever the caller
-adds (the S3 endpoint and credentials). Health checks every 500 ms notice a dead node in ~2 s
-(PLATFORM.md).
+adds (the S3 endpoint and credentials). Health checks every 500 ms notice a dead node in ~2 s.
 
 If a node does not start, `RayNodeError` carries its log (the tests then fail with it, never skip).
 """

@@ -1,10 +1,10 @@
 """What the coordinator raises where no caller sees it fails the job over instead of hanging it.
 
 The coordinator actor runs the pure coordinator from its timer thread (periodic and final
-triggers, timeouts) and from fire-and-forget task reports. An exception there used to be logged
-and dropped: a final checkpoint whose trigger raised was never retried, and the job waited until
-the driver's `max_duration` (CI: 600 s, twice). Now it becomes the actor's `fail_request`, which
-the driver turns into a failover. The actor class runs in this process: no Ray call is made."""
+triggers, timeouts) and from fire-and-forget task reports. An exception there becomes the
+actor's `fail_request`, which the driver turns into a failover (logged and dropped, a final
+checkpoint whose trigger raised would never be retried, and the job would wait until the driver's
+`max_duration`). The actor class runs in this process: no Ray call is made."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def _wait_for_fail_request(actor, timeout: float = 10.0) -> str:
     pytest.fail(f"no fail request within {timeout} s")
 
 
+@pytest.mark.slow
 def test_a_timer_callback_that_raises_fails_the_job_over(tmp_path) -> None:
     actor = _actor(tmp_path)
     try:

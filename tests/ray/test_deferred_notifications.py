@@ -135,6 +135,7 @@ def test_sources_learn_of_completions_with_their_next_trigger(tmp_path, chaining
         coordinator.shutdown()
 
 
+@pytest.mark.slow
 def test_an_abort_does_not_hand_over_the_completion_a_source_was_not_told(tmp_path) -> None:
     # (it did, as a notification call of its own: the next trigger carries it, one call fewer)
     graph = pageview_env(ROWS, interval=0.3).get_job_graph("deferred-abort")

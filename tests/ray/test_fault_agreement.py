@@ -1,6 +1,6 @@
 """One `FaultPlan`, one meaning: the same job and plan on the simulator and on Ray crash the same
 tasks at the same logical points, restart as often, fire the same faults and commit the same
-output (issue 21, item 3).
+output.
 
 The plan is one whose outcome does not depend on timing: crashes after a number of records (the
 job's record flow decides them, not a clock), the nth acknowledgement lost and the nth state

@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from runtime.ray.heap import FullCollectionTimer
 
 #: run in a fresh interpreter: freezing is process-wide and would change this test process's collector
@@ -26,6 +28,7 @@ print(json.dumps({"before": before, "after": after, "frozen": p.frozen, "full": 
 """
 
 
+@pytest.mark.slow
 def test_freezing_the_startup_heap_leaves_full_collections_almost_nothing_to_scan() -> None:
     out = subprocess.run([sys.executable, "-c", FREEZE], capture_output=True, text=True, timeout=120, check=True)
     heap = json.loads(out.stdout)

@@ -1,31 +1,33 @@
-"""Calibrate a small job on Ray, predict another configuration of it, check against Ray (issue 25).
+"""Calibrate a small job on Ray, predict another configuration of it, check against Ray.
 
 The job (`tests.calibration.jobs.small_job`, 12,000 records at 3,000 records/s, checkpoints
 every 50 ms) is calibrated from one unaligned run; the prediction is for *aligned* checkpoints,
 which the calibration never ran, and is checked against a real aligned run.
 
-Tolerances, from measurements on this 2-core machine shared with other work (load average
-~24, see the fidelity note in the reply of this change): predicted/measured throughput 0.98,
-alignment time 1.14, checkpoint duration p50 1.49. One Ray run's checkpoint durations moved by
-10-30 % between runs on a quiet machine (PLATFORM.md) and much more under load (the same job's
-*unaligned* checkpoints measured 304 ms against 197 ms aligned in the run above, the opposite
+Tolerances, from measurements on a 2-core machine shared with other work (load average ~24):
+predicted/measured throughput 0.98, alignment time 1.14, checkpoint duration p50 1.49. One Ray
+run's checkpoint durations move by 10-30 % between runs on a quiet machine and much more under
+load (the same job's *unaligned* checkpoints measured 304 ms against 197 ms aligned, the opposite
 of what the modes do). So: throughput within 35 % (the rate limits it; the calibration should
 not move it), alignment time and checkpoint duration within a factor of 2.5 either way (the
 prediction must land in the right range, not reproduce one noisy run). Alignment time is where
-the model was thinnest: with one fixed trigger delay both sources got their triggers at once and
-the prediction fell to 0.37 of a measured 6.2 ms (a full suite run failed on it); drawing each
-trigger's delay from the calibrated distribution gives 0.67-0.70 (two runs, quiet machine).
-With Ray's source pacing in the profile (session 8) the prediction is 3.6 ms against 7.4 measured
-(0.48, quiet machine), and a full suite run measured 10.7 ms against 2.5 predicted (0.23): Ray's
-alignment on this job moves 6-11 ms between runs and the model under-predicts it about 2x (the
-fidelity matrix's uniform aligned alignment cell is out the same way). So alignment is held to
-1/5-2.5x: it still fails a prediction that is zero or off by an order of magnitude.
+the model is thinnest: each trigger's delay is drawn from the calibrated distribution (one fixed
+delay would give both sources their triggers at once and predict 0.37 of a measured 6.2 ms).
+With Ray's source pacing in the profile the prediction was 3.6 ms against 7.4 measured (0.48,
+quiet machine), and 2.5 ms against 10.7 in a full suite run (0.23): Ray's alignment on this job
+moves 6-11 ms between runs and the model under-predicts it about 2x (the fidelity matrix's
+uniform aligned alignment cell is out the same way). So alignment is held to 1/5-2.5x: it still
+fails a prediction that is zero or off by an order of magnitude.
 """
 
 from __future__ import annotations
 
+import pytest
+
 from runtime.calibration.predict import calibrate, figures, predict
 from tests.calibration.jobs import small_job
+
+pytestmark = pytest.mark.ray
 
 JOB = dict(records=12000, rate=3000.0, interval=0.05)
 

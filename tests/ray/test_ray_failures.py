@@ -69,8 +69,7 @@ def test_a_poison_record_fails_within_seconds_with_the_default_restart_strategy(
 @pytest.mark.ray
 def test_a_record_the_sink_cannot_stage_fails_the_job_naming_operator_and_record(ray_session) -> None:
     """A record Arrow cannot carry reaching a chained sink fails the task before the sink takes it,
-    with the simulator's error (it used to fail only at the stage, on the writer thread, and the
-    simulator accepted it)."""
+    with the simulator's error (not at the stage, on the writer thread)."""
     with pytest.raises(JobFailedError) as info:
         unstageable_env(ROWS).execute("unstageable", executor="ray")
     message = str(info.value)
@@ -88,7 +87,7 @@ def test_a_record_the_sink_cannot_stage_fails_the_job_naming_operator_and_record
 @pytest.mark.ray
 def test_mixed_types_in_a_field_fail_alike_on_ray_and_the_simulator(ray_session) -> None:
     """Ints, then strs in field "x": the same error naming operator, field, types and record at
-    every buffer size on both executors (it used to depend on whether the two shared a buffer)."""
+    every buffer size on both executors, whether or not the two share a buffer."""
     rows = ROWS[:MIXED_FROM + 100]
     expected = (
         f"records emitted by operator 'shape': field 'x' is string in record {int_or_str(rows[MIXED_FROM])!r}, "
@@ -174,8 +173,8 @@ def test_failovers_leave_no_orphan_checkpoint_files(ray_session, tmp_path) -> No
 @pytest.mark.ray
 @pytest.mark.parametrize("what", ["storage", "zookeeper"])
 def test_unreachable_storage_or_zookeeper_fails_in_seconds_naming_it(what: str, silent_port: int) -> None:
-    # checked in the driver before Ray starts; the actors used to die in their constructors,
-    # redeployed until "actors kept dying" (storage) or leader election gave up after 70 s (ZooKeeper)
+    # checked in the driver before Ray starts, not in the actors' constructors (redeployed until
+    # "actors kept dying" for storage, or until leader election gave up after 70 s for ZooKeeper)
     from checkpoint.io.recovery import HighAvailabilityError
     from checkpoint.io.storage import StorageError
 

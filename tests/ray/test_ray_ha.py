@@ -1,5 +1,5 @@
 """High availability on Ray with a real ZooKeeper: leader coordinator killed, ZooKeeper restarted,
-session expiry (issue 7). The server is started once per module and never skipped."""
+session expiry. The server is started once per module and never skipped."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from runtime.jobmaster.faults import CoordinatorCrash
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.executor import RayExecutor
 from runtime.workloads.seeded import multiset
+
+pytestmark = pytest.mark.zookeeper
 
 SESSION_TIMEOUT = 2.0  # the server's tick is 200 ms: sessions range over 0.4-4 s
 ROWS = pageview_rows(4000)

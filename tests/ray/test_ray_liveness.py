@@ -1,8 +1,8 @@
 """Liveness on Ray: a slow user function is a live job, a function that never returns is a hung one.
 
-A task answers its heartbeats whatever its work thread does (they used to wait for the lock a
-step holds: 300 records of 0.2 s made a 51 s step, "no heartbeat for 30 s", five restarts, a
-failed job), its steps are sized in wall time (one slow record per step: checkpoints and barriers
+A task answers its heartbeats whatever its work thread does (waiting for the lock a step holds,
+300 records of 0.2 s would make a 51 s step, "no heartbeat for 30 s", five restarts, a failed
+job), its steps are sized in wall time (one slow record per step: checkpoints and barriers
 get in between), and the watchdog counts a step in progress as progress until it has run
 `stall_timeout`. The default settings' decisions are pinned by plain tests
 (`tests/jobmaster/test_watchdog.py`, `tests/ray/test_step_pacing.py`); here a record takes

@@ -1,6 +1,6 @@
-"""The embedded local Ray is safe by default (issue 20 item 1): every socket its processes listen on
-is on 127.0.0.1/::1 (it was `*` for the GCS, raylet and workers and the machine's address for the
-runtime-env agent), the dashboard is off, and token authentication is on."""
+"""The embedded local Ray is safe by default: every socket its processes listen on
+is on 127.0.0.1/::1 (Ray's own defaults are `*` for the GCS, raylet and workers and the machine's
+address for the runtime-env agent), the dashboard is off, and token authentication is on."""
 
 from __future__ import annotations
 

@@ -109,8 +109,7 @@ def test_failure_free_run_agrees_with_the_simulator(ray_session) -> None:
 
 @pytest.mark.ray
 def test_self_union_counts_every_record_twice_on_both_executors(ray_session) -> None:
-    """Two edges between the same vertices are two channels on Ray as on the simulator (issue 19:
-    the simulator used to merge them into one)."""
+    """Two edges between the same vertices are two channels on Ray as on the simulator."""
     rows = ROWS[:2000]
     faults = FaultPlan.of(TaskCrash(task="count[0]", after_records=1500))
     on_ray = self_union_env(rows).execute("union", executor="ray", faults=faults)

@@ -1,4 +1,4 @@
-"""Issue 21's done-when, on Ray: a job that failed for good (no restarts, a poison record) is
+"""On Ray: a job that failed for good (no restarts, a poison record) is
 restored from its checkpoint directory in a fresh environment, at another parallelism too, and
 its `SparkSink` output is exactly once; every completed checkpoint is landed while the job runs.
 (`tests/jobmaster/test_restore_failed_job.py`: the same on the simulator.)"""
@@ -13,6 +13,8 @@ import pytest
 from checkpoint.io.tools import load_checkpoint
 from runtime.jobmaster.result import JobFailedError
 from tests.jobmaster.restore_jobs import committed_output, expected_output, restore_env
+
+pytestmark = pytest.mark.ray
 
 #: wall seconds per record in "check": the first execution completes checkpoints before the poison
 DELAY = 0.0003

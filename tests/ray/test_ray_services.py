@@ -5,8 +5,8 @@ naming the cause, never a raw Ray error.
   attempt instead of declining a checkpoint whose transaction the next one commits without records;
 * a killed `CommitterService` kept beside the checkpoints is replaced from its files (the job fails
   over and ends exactly once); one in memory, or the in-memory checkpoint storage, fails the job
-  at once, naming it (they used to surface at the job's end, or after 44 s, as raw Ray errors);
-* a record nested 2,000 levels deep fails with the simulator's record error (it was a PicklingError).
+  at once, naming it (not at the job's end as a raw Ray error);
+* a record nested 2,000 levels deep fails with the simulator's record error (not a PicklingError).
 """
 
 from __future__ import annotations

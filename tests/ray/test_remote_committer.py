@@ -17,6 +17,7 @@ from runtime.ray.services import CommitterService, RemoteCommitter
 from runtime.workloads.seeded import multiset
 
 
+@pytest.mark.ray
 def test_drain_waits_for_commits_still_queued_on_the_sender_thread(ray_session) -> None:
     service = ray_session.remote(num_cpus=0)(CommitterService).remote()
     sender = ThreadPoolExecutor(1)
@@ -42,6 +43,7 @@ def test_drain_waits_for_commits_still_queued_on_the_sender_thread(ray_session) 
         ray_session.kill(service)
 
 
+@pytest.mark.ray
 def test_a_commit_after_stages_still_queued_sends_them_first(ray_session) -> None:
     service = ray_session.remote(num_cpus=0)(CommitterService).remote()
     sender = ThreadPoolExecutor(1)

@@ -2,7 +2,7 @@
 `STEP_TARGET` of wall time whatever a record costs (plain Python: no Ray needed).
 
 What the actor relies on: before it knows what a record costs, a step takes one record (a first
-buffer of slow records used to be one step: 256 records of 0.2 s held the task's lock for 51 s);
+buffer of slow records as one step would hold the task's lock 51 s for 256 records of 0.2 s);
 a slow function keeps steps at one record; a cheap one gets whole buffers; the cost is a decaying
 average, so one cheap step among slow ones does not let the next take a buffer."""
 

@@ -1,4 +1,4 @@
-"""The seed-003 page-view job the simulator tests share: two partitions, map to app id, keyBy,
+"""The page-view job the simulator tests share: two partitions, map to app id, keyBy,
 count, sink "pv"."""
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ def test_no_loss_duplication_or_reordering_after_recovery(mode: str, seed: int) 
     assert (check.lost, check.duplicated, check.reordered) == (0, 0, 0), result.replay
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["aligned", "unaligned"])
 def test_with_buffer_debloating_too(mode: str) -> None:
     result = run(mode, 4, crashes=2, debloat=True)

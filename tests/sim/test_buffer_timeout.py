@@ -1,6 +1,6 @@
 """The buffer timeout (Flink's): an output buffer leaves when full OR when its oldest record has
 waited `buffer_timeout` — a record at a low rate never waits for a full buffer, per-record and
-vectorised sources alike (issue 24)."""
+vectorised sources alike."""
 
 from __future__ import annotations
 

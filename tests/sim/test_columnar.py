@@ -106,6 +106,7 @@ def assert_exactly_once(output: list[dict[str, Any]], expected: Counter, replay:
         assert sorted(counts) == list(range(1, expected[app] + 1)), (app, replay)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     count=st.integers(1, 6000),
@@ -163,6 +164,7 @@ def test_crashes_restore_vectorised_jobs_from_checkpoints() -> None:
     assert_exactly_once(result.output(SINK), app_counts(count, 50, 1), result.replay)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("vectorised", "head"), [(True, "batch_fn"), (True, "fn"), (False, "fn")])
 def test_unaligned_checkpoint_taken_while_replaying_restored_channel_state_loses_nothing(vectorised: bool,
                                                                                         head: str) -> None:
@@ -246,6 +248,7 @@ def test_vectorised_job_without_stamps_has_no_end_to_end_throughput() -> None:
 # ------------------------------------------------------------------ buffers processed in parts
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 @given(vectorised=st.booleans(), records_per_step=st.sampled_from([1, 3, 7]), buffer_size=st.integers(20, 60),
        sim_seed=st.integers(0, 10_000), crashes=st.integers(1, 3))

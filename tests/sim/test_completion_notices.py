@@ -230,6 +230,7 @@ class CrashWindow:
         return [c for c in self.crashes if c[1]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chaining", [True, False], ids=["chained", "unchained"])
 @pytest.mark.parametrize("unaligned", [False, True], ids=["aligned", "unaligned"])
 def test_a_sink_crashing_before_it_learned_a_completion_loses_and_duplicates_nothing(monkeypatch, chaining: bool,
@@ -248,6 +249,7 @@ def test_a_sink_crashing_before_it_learned_a_completion_loses_and_duplicates_not
     assert len(window.hit) >= 3, window.crashes
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), fraction=st.floats(0.05, 0.95), unaligned=st.booleans(),
        chaining=st.booleans(), max_concurrent=st.sampled_from([1, 2]), crashes=st.integers(1, 3))

@@ -1,4 +1,4 @@
-"""Coordinator crashes on the simulator, standalone and highly available (seed 002).
+"""Coordinator crashes on the simulator, standalone and highly available.
 
 Standalone: the coordinator's memory is lost; a new one recovers completed checkpoints from
 storage. ZooKeeper mode (simulated by the in-memory HA services): the standby coordinator wins
@@ -42,6 +42,7 @@ def trigger_order(result) -> list[int]:
     return ids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ha", [False, True], ids=["standalone", "ha"])
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(job_seed=st.integers(0, 10_000), sim_seed=st.integers(0, 10_000),
@@ -73,6 +74,7 @@ def test_the_standby_coordinator_takes_over_in_ha_mode() -> None:
     assert multiset(result.output(SINK)) == expected_output
 
 
+@pytest.mark.slow
 def test_the_simulator_records_the_crash_and_the_promotion_as_ray_does() -> None:
     """The job master's `coordinators` on the simulator: the same record as on Ray (tests/ray/
     test_ray_ha.py) — when the leader died, when the standby was promoted, which checkpoint it

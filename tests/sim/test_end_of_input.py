@@ -1,10 +1,10 @@
 """The end of a job: the final checkpoint, end-of-input commits, and failures after them.
 
-Regressions of issue 19: with unaligned checkpoints (or an alignment timeout) and
-`max_concurrent >= 2`, checkpoints triggered after the final one staged sink transactions that
-were never committed (records lost, no fault needed); a failover after the final unaligned
-checkpoint staged the replayed in-flight records again under a new checkpoint although some
-sinks had already committed them at end of input (duplicates).
+What the regressions here catch: with unaligned checkpoints (or an alignment timeout) and
+`max_concurrent >= 2`, a checkpoint triggered after the final one must not stage sink
+transactions that are never committed (records lost, no fault needed); a failover after the final
+unaligned checkpoint must not stage the replayed in-flight records again under a new checkpoint
+when some sinks already committed them at end of input (duplicates).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ def test_failover_after_the_final_unaligned_checkpoint_does_not_duplicate() -> N
     assert [c.id for c in result.completed_checkpoints] == [1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["unaligned", "timeout", "aligned", "at_least_once"])
 def test_crash_after_the_final_checkpoint_at_every_moment(mode: str) -> None:
     """A crash at each moment around the end: between the final checkpoint's completion, the

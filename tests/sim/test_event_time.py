@@ -120,6 +120,7 @@ RESCALES = [  # (backend, file merging, mode, new parallelism)
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("backend", "merging", "mode", "parallelism"), RESCALES)
 def test_restore_with_another_parallelism_keeps_pending_timers(tmp_path, capsys, backend, merging, mode, parallelism):
     storage = str(tmp_path / "ckpt")
@@ -242,6 +243,7 @@ class FiredAt(KeyedProcessFunction):
         yield {"t": timestamp, "at": ctx.now()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("idleness", [None, 0.01])
 def test_an_idle_split_does_not_hold_the_watermark_back(idleness):
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda r, previous: r["t"])

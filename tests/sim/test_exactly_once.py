@@ -1,4 +1,4 @@
-"""Exactly-once (DESIGN §6) on the simulator, proven over random jobs, seeds and fault plans.
+"""Exactly-once (`docs/semantics.md`) on the simulator, proven over random jobs, seeds and fault plans.
 
 The reference for a job is its failure-free run without checkpointing; the workloads in
 `runtime.workloads.seeded` have order-free output multisets, so any fault schedule must commit
@@ -44,6 +44,7 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(
 EXACTLY_ONCE_MODES = ["aligned", "unaligned", "timeout"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", EXACTLY_ONCE_MODES)
 @SETTINGS
 @given(job_seed=st.integers(0, 10_000), sim_seed=st.integers(0, 10_000), crashes=st.integers(0, 3))
@@ -72,6 +73,7 @@ def test_recovery_aborts_what_failed_attempts_staged_and_nothing_else() -> None:
     assert multiset(result.output(SINK)) == expected_output, result.replay
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", EXACTLY_ONCE_MODES)
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(job_seed=st.integers(0, 10_000), sim_seed=st.integers(0, 10_000), crashes=st.integers(0, 2),
@@ -85,6 +87,7 @@ def test_exactly_once_under_mixed_faults(mode, job_seed, sim_seed, crashes, lost
     assert result.final_state == expected_state, result.replay
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", EXACTLY_ONCE_MODES)
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(job_seed=st.integers(0, 10_000), sim_seed=st.integers(0, 10_000), crashes=st.integers(0, 3))
@@ -101,6 +104,7 @@ def test_exactly_once_with_buffer_debloating(mode: str, job_seed: int, sim_seed:
     assert result.final_state == expected_state, result.replay
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(job_seed=st.integers(0, 10_000), sim_seed=st.integers(0, 10_000), crashes=st.integers(0, 3))
 def test_at_least_once_loses_nothing(job_seed: int, sim_seed: int, crashes: int) -> None:

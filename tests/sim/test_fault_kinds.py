@@ -358,6 +358,7 @@ KINDS = ["lost_messages", "duplicated_messages", "delayed_messages", "torn_write
          "channel_delays", "task_stalls", "notify_crashes", "recovery_crashes", "coordinator_storage_failures"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("mode", ["aligned", "unaligned"])
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))

@@ -1,4 +1,4 @@
-"""End-to-end latencies are kept in a bounded histogram (issue 20 item 4): percentiles within 1 % of
+"""End-to-end latencies are kept in a bounded histogram: percentiles within 1 % of
 the exact ones, exact count/min/max, mergeable across tasks, and a job's memory does not grow with
 the number of records it measures."""
 
@@ -31,6 +31,7 @@ def histogram_of(values: list[float]) -> LatencyHistogram:
     return h
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(values=st.lists(durations, min_size=1, max_size=300), q=st.floats(min_value=0, max_value=100))
 @example(values=[0.001, 0.002, 0.003], q=50.0)
@@ -49,6 +50,7 @@ def test_percentiles_are_within_the_stated_relative_error(values: list[float], q
     assert h.percentile(0) == min(values) and h.percentile(100) == max(values)
 
 
+@pytest.mark.slow
 def test_percentile_error_bound_on_a_large_random_sample_through_the_vectorised_path() -> None:
     rng = np.random.default_rng(7)
     values = np.concatenate([rng.lognormal(-6, 2, 50_000), rng.uniform(1e-6, 10, 50_000)])
@@ -62,6 +64,7 @@ def test_percentile_error_bound_on_a_large_random_sample_through_the_vectorised_
         assert abs(h.percentile(q) - exact) <= RELATIVE_ERROR * exact, q
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(parts=st.lists(st.lists(durations, max_size=60), min_size=1, max_size=6))
 def test_merging_per_task_histograms_equals_one_histogram_of_every_value(parts: list[list[float]]) -> None:
@@ -156,6 +159,7 @@ def _traced_run(records: int) -> tuple[int, int]:
     return retained, peak
 
 
+@pytest.mark.slow
 def test_a_jobs_memory_does_not_grow_with_the_records_it_measures() -> None:
     _traced_run(100_000)  # warm-up: imports and caches
     small_retained, small_peak = _traced_run(100_000)

@@ -38,6 +38,7 @@ SLOW_START = FaultPlan.of(TaskStall(task="count[0]", at=0.0, duration=0.3),
                           TaskStall(task="count[1]", at=0.0, duration=0.3))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vectorised", [False, True], ids=["records", "vectorised"])
 def test_the_warm_up_leaves_out_a_slow_start_and_nothing_after_it(vectorised: bool) -> None:
     cold = job(vectorised=vectorised, warmup=None).execute("cold", executor="sim", seed=1, faults=SLOW_START)
@@ -54,6 +55,7 @@ def test_the_warm_up_leaves_out_a_slow_start_and_nothing_after_it(vectorised: bo
     assert warm.metrics.end_to_end_throughput == pytest.approx(cold.metrics.end_to_end_throughput)
 
 
+@pytest.mark.slow
 def test_a_warm_up_of_zero_measures_everything() -> None:
     result = job(vectorised=False, warmup=0.0).execute("zero", executor="sim", seed=1)
     assert len(result.metrics.latencies) == RECORDS and result.metrics.latency_warmup_records == 0

@@ -1,4 +1,4 @@
-"""The seed-003 page-view job (two partitions, map to app id, keyBy, count, sink), with crashes."""
+"""The page-view job (two partitions, map to app id, keyBy, count, sink), with crashes."""
 
 from __future__ import annotations
 

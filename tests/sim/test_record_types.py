@@ -1,10 +1,11 @@
-"""Records of mixed types in jobs on the simulator (issue 19): one rule whatever the buffer size.
+"""Records of mixed types in jobs on the simulator: one rule whatever the buffer size.
 
-A field keeps one Arrow type per stream (`runtime/core/record_types.py`). It used to fail only when the
-two values shared a network buffer (so `buffer_size=1` passed and 256 failed, naming the wrong
-record), a chained sink took `object()` on the simulator, and `[0.5, True]` silently became
-`[0.5, 1.0]` in one buffer. Now the same error, naming operator, field, types and record, comes
-at every buffer size, through the network or into a chained sink.
+A field keeps one Arrow type per stream (`runtime/core/record_types.py`). A check by Arrow's
+inference alone would fail only when the two values shared a network buffer (`buffer_size=1`
+passing and 256 failing, naming the wrong record), let a chained sink take `object()` on the
+simulator, and turn `[0.5, True]` into `[0.5, 1.0]` in one buffer. The same error, naming
+operator, field, types and record, comes at every buffer size, through the network or into a
+chained sink.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def test_int_and_str_in_one_field_fail_alike_at_every_buffer_size(shape: str, bu
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("buffer_size", [1, 256])
 def test_a_value_arrow_cannot_hold_is_rejected_naming_operator_field_and_record(shape: str, buffer_size: int) -> None:
-    """A chained sink used to take `object()` on the simulator (Ray failed at the sink's stage)."""
+    """A chained sink refuses `object()` on the simulator as on Ray, at every buffer size."""
     bad = object()
     error = failure(lambda r: {"i": r["i"], "x": bad if r["i"] == 9 else 1}, buffer_size=buffer_size, shape=shape)
     assert str(error).startswith(
@@ -132,8 +133,8 @@ def deep_at_7(r: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_a_record_nested_too_deep_fails_naming_operator_field_and_record(shape: str) -> None:
-    """It used to fail with Python's RecursionError ("maximum recursion depth exceeded in
-    comparison") here and a PicklingError on Ray (`tests/ray/test_ray_failures.py`)."""
+    """A record error, not Python's RecursionError ("maximum recursion depth exceeded in
+    comparison") here or a PicklingError on Ray (`tests/ray/test_ray_failures.py`)."""
     error = failure(deep_at_7, buffer_size=256, shape=shape)
     assert str(error).startswith("records emitted by operator 'shape': field 'deep' of record {"), str(error)
     assert "'i': 7" in str(error) and "[[[[[[[[...]]]]]]]]" in str(error), str(error)  # (a shallow repr)

@@ -1,4 +1,4 @@
-"""Restart strategies (issue 20 item 8): exponential delay (the default) and failure rate as Flink
+"""Restart strategies: exponential delay (the default) and failure rate as Flink
 applies them, a record a function always rejects fails the job after a few quick restarts with a
 bounded message, a transient fault is still restarted past."""
 

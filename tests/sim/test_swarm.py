@@ -70,6 +70,7 @@ def _base() -> int:
 
 BASE = _base()
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first", range(BASE, BASE + SWEEP_SEEDS, CHUNK),
                          ids=lambda first: f"seeds{first}-{first + CHUNK - 1}")
 def test_swarm_sweep(first: int) -> None:
@@ -109,6 +110,7 @@ def test_known_bugs_are_expected_verdicts_until_their_fix_lands(monkeypatch) -> 
     assert verdict.kind == "expected" and not verdict.violation and verdict.detail.startswith("known bug (lost)")
 
 
+@pytest.mark.slow
 def test_a_job_whose_checkpoints_outlast_their_timeout_is_expected_not_a_pass() -> None:
     """Snapshot writes take 2 ms: with a 3 ms timeout no checkpoint completes, the final one
     neither, so the job cannot end (found by the sweep: seed 1321, timeout 10 ms)."""
@@ -164,6 +166,7 @@ def test_regressions_found_by_the_swarm(text: str) -> None:
 # --------------------------------------------------------------------------- the option space
 
 
+@pytest.mark.slow
 def test_the_sweep_covers_every_option_value_and_fault_kind() -> None:
     configs = [draw_config(seed) for seed in range(BASE, BASE + SWEEP_SEEDS)]
     seen: dict[str, Counter] = {}
@@ -305,6 +308,7 @@ def test_shrinking_a_planted_predicate_reaches_the_minimal_config() -> None:
                                 faults=(crash,))
 
 
+@pytest.mark.slow
 def test_shrinking_a_planted_runtime_bug_keeps_the_violation(monkeypatch) -> None:
     """A sink that forgets to commit its restored pending transactions (Flink's
     recoverAndCommit) loses records; shrinking keeps the loss and makes the config smaller."""
@@ -323,6 +327,7 @@ def test_shrinking_a_planted_runtime_bug_keeps_the_violation(monkeypatch) -> Non
 PLANTED_SEED = 13
 
 
+@pytest.mark.slow
 def test_debloating_seeds_do_shrink_buffers() -> None:
     """The swarm draws buffer debloating, and in its jobs the announced buffers do get smaller
     than the job's (a drawn option that never acts would test nothing)."""
@@ -361,6 +366,7 @@ def test_the_later_draws_leave_every_earlier_one_as_it_was() -> None:
         "write_latency=0.0005)")
 
 
+@pytest.mark.slow
 def test_the_later_draws_act() -> None:
     """A drawn option that never acts tests nothing: the aligner's byte bound aborts aligned
     checkpoints (ALIGNMENT_BUFFER_FULL), unchained jobs have more tasks, and crashes restart

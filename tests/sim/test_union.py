@@ -1,8 +1,7 @@
-"""Unions on the simulator, including a stream unioned with itself (issue 19).
+"""Unions on the simulator, including a stream unioned with itself.
 
-Two edges between the same pair of vertices are two channels: a self-union used to share one
-input channel on the simulator, so the job failed ("push on channel 1 after its EndOfPartition")
-or never finished. Every shape must commit the failure-free expectation, with crashes too.
+Two edges between the same pair of vertices are two channels: a self-union sharing one input
+channel would fail the job ("push on channel 1 after its EndOfPartition") or never finish. Every shape must commit the failure-free expectation, with crashes too.
 """
 
 from __future__ import annotations
@@ -77,6 +76,7 @@ def test_union_is_exactly_once_under_crashes(shape: str, mode: str, seed: int) -
     assert multiset(result.output("out")) == expected(shape), result.replay
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(shape=st.sampled_from(SHAPES), mode=st.sampled_from(["aligned", "unaligned", "at_least_once"]),
        seed=st.integers(0, 10_000), crashes=st.integers(0, 3))

@@ -19,6 +19,8 @@ from landed_restore_job import expected, landed_job
 from runtime import FaultPlan, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 
+pytestmark = pytest.mark.spark
+
 RUNNER = Path(__file__).with_name("landed_restore_job.py")
 #: a user's environment: the runner finds this checkout itself
 USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -15,6 +15,8 @@ from spark_bridge import LandingError, decode_value, land_checkpoint, landed_che
 from spark_bridge.landing import resolve_checkpoint, write_state_tables
 from spark_bridge.state_tables import state_tables
 
+pytestmark = pytest.mark.spark
+
 ROWS = [{"id": i, "app": f"app{(i * 7) % 5}", "region": i % 3, "v": i / 8} for i in range(3000)]
 
 

@@ -14,6 +14,8 @@ from checkpoint.options import CheckpointingMode, RestartStrategy
 from runtime import FaultPlan, StreamEnvironment
 from spark_bridge import SparkSink, from_spark
 
+pytestmark = pytest.mark.spark
+
 ROWS = 200_000
 
 

@@ -56,6 +56,7 @@ def test_staged_rows_are_invisible_until_the_checkpoint_completes(tmp_path) -> N
     assert [n for n in os.listdir(path) if not n.startswith("part-")] == []
 
 
+@pytest.mark.spark
 def test_spark_reads_only_committed_rows(spark, tmp_path) -> None:
     path = str(tmp_path / "out")
     sink = open_sink(path)

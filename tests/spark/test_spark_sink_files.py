@@ -46,6 +46,7 @@ def files(out: Path) -> list[str]:
     return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("storage", [False, True], ids=["memory", "disk"])
 def test_one_file_per_completed_checkpoint_and_nothing_staged_beside_them(tmp_path: Path, storage: bool) -> None:
     # regression: 394 files for 20,000 rows (one per subtask per checkpoint), and aborted ones stayed

@@ -60,6 +60,7 @@ def typed_rows(n: int) -> list[tuple]:
     return rows
 
 
+@pytest.mark.spark
 def test_types_round_trip_spark_to_barrierflow_to_spark(spark, tmp_path) -> None:
     df = spark.createDataFrame(typed_rows(60), TYPED_SCHEMA)
     env = StreamEnvironment(parallelism=2, buffer_size=7)
@@ -82,6 +83,7 @@ def test_types_round_trip_spark_to_barrierflow_to_spark(spark, tmp_path) -> None
     assert next(r for r in result.output("out") if r["id"] == 4)["s"] is None
 
 
+@pytest.mark.spark
 def test_types_survive_without_a_sink_schema_as_python_values(spark, tmp_path) -> None:
     df = spark.createDataFrame(typed_rows(10), TYPED_SCHEMA)
     env = StreamEnvironment(parallelism=1)
@@ -97,6 +99,7 @@ def test_types_survive_without_a_sink_schema_as_python_values(spark, tmp_path) -
         [{k: r[k] for k in ("id", "s", "ts", "day", "money", "tags")} for r in expected]
 
 
+@pytest.mark.spark
 def test_empty_dataframe_gives_an_empty_stream(spark, tmp_path) -> None:
     df = spark.createDataFrame([], TYPED_SCHEMA)
     env = StreamEnvironment(parallelism=2)
@@ -108,6 +111,7 @@ def test_empty_dataframe_gives_an_empty_stream(spark, tmp_path) -> None:
     assert result.metrics.records_in == 0
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize(("expr", "column"), [
     ("make_interval(1, 2, 0, 3, 0, 0, 0) AS gap", "gap"),
     ("interval 2 days AS gap", "gap"),
@@ -123,6 +127,7 @@ def test_unsupported_column_type_is_a_clear_error_naming_the_column(spark, tmp_p
     assert not list(tmp_path.iterdir()), "nothing may be written for a refused DataFrame"
 
 
+@pytest.mark.spark
 def test_bad_arguments_are_named(spark) -> None:
     env = StreamEnvironment()
     with pytest.raises(ValueError, match="splits must be an integer >= 1"):
@@ -131,6 +136,7 @@ def test_bad_arguments_are_named(spark) -> None:
         from_spark(env, [{"a": 1}], splits=1)
 
 
+@pytest.mark.spark
 def test_splits_follow_spark_partitions_and_cover_every_row(spark) -> None:
     df = spark.range(1000).selectExpr("id", "id % 7 AS k")
     env = StreamEnvironment(parallelism=3)

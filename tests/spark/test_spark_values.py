@@ -40,6 +40,7 @@ def same(a, b) -> bool:
     return a == b
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(values)
 @example({"$tuple": 1})

@@ -50,6 +50,7 @@ def test_key_group_of_pinned_keys():
     assert [key_group_for(k, 128) for k in ("a", "app-1", 0, 1, ("a", 1))] == [114, 108, 96, 102, 1]
 
 
+@pytest.mark.slow
 def test_hash_is_stable_across_processes():
     # str hashing must not depend on PYTHONHASHSEED (Ray actors live in other processes)
     code = "from state.key_groups import stable_key_hash as h; print(h('app-1'), h(('x', 2)))"
@@ -143,6 +144,7 @@ def test_default_max_parallelism():
     assert default_max_parallelism(100_000) == 32768
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_ranges_partition_and_agree_with_subtask_for_key_group(data):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -163,3 +164,4 @@ class KeyedBackendMachine(RuleBasedStateMachine):
 
 KeyedBackendMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)
 TestKeyedBackendMachine = KeyedBackendMachine.TestCase
+TestKeyedBackendMachine.pytestmark = [pytest.mark.slow]  # a long stateful run

@@ -232,6 +232,7 @@ def homogeneous(draw):
     return draw(st.lists(shape(0), min_size=1, max_size=6))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_homogeneous_values_round_trip_through_keyed_snapshots(data):
@@ -246,6 +247,7 @@ def test_homogeneous_values_round_trip_through_keyed_snapshots(data):
     assert values_equal(back, b.dump())
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(nested, max_size=5))
 @example([{"a": 1}, {"b": 1}])

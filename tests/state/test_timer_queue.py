@@ -3,6 +3,7 @@ and rescaling by key group (incremental and merged snapshots: `tests/sim/test_ev
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,6 +71,7 @@ _OPS = st.lists(st.one_of(
 ), max_size=80)
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(ops=_OPS)
 def test_queue_agrees_with_a_set_of_timers(ops):

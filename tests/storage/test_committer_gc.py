@@ -79,6 +79,7 @@ def run_folders(root: Path) -> dict[str, set[str]]:
     return {run.name: {p.name for p in run.iterdir()} for run in committed.iterdir()}
 
 
+@pytest.mark.slow
 def test_a_chain_of_restores_copies_no_earlier_runs_files_and_stays_exactly_once(tmp_path: Path) -> None:
     # regression: every restore copied the whole committed/<run> folder (34 -> 73 -> 99 files)
     runs = []

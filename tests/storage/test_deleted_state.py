@@ -91,6 +91,7 @@ def forgetful_env(storage: Path | None, **backend) -> StreamEnvironment:
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_a_restore_after_deletes_carries_them(tmp_path: Path, backend: str) -> None:
     reference = forgetful_env(None).execute("job", executor="sim", seed=1)
@@ -119,6 +120,7 @@ def test_segments_after_a_new_physical_file_starts_point_into_it() -> None:
     assert [s.name for f in files for s in f.segments] == [name for name, _ in pieces]
 
 
+@pytest.mark.slow
 def test_a_job_writing_many_small_merged_files_restores_every_retained_checkpoint(tmp_path: Path) -> None:
     env = forgetful_env(tmp_path, file_merging=True, max_file_size=64)
     with pytest.raises(JobFailedError):

@@ -93,6 +93,7 @@ def oracle() -> Counter:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "parallelism"), [("aligned", 1), ("aligned", 3), ("unaligned", 1),
                                                     ("unaligned", 3)])
 def test_a_job_failed_for_good_is_restored_exactly_once_in_a_fresh_process(tmp_path: Path, mode: str,

@@ -121,6 +121,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_a_killed_runs_lease_lapses_at_once_on_its_host(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -1,4 +1,4 @@
-"""`env.restore_from(dir)` into a job that does not match the checkpoint (DESIGN §6): a clear
+"""`env.restore_from(dir)` into a job that does not match the checkpoint: a clear
 `StateMismatchError` before anything runs, unless `allow_non_restored_state` drops the unmatched
 state (with a warning); source splits must match even then. Rescaling keeps working."""
 

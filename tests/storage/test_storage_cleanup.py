@@ -1,6 +1,5 @@
-"""What failed attempts leave on disk is cleaned up (issue 20 item 5): every failover left the
-`chk-N` directory of the checkpoint in progress (24 -> 44 files over 8 crashes), and interrupted
-writes left `.tmp-` files nothing listed or removed. Once recovery completes, and when the job
+"""What failed attempts leave on disk is cleaned up: a failover leaves the `chk-N` directory
+of the checkpoint in progress, and an interrupted write a `.tmp-` file. Once recovery completes, and when the job
 ends, the files of this run's checkpoints that are neither retained nor pending go; files a
 retained checkpoint references, and an earlier run's checkpoints, never do."""
 
@@ -61,6 +60,7 @@ def left_over(root: Path) -> list[str]:
     return [path for path, _ in report.removed if not path.endswith("_checkpoint_counter")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_eight_crashes_leave_no_orphan_checkpoint_behind(tmp_path: Path, backend: str) -> None:
     graph = count_env(tmp_path, **BACKENDS[backend]).get_job_graph("job")
@@ -129,6 +129,7 @@ def test_gc_removes_interrupted_writes_too(tmp_path: Path) -> None:
     assert "job/shared/.chk-3-0.merged.tmp-dead" in [p for p, _ in report.removed] and not leftover.exists()
 
 
+@pytest.mark.slow
 def test_an_earlier_run_in_the_same_directory_keeps_its_checkpoints(tmp_path: Path) -> None:
     first = count_env(tmp_path, **BACKENDS["incremental"]).execute("job", executor="sim", seed=1)
     assert first.restarts == 0

@@ -1,4 +1,4 @@
-"""Hostile or broken bytes in a checkpoint directory (issue 20 items 7 and 9): crafted metadata, a
+"""Hostile or broken bytes in a checkpoint directory: crafted metadata, a
 weak checksum, a garbage id counter, a corrupt state file, a directory that does not exist. Each
 gives an error (or a fallback) naming the file, never a bare ValueError or a traceback, and
 inspecting or restoring never creates anything."""

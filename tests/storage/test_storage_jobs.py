@@ -37,6 +37,7 @@ def spec_env(spec, storage: str | None, **options) -> StreamEnvironment:
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", list(BACKENDS))
 @pytest.mark.parametrize(("job_seed", "sim_seed", "crashes", "coordinator_crashes"),
                          [(0, 0, 2, 0), (3, 5, 1, 1), (7, 2, 3, 0), (11, 9, 0, 1), (93, 93, 1, 0)])

@@ -13,7 +13,7 @@ def seg(key: str, path: str, offset: int, length: int = 10, size: int = 100) -> 
 
 
 def test_seed_chk2_chk3_concurrent_4sst_5sst_keeps_the_live_segment() -> None:
-    """Seed 001 §2.2: chk-1 done; chk-2 and chk-3 both based on chk-1; chk-2 completes first.
+    """Two concurrent checkpoints sharing a file: chk-1 done; chk-2 and chk-3 both based on chk-1; chk-2 completes first.
 
     chk-3 uploaded its own copy of 4.sst next to 5.sst in physical file F3. Registering chk-3
     finds 4.sst registered by chk-2 and reuses that copy, so F3's 4.sst has no reference — but

@@ -13,6 +13,7 @@ file reachable from a retained checkpoint (or needed by a pending one) is delete
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -173,3 +174,4 @@ class RegistryMachine(RuleBasedStateMachine):
 RegistryMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None,
                                              suppress_health_check=list(HealthCheck))
 TestRegistryModel = RegistryMachine.TestCase
+TestRegistryModel.pytestmark = [pytest.mark.slow]  # a long stateful run

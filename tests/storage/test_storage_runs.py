@@ -1,4 +1,4 @@
-"""Runs sharing a checkpoint directory (issue 20 item 6): a new run of a job never recovers another
+"""Runs sharing a checkpoint directory: a new run of a job never recovers another
 run's checkpoints unless asked to (`restore_from`), never reuses their ids or overwrites their
 files, and `checkpoints gc` keeps the id counter."""
 

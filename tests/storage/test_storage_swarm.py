@@ -30,6 +30,7 @@ def test_the_drawn_histories_cover_every_hostile_kind_and_both_sinks() -> None:
     assert draw(7) == draw(7)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [*SEEDS, *REGRESSIONS])
 def test_a_seed_breaks_no_storage_guarantee(seed: int) -> None:
     verdict = run_seed(seed)

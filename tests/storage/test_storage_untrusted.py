@@ -1,4 +1,4 @@
-"""A restore reads no pickles (issue 20 item 3): checkpoint files are Arrow IPC and JSON, so a
+"""A restore reads no pickles: checkpoint files are Arrow IPC and JSON, so a
 restore — from a directory (`restore_from`), after a task failure, after a coordinator crash —
 runs with every way to unpickle disabled."""
 

@@ -65,6 +65,7 @@ def in_flight_bytes(sim: SimExecutor) -> int:
                for kind in ("input_channels", "output_channels") for h in ack.handles.get(kind, ()))
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3)),
        after=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3)),

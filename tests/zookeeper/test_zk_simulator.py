@@ -24,6 +24,7 @@ def _run(hosts: str | None, cluster_id: str, faults: FaultPlan = FaultPlan()):  
     return env.execute("job", executor="sim", seed=3, faults=faults, trace=True)
 
 
+@pytest.mark.zookeeper
 def test_the_simulator_uses_the_server_and_keeps_the_in_memory_run(zk_server, zk_client: KazooClient,
                                                                   cluster_id: str) -> None:
     crash = FaultPlan.of(CoordinatorCrash(at=0.03))
@@ -44,6 +45,7 @@ def test_the_simulator_uses_the_server_and_keeps_the_in_memory_run(zk_server, zk
     assert min(c.id for c in again.checkpoints) > max(c.id for c in on_server.checkpoints)
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_fails_the_simulated_run_naming_it(closed_port: int) -> None:
     with pytest.raises(HighAvailabilityError, match=f"cannot connect to ZooKeeper at 127.0.0.1:{closed_port} within 2 s"):
         _run(f"127.0.0.1:{closed_port}", "dead")
@@ -67,6 +69,7 @@ def job_dir(tmp_path: Path) -> Path:
     return job_folder(tmp_path, JOB)
 
 
+@pytest.mark.zookeeper
 def test_run_zookeeper_on_the_simulator_registers_the_checkpoints_there(zk_server, zk_client: KazooClient,
                                                                        job_dir: Path) -> None:
     done = run_cli(job_dir.parent / "bin", "run", "myjob:build", "--zookeeper", zk_server.hosts,
@@ -77,6 +80,7 @@ def test_run_zookeeper_on_the_simulator_registers_the_checkpoints_there(zk_serve
     assert registered, "no checkpoint was registered in ZooKeeper"
 
 
+@pytest.mark.slow
 def test_run_zookeeper_with_a_dead_address_on_the_simulator_does_not_exit_0(job_dir: Path, closed_port: int) -> None:
     done = run_cli(job_dir.parent / "bin", "run", "myjob:build", "--zookeeper", f"127.0.0.1:{closed_port}",
                    cwd=job_dir)

@@ -1,6 +1,6 @@
 """A ZooKeeper that cannot be reached fails within the operation timeout, naming host:port and
-what a TCP probe found (issue 20 item 2): a closed port, and a port that accepts but never
-answers (kazoo's own `start(timeout)` waited another session timeout for that one)."""
+what a TCP probe found: a closed port, and a port that accepts but never answers (kazoo's
+own `start(timeout)` would wait another session timeout for that one)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ def connect(hosts: str) -> tuple[BaseException, float]:
     return info.value, time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_a_closed_port_fails_naming_it_and_the_refusal(closed_port: int) -> None:
     error, elapsed = connect(f"127.0.0.1:{closed_port}")
     assert f"ZooKeeper at 127.0.0.1:{closed_port} within 1 s" in str(error)
@@ -34,12 +35,14 @@ def test_a_closed_port_fails_naming_it_and_the_refusal(closed_port: int) -> None
     assert elapsed < BOUND
 
 
+@pytest.mark.slow
 def test_a_port_that_never_answers_fails_within_the_operation_timeout(silent_port: int) -> None:
     error, elapsed = connect(f"127.0.0.1:{silent_port}")
     assert f"127.0.0.1:{silent_port} accepts connections but did not complete a ZooKeeper handshake" in str(error)
     assert elapsed < 5.0, f"{elapsed:.1f} s: connecting must not wait for the session timeout (10 s)"
 
 
+@pytest.mark.slow
 def test_closing_a_dead_leader_session_is_bounded_too(silent_port: int) -> None:
     started = time.monotonic()
     with pytest.raises(HighAvailabilityError, match=f"127.0.0.1:{silent_port}"):

@@ -37,7 +37,7 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> floa
 
 def expire_session(client: KazooClient, hosts: str, timeout: float = 10.0) -> None:
     """Force a real session expiry: a second client takes over the session and closes it; the
-    first client then sees LOST and reconnects with a new session (PLATFORM.md)."""
+    first client then sees LOST and reconnects with a new session."""
     states: list[str] = []
     lost = threading.Event()
 
