@@ -17,6 +17,7 @@ depend on timing and any faulty run agrees with the reference (`reference`):
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from typing import Any
 
@@ -107,7 +108,15 @@ def reference(left_rows: list[dict[str, Any]], right_rows: list[dict[str, Any]])
         sums[(row["key"], bucket_end(row["t"]))][1] += row["w"]
     balances = [{"key": key, "end": end, "left": s[0], "right": s[1]} for (key, end), s in sums.items()]
     alerts = [{"key": row["key"], "id": row["id"]} for row in right_rows if row["w"] >= BIG]
-    joined = [{"key": lrow["key"], "l": lrow["id"], "r": rrow["id"]}
-              for lrow in left_rows for rrow in right_rows
-              if lrow["key"] == rrow["key"] and LOWER <= rrow["t"] - lrow["t"] <= UPPER]
+    rights: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for row in right_rows:
+        rights[row["key"]].append((row["t"], row["id"]))
+    for times in rights.values():
+        times.sort()
+    joined = []
+    for lrow in left_rows:
+        times = rights[lrow["key"]]
+        start = bisect_left(times, (lrow["t"] + LOWER, -1))
+        end = bisect_right(times, (lrow["t"] + UPPER, len(right_rows)))
+        joined += [{"key": lrow["key"], "l": lrow["id"], "r": rid} for _, rid in times[start:end]]
     return {"balances": balances, "joined": joined, "alerts": alerts}
