@@ -444,7 +444,7 @@ def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages:
             split = stream.key_by("key").process(SideSplit(), name=name)
             stream = split.union(split.get_side_output(SIDE), name=f"unsplit{index}")
         elif stage == "coprocess":
-            stream = hold_both(stream, stream.map(_union_copy, name=f"copy{index}"), stamp_code, name)
+            stream = hold_both(stream, stream.map(_union_copy, name=f"copy{index}"), DelayUntilWatermark(), name)
         elif stage == "ijoin":
             stream = join_with_copy(stream, _stamp_time, index, name)
         elif stage in ("delay", "ptimer"):

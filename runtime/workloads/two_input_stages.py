@@ -5,8 +5,8 @@ records, watermarks and timers arrive, late records included:
 
 * `hold_both` (`coprocess`): a keyed co-process (`HoldBoth`) over a stream and a copy of it holds
   each record of either input in one map state shared by both inputs until the watermark passes
-  the record's position (an event-time timer per position), then emits it: every record of both
-  inputs once (a late one at the next watermark);
+  the record's position (an event-time timer per position, `seeded.DelayUntilWatermark`), then
+  emits it: every record of both inputs once (a late one at the next watermark);
 * `join_with_copy` (`ijoin`): the stream, restamped by an assigner whose watermark trails its
   highest position by `LATE_PROOF_BOUND` (so no record is ever late and buffers are cleaned at the
   end of input), interval-joined with a copy of itself (ids + 3,000,000, same position) on key
@@ -28,29 +28,22 @@ LATE_PROOF_BOUND = 1 << 50
 
 
 class HoldBoth(KeyedCoProcessFunction):
-    """Holds the records of both inputs in one map state until the watermark passes their position."""
+    """The records of both inputs through one keyed function holding them until the watermark
+    passes their position (`seeded.DelayUntilWatermark`), its state shared by both inputs."""
 
-    def __init__(self, position: Callable[[dict[str, Any]], int]) -> None:
-        self.position = position
+    state_names = ("held",)
+
+    def __init__(self, hold: Any) -> None:
+        self.hold = hold
 
     def process_element1(self, record: dict[str, Any], ctx: Any):
-        return self._hold(record, ctx)
+        return self.hold.process_element(record, ctx)
 
     def process_element2(self, record: dict[str, Any], ctx: Any):
-        return self._hold(record, ctx)
-
-    def _hold(self, record: dict[str, Any], ctx: Any) -> tuple[()]:
-        position = self.position(record)
-        held = ctx.map_state("held")
-        held.put(position, held.get(position, []) + [record])
-        ctx.timer_service().register_event_time_timer(position)
-        return ()
+        return self.hold.process_element(record, ctx)
 
     def on_timer(self, timestamp: int, ctx: Any):
-        held = ctx.map_state("held")
-        records = held.get(timestamp)
-        held.remove(timestamp)
-        yield from records
+        return self.hold.on_timer(timestamp, ctx)
 
 
 class PairWithOrigin(ProcessJoinFunction):
@@ -60,9 +53,10 @@ class PairWithOrigin(ProcessJoinFunction):
         yield {**left, "v": right["origin"]}
 
 
-def hold_both(stream: Any, copy: Any, position: Callable[[dict[str, Any]], int], name: str) -> Any:
-    """`stream` and `copy` through a keyed `HoldBoth` named `name`."""
-    return stream.connect(copy).key_by("key", "key").process(HoldBoth(position), name=name)
+def hold_both(stream: Any, copy: Any, hold: Any, name: str) -> Any:
+    """`stream` and `copy` through a keyed `HoldBoth` named `name` around `hold` (a
+    `KeyedProcessFunction` whose state is "held")."""
+    return stream.connect(copy).key_by("key", "key").process(HoldBoth(hold), name=name)
 
 
 def join_with_copy(stream: Any, stamp_time: Callable[[dict[str, Any], Any], int], index: int, name: str) -> Any:
