@@ -13,6 +13,7 @@ import pytest
 
 from checkpoint.io.keyed_files import read_keyed_snapshots
 from checkpoint.io.tools import load_checkpoint, open_checkpoints, pending_timers, read_checkpoint
+from operators import CollectSink, KeyedCoProcessFunction
 from operators.interval_join import LEFT_BUFFER, RIGHT_BUFFER
 from runtime import FaultPlan, JobFailedError, RestartStrategy, StreamEnvironment, TaskCrash
 from runtime.verify.invariants import InvariantChecker, record_key
@@ -118,3 +119,26 @@ def test_restore_with_another_parallelism_keeps_buffers_and_pending_timers(tmp_p
     restored = two_input_env(mode, parallelism=parallelism, storage=storage, **options).restore_from(storage)
     result = restored.execute("two", executor="sim", seed=4, invariants=True)
     assert multisets(result) == EXPECTED  # committed by both executions, each record once
+
+
+class Sides(KeyedCoProcessFunction):
+    def process_element1(self, record, ctx):
+        yield {"i": record["i"], "input": 1}
+
+    def process_element2(self, record, ctx):
+        yield {"i": record["i"], "input": 2}
+
+
+@pytest.mark.parametrize("mode", ["aligned", "unaligned"])
+def test_a_stream_connected_with_itself_reaches_each_input_once(mode):
+    """Two edges between the same two vertices, one per input: every record reaches both inputs,
+    each once, through crashes (their channels are told apart by their input index)."""
+    env = StreamEnvironment(parallelism=2, buffer_size=4)
+    env.enable_checkpointing(interval=0.002, mode=mode)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=20, delay=0.001))
+    stream = env.from_collection([{"k": i % 5, "i": i} for i in range(300)], splits=3)
+    stream.connect(stream).key_by("k", "k").process(Sides(), name="self").sink_to(CollectSink("out"))
+    result = env.execute("self", executor="sim", seed=3, faults=FaultPlan.random(seed=3, crashes=2), invariants=True)
+    assert result.failures
+    assert Counter((r["i"], r["input"]) for r in result.output("out")) == Counter(
+        (i, side) for i in range(300) for side in (1, 2))
