@@ -175,6 +175,15 @@ class CoContext:
         """The operator's watermark: the minimum of both inputs' (`-inf` before the first)."""
         return self.watermark
 
+    def timer_service(self) -> Any:
+        """Timers are keyed state: a non-keyed co-process has none (as in Flink).
+
+        Raises:
+            RuntimeError: always, naming the operator and what to use instead.
+        """
+        raise RuntimeError(f"operator {self.operator_name!r}: timers need keyed inputs: "
+                           "a.connect(b).key_by(key_a, key_b).process(KeyedCoProcessFunction)")
+
     def output(self, tag: OutputTag, record: Record) -> None:
         """Send `record` to side output `tag`, with the timestamp of the record being processed."""
         check_side_output(tag, record)

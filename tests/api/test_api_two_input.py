@@ -26,7 +26,7 @@ from operators.interval_join import LEFT_BUFFER, RIGHT_BUFFER, IntervalJoinOpera
 from operators.keyed import ColumnKeySelector
 from operators.side_outputs import SideOutputs
 from operators.timestamps import TIMESTAMP_FIELD
-from runtime import JobGraphError, StreamEnvironment
+from runtime import JobFailedError, JobGraphError, StreamEnvironment
 from runtime.core.messages import Watermark
 
 KEY = ColumnKeySelector("k")
@@ -134,6 +134,23 @@ class Both(KeyedCoProcessFunction):
 class OnlyFirst(KeyedCoProcessFunction):
     def process_element1(self, record, ctx):
         yield record
+
+
+class TimerWithoutKey(CoProcessFunction):
+    def process_element1(self, record, ctx):
+        ctx.timer_service().register_event_time_timer(1)
+        return ()
+
+    def process_element2(self, record, ctx):
+        return ()
+
+
+def test_a_non_keyed_co_process_has_no_timers():
+    env = StreamEnvironment()
+    env.from_collection([{"k": 1}]).connect(env.from_collection([{"k": 2}])) \
+        .process(TimerWithoutKey(), name="plain").sink_to(CollectSink("out"))
+    with pytest.raises(JobFailedError, match="operator 'plain'.*timers need keyed inputs"):
+        env.execute("timers", executor="sim", seed=1)
 
 
 def test_api_errors_name_the_operator_and_option():
