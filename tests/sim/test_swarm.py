@@ -332,7 +332,10 @@ def test_debloating_seeds_do_shrink_buffers() -> None:
     configs = [c for c in (draw_config(seed) for seed in range(BASE, BASE + 120)) if c.debloat_target is not None]
     assert len(configs) >= 15
     for config in configs[:15]:
-        config = replace(config, faults=(), rescale_to=None)
+        # without faults and without a two-input stage (which doubles the stream: checkpoints
+        # outlasting a short drawn timeout would keep the final one from completing)
+        config = replace(config, faults=(), rescale_to=None,
+                         stages=tuple(s for s in config.stages if s not in TWO_INPUT_STAGES))
         env = _environment(config, config.parallelism, None, RestartStrategy.no_restart())
         result = _execute(config, env, FaultPlan((), config.seed), None)
         sizes = result.metrics.buffer_sizes
