@@ -32,7 +32,7 @@ later or the end of input, and both emit every record once in (origin, key) orde
 every third record through a side output and unions it back (order lost, as with a union).
 Two-input stages (`TWO_INPUT_STAGES`) keep them too: `coprocess` holds the records of the stream
 and of a copy like `delay` in one keyed co-process, `ijoin` interval-joins the stream with a copy
-with no record late (`late_proof_strategy`), so both outputs are independent of timing.
+with no record late, so both outputs are independent of timing.
 """
 
 from __future__ import annotations

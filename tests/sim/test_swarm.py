@@ -32,6 +32,7 @@ from runtime.verify.swarm import (
     FAULT_KINDS,
     KNOWN_BUGS,
     RESTART_KINDS,
+    SWARM_TWO_INPUT_STAGES,
     KnownBug,
     SwarmConfig,
     _environment,
@@ -181,7 +182,7 @@ def test_the_sweep_covers_every_option_value_and_fault_kind() -> None:
     assert set(seen["ha"]) == {False, True}
     assert set(seen["rescale"]) == {"none", "same", "other"}
     assert set(seen["stages"]) == set(ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES + COLUMNAR_STAGES
-                                      + EVENT_TIME_STAGES + TWO_INPUT_STAGES)
+                                      + EVENT_TIME_STAGES + SWARM_TWO_INPUT_STAGES)
     # drawn by `_draw_event_time`: timers, side outputs, late records; watermarks from the source
     assert set(seen["source_watermarks"]) == {False, True}
     assert set(seen["watermark_interval"]) == {0.2, 0.0005, 0.002, 0.01}
