@@ -359,9 +359,11 @@ def draw_config(seed: int) -> SwarmConfig:
     return replace(config, **_draw_two_input(config))
 
 
-#: the two-input stages the swarm runs: `ijoin` is drawn but not run until the duplicate it
-#: shows is fixed (a job restored from an unaligned checkpoint with records_per_step=1 commits a
-#: joined pair twice: `SwarmConfig(seed=1992, ...)` with stages ('count', 'ijoin'), no faults)
+#: the two-input stages the swarm runs: `ijoin` is drawn but not run yet. Seed 1992's config with
+#: stages ('ijoin',) and no faults completes no checkpoint before its first execution fails for
+#: good; `_two_phases` then starts over (`restore_from` finds nothing) with the first execution's
+#: committer, whose staged transactions share ids with the new run's: it commits 300 records for
+#: 266 ("duplicated"). Not the join's doing; run it once `_two_phases` starts over afresh
 SWARM_TWO_INPUT_STAGES = ("coprocess",)
 
 
