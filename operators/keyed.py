@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from operators.base import DeclaredState, OperatorContext, OperatorError, Record, StreamOperator
 from operators.columns import encode_keys, first_record_with_key
-from operators.side_outputs import OutputTag
+from operators.side_outputs import OutputTag, check_side_output
 from operators.state_names import declared_state_names, keyed_state_use
 from operators.timer_service import InternalTimerService, TimeDomain, TimerService, timer_state_names
 from operators.timestamps import (
@@ -151,10 +151,7 @@ class KeyedContext:
         Raises:
             TypeError: `tag` is not an `OutputTag` or `record` not a dict.
         """
-        if not isinstance(tag, OutputTag):
-            raise TypeError(f"ctx.output needs an OutputTag, got {type(tag).__name__} {tag!r}")
-        if not isinstance(record, dict):
-            raise TypeError(f"ctx.output({tag!r}, ...) needs a dict record, got {type(record).__name__} {record!r}")
+        check_side_output(tag, record)
         if self._emit_side is not None:  # a processing-time timer's output has no timestamp
             timestamp = None if self._domain is TimeDomain.PROCESSING_TIME else self._timestamp
             self._emit_side(self._operator, tag, record if timestamp is None else stamp(record, timestamp))
@@ -236,13 +233,16 @@ class KeyedProcessOperator(StreamOperator):
         self.name = name
         self._key_of = key_getter(key_selector)
 
+    #: the function's base class (its methods are the defaults, not the user's)
+    FUNCTION_BASE: ClassVar[type] = KeyedProcessFunction
+
     def needs_watermarks(self) -> bool:
         """Whether the function overrides `on_timer` (its timers need the watermark)."""
-        return type(self.fn).on_timer is not KeyedProcessFunction.on_timer
+        return type(self.fn).on_timer is not self.FUNCTION_BASE.on_timer
 
     def declared_state(self) -> DeclaredState:
         """The function's keyed state, and its timers' when it has `on_timer`."""
-        declared = keyed_state_use(self.fn, KeyedProcessFunction)
+        declared = keyed_state_use(self.fn, self.FUNCTION_BASE)
         if not self.needs_watermarks():
             return declared
         return replace(declared, keyed=declared.keyed | timer_state_names(self.TIMER_SERVICE))
@@ -258,8 +258,12 @@ class KeyedProcessOperator(StreamOperator):
             raise OperatorError(self.name, None, exc) from exc
 
     def process_batch(self, records: list[Record]) -> list[Record]:
-        selector, key_of, set_key = self.key_selector, self._key_of, self._backend.set_current_key
-        process, kctx = self.fn.process_element, self._kctx
+        return self._process_keyed(records, self.fn.process_element, self.key_selector, self._key_of)
+
+    def _process_keyed(self, records: list[Record], process: Callable[[Record, KeyedContext], Any],
+                       selector: KeySelector, key_of: KeySelector) -> list[Record]:
+        """Run `process(value, ctx)` for every record, its key (by `selector`) current."""
+        set_key, kctx = self._backend.set_current_key, self._kctx
         stamped = has_timestamps(records)
         out: list[Record] = []
         append = out.append
@@ -279,12 +283,12 @@ class KeyedProcessOperator(StreamOperator):
                     value = value_of(record)
                     results = process(value, kctx)
                     if results is not None:
-                        for result in _checked_results(results, "process_element"):
+                        for result in _checked_results(results, process.__name__):
                             append(stamp(result, timestamp, value))
                     continue
                 results = process(record, kctx)
                 if results is not None:
-                    out.extend(_checked_results(results, "process_element"))
+                    out.extend(_checked_results(results, process.__name__))
         except OperatorError:
             raise
         except Exception as exc:

@@ -48,6 +48,15 @@ class OutputTag:
         return f"OutputTag({self.name!r})"
 
 
+def check_side_output(tag: Any, record: Any) -> None:
+    """What `ctx.output(tag, record)` checks: raise `TypeError` unless `tag` is an `OutputTag` and
+    `record` a dict."""
+    if not isinstance(tag, OutputTag):
+        raise TypeError(f"ctx.output needs an OutputTag, got {type(tag).__name__} {tag!r}")
+    if not isinstance(record, dict):
+        raise TypeError(f"ctx.output({tag!r}, ...) needs a dict record, got {type(record).__name__} {record!r}")
+
+
 class SideOutputs:
     """The side-output records of one task's chain, per tag, until the task sends them.
 

@@ -6,6 +6,7 @@ from checkpoint.reasons import CheckpointFailureReason
 from operators.side_outputs import OutputTag
 from operators.timer_service import TimeDomain
 from operators.watermarks import WatermarkStrategy
+from runtime.api.connected_streams import ConnectedStreams, IntervalJoin, IntervalJoined
 from runtime.api.environment import DataStream, KeyedStream, StreamEnvironment
 from runtime.connectors.parquet import ParquetSource, ParquetSourceError
 from runtime.core.barriers import (
@@ -60,10 +61,13 @@ __all__ = [
     "CheckpointType",
     "CheckpointedInputGate",
     "CheckpointingMode",
+    "ConnectedStreams",
     "CoordinatorCrash",
     "DataStream",
     "EndOfPartition",
     "FaultPlan",
+    "IntervalJoin",
+    "IntervalJoined",
     "JobFailedError",
     "JobGraph",
     "JobGraphError",

@@ -63,7 +63,9 @@ from operators.transforms import (
     MapOperator,
     PassThroughOperator,
 )
+from operators.two_input import TwoInputStreamOperator
 from operators.watermarks import WatermarkStrategy
+from runtime.api.connected_streams import ConnectedStreams, IntervalJoin
 from runtime.connectors.parquet import ParquetSource
 from runtime.core.debloat import DEFAULT_TARGET, BufferDebloatConfig
 from runtime.core.graph import (
@@ -204,6 +206,28 @@ class DataStream:
             columns = None
         node = self._env._add_node("union", inputs=inputs, operator=PassThroughOperator(), columns=columns,
                                    user_name=name)
+        return DataStream(self._env, node)
+
+    def connect(self, other: DataStream) -> ConnectedStreams:
+        """Connect this stream (the first input) with `other` (the second) for one operator of two
+        inputs: `.process(CoProcessFunction)`, `.map(CoMapFunction)`, `.flat_map(CoFlatMapFunction)`,
+        or `.key_by(key_a, key_b).process(KeyedCoProcessFunction)` (already keyed streams connect
+        keyed). Its barriers align across both inputs; its watermark is the lower of theirs.
+
+        Raises:
+            JobGraphError: `other` is not a DataStream of the same environment.
+        """
+        if not isinstance(other, DataStream):
+            raise JobGraphError(f"connect: expected a DataStream, got {type(other).__name__} {other!r}")
+        if other._env is not self._env:
+            raise JobGraphError("connect: streams belong to different StreamEnvironments")
+        keys = None
+        if isinstance(self, KeyedStream) and isinstance(other, KeyedStream):
+            keys = (self.key_selector, other.key_selector)
+        return ConnectedStreams(self, other, keys)
+
+    def _stream_of(self, node: _Node) -> DataStream:
+        """The stream an operator added with `_add_node` emits."""
         return DataStream(self._env, node)
 
     # ------------------------------------------------------------------ partitioning
@@ -369,6 +393,21 @@ class KeyedStream(DataStream):
         except TypeError as exc:
             raise JobGraphError(f"{what}: {exc}") from None
         return self._then(operator, "keyed-process", name)
+
+    def interval_join(self, other: KeyedStream) -> IntervalJoin:
+        """Join this keyed stream (left) with keyed stream `other` (right) on equal keys and event
+        times within bounds: `.between(lower, upper).process(ProcessJoinFunction)` (Flink's
+        interval join; both streams need timestamps).
+
+        Raises:
+            JobGraphError: `other` is not a KeyedStream of the same environment.
+        """
+        if not isinstance(other, KeyedStream):
+            raise JobGraphError(f"interval_join: expected a KeyedStream (stream.key_by(key)), got "
+                                f"{type(other).__name__} {other!r}")
+        if other._env is not self._env:
+            raise JobGraphError("interval_join: streams belong to different StreamEnvironments")
+        return IntervalJoin(self, other)
 
     def reduce(self, fn: Callable[[Record, Record], Record], name: str | None = None) -> DataStream:
         """Running reduce per key: emits `acc = fn(acc, record)` for every record (the first
@@ -828,7 +867,8 @@ class _GraphBuilder:
         edges = [
             JobEdge(vertex_of[upstream.id], vertex_of[node.id], specs[(node.id, i)],
                     exchange is None or exchange.kind == "default",
-                    exchange.output_tag if exchange is not None else None)
+                    exchange.output_tag if exchange is not None else None,
+                    i if isinstance(node.operator, TwoInputStreamOperator) else 0)
             for node in nodes
             if head[node.id] is node
             for i, (upstream, exchange) in enumerate(node.inputs)

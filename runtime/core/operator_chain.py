@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from operators.base import OperatorContext, StreamOperator
 from operators.columns import Batch, as_batch, num_rows
+from operators.two_input import TwoInputStreamOperator
 from runtime.core.messages import Watermark, WatermarkStatus
 from runtime.core.record_types import StreamSchema
 
@@ -81,14 +82,24 @@ class OperatorChain:
         self.output_name = stream_name(producers[-1], None)
         #: the chain's head takes Arrow batches: hand it a buffer's batch, not its dicts
         self.columnar_input = not self.operators or self.operators[0].accepts_columns
+        #: the chain's head has two logical inputs (`process` routes each buffer to its own)
+        self.two_input = bool(self.operators) and isinstance(self.operators[0], TwoInputStreamOperator)
         self._index = {id(op): index for index, op in enumerate(self.operators)}
 
     def op_key(self, index: int) -> str:
         return operator_state_key(index, self.vertex.operator_names[index])
 
-    def process(self, data: Batch) -> Batch:
-        """What the chain emits for `data`."""
-        return run_through(self.operators, data, self._input_types)
+    def process(self, data: Batch, input_index: int = 0) -> Batch:
+        """What the chain emits for `data`, input of logical input `input_index` of its head (a
+        two-input operator's first or second: `operators.two_input`)."""
+        if not self.two_input:
+            return run_through(self.operators, data, self._input_types)
+        if not num_rows(data):
+            return data
+        head = self.operators[0]
+        records = data if isinstance(data, list) else data.to_pylist()
+        data = head.process_batch2(records) if input_index else head.process_batch1(records)
+        return run_through(self.operators[1:], data, self._input_types[1:])
 
     def push(self, start: int, elements: list[Any]) -> list[Any]:
         """`elements` — record lists and watermark events, in order — entering the chain's

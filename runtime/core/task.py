@@ -408,7 +408,7 @@ class Task:
             rest = data.slice(limit) if not isinstance(data, list) else data[limit:]
             self._current = (channel, rest)
             data = data.slice(0, limit) if not isinstance(data, list) else data[:limit]
-        return self._run_chain(data, count_in=True)
+        return self._run_chain(data, count_in=True, input_index=self.channel_inputs[channel])
 
     def _unprocessed_input(self) -> list[tuple[int, ChannelItem]]:
         """Input taken from the network but not processed yet, oldest first, per channel."""
@@ -450,13 +450,13 @@ class Task:
             self._reported_finished = True
             self.ports.source_finished(self.task_id)
 
-    def _run_chain(self, data: Batch, *, count_in: bool) -> int:
+    def _run_chain(self, data: Batch, *, count_in: bool, input_index: int = 0) -> int:
         n = num_rows(data)
         if count_in:
             self.records_in += n
         if self._measures_latency and n:
             self.sink_latency.record(data, self.clock.now())
-        data = self.chain.process(data)
+        data = self.chain.process(data, input_index)
         if num_rows(data):
             self.writer.emit(data)
         if self.side_outputs.consumed:

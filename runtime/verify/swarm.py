@@ -69,6 +69,7 @@ from runtime.workloads.seeded import (
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
     SINK,
+    TWO_INPUT_STAGES,
     UNION_STAGES,
     build_stamped_job,
     draw_rows,
@@ -354,7 +355,31 @@ def draw_config(seed: int) -> SwarmConfig:
         **_draw_debloating(seed),
     )
     config = replace(config, **_draw_more(config))
-    return replace(config, **_draw_event_time(config))
+    config = replace(config, **_draw_event_time(config))
+    return replace(config, **_draw_two_input(config))
+
+
+#: the two-input stages the swarm runs (all of `TWO_INPUT_STAGES`; a stage drawn but left out
+#: here leaves its seed's config without a two-input stage)
+SWARM_TWO_INPUT_STAGES = TWO_INPUT_STAGES
+
+
+def _draw_two_input(config: SwarmConfig) -> dict[str, Any]:
+    """A two-input stage (`SWARM_TWO_INPUT_STAGES` of `TWO_INPUT_STAGES`) for a quarter of the
+    seeds, where the stages stay valid, from a stream of its own (drawn last, so the rest of every
+    seed's config stays as it was)."""
+    rng = random.Random(f"swarm-two-input/{config.seed}")
+    if rng.random() >= 1 / 4:
+        return {}
+    stage = rng.choice(TWO_INPUT_STAGES)
+    if stage not in SWARM_TWO_INPUT_STAGES:
+        return {}
+    stages = config.stages
+    places = [i for i in range(len(stages) + 1) if stages_valid(stages[:i] + (stage,) + stages[i:])]
+    if not places:
+        return {}
+    at = rng.choice(places)
+    return {"stages": stages[:at] + (stage,) + stages[at:]}
 
 
 def _draw_event_time(config: SwarmConfig) -> dict[str, Any]:

@@ -30,6 +30,9 @@ Records are stamped with their (origin, key) position (`stamp_code`), by the sou
 its position (an event-time timer per position), `ptimer` until a processing-time timer 1 ms
 later or the end of input, and both emit every record once in (origin, key) order; `side` sends
 every third record through a side output and unions it back (order lost, as with a union).
+Two-input stages (`TWO_INPUT_STAGES`) keep them too: `coprocess` holds the records of the stream
+and of a copy like `delay` in one keyed co-process, `ijoin` interval-joins the stream with a copy
+with no record late, so both outputs are independent of timing.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from functools import partial
 from typing import Any
 
 from operators import CollectSink, KeyedProcessFunction, OutputTag, TimeDomain, WatermarkStrategy
+from runtime.workloads.two_input_stages import hold_both, join_with_copy
 
 SINK = "out"
 
@@ -183,6 +187,11 @@ COLUMNAR_STAGES = ("batches", "kcount")
 #: `ptimer` hold records for an event-time / processing-time timer (order-free, keep order),
 #: `side` splits off a side output and unions it back (loses order, like a union)
 EVENT_TIME_STAGES = ("assign", "delay", "ptimer", "side")
+#: two inputs (`runtime.workloads.two_input_stages`): `coprocess` holds the records of the stream
+#: and of a copy of it (as `union` makes it) in one keyed co-process until the watermark passes
+#: their position; `ijoin` interval-joins the stream with a copy on key and equal position, no
+#: record late. Both lose (origin, key) order, like a union
+TWO_INPUT_STAGES = ("coprocess", "ijoin")
 #: origin of the records a keyed `count` at stage index i emits: RESTAMP_ORIGIN + i
 RESTAMP_ORIGIN = 1000
 #: `sub` stays below this (one more bit per `flat_map`), so `stamp_code` is unique
@@ -373,7 +382,7 @@ def order_holds_after(stages: tuple[str, ...]) -> bool:
     until a restamping `count`)."""
     ordered = True
     for stage in stages:
-        if stage in ("rebalance", "side") or stage in UNION_STAGES:
+        if stage in ("rebalance", "side") or stage in UNION_STAGES or stage in TWO_INPUT_STAGES:
             ordered = False
         elif stage in ("count", "kcount"):
             ordered = True
@@ -383,11 +392,14 @@ def order_holds_after(stages: tuple[str, ...]) -> bool:
 def stages_valid(stages: tuple[str, ...]) -> bool:
     """Known stage names, order-sensitive ones only where order holds, `sub` in range."""
     for index, stage in enumerate(stages):
-        if stage not in ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES + COLUMNAR_STAGES + EVENT_TIME_STAGES:
+        if stage not in (ORDER_FREE_STAGES + ORDER_SENSITIVE_STAGES + UNION_STAGES + COLUMNAR_STAGES
+                         + EVENT_TIME_STAGES + TWO_INPUT_STAGES):
             return False
         if stage in ORDER_SENSITIVE_STAGES and not order_holds_after(stages[:index]):
             return False
-    return 1 << (stages.count("flat_map") + stages.count("union")) < _MAX_SUB
+    if stages.count("ijoin") > 1:  # each joins every record with its copies: joins of joins grow fast
+        return False
+    return 1 << (stages.count("flat_map") + stages.count("union") + stages.count("coprocess")) < _MAX_SUB
 
 
 def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages: tuple[str, ...], *,
@@ -431,6 +443,10 @@ def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages:
         elif stage == "side":
             split = stream.key_by("key").process(SideSplit(), name=name)
             stream = split.union(split.get_side_output(SIDE), name=f"unsplit{index}")
+        elif stage == "coprocess":
+            stream = hold_both(stream, stream.map(_union_copy, name=f"copy{index}"), DelayUntilWatermark(), name)
+        elif stage == "ijoin":
+            stream = join_with_copy(stream, _stamp_time, index, name)
         elif stage in ("delay", "ptimer"):
             held = DelayUntilWatermark() if stage == "delay" else DelayForProcessingTime()
             stream = stream.key_by("key").process(held, name=name)
