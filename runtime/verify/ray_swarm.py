@@ -149,18 +149,6 @@ class RaySwarmConfig(SwarmConfigBase):
 # --------------------------------------------------------------------------- known bugs
 
 
-def _kills(process: str) -> Callable[[RaySwarmConfig], bool]:
-    def applies(config: RaySwarmConfig) -> bool:
-        return any(getattr(f, "process", None) == process for f in config.faults)
-    return applies
-
-
-def _without_kills(process: str) -> Callable[[RaySwarmConfig], RaySwarmConfig]:
-    def avoid(config: RaySwarmConfig) -> RaySwarmConfig:
-        return replace(config, faults=tuple(f for f in config.faults if getattr(f, "process", None) != process))
-    return avoid
-
-
 def _rechecks_an_unaligned_final_checkpoint_rescaled(config: RaySwarmConfig) -> bool:
     return (config.mode in ("unaligned", "timeout") and config.storage == "disk"
             and config.recheck_parallelism != (config.rescale_to or config.parallelism))
@@ -182,26 +170,6 @@ class KnownBug:
 
 #: known bugs, reported; delete an entry when its fix lands (the swarm then runs what it avoided)
 KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug(
-        "committer-process-killed",
-        "a killed CommitterService is never replaced: its death escapes execute() as a raw ActorDiedError "
-        "(noticed only at the end), and with in-memory storage the committed output dies with it",
-        _kills("committer"), _without_kills("committer"),
-        "RaySwarmConfig(seed=0, faults=(ProcessKill(process='committer', at_fraction=0.5),))"),
-    KnownBug(
-        "blob-store-process-killed",
-        "a killed BlobStoreService (in-memory checkpoint storage) is never replaced: later snapshot writes "
-        "and restores fail, and a RayTaskError(StorageError) escapes execute()",
-        lambda config: config.storage == "memory" and _kills("blob_store")(config), _without_kills("blob_store"),
-        "RaySwarmConfig(seed=0, faults=(ProcessKill(process='blob_store', at_fraction=0.5),))"),
-    KnownBug(
-        "restore-in-new-process",
-        "a restore in a new Python process on Ray does not find the restored run's durable committer: "
-        "its sinks' pending transactions fail with UnknownTransactionError (avoided: the restore runs in "
-        "this process, handed the committer)",
-        lambda config: config.rescale_to is not None and config.restore_process == "new",
-        lambda config: replace(config, restore_process="same"),
-        "RaySwarmConfig(seed=0, rows=2000, splits=2, parallelism=2, storage='disk', rescale_to=1, rescale_at=0.6)"),
     KnownBug(
         "final-checkpoint-restored-rescaled",
         "an unaligned final checkpoint keeps in-flight records (channel state) whose output the sinks "

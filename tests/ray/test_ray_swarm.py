@@ -31,7 +31,7 @@ from runtime.verify.ray_swarm import (
 )
 from runtime.workloads.seeded import SINK, build_stamped_job, draw_rows, multiset, normalize_state
 
-CI_SEEDS = (230, 388, 171, 262, 246, 14, 337, 301, 151, 156)
+CI_SEEDS = (230, 388, 171, 283, 337, 246, 14, 301, 151, 156)
 
 #: what the CI seeds draw together (a feature is "option=value" or "fault=Kind[:process]")
 MUST_COVER = (
@@ -39,7 +39,8 @@ MUST_COVER = (
     | {"slots=1", "slots=2", "storage=memory", "storage=disk", "chaining=False"}
     | {f"backend={backend}" for backend in ray_swarm.BACKENDS}
     | {"rescale=same process, other parallelism", "fault=ProcessKill:worker", "fault=ProcessKill:coordinator",
-       "fault=TaskCrash", "fault=CoordinatorCrash", "fault=TaskStall", "fault=TornWrite"}
+       "fault=ProcessKill:committer", "fault=ProcessKill:blob_store", "fault=TaskCrash", "fault=CoordinatorCrash",
+       "fault=TaskStall", "fault=TornWrite"}
 )
 
 
