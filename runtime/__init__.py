@@ -6,7 +6,23 @@ from checkpoint.reasons import CheckpointFailureReason
 from operators.side_outputs import OutputTag
 from operators.timer_service import TimeDomain
 from operators.watermarks import WatermarkStrategy
+from operators.windows import (
+    AggregateFunction,
+    CountTrigger,
+    EventTimeSessionWindows,
+    GlobalWindows,
+    ProcessWindowFunction,
+    PurgingTrigger,
+    SlidingEventTimeWindows,
+    SlidingProcessingTimeWindows,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+)
 from runtime.api.environment import DataStream, KeyedStream, StreamEnvironment
+from runtime.api.windowed import WindowedStream
 from runtime.connectors.parquet import ParquetSource, ParquetSourceError
 from runtime.core.barriers import (
     AlignmentStats,
@@ -44,6 +60,7 @@ from runtime.jobmaster.restore_match import RestoreError, StateMismatchError
 from runtime.jobmaster.result import JobFailedError, JobResult
 
 __all__ = [
+    "AggregateFunction",
     "AlignmentStats",
     "BarrierAligner",
     "BarrierHandler",
@@ -61,9 +78,12 @@ __all__ = [
     "CheckpointedInputGate",
     "CheckpointingMode",
     "CoordinatorCrash",
+    "CountTrigger",
     "DataStream",
     "EndOfPartition",
+    "EventTimeSessionWindows",
     "FaultPlan",
+    "GlobalWindows",
     "JobFailedError",
     "JobGraph",
     "JobGraphError",
@@ -73,18 +93,28 @@ __all__ = [
     "OutputTag",
     "ParquetSource",
     "ParquetSourceError",
+    "ProcessWindowFunction",
+    "PurgingTrigger",
     "RecordConversionError",
     "RecordTypeError",
     "RestartStrategy",
     "RestoreError",
+    "SlidingEventTimeWindows",
+    "SlidingProcessingTimeWindows",
     "StateMismatchError",
     "StorageWriteFailure",
     "StreamEnvironment",
     "TaskCrash",
     "TaskId",
     "TimeDomain",
+    "TimeWindow",
+    "Trigger",
+    "TriggerResult",
+    "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
     "UnalignedBarrierHandler",
     "Watermark",
     "WatermarkStatus",
     "WatermarkStrategy",
+    "WindowedStream",
 ]

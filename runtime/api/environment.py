@@ -64,6 +64,8 @@ from operators.transforms import (
     PassThroughOperator,
 )
 from operators.watermarks import WatermarkStrategy
+from operators.windows.assigners import WindowAssigner
+from runtime.api.windowed import WindowedStream
 from runtime.connectors.parquet import ParquetSource
 from runtime.core.debloat import DEFAULT_TARGET, BufferDebloatConfig
 from runtime.core.graph import (
@@ -381,6 +383,15 @@ class KeyedStream(DataStream):
         (`{"key": key, "count": n}` when keyed by a function)."""
         field_name = self.key_column if self.key_column is not None else "key"
         return self._then(CountOperator(self.key_selector, field_name), "count", name, [field_name, "count"])
+
+    def window(self, assigner: WindowAssigner) -> WindowedStream:
+        """Cut each key's records into windows (`TumblingEventTimeWindows.of(size)`, ...); finish
+        with `.reduce`, `.aggregate`, `.process`, `.count()` or `.sum(field)` (`runtime.api.windowed`).
+
+        Raises:
+            JobGraphError: `assigner` is not a `WindowAssigner` instance.
+        """
+        return WindowedStream(self, assigner)
 
 
 class StreamEnvironment:
