@@ -65,11 +65,12 @@ from runtime.verify.judging import (
     storage_problem,
 )
 from runtime.workloads.seeded import (
-    EVENT_TIME_STAGES,
     ORDER_FREE_STAGES,
     ORDER_SENSITIVE_STAGES,
     SINK,
+    TIMER_STAGES,
     UNION_STAGES,
+    WINDOW_STAGES,
     build_stamped_job,
     draw_rows,
     order_holds_after,
@@ -359,21 +360,30 @@ def draw_config(seed: int) -> SwarmConfig:
 
 def _draw_event_time(config: SwarmConfig) -> dict[str, Any]:
     """Event time for a third of the seeds, from a stream of its own (drawn last, so the rest of
-    every seed's config stays as it was): one or two of `EVENT_TIME_STAGES` where the stages stay
-    valid, per-split source watermarks, and a watermark interval short enough for watermarks to
-    move during the swarm's short jobs."""
+    every seed's config stays as it was): one or two of `TIMER_STAGES` where the stages stay
+    valid, per-split source watermarks, a watermark interval short enough for watermarks to
+    move during the swarm's short jobs and, for most of them, one of `WINDOW_STAGES`."""
     rng = random.Random(f"swarm-event-time/{config.seed}")
     if rng.random() >= 1 / 3:
         return {}
     stages = config.stages
     for _ in range(rng.randint(1, 2)):
-        stage = rng.choice(EVENT_TIME_STAGES)
-        places = [i for i in range(len(stages) + 1) if stages_valid(stages[:i] + (stage,) + stages[i:])]
-        if places:
-            at = rng.choice(places)
-            stages = stages[:at] + (stage,) + stages[at:]
-    return {"stages": stages, "source_watermarks": rng.random() < 0.5,
-            "watermark_interval": rng.choice((0.0005, 0.002, 0.01))}
+        stages = _insert_stage(rng, stages, rng.choice(TIMER_STAGES))
+    drawn = {"source_watermarks": rng.random() < 0.5, "watermark_interval": rng.choice((0.0005, 0.002, 0.01))}
+    # windows from a stream of their own, so the seeds drawn before them keep their stages
+    windows = random.Random(f"swarm-windows/{config.seed}")
+    if windows.random() < 0.6:
+        stages = _insert_stage(windows, stages, windows.choice(WINDOW_STAGES))
+    return {"stages": stages, **drawn}
+
+
+def _insert_stage(rng: random.Random, stages: tuple[str, ...], stage: str) -> tuple[str, ...]:
+    """`stages` with `stage` at a random place where they stay valid (unchanged if there is none)."""
+    places = [i for i in range(len(stages) + 1) if stages_valid(stages[:i] + (stage,) + stages[i:])]
+    if not places:
+        return stages
+    at = rng.choice(places)
+    return stages[:at] + (stage,) + stages[at:]
 
 
 def _draw_more(config: SwarmConfig) -> dict[str, Any]:

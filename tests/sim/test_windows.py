@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from sim_jobs import event_time_env
 
@@ -19,8 +20,11 @@ from checkpoint.io.tools import (
     read_keyed_snapshots,
     resolve_job,
 )
+from operators import CollectSink, SlidingEventTimeWindows, TumblingEventTimeWindows, WatermarkStrategy
+from operators.windows.triggers import EventTimeTrigger, TriggerResult
+from operators.windows.vectorised import WindowCountSumOperator
 from runtime import FaultPlan, JobFailedError, StreamEnvironment, TaskCrash
-from runtime.verify.invariants import InvariantChecker, record_key
+from runtime.verify.invariants import InvariantChecker, InvariantViolation, record_key
 from runtime.workloads.windows import build_windows_job, check_probes, reference, window_rows, without_probes
 from state.serialization import KeyedStateSnapshot, keyed_snapshot_from_bytes
 
@@ -110,3 +114,62 @@ def test_restore_with_another_parallelism_keeps_open_windows(tmp_path, backend, 
     result = restored.execute("win", executor="sim", seed=4, invariants=True)
     assert regular(result) == EXPECTED  # committed by both executions, each window once
     check_probes(ROWS, result.output("tumbling"), result.output("late"))
+
+
+def test_windowed_count_and_sum_over_arrow_batches_are_exactly_once(monkeypatch):
+    vectorised = []
+    process_columns = WindowCountSumOperator.process_columns
+
+    def counted(self, batch):
+        vectorised.append(batch.num_rows)
+        return process_columns(self, batch)
+
+    monkeypatch.setattr(WindowCountSumOperator, "process_columns", counted)
+    keys = pa.array([f"k{i}" for i in range(4)])
+    env = event_time_env("unaligned")
+    stream = env.generate(count=2000, batch_fn=lambda idx: {"key": keys.take(pa.array(idx % 4)), "t": pa.array(idx * 3),
+                                                           "v": pa.array(idx % 7)},
+                          timestamp_field=None, watermark_strategy=WatermarkStrategy.for_monotonous_timestamps()
+                          .with_timestamp_assigner("t"))
+    stream.key_by("key").window(TumblingEventTimeWindows.of(100)).count(name="counts").sink_to(CollectSink("counts"))
+    stream.key_by("key").window(SlidingEventTimeWindows.of(100, 25)).sum("v", name="sums").sink_to(CollectSink("sums"))
+    result = env.execute("columns", executor="sim", seed=3, faults=FaultPlan.random(seed=3, crashes=2),
+                         invariants=True)
+    assert result.failures and sum(vectorised) > 1000
+    counts: Counter = Counter()
+    sums: Counter = Counter()
+    for i in range(2000):
+        key, t = f"k{i % 4}", i * 3
+        counts[(key, t // 100 * 100)] += 1
+        for start in range(t // 25 * 25, t - 100, -25):
+            sums[(key, start)] += i % 7
+    assert Counter(map(record_key, result.output("counts"))) == Counter(
+        record_key({"key": k, "window_start": s, "window_end": s + 100, "count": n}) for (k, s), n in counts.items())
+    assert Counter(map(record_key, result.output("sums"))) == Counter(
+        record_key({"key": k, "window_start": s, "window_end": s + 100, "v": n}) for (k, s), n in sums.items())
+
+
+def test_a_clean_run_checks_the_window_invariants():
+    checker = InvariantChecker()
+    windows_env().execute("win", executor="sim", seed=1, invariants=checker)
+    assert checker.checks["window-fires-after-end"] > 0 and checker.checks["window-record-accounted"] > 0
+
+
+def _violation() -> InvariantViolation:
+    with pytest.raises(InvariantViolation) as info:
+        windows_env().execute("win", executor="sim", seed=1, invariants=True)
+    return info.value
+
+
+def test_a_window_firing_before_its_end_is_caught(monkeypatch):
+    monkeypatch.setattr(EventTimeTrigger, "on_element", lambda self, timestamp, window, ctx: TriggerResult.FIRE)
+    found = _violation()
+    assert found.invariant == "window-fires-after-end" and "before its end" in found.detail
+
+
+def test_a_record_counted_twice_in_one_window_is_caught(monkeypatch):
+    assign = TumblingEventTimeWindows.assign_windows
+    monkeypatch.setattr(TumblingEventTimeWindows, "assign_windows",
+                        lambda self, timestamp, now: assign(self, timestamp, now) * 2)
+    found = _violation()
+    assert found.invariant == "window-record-accounted" and "added twice" in found.detail
