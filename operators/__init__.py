@@ -9,9 +9,11 @@ from operators.timer_service import TimeDomain, TimerService
 from operators.watermarks import WatermarkStrategy
 from operators.windows import (
     AggregateFunction,
+    CoGroupFunction,
     CountTrigger,
     EventTimeSessionWindows,
     GlobalWindows,
+    JoinFunction,
     ProcessWindowFunction,
     PurgingTrigger,
     SlidingEventTimeWindows,
@@ -25,12 +27,14 @@ from operators.windows import (
 
 __all__ = [
     "AggregateFunction",
+    "CoGroupFunction",
     "CollectSink",
     "CollectionSource",
     "CountTrigger",
     "EventTimeSessionWindows",
     "GeneratorSource",
     "GlobalWindows",
+    "JoinFunction",
     "KeyedContext",
     "KeyedProcessFunction",
     "OperatorContext",

@@ -8,9 +8,11 @@ from operators.timer_service import TimeDomain
 from operators.watermarks import WatermarkStrategy
 from operators.windows import (
     AggregateFunction,
+    CoGroupFunction,
     CountTrigger,
     EventTimeSessionWindows,
     GlobalWindows,
+    JoinFunction,
     ProcessWindowFunction,
     PurgingTrigger,
     SlidingEventTimeWindows,
@@ -61,6 +63,7 @@ from runtime.jobmaster.result import JobFailedError, JobResult
 
 __all__ = [
     "AggregateFunction",
+    "CoGroupFunction",
     "AlignmentStats",
     "BarrierAligner",
     "BarrierHandler",
@@ -84,6 +87,7 @@ __all__ = [
     "EventTimeSessionWindows",
     "FaultPlan",
     "GlobalWindows",
+    "JoinFunction",
     "JobFailedError",
     "JobGraph",
     "JobGraphError",

@@ -11,7 +11,12 @@ from operators.windows.assigners import (
     TumblingProcessingTimeWindows,
     WindowAssigner,
 )
-from operators.windows.functions import AggregateFunction, ProcessWindowFunction
+from operators.windows.functions import (
+    AggregateFunction,
+    CoGroupFunction,
+    JoinFunction,
+    ProcessWindowFunction,
+)
 from operators.windows.triggers import (
     CountTrigger,
     EventTimeTrigger,
@@ -24,11 +29,13 @@ from operators.windows.triggers import (
 
 __all__ = [
     "AggregateFunction",
+    "CoGroupFunction",
     "CountTrigger",
     "EventTimeSessionWindows",
     "EventTimeTrigger",
     "GlobalWindow",
     "GlobalWindows",
+    "JoinFunction",
     "NeverTrigger",
     "ProcessWindowFunction",
     "ProcessingTimeTrigger",

@@ -22,7 +22,7 @@ from typing import Any
 
 from state.keyed import KeyedStateBackend
 
-__all__ = ["AggregateFunction", "ProcessWindowFunction", "WindowContents"]
+__all__ = ["AggregateFunction", "CoGroupFunction", "JoinFunction", "ProcessWindowFunction", "WindowContents"]
 
 CONTENTS = "window-contents"
 ELEMENTS = "window-elements"
@@ -62,6 +62,20 @@ class ProcessWindowFunction:
 
     def clear(self, context: Any) -> None:  # noqa: B027 - optional hook
         pass
+
+
+class JoinFunction:
+    """`join(left, right)` -> the joined record, for each pair of one key and window (PyFlink's)."""
+
+    def join(self, first: Record, second: Record) -> Record:
+        raise NotImplementedError(f"{type(self).__name__} must implement join(first, second)")
+
+
+class CoGroupFunction:
+    """`co_group(lefts, rights)` -> records, once per key and window (PyFlink's)."""
+
+    def co_group(self, first: list[Record], second: list[Record]) -> Iterable[Record] | None:
+        raise NotImplementedError(f"{type(self).__name__} must implement co_group(first, second)")
 
 
 class WindowContents:

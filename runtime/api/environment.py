@@ -65,6 +65,7 @@ from operators.transforms import (
 )
 from operators.watermarks import WatermarkStrategy
 from operators.windows.assigners import WindowAssigner
+from runtime.api.window_joins import CoGroupedStreams, JoinedStreams
 from runtime.api.windowed import WindowedStream
 from runtime.connectors.parquet import ParquetSource
 from runtime.core.debloat import DEFAULT_TARGET, BufferDebloatConfig
@@ -207,6 +208,15 @@ class DataStream:
         node = self._env._add_node("union", inputs=inputs, operator=PassThroughOperator(), columns=columns,
                                    user_name=name)
         return DataStream(self._env, node)
+
+    def join(self, other: DataStream) -> JoinedStreams:
+        """A window join with `other`: `.where(key).equal_to(key).window(assigner).apply(fn)`
+        (`runtime.api.window_joins`)."""
+        return JoinedStreams(self, other)
+
+    def co_group(self, other: DataStream) -> CoGroupedStreams:
+        """A window co-group with `other`: `.where(key).equal_to(key).window(assigner).apply(fn)`."""
+        return CoGroupedStreams(self, other)
 
     # ------------------------------------------------------------------ partitioning
 
