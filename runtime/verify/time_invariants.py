@@ -16,8 +16,9 @@ Invariants (the name is what a violation reports):
 * ``event-timers-fire-by-end`` — when a job finished successfully no event-time timer is left:
   the end of input moved every watermark to `+inf`.
 * ``window-fires-after-end`` — a window of an event-time assigner with the event-time trigger
-  fires only once the operator's watermark reached its end (`max_timestamp()`), and never after
-  its cleanup time (end + allowed lateness) has passed, except at that cleanup itself.
+  fires only once the operator's watermark reached its end (`max_timestamp()`); that no window
+  fires after its cleanup time (end + allowed lateness) follows from ``window-record-accounted``:
+  a record for such a window is late, and a window without records has no contents to fire.
 * ``window-record-accounted`` — each record a window operator takes is added once to each of its
   windows the watermark has not passed (end + allowed lateness; for merging windows, to the one
   window it merged into), or, when it passed them all, goes to the late output or is counted as
