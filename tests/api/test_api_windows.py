@@ -10,6 +10,8 @@ import math
 import pyarrow as pa
 import pytest
 from api_fakes import FakeTime, make_ctx
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from operators import (
     AggregateFunction,
@@ -287,3 +289,47 @@ def test_a_failing_window_function_names_the_operator_and_the_timer():
     op.process_batch(rows((1, 1)))
     with pytest.raises(OperatorError, match="operator 'w' failed on record .<event-time timer 9 of key 'a'>.*boom"):
         op.process_watermark(Watermark(9))
+
+
+@settings(max_examples=150, deadline=None)
+@given(times=st.lists(st.integers(0, 200), min_size=1, max_size=40), gap=st.integers(1, 30),
+       watermarks=st.lists(st.integers(0, 250), max_size=5))
+def test_sessions_match_a_reference_whatever_the_order_and_watermarks(times, gap, watermarks):
+    """Each record is in exactly one fired session or late; each session spans its records with
+    no gap wider than `gap` (a session fired before a record within its reach came stays fired,
+    and the record starts another, as in Flink); without watermarks before the end, the sessions
+    are those of a reference."""
+    op, ctx = window_op(EventTimeSessionWindows.with_gap(gap), late=LATE)
+    results: list = []
+    steps = [("r", t, i) for i, t in enumerate(times)]
+    for n, watermark in enumerate(sorted(watermarks)):  # watermarks at spread positions, rising
+        steps.insert(min(len(steps), (n + 1) * len(steps) // (len(watermarks) + 1)), ("w", watermark, None))
+    current = -math.inf
+    for kind, value, index in steps:
+        if kind == "w":
+            current = max(current, value)
+            results += [r for batch in op.process_watermark(Watermark(current))[:-1] for r in batch]
+        else:
+            results += op.process_batch([{"k": "a", "v": index, TS: value}])
+    results += [r for batch in op.process_watermark(Watermark(math.inf))[:-1] for r in batch]
+    late = [r["v"] for _, records in ctx.side_outputs.take() for r in records]
+    fired = [v for r in results for v in r["vs"]]
+    assert sorted(fired + late) == list(range(len(times)))  # every record once
+    spans = []
+    for r in results:
+        member_times = sorted(times[i] for i in r["vs"])
+        assert (r["start"], r["end"]) == (member_times[0], member_times[-1] + gap)
+        assert all(b - a <= gap for a, b in zip(member_times, member_times[1:], strict=False))
+        spans.append((r["start"], r["end"]))
+    spans.sort()
+    if not watermarks:
+        expected, group = [], [sorted(times)[0]]
+        for t in sorted(times)[1:]:
+            if t <= group[-1] + gap:
+                group.append(t)
+            else:
+                expected.append((group[0], group[-1] + gap))
+                group = [t]
+        expected.append((group[0], group[-1] + gap))
+        assert spans == expected
+    assert ctx.keyed_backend.dump() == {}
