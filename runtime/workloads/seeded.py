@@ -466,7 +466,7 @@ def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages:
 
 
 #: window sizes in `stamp_code` units (a few positions of one (origin, key) path)
-WINDOW_SIZE = 4 * _MAX_SUB
+WINDOW_SIZE = 2 * _MAX_SUB
 LATE = OutputTag("late")
 
 
