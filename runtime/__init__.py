@@ -6,8 +6,26 @@ from checkpoint.reasons import CheckpointFailureReason
 from operators.side_outputs import OutputTag
 from operators.timer_service import TimeDomain
 from operators.watermarks import WatermarkStrategy
+from operators.windows import (
+    AggregateFunction,
+    CoGroupFunction,
+    CountTrigger,
+    EventTimeSessionWindows,
+    GlobalWindows,
+    JoinFunction,
+    ProcessWindowFunction,
+    PurgingTrigger,
+    SlidingEventTimeWindows,
+    SlidingProcessingTimeWindows,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+)
 from runtime.api.connected_streams import ConnectedStreams, IntervalJoin, IntervalJoined
 from runtime.api.environment import DataStream, KeyedStream, StreamEnvironment
+from runtime.api.windowed import WindowedStream
 from runtime.connectors.parquet import ParquetSource, ParquetSourceError
 from runtime.core.barriers import (
     AlignmentStats,
@@ -45,6 +63,8 @@ from runtime.jobmaster.restore_match import RestoreError, StateMismatchError
 from runtime.jobmaster.result import JobFailedError, JobResult
 
 __all__ = [
+    "AggregateFunction",
+    "CoGroupFunction",
     "AlignmentStats",
     "BarrierAligner",
     "BarrierHandler",
@@ -63,11 +83,15 @@ __all__ = [
     "CheckpointingMode",
     "ConnectedStreams",
     "CoordinatorCrash",
+    "CountTrigger",
     "DataStream",
     "EndOfPartition",
+    "EventTimeSessionWindows",
     "FaultPlan",
     "IntervalJoin",
     "IntervalJoined",
+    "GlobalWindows",
+    "JoinFunction",
     "JobFailedError",
     "JobGraph",
     "JobGraphError",
@@ -77,18 +101,28 @@ __all__ = [
     "OutputTag",
     "ParquetSource",
     "ParquetSourceError",
+    "ProcessWindowFunction",
+    "PurgingTrigger",
     "RecordConversionError",
     "RecordTypeError",
     "RestartStrategy",
     "RestoreError",
+    "SlidingEventTimeWindows",
+    "SlidingProcessingTimeWindows",
     "StateMismatchError",
     "StorageWriteFailure",
     "StreamEnvironment",
     "TaskCrash",
     "TaskId",
     "TimeDomain",
+    "TimeWindow",
+    "Trigger",
+    "TriggerResult",
+    "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
     "UnalignedBarrierHandler",
     "Watermark",
     "WatermarkStatus",
     "WatermarkStrategy",
+    "WindowedStream",
 ]

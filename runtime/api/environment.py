@@ -65,7 +65,10 @@ from operators.transforms import (
 )
 from operators.two_input import TwoInputStreamOperator
 from operators.watermarks import WatermarkStrategy
+from operators.windows.assigners import WindowAssigner
 from runtime.api.connected_streams import ConnectedStreams, IntervalJoin
+from runtime.api.window_joins import CoGroupedStreams, JoinedStreams
+from runtime.api.windowed import WindowedStream
 from runtime.connectors.parquet import ParquetSource
 from runtime.core.debloat import DEFAULT_TARGET, BufferDebloatConfig
 from runtime.core.graph import (
@@ -229,6 +232,14 @@ class DataStream:
     def _stream_of(self, node: _Node) -> DataStream:
         """The stream an operator added with `_add_node` emits."""
         return DataStream(self._env, node)
+    def join(self, other: DataStream) -> JoinedStreams:
+        """A window join with `other`: `.where(key).equal_to(key).window(assigner).apply(fn)`
+        (`runtime.api.window_joins`)."""
+        return JoinedStreams(self, other)
+
+    def co_group(self, other: DataStream) -> CoGroupedStreams:
+        """A window co-group with `other`: `.where(key).equal_to(key).window(assigner).apply(fn)`."""
+        return CoGroupedStreams(self, other)
 
     # ------------------------------------------------------------------ partitioning
 
@@ -420,6 +431,15 @@ class KeyedStream(DataStream):
         (`{"key": key, "count": n}` when keyed by a function)."""
         field_name = self.key_column if self.key_column is not None else "key"
         return self._then(CountOperator(self.key_selector, field_name), "count", name, [field_name, "count"])
+
+    def window(self, assigner: WindowAssigner) -> WindowedStream:
+        """Cut each key's records into windows (`TumblingEventTimeWindows.of(size)`, ...); finish
+        with `.reduce`, `.aggregate`, `.process`, `.count()` or `.sum(field)` (`runtime.api.windowed`).
+
+        Raises:
+            JobGraphError: `assigner` is not a `WindowAssigner` instance.
+        """
+        return WindowedStream(self, assigner)
 
 
 class StreamEnvironment:

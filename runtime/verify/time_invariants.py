@@ -15,6 +15,15 @@ Invariants (the name is what a violation reports):
   its time.
 * ``event-timers-fire-by-end`` — when a job finished successfully no event-time timer is left:
   the end of input moved every watermark to `+inf`.
+* ``window-fires-after-end`` — a window of an event-time assigner with the event-time trigger
+  fires only once the operator's watermark reached its end (`max_timestamp()`); that no window
+  fires after its cleanup time (end + allowed lateness) follows from ``window-record-accounted``:
+  a record for such a window is late, and a window without records has no contents to fire.
+* ``window-record-accounted`` — each record a window operator takes is added once to each of its
+  windows the watermark has not passed (end + allowed lateness; for merging windows, to the one
+  window it merged into), or, when it passed them all, goes to the late output or is counted as
+  dropped — never both, never neither. Together with the committed output's comparison to a
+  reference this is "each record counted once per window it belongs to, or late".
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from checkpoint.handles import TaskId
+from operators.windows.operator import WindowOperator
+from operators.windows.triggers import EventTimeTrigger
 from runtime.core.messages import Watermark
 
 if TYPE_CHECKING:
@@ -44,6 +55,9 @@ class EventTimeChecks:
         self._tasks = []
         for task_id, task in tasks.items():
             self._watch_watermark(task_id, task.time)
+            for operator in task.chain.operators:
+                if isinstance(operator, WindowOperator):
+                    self._watch_windows(task_id, operator)
             for service in task.chain.timer_services:
                 self._tasks.append((task_id, service))
                 for domain, queue in (("event", service.event), ("processing", service.processing)):
@@ -127,3 +141,50 @@ class EventTimeChecks:
             return timer
 
         queue.add, queue.remove, queue.poll = watched_add, watched_remove, watched_poll
+
+    def _watch_windows(self, task_id: TaskId, operator: WindowOperator) -> None:
+        emit, process, add = operator._emit, operator._process_element, operator.contents.add
+        checker, service = self.checker, operator.timer_service
+        checks_end = operator.assigner.is_event_time and type(operator.trigger) is EventTimeTrigger
+        added: list[Any] = []
+
+        def watched_emit(key: Any, window: Any, state_window: Any, out: list[Any]) -> None:
+            checker.checks["window-fires-after-end"] += 1
+            watermark = service.current_watermark
+            if checks_end and window.max_timestamp() > watermark:
+                checker._violate("window-fires-after-end", f"task {task_id}, operator {operator.name!r}",
+                                 f"window {window!r} of key {key!r} fired at watermark {watermark}, before its end")
+            emit(key, window, state_window, out)
+
+        def watched_add(window_key: Any, value: Any) -> None:
+            added.append(window_key)
+            add(window_key, value)
+
+        def watched_process(record: Any, out: list[Any]) -> None:
+            added.clear()
+            late_before = operator.num_late_records_dropped
+            side = operator._side
+            sent_late: list[Any] = []
+
+            def watched_side(tag: Any, late_record: Any) -> None:
+                sent_late.append(late_record)
+                side(tag, late_record)
+
+            operator._side = watched_side
+            try:
+                process(record, out)
+            finally:
+                operator._side = side
+            late = len(sent_late) + operator.num_late_records_dropped - late_before
+            checker.checks["window-record-accounted"] += 1
+            subject = f"task {task_id}, operator {operator.name!r}"
+            if len(set(added)) != len(added):
+                checker._violate("window-record-accounted", subject,
+                                 f"record {record!r} added twice to one window: {added}")
+            elif (late > 0) == bool(added) or late > 1:
+                checker._violate("window-record-accounted", subject,
+                                 f"record {record!r} added to {len(added)} window(s) and sent late {late} time(s)")
+
+        operator._emit = watched_emit  # type: ignore[method-assign]
+        operator._process_element = watched_process  # type: ignore[method-assign]
+        operator.contents.add = watched_add  # type: ignore[method-assign]

@@ -33,6 +33,11 @@ every third record through a side output and unions it back (order lost, as with
 Two-input stages (`TWO_INPUT_STAGES`) keep them too: `coprocess` holds the records of the stream
 and of a copy like `delay` in one keyed co-process, `ijoin` interval-joins the stream with a copy
 with no record late, so both outputs are independent of timing.
+Window stages (`WINDOW_STAGES`) assign timestamps themselves and emit every record once, through
+its window or the late-data side output unioned back, so lateness does not change the output:
+`window` (tumbling), `slide` (sliding: a record leaves through the last of its windows, the
+last to become late), `session` (merging); order is lost, as with a union. `cwindow` counts per
+key in a global window with a count trigger and restamps like `count`.
 """
 
 from __future__ import annotations
@@ -43,7 +48,20 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from operators import CollectSink, KeyedProcessFunction, OutputTag, TimeDomain, WatermarkStrategy
+from operators import (
+    AggregateFunction,
+    CollectSink,
+    CountTrigger,
+    EventTimeSessionWindows,
+    GlobalWindows,
+    KeyedProcessFunction,
+    OutputTag,
+    ProcessWindowFunction,
+    SlidingEventTimeWindows,
+    TimeDomain,
+    TumblingEventTimeWindows,
+    WatermarkStrategy,
+)
 from runtime.workloads.two_input_stages import hold_both, join_with_copy
 
 SINK = "out"
@@ -186,7 +204,10 @@ COLUMNAR_STAGES = ("batches", "kcount")
 #: event time: `assign` timestamps and watermarks (order-free, records unchanged), `delay` and
 #: `ptimer` hold records for an event-time / processing-time timer (order-free, keep order),
 #: `side` splits off a side output and unions it back (loses order, like a union)
-EVENT_TIME_STAGES = ("assign", "delay", "ptimer", "side")
+TIMER_STAGES = ("assign", "delay", "ptimer", "side")
+#: windows (see the module docstring), drawn with the event-time stages
+WINDOW_STAGES = ("window", "slide", "session", "cwindow")
+EVENT_TIME_STAGES = TIMER_STAGES + WINDOW_STAGES
 #: two inputs (`runtime.workloads.two_input_stages`): `coprocess` holds the records of the stream
 #: and of a copy of it (as `union` makes it) in one keyed co-process until the watermark passes
 #: their position; `ijoin` interval-joins the stream with a copy on key and equal position, no
@@ -382,9 +403,10 @@ def order_holds_after(stages: tuple[str, ...]) -> bool:
     until a restamping `count`)."""
     ordered = True
     for stage in stages:
-        if stage in ("rebalance", "side") or stage in UNION_STAGES or stage in TWO_INPUT_STAGES:
+        if stage in ("rebalance", "side", "window", "slide", "session") or stage in UNION_STAGES \
+                or stage in TWO_INPUT_STAGES:
             ordered = False
-        elif stage in ("count", "kcount"):
+        elif stage in ("count", "kcount", "cwindow"):
             ordered = True
     return ordered
 
@@ -450,12 +472,71 @@ def build_stamped_job(env: Any, rows: list[dict[str, Any]], splits: int, stages:
         elif stage in ("delay", "ptimer"):
             held = DelayUntilWatermark() if stage == "delay" else DelayForProcessingTime()
             stream = stream.key_by("key").process(held, name=name)
+        elif stage in WINDOW_STAGES:
+            stream = _window_stage(stream, stage, index, name)
         elif stage == "kcount":
             stream = stream.key_by("key").count(name=name).map(partial(_restamp_count, RESTAMP_ORIGIN + index),
                                                               name=f"restamp{index}")
         else:
             stream = stream.key_by("key").process(_keyed_function(stage, index, strict_order), name=name)
     stream.sink_to(CollectSink(SINK))
+
+
+#: window sizes in `stamp_code` units (a few positions of one (origin, key) path)
+WINDOW_SIZE = 2 * _MAX_SUB
+LATE = OutputTag("late")
+
+
+class EmitElements(ProcessWindowFunction):
+    """Emits the window's elements; with `slide`, only those whose last window this is."""
+
+    def __init__(self, slide: int | None = None) -> None:
+        self.slide = slide
+
+    def process(self, key: Any, context: Any, elements: Any):
+        start = context.window().start
+        for record in elements:
+            code = stamp_code(record)
+            if self.slide is None or code - code % self.slide == start:
+                yield record
+
+
+class CountAll(AggregateFunction):
+    def create_accumulator(self) -> int:
+        return 0
+
+    def add(self, value: dict[str, Any], accumulator: int) -> int:
+        return accumulator + 1
+
+    def get_result(self, accumulator: int) -> int:
+        return accumulator
+
+    def merge(self, a: int, b: int) -> int:
+        return a + b
+
+
+class Restamped(ProcessWindowFunction):
+    """The count so far as a restamped record (`StampedCount`'s form)."""
+
+    def __init__(self, origin: int) -> None:
+        self.origin = origin
+
+    def process(self, key: Any, context: Any, elements: Any):
+        for n in elements:
+            yield {"id": n, "key": key, "v": 1, "origin": self.origin, "seq": n, "sub": 0}
+
+
+def _window_stage(stream: Any, stage: str, index: int, name: str) -> Any:
+    keyed = stream.assign_timestamps_and_watermarks(stamp_strategy(), name=f"stamp{index}").key_by("key")
+    if stage == "cwindow":
+        return keyed.window(GlobalWindows.create()).trigger(CountTrigger.of(3)) \
+            .aggregate(CountAll(), Restamped(RESTAMP_ORIGIN + index), name=name)
+    assigner = {"window": TumblingEventTimeWindows.of(WINDOW_SIZE),
+                "slide": SlidingEventTimeWindows.of(WINDOW_SIZE, WINDOW_SIZE // 2),
+                "session": EventTimeSessionWindows.with_gap(WINDOW_SIZE // 2)}[stage]
+    windowed = keyed.window(assigner).side_output_late_data(LATE) \
+        .process(EmitElements(WINDOW_SIZE // 2 if stage == "slide" else None), name=name)
+    return windowed.union(windowed.get_side_output(LATE), name=f"unlate{index}")
 
 
 def _paced_collection(rows: list[dict[str, Any]], splits: int, rate: float) -> Any:

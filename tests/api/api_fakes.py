@@ -58,3 +58,33 @@ def make_ctx(
 def opened(op: StreamOperator, **ctx_args: Any) -> StreamOperator:
     op.open(make_ctx(**ctx_args))
     return op
+
+
+class FakeTime:
+    """A processing-time service: remembers what operators scheduled; `fire(now)` calls them."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.scheduled: list[list] = []
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def schedule(self, when: float, operator):
+        entry = [when, operator, False]
+        self.scheduled.append(entry)
+
+        class Handle:
+            def cancel(self) -> None:
+                entry[2] = True
+
+        return Handle()
+
+    def fire(self, now: float) -> list:
+        self.clock.set(now)
+        due = [e for e in self.scheduled if e[0] <= now and not e[2]]
+        self.scheduled = [e for e in self.scheduled if e not in due]
+        out = []
+        for _, operator, _ in sorted(due, key=lambda e: e[0]):
+            out += operator.on_processing_time(now)
+        return out

@@ -8,7 +8,7 @@ import math
 
 import pyarrow as pa
 import pytest
-from api_fakes import make_ctx
+from api_fakes import FakeTime, make_ctx
 
 from operators import KeyedProcessFunction, OperatorError, OutputTag, TimeDomain
 from operators.assign_timestamps import TimestampsAndWatermarksOperator
@@ -20,37 +20,6 @@ from operators.transforms import FilterOperator, FlatMapOperator, MapBatchesOper
 from operators.watermarks import WatermarkStrategy
 from runtime.core.messages import Watermark, WatermarkStatus
 from runtime.core.ports import ManualClock
-
-
-class FakeTime:
-    """A processing-time service: remembers what operators scheduled; `fire(now)` calls them."""
-
-    def __init__(self, clock: ManualClock) -> None:
-        self.clock = clock
-        self.scheduled: list[list] = []
-
-    def now(self) -> float:
-        return self.clock.now()
-
-    def schedule(self, when: float, operator):
-        entry = [when, operator, False]
-        self.scheduled.append(entry)
-
-        class Handle:
-            def cancel(self) -> None:
-                entry[2] = True
-
-        return Handle()
-
-    def fire(self, now: float) -> list:
-        self.clock.set(now)
-        due = [e for e in self.scheduled if e[0] <= now and not e[2]]
-        self.scheduled = [e for e in self.scheduled if e not in due]
-        out = []
-        for _, operator, _ in sorted(due, key=lambda e: e[0]):
-            out += operator.on_processing_time(now)
-        return out
-
 
 ALERTS = OutputTag("alerts")
 

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from sim_jobs import event_time_env
 
 from checkpoint.io.tools import (
     load_checkpoint,
@@ -41,12 +42,7 @@ EXPECTED = {sink: Counter(map(record_key, records)) for sink, records in REFEREN
 
 def event_env(mode: str = "aligned", parallelism: int = 2, storage: str | None = None, restarts: bool = True,
               **options: Any) -> StreamEnvironment:
-    env = StreamEnvironment(parallelism=parallelism, buffer_size=8, credits=2, buffer_timeout=0.001)
-    env.enable_checkpointing(interval=0.002, mode=mode, tolerable_failures=1000, storage=storage,
-                             alignment_timeout=0.0005 if mode == "aligned-timeout" else None, **options)
-    env.set_auto_watermark_interval(0.001)
-    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=20, delay=0.001) if restarts
-                             else RestartStrategy.no_restart())
+    env = event_time_env(mode, parallelism, storage, restarts, **options)
     build_event_time_job(env, ROWS, splits=3)
     return env
 

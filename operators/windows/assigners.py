@@ -1,0 +1,272 @@
+"""Window assigners: which windows a record belongs to (Flink's `WindowAssigner`s).
+
+A window is a value: `TimeWindow(start, end)` (end exclusive; `max_timestamp()` is `end - 1`, the
+last instant it covers, as in Flink) or the one `GlobalWindow`. Windows are kept in keyed state by
+their `key` (a tuple, or "global") and rebuilt from it with `assigner.window_of(key)`. Assigners are
+tiny immutable values; every size, slide, offset and gap is a number in the unit of the record
+timestamps (event time; milliseconds in the examples) or in seconds of the task clock (processing
+time). A bad parameter raises `ValueError` naming the assigner and the parameter.
+
+Tumbling windows start at `offset + k * size`, sliding ones every `slide`; a session window is
+`[t, t + gap)` for each record and overlapping windows merge (`merge_windows`, Flink's
+`TimeWindow.mergeWindows`: sort by start, union what intersects).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from operators.timestamps import MAX_WATERMARK, check_timestamp
+from operators.windows.triggers import EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger, Trigger
+
+__all__ = [
+    "EventTimeSessionWindows",
+    "GlobalWindow",
+    "GlobalWindows",
+    "SlidingEventTimeWindows",
+    "SlidingProcessingTimeWindows",
+    "TimeWindow",
+    "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
+    "WindowAssigner",
+]
+
+
+class TimeWindow(NamedTuple):
+    """The interval `[start, end)` of event or processing time."""
+
+    start: Any
+    end: Any
+
+    def max_timestamp(self) -> Any:
+        """The last instant of the window (`end - 1`, Flink's `maxTimestamp`)."""
+        return self.end - 1
+
+    @property
+    def key(self) -> tuple[Any, Any]:
+        return (self.start, self.end)
+
+    def intersects(self, other: TimeWindow) -> bool:
+        return self.start <= other.end and self.end >= other.start
+
+    def cover(self, other: TimeWindow) -> TimeWindow:
+        return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+
+
+class GlobalWindow:
+    """The one window of `GlobalWindows`: every record of a key is in it."""
+
+    __slots__ = ()
+    start = -math.inf
+    end = math.inf
+    key = "global"
+
+    def max_timestamp(self) -> float:
+        return MAX_WATERMARK
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GlobalWindow)
+
+    def __hash__(self) -> int:
+        return hash("GlobalWindow")
+
+    def __repr__(self) -> str:
+        return "GlobalWindow()"
+
+
+GLOBAL_WINDOW = GlobalWindow()
+
+
+def window_start(timestamp: Any, offset: Any, size: Any) -> Any:
+    """The start of the window of length `size` (aligned to `offset`) holding `timestamp`
+    (Flink's `TimeWindow.getWindowStartWithOffset`)."""
+    return timestamp - (timestamp - offset) % size
+
+
+class WindowAssigner:
+    """Assigns each record to zero or more windows; the window operator asks it for the default
+    trigger. Subclasses set `is_event_time` and `merging`."""
+
+    is_event_time = True
+    merging = False
+
+    def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
+        """The windows of a record with event timestamp `timestamp`; `now()` is the processing time."""
+        raise NotImplementedError
+
+    def default_trigger(self) -> Trigger:
+        return EventTimeTrigger() if self.is_event_time else ProcessingTimeTrigger()
+
+    def window_of(self, key: Any) -> Any:
+        """The window kept in state under `key`."""
+        return TimeWindow(key[0], key[1])
+
+    def merge_windows(self, windows: list[Any]) -> list[tuple[Any, list[Any]]]:
+        """Merging assigners: the merge results and what each merges (only groups of two or more)."""
+        raise NotImplementedError
+
+    def _event_timestamp(self, timestamp: Any) -> Any:
+        if not check_timestamp(timestamp):
+            raise ValueError(f"{type(self).__name__}: the record has no event timestamp ({timestamp!r}); give the "
+                             "stream timestamps with assign_timestamps_and_watermarks(...) or a source "
+                             "watermark_strategy, or use a processing-time assigner")
+        return timestamp
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, tuple(sorted(vars(self).items()))))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({args})"
+
+
+def _positive(assigner: str, name: str, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{assigner}: {name} must be a positive finite number, got {value!r}")
+    return value
+
+
+def _offset(assigner: str, offset: Any, bound: Any, bound_name: str) -> Any:
+    if isinstance(offset, bool) or not isinstance(offset, int | float) or not math.isfinite(offset):
+        raise ValueError(f"{assigner}: offset must be a finite number, got {offset!r}")
+    if abs(offset) >= bound:
+        raise ValueError(f"{assigner}: abs(offset) must be smaller than the {bound_name} ({bound!r}), got {offset!r}")
+    return offset
+
+
+class _Tumbling(WindowAssigner):
+    def __init__(self, size: Any, offset: Any = 0) -> None:
+        name = type(self).__name__
+        self.size = _positive(name, "size", size)
+        self.offset = _offset(name, offset, size, "size")
+
+    @classmethod
+    def of(cls, size: Any, offset: Any = 0) -> Any:
+        """Windows of length `size`, one after the other, starting at `offset + k * size`.
+
+        Raises:
+            ValueError: size is not positive, or abs(offset) >= size.
+        """
+        return cls(size, offset)
+
+    def _windows(self, timestamp: Any) -> list[Any]:
+        start = window_start(timestamp, self.offset, self.size)
+        return [TimeWindow(start, start + self.size)]
+
+
+class TumblingEventTimeWindows(_Tumbling):
+    """Fixed-size, non-overlapping event-time windows (Flink's `TumblingEventTimeWindows`)."""
+
+    def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
+        return self._windows(self._event_timestamp(timestamp))
+
+
+class TumblingProcessingTimeWindows(_Tumbling):
+    """Fixed-size, non-overlapping windows of the task clock (seconds; virtual on the simulator)."""
+
+    is_event_time = False
+
+    def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
+        return self._windows(now())
+
+
+class _Sliding(WindowAssigner):
+    def __init__(self, size: Any, slide: Any, offset: Any = 0) -> None:
+        name = type(self).__name__
+        self.size = _positive(name, "size", size)
+        self.slide = _positive(name, "slide", slide)
+        if slide > size:
+            raise ValueError(f"{name}: slide ({slide!r}) must not exceed size ({size!r}): records between "
+                             "two windows would belong to none")
+        self.offset = _offset(name, offset, slide, "slide")
+
+    @classmethod
+    def of(cls, size: Any, slide: Any, offset: Any = 0) -> Any:
+        """Windows of length `size` starting every `slide` (a record is in `size / slide` windows).
+
+        Raises:
+            ValueError: size or slide is not positive, slide > size, or abs(offset) >= slide.
+        """
+        return cls(size, slide, offset)
+
+    def _windows(self, timestamp: Any) -> list[Any]:
+        start = window_start(timestamp, self.offset, self.slide)
+        windows = []
+        while start > timestamp - self.size:
+            windows.append(TimeWindow(start, start + self.size))
+            start -= self.slide
+        return windows
+
+
+class SlidingEventTimeWindows(_Sliding):
+    """Overlapping event-time windows of `size`, one every `slide` (Flink's `SlidingEventTimeWindows`)."""
+
+    def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
+        return self._windows(self._event_timestamp(timestamp))
+
+
+class SlidingProcessingTimeWindows(_Sliding):
+    """Overlapping windows of the task clock (seconds; virtual on the simulator)."""
+
+    is_event_time = False
+
+    def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
+        return self._windows(now())
+
+
+class EventTimeSessionWindows(WindowAssigner):
+    """Sessions: a record opens `[t, t + gap)` and windows that overlap merge, so a session ends
+    after `gap` without records of its key (Flink's `EventTimeSessionWindows`)."""
+
+    merging = True
+
+    def __init__(self, gap: Any) -> None:
+        self.gap = _positive("EventTimeSessionWindows", "gap", gap)
+
+    @classmethod
+    def with_gap(cls, gap: Any) -> EventTimeSessionWindows:
+        """Sessions closed by `gap` of event time without records.
+
+        Raises:
+            ValueError: gap is not positive.
+        """
+        return cls(gap)
+
+    def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
+        timestamp = self._event_timestamp(timestamp)
+        return [TimeWindow(timestamp, timestamp + self.gap)]
+
+    def merge_windows(self, windows: list[Any]) -> list[tuple[Any, list[Any]]]:
+        merged: list[tuple[TimeWindow, list[TimeWindow]]] = []
+        for window in sorted(windows):
+            if merged and merged[-1][0].intersects(window):
+                cover, members = merged[-1]
+                merged[-1] = (cover.cover(window), [*members, window])
+            else:
+                merged.append((window, [window]))
+        return [(cover, members) for cover, members in merged if len(members) > 1]
+
+
+class GlobalWindows(WindowAssigner):
+    """One window per key that never ends: nothing fires unless a trigger says so
+    (`.trigger(CountTrigger.of(n))`); Flink's `GlobalWindows`."""
+
+    is_event_time = False
+
+    @classmethod
+    def create(cls) -> GlobalWindows:
+        return cls()
+
+    def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
+        return [GLOBAL_WINDOW]
+
+    def default_trigger(self) -> Trigger:
+        return NeverTrigger()
+
+    def window_of(self, key: Any) -> Any:
+        return GLOBAL_WINDOW
