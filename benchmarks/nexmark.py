@@ -49,8 +49,15 @@ from benchmarks.checkpoint_modes import (
     measured_load,
     merge_runs,
 )
-from benchmarks.report import add_output_arguments, at_least_one, local_checkpoint_dir, markdown_table, output_of, \
-    parse_args, write_json
+from benchmarks.report import (
+    add_output_arguments,
+    at_least_one,
+    local_checkpoint_dir,
+    markdown_table,
+    output_of,
+    parse_args,
+    write_json,
+)
 
 EXECUTORS = ("sim", "ray")
 MODES = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once")
@@ -82,7 +89,7 @@ class Profile:
 
 
 PROFILES: dict[tuple[str, bool], Profile] = {
-    ("sim", True): Profile(seconds=1.5, events=20_000, warmup=0.3),
+    ("sim", True): Profile(seconds=1.0, events=10_000, warmup=0.3),
     ("sim", False): Profile(seconds=5.0, events=1_000_000, warmup=0.5),
     ("ray", True): Profile(seconds=3.0, events=100_000, warmup=1.0, lead=2.0),
     ("ray", False): Profile(seconds=8.0, events=1_000_000, warmup=1.5, lead=3.0),
@@ -120,7 +127,7 @@ def run_combination(combo: Combination, profile: Profile, config: Any, events: i
     latency_run = execute(latency_events, rate, anchor)
     throughput_run = execute(events, None, None)
     outcome = summarise(combo, latency_run, throughput_run, config=config, anchor=anchor, warmup=profile.warmup,
-                        events=latency_events, rate=rate)
+                        events=latency_events, rate=rate, throughput_events=events)
     outcome.row["query"] = query.name
     outcome.row["throughput_events"] = events
     outcome.wall_s = time.perf_counter() - started
@@ -249,7 +256,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executor", nargs="+", choices=EXECUTORS, default=["sim"],
                         help="sim (default) and/or ray")
     parser.add_argument("--events", type=int, default=None,
-                        help="events of each full-speed run (default: 1,000,000; 20,000 on sim and 100,000 on Ray "
+                        help="events of each full-speed run (default: 1,000,000; 10,000 on sim and 100,000 on Ray "
                              "with --quick)")
     parser.add_argument("--seconds", type=float, default=None,
                         help="seconds of events at the NexMark rate in each latency run (default: the profile's)")

@@ -15,10 +15,10 @@ the query's `build` (`runtime.workloads.nexmark.queries.QUERIES`) -> `StampedSin
   checkpoint of its transaction completes (`end_time`). Latency = that completion - the creation of
   the row's event time. Rows committed only at the end of input (no checkpoint after them) and rows
   of a timer set beyond the last event (fired by the final watermark) are left out.
-* **Throughput** (run at full speed): event time the output advanced per second, in events
-  (`event_rate` x event-time seconds / arrival seconds) between the rows that arrived at 20 % and at
-  80 % of the output: start-up and the final flush are left out, and it works for queries whose
-  output is sparse (q2) or comes from timers (q9) alike.
+* **Throughput** (run at full speed): events / (the last output row's arrival - the earliest
+  opening of a sink subtask, about when the sources start reading). The span ends with the
+  output, so a query whose rows come from timers (q4, q9: every auction still open closes when
+  the final watermark arrives) is timed until its last row, not its last input.
 """
 
 from __future__ import annotations
@@ -35,9 +35,37 @@ from runtime.workloads.nexmark.config import NexmarkConfig
 from runtime.workloads.nexmark.source import NexmarkSource
 
 SINK = "nexmark"
-#: share of the full-speed run's output rows (by arrival) left out at either end of the throughput span
-TRIM = 0.2
-EVENT_TIME, ARRIVED_AT = "event_time", "arrived_at"
+EVENT_TIME, ARRIVED_AT, OPENED_AT = "event_time", "arrived_at", "opened_at"
+
+
+class BlockRows:
+    """`rows_fn` of a source, generating `block` events of a split at a time and handing out
+    copies: a rate-limited reader asks for one or two events per read, and building them with numpy
+    costs the same per call as a thousand (the generator is deterministic, so the events are the same)."""
+
+    def __init__(self, rows_fn: Any, stride: int, count: int, block: int = 1024) -> None:
+        self.rows_fn, self.stride, self.count, self.block = rows_fn, stride, count, block
+        self._blocks: dict[tuple[int, int], list[dict[str, Any]]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_blocks": {}}
+
+    def __call__(self, indices: Any) -> list[dict[str, Any]]:
+        import numpy as np
+
+        out = []
+        span = self.stride * self.block
+        for i in indices.tolist():
+            key = (i % self.stride, i // span)
+            rows = self._blocks.get(key)
+            if rows is None:
+                start = key[1] * span + key[0]
+                rows = self.rows_fn(np.arange(start, min(start + span, self.count), self.stride, dtype=np.int64))
+                if len(self._blocks) >= 2 * self.stride:
+                    self._blocks.pop(next(iter(self._blocks)))
+                self._blocks[key] = rows
+            out.append(dict(rows[(i % span) // self.stride]))
+        return out
 
 
 class ScheduledNexmarkSource(NexmarkSource):
@@ -47,6 +75,8 @@ class ScheduledNexmarkSource(NexmarkSource):
     def __init__(self, config: NexmarkConfig, count: int, *, anchor: float | None = None, **options: Any) -> None:
         super().__init__(config, count, **options)
         self.anchor = anchor
+        if self.rate is not None:
+            self.rows_fn = BlockRows(self.rows_fn, self.num_splits, count)
 
     def reader(self, split: SourceSplit, clock: Any) -> GeneratorSplitReader:
         reader = super().reader(split, clock)
@@ -57,10 +87,14 @@ class ScheduledNexmarkSource(NexmarkSource):
 
 
 class StampedSink(CollectSink):
-    """A `CollectSink` whose rows keep their event time (`event_time`) and their arrival at the
-    sink (`arrived_at`, the task clock)."""
+    """A `CollectSink` whose rows keep their event time (`event_time`), their arrival at the
+    sink (`arrived_at`, the task clock) and when the sink subtask opened (`opened_at`)."""
 
     accepts_columns = False
+
+    def open(self, ctx: Any) -> None:
+        super().open(ctx)
+        self._opened_at = ctx.clock.now()
 
     def process_batch(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         now = self.ctx.clock.now()
@@ -69,6 +103,7 @@ class StampedSink(CollectSink):
             row = {k: v for k, v in record.items() if k != TIMESTAMP_FIELD}
             row[EVENT_TIME] = record.get(TIMESTAMP_FIELD)
             row[ARRIVED_AT] = now
+            row[OPENED_AT] = self._opened_at
             rows.append(row)
         return super().process_batch(rows)
 
@@ -128,17 +163,13 @@ def commit_latencies_ms(result: Any, config: NexmarkConfig, anchor: float, since
     return sorted(out)
 
 
-def event_throughput(result: Any, config: NexmarkConfig, last_event: int) -> float | None:
-    """Events per second the output's event time advanced between `TRIM` and `1 - TRIM` of its
-    arrivals (None: too few rows)."""
-    rows = sorted((r[ARRIVED_AT], r[EVENT_TIME]) for r in result.output(SINK)
-                  if r.get(EVENT_TIME) is not None and r[EVENT_TIME] <= last_event)
-    if len(rows) < 10:
+def event_throughput(result: Any, events: int) -> float | None:
+    """`events` over the span from the earliest sink opening to the last output row (None: no rows)."""
+    rows = result.output(SINK)
+    if not rows:
         return None
-    (t0, e0), (t1, e1) = rows[int(len(rows) * TRIM)], rows[int(len(rows) * (1 - TRIM))]
-    if t1 <= t0 or e1 <= e0:
-        return None
-    return (e1 - e0) / 1000.0 * config.event_rate / (t1 - t0)
+    span = max(r[ARRIVED_AT] for r in rows) - min(r[OPENED_AT] for r in rows)
+    return events / span if span > 0 else None
 
 
 def last_event_time(config: NexmarkConfig, events: int) -> int:
@@ -152,7 +183,7 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, config: NexmarkConfig, anchor: float,
-              warmup: float, events: int, rate: float) -> Outcome:
+              warmup: float, events: int, rate: float, throughput_events: int) -> Outcome:
     last_event = last_event_time(config, events)
     since = anchor + warmup
     latencies = commit_latencies_ms(latency_run, config, anchor, since, last_event)
@@ -161,7 +192,7 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, conf
     aborted = [c for c in measured if not c.completed]
     durations = [c.duration * 1e3 for c in done]
     alignments = [c.alignment_time * 1e3 for c in done]
-    throughput = event_throughput(throughput_run, config, last_event)
+    throughput = event_throughput(throughput_run, throughput_events)
     row: dict[str, Any] = {
         "executor": combo.executor, "scenario": combo.scenario, "mode": combo.mode,
         "parallelism": combo.parallelism, "status": "ok",
@@ -191,4 +222,4 @@ def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, conf
 
 def query_output(result: Any) -> list[dict[str, Any]]:
     """A run's committed rows without the benchmark's stamps (what the query itself produced)."""
-    return [{k: v for k, v in row.items() if k not in (EVENT_TIME, ARRIVED_AT)} for row in result.output(SINK)]
+    return [{k: v for k, v in row.items() if k not in (EVENT_TIME, ARRIVED_AT, OPENED_AT)} for row in result.output(SINK)]
