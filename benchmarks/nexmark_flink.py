@@ -76,13 +76,10 @@ def child(mode: str, spec_path: str, work: str) -> dict[str, Any]:
     table_env = StreamTableEnvironment.create(env, settings)
     table_env.execute_sql(spec["events_ddl"])
     for name, sql in spec["views"].items():
-        table_env.create_temporary_view(name, table_env.sql_query(sql.replace("FROM events", "FROM `events`")))
-    query = table_env.sql_query(spec["sql"])
-    schema = query.get_resolved_schema()
-    columns = ", ".join(f"`{n}` {t}" for n, t in zip(schema.get_column_names(), map(str, schema.get_column_data_types())))
-    table_env.execute_sql(f"CREATE TABLE snk ({columns}) WITH ('connector' = 'filesystem', "
-                          f"'path' = '{spec['out']}', 'format' = 'json')")
-    query.execute_insert("snk").wait()
+        table_env.create_temporary_view(name, table_env.sql_query(sql))
+    # CREATE TABLE ... AS: the sink takes the query's own schema
+    table_env.execute_sql(f"CREATE TABLE snk WITH ('connector' = 'filesystem', 'path' = '{spec['out']}', "
+                          "'format' = 'json', 'json.encode.decimal-as-plain-number' = 'true') AS " + spec["sql"]).wait()
     return {"effective": effective}
 
 
@@ -105,7 +102,7 @@ def compare(query: Any, ours: list[dict[str, Any]] | None, theirs: list[dict[str
     from runtime.workloads.nexmark.oracle import disagreement
 
     if ours is None:
-        return "not compared (no barrierflow run of this query and mode)"
+        return "not compared (no barrierflow run of this query)"
     problem = disagreement(query, theirs, ours)
     if problem is None:
         return "equal"
@@ -167,9 +164,9 @@ def _run(argv: list[str], env: dict[str, str]) -> list[tuple[int, str, str]]:
 
 
 def run_flink(queries: Sequence[str], modes: Sequence[str], config: Any, events: int, *, repeat: int = 1,
-              ours: dict[tuple[str, str, str], list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+              ours: dict[str, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """Flink SQL rows (`nexmark-<query>` scenarios, each the median of `repeat` interleaved runs)
-    with `results`: Flink's output against barrierflow's (`ours`: (executor, query, mode) -> rows)."""
+    with `results`: Flink's output against barrierflow's committed output (`ours`: query -> rows)."""
     from runtime.workloads.nexmark.generator import EVENT_SCHEMA
     from runtime.workloads.nexmark.queries import QUERIES
 
@@ -187,8 +184,7 @@ def run_flink(queries: Sequence[str], modes: Sequence[str], config: Any, events:
                 except Exception as exc:  # a row saying why
                     row, rows = peers._failed(EXECUTOR, mode, f"{type(exc).__name__}: {exc}"), []
                 if row["status"] == "ok":
-                    mine = next((v for (e, qq, m), v in (ours or {}).items() if qq == q and m == mode), None)
-                    row["results"] = compare(QUERIES[q], mine, rows)
+                    row["results"] = compare(QUERIES[q], (ours or {}).get(q), rows)
                 row.update(scenario=f"nexmark-{q}", query=q, flink_rows=len(rows),
                            load_average=round(os.getloadavg()[0], 2), cores=os.cpu_count(),
                            contended=os.getloadavg()[0] > (os.cpu_count() or 1))

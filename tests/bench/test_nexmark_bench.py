@@ -45,3 +45,16 @@ def test_a_row_per_query_and_mode_with_latency_to_the_commit(tmp_path) -> None:
     for name in ("nexmark.md", "report.html", "sim-nexmark-q9-latency.png", "sim-nexmark-q9-durations.png"):
         assert (out / name).exists(), name
     assert "| sim | q9 | aligned | ok |" in (out / "nexmark.md").read_text()
+
+
+def test_add_to_puts_the_query_rows_next_to_the_checkpoint_modes_scenarios(tmp_path) -> None:
+    modes = tmp_path / "modes" / "checkpoint_modes.json"
+    modes.parent.mkdir()
+    uniform = {"executor": "sim", "scenario": "uniform", "mode": "aligned", "status": "ok", "throughput": 1.0}
+    modes.write_text(json.dumps({"benchmark": "checkpoint_modes", "rows": [uniform], "series": {}}))
+    args = ["--quick", "--query", "q1", "--modes", "aligned", "--events", "2000", "--seconds", "0.5", "--no-plots"]
+    for _ in range(2):  # a second run replaces the query rows, never doubles them
+        assert bench.main([*args, "--out", str(tmp_path / "out"), "--add-to", str(modes)]) == 0
+    rows = json.loads(modes.read_text())["rows"]
+    assert [(r["scenario"], r["mode"]) for r in rows] == [("uniform", "aligned"), ("nexmark-q1", "aligned")]
+    assert "| sim | nexmark-q1 | aligned | ok |" in (modes.parent / "checkpoint_modes.md").read_text()

@@ -23,7 +23,7 @@ def ours(query: str) -> list[dict]:
 def test_flink_sql_computes_what_barrierflow_commits_over_the_same_events() -> None:
     assert peers.interpreter_for("pyflink") is not None, f"PyFlink is not installed: {peers.INSTALL_HINT}"
     queries = ["q1", "q3"]  # a decimal computed in both engines, and a join
-    rows = run_flink(queries, ["aligned"], CONFIG, EVENTS, ours={("sim", q, "aligned"): ours(q) for q in queries})
+    rows = run_flink(queries, ["aligned"], CONFIG, EVENTS, ours={q: ours(q) for q in queries})
     assert [(r["query"], r["mode"]) for r in rows] == [("q1", "aligned"), ("q3", "aligned")]
     for row in rows:
         assert row["status"] == "ok", row["status"]
