@@ -61,6 +61,9 @@ STRAGGLER_COLOR = "#d62728"
 #: scenarios whose latency CDF is drawn, and those with per-checkpoint figures
 CDF_SCENARIOS = ("uniform", "slow-channel", "backpressure")
 DETAIL_SCENARIOS = ("slow-channel", "backpressure")
+#: NexMark queries (`benchmarks.nexmark`: scenarios "nexmark-q0", ...): a latency CDF and the
+#: checkpoint durations of each
+NEXMARK_PREFIX = "nexmark-"
 #: series coincide when at every drawn point they are closer than this share of the axis span
 #: (lines that close lie on top of each other at any readable size)
 COINCIDE = 0.01
@@ -427,4 +430,8 @@ def figures(payload: dict[str, Any]) -> list[dict[str, Any]]:
             out.append(timeline_figure(payload, executor, scenario, detailed))
             out.append(gantt_figure(payload, executor, scenario, detailed))
         out.append(scale_figure(payload, executor))
+        for scenario in sorted(s for e, s in groups if e == executor and s.startswith(NEXMARK_PREFIX)):
+            modes = groups[(executor, scenario)]
+            out.append(latency_figure(payload, executor, scenario, modes))
+            out.append(durations_figure(payload, executor, scenario, {m: s for m, s in modes.items() if m != "none"}))
     return [f for f in out if f is not None]

@@ -38,6 +38,13 @@ fi
 echo "== installing barrierflow with test extras =="
 python3 -m pip install -q --disable-pip-version-check -e ".[test]"
 
+# PyFlink (and Bytewax) in a venv of their own (benchmarks.peers): the NexMark test compares Flink SQL's
+# results with barrierflow's, on a real Flink.
+if ! python3 -c "import sys; from benchmarks.peers import available; sys.exit(0 if available()['flink'] else 1)"; then
+  echo "== installing the peers venv (PyFlink, Bytewax) =="
+  python3 -m benchmarks.peers --setup-venv >/dev/null
+fi
+
 # No RAY_AUTH_MODE here: the embedded Ray keeps token authentication on (runtime/ray/cluster.py).
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 RAY_USAGE_STATS_ENABLED=0
 

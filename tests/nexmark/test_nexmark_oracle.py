@@ -69,7 +69,8 @@ def test_the_vectorised_queries_over_the_parquet_events_commit_what_spark_comput
 @pytest.mark.ray
 @pytest.mark.parametrize("mode", MODES)
 def test_ray_commits_what_spark_computes(ray_session, answers, mode) -> None:
-    seed = 40 + MODES.index(mode)
+    # plans whose crashes reach their record points in this job (a plan resolves the same way on the simulator)
+    seed = 41 + MODES.index(mode)
     # two workers of six task slots: starting twelve actor processes would take most of the run
     result = job(mode, interval=0.05, alignment_timeout=0.002).execute(
         "nexmark", executor="ray", slots_per_worker=6, faults=FaultPlan.random(seed=seed, crashes=2))

@@ -6,7 +6,7 @@ import pytest
 
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.workloads.nexmark import q1, q2, q3
+from runtime.workloads.nexmark import q1, q2, q3, q4, q9
 from runtime.workloads.nexmark.oracle import disagreement
 from runtime.workloads.nexmark.queries import QUERIES, Query
 
@@ -21,9 +21,9 @@ def person(pid: int, state: str, name: str = "Kate Smith") -> dict:
             "credit_card": "0000 0000 0000 0000", "city": "Bend", "state": state, "extra": ""}
 
 
-def auction(aid: int, seller: int, category: int = 10) -> dict:
-    return {"kind": "auction", "date_time": 0, "id": aid, "item_name": "x", "description": "y", "initial_bid": 1,
-            "reserve": 2, "expires": 5, "seller": seller, "category": category, "extra": ""}
+def auction(aid: int, seller: int, category: int = 10, t: int = 0, expires: int = 5) -> dict:
+    return {"kind": "auction", "date_time": t, "id": aid, "item_name": "x", "description": "y", "initial_bid": 1,
+            "reserve": 2, "expires": expires, "seller": seller, "category": category, "extra": ""}
 
 
 def run(build, events: list[dict], parallelism: int = 2) -> list[dict]:
@@ -53,9 +53,34 @@ def test_q3_joins_each_auction_with_its_seller_whichever_comes_first() -> None:
     assert all(set(r) == {"name", "city", "state", "id"} for r in out)
 
 
+def test_q9_emits_each_auctions_best_bid_within_its_lifetime_once_it_expires() -> None:
+    events = [bid(2, 99, t=9),                                      # before its auction arrives: waits
+              auction(1, 1000, t=10, expires=20), auction(2, 1000, t=8, expires=30),  # 1 ms out of order
+              bid(1, 50, t=12), bid(1, 70, t=15), bid(1, 70, t=14),  # a tie on price: the earlier bid wins
+              bid(1, 500, t=9), bid(1, 900, t=21),                  # before the start, after the expiry
+              auction(3, 1000, t=11, expires=40), bid(3, 5, t=10),  # auction 3: no bid in its lifetime
+              person(1000, "OR")]
+    out = run(lambda stream: q9.winning_bids(stream, out_of_orderness=2), events)
+    assert sorted((r["id"], r["price"], r["bid_date_time"]) for r in out) == [(1, 70, 14), (2, 99, 9)]
+    assert all(r["auction"] == r["id"] and set(q9.AUCTION_FIELDS) <= set(r) for r in out)
+
+
+def test_q4_averages_the_closing_prices_of_each_category_updating_as_auctions_close() -> None:
+    events = sorted([auction(1, 1000, category=10, t=1, expires=5), auction(2, 1000, category=10, t=2, expires=9),
+                     auction(3, 1000, category=11, t=3, expires=7), bid(1, 10, t=4), bid(1, 30, t=4),
+                     bid(2, 60, t=6), bid(3, 7, t=6), person(1000, "CA")], key=lambda e: e["date_time"])
+    out = run(q4.build, events)
+    by_category: dict[int, list[float]] = {}
+    for row in out:
+        by_category.setdefault(row["category"], []).append(row["avg_price"])
+    assert by_category == {10: [30.0, 45.0], 11: [7.0]}
+
+
 def test_every_query_has_sql_and_a_comparison() -> None:
-    assert list(QUERIES) == ["q0", "q1", "q2", "q3"]
-    assert all(q.sql.strip().upper().startswith("SELECT") and q.compare == "multiset" for q in QUERIES.values())
+    assert list(QUERIES) == ["q0", "q1", "q2", "q3", "q4", "q9"]
+    assert all(q.sql.strip().upper().startswith("SELECT") for q in QUERIES.values())
+    assert {n: (q.compare, q.key) for n, q in QUERIES.items() if q.compare == "final"} == \
+        {"q4": ("final", ("category",)), "q9": ("final", ("id",))}
     with pytest.raises(ValueError, match="compare must be one of multiset, final"):
         Query("q9", q1.build, "SELECT 1", compare="latest")
     with pytest.raises(ValueError, match="a key is needed with compare='final'"):

@@ -6,7 +6,7 @@
   (`generator.py`: what each field holds; `source.py`: splits and offsets).
 - `dataset.write_events` / `python -m runtime.workloads.nexmark --events N --out DIR`: the same
   events as Parquet files (`env.from_parquet(DIR)` reads them back).
-- `q0` .. `q3`: the queries, one module each; `queries.QUERIES` lists them with their Spark SQL
+- `q0` .. `q4`, `q9`: the queries, one module each; `queries.QUERIES` lists them with their Spark SQL
   for the oracle (`oracle.py`).
 """
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from runtime.api.environment import DataStream
-from runtime.workloads.nexmark import q0, q1, q2, q3
+from runtime.workloads.nexmark import q0, q1, q2, q3, q4, q9
 
 __all__ = ["COMPARISONS", "QUERIES", "Query"]
 
@@ -54,4 +54,6 @@ QUERIES: dict[str, Query] = {q.name: q for q in (
     Query("q1", q1.build, q1.SQL, build_vectorised=q1.build_vectorised),
     Query("q2", q2.build, q2.SQL, build_vectorised=q2.build_vectorised),
     Query("q3", q3.build, q3.SQL),
+    Query("q4", q4.build, q4.SQL, compare="final", key=("category",)),
+    Query("q9", q9.build, q9.SQL, compare="final", key=("id",)),
 )}

@@ -1,0 +1,225 @@
+"""One NexMark benchmark run: the job around a query, and its row.
+
+The job: `ScheduledNexmarkSource` (the NexMark events, per-split watermarks on `date_time`) ->
+the query's `build` (`runtime.workloads.nexmark.queries.QUERIES`) -> `StampedSink`.
+
+* **Event creation.** In the latency run the source emits at `config.event_rate` events per
+  second of the clock, on one schedule for every split, anchored at a time the driver chose
+  (`anchor`): the event of time `t` is due at `anchor + (t - config.base_time) / 1000` s, as a
+  NexMark event stream whose event time is the wall clock. A reader started after the anchor
+  catches up, and the wait counts as latency (no coordinated omission); the first `warmup`
+  seconds after the anchor are left out of every statistic.
+* **Committed output.** `StampedSink` keeps each output row's record timestamp (the event time of
+  the event it came from: a map keeps its input's, a keyed function's output gets the element's or
+  the timer's) and stages rows per checkpoint as `CollectSink` does; a row is visible once the
+  checkpoint of its transaction completes (`end_time`). Latency = that completion - the creation of
+  the row's event time. Rows committed only at the end of input (no checkpoint after them) and rows
+  of a timer set beyond the last event (fired by the final watermark) are left out.
+* **Throughput** (run at full speed): events / (the last output row's arrival - the earliest
+  opening of a sink subtask, about when the sources start reading). The span ends with the
+  output, so a query whose rows come from timers (q4, q9: every auction still open closes when
+  the final watermark arrives) is timed until its last row, not its last input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.checkpoint_modes import Combination, Outcome, subtask_phases
+from benchmarks.report import abort_reasons, percentile
+from checkpoint.modes import parse_mode
+from operators import CollectSink
+from operators.sources import GeneratorSplitReader, SourceSplit
+from operators.timestamps import TIMESTAMP_FIELD
+from runtime.workloads.nexmark.config import NexmarkConfig
+from runtime.workloads.nexmark.source import NexmarkSource
+
+SINK = "nexmark"
+EVENT_TIME, ARRIVED_AT, OPENED_AT = "event_time", "arrived_at", "opened_at"
+
+
+class BlockRows:
+    """`rows_fn` of a source, generating `block` events of a split at a time and handing out
+    copies: a rate-limited reader asks for one or two events per read, and building them with numpy
+    costs the same per call as a thousand (the generator is deterministic, so the events are the same)."""
+
+    def __init__(self, rows_fn: Any, stride: int, count: int, block: int = 1024) -> None:
+        self.rows_fn, self.stride, self.count, self.block = rows_fn, stride, count, block
+        self._blocks: dict[tuple[int, int], list[dict[str, Any]]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_blocks": {}}
+
+    def __call__(self, indices: Any) -> list[dict[str, Any]]:
+        import numpy as np
+
+        out = []
+        span = self.stride * self.block
+        for i in indices.tolist():
+            key = (i % self.stride, i // span)
+            rows = self._blocks.get(key)
+            if rows is None:
+                start = key[1] * span + key[0]
+                rows = self.rows_fn(np.arange(start, min(start + span, self.count), self.stride, dtype=np.int64))
+                if len(self._blocks) >= 2 * self.stride:
+                    self._blocks.pop(next(iter(self._blocks)))
+                self._blocks[key] = rows
+            out.append(dict(rows[(i % span) // self.stride]))
+        return out
+
+
+class ScheduledNexmarkSource(NexmarkSource):
+    """A `NexmarkSource` whose every split runs on one schedule from `anchor` (clock seconds):
+    position `p` is due at `anchor + p / rate`; None: each reader's own start (the base rule)."""
+
+    def __init__(self, config: NexmarkConfig, count: int, *, anchor: float | None = None, **options: Any) -> None:
+        super().__init__(config, count, **options)
+        self.anchor = anchor
+        if self.rate is not None:
+            self.rows_fn = BlockRows(self.rows_fn, self.num_splits, count)
+
+    def reader(self, split: SourceSplit, clock: Any) -> GeneratorSplitReader:
+        reader = super().reader(split, clock)
+        if self.anchor is not None and self.rate is not None:
+            # split j's record k is position j + k * n: due at anchor + (j + k * n) / rate
+            reader._started_at = self.anchor + split.index / self.rate
+        return reader
+
+
+class StampedSink(CollectSink):
+    """A `CollectSink` whose rows keep their event time (`event_time`), their arrival at the
+    sink (`arrived_at`, the task clock) and when the sink subtask opened (`opened_at`)."""
+
+    accepts_columns = False
+
+    def open(self, ctx: Any) -> None:
+        super().open(ctx)
+        self._opened_at = ctx.clock.now()
+
+    def process_batch(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        now = self.ctx.clock.now()
+        rows = []
+        for record in records:
+            row = {k: v for k, v in record.items() if k != TIMESTAMP_FIELD}
+            row[EVENT_TIME] = record.get(TIMESTAMP_FIELD)
+            row[ARRIVED_AT] = now
+            row[OPENED_AT] = self._opened_at
+            rows.append(row)
+        return super().process_batch(rows)
+
+
+def event_time_of(event: dict[str, Any], previous: Any) -> int:
+    """The NexMark timestamp assigner: the event's `date_time` (ms)."""
+    return event["date_time"]
+
+
+def build_job(env: Any, query: Any, config: NexmarkConfig, events: int, *, rate: float | None,
+              anchor: float | None) -> None:
+    from operators.watermarks import WatermarkStrategy
+
+    source = ScheduledNexmarkSource(config, events, splits=env.parallelism, rate=rate, anchor=anchor)
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(config.max_out_of_orderness_ms) \
+        .with_timestamp_assigner(event_time_of)
+    query.build(env.from_source(source, watermark_strategy=strategy)).sink_to(StampedSink(SINK))
+
+
+def make_env(mode: str, *, parallelism: int, interval: float, alignment_timeout: float,
+             storage: str | None) -> Any:
+    from runtime import StreamEnvironment
+
+    env = StreamEnvironment(parallelism=parallelism, buffer_size=256, credits=8, buffer_timeout=0.005)
+    profile = parse_mode(mode)
+    if profile.enabled:
+        env.enable_checkpointing(interval=interval, **profile.checkpointing(alignment_timeout),
+                                 tolerable_failures=1_000_000, storage=storage)
+    return env
+
+
+def committed_rows(result: Any) -> list[tuple[int, dict[str, Any]]]:
+    """(checkpoint id, row) of every committed row under a checkpoint (end-of-input ones left out)."""
+    out = []
+    for txn in result.committer.transactions(SINK):
+        last = txn.rpartition("/")[2]
+        if last.isdigit():
+            out.extend((int(last), row) for row in result.committer.records(SINK, txn))
+    return out
+
+
+def created_at(config: NexmarkConfig, anchor: float, event_time: float) -> float:
+    return anchor + (event_time - config.base_time) / 1000.0
+
+
+def commit_latencies_ms(result: Any, config: NexmarkConfig, anchor: float, since: float, last_event: int) -> list[float]:
+    """Sorted latencies (ms) from each committed row's event creation to its checkpoint's completion."""
+    done = {c.id: c.end_time for c in result.checkpoints if c.completed}
+    out = []
+    for checkpoint, row in committed_rows(result):
+        t = row.get(EVENT_TIME)
+        if t is None or t > last_event or checkpoint not in done:
+            continue
+        created = created_at(config, anchor, t)
+        if created >= since:
+            out.append((done[checkpoint] - created) * 1e3)
+    return sorted(out)
+
+
+def event_throughput(result: Any, events: int) -> float | None:
+    """`events` over the span from the earliest sink opening to the last output row (None: no rows)."""
+    rows = result.output(SINK)
+    if not rows:
+        return None
+    span = max(r[ARRIVED_AT] for r in rows) - min(r[OPENED_AT] for r in rows)
+    return events / span if span > 0 else None
+
+
+def last_event_time(config: NexmarkConfig, events: int) -> int:
+    """The event time (ms) of the last of `events` events."""
+    return config.base_time + (events - 1) * 1000 // config.event_rate
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    value = percentile(values, q)
+    return None if value is None else round(value, 6)
+
+
+def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, config: NexmarkConfig, anchor: float,
+              warmup: float, events: int, rate: float, throughput_events: int) -> Outcome:
+    last_event = last_event_time(config, events)
+    since = anchor + warmup
+    latencies = commit_latencies_ms(latency_run, config, anchor, since, last_event)
+    measured = [c for c in latency_run.checkpoints if c.trigger_time >= since]
+    done = [c for c in measured if c.completed]
+    aborted = [c for c in measured if not c.completed]
+    durations = [c.duration * 1e3 for c in done]
+    alignments = [c.alignment_time * 1e3 for c in done]
+    throughput = event_throughput(throughput_run, throughput_events)
+    row: dict[str, Any] = {
+        "executor": combo.executor, "scenario": combo.scenario, "mode": combo.mode,
+        "parallelism": combo.parallelism, "status": "ok",
+        "throughput": None if throughput is None else round(throughput, 3),
+        "latency_p50": _pct(latencies, 50), "latency_p90": _pct(latencies, 90), "latency_p99": _pct(latencies, 99),
+        "latency_p99_9": _pct(latencies, 99.9), "latency_max": _pct(latencies, 100),
+        "checkpoint_duration_p50": _pct(durations, 50), "checkpoint_duration_p99": _pct(durations, 99),
+        "checkpoint_duration_max": _pct(durations, 100),
+        "alignment_time_p50": _pct(alignments, 50), "alignment_time_max": _pct(alignments, 100),
+        "persisted_bytes": sum(c.persisted_bytes for c in done),
+        "persisted_bytes_p50": percentile([c.persisted_bytes for c in done], 50),
+        "state_bytes": max((c.state_bytes for c in done), default=0),
+        "state_bytes_p50": percentile([c.state_bytes for c in done], 50),
+        "checkpoints_completed": len(done), "checkpoints_aborted": len(aborted),
+        "abort_reasons": abort_reasons(aborted), "debloated_buffer_size": None,
+        "rate": rate, "records": events, "output_rows": len(latency_run.output(SINK)), "repeats": 1,
+    }
+    n = len(latencies)
+    cdf = [(round(latencies[min(n - 1, int(round(q * (n - 1) / 200)))], 6), q / 200) for q in range(201)] if n else []
+    points = [{"id": c.id, "trigger_time": c.trigger_time, "duration": c.duration * 1e3, "completed": c.completed,
+               "failure_reason": c.failure_reason.value if c.failure_reason else None, "unaligned": c.unaligned,
+               "alignment_time": c.alignment_time * 1e3, "persisted_bytes": c.persisted_bytes,
+               "state_bytes": c.state_bytes, "subtasks": subtask_phases(c)}
+              for c in sorted(measured, key=lambda c: c.id)]
+    return Outcome(row=row, latency_cdf=cdf, checkpoints=points)
+
+
+def query_output(result: Any) -> list[dict[str, Any]]:
+    """A run's committed rows without the benchmark's stamps (what the query itself produced)."""
+    return [{k: v for k, v in row.items() if k not in (EVENT_TIME, ARRIVED_AT, OPENED_AT)} for row in result.output(SINK)]

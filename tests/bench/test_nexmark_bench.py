@@ -1,0 +1,60 @@
+"""`python -m benchmarks.nexmark` on the simulator, small: a row per query and mode, latency to the
+committed output, the files it writes, and the events its rate-limited source reads."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from benchmarks import nexmark as bench
+from benchmarks.nexmark_job import BlockRows
+from runtime.workloads.nexmark.config import NexmarkConfig
+from runtime.workloads.nexmark.generator import NexmarkGenerator
+
+
+def test_block_rows_hand_out_the_generators_events_as_fresh_dicts() -> None:
+    generator = NexmarkGenerator(NexmarkConfig(seed=2), 500)
+    rows = BlockRows(generator.records, stride=2, count=500, block=7)
+    for first, n in ((1, 3), (0, 10), (13, 40), (497, 1), (498, 1), (1, 3)):
+        indices = np.arange(first, first + 2 * n, 2, dtype=np.int64)
+        assert rows(indices) == generator.records(indices), (first, n)
+    a, b = rows(np.array([4])), rows(np.array([4]))
+    a[0]["price"] = -1
+    assert b[0]["price"] != -1
+
+
+def test_a_row_per_query_and_mode_with_latency_to_the_commit(tmp_path) -> None:
+    out = tmp_path / "out"
+    assert bench.main(["--quick", "--query", "q2", "q9", "--modes", "none", "aligned", "unaligned", "--events", "3000",
+                       "--seconds", "0.6", "--out", str(out)]) == 0
+    payload = json.loads((out / "nexmark.json").read_text())
+    rows = {(r["query"], r["mode"]): r for r in payload["rows"]}
+    assert list(rows) == [(q, m) for q in ("q2", "q9") for m in ("none", "aligned", "unaligned")]
+    for (query, mode), row in rows.items():
+        assert row["status"] == "ok" and row["throughput"] > 0 and row["scenario"] == f"nexmark-{query}", row
+        if mode == "none":  # output committed only at the end of input: no commit latency
+            assert row["latency_p50"] is None and row["checkpoints_completed"] == 0
+        else:
+            # committed at a checkpoint's completion, at most an interval and a checkpoint after creation
+            assert 0 < row["latency_p50"] <= row["latency_p99"] < 1000, row
+            assert row["checkpoints_completed"] > 0 and row["state_bytes"] > 0
+    # q9's output comes from timers at each auction's expiry: later than q2's, which comes with its bid
+    assert rows[("q9", "aligned")]["latency_p50"] > rows[("q2", "aligned")]["latency_p50"]
+    assert rows[("q2", "unaligned")]["persisted_bytes_p50"] is not None
+    for name in ("nexmark.md", "report.html", "sim-nexmark-q9-latency.png", "sim-nexmark-q9-durations.png"):
+        assert (out / name).exists(), name
+    assert "| sim | q9 | aligned | ok |" in (out / "nexmark.md").read_text()
+
+
+def test_add_to_puts_the_query_rows_next_to_the_checkpoint_modes_scenarios(tmp_path) -> None:
+    modes = tmp_path / "modes" / "checkpoint_modes.json"
+    modes.parent.mkdir()
+    uniform = {"executor": "sim", "scenario": "uniform", "mode": "aligned", "status": "ok", "throughput": 1.0}
+    modes.write_text(json.dumps({"benchmark": "checkpoint_modes", "rows": [uniform], "series": {}}))
+    args = ["--quick", "--query", "q1", "--modes", "aligned", "--events", "2000", "--seconds", "0.5", "--no-plots"]
+    for _ in range(2):  # a second run replaces the query rows, never doubles them
+        assert bench.main([*args, "--out", str(tmp_path / "out"), "--add-to", str(modes)]) == 0
+    rows = json.loads(modes.read_text())["rows"]
+    assert [(r["scenario"], r["mode"]) for r in rows] == [("uniform", "aligned"), ("nexmark-q1", "aligned")]
+    assert "| sim | nexmark-q1 | aligned | ok |" in (modes.parent / "checkpoint_modes.md").read_text()
