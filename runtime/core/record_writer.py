@@ -46,7 +46,7 @@ class OutputChannel:
     """One outgoing channel: the pieces of the next buffer (record lists or Arrow batches, in
     order), a queue of ready payloads, and credits."""
 
-    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target", "buffer_size")
+    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target", "buffer_size", "last_watermark")
 
     def __init__(self, index: int, credits: int, target: TaskId, buffer_size: int) -> None:
         self.index = index
@@ -57,6 +57,15 @@ class OutputChannel:
         self.builder: list[Batch] = []
         self.builder_rows = 0
         self.target = target
+        #: the highest watermark queued on this channel (restored channel state included)
+        self.last_watermark = float("-inf")
+
+    def restore(self, channel_state: list[ChannelItem]) -> None:
+        """Queue restored output channel state; a watermark in it is the channel's highest so far."""
+        self.queue.extend(channel_state)
+        for item in channel_state:
+            if isinstance(item, Watermark):
+                self.last_watermark = max(self.last_watermark, item.timestamp)
 
     def queued_buffers(self) -> int:
         return sum(1 for p in self.queue if isinstance(p, Buffer))
@@ -214,9 +223,16 @@ class RecordWriter:
             self.emit(records, tag)
 
     def emit_event(self, event: Watermark | WatermarkStatus) -> None:
-        """Queue a watermark event on every channel, behind everything emitted before it."""
+        """Queue a watermark event on every channel, behind everything emitted before it. A
+        watermark never goes backwards on a channel: one at or below the channel's highest is not
+        sent (after a restore, the task's valve and any timestamp assigner start again from -inf
+        behind watermarks its restored output channel state holds)."""
         self.flush()
         for ch in self.channels:
+            if isinstance(event, Watermark):
+                if event.timestamp <= ch.last_watermark:
+                    continue
+                ch.last_watermark = event.timestamp
             ch.queue.append(event)
 
     def end_of_partition(self) -> None:

@@ -267,7 +267,7 @@ class Task:
             for buffer in restore.input_channel_state[ch]:
                 self._replay.append((ch, buffer))
         for ch in sorted(restore.output_channel_state):
-            self.outputs[ch].queue.extend(restore.output_channel_state[ch])
+            self.outputs[ch].restore(restore.output_channel_state[ch])
         return watermarks
 
     def _op_key(self, index: int) -> str:

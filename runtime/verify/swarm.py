@@ -281,26 +281,8 @@ class KnownBug:
     replay: str
 
 
-def _restarted_assigner_behind_channel_state(config: SwarmConfig) -> bool:
-    """Unaligned barriers (overtaken watermarks become output channel state) and a stage with a
-    timestamp assigner, which a restore starts again from `-inf`."""
-    return config.mode in ("unaligned", "timeout") and any(s == "assign" or s in WINDOW_STAGES for s in config.stages)
-
-
 #: known bugs, reported; delete an entry when its fix lands
-KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug(("invariant:watermark-monotonic",),
-             "a restored task sends the watermarks of its output channel state first, then what its valve "
-             "(restarted at -inf, behind a restarted timestamp assigner) lets through, which can be lower on "
-             "the same channel; downstream valves ignore the lower ones",
-             _restarted_assigner_behind_channel_state,
-             "SwarmConfig(seed=1726, rows=109, keys=11, skew=1.0, stages=('slide', 'count', 'batches', 'ptimer', "
-             "'last'), splits=5, buffer_size=4, credits=1, buffer_timeout=0.005, records_per_step=3, mode='timeout', "
-             "alignment_timeout=0.01, max_concurrent=2, retained=3, ha=True, restart_attempts=21, "
-             "write_latency=0.0005, max_aligned_bytes=64, restart='failure_rate', restart_delay=0.002, "
-             "restart_interval=0.05, watermark_interval=0.01, faults=(TaskCrash(at_fraction=0.1756), "
-             "TaskCrash(at_fraction=0.4191),))"),
-)
+KNOWN_BUGS: tuple[KnownBug, ...] = ()
 
 
 #: where on-disk checkpoint storage goes: a RAM-backed local file system when there is one
