@@ -212,7 +212,8 @@ class RayCluster:
         """Start one more worker node, on the next loopback address (127.0.0.2, 127.0.0.3, ...)."""
         number = len(self.workers) + 1
         node = RayNode(f"worker-{number}",
-                       [f"--address={self.address}", f"--node-ip-address=127.0.0.{1 + number}", "--num-cpus=1",
+                       [f"--address={loopback_name()}:{self.port}", f"--node-ip-address=127.0.0.{1 + number}",
+                        "--num-cpus=1",
                         f"--dashboard-agent-listen-port={free_port()}", "--disable-usage-stats"],
                        {**self.env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}, self.tmp_dir)
         self.workers.append(node)
@@ -228,3 +229,21 @@ def _client_server_port() -> list[str]:
     """A free port for the head's Ray Client server where `ray[client]` is installed (it starts one,
     on 10001 unless told); nothing otherwise (`ray start` refuses the option without grpc)."""
     return [f"--ray-client-server-port={free_port()}"] if importlib.util.find_spec("grpc") else []
+
+
+def loopback_name() -> str:
+    """How a worker node names the head at 127.0.0.1: a name /etc/hosts gives 127.0.0.1 other than
+    `localhost` (with `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`, which a worker node needs, Ray turns
+    the address `127.0.0.1` or `localhost` into the machine's network address when it has a default
+    route, where the head does not listen), else `127.0.0.1`."""
+    try:
+        lines = Path("/etc/hosts").read_text().splitlines()
+    except OSError:
+        return "127.0.0.1"
+    for line in lines:
+        fields = line.split("#", 1)[0].split()
+        if fields and fields[0] == "127.0.0.1":
+            names = [name for name in fields[1:] if name != "localhost"]
+            if names:
+                return names[0]
+    return "127.0.0.1"
