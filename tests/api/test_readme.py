@@ -7,10 +7,9 @@
 - bash blocks in order, with `bash -euo pipefail`, the project's own `barrierflow` command on
   PATH and no PYTHONPATH; a block preceded by `<!-- not run: REASON -->` is skipped, and only the
   two set-up blocks (installing, running the whole suite) may be. The restore section's commands
-  run on each executor, and in variants (another parallelism, unaligned checkpoints).
-  two set-up blocks (installing, running the whole suite) may be. The blocks of the section
-  "Run on a Ray cluster" run in a test of their own (they start a cluster of Ray nodes and an S3
-  server, and stop them by their PIDs).
+  run on each executor, and in variants (another parallelism, unaligned checkpoints). The blocks
+  of the section "Run on a Ray cluster" run in a test of their own (they start a cluster of Ray
+  nodes and an S3 server, and stop them by their PIDs).
 """
 
 from __future__ import annotations
