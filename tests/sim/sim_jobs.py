@@ -37,6 +37,18 @@ def pageview(mode: CheckpointingMode, *, unaligned: bool = False, chaining: bool
     return env
 
 
+#: restores at another parallelism the event-time, window and two-input tests run: (state backend,
+#: file merging, checkpoint mode, new parallelism)
+RESCALES = [
+    ("memory", False, "aligned", 3),
+    ("memory", False, "unaligned", 1),
+    ("incremental", False, "unaligned", 3),
+    ("incremental", False, "aligned", 1),
+    ("incremental", True, "aligned", 3),
+    ("incremental", True, "unaligned", 1),
+]
+
+
 def event_time_env(mode: str = "aligned", parallelism: int = 2, storage: str | None = None, restarts: bool = True,
                    **options: Any) -> StreamEnvironment:
     """An environment for the event-time jobs: checkpoints every 2 ms in `mode` (a mode name; an

@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from sim_jobs import event_time_env
+from sim_jobs import RESCALES, event_time_env
 
 from checkpoint.io.tools import (
     load_checkpoint,
@@ -104,16 +104,6 @@ def test_a_crash_right_after_a_timer_fired_neither_loses_nor_repeats_it(mode):
     fired = result.output("fired")
     assert Counter((r["key"], r["end"]) for r in fired).most_common(1)[0][1] == 1
     assert sum(r["ids"] for r in fired) == len(ROWS)
-
-
-RESCALES = [  # (backend, file merging, mode, new parallelism)
-    ("memory", False, "aligned", 3),
-    ("memory", False, "unaligned", 1),
-    ("incremental", False, "unaligned", 3),
-    ("incremental", False, "aligned", 1),
-    ("incremental", True, "aligned", 3),
-    ("incremental", True, "unaligned", 1),
-]
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from sim_jobs import RESCALES
 
 from checkpoint.io.keyed_files import read_keyed_snapshots
 from checkpoint.io.tools import load_checkpoint, open_checkpoints, pending_timers, read_checkpoint
@@ -89,16 +90,6 @@ def _buffered(storage: str, checkpoint_id: int) -> int:
                 for group in snapshot.groups.get(name, {}).values():
                     found += sum(len(records) for buckets in group.values() for records in buckets.values())
     return found
-
-
-RESCALES = [  # (backend, file merging, mode, new parallelism)
-    ("memory", False, "aligned", 3),
-    ("memory", False, "unaligned", 1),
-    ("incremental", False, "unaligned", 3),
-    ("incremental", False, "aligned", 1),
-    ("incremental", True, "aligned", 3),
-    ("incremental", True, "unaligned", 1),
-]
 
 
 @pytest.mark.parametrize(("backend", "merging", "mode", "parallelism"), RESCALES)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from sim_jobs import event_time_env
+from sim_jobs import RESCALES, event_time_env
 
 from checkpoint.io.tools import (
     load_checkpoint,
@@ -71,16 +71,6 @@ def test_at_least_once_loses_nothing():
     late = {r["id"] for r in result.output("late")}
     in_windows = {i for r in result.output("tumbling") for i in r["probes"]}
     assert late | in_windows == {r["id"] for r in ROWS if r["probe"]}
-
-
-RESCALES = [  # (backend, file merging, mode, new parallelism)
-    ("memory", False, "aligned", 3),
-    ("memory", False, "unaligned", 1),
-    ("incremental", False, "unaligned", 3),
-    ("incremental", False, "aligned", 1),
-    ("incremental", True, "aligned", 3),
-    ("incremental", True, "unaligned", 1),
-]
 
 
 def _open_windows(storage: str) -> dict[str, int]:
