@@ -266,6 +266,15 @@ class JobMaster:
         for target, at in recovery_crashes:
             self.gateway.crash_during_recovery(target, at)
 
+    def also_failed(self, why: str) -> None:
+        """A second failure found while the running attempt was being cancelled (a process that
+        died at the same moment): the failover already under way covers it, and its reason names
+        both."""
+        if self.failures:
+            self.failures[-1] = f"{self.failures[-1]}; {why}"
+        else:
+            self.failures.append(why)
+
     def _restart(self, attempt: int) -> None:
         if attempt == self.attempt and not self.done:  # no later failover superseded it
             self.gateway.deploy_attempt(attempt)

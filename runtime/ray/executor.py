@@ -711,8 +711,12 @@ class RayExecutor(RunsOnJobMaster):
         if self.coordinator is not None:
             try:
                 ray.get(self.coordinator.suspend.remote(reason), timeout=30)
-            except (RayActorError, GetTimeoutError):
+            except (RayActorError, GetTimeoutError) as exc:  # it died with the failure being handled
+                injected, self._coordinator_crashed = self._coordinator_crashed, False
                 self._replace_coordinator()
+                if not injected:  # (an injected crash the failover covers reads as on the simulator)
+                    state = "died" if isinstance(exc, RayActorError) else "did not answer"
+                    self.master.also_failed(f"checkpoint coordinator {state}: {describe(exc)}")
         # survivors stop now and are redeployed below
         self._count_attempt({t: h.cancel.remote() for t, h in self.tasks.items()
                              if t not in self._dead and t not in self._final_counts})
@@ -791,10 +795,13 @@ class RayExecutor(RunsOnJobMaster):
         for task_id, ref in cancels.items():
             try:
                 final[task_id] = ray.get(ref, timeout=self.heartbeat_timeout)
-            except RayError:  # dead, or hung (a `TaskStall` longer than the heartbeat timeout): replaced
+            except RayError as exc:  # dead, or hung (a `TaskStall` longer than the heartbeat timeout): replaced
+                died = isinstance(exc, RayActorError) and task_id not in self._dead
                 with contextlib.suppress(RayError):
-                    self._kill(task_id)
+                    self._kill(task_id)  # (every task of its worker is then dead: named once)
                 self._dead.add(task_id)
+                if died:  # its process died with the failure being handled
+                    self.master.also_failed(f"task {task_id} died: {describe(exc)}")
         for task_id in self.tasks:
             self.counts.attempt_ended(task_id, final.get(task_id) or self._status.get(task_id, {}))
 

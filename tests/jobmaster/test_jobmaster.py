@@ -73,6 +73,17 @@ def test_restarts_after_the_delay_until_the_budget_is_spent() -> None:
     assert master.failures == ["boom 1", "boom 2", "boom 3"]
 
 
+def test_a_second_death_found_while_cancelling_joins_the_failover_under_way() -> None:
+    """Two processes dying in one poll: one failover, one restart, and its reason names both."""
+    master, gateway, timers = master_for(small_graph(RestartStrategy.fixed_delay(attempts=1, delay=0.5)))
+    master.start()
+    gateway.cancel_attempt = lambda attempt, reason: master.also_failed("checkpoint coordinator died: gone")
+    master.failover("task count[1] died: killed", RuntimeError("killed"))
+    timers.advance(0.5)
+    assert master.failures == ["task count[1] died: killed; checkpoint coordinator died: gone"]
+    assert master.error is None, "the second death spent a restart of its own"
+
+
 def test_exponential_backoff_delays_grow() -> None:
     strategy = RestartStrategy.exponential_delay(initial_backoff=1.0, backoff_multiplier=2.0, max_backoff=10.0,
                                                  jitter_factor=0.0)
