@@ -4,8 +4,9 @@
     python -m runtime.verify.vopr --seed N --count K --fault KIND        those of them whose plan has a
                                                   fault of class KIND (e.g. CoordinatorStorageFailure)
     python -m runtime.verify.vopr --config 'SwarmConfig(...)' [--shrink] one (e.g. shrunk) config
-    python -m runtime.verify.vopr --swarm --minutes M [--seed N] [--shrink]
+    python -m runtime.verify.vopr --swarm --minutes M [--seed N] [--shrink] [--jobs J]
                                                   seeds from N until M minutes passed, then a report
+                                                  (J processes, default one per core)
     python -m runtime.verify.vopr --seed N --mode aligned|unaligned|timeout|at_least_once [--count K]
                                                   the original corner: `random_spec` jobs, max_concurrent=1
     python -m runtime.verify.vopr --executor ray [--seed N] [--count K] | --config 'RaySwarmConfig(...)' |
@@ -22,13 +23,14 @@ same way and prints its replay line.
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import random
 import sys
 import time
 import typing
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -36,6 +38,7 @@ from typing import Any
 from checkpoint.modes import parse_mode
 from checkpoint.options import InvalidOptionError
 from runtime.jobmaster.faults import Fault, FaultPlan
+from runtime.verify.parallel_sweep import default_jobs, verdicts
 from runtime.verify.shrink import same_violation, shrink
 from runtime.verify.swarm import (
     SwarmConfig,
@@ -149,7 +152,19 @@ def sweep_line(verdict: Verdict) -> str:
     return f"{verdict.summary()}  | {verdict.replay}"
 
 
-def _sweep(first: int, minutes: float, do_shrink: bool, swarm: Swarm = SIM_SWARM) -> int:
+def _judged(first: int, swarm: Swarm, jobs: int) -> Iterator[Verdict]:
+    """The verdicts of seeds `first`, `first` + 1, ...: the simulator's on `jobs` processes."""
+    if swarm is SIM_SWARM:
+        yield from verdicts(itertools.count(first), jobs)
+        return
+    for seed in itertools.count(first):
+        config = swarm.draw_config(seed)
+        if swarm.announce is not None:
+            print(swarm.announce(config), flush=True)
+        yield swarm.run_config(config)
+
+
+def _sweep(first: int, minutes: float, do_shrink: bool, swarm: Swarm = SIM_SWARM, jobs: int = 1) -> int:
     """Run seeds from `first` until `minutes` passed; report speed, coverage, faults, violations."""
     deadline = time.monotonic() + minutes * 60
     start = time.monotonic()
@@ -158,11 +173,10 @@ def _sweep(first: int, minutes: float, do_shrink: bool, swarm: Swarm = SIM_SWARM
     kinds: Counter = Counter()
     violations: list[Verdict] = []
     seed = first
+    judged = _judged(first, swarm, jobs)
     while time.monotonic() < deadline:
-        config = swarm.draw_config(seed)
-        if swarm.announce is not None:
-            print(swarm.announce(config), flush=True)
-        verdict = swarm.run_config(config)
+        verdict = next(judged)
+        config = verdict.config
         print(sweep_line(verdict), flush=True)
         for option, value in swarm.coverage(config).items():
             for v in value if isinstance(value, list) else [value]:
@@ -172,6 +186,7 @@ def _sweep(first: int, minutes: float, do_shrink: bool, swarm: Swarm = SIM_SWARM
         if verdict.violation:
             violations.append(verdict)
         seed += 1
+    judged.close()  # (cancels the seeds still queued)
     elapsed = time.monotonic() - start
     seeds = seed - first
     print(f"\n{seeds} seeds ({first}..{seed - 1}) in {elapsed:.0f} s: {seeds / max(elapsed, 1e-9):.2f} seeds/s")
@@ -212,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default=None, help="replay one SwarmConfig(...) (as printed)")
     parser.add_argument("--swarm", action="store_true", help="run seeds until --minutes passed")
     parser.add_argument("--minutes", type=float, default=1.0)
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="with --swarm on the simulator: seeds judged in N processes at once "
+                             "(default: one per core)")
     parser.add_argument("--shrink", action="store_true", help="shrink failing configs")
     parser.add_argument("--fault", default=None, metavar="KIND",
                         help="with --seed/--count: only the seeds whose fault plan has a fault of this class")
@@ -240,7 +258,9 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace, first: int,
             parser.error(str(exc))
         return _run_configs([config], args.shrink, not args.known_bugs_as_violations, swarm)
     if args.swarm:
-        return _sweep(first, args.minutes, args.shrink, swarm)
+        if args.jobs is not None and args.jobs < 1:
+            parser.error(f"--jobs must be at least 1, got {args.jobs}")
+        return _sweep(first, args.minutes, args.shrink, swarm, default_jobs() if args.jobs is None else args.jobs)
     configs = [swarm.draw_config(seed) for seed in range(first, first + args.count)]
     if args.fault is not None:
         if args.fault not in _fault_classes():

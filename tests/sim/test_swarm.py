@@ -26,6 +26,7 @@ from runtime.jobmaster.faults import FaultPlan, TaskCrash
 from runtime.jobmaster.restart import RestartStrategy
 from runtime.jobmaster.result import CollectCommitter
 from runtime.verify import judging, swarm, vopr
+from runtime.verify.parallel_sweep import verdicts
 from runtime.verify.shrink import same_violation, shrink
 from runtime.verify.swarm import (
     BACKENDS,
@@ -78,8 +79,7 @@ BASE = _base()
                          ids=lambda first: f"seeds{first}-{first + CHUNK - 1}")
 def test_swarm_sweep(first: int) -> None:
     problems = []
-    for seed in range(first, first + CHUNK):
-        verdict = run_config(draw_config(seed))
+    for verdict in verdicts(range(first, first + CHUNK)):  # on every core
         if verdict.violation:
             problems.append(f"{verdict.summary()}\n    replay: {verdict.replay} [--shrink]")
     assert not problems, "\n".join(problems)
@@ -481,3 +481,10 @@ def test_the_event_bound_grows_with_the_faults_that_wait(monkeypatch) -> None:
     config = draw_config(204729)
     _execute(config, StreamEnvironment(), FaultPlan(config.faults, config.seed), None)
     assert seen["max_events"] == swarm.MAX_EVENTS * 7 and swarm.MAX_EVENTS * 7 > 1_400_000
+
+
+def test_seeds_judged_on_every_core_give_the_verdicts_of_one_process_in_seed_order() -> None:
+    seeds = [3, 1, 4, 15, 9]
+    def key(v):
+        return v.config.seed, v.kind, v.completed, v.aborted, v.restarts
+    assert [key(v) for v in verdicts(seeds, jobs=2)] == [key(run_config(draw_config(s))) for s in seeds]

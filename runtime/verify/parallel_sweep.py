@@ -1,0 +1,49 @@
+"""Simulator swarm seeds judged on every core: each seed runs in a worker process of its own pool.
+
+A seed's run is pure and deterministic (`runtime.verify.swarm`), so where it runs changes nothing
+but the wall time; the verdicts come back in seed order. Worker processes are spawned, not forked:
+the calling process may hold threads (a local Ray, a Spark gateway) a fork would copy mid-state.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from runtime.verify.swarm import Verdict, draw_config, run_config
+
+
+def default_jobs() -> int:
+    """Worker processes for a sweep: one per core this process may run on."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def judge_seed(seed: int) -> Verdict:
+    """Draw seed `seed`'s config, run it and judge it (in a worker process)."""
+    logging.getLogger().setLevel(logging.ERROR)  # fallback warnings are expected under faults
+    return run_config(draw_config(seed))
+
+
+def verdicts(seeds: Iterable[int], jobs: int | None = None) -> Iterator[Verdict]:
+    """The verdict of each of `seeds`, in their order, judged by `jobs` worker processes (every core
+    when None; 1: in this process). At most two seeds per worker are in flight, so a consumer that
+    stops early (a deadline) leaves little running; what is left is cancelled."""
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs <= 1:
+        yield from (judge_seed(seed) for seed in seeds)
+        return
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    pending: deque[Future[Verdict]] = deque()
+    try:
+        for seed in seeds:
+            pending.append(pool.submit(judge_seed, seed))
+            if len(pending) >= 2 * jobs:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
