@@ -14,7 +14,8 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 
-from runtime.verify.swarm import Verdict, draw_config, run_config
+from runtime.verify.swarm import Verdict, run_config
+from runtime.verify.swarm_config import draw_config
 
 
 def default_jobs() -> int:

@@ -48,7 +48,8 @@ from runtime.verify.ray_swarm import (
     parse_ray_config,
     restart_strategy,
 )
-from runtime.verify.swarm import SCRATCH_DIR, SOURCE_VERTEX, first_source_rows
+from runtime.verify.swarm import SCRATCH_DIR, first_source_rows
+from runtime.verify.swarm_config import SOURCE_VERTEX
 from runtime.workloads.seeded import SINK
 
 #: seconds the restoring process may take beyond its execution's `MAX_DURATION` (start, join Ray)

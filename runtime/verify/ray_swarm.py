@@ -43,12 +43,12 @@ from typing import Any
 
 from checkpoint.options import RestartStrategy
 from runtime.jobmaster.faults import FaultPlan
-from runtime.verify.swarm import (
+from runtime.verify.swarm import Verdict
+from runtime.verify.swarm_config import (
     BACKENDS,
     MODES,
     FaultKind,
     SwarmConfigBase,
-    Verdict,
     draw_stages,
     job_problems,
     maybe_union,

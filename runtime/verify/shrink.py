@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import fields, replace
 
-from runtime.verify.swarm import OPTION_FIELDS, SwarmConfig, Verdict, run_config
+from runtime.verify.swarm import Verdict, run_config
+from runtime.verify.swarm_config import OPTION_FIELDS, SwarmConfig
 
 
 def shrink(config: SwarmConfig, still_fails: Callable[[SwarmConfig], bool], *, max_runs: int = 400,

@@ -40,15 +40,8 @@ from checkpoint.options import InvalidOptionError
 from runtime.jobmaster.faults import Fault, FaultPlan
 from runtime.verify.parallel_sweep import default_jobs, verdicts
 from runtime.verify.shrink import same_violation, shrink
-from runtime.verify.swarm import (
-    SwarmConfig,
-    Verdict,
-    coverage,
-    draw_config,
-    parse_config,
-    replay_line,
-    run_config,
-)
+from runtime.verify.swarm import Verdict, run_config
+from runtime.verify.swarm_config import SwarmConfig, coverage, draw_config, parse_config, replay_line
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
 #: `--mode` of the original runner (`checkpoint.modes` names; `timeout`, `at_least_once` too)

@@ -28,21 +28,17 @@ from runtime.jobmaster.result import CollectCommitter
 from runtime.verify import judging, swarm, vopr
 from runtime.verify.parallel_sweep import verdicts
 from runtime.verify.shrink import same_violation, shrink
-from runtime.verify.swarm import (
+from runtime.verify.swarm import KNOWN_BUGS, KnownBug, _environment, _execute, run_config
+from runtime.verify.swarm_config import (
     BACKENDS,
     FAULT_KINDS,
-    KNOWN_BUGS,
     RESTART_KINDS,
     SWARM_TWO_INPUT_STAGES,
-    KnownBug,
     SwarmConfig,
-    _environment,
-    _execute,
     coverage,
     draw_config,
     parse_config,
     replay_line,
-    run_config,
 )
 from runtime.workloads.seeded import (
     COLUMNAR_STAGES,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from runtime.jobmaster.faults import TornWrite
 from runtime.jobmaster.restore import CommittedOutputAheadError
 from runtime.verify.judging import EXPECTED_ERRORS, classify
-from runtime.verify.swarm import SwarmConfig, Verdict
+from runtime.verify.swarm import Verdict
+from runtime.verify.swarm_config import SwarmConfig
 from runtime.verify.vopr import sweep_line
 
 
