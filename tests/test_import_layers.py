@@ -9,8 +9,7 @@ of its own (`runtime` is the public API facade); importing `a.b` is an edge to `
 
 The layers are data (`LAYERS`, lowest first). A module belongs to the layer of its longest
 matching pattern (`"x"` matches module `x` and its submodules); a project module no pattern
-matches fails the test, so a new module gets a place. `scripts/relayout.py` rewrites the names here
-when it moves modules.
+matches fails the test, so a new module gets a place.
 """
 
 from __future__ import annotations
