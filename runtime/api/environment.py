@@ -1,9 +1,10 @@
-"""The public API: `StreamEnvironment`, `DataStream`, `KeyedStream`.
+"""The public API: `StreamEnvironment` (its streams, `DataStream` and `KeyedStream`, are in
+`runtime.api.data_stream`; the graph they record is built by `runtime.api.graph_builder`).
 
 Theory of operation
 -------------------
 Calls on streams only *record* a logical plan: every `map`, `key_by(...).process`, `sink_to`...
-adds a `_Node` (an operator template, its inputs and how each input is exchanged: forward,
+adds a `Transformation` (an operator template, its inputs and how each input is exchanged: forward,
 rebalance, broadcast or hash by key group). Nothing runs until `env.execute()`, which builds a
 `JobGraph` (`get_job_graph`) and hands it to an executor.
 
@@ -30,10 +31,7 @@ import copy
 import itertools
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
-
-import cloudpickle
 
 from checkpoint.io.recovery import DEFAULT_OPERATION_TIMEOUT, HighAvailabilityConfig
 from checkpoint.modes import parse_mode
@@ -44,45 +42,22 @@ from checkpoint.options import (
     InvalidOptionError,
     RestartStrategy,
 )
-from operators.assign_timestamps import TimestampsAndWatermarksOperator
-from operators.base import Record, StreamOperator
-from operators.keyed import (
-    ColumnKeySelector,
-    CountOperator,
-    KeyedProcessFunction,
-    KeyedProcessOperator,
-    ReduceOperator,
-)
-from operators.side_outputs import OutputTag
-from operators.sinks import CollectSink
+from operators.base import Record
 from operators.sources import CollectionSource, GeneratorSource, Source
-from operators.transforms import (
-    FilterOperator,
-    FlatMapOperator,
-    MapBatchesOperator,
-    MapOperator,
-    PassThroughOperator,
-)
-from operators.two_input import TwoInputStreamOperator
 from operators.watermarks import WatermarkStrategy
-from operators.windows.assigners import WindowAssigner
-from runtime.api.connected_streams import ConnectedStreams, IntervalJoin
-from runtime.api.window_joins import CoGroupedStreams, JoinedStreams
-from runtime.api.windowed import WindowedStream
+from runtime.api.data_stream import DataStream, DataStreamSink, KeyedStream
+from runtime.api.graph_builder import DEFAULT_RESTART_STRATEGY, GraphBuilder
+from runtime.api.transformations import Transformation
 from runtime.connectors.parquet import ParquetSource
 from runtime.core.debloat import DEFAULT_TARGET, BufferDebloatConfig
 from runtime.core.graph import (
-    JobEdge,
     JobGraph,
     JobGraphError,
-    JobVertex,
-    OperatorFactory,
     check_job_name,
     check_latency_warmup,
     check_watermark_interval,
     validate_settings,
 )
-from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, PartitionerSpec, Rebalance
 from runtime.jobmaster.registry import get_executor
 from runtime.jobmaster.result import RestoredFrom
 from runtime.verify.invariants import InvariantChecker
@@ -95,351 +70,8 @@ __all__ = [
     "StreamEnvironment",
 ]
 
-#: restart strategy of a checkpointed job that did not set one: Flink's default since 1.19,
-#: exponential delay (0.1 s, x1.5 per failure, +/-10 % jitter), bounded to 5 restarts in a row so
-#: that a record a function always rejects fails the job within seconds (20 restarts took
-#: 13.6 s on Ray), while faults an hour apart are each restarted afresh
-DEFAULT_RESTART_STRATEGY = RestartStrategy.exponential_delay()
-
 #: the checkpoint-mode names `enable_checkpointing` takes (`checkpoint.modes`)
 API_MODES = ("exactly-once", "at-least-once", "aligned", "unaligned", "aligned-timeout")
-
-
-@dataclass(frozen=True, slots=True)
-class _Exchange:
-    """How a node's input is partitioned: 'forward', 'rebalance', 'broadcast', 'hash', or
-    'default' (as for no exchange: forward at equal parallelism, rebalance otherwise);
-    `output_tag`: the input is that side output of the upstream node."""
-
-    kind: str
-    key_selector: Callable[[Record], Any] | None = None
-    label: str = ""
-    output_tag: str | None = None
-
-
-@dataclass(eq=False)
-class _Node:
-    """One logical operator of the plan (see the module docstring)."""
-
-    id: int
-    base_name: str
-    inputs: list[tuple[_Node, _Exchange | None]] = field(default_factory=list)
-    operator: StreamOperator | None = None
-    source: Source | None = None
-    #: the source's split count follows the node's parallelism (from_collection/generate default)
-    default_splits: bool = False
-    sink_name: str | None = None
-    parallelism: int | None = None
-    user_name: str | None = None
-    #: output fields when known before running (None: decided at runtime)
-    columns: list[str] | None = None
-    #: a source's watermark strategy (per-split timestamps and watermarks)
-    watermark_strategy: WatermarkStrategy | None = None
-
-    @property
-    def display_name(self) -> str:
-        return self.user_name or self.base_name
-
-
-def _check_callable(what: str, fn: Any) -> None:
-    if not callable(fn):
-        raise JobGraphError(f"{what}: expected a function, got {type(fn).__name__} {fn!r}")
-
-
-def _check_parallelism(node: _Node, parallelism: Any) -> None:
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        raise JobGraphError(
-            f"operator {node.display_name!r}: parallelism must be an integer >= 1, got {parallelism!r}"
-        )
-
-
-class DataStream:
-    """A stream of dict records. Transformations return new streams; nothing runs until
-    `env.execute()`."""
-
-    def __init__(self, env: StreamEnvironment, node: _Node, exchange: _Exchange | None = None) -> None:
-        self._env = env
-        self._node = node
-        self._exchange = exchange
-
-    def _exchanged(self, kind: str, key_selector: Callable[[Record], Any] | None = None, label: str = "") -> _Exchange:
-        """An exchange of this stream (of its side output, for a side-output stream)."""
-        tag = self._exchange.output_tag if self._exchange is not None else None
-        return _Exchange(kind, key_selector, label, tag)
-
-    # ------------------------------------------------------------------ stateless transformations
-
-    def _then(self, operator: StreamOperator, base_name: str, name: str | None,
-              columns: list[str] | None = None) -> DataStream:
-        node = self._env._add_node(base_name, inputs=[(self._node, self._exchange)], operator=operator,
-                                   columns=columns, user_name=name)
-        return DataStream(self._env, node)
-
-    def map(self, fn: Callable[[Record], Record], name: str | None = None) -> DataStream:
-        """One output record per input: `fn(record) -> dict`."""
-        _check_callable(f"map {name or ''}".strip(), fn)
-        return self._then(MapOperator(fn), "map", name)
-
-    def filter(self, fn: Callable[[Record], Any], name: str | None = None) -> DataStream:
-        """Keep the records for which `fn(record)` is truthy."""
-        _check_callable(f"filter {name or ''}".strip(), fn)
-        return self._then(FilterOperator(fn), "filter", name, self._node.columns)
-
-    def flat_map(self, fn: Callable[[Record], Iterable[Record] | None], name: str | None = None) -> DataStream:
-        """Zero or more output records per input: `fn(record)` returns an iterable of dicts."""
-        _check_callable(f"flat_map {name or ''}".strip(), fn)
-        return self._then(FlatMapOperator(fn), "flat_map", name)
-
-    def map_batches(self, fn: Callable[[Any], Any], name: str | None = None) -> DataStream:
-        """Vectorised map: `fn(pyarrow.RecordBatch) -> RecordBatch | Table`, once per buffer."""
-        _check_callable(f"map_batches {name or ''}".strip(), fn)
-        return self._then(MapBatchesOperator(fn), "map_batches", name)
-
-    def union(self, *others: DataStream, name: str | None = None) -> DataStream:
-        """Merge this stream with `others` (same records, no ordering guarantee across inputs)."""
-        inputs = [(self._node, self._exchange)]
-        for other in others:
-            if not isinstance(other, DataStream):
-                raise JobGraphError(f"union: expected DataStreams, got {type(other).__name__} {other!r}")
-            if other._env is not self._env:
-                raise JobGraphError("union: streams belong to different StreamEnvironments")
-            inputs.append((other._node, other._exchange))
-        columns = self._node.columns
-        if any(other._node.columns != columns for other in others):
-            columns = None
-        node = self._env._add_node("union", inputs=inputs, operator=PassThroughOperator(), columns=columns,
-                                   user_name=name)
-        return DataStream(self._env, node)
-
-    def connect(self, other: DataStream) -> ConnectedStreams:
-        """Connect this stream (the first input) with `other` (the second) for one operator of two
-        inputs: `.process(CoProcessFunction)`, `.map(CoMapFunction)`, `.flat_map(CoFlatMapFunction)`,
-        or `.key_by(key_a, key_b).process(KeyedCoProcessFunction)` (already keyed streams connect
-        keyed). Its barriers align across both inputs; its watermark is the lower of theirs.
-
-        Raises:
-            JobGraphError: `other` is not a DataStream of the same environment.
-        """
-        if not isinstance(other, DataStream):
-            raise JobGraphError(f"connect: expected a DataStream, got {type(other).__name__} {other!r}")
-        if other._env is not self._env:
-            raise JobGraphError("connect: streams belong to different StreamEnvironments")
-        keys = None
-        if isinstance(self, KeyedStream) and isinstance(other, KeyedStream):
-            keys = (self.key_selector, other.key_selector)
-        return ConnectedStreams(self, other, keys)
-
-    def _stream_of(self, node: _Node) -> DataStream:
-        """The stream an operator added with `_add_node` emits."""
-        return DataStream(self._env, node)
-    def join(self, other: DataStream) -> JoinedStreams:
-        """A window join with `other`: `.where(key).equal_to(key).window(assigner).apply(fn)`
-        (`runtime.api.window_joins`)."""
-        return JoinedStreams(self, other)
-
-    def co_group(self, other: DataStream) -> CoGroupedStreams:
-        """A window co-group with `other`: `.where(key).equal_to(key).window(assigner).apply(fn)`."""
-        return CoGroupedStreams(self, other)
-
-    # ------------------------------------------------------------------ partitioning
-
-    def rebalance(self) -> DataStream:
-        """Round-robin the records over the next operator's subtasks."""
-        return DataStream(self._env, self._node, self._exchanged("rebalance"))
-
-    def broadcast(self) -> DataStream:
-        """Send every record to every subtask of the next operator."""
-        return DataStream(self._env, self._node, self._exchanged("broadcast"))
-
-    def forward(self) -> DataStream:
-        """Subtask i feeds subtask i of the next operator (needs equal parallelism)."""
-        return DataStream(self._env, self._node, self._exchanged("forward"))
-
-    def key_by(self, key: str | Callable[[Record], Any]) -> KeyedStream:
-        """Partition by key: a column name, or a function `record -> key`.
-
-        Keys must be int, str, float, bool, bytes, None or tuples of those.
-
-        Raises:
-            JobGraphError: `key` names a column the stream is known not to have.
-        """
-        if isinstance(key, str):
-            columns = self._node.columns
-            if columns is not None and key not in columns:
-                raise JobGraphError(
-                    f"key_by({key!r}): unknown column {key!r}; the stream from operator "
-                    f"{self._node.display_name!r} has columns {columns}"
-                )
-            return KeyedStream(self._env, self._node, ColumnKeySelector(key), key, self._exchange)
-        _check_callable("key_by", key)
-        return KeyedStream(self._env, self._node, key, None, self._exchange)
-
-    # ------------------------------------------------------------------ event time and side outputs
-
-    def assign_timestamps_and_watermarks(self, strategy: WatermarkStrategy, name: str | None = None) -> DataStream:
-        """Give every record a timestamp and the stream watermarks, with `strategy` (a
-        `WatermarkStrategy`), in every parallel instance; upstream watermarks are replaced.
-
-        Raises:
-            JobGraphError: `strategy` is not a `WatermarkStrategy`.
-        """
-        if not isinstance(strategy, WatermarkStrategy):
-            raise JobGraphError(f"assign_timestamps_and_watermarks: expected a WatermarkStrategy, got "
-                                f"{type(strategy).__name__} {strategy!r}")
-        return self._then(TimestampsAndWatermarksOperator(strategy), "timestamps/watermarks", name,
-                          self._node.columns)
-
-    def get_side_output(self, tag: OutputTag) -> DataStream:
-        """The records this stream's operator sent to side output `tag` (`ctx.output(tag, r)`).
-
-        Raises:
-            JobGraphError: `tag` is not an `OutputTag`, or this stream has no operator of its own.
-        """
-        if not isinstance(tag, OutputTag):
-            raise JobGraphError(f"get_side_output: expected an OutputTag, got {type(tag).__name__} {tag!r}")
-        if self._node.operator is None or self._exchange is not None:
-            raise JobGraphError(f"get_side_output({tag.name!r}): call it on the stream an operator returned "
-                                f"(process(...)), not on {self._node.display_name!r}"
-                                + (" after a repartitioning" if self._exchange is not None else ""))
-        return DataStream(self._env, self._node, _Exchange("default", output_tag=tag.name))
-
-    # ------------------------------------------------------------------ properties
-
-    def set_parallelism(self, parallelism: int) -> DataStream:
-        """Run this stream's operator with `parallelism` subtasks.
-
-        Raises:
-            JobGraphError: `parallelism` is not an integer >= 1.
-        """
-        _check_parallelism(self._node, parallelism)
-        self._node.parallelism = parallelism
-        return self
-
-    def name(self, name: str) -> DataStream:
-        """Name this stream's operator (made unique with a numeric suffix if needed)."""
-        if not isinstance(name, str) or not name.strip():
-            raise JobGraphError(f"operator {self._node.display_name!r}: name must be a non-empty string, got {name!r}")
-        self._node.user_name = name
-        return self
-
-    @property
-    def columns(self) -> list[str] | None:
-        """The record fields when known before running, else None."""
-        return None if self._node.columns is None else list(self._node.columns)
-
-    # ------------------------------------------------------------------ sinks
-
-    def sink_to(self, sink: CollectSink) -> DataStreamSink:
-        """Send the stream to `sink`; every parallel instance gets its own copy of it.
-
-        Returns:
-            A handle to set the sink's parallelism.
-
-        Raises:
-            JobGraphError: `sink` is not a `CollectSink` (or another sink operator).
-        """
-        if not isinstance(sink, CollectSink):
-            raise JobGraphError(f"sink_to: expected a CollectSink, got {type(sink).__name__} {sink!r}")
-        node = self._env._add_node(sink.name, inputs=[(self._node, self._exchange)], operator=sink,
-                                   sink_name=sink.sink_name)
-        return DataStreamSink(node)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._node.display_name!r})"
-
-
-class DataStreamSink:
-    """What `sink_to` returns: the sink's operator, whose parallelism can still be set."""
-
-    def __init__(self, node: _Node) -> None:
-        self._node = node
-
-    @property
-    def sink_name(self) -> str:
-        assert self._node.sink_name is not None
-        return self._node.sink_name
-
-    def set_parallelism(self, parallelism: int) -> DataStreamSink:
-        """Run the sink with `parallelism` subtasks (JobGraphError unless an integer >= 1)."""
-        _check_parallelism(self._node, parallelism)
-        self._node.parallelism = parallelism
-        return self
-
-    def __repr__(self) -> str:
-        return f"DataStreamSink({self.sink_name!r})"
-
-
-class KeyedStream(DataStream):
-    """A stream partitioned by key; keyed operators see the key's state (`ctx.value_state` ...).
-
-    Stateless transformations on a keyed stream are hash partitioned as well.
-    """
-
-    def __init__(self, env: StreamEnvironment, node: _Node, key_selector: Callable[[Record], Any],
-                 key_column: str | None, upstream: _Exchange | None = None) -> None:
-        label = f"key_by({key_column!r})" if key_column is not None else "key_by(<function>)"
-        tag = upstream.output_tag if upstream is not None else None
-        super().__init__(env, node, _Exchange("hash", key_selector, label, tag))
-        self.key_selector = key_selector
-        self.key_column = key_column
-
-    def process(self, fn: KeyedProcessFunction, name: str | None = None) -> DataStream:
-        """Run `fn.process_element(record, ctx)` per record with the record's key current.
-
-        Raises:
-            JobGraphError: `fn` is not a `KeyedProcessFunction` instance that implements
-                `process_element`, or its `state_names` is not a collection of str.
-        """
-        what = f"process {name!r}" if name else "process"
-        if isinstance(fn, type) and issubclass(fn, KeyedProcessFunction):
-            raise JobGraphError(f"{what}: pass an instance, {fn.__name__}(), not the class {fn.__name__}")
-        if not isinstance(fn, KeyedProcessFunction):
-            raise JobGraphError(
-                f"{what}: expected a KeyedProcessFunction instance, got {type(fn).__name__} {fn!r}"
-            )
-        if type(fn).process_element is KeyedProcessFunction.process_element:
-            raise JobGraphError(f"{what}: {type(fn).__name__} does not implement process_element(record, ctx)")
-        try:
-            operator = KeyedProcessOperator(fn, self.key_selector)
-        except TypeError as exc:
-            raise JobGraphError(f"{what}: {exc}") from None
-        return self._then(operator, "keyed-process", name)
-
-    def interval_join(self, other: KeyedStream) -> IntervalJoin:
-        """Join this keyed stream (left) with keyed stream `other` (right) on equal keys and event
-        times within bounds: `.between(lower, upper).process(ProcessJoinFunction)` (Flink's
-        interval join; both streams need timestamps).
-
-        Raises:
-            JobGraphError: `other` is not a KeyedStream of the same environment.
-        """
-        if not isinstance(other, KeyedStream):
-            raise JobGraphError(f"interval_join: expected a KeyedStream (stream.key_by(key)), got "
-                                f"{type(other).__name__} {other!r}")
-        if other._env is not self._env:
-            raise JobGraphError("interval_join: streams belong to different StreamEnvironments")
-        return IntervalJoin(self, other)
-
-    def reduce(self, fn: Callable[[Record, Record], Record], name: str | None = None) -> DataStream:
-        """Running reduce per key: emits `acc = fn(acc, record)` for every record (the first
-        record of a key is its initial `acc`)."""
-        _check_callable(f"reduce {name or ''}".strip(), fn)
-        return self._then(ReduceOperator(fn, self.key_selector), "reduce", name)
-
-    def count(self, name: str | None = None) -> DataStream:
-        """Running count per key: emits `{<key column>: key, "count": n}` for every record
-        (`{"key": key, "count": n}` when keyed by a function)."""
-        field_name = self.key_column if self.key_column is not None else "key"
-        return self._then(CountOperator(self.key_selector, field_name), "count", name, [field_name, "count"])
-
-    def window(self, assigner: WindowAssigner) -> WindowedStream:
-        """Cut each key's records into windows (`TumblingEventTimeWindows.of(size)`, ...); finish
-        with `.reduce`, `.aggregate`, `.process`, `.count()` or `.sum(field)` (`runtime.api.windowed`).
-
-        Raises:
-            JobGraphError: `assigner` is not a `WindowAssigner` instance.
-        """
-        return WindowedStream(self, assigner)
 
 
 class StreamEnvironment:
@@ -472,7 +104,7 @@ class StreamEnvironment:
         self.latency_warmup = 0.0
         self.auto_watermark_interval = 0.2
         self.chaining = True
-        self._nodes: list[_Node] = []
+        self._nodes: list[Transformation] = []
         self._ids = itertools.count()
         #: Spark bridge hooks: checkpoint listeners and a checkpoint to start from (see below)
         self._checkpoint_listeners: list[Any] = []
@@ -712,8 +344,8 @@ class StreamEnvironment:
                               columns=None if columns is None else list(columns), watermark_strategy=strategy)
         return DataStream(self, node)
 
-    def _add_node(self, base_name: str, **kwargs: Any) -> _Node:
-        node = _Node(next(self._ids), base_name, **kwargs)
+    def _add_node(self, base_name: str, **kwargs: Any) -> Transformation:
+        node = Transformation(next(self._ids), base_name, **kwargs)
         self._nodes.append(node)
         return node
 
@@ -725,7 +357,7 @@ class StreamEnvironment:
         Raises:
             JobGraphError: the topology or an option is invalid (names the operator/option).
         """
-        return _GraphBuilder(self, job_name).build()
+        return GraphBuilder(self, job_name).build()
 
     def execute(self, job_name: str = "job", executor: str = "sim", **kwargs: Any) -> Any:
         """Build the job graph and run it to completion on `executor`.
@@ -840,193 +472,3 @@ class StreamEnvironment:
         self._started_over = None
         self._allow_non_restored_state = False
         return self
-
-
-class _GraphBuilder:
-    """Turns an environment's logical nodes into a `JobGraph` (steps 1-5 of the module docstring)."""
-
-    def __init__(self, env: StreamEnvironment, job_name: str) -> None:
-        self.env = env
-        self.job_name = job_name
-
-    def build(self) -> JobGraph:
-        env = self.env
-        nodes = self._live_nodes()
-        consumers: dict[int, list[_Node]] = {n.id: [] for n in nodes}
-        for node in nodes:
-            for upstream, _ in node.inputs:
-                consumers[upstream.id].append(node)
-        parallelism = {n.id: n.parallelism or env.parallelism for n in nodes}
-        for node in nodes:
-            if parallelism[node.id] > env.max_parallelism:
-                raise JobGraphError(
-                    f"operator {node.display_name!r}: parallelism {parallelism[node.id]} exceeds "
-                    f"max_parallelism {env.max_parallelism}"
-                )
-        names = self._operator_names(nodes)
-        specs = {
-            (node.id, i): self._partitioner(upstream, node, exchange, parallelism, names)
-            for node in nodes
-            for i, (upstream, exchange) in enumerate(node.inputs)
-        }
-
-        # chaining: head[node] is the first node of the chain node belongs to
-        head: dict[int, _Node] = {}
-        chains: dict[int, list[_Node]] = {}
-        for node in nodes:
-            if len(node.inputs) == 1 and self._chainable(node, consumers, specs[(node.id, 0)]):
-                upstream = node.inputs[0][0]
-                head[node.id] = head[upstream.id]
-                chains[head[node.id].id].append(node)
-            else:
-                head[node.id] = node
-                chains[node.id] = [node]
-
-        vertices = [self._vertex(chain, parallelism, names) for h, chain in chains.items()]
-        vertex_of = {n.id: names[head[n.id].id] for n in nodes}
-        edges = [
-            JobEdge(vertex_of[upstream.id], vertex_of[node.id], specs[(node.id, i)],
-                    exchange is None or exchange.kind == "default",
-                    exchange.output_tag if exchange is not None else None,
-                    i if isinstance(node.operator, TwoInputStreamOperator) else 0)
-            for node in nodes
-            if head[node.id] is node
-            for i, (upstream, exchange) in enumerate(node.inputs)
-        ]
-        self._check_picklable(nodes, names)
-        return JobGraph(
-            job_name=self.job_name,
-            vertices=vertices,
-            edges=edges,
-            parallelism=env.parallelism,
-            max_parallelism=env.max_parallelism,
-            buffer_size=env.buffer_size,
-            buffer_timeout=env.buffer_timeout,
-            credits=env.credits,
-            checkpoint_config=env.checkpoint_config,
-            restart_strategy=self._restart_strategy(),
-            high_availability=env.high_availability,
-            buffer_debloat=env.buffer_debloat,
-            latency_warmup=env.latency_warmup,
-            auto_watermark_interval=env.auto_watermark_interval,
-        )
-
-    def _live_nodes(self) -> list[_Node]:
-        """Nodes with a path to a sink, in creation (= topological) order."""
-        sinks = [n for n in self.env._nodes if n.sink_name is not None]
-        if not sinks:
-            raise JobGraphError(
-                f"job {self.job_name!r} has no sink: add .sink_to(CollectSink(name)) to at least one stream"
-            )
-        seen: dict[int, _Node] = {}
-        stack = list(sinks)
-        while stack:
-            node = stack.pop()
-            if node.id not in seen:
-                seen[node.id] = node
-                stack.extend(upstream for upstream, _ in node.inputs)
-        return sorted(seen.values(), key=lambda n: n.id)
-
-    @staticmethod
-    def _operator_names(nodes: list[_Node]) -> dict[int, str]:
-        """Unique operator names. Sink names must be unique (error otherwise); names the user
-        gave are claimed before generated ones; clashes get a `-2`, `-3`, ... suffix."""
-        used: set[str] = set()
-        names: dict[int, str] = {}
-        sinks: set[str] = set()
-        for node in nodes:
-            if node.sink_name is not None:
-                if node.sink_name in sinks:
-                    raise JobGraphError(f"two sinks are named {node.sink_name!r}; sink names must be unique")
-                sinks.add(node.sink_name)
-        ordered = (
-            [n for n in nodes if n.sink_name is not None]
-            + [n for n in nodes if n.sink_name is None and n.user_name]
-            + [n for n in nodes if n.sink_name is None and not n.user_name]
-        )
-        for node in ordered:
-            base = node.display_name
-            candidate, suffix = base, 2
-            while candidate in used:
-                candidate, suffix = f"{base}-{suffix}", suffix + 1
-            used.add(candidate)
-            names[node.id] = candidate
-        return names
-
-    def _partitioner(self, upstream: _Node, node: _Node, exchange: _Exchange | None,
-                     parallelism: dict[int, int], names: dict[int, str]) -> PartitionerSpec:
-        same = parallelism[upstream.id] == parallelism[node.id]
-        if exchange is None or exchange.kind == "default":
-            return Forward() if same else Rebalance()
-        if exchange.kind == "forward":
-            if not same:
-                raise JobGraphError(
-                    f"forward() from {names[upstream.id]!r} (parallelism {parallelism[upstream.id]}) to "
-                    f"{names[node.id]!r} (parallelism {parallelism[node.id]}) needs equal parallelism; "
-                    "use rebalance() instead"
-                )
-            return Forward()
-        if exchange.kind == "rebalance":
-            return Rebalance()
-        if exchange.kind == "broadcast":
-            return Broadcast()
-        assert exchange.kind == "hash" and exchange.key_selector is not None, exchange
-        return KeyGroupHash(exchange.key_selector, self.env.max_parallelism,
-                            operator=f"{exchange.label} -> {names[node.id]}")
-
-    def _chainable(self, node: _Node, consumers: dict[int, list[_Node]], spec: PartitionerSpec) -> bool:
-        upstream, exchange = node.inputs[0]
-        return (
-            self.env.chaining
-            and (exchange is None or exchange.output_tag is None)  # a side output never chains
-            and spec.is_forward
-            and len(consumers[upstream.id]) == 1
-            and upstream.sink_name is None
-            and node.source is None
-        )
-
-    def _vertex(self, chain: list[_Node], parallelism: dict[int, int], names: dict[int, str]) -> JobVertex:
-        first = chain[0]
-        source = first.source
-        if source is not None and first.default_splits:
-            source = copy.copy(source)
-            source.num_splits = parallelism[first.id]  # type: ignore[attr-defined]
-        operators = [n for n in chain if n.operator is not None]
-        factories: list[Callable[[], StreamOperator]] = []
-        for n in operators:
-            template = copy.copy(n.operator)
-            assert template is not None
-            template.name = names[n.id]
-            factories.append(OperatorFactory(template))
-        return JobVertex(
-            name=names[first.id],
-            parallelism=parallelism[first.id],
-            max_parallelism=self.env.max_parallelism,
-            source=source,
-            operator_factories=factories,
-            operator_names=[names[n.id] for n in operators],
-            sink_names=[n.sink_name for n in chain if n.sink_name is not None],
-            default_splits=source is not None and first.default_splits,
-            watermark_strategy=first.watermark_strategy,
-        )
-
-    @staticmethod
-    def _check_picklable(nodes: list[_Node], names: dict[int, str]) -> None:
-        for node in nodes:
-            obj: Any = node.operator if node.operator is not None else node.source
-            if isinstance(obj, CollectionSource):
-                continue  # rows of dicts; Arrow-checked when read. Pickling them all is costly
-            try:
-                cloudpickle.dumps(obj)
-            except Exception as exc:
-                raise JobGraphError(
-                    f"operator {names[node.id]!r}: its function or object cannot be pickled, which is needed "
-                    f"to ship it to tasks ({type(exc).__name__}: {exc}); avoid capturing locks, sockets, "
-                    "open files or generators"
-                ) from exc
-
-    def _restart_strategy(self) -> RestartStrategy:
-        if self.env.restart_strategy is not None:
-            return self.env.restart_strategy
-        return DEFAULT_RESTART_STRATEGY if self.env.checkpoint_config.enabled else RestartStrategy.no_restart()
-
