@@ -76,14 +76,11 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from checkpoint.handles import TaskId
 from checkpoint.io.ha_services import create_recovery_factory
 from checkpoint.io.lease import lease_for
-from checkpoint.io.recovery import ZooKeeperSuspendedError
 from checkpoint.io.store import new_run_id
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
 from runtime.core.links import resolve_link_delays
-from runtime.jobmaster.attempt_counts import RunCounts
 from runtime.jobmaster.durable_committer import open_committer
-from runtime.jobmaster.fault_actions import coordinator_crash, crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.faults import (
     ChannelDelay,
     ChannelStall,
@@ -111,15 +108,15 @@ from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
 from runtime.jobmaster.watchdog import DEFAULT_STALL_TIMEOUT, Progress, ProgressWatchdog, check_timeout
 from runtime.ray import errors
 from runtime.ray.cluster import alive_nodes, ensure_ray
-from runtime.ray.coordinator_actor import CoordinatorActor
+from runtime.ray.coordinator_handover import CoordinatorHandover
 from runtime.ray.errors import describe, project_error
+from runtime.ray.fault_injection import DriverFaultInjection
 from runtime.ray.job_services import JobServices
 from runtime.ray.processes import ActorProcesses
-from runtime.ray.services import SERVICE_CPUS
-from runtime.ray.slots import SlotHandle, assign_slots, check_slots
+from runtime.ray.slots import assign_slots, check_slots
 from runtime.ray.storage import StorageConfigError, check_storage_for_cluster, is_memory, open_storage
+from runtime.ray.task_deployment import TaskDeployment
 from runtime.ray.timers import WallClock
-from runtime.ray.worker_actor import WorkerActor
 
 log = logging.getLogger("barrierflow.ray")
 
@@ -129,17 +126,8 @@ RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStal
                    DelayedControlMessage, CoordinatorCrashBeforeNotify, ChannelDelay, CoordinatorStorageFailure,
                    ProcessKill)
 
-# No task events: Ray records every actor call for its dashboard and state API (a per-call cost on
-# the sender and the receiver, ~5-8 % of a small call's CPU measured here); nothing here reads them.
-_WorkerActor = ray.remote(enable_task_events=False)(WorkerActor)
-_CoordinatorActor = ray.remote(enable_task_events=False)(CoordinatorActor)
 
-
-#: seconds a newly created task actor may take to start its process and take its deployment
-ACTOR_START_TIMEOUT = 60.0
-
-
-class RayExecutor(RunsOnJobMaster):
+class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, RunsOnJobMaster):
     """Runs `graph` on Ray. See the module docstring; `run_job` is the entry point.
 
     Args:
@@ -424,212 +412,7 @@ class RayExecutor(RunsOnJobMaster):
         unfinished = [str(t) for t in self.task_ids if not self._status.get(t, {}).get("finished")]
         return f"unfinished tasks {unfinished}; coordinator: {self._coord_status}"
 
-    # ------------------------------------------------------------------ deployment
-
-    def _new_coordinator(self) -> Any:
-        contender = f"coordinator-{self._contenders}"
-        self._contenders += 1
-        handle = _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
-                                           max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
-                                                                  contender, self._first_checkpoint_id,
-                                                                  self.run_id, self.master.first_checkpoint_id,
-                                                                  bool(self.master.checkpoint_listeners))
-        self.processes.watch(handle)
-        self._arm_coordinator(handle)
-        if self._first_checkpoint_id is None:  # the first one: its successors clean up this run's ids only
-            try:
-                self._first_checkpoint_id = ray.get(handle.checkpoint_id_floor.remote(), timeout=120)
-            except RayError as exc:  # it did not start: the next one is asked (its floor is only higher)
-                log.warning("barrierflow ray: coordinator did not start: %s", describe(exc))
-        return handle
-
-    def _await_leader(self, first: bool = False) -> None:
-        """HA: make whichever contender leads now `self.coordinator` (promoted: it recovered the
-        completed checkpoints from ZooKeeper), and keep a live standby next to it.
-
-        Raises:
-            JobFailedError: no contender became leader within a few session timeouts.
-        """
-        assert self.ha is not None
-        if first:  # the first contender joins alone, so it leads; the standby joins after it
-            self.standby = None
-        deadline = time.time() + 4 * self.ha.session_timeout + 30
-        while time.time() < deadline:
-            for handle in (self.coordinator, self.standby):
-                if handle is None:
-                    continue
-                try:
-                    leads = ray.get(handle.promote.remote(0.2), timeout=30)
-                except (RayActorError, GetTimeoutError) as exc:
-                    log.warning("barrierflow ray: coordinator contender unusable: %s", describe(exc))
-                    self._replace_contender(handle)
-                    break
-                except RayError as exc:  # e.g. ZooKeeper unreachable while recovering: try again
-                    log.warning("barrierflow ray: promoting a coordinator failed: %s", describe(exc))
-                    time.sleep(0.2)
-                    continue
-                if leads:
-                    if handle is self.standby:
-                        self.coordinator, self.standby = self.standby, self.coordinator
-                    if self.standby is None:
-                        self.standby = self._new_coordinator()
-                    if not first:
-                        self._arm_coordinator(self.coordinator)
-                        promoted_at = time.time()
-                        status = ray.get(self.coordinator.status.remote(), timeout=30)
-                        self.master.coordinators.promoted(status["latest_id"], promoted_at)
-                    log.info("barrierflow ray: coordinator %s leads", "promoted" if not first else "elected")
-                    return
-        self._give_up(f"no coordinator of job {self.graph.job_name!r} became leader in ZooKeeper "
-                      f"({self.ha.hosts}) within {4 * self.ha.session_timeout + 30:.0f} s", None)
-
-    def _replace_contender(self, handle: Any) -> None:
-        with contextlib.suppress(Exception):
-            ray.kill(handle, no_restart=True)
-        if handle is self.coordinator:
-            self.coordinator, self.standby = self.standby, None
-        else:
-            self.standby = None
-        if self.coordinator is None:
-            self.coordinator = self._new_coordinator()
-
-    def _deploy(self, restores: dict[TaskId, Any]) -> None:
-        """Deploy a new epoch on the task actors, replacing the ones that died."""
-        for _ in range(5):
-            self.epoch += 1
-            epoch = self.epoch
-            fresh = set()
-            for index, group in enumerate(self.groups):
-                if self.workers[index] is None or any(t in self._dead for t in group):
-                    self._new_worker(index)
-                    fresh.update(group)
-            self._dead.clear()
-            self._final_counts = {}
-            self.placement = {}
-            outputs, inputs = self._routes()
-            self._status = {}
-            self._heartbeats = {}
-            refs = {t: self.tasks[t].deploy.remote(epoch, restores.get(t), outputs[t], inputs[t],
-                                                   self.counts.task_faults(t, time.time()), self.coordinator,
-                                                   self.committer)
-                    for t in self.task_ids}
-            for task_id, ref in refs.items():
-                # a new actor first starts a process (seconds on a busy host); a survivor that does
-                # not answer within the heartbeat timeout is hung
-                timeout = max(self.heartbeat_timeout, ACTOR_START_TIMEOUT) if task_id in fresh else self.heartbeat_timeout
-                try:
-                    errors.get(ref, timeout=timeout)  # restoring the task raised: that error, as on the simulator
-                except RayActorError:
-                    self._dead.add(task_id)  # died before or while deploying: replace it
-                except GetTimeoutError:
-                    self._kill(task_id)  # hung (still stuck in a user function): replace it
-            if self._dead:
-                continue
-            if self.coordinator is not None:
-                ray.get(self.coordinator.deploy.remote(epoch, self.tasks, epoch == 0, self.committer), timeout=60)
-            for task_id in self.task_ids:
-                # not awaited: starting runs user code, and a task that fails or hangs there is
-                # caught by the heartbeats like anywhere else
-                self.tasks[task_id].start.remote(epoch)
-            return
-        self._give_up(f"could not deploy the tasks of job {self.graph.job_name!r}: actors kept dying", None)
-
-    def _new_worker(self, index: int) -> None:
-        """Start worker `index` (killing its predecessor, if any is left) and address its tasks."""
-        old = self.workers[index]
-        if old is not None:
-            with contextlib.suppress(Exception):  # already gone
-                ray.kill(old, no_restart=True)
-        options: dict[str, Any] = {"num_cpus": self.task_cpus, "max_restarts": 0, "max_task_retries": 0}
-        if self._multi_node:
-            options["scheduling_strategy"] = "SPREAD"
-        group = self.groups[index]
-        services = {t: {"committer": self.committer, "global_committer": self.checkpointing,
-                        "storage": self.storage_spec, "job_id": self.job_id, "trace_barriers": self.trace_barriers,
-                        "link_delay": self.link_delays.get(t, 0.0)} for t in group}
-        worker = self.workers[index] = _WorkerActor.options(**options).remote(self.graph_ref, index, group, services)
-        self.processes.watch(worker)
-        for task_id in group:
-            self.tasks[task_id] = SlotHandle(worker, index, task_id)
-
-    def _routes(self) -> tuple[dict[TaskId, dict[int, tuple[Any, int]]], dict[TaskId, dict[int, tuple[str, Any, int]]]]:
-        outputs: dict[TaskId, dict[int, tuple[Any, int]]] = {t: {} for t in self.task_ids}
-        inputs: dict[TaskId, dict[int, tuple[str, Any, int]]] = {t: {} for t in self.task_ids}
-        for route in self.graph.channel_routes():
-            outputs[route.sender][route.output_channel] = (self.tasks[route.receiver], route.input_channel)
-            inputs[route.receiver][route.input_channel] = (str(route.sender), self.tasks[route.sender],
-                                                           route.output_channel)
-        return outputs, inputs
-
     # ------------------------------------------------------------------ watching
-
-    def _poll_tasks(self, now: float) -> tuple[str, BaseException | None] | None:
-        for task_id, handle in self.tasks.items():
-            if task_id not in self._heartbeats:
-                self._heartbeats[task_id] = (handle.heartbeat.remote(), now)
-        refs = {ref: task_id for task_id, (ref, _) in self._heartbeats.items()}
-        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
-        for ref in ready:
-            task_id = refs[ref]
-            del self._heartbeats[task_id]
-            try:
-                status = ray.get(ref)
-            except RayActorError as exc:
-                self._dead.update(self.groups[self._worker_of[task_id]])  # its worker died: all its tasks
-                return f"task {task_id} died: {describe(exc)}", exc
-            if status["epoch"] != self.epoch:
-                continue
-            status["seen"] = now
-            self._status[task_id] = status
-            self.placement[str(task_id)] = status["node"]
-            if status["error"]:
-                return status["error"], RemoteTaskError(status["error"], status["suppress_restarts"])
-            if status["frozen"]:
-                return self._check_crash(task_id, status)
-        for task_id, (_, sent) in self._heartbeats.items():
-            if now - sent > self.heartbeat_timeout:
-                self._kill(task_id)
-                return f"task {task_id} is hung: no heartbeat for {now - sent:.1f} s", None
-        return None
-
-    def _kill(self, task_id: TaskId) -> None:
-        """Kill the worker of `task_id`: every task it hosts dies."""
-        index = self._worker_of[task_id]
-        ray.kill(self.workers[index], no_restart=True)
-        self._dead.update(self.groups[index])
-
-    def _cancel_siblings(self, task_id: TaskId) -> None:
-        """Before killing the worker of a crashed task: stop the other tasks it hosts and keep
-        their final counts, as a failover takes them from surviving tasks (`_count_attempt`), so
-        a run's `FaultSchedule` counts the same whatever the slots."""
-        siblings = [t for t in self.groups[self._worker_of[task_id]] if t != task_id and t not in self._dead]
-        refs = {t: self.tasks[t].cancel.remote() for t in siblings}
-        for sibling, ref in refs.items():
-            with contextlib.suppress(RayError):
-                self._final_counts[sibling] = ray.get(ref, timeout=self.heartbeat_timeout)
-
-    def _poll_coordinator(self) -> tuple[Any, ...] | None:
-        """None, or the failover to start: `JobMaster.failover`'s arguments."""
-        if self.coordinator is None:
-            return None
-        if self._coord_ref is None:
-            self._coord_ref = self.coordinator.status.remote()
-        ready, _ = ray.wait([self._coord_ref], timeout=0)
-        if not ready:
-            return None
-        ref, self._coord_ref = self._coord_ref, None
-        try:
-            self._coord_status = ray.get(ref)
-        except RayActorError as exc:
-            return self._coordinator_died(exc)
-        self._land(self._coord_status)
-        if self._coord_status.get("fail_request"):
-            return self._coord_status["fail_request"], None
-        if self.ha is not None and self._coord_status.get("leader_lost"):
-            self._await_leader()
-            self._coord_ref = None
-            return "checkpoint coordinator lost its ZooKeeper leadership", None
-        return None
 
     def _poll_services(self, now: float) -> tuple[str, BaseException] | None:
         """A dead committer is replaced (then the job fails over); a dead committer held in memory
@@ -667,38 +450,6 @@ class RayExecutor(RunsOnJobMaster):
         self._land(self._coord_status)
         request = self._coord_status.get("fail_request")
         return (request, None) if request else None
-    def _coordinator_died(self, exc: RayActorError) -> tuple[Any, ...]:
-        """Replace the dead coordinator; the failover to start (`JobMaster.failover`'s arguments)."""
-        self._replace_coordinator()
-        if self._coordinator_crashed:  # an injected crash: the failure reads as the simulator's
-            self._coordinator_crashed = False
-            return coordinator_crash(standby=self.ha is not None), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN
-        return f"checkpoint coordinator died: {describe(exc)}", exc
-
-    def _replace_coordinator(self) -> None:
-        ray.kill(self.coordinator, no_restart=True)
-        self._coord_ref = None
-        if self.ha is not None:
-            self._close_dead_leader_session()
-            self.coordinator, self.standby = self.standby, None
-            if self.coordinator is None:
-                self.coordinator = self._new_coordinator()
-            self._await_leader()
-            return
-        self.coordinator = self._new_coordinator()
-
-    def _close_dead_leader_session(self) -> None:
-        """Ray confirmed the coordinator is dead: end its ZooKeeper session now rather than wait
-        for the session timeout, so the standby is elected at once."""
-        session = (self._coord_status or {}).get("zk_session")
-        if not session:
-            return
-        from checkpoint.io.zookeeper import close_session
-
-        try:
-            close_session(self.ha.hosts, session, timeout=self.ha.operation_timeout)
-        except Exception as exc:  # the session timeout still ends it; this only speeds it up
-            log.warning("could not close the dead coordinator's ZooKeeper session: %s", exc)
 
     def _all_finished(self) -> bool:
         return len(self._status) == len(self.task_ids) and all(s["finished"] for s in self._status.values())
@@ -746,13 +497,6 @@ class RayExecutor(RunsOnJobMaster):
         ray.get(self.committer.abort_lingering.remote(plan.abort_after, plan.abort_before, next_id), timeout=60)
         self._deploy(plan.restores)
 
-    def _read_ha(self, read: Callable[[], Any]) -> Any:
-        """`read` (a coordinator actor call that reads ZooKeeper), retried while the coordinator's
-        ZooKeeper client is suspended — a restarted server or a dropped connection it may still
-        get back — for at most the session timeout: past it the session is gone, and the error
-        stands (a failover then, not a hang)."""
-        return retry_while_suspended(read, self.ha.session_timeout if self.ha is not None else 0.0)
-
     def _raise_if_failed(self) -> None:
         if self.master.error is not None:
             self._raise(self.master.error)
@@ -771,147 +515,6 @@ class RayExecutor(RunsOnJobMaster):
         if self.committer is not None:
             with contextlib.suppress(RayError):
                 error.committer = ray.get(self.committer.committer.remote(), timeout=30)
-
-    # ------------------------------------------------------------------ faults
-
-    def _resolve_faults(self) -> None:
-        """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`, as the simulator does)."""
-        self.schedule = self.master.schedule
-        #: what the attempts' actors counted, for the schedule; `torn_files`, `slowed_writes`
-        self.counts = RunCounts(self.schedule, self.task_ids)
-        #: faults placed at a wall time (seconds since the first deployment): (at, index)
-        self._timed = [(at, index) for at, index, _ in self.schedule.timed()]
-        #: task -> what froze it, for a crash at a time (the actor reports it frozen)
-        self._crashing: dict[TaskId, str] = {}
-        #: `TaskCrashDuringRecovery` faults due: (wall time, task)
-        self._recovery_crashes: list[tuple[float, TaskId]] = []
-
-    def _count_attempt(self, cancels: dict[TaskId, Any]) -> None:
-        """An attempt ended: add what each task counted in it to the run's counts (records, source
-        records, acknowledgements, writes). A cancelled task's counts come with its `cancel`; a
-        frozen or failed task's last heartbeat is final; a task that died otherwise loses what it
-        did after its last heartbeat."""
-        final: dict[TaskId, dict[str, Any]] = dict(self._final_counts)
-        for task_id, ref in cancels.items():
-            try:
-                final[task_id] = ray.get(ref, timeout=self.heartbeat_timeout)
-            except RayError as exc:  # dead, or hung (a `TaskStall` longer than the heartbeat timeout): replaced
-                died = isinstance(exc, RayActorError) and task_id not in self._dead
-                with contextlib.suppress(RayError):
-                    self._kill(task_id)  # (every task of its worker is then dead: named once)
-                self._dead.add(task_id)
-                if died:  # its process died with the failure being handled
-                    self.master.also_failed(f"task {task_id} died: {describe(exc)}")
-        for task_id in self.tasks:
-            self.counts.attempt_ended(task_id, final.get(task_id) or self._status.get(task_id, {}))
-
-    def _check_crash(self, task_id: TaskId, status: dict[str, Any]) -> tuple[str, BaseException]:
-        """The task froze for a `TaskCrash` (after its records, or at a time): kill it; the failure
-        reads as the simulator's."""
-        self._cancel_siblings(task_id)
-        self._kill(task_id)
-        what = self._crashing.pop(task_id, None)
-        if what is None:
-            after = self.schedule.crash_due(task_id, self.counts.records(task_id, status["records"]))
-            what = crash_after_records(after)
-        exc = injected_crash(task_id, what)
-        return f"task {task_id} failed: {exc}", exc
-
-    def _inject_faults(self, now: float) -> None:
-        elapsed = now - self.running_since
-        for at, index in list(self._timed):
-            if elapsed >= at:
-                self._timed.remove((at, index))
-                self._fire(index)
-        source_records = self.counts.source_records(s.get("source_records", 0) for s in self._status.values())
-        for index, _ in self.schedule.due(source_records, now):
-            self._fire(index)
-        if self._coord_status.get("doomed") and self.coordinator is not None:  # CoordinatorCrashBeforeNotify
-            self._kill_coordinator()
-        for at, target in list(self._recovery_crashes):
-            if now >= at:
-                self._recovery_crashes.remove((at, target))
-                self._freeze(target, "TaskCrashDuringRecovery")
-
-    def crash_during_recovery(self, task_id: TaskId, at: float) -> None:
-        """`JobMasterGateway`: `TaskCrashDuringRecovery` at wall time `at` — at the earliest once the
-        new attempt is deployed (this driver waits out the restart delay and deploys before it
-        injects again), so on Ray the task fails while the new attempt restores and replays,
-        never during the restart delay itself."""
-        self._recovery_crashes.append((at, task_id))
-
-    def _freeze(self, task_id: TaskId, what: str) -> None:
-        """Crash `task_id` now: it freezes (its counts final), its next heartbeat says so, the poll
-        kills it and fails over (`_check_crash`)."""
-        handle = self.tasks.get(task_id)
-        if handle is not None and task_id not in self._dead:
-            self._crashing[task_id] = what
-            handle.freeze.remote(self.epoch)
-
-    def _fire(self, index: int) -> None:
-        fire_fault(self.schedule, index, self.graph, self)
-
-    # `FaultActions` (`runtime.jobmaster.fault_actions`)
-
-    def crash_task(self, task_id: TaskId, what: str) -> None:
-        self._freeze(task_id, what)
-
-    def crash_coordinator(self) -> None:
-        if self.coordinator is not None:
-            self._kill_coordinator()
-
-    def stall_channels(self, task_id: TaskId, duration: float) -> None:
-        handle = self.tasks.get(task_id)
-        if handle is not None:
-            handle.stall.remote(self.epoch, duration)
-
-    def stall_task(self, task_id: TaskId, duration: float) -> None:
-        handle = self.tasks.get(task_id)
-        if handle is not None:
-            handle.hang.remote(self.epoch, duration)
-
-    def delay_channel(self, receiver: TaskId, channel: int, fault: ChannelDelay) -> None:
-        """Applied by the sender of that input channel."""
-        route = next(r for r in self.graph.channel_routes() if r.receiver == receiver and r.input_channel == channel)
-        window = self.counts.open_channel_delay(route.sender, route.output_channel, fault, time.time())
-        handle = self.tasks.get(route.sender)
-        if handle is not None and route.sender not in self._dead:
-            handle.delay_channel.remote(self.epoch, *window)
-
-    def slow_storage(self, fault: SlowStorage) -> None:
-        """The storage is shared: every task's writes."""
-        window = self.counts.open_slow_storage(fault, time.time())
-        for task_id, handle in self.tasks.items():
-            if task_id not in self._dead:
-                handle.slow_writes.remote(self.epoch, *window)
-
-    def kill_process(self, process: str, task_id: TaskId) -> None:
-        """`ProcessKill`: SIGKILL the process; the poll that finds it dead starts the failover
-        (or, for a service, whatever its death leads to)."""
-        handle = {"worker": self.workers[self._worker_of[task_id]], "coordinator": self.coordinator,
-                  "committer": self.committer, "blob_store": self.services and self.services.blob_store}[process]
-        if handle is None or not self.processes.kill(handle):
-            log.info("barrierflow ray: ProcessKill of the %s process (task %s): no such process running", process, task_id)
-
-    def _kill_coordinator(self) -> None:
-        """Kill the coordinator actor (`CoordinatorCrash`, `CoordinatorCrashBeforeNotify`), keeping
-        its statistics and fault counts; the next poll finds it dead and replaces it."""
-        history: list[Any] = []
-        with contextlib.suppress(RayError):
-            history = ray.get(self.coordinator.history.remote(), timeout=10)
-            self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=10))
-        self._coord_status = {**self._coord_status, "doomed": False}
-        self.master.coordinators.crashed(history)
-        self._add_coordinator_calls(self.coordinator)
-        self._coordinator_crashed = True
-        ray.kill(self.coordinator, no_restart=True)
-
-    def _arm_coordinator(self, handle: Any) -> None:
-        """A new (or newly promoted) coordinator applies the plan's control-message faults, counting
-        on from what its predecessors sent (exact when a `CoordinatorCrash` killed the last one;
-        else as of the driver's last poll of it)."""
-        self.counts.coordinator_counted(self._coord_status.get("fault_counts", {}))
-        handle.arm_faults.remote(self.faults, self.schedule.counts())
 
     # ------------------------------------------------------------------ the end
 
@@ -965,21 +568,6 @@ class RayExecutor(RunsOnJobMaster):
             finals=[final["final"] for final in finals],
             trace=sorted(trace, key=lambda event: event[0]))
 
-    def _add_coordinator_calls(self, coordinator: Any) -> None:
-        """Add what `coordinator` sent and received to the run's `coordinator_calls`, and its
-        process's CPU to `service_cpu`."""
-        with contextlib.suppress(RayError):
-            counts, cpu = ray.get([coordinator.call_counts.remote(), coordinator.process_cpu.remote()], timeout=10)
-            for key, n in counts.items():
-                self.coordinator_calls[key] = self.coordinator_calls.get(key, 0) + n
-            self.service_cpu["coordinator"] = self.service_cpu.get("coordinator", 0.0) + cpu
-
-    def _land(self, status: dict[str, Any]) -> None:
-        """Hand the checkpoints the coordinator completed (with their files, read when they
-        completed: the store may have deleted them since) to the job master's listeners."""
-        for completed, files in status.get("completed_files") or ():
-            self.master.checkpoint_completed(completed, files)
-
     def _progress_info(self) -> dict[str, Any]:
         status = self._coord_status
         sources = [t for t in self.task_ids if self.graph.vertex(t.vertex).source is not None]
@@ -1022,33 +610,6 @@ class _DriverTimers:
 class _Fired:
     def cancel(self) -> None:
         pass
-
-
-class RemoteTaskError(RuntimeError):
-    """A task actor's operator chain raised (the message names the task, operator and record);
-    `suppress_restarts`: the task's error was a `SuppressRestartsError`."""
-
-    def __init__(self, message: str, suppress_restarts: bool = False) -> None:
-        super().__init__(message)
-        self.suppress_restarts = suppress_restarts
-
-
-#: seconds between reads retried while ZooKeeper is suspended (`retry_while_suspended`)
-SUSPENDED_RETRY_DELAY = 0.1
-
-
-def retry_while_suspended(read: Callable[[], Any], within: float, *, clock: Callable[[], float] = time.monotonic,
-                          sleep: Callable[[float], None] = time.sleep) -> Any:
-    """`read()`, called again while it raises `ZooKeeperSuspendedError`, for at most `within`
-    seconds; the last error is raised after that (and any other error at once)."""
-    deadline = clock() + within
-    while True:
-        try:
-            return read()
-        except ZooKeeperSuspendedError:
-            if clock() >= deadline:
-                raise
-        sleep(SUSPENDED_RETRY_DELAY)
 
 
 def run_job(

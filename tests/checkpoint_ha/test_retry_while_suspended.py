@@ -1,6 +1,6 @@
 """A ZooKeeper read the driver needs to recover (the next checkpoint id, the restore plan) is
 retried while the coordinator's client is suspended, within the session timeout; any other error,
-or a suspension that outlasts it, stands (`runtime.ray.executor.retry_while_suspended`).
+or a suspension that outlasts it, stands (`runtime.ray.coordinator_handover.retry_while_suspended`).
 
 The bug it fixes: a full suite run restarted ZooKeeper mid-job (`test_zookeeper_restart_mid_job_...`),
 a failover came while the coordinator's client was still SUSPENDED, and the first read of the
@@ -14,7 +14,7 @@ from kazoo.client import KazooState
 
 from checkpoint.io.recovery import HighAvailabilityError, ZooKeeperSuspendedError
 from checkpoint.io.zookeeper import _require_connected
-from runtime.ray.executor import SUSPENDED_RETRY_DELAY, retry_while_suspended
+from runtime.ray.coordinator_handover import SUSPENDED_RETRY_DELAY, retry_while_suspended
 
 
 class Clock:
