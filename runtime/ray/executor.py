@@ -229,6 +229,8 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
         #: CPU seconds of the coordinator actors' and the committer's processes (`JobMetrics.service_cpu`)
         self.service_cpu: dict[str, float] = {}
         self._dead: set[TaskId] = set()
+        #: every task's final report, taken when all finished (`_take_finals`)
+        self._finals: list[dict[str, Any]] = []
         #: task name -> node id of its actor (current epoch)
         self.placement: dict[str, str] = {}
         self._heartbeats: dict[TaskId, tuple[Any, float]] = {}
@@ -364,7 +366,11 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
                 self._raise_if_failed()
                 continue
             if self._all_finished():
-                failure = self._final_commit_failed()
+                # a fault the last statuses made due strikes before the end, as on the simulator,
+                # where it fires at its record; the next poll sees what it did
+                if self._inject_faults(time.time()):
+                    continue
+                failure = self._final_commit_failed() or self._take_finals()
                 if failure is not None:  # the restored final checkpoint commits again
                     self.master.failover(*failure)
                     self._raise_if_failed()
@@ -518,8 +524,21 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
 
     # ------------------------------------------------------------------ the end
 
+    def _take_finals(self) -> tuple[str, BaseException] | None:
+        """Every task's final report (`_finals`); the failover to start if a task's process died
+        since its last heartbeat (its worker's tasks then restore the final checkpoint)."""
+        refs = {t: self.tasks[t].finish.remote() for t in self.task_ids}
+        self._finals = []
+        for task_id, ref in refs.items():
+            try:
+                self._finals.append(errors.get(ref, timeout=120))
+            except RayActorError as exc:
+                self._dead.update(self.groups[self._worker_of[task_id]])
+                return f"task {task_id} died: {describe(exc)}", exc
+        return None
+
     def _finish(self) -> JobResult:
-        finals = errors.get([self.tasks[t].finish.remote() for t in self.task_ids], timeout=120)
+        finals = self._finals
         for task_id, final in zip(self.task_ids, finals):  # the last attempt's occurrences: `schedule.fired` complete
             self.counts.attempt_ended(task_id, final["counts"], records=False)  # (its records are counted below)
         if self.coordinator is not None:  # what failed attempts left (late uploads of cancelled tasks too)

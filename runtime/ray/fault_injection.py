@@ -49,21 +49,29 @@ class DriverFaultInjection:
         exc = injected_crash(task_id, what)
         return f"task {task_id} failed: {exc}", exc
 
-    def _inject_faults(self, now: float) -> None:
+    def _inject_faults(self, now: float) -> bool:
+        """Fire what is due at `now` (times, the sources' progress in the last statuses, a doomed
+        coordinator, crashes during recovery); whether anything fired."""
+        fired = False
         elapsed = now - self.running_since
         for at, index in list(self._timed):
             if elapsed >= at:
                 self._timed.remove((at, index))
                 self._fire(index)
+                fired = True
         source_records = self.counts.source_records(s.get("source_records", 0) for s in self._status.values())
         for index, _ in self.schedule.due(source_records, now):
             self._fire(index)
+            fired = True
         if self._coord_status.get("doomed") and self.coordinator is not None:  # CoordinatorCrashBeforeNotify
             self._kill_coordinator()
+            fired = True
         for at, target in list(self._recovery_crashes):
             if now >= at:
                 self._recovery_crashes.remove((at, target))
                 self._freeze(target, "TaskCrashDuringRecovery")
+                fired = True
+        return fired
 
     def crash_during_recovery(self, task_id: TaskId, at: float) -> None:
         """`JobMasterGateway`: `TaskCrashDuringRecovery` at wall time `at` — at the earliest once the

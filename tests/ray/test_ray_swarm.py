@@ -187,3 +187,19 @@ def test_a_worker_and_the_coordinator_killed_at_once_are_both_named_and_restart_
     assert "task count0[" in result.failures[0] and "checkpoint coordinator died" in result.failures[0], result.failures
     want, _ = ray_phases.reference(config.seed, config.rows, config.keys, config.skew, config.splits, config.stages)
     assert multiset(result.output(SINK)) == want
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("process", ["coordinator", "worker"])
+def test_a_process_kill_due_at_the_last_records_strikes_before_the_job_ends(ray_session, process: str) -> None:
+    """Due only once the sources read their last records, the kill is often first seen in the poll
+    that also finds every task finished: it still strikes, is noticed, and the job ends exactly once
+    from its final checkpoint."""
+    config = RaySwarmConfig(seed=5, rows=2000, keys=4, parallelism=2, splits=2, rate=1000.0)
+    env = environment(config, 2, None, restart_strategy(config))
+    plan = FaultPlan.of(ProcessKill(process, task="count0[1]" if process == "worker" else None, at_fraction=0.9995))
+    result = ray_swarm.execute(config, env, plan)
+    died = "checkpoint coordinator died" if process == "coordinator" else "task count0["
+    assert any(died in f for f in result.failures), result.failures
+    want, _ = ray_phases.reference(config.seed, config.rows, config.keys, config.skew, config.splits, config.stages)
+    assert multiset(result.output(SINK)) == want
