@@ -526,14 +526,17 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
 
     def _take_finals(self) -> tuple[str, BaseException] | None:
         """Every task's final report (`_finals`); the failover to start if a task's process died
-        since its last heartbeat (its worker's tasks then restore the final checkpoint)."""
+        since its last heartbeat (every task then restores the final checkpoint on a new worker:
+        the survivors ended with their report)."""
         refs = {t: self.tasks[t].finish.remote() for t in self.task_ids}
         self._finals = []
         for task_id, ref in refs.items():
             try:
                 self._finals.append(errors.get(ref, timeout=120))
             except RayActorError as exc:
-                self._dead.update(self.groups[self._worker_of[task_id]])
+                for other in self.task_ids:  # the others took their final report: fresh workers for all
+                    with contextlib.suppress(RayError):
+                        self._kill(other)
                 return f"task {task_id} died: {describe(exc)}", exc
         return None
 
