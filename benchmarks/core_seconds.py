@@ -46,7 +46,8 @@ _ACTORS = {"WorkerActor": "task work", "CoordinatorActor": "coordinator", "Commi
 
 #: a helper process's script or executable (in its command line) and its category
 _HELPERS = (("/gcs_server", "GCS"), ("/raylet/raylet", "raylet"), ("dashboard/dashboard.py", "dashboard (API server)"),
-            ("log_monitor.py", "log monitor"), ("autoscaler/_private/monitor.py", "autoscaler monitor"))
+            ("log_monitor.py", "log monitor"), ("autoscaler/_private/monitor.py", "autoscaler monitor"),
+            ("workers/default_worker.py", "idle workers"))  # a worker not yet titled
 
 #: `--config` names: Ray system settings of the embedded Ray (None: barrierflow's own)
 CONFIGS: dict[str, dict[str, Any] | None] = {"lean": None, "ray-defaults": {"max_direct_call_object_size": 1 << 20}}
@@ -59,7 +60,7 @@ def category(cmdline: str) -> str | None:
         name = cmdline.removeprefix("ray::").split(".")[0].split(" ")[0].strip()
         return _ACTORS.get(name, "job services")
     for marker, name in _HELPERS:
-        if marker in cmdline.split(" ", 2)[0] or marker in cmdline:
+        if marker in cmdline:
             return name
     return None
 

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
     ("python /x/ray/dashboard/dashboard.py --host=127.0.0.1", "dashboard (API server)"),
     ("python -u /x/ray/_private/log_monitor.py --session-dir=s", "log monitor"),
     ("python -u /x/ray/autoscaler/_private/monitor.py --logs-dir=l", "autoscaler monitor"),
+    ("python /x/ray/_private/workers/default_worker.py --node-ip-address=127.0.0.1", "idle workers"),
     ("python -c pass", None),
 ])
 def test_a_process_is_known_by_its_command_line(cmdline: str, expected: str | None) -> None:
