@@ -7,7 +7,7 @@ Runs the `benchmarks.throughput` steady job (due stamps, 2 s warm-up) with align
 every 100 ms and without checkpoints. During each run it reads `/proc/<pid>/task/<tid>/schedstat`
 (Linux: nanoseconds on a CPU, nanoseconds runnable but waiting for a core, time slices) of every
 thread of the job's processes (the driver and the raylet's workers) `--start` seconds after its
-four task actors are up (past the 2 s warm-up) and `--window` seconds later, and reports per process role and thread name: CPU cores, wake-ups
+four worker actors are up (past the 2 s warm-up) and `--window` seconds later, and reports per process role and thread name: CPU cores, wake-ups
 (slices) per second, mean run-queue wait per wake-up and the run-queue wait in cores. A record's
 path wakes several threads in turn (the sender's work thread, Ray's io threads, the receiver's
 main and work threads), each paying the wait for a core, which is what makes the tail on a loaded
@@ -20,9 +20,9 @@ import argparse
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks import throughput
 from benchmarks.process_cpu import children_of, process_role, raylet_pid
@@ -83,25 +83,33 @@ def run_queue_rows(before: dict[tuple[int, int], ThreadSample], after: dict[tupl
     return sorted(rows, key=lambda r: -r["wait_cores"])
 
 
-#: task actors of the (chained) steady job
-TASKS = 4
+#: worker actors of the (chained) steady job, one subtask each
+WORKERS = 4
+
+Reading = TypeVar("Reading")
 
 
-def measure(job: str, checkpoints: bool, rate: float, seconds: float, start: float, window: float,
-            raylet: int) -> dict[str, Any]:
-    """One steady run with its threads read at `start` and `start + window` seconds."""
-    readings: list[tuple[float, dict[tuple[int, int], ThreadSample]]] = []
+def steady_readings(job: str, checkpoints: bool, rate: float, seconds: float, start: float, window: float,
+                    raylet: int, read: Callable[[], Reading]) -> tuple[Any, tuple[float, Reading], tuple[float, Reading]]:
+    """One steady run of `seconds` with `read()` taken `start` seconds after its worker actors are
+    up (past the 2 s warm-up) and `window` seconds later: the `JobResult` and the two (time,
+    reading) pairs.
+
+    Raises:
+        RuntimeError: the run ended before the second reading.
+    """
+    readings: list[tuple[float, Reading]] = []
 
     def sample() -> None:
         deadline = time.time() + 60
-        while time.time() < deadline:  # the job's task actors are all up: then past the warm-up
+        while time.time() < deadline:
             roles = [process_role(pid) for pid in children_of(raylet)]
-            if roles.count("TaskActor") >= TASKS:
+            if roles.count("WorkerActor") >= WORKERS:
                 break
             time.sleep(0.1)
         time.sleep(start)
         for _ in range(2):
-            readings.append((time.time(), read_threads(children_of(raylet) + [os.getpid()])))
+            readings.append((time.time(), read()))
             time.sleep(window)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -112,7 +120,15 @@ def measure(job: str, checkpoints: bool, rate: float, seconds: float, start: flo
     if len(readings) < 2:
         raise RuntimeError(f"the run ended before the second reading: make --seconds ({seconds}) longer "
                            f"than --start + --window ({start + window})")
-    (t0, before), (t1, after) = readings
+    return result, readings[0], readings[1]
+
+
+def measure(job: str, checkpoints: bool, rate: float, seconds: float, start: float, window: float,
+            raylet: int) -> dict[str, Any]:
+    """One steady run with its threads read at `start` and `start + window` seconds."""
+    result, (t0, before), (t1, after) = steady_readings(
+        job, checkpoints, rate, seconds, start, window, raylet,
+        lambda: read_threads(children_of(raylet) + [os.getpid()]))
     metrics = result.metrics
     return {"job": job, "checkpoints": checkpoints, "load_1m": os.getloadavg()[0],
             "latency_p50_ms": metrics.latency_percentile(50) * 1e3,
@@ -120,14 +136,19 @@ def measure(job: str, checkpoints: bool, rate: float, seconds: float, start: flo
             "threads": run_queue_rows(before, after, t1 - t0)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_steady_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--job`, `--rate`, `--seconds`, `--start`, `--window`: the steady run `steady_readings` reads."""
     parser.add_argument("--job", default="udf", choices=throughput.JOBS)
     parser.add_argument("--rate", type=float, default=5000.0, help="records/s (default 5000)")
     parser.add_argument("--seconds", type=float, default=14.0, help="length of each run (default 14)")
     parser.add_argument("--start", type=float, default=3.0,
-                        help="first reading, s after the task actors are up (default 3)")
+                        help="first reading, s after the worker actors are up (default 3)")
     parser.add_argument("--window", type=float, default=6.0, help="seconds between the readings (default 6)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_steady_arguments(parser)
     add_output_arguments(parser, "run_queue", quick_help="shorter runs (8 s, readings 3 s apart)")
     args = parse_args(parser, argv)
     if args.quick:

@@ -13,7 +13,8 @@ random per-process token in `RAY_AUTH_TOKEN`, so nothing is written to `~/.ray`)
 addresses still keep other hosts out. Joining a cluster (`address=`) is the user's configuration:
 its addresses, authentication and TLS are the cluster's, and barrierflow changes none of them.
 
-Also: no usage stats, arguments up to 1 MiB inline (`LOCAL_SYSTEM_CONFIG`), and a PYTHONPATH
+Also: no usage stats, arguments up to 1 MiB inline and none of Ray's bookkeeping nothing reads
+(`LOCAL_SYSTEM_CONFIG`), and a PYTHONPATH
 that lets worker processes import everything the driver can (job functions defined in importable
 modules are pickled by reference).
 """
@@ -42,11 +43,23 @@ LOCAL_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
 }
 
-#: Ray system settings of an embedded local Ray. Arguments up to 1 MiB go inline with the call
-#: instead of through the object store: buffers of 10,000 rows (~100-500 KB) then cost one call,
-#: not a call plus a store put and fetch (measured ~2x calls/s for 100 KB-1 MB; the
-#: vectorised page-view job went 1.9 -> 2.5 M records/s with checkpointing off).
-LOCAL_SYSTEM_CONFIG = {"max_direct_call_object_size": 1 << 20}
+#: Ray system settings of an embedded local Ray (each is a setting in Ray's `ray_config_def.h`).
+#: Arguments up to 1 MiB go inline with the call instead of through the object store: buffers of
+#: 10,000 rows (~100-500 KB) then cost one call, not a call plus a store put and fetch (measured
+#: ~2x calls/s for 100 KB-1 MB; the vectorised page-view job went 1.9 -> 2.5 M records/s with
+#: checkpointing off). The rest leaves out work that is not the job's (benchmarks/README.md,
+#: "Every core-second"): no idle workers started before an actor asks for one, no timing of every
+#: event-loop handler (`event_stats`), no metrics recorded and exported (nothing reads them with
+#: the dashboard off), no task state events or timeline sent to GCS.
+LOCAL_SYSTEM_CONFIG: dict[str, Any] = {
+    "max_direct_call_object_size": 1 << 20,
+    "enable_worker_prestart": False,
+    "prestart_worker_first_driver": False,
+    "event_stats": False,
+    "enable_metrics_collection": False,
+    "task_events_report_interval_ms": 0,
+    "enable_timeline": False,
+}
 
 _PACKAGES = ("runtime", "operators", "checkpoint", "state")
 
@@ -79,13 +92,15 @@ def cluster_runtime_env() -> dict[str, Any]:
     return {"py_modules": [os.path.join(root, p) for p in _PACKAGES]}
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
+def ensure_ray(address: str | None = None, num_cpus: int | None = None,
+               system_config: dict[str, Any] | None = None) -> bool:
     """Make sure this process is connected to Ray.
 
     Args:
         address: a cluster to join (default: `RAY_ADDRESS` if set, else an embedded local Ray on
             loopback with token authentication, see the module docstring).
         num_cpus: CPUs of an embedded Ray (default: the machine's).
+        system_config: Ray system settings of an embedded Ray (default `LOCAL_SYSTEM_CONFIG`).
 
     Returns:
         True when this call started or joined Ray (the caller then `ray.shutdown()`s), False when
@@ -102,7 +117,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
         if address is not None:
             ray.init(address=address, runtime_env=cluster_runtime_env(), log_to_driver=False)
         else:
-            _start_local(num_cpus)
+            _start_local(num_cpus, LOCAL_SYSTEM_CONFIG if system_config is None else system_config)
     except RayStartError:
         raise
     except Exception as exc:
@@ -111,7 +126,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
     return True
 
 
-def _start_local(num_cpus: int | None) -> None:
+def _start_local(num_cpus: int | None, system_config: dict[str, Any]) -> None:
     for key, value in LOCAL_ENV.items():
         os.environ.setdefault(key, value)
     mode = os.environ.get("RAY_AUTH_MODE")
@@ -125,7 +140,7 @@ def _start_local(num_cpus: int | None) -> None:
         # recorded (Ray's default for address=None, which also tries a stale record's dead address)
         ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
                  runtime_env=local_runtime_env(),
-                 log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG, _node_ip_address=LOOPBACK)
+                 log_to_driver=False, _system_config=system_config, _node_ip_address=LOOPBACK)
     node_ip = ray.util.get_node_ip_address()
     if not is_loopback(node_ip):
         ray.shutdown()

@@ -1,0 +1,75 @@
+"""benchmarks.core_seconds: every process of the run in one category, the categories adding up to
+the measured total; the arithmetic on made-up readings, then a tiny real run on Ray."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.core_seconds import CATEGORIES, account, category
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("cmdline,expected", [
+    ("ray::WorkerActor", "task work"),
+    ("ray::WorkerActor.call()", "task work"),
+    ("ray::CoordinatorActor.status", "coordinator"),
+    ("ray::CommitterService", "committer"),
+    ("ray::BlobStoreService", "job services"),
+    ("ray::IDLE", "idle workers"),
+    ("ray::DashboardAgent", "dashboard agent"),
+    ("ray::RuntimeEnvAgent", "runtime-env agent"),
+    ("/x/ray/core/src/ray/gcs/gcs_server --log_dir=/tmp", "GCS"),
+    ("/x/ray/core/src/ray/raylet/raylet --raylet_socket_name=s", "raylet"),
+    ("python /x/ray/dashboard/dashboard.py --host=127.0.0.1", "dashboard (API server)"),
+    ("python -u /x/ray/_private/log_monitor.py --session-dir=s", "log monitor"),
+    ("python -u /x/ray/autoscaler/_private/monitor.py --logs-dir=l", "autoscaler monitor"),
+    ("python /x/ray/_private/workers/default_worker.py --node-ip-address=127.0.0.1", "idle workers"),
+    ("python -c pass", None),
+])
+def test_a_process_is_known_by_its_command_line(cmdline: str, expected: str | None) -> None:
+    assert category(cmdline) == expected
+
+
+def test_the_categories_add_up_to_the_total_and_the_threads_to_the_task_work() -> None:
+    before = {"roles": {1: "driver", 2: "task work", 3: "GCS"}, "cpu": {1: 1.0, 2: 10.0, 3: 0.5},
+              "threads": {2: {20: ("main", 6.0), 21: ("io", 3.0), 22: ("gone", 1.0)}}}
+    after = {"roles": {1: "driver", 2: "task work", 3: "GCS", 4: "idle workers"},  # 4: started in the window
+             "cpu": {1: 1.5, 2: 13.0, 3: 0.75, 4: 0.25},
+             "threads": {2: {20: ("main", 7.5), 21: ("io", 4.0), 23: ("work", 0.25)}}}
+    window = account(before, after, 2.0)
+    rows = {r["category"]: r for r in window["categories"]}
+    assert window["total_core_s"] == pytest.approx(0.5 + 3.0 + 0.25 + 0.25)
+    assert sum(r["core_s"] for r in rows.values()) == pytest.approx(window["total_core_s"])
+    assert rows["task work"]["cores"] == pytest.approx(1.5)
+    assert rows["idle workers"]["core_s"] == pytest.approx(0.25)
+    threads = {r["thread"]: r["core_s"] for r in window["task_threads"]}
+    assert threads == {"main": pytest.approx(1.5), "io": pytest.approx(1.0), "work": pytest.approx(0.25),
+                       "threads ended": pytest.approx(0.25)}
+
+
+@pytest.mark.ray
+def test_a_tiny_run_accounts_for_every_core_second(tmp_path: Path) -> None:
+    out = tmp_path / "core_seconds.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+           "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.core_seconds", "--quick", "--rate", "1000",
+                           "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    [run] = json.loads(out.read_text())["rounds"]
+    rows = {r["category"]: r for r in run["categories"]}
+    assert set(rows) <= set(CATEGORIES)
+    assert sum(r["core_s"] for r in rows.values()) == pytest.approx(run["total_core_s"])
+    for name in ("task work", "driver", "raylet", "GCS"):
+        assert rows[name]["processes"] >= 1, rows
+    assert rows["task work"]["processes"] == 4  # one worker actor per subtask
+    assert "other" not in rows, rows  # every process of the tree is recognised
+    assert "idle workers" not in rows, rows  # none prestarted: every worker process hosts an actor
+    assert sum(t["core_s"] for t in run["task_threads"]) == pytest.approx(rows["task work"]["core_s"])
+    assert "task work" in done.stdout and "total" in done.stdout
