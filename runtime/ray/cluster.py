@@ -48,13 +48,11 @@ LOCAL_ENV = {
 #: 10,000 rows (~100-500 KB) then cost one call, not a call plus a store put and fetch (measured
 #: ~2x calls/s for 100 KB-1 MB; the vectorised page-view job went 1.9 -> 2.5 M records/s with
 #: checkpointing off). The rest leaves out work that is not the job's (benchmarks/README.md,
-#: "Every core-second"): no idle workers started before an actor asks for one, no timing of every
+#: "Every core-second"): no timing of every
 #: event-loop handler (`event_stats`), no metrics recorded and exported (nothing reads them with
 #: the dashboard off), no task state events or timeline sent to GCS.
 LOCAL_SYSTEM_CONFIG: dict[str, Any] = {
     "max_direct_call_object_size": 1 << 20,
-    "enable_worker_prestart": False,
-    "prestart_worker_first_driver": False,
     "event_stats": False,
     "enable_metrics_collection": False,
     "task_events_report_interval_ms": 0,
