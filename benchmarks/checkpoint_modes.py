@@ -512,10 +512,12 @@ def latencies_ms(result: Any, since: float) -> list[float]:
 def summarise(combo: Combination, latency_run: Any, throughput_run: Any, *, rate: float, records: int,
               since: float = float("-inf")) -> Outcome:
     """The row and plot series of one combination; statistics of the latency run cover the
-    records created and the checkpoints triggered from `since` on (after the warm-up)."""
+    records created and the checkpoints triggered from `since` on (after the warm-up), but for
+    the final checkpoint: taken once every source read its input, it is aligned in every mode."""
     latencies = latencies_ms(latency_run, since)
     p50, p90, p99, p99_9, p100 = (_pct(latencies, q) for q in (50, 90, 99, 99.9, 100))
-    measured = [c for c in latency_run.checkpoints if c.trigger_time >= since]
+    final = max((c.id for c in latency_run.checkpoints if c.completed), default=None)
+    measured = [c for c in latency_run.checkpoints if c.trigger_time >= since and c.id != final]
     done = [c for c in measured if c.completed]
     aborted = [c for c in measured if not c.completed]
     durations = _ms(c.duration for c in done)

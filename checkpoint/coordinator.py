@@ -33,7 +33,11 @@ Life of a checkpoint::
   it is the only *candidate* in flight (a checkpoint triggered after the final one would stage
   sink transactions that nothing ever commits), an aborted candidate is retried after
   `final_retry_delay`, until one completes (`is_final_checkpoint_complete`). Candidates carry
-  `properties["final"] = True` into their completed checkpoint. Its completion is repeated to
+  `properties["final"] = True` into their completed checkpoint. A candidate is *forced aligned*
+  (`trigger_source`'s `forced_aligned`), whatever the mode: no barrier of it overtakes a
+  record, so it holds no in-flight records, and what the sinks commit at end of input never
+  includes a record a restore of it replays (at another parallelism such a record would reach
+  another sink subtask and be committed twice). Its completion is repeated to
   every task each `final_retry_delay` until the executor stops the coordinator (the job ended):
   a lost notification would leave a source waiting forever, with no later checkpoint to stand in.
 * **Restored final checkpoint.** An execution restored from a final checkpoint F
@@ -100,8 +104,10 @@ class CoordinatorGateway(Protocol):
         timestamp: float,
         unaligned: bool,
         alignment_timeout: float | None,
+        forced_aligned: bool = False,
     ) -> None:
-        """Ask a source task to inject barrier `checkpoint_id` (created at `timestamp`)."""
+        """Ask a source task to inject barrier `checkpoint_id` (created at `timestamp`);
+        `forced_aligned`: every task aligns it, whatever its mode (the final checkpoint)."""
         ...
 
     def commit_checkpoint(self, checkpoint_id: int) -> None:
@@ -409,7 +415,14 @@ class CheckpointCoordinator:
             self._stats.report_refused(CheckpointFailureReason.STORAGE_FAILURE)
             self._count_failure(None, CheckpointFailureReason.STORAGE_FAILURE)
             return CheckpointFailureReason.STORAGE_FAILURE
-        unaligned = self.config.unaligned and self.config.mode is CheckpointingMode.EXACTLY_ONCE
+        final = self._final_floor is not None and not self._final_complete
+        # The final checkpoint is taken aligned whatever the mode (no alignment timeout either):
+        # every source read its input, so aligning only waits for the pipeline to drain, and no
+        # in-flight record is left as channel state. Such a record would reach a sink after the
+        # final checkpoint and be committed in the sink's end-of-input transaction; a restore at
+        # another parallelism replays it to another sink subtask, which commits it again.
+        unaligned = not final and self.config.unaligned and self.config.mode is CheckpointingMode.EXACTLY_ONCE
+        alignment_timeout = None if final else self.config.alignment_timeout
         pending = PendingCheckpoint(
             checkpoint_id,
             now,
@@ -418,14 +431,14 @@ class CheckpointCoordinator:
             properties={
                 "mode": self.config.mode.name,
                 "unaligned": unaligned,
-                "alignment_timeout": self.config.alignment_timeout,
+                "alignment_timeout": alignment_timeout,
             },
         )
         self._pending[checkpoint_id] = pending
         self._timeout_timers[checkpoint_id] = self._timers.schedule(
             self.config.timeout, partial(self._on_timeout, checkpoint_id)
         )
-        if self._final_floor is not None and not self._final_complete:
+        if final:
             self._final_checkpoint_id = checkpoint_id
             pending.properties["final"] = True
         assert force or len(self._pending) <= self.config.max_concurrent
@@ -433,7 +446,7 @@ class CheckpointCoordinator:
         for source in self._source_tasks:
             if checkpoint_id not in self._pending:
                 break  # declined synchronously by an earlier source
-            self._gateway.trigger_source(source, checkpoint_id, now, unaligned, self.config.alignment_timeout)
+            self._gateway.trigger_source(source, checkpoint_id, now, unaligned, alignment_timeout, final)
         return checkpoint_id
 
     def _next_checkpoint_id(self) -> int:

@@ -146,11 +146,12 @@ class CollectSink(StreamOperator):
 
         Without checkpointing that is everything. With checkpointing, input ends only after the
         job's final checkpoint completed (sources hold back their end of partition until then), so
-        what is staged now arrived after that checkpoint's barrier — with unaligned checkpoints the
-        in-flight records the final checkpoint holds as channel state. A restore can only go back
-        to that same checkpoint, which replays exactly these records, so the transaction id is
-        derived from it (the last checkpoint this sink snapshotted or was restored from — the
-        final one either way) and a re-commit after a failure is a no-op.
+        what is staged now arrived after that checkpoint's barrier: what operators emitted at end
+        of input (the final checkpoint is taken aligned, so no in-flight record of it arrives
+        here). A restore can only go back to that same checkpoint, which replays exactly these
+        records, so the transaction id is derived from it (the last checkpoint this sink
+        snapshotted or was restored from — the final one either way) and a re-commit after a
+        failure is a no-op.
         """
         if self.ctx.checkpointing:
             # every pending transaction belongs to a checkpoint <= the final one, which completed

@@ -159,6 +159,16 @@ class CheckpointOptions:
     unaligned: bool = False
     #: seconds after the barrier's timestamp at which an aligned checkpoint turns unaligned
     alignment_timeout: float | None = None
+    #: aligned whatever the task's mode, with no alignment timeout: the barrier never overtakes
+    #: data (Flink's `FORCED_ALIGNED`; the final checkpoint, `CheckpointCoordinator`)
+    forced_aligned: bool = False
+
+    @classmethod
+    def of_trigger(cls, unaligned: bool, alignment_timeout: float | None, forced_aligned: bool) -> CheckpointOptions:
+        """The options of a barrier the coordinator triggered (`CoordinatorGateway.trigger_source`)."""
+        if forced_aligned:
+            return cls(forced_aligned=True)
+        return cls(unaligned=unaligned, alignment_timeout=alignment_timeout)
 
     @property
     def is_savepoint(self) -> bool:

@@ -419,14 +419,16 @@ class CoordinatorActor:
     # ------------------------------------------------------------------ CoordinatorGateway
 
     def trigger_source(self, task_id: TaskId, checkpoint_id: int, timestamp: float,
-                       unaligned: bool = False, alignment_timeout: float | None = None) -> None:
+                       unaligned: bool = False, alignment_timeout: float | None = None,
+                       forced_aligned: bool = False) -> None:
         handle = self._handles.get(task_id)
         if self.election is not None and not self.election.is_leader:
             return  # only the leader triggers
         if handle is not None and self.epoch is not None:
             epoch, completed = self.epoch, self._notices.take(task_id)
             self._send("trigger", task_id, lambda: self._queue(
-                handle, "trigger_source", epoch, checkpoint_id, timestamp, unaligned, alignment_timeout, completed))
+                handle, "trigger_source", epoch, checkpoint_id, timestamp, unaligned, alignment_timeout, completed,
+                forced_aligned))
 
     def commit_checkpoint(self, checkpoint_id: int) -> None:
         """Commit `checkpoint_id` for every sink in one call to the committer service, unless this

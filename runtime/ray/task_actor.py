@@ -440,10 +440,12 @@ class TaskActor:
     # that arrived before them; the work thread drives the task afterwards.
 
     def trigger_source(self, epoch: int, checkpoint_id: int, timestamp: float, unaligned: bool,
-                       alignment_timeout: float | None, completed: int | None = None) -> None:
+                       alignment_timeout: float | None, completed: int | None = None,
+                       forced_aligned: bool = False) -> None:
         """Inject barrier `checkpoint_id`; `completed`: a completed checkpoint the coordinator did
         not notify this source of (it has no completion listener), applied first."""
-        self._post("call", epoch, self._on_trigger, (checkpoint_id, timestamp, unaligned, alignment_timeout, completed))
+        options = CheckpointOptions.of_trigger(unaligned, alignment_timeout, forced_aligned)
+        self._post("call", epoch, self._on_trigger, (checkpoint_id, timestamp, options, completed))
 
     def notify_complete(self, epoch: int, checkpoint_id: int, final: bool = False) -> None:
         """Checkpoint `checkpoint_id` completed (`final`: the job's final checkpoint).
@@ -462,9 +464,8 @@ class TaskActor:
     def notify_aborted(self, epoch: int, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         self._post("call", epoch, self._on_aborted, (checkpoint_id, reason))
 
-    def _on_trigger(self, checkpoint_id: int, timestamp: float, unaligned: bool,
-                    alignment_timeout: float | None, completed: int | None) -> None:
-        options = CheckpointOptions(unaligned=unaligned, alignment_timeout=alignment_timeout)
+    def _on_trigger(self, checkpoint_id: int, timestamp: float, options: CheckpointOptions,
+                    completed: int | None) -> None:
         try:
             self.task.trigger_source_checkpoint(checkpoint_id, timestamp, options, completed)
         except Exception as exc:

@@ -861,10 +861,11 @@ class SimExecutor(RunsOnJobMaster):
             self._at(when + copy * self.network.control_delay, fn, epoch, "control")
 
     def trigger_source(self, task_id: TaskId, checkpoint_id: int, timestamp: float,
-                       unaligned: bool = False, alignment_timeout: float | None = None) -> None:
+                       unaligned: bool = False, alignment_timeout: float | None = None,
+                       forced_aligned: bool = False) -> None:
         if self._doomed is self.coordinator:
             return  # it is crashing: nothing more leaves it
-        options = CheckpointOptions(unaligned=unaligned, alignment_timeout=alignment_timeout)
+        options = CheckpointOptions.of_trigger(unaligned, alignment_timeout, forced_aligned)
         if self.invariants is not None:
             self.invariants.on_trigger(checkpoint_id)
         completed = self._notices.take(task_id)

@@ -149,11 +149,6 @@ class RaySwarmConfig(SwarmConfigBase):
 # --------------------------------------------------------------------------- known bugs
 
 
-def _rechecks_an_unaligned_final_checkpoint_rescaled(config: RaySwarmConfig) -> bool:
-    return (config.mode in ("unaligned", "timeout") and config.storage == "disk"
-            and config.recheck_parallelism != (config.rescale_to or config.parallelism))
-
-
 @dataclass(frozen=True)
 class KnownBug:
     """A reported bug that configs for which `applies` holds run into. Until its fix lands (then
@@ -169,19 +164,7 @@ class KnownBug:
 
 
 #: known bugs, reported; delete an entry when its fix lands (the swarm then runs what it avoided)
-KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug(
-        "final-checkpoint-restored-rescaled",
-        "an unaligned final checkpoint keeps in-flight records (channel state) whose output the sinks "
-        "already committed in their end-of-input transactions; restored at another parallelism, those "
-        "records reach other sink subtasks and are committed again (avoided: the finished job's directory "
-        "is restored at the parallelism it ran with)",
-        _rechecks_an_unaligned_final_checkpoint_rescaled,
-        lambda config: replace(config, recheck_parallelism=config.rescale_to or config.parallelism),
-        "RaySwarmConfig(seed=2, rows=2009, keys=7, skew=1.0, stages=('filter', 'seqcheck'), parallelism=3, "
-        "splits=4, rate=2009, buffer_size=16, credits=8, chaining=False, mode='unaligned', storage='disk', "
-        "recheck_parallelism=2)"),
-)
+KNOWN_BUGS: tuple[KnownBug, ...] = ()
 
 
 def avoiding_known_bugs(config: RaySwarmConfig) -> tuple[RaySwarmConfig, tuple[str, ...]]:

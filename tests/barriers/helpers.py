@@ -93,14 +93,16 @@ class Step:
     rows: int = 1
     alignment_timeout: float | None = None
     dt: float = 0.0
+    forced_aligned: bool = False
 
 
 def buf(ch: int, rows: int = 1) -> Step:
     return Step("buf", ch, rows=rows)
 
 
-def barrier(checkpoint_id: int, ch: int, ts: float = 0.0, alignment_timeout: float | None = None) -> Step:
-    return Step("barrier", ch, checkpoint_id, ts, alignment_timeout=alignment_timeout)
+def barrier(checkpoint_id: int, ch: int, ts: float = 0.0, alignment_timeout: float | None = None, *,
+            forced_aligned: bool = False) -> Step:
+    return Step("barrier", ch, checkpoint_id, ts, alignment_timeout=alignment_timeout, forced_aligned=forced_aligned)
 
 
 def cancel(checkpoint_id: int, ch: int) -> Step:
@@ -124,7 +126,8 @@ def to_boe(index: int, step: Step) -> BufferOrEvent:
     if step.kind == "barrier":
         return BufferOrEvent(
             step.channel,
-            CheckpointBarrier(step.id, step.timestamp, CheckpointOptions(alignment_timeout=step.alignment_timeout)),
+            CheckpointBarrier(step.id, step.timestamp, CheckpointOptions(alignment_timeout=step.alignment_timeout,
+                                                                         forced_aligned=step.forced_aligned)),
         )
     if step.kind == "cancel":
         return BufferOrEvent(step.channel, CancelCheckpointMarker(step.id))

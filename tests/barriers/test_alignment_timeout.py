@@ -105,6 +105,15 @@ def test_timeout_zero_means_unaligned_from_the_first_barrier() -> None:
     assert r.gate.stats().bytes_held_max == 0
 
 
+def test_a_forced_aligned_barrier_never_times_out() -> None:
+    # the final checkpoint, taken aligned whatever the mode: no in-flight records in it
+    steps = [buf(1), barrier(1, 0, forced_aligned=True), buf(0), buf(1), advance(5.0), barrier(1, 1, forced_aligned=True)]
+    r = run(BarrierAligner, 2, steps, eager=False, start_time=5.0, alignment_timeout=0.0)
+    assert r.sequence == expect(1) and not r.listener.stats[1].unaligned
+    assert r.listener.channel_state == {} and r.handler.num_timeouts == 0
+    assert r.buffers == [0, 3, 2]
+
+
 def test_barrier_timeout_without_a_clock_is_a_clear_error() -> None:
     aligner = BarrierAligner(2, RecordingListener())
     gate = CheckpointedInputGate(2, aligner)

@@ -37,11 +37,15 @@ class RecordingGateway:
         self.failures: list[Exception] = []
         self.completed: list[CompletedCheckpoint] = []
         self.triggers: list[tuple[TaskId, int, float, bool, float | None]] = []
+        #: checkpoint id -> whether its triggers were forced aligned
+        self.forced_aligned: dict[int, bool] = {}
 
     def trigger_source(
-        self, task_id: TaskId, checkpoint_id: int, timestamp: float, unaligned: bool, alignment_timeout: float | None
+        self, task_id: TaskId, checkpoint_id: int, timestamp: float, unaligned: bool, alignment_timeout: float | None,
+        forced_aligned: bool = False,
     ) -> None:
         self.triggers.append((task_id, checkpoint_id, timestamp, unaligned, alignment_timeout))
+        self.forced_aligned[checkpoint_id] = forced_aligned
         self.events.append(("trigger", str(task_id), checkpoint_id))
 
     def commit_checkpoint(self, checkpoint_id: int) -> None:

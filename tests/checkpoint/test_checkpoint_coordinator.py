@@ -284,6 +284,26 @@ def test_final_checkpoint_after_all_sources_finished() -> None:
     assert h.coordinator.trigger_checkpoint() is R.JOB_FINISHED
 
 
+@pytest.mark.parametrize("unaligned, alignment_timeout", [(True, None), (False, 0.0)])
+def test_the_final_checkpoint_is_forced_aligned_whatever_the_mode(unaligned: bool,
+                                                                   alignment_timeout: float | None) -> None:
+    # an unaligned final checkpoint held in-flight records that the sinks committed at end of
+    # input; restored at another parallelism they reached other sink subtasks: committed twice
+    h = make_harness(CheckpointConfig(interval=1.0, timeout=100.0, unaligned=unaligned,
+                                      alignment_timeout=alignment_timeout))
+    h.coordinator.start()
+    h.advance(1.0)
+    assert h.coordinator.get_pending(1).properties["unaligned"] is unaligned
+    h.ack_all(1)
+    for source in SRC:
+        h.coordinator.source_finished(source)
+    h.advance(0.0)
+    assert h.gateway.triggered_ids() == [1, 2] and h.coordinator.final_checkpoint_id == 2
+    assert {t[1:] for t in h.gateway.triggers} == {(1, 1.0, unaligned, alignment_timeout), (2, 1.0, False, None)}
+    assert h.gateway.forced_aligned == {1: False, 2: True}
+    assert h.coordinator.get_pending(2).properties["unaligned"] is False
+
+
 def test_one_final_candidate_at_a_time_even_with_max_concurrent() -> None:
     # regression: periodic triggers after the final one staged sink transactions nothing committed
     h = make_harness(CheckpointConfig(interval=0.1, timeout=100.0, max_concurrent=3))

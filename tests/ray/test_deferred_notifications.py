@@ -20,6 +20,7 @@ from ray_jobs import ListeningSink, pageview_env, pageview_rows, unstageable_env
 from checkpoint.handles import TaskAcknowledgement
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobVertex, OperatorFactory
+from runtime.core.messages import CheckpointOptions
 from runtime.jobmaster.completions import CompletionNotices
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.task_actor import TaskActor
@@ -169,7 +170,8 @@ def test_a_carried_completion_goes_to_the_task_with_its_trigger() -> None:
     actor._on_trigger = _named("_on_trigger")  # type: ignore[assignment]
     TaskActor.trigger_source(actor, 0, 7, 1.0, False, None, 6)
     TaskActor.trigger_source(actor, 0, 8, 2.0, False, None)
-    assert posted == [("_on_trigger", (7, 1.0, False, None, 6)), ("_on_trigger", (8, 2.0, False, None, None))]
+    options = CheckpointOptions()
+    assert posted == [("_on_trigger", (7, 1.0, options, 6)), ("_on_trigger", (8, 2.0, options, None))]
 
 
 def _named(name: str) -> Any:

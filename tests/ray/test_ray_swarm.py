@@ -20,6 +20,7 @@ from runtime.verify.judging import RunFailed
 from runtime.verify.ray_phases import run_config
 from runtime.verify.ray_swarm import (
     KNOWN_BUGS,
+    KnownBug,
     RaySwarmConfig,
     avoiding_known_bugs,
     coverage,
@@ -121,7 +122,12 @@ def test_a_config_a_known_bug_applies_to_runs_without_it_and_names_it(monkeypatc
         raise RunFailed("failed", "recorded")
 
     monkeypatch.setattr(ray_phases, "run_phases", record)
-    for bug in KNOWN_BUGS:
+    planted = KnownBug("planted", "a planted bug of rescaled rechecks",
+                       lambda config: config.recheck_parallelism != config.parallelism,
+                       lambda config: replace(config, recheck_parallelism=config.parallelism),
+                       repr(replace(draw_config(3), parallelism=2, recheck_parallelism=1)))
+    monkeypatch.setattr(ray_swarm, "KNOWN_BUGS", (*KNOWN_BUGS, planted))
+    for bug in ray_swarm.KNOWN_BUGS:
         config = parse_ray_config(bug.replay)
         assert bug.applies(config) and not bug.applies(bug.avoid(config)) and bug.name and bug.why
         verdict = run_config(config)

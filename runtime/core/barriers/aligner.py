@@ -20,6 +20,7 @@ Limits:
   not channel state); the channels that have not delivered the barrier yet become channel
   state until they do, and their barriers of this checkpoint may then overtake queued data
   (`handles_on_arrival`). Without `timers`, the timeout is only checked when a barrier arrives.
+  A forced-aligned barrier (`options.forced_aligned`: the final checkpoint) never times out.
 
 Not thread-safe: timer callbacks must run on the thread that drives the gate.
 """
@@ -200,6 +201,8 @@ class BarrierAligner(HandlerCore):
     # -- timeout -----------------------------------------------------------------------------
 
     def _timeout_of(self, barrier: CheckpointBarrier) -> float | None:
+        if barrier.options.forced_aligned:
+            return None
         timeout = barrier.options.alignment_timeout
         if timeout is None:
             return self.alignment_timeout

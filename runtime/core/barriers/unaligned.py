@@ -14,23 +14,28 @@ buffers, so those buffers become part of the snapshot as *input channel state*:
 Each channel's state is reported once, when its barrier arrives or it ends, and
 `finish_input_channel_state` follows when every open channel delivered the barrier. The buffers
 are still delivered to the task as usual; the channel state is what a restore replays.
-Cancellation markers and end-of-partition stay in channel order. Nothing ever blocks. The event
-rules (subsumption, cancellation, duplicates) are shared with the aligner in `states.py`.
+Cancellation markers and end-of-partition stay in channel order. The event rules (subsumption,
+cancellation, duplicates) are shared with the aligner in `states.py`.
+
+A forced-aligned barrier (`options.forced_aligned`: the job's final checkpoint) is aligned as by
+`BarrierAligner`, with no timeout: it waits in channel order, blocks its channel, and the task
+snapshots once every open channel delivered it, with no channel state. Nothing else blocks.
 """
 
 from __future__ import annotations
 
-from runtime.core.barriers.common import HandlerCore
+from runtime.core.barriers.aligner import BarrierAligner
 from runtime.core.barriers.handler import CheckpointListener
-from runtime.core.barriers.states import WAITING, BarrierHandlerState, CollectingChannelState
-from runtime.core.messages import Buffer, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from runtime.core.barriers.states import BarrierHandlerState, CollectingChannelState
+from runtime.core.messages import Buffer, CheckpointBarrier
 from runtime.core.ports import Clock, Timers
 
 __all__ = ["UnalignedBarrierHandler"]
 
 
-class UnalignedBarrierHandler(HandlerCore):
-    """Unaligned exactly-once checkpoints: trigger on the first barrier, record channel state.
+class UnalignedBarrierHandler(BarrierAligner):
+    """Unaligned exactly-once checkpoints: trigger on the first barrier, record channel state
+    (a forced-aligned barrier aligns, as `BarrierAligner` with no timeout or held-bytes limit).
 
     Takes `(num_channels, listener, *, clock=None, timers=None)` like the other handlers.
     """
@@ -44,59 +49,25 @@ class UnalignedBarrierHandler(HandlerCore):
         timers: Timers | None = None,
     ) -> None:
         super().__init__(num_channels, listener, clock=clock, timers=timers)
-        self._state: BarrierHandlerState = WAITING
-
-    def on_barrier(self, channel: int, barrier: CheckpointBarrier) -> None:
-        self.check_open(channel, f"barrier {barrier.id}")
-        self._state = self._state.barrier_received(self, channel, barrier)
-        self.num_barriers_received += 1
-
-    def on_cancel(self, channel: int, marker: CancelCheckpointMarker) -> None:
-        self.check_open(channel, f"cancel marker {marker.id}")
-        self._state = self._state.cancel_received(self, marker.id)
-
-    def on_end_of_partition(self, channel: int, event: EndOfPartition) -> None:
-        self.close_channel(channel)
-        self._state = self._state.end_of_partition(self, channel)
-
-    def on_buffer_arrived(self, channel: int, buffer: Buffer) -> None:
-        self._state.buffer_arrived(channel, buffer)
 
     def handles_on_arrival(self, event: object) -> bool:
-        return isinstance(event, CheckpointBarrier)
-
-    def pending_checkpoint_id(self) -> int | None:
-        return self._state.checkpoint_id
-
-    @property
-    def state(self) -> BarrierHandlerState:
-        return self._state
+        if not isinstance(event, CheckpointBarrier):
+            return False
+        return not event.options.forced_aligned or super().handles_on_arrival(event)
 
     # -- Controller --------------------------------------------------------------------------
 
     def start(self, channel: int, barrier: CheckpointBarrier) -> BarrierHandlerState:
-        self.trigger_unaligned(barrier)
+        if barrier.options.forced_aligned:
+            return super().start(channel, barrier)
+        self.trigger(barrier, unaligned=True)
         # the barrier overtook everything still queued on its own channel
         self.add_channel_state(barrier.id, channel, self._gate.queued_buffers(channel))
         return CollectingChannelState.begin(self, barrier, frozenset({channel}))
 
-    def trigger_unaligned(self, barrier: CheckpointBarrier) -> None:
-        self.trigger(barrier, unaligned=True)
-
-    def trigger_aligned(self, barrier: CheckpointBarrier) -> None:
-        raise AssertionError("the unaligned handler never aligns")
-
-    def block(self, channel: int) -> None:
-        raise AssertionError("the unaligned handler never blocks")
-
-    def end_alignment(self) -> None:
-        pass
-
-    def is_timed_out(self, barrier: CheckpointBarrier) -> bool:
-        return False
-
     def queued_before_barrier(self, channel: int, checkpoint_id: int) -> tuple[list[Buffer], bool]:
-        # barriers are never queued in front of this handler, so every queued buffer counts
+        # only a forced-aligned barrier is ever queued, and such a checkpoint never records
+        # channel state, so every queued buffer counts
         return self._gate.queued_buffers(channel), False
 
     def _repr_extra(self) -> str:
