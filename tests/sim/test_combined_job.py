@@ -15,8 +15,8 @@ from runtime.workloads.combined import build_combined_job, check, combined_rows
 
 LEFT, RIGHT = combined_rows(600)
 #: crashes in a session merge's operator, the co-process with timers, the interval join and the window join
-CRASHES = FaultPlan.of(TaskCrash(task="sessions[0]", at_fraction=0.2), TaskCrash(task="balance[1]", at_fraction=0.4),
-                       TaskCrash(task="pair[0]", at_fraction=0.6), TaskCrash(task="window-pair[1]", at_fraction=0.8))
+CRASHES = FaultPlan.of(TaskCrash(task="sessions[0]", after_records=100), TaskCrash(task="balance[0]", after_records=300),
+                       TaskCrash(task="pair[0]", after_records=500), TaskCrash(task="window-pair[0]", after_records=700))
 
 
 def combined_env(mode: str = "aligned", parallelism: int = 2, storage: str | None = None, restarts: bool = True,
@@ -48,9 +48,9 @@ def test_the_combined_job_restores_at_another_parallelism(tmp_path, backend, mer
     options = {"state_backend": backend, "file_merging": merging}
     with pytest.raises(JobFailedError):
         combined_env(mode, storage=storage, restarts=False, **options).execute(
-            "combined", executor="sim", seed=4, faults=FaultPlan.of(TaskCrash(task="balance[0]", at_fraction=0.5)))
+            "combined", executor="sim", seed=4, faults=FaultPlan.of(TaskCrash(task="balance[0]", after_records=300)))
     restored = combined_env(mode, parallelism=parallelism, storage=storage, **options).restore_from(storage)
     result = restored.execute("combined", executor="sim", seed=4, invariants=True,
-                              faults=FaultPlan.of(TaskCrash(task="window-group[0]", at_fraction=0.2)))
+                              faults=FaultPlan.of(TaskCrash(task="window-group[0]", after_records=100)))
     assert result.restarts == 1, result.failures
     check(result, LEFT, RIGHT)  # committed by both executions, each result once
