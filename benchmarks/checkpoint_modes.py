@@ -39,9 +39,12 @@ barriers arrive late while the job has headroom, so aligned checkpoints block th
 meanwhile and the other modes do not); `backpressure` (keyed subtask 1 is slow per record: a
 `CostModel` slowdown on the simulator, a sleeping keyed function on Ray; the open-loop rate is
 above what that subtask can take, so the job runs backpressured; the `*-debloat` modes run here
-only); `scale` (parallelism 1, 2, 4 and, without --quick, 8; uniform keys). Executors: `sim` (virtual time: noise-free and
-deterministic, the same combination gives the same row every time) and `ray` (wall clock). A
-combination that fails gives a row with `status` saying why, never made-up numbers.
+only); `scale` (parallelism 1, 2, 4 and, without --quick, 8; uniform keys); `windowed-join`
+(uniform keys; a window join between the stream's even and odd records in 100 ms tumbling
+event-time windows before the count step, `benchmarks.windowed_join`: state that grows with the
+window, and latency that includes the wait for it to close). Executors: `sim` (virtual time:
+noise-free and deterministic, the same combination gives the same row every time) and `ray` (wall
+clock). A combination that fails gives a row with `status` saying why, never made-up numbers.
 
 Output (see `FIELDS` and `UNITS`): one JSON row per combination (with the per-subtask phases of
 every checkpoint), a Markdown table (printed and saved as `checkpoint_modes.md`), target lines
@@ -83,6 +86,7 @@ from benchmarks.report import (
     percentile,
 )
 from benchmarks.targets import target_checks, targets  # noqa: F401  (part of this module's interface)
+from benchmarks.windowed_join import add_windowed_join
 from checkpoint.modes import parse_mode
 from checkpoint.options import InvalidOptionError
 from operators import KeyedProcessFunction
@@ -91,7 +95,7 @@ from operators.sources import GeneratorSource, GeneratorSplitReader, SourceSplit
 MODES = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once", "aligned-debloat", "unaligned-debloat")
 #: the debloating modes run in these scenarios only (elsewhere nothing queues for them to shrink)
 DEBLOAT_SCENARIOS = ("backpressure",)
-SCENARIOS = ("uniform", "skewed", "slow-channel", "backpressure", "scale")
+SCENARIOS = ("uniform", "skewed", "slow-channel", "backpressure", "scale", "windowed-join")
 EXECUTORS = ("sim", "ray")
 SINK = "bench"
 
@@ -405,6 +409,8 @@ def build_job(env: Any, combo: Combination, profile: Profile, *, rate: float | N
     else:
         source = ScheduledGenerator(count=count, rate=rate, fn=keys, splits=combo.parallelism, name="generator")
         stream = env.from_source(source).map(parse, name="parse")
+    if combo.scenario == "windowed-join":
+        stream = add_windowed_join(env, stream)
     slow = combo.scenario == "backpressure" and combo.executor == "ray" and combo.parallelism > 1
     function = CountKeepStamp(slow_subtask=1 if slow else None, delay=profile.slow_delay)
     stream.key_by("key").process(function, name="count").sink_to(CollectSink(SINK))

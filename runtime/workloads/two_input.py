@@ -92,6 +92,12 @@ def build_two_input_job(env: Any, left_rows: list[dict[str, Any]], right_rows: l
     """Add the job to `env`: sinks "balances", "joined" and "alerts"."""
     left = env.from_collection(left_rows, splits=splits, name="left", watermark_strategy=strategy())
     right = env.from_collection(right_rows, splits=splits, name="right", watermark_strategy=strategy())
+    add_two_input_stages(left, right)
+
+
+def add_two_input_stages(left: Any, right: Any) -> None:
+    """The job's stages over `left` and `right` (rows as `two_input_rows`', stamped so that none is
+    late), into sinks "balances", "joined" and "alerts"."""
     balances = left.connect(right).key_by("key", "key").process(Balance(), name="balance")
     balances.sink_to(CollectSink("balances"))
     balances.get_side_output(ALERTS).sink_to(CollectSink("alerts"))

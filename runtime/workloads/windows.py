@@ -42,7 +42,7 @@ PROBE_AGE = 400
 LATE = OutputTag("late")
 SINKS = ("tumbling", "sliding", "sessions", "late")
 
-__all__ = ["DISORDER", "SINKS", "build_windows_job", "check_probes", "reference", "window_rows"]
+__all__ = ["DISORDER", "SINKS", "add_window_stages", "build_windows_job", "check_probes", "reference", "window_rows"]
 
 
 def window_rows(count: int, keys: int = 5) -> list[dict[str, Any]]:
@@ -109,7 +109,12 @@ def _add_v(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def build_windows_job(env: Any, rows: list[dict[str, Any]], splits: int) -> None:
     """Add the job to `env`: sinks "tumbling", "sliding", "sessions" and "late"."""
-    stream = env.from_collection(rows, splits=splits, watermark_strategy=strategy())
+    add_window_stages(env.from_collection(rows, splits=splits, watermark_strategy=strategy()))
+
+
+def add_window_stages(stream: Any) -> Any:
+    """The job's stages over `stream` (rows of `window_rows`, stamped by `strategy`), into sinks
+    "tumbling", "sliding", "sessions" and "late"; returns the regular rows' stream."""
     tumbling = stream.key_by("key").window(TumblingEventTimeWindows.of(TUMBLE)).side_output_late_data(LATE) \
         .aggregate(SumCount(), Described(), name="tumbling")
     tumbling.sink_to(CollectSink("tumbling"))
@@ -121,6 +126,7 @@ def build_windows_job(env: Any, rows: list[dict[str, Any]], splits: int) -> None
         .reduce(_add_v, SlidingSum(), name="sliding").sink_to(CollectSink("sliding"))
     regular.key_by("key").window(EventTimeSessionWindows.with_gap(GAP)) \
         .process(Session(), name="sessions").sink_to(CollectSink("sessions"))
+    return regular
 
 
 def reference(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

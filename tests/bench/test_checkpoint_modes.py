@@ -357,3 +357,15 @@ def test_debloat_target_flag_rejects_what_is_not_seconds(capsys) -> None:
         with pytest.raises(SystemExit):
             cm.main(["--executor", "sim", "--debloat-target", bad])
         assert f"--debloat-target must be a number of seconds > 0, got {bad!r}" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_windowed_join_scenario_pairs_the_records_and_checkpoints_the_open_windows() -> None:
+    combo = cm.Combination("sim", "windowed-join", "aligned", 2)
+    result = cm.execute(combo, TINY, rate=TINY.rate, count=4_000)
+    # record 2n meets 2n + 1 unless a window boundary falls between their due times (50 us apart)
+    assert 1_900 <= len(result.output(cm.SINK)) <= 2_000, len(result.output(cm.SINK))
+    joined, uniform = (cm.run_combination(cm.Combination("sim", scenario, "aligned", 2), TINY).row
+                       for scenario in ("windowed-join", "uniform"))
+    assert joined["status"] == "ok" and joined["checkpoints_completed"] > 0
+    assert joined["state_bytes"] > 10 * uniform["state_bytes"], (joined["state_bytes"], uniform["state_bytes"])
