@@ -146,6 +146,18 @@ def test_a_multiset_comparison_names_what_is_missing_and_what_is_extra() -> None
     assert "missing" in disagreement(MULTISET, [{"a": 1}, {"a": 2}], theirs, exactly_once=False)
 
 
+def test_an_aggregates_at_least_once_comparison_asks_only_for_its_groups() -> None:
+    grouped = Query("qg", q1.build, "SELECT 1", group=("bidder", "start"))
+    theirs = [{"bidder": 1, "start": 0, "n": 2}, {"bidder": 2, "start": 0, "n": 1}]
+    recounted = [{"bidder": 1, "start": 0, "n": 3}, {"bidder": 2, "start": 0, "n": 1}]  # a replayed bid counted twice
+    assert disagreement(grouped, recounted, theirs, exactly_once=False) is None
+    assert "not in Spark's" in disagreement(grouped, recounted, theirs)
+    assert disagreement(grouped, recounted[:1], theirs, exactly_once=False) == \
+        "qg: no row for 1 group(s) of Spark's, e.g. [(2, 0)]"
+    with pytest.raises(ValueError, match="a group is for compare='multiset' only"):
+        Query("qg", q1.build, "SELECT 1", compare="final", key=("bidder",), group=("bidder",))
+
+
 def test_a_final_comparison_takes_the_last_row_the_job_emitted_per_key() -> None:
     theirs = [{"category": 10, "avg": 7.5}, {"category": 11, "avg": 2.0}]
     updates = [{"category": 10, "avg": 5.0}, {"category": 11, "avg": 2.0}, {"category": 10, "avg": 7.5}]
