@@ -25,6 +25,7 @@ __all__ = [
     "EventTimeSessionWindows",
     "GlobalWindow",
     "GlobalWindows",
+    "ProcessingTimeWindow",
     "SlidingEventTimeWindows",
     "SlidingProcessingTimeWindows",
     "TimeWindow",
@@ -53,6 +54,16 @@ class TimeWindow(NamedTuple):
 
     def cover(self, other: TimeWindow) -> TimeWindow:
         return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+
+
+class ProcessingTimeWindow(TimeWindow):
+    """`[start, end)` of the task clock: seconds, continuous, so its last instant is the float just
+    below `end` (`end - 1` would close it a whole second early)."""
+
+    __slots__ = ()
+
+    def max_timestamp(self) -> Any:
+        return math.nextafter(float(self.end), -math.inf)
 
 
 class GlobalWindow:
@@ -91,6 +102,8 @@ class WindowAssigner:
 
     is_event_time = True
     merging = False
+    #: the windows it makes (`TimeWindow`: event time, `end - 1` its last instant)
+    window_type: type = TimeWindow
 
     def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
         """The windows of a record with event timestamp `timestamp`; `now()` is the processing time."""
@@ -101,7 +114,7 @@ class WindowAssigner:
 
     def window_of(self, key: Any) -> Any:
         """The window kept in state under `key`."""
-        return TimeWindow(key[0], key[1])
+        return self.window_type(key[0], key[1])
 
     def merge_windows(self, windows: list[Any]) -> list[tuple[Any, list[Any]]]:
         """Merging assigners: the merge results and what each merges (only groups of two or more)."""
@@ -156,7 +169,7 @@ class _Tumbling(WindowAssigner):
 
     def _windows(self, timestamp: Any) -> list[Any]:
         start = window_start(timestamp, self.offset, self.size)
-        return [TimeWindow(start, start + self.size)]
+        return [self.window_type(start, start + self.size)]
 
 
 class TumblingEventTimeWindows(_Tumbling):
@@ -170,6 +183,7 @@ class TumblingProcessingTimeWindows(_Tumbling):
     """Fixed-size, non-overlapping windows of the task clock (seconds; virtual on the simulator)."""
 
     is_event_time = False
+    window_type = ProcessingTimeWindow
 
     def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
         return self._windows(now())
@@ -198,7 +212,7 @@ class _Sliding(WindowAssigner):
         start = window_start(timestamp, self.offset, self.slide)
         windows = []
         while start > timestamp - self.size:
-            windows.append(TimeWindow(start, start + self.size))
+            windows.append(self.window_type(start, start + self.size))
             start -= self.slide
         return windows
 
@@ -214,6 +228,7 @@ class SlidingProcessingTimeWindows(_Sliding):
     """Overlapping windows of the task clock (seconds; virtual on the simulator)."""
 
     is_event_time = False
+    window_type = ProcessingTimeWindow
 
     def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
         return self._windows(now())

@@ -176,12 +176,28 @@ def test_processing_time_windows_fire_by_the_task_clock():
     op.process_batch([{"k": "a", "v": 1}])
     clock.set(101.5)
     op.process_batch([{"k": "a", "v": 2}])
-    assert [e[0] for e in ctx.processing_time.scheduled] == [101]
+    assert [e[0] for e in ctx.processing_time.scheduled] == [math.nextafter(102.0, 0)]  # the window's last instant
     [out] = ctx.processing_time.fire(102)
     assert [(r["start"], r["end"], r["vs"]) for r in out] == [(100, 102, [1, 2])]
     assert ctx.keyed_backend.dump() == {}
     op2, _ = window_op(SlidingProcessingTimeWindows.of(2, 1))
     assert not op2.needs_watermarks()
+
+
+def test_a_processing_time_window_of_seconds_fires_at_its_end_once_not_a_second_early():
+    clock = ManualClock(0.0)
+    op, ctx = window_op(TumblingProcessingTimeWindows.of(0.5), clock=clock)  # the clock is in seconds
+    assert ctx.processing_time.fire(0.1) == []
+    op.process_batch([{"k": "a", "v": 1}])
+    assert ctx.processing_time.fire(0.3) == []  # still inside [0, 0.5)
+    op.process_batch([{"k": "a", "v": 2}])
+    [out] = ctx.processing_time.fire(0.5)
+    assert [(r["start"], r["end"], r["vs"]) for r in out] == [(0.0, 0.5, [1, 2])]  # one firing with both records
+    sliding, ctx = window_op(SlidingProcessingTimeWindows.of(1.0, 0.5), clock=ManualClock(0.2))
+    sliding.process_batch([{"k": "a", "v": 1}])
+    assert ctx.processing_time.fire(0.4) == []
+    assert [(r["start"], r["end"]) for batch in ctx.processing_time.fire(0.5) for r in batch] == [(-0.5, 0.5)]
+    assert [(r["start"], r["end"]) for batch in ctx.processing_time.fire(1.0) for r in batch] == [(0.0, 1.0)]
 
 
 def test_an_open_window_survives_a_snapshot_and_a_fired_one_stays_cleared():

@@ -6,8 +6,8 @@
   (`generator.py`: what each field holds; `source.py`: splits and offsets).
 - `dataset.write_events` / `python -m runtime.workloads.nexmark --events N --out DIR`: the same
   events as Parquet files (`env.from_parquet(DIR)` reads them back).
-- `q0` .. `q4`, `q9`: the queries, one module each; `queries.QUERIES` lists them with their Spark SQL
-  for the oracle (`oracle.py`).
+- `q0` .. `q5`, `q7`, `q8`, `q9`, `q11`, `q12`: the queries, one module each; `queries.QUERIES`
+  lists them with their Spark SQL for the oracle (`oracle.py`; q12, processing time, has none).
 """
 
 from runtime.workloads.nexmark.config import NexmarkConfig

@@ -69,7 +69,8 @@ def disagreement(query: Query, ours: list[Row], theirs: list[Row], *, exactly_on
     """How `ours` (a job's committed output) differs from `theirs` (Spark's), or None.
 
     Exactly-once: equal as multisets (compare="multiset") or in the final row per key ("final").
-    At-least-once: nothing of Spark's missing (repeats allowed; for "final", every key present).
+    At-least-once: nothing of Spark's missing (repeats allowed; for "final", every key present; for a
+    query with a `group`, every group present).
     """
     if query.compare == "final":
         def final(rows: list[Row]) -> dict[tuple, Row]:  # the last row of each key
@@ -84,6 +85,11 @@ def disagreement(query: Query, ours: list[Row], theirs: list[Row], *, exactly_on
             return (f"{query.name}: the final rows of {len(wrong)} key(s) differ from Spark's, e.g. "
                     f"{[(mine[k], expected[k]) for k in wrong[:3]]}; {len(extra)} key(s) Spark has not")
         return None
+    if query.group and not exactly_once:
+        def groups(rows: list[Row]) -> set[tuple]:
+            return {tuple(_plain(r[k]) for k in query.group) for r in rows}
+        lost = sorted(groups(theirs) - groups(ours), key=repr)
+        return f"{query.name}: no row for {len(lost)} group(s) of Spark's, e.g. {lost[:3]}" if lost else None
     mine, expected = _multiset(ours), _multiset(theirs)
     missing = expected - mine
     extra = mine - expected if exactly_once else Counter()
