@@ -449,10 +449,13 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
             return death.message, death.cause
         if self.coordinator is None:
             return None
-        if self._coord_ref is not None:  # a status poll in flight may carry completed checkpoints
-            ref, self._coord_ref = self._coord_ref, None
-            self._land(ray.get(ref, timeout=60))
-        self._coord_status = ray.get(self.coordinator.status.remote(), timeout=60)
+        try:
+            if self._coord_ref is not None:  # a status poll in flight may carry completed checkpoints
+                ref, self._coord_ref = self._coord_ref, None
+                self._land(ray.get(ref, timeout=60))
+            self._coord_status = ray.get(self.coordinator.status.remote(), timeout=60)
+        except RayActorError as exc:  # a kill is asynchronous: it may land after wait_notifications answered
+            return self._coordinator_died(exc)
         self._land(self._coord_status)
         request = self._coord_status.get("fail_request")
         return (request, None) if request else None

@@ -216,3 +216,42 @@ def test_a_coordinator_dying_as_the_last_task_finishes_fails_over_instead_of_esc
     assert killed and result.restarts == 1 and result.failures[0].startswith("checkpoint coordinator died")
     assert multiset(result.output("pv")) == expected_counts(ROWS)
 
+
+@pytest.mark.ray
+def test_a_coordinator_dying_after_its_final_notifications_fails_over_instead_of_escaping(ray_session,
+                                                                                         monkeypatch) -> None:
+    """`ray.kill` is asynchronous: the coordinator may still answer `wait_notifications` and be
+    dead by the final status read. Killed (and seen dead) between the two, the job fails over the
+    same way and commits its output exactly once."""
+    import ray
+    from ray.exceptions import RayActorError
+
+    from runtime.ray.executor import RayExecutor
+    from runtime.ray.job_services import JobServices
+
+    check_committer = JobServices.check_committer
+    executors: list[RayExecutor] = []
+    killed = []
+    run = RayExecutor._final_commit_failed
+
+    def remembering(self):
+        executors.append(self)
+        return run(self)
+
+    def killing_the_coordinator_once(self):
+        if executors and not killed:
+            coordinator = executors[-1].coordinator
+            killed.append(coordinator)
+            ray.kill(coordinator, no_restart=True)
+            with pytest.raises(RayActorError):  # dead for certain before the status read
+                for _ in range(100):
+                    ray.get(coordinator.status.remote(), timeout=30)
+                    time.sleep(0.05)
+        return check_committer(self)
+
+    monkeypatch.setattr(RayExecutor, "_final_commit_failed", remembering)
+    monkeypatch.setattr(JobServices, "check_committer", killing_the_coordinator_once)
+    result = pageview_env(ROWS).execute("pv", executor="ray")
+    assert killed and result.restarts == 1 and result.failures[0].startswith("checkpoint coordinator died")
+    assert multiset(result.output("pv")) == expected_counts(ROWS)
+
