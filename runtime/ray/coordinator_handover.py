@@ -168,7 +168,7 @@ class CoordinatorHandover:
         session = (self._coord_status or {}).get("zk_session")
         if not session:
             return
-        from checkpoint.io.zookeeper import close_session
+        from checkpoint.io.zookeeper_client import close_session
 
         try:
             close_session(self.ha.hosts, session, timeout=self.ha.operation_timeout)

@@ -13,7 +13,7 @@ import pytest
 from kazoo.client import KazooState
 
 from checkpoint.io.recovery import HighAvailabilityError, ZooKeeperSuspendedError
-from checkpoint.io.zookeeper import _require_connected
+from checkpoint.io.zookeeper_client import require_connected
 from runtime.ray.coordinator_handover import SUSPENDED_RETRY_DELAY, retry_while_suspended
 
 
@@ -67,5 +67,5 @@ def test_only_a_suspended_client_is_worth_waiting_for(state: str, error: type) -
     client = Client()
     client.state = state
     with pytest.raises(HighAvailabilityError) as raised:
-        _require_connected(client, "read the counter")  # type: ignore[arg-type]
+        require_connected(client, "read the counter")  # type: ignore[arg-type]
     assert type(raised.value) is error and "read the counter" in str(raised.value)

@@ -9,11 +9,8 @@ from zk_helpers import expire_session, make_checkpoint, wait_until
 
 from checkpoint.io.recovery import NotLeaderError
 from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
-from checkpoint.io.zookeeper import (
-    ZooKeeperCheckpointRecoveryFactory,
-    ZooKeeperLeaderElection,
-    job_path,
-)
+from checkpoint.io.zookeeper import ZooKeeperCheckpointRecoveryFactory, job_path
+from checkpoint.io.zookeeper_election import ZooKeeperLeaderElection
 
 pytestmark = pytest.mark.zookeeper
 JOB = "pv"

@@ -17,8 +17,8 @@ from checkpoint.io.zookeeper import (
     ZooKeeperCheckpointIDCounter,
     ZooKeeperCheckpointRecoveryFactory,
     ZooKeeperCompletedCheckpointStore,
-    ZooKeeperLeaderElection,
 )
+from checkpoint.io.zookeeper_election import ZooKeeperLeaderElection
 from checkpoint.io.zookeeper_server import ZooKeeperServer, four_letter_word, free_port
 
 pytestmark = pytest.mark.zookeeper

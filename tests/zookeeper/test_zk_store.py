@@ -215,7 +215,7 @@ def test_standalone_election_fences_nothing_in_zookeeper(zk_client, storage, bas
 
 def test_registering_an_existing_id_is_refused(zk_client, make_client, storage, base, cluster_id):
     from checkpoint.io.recovery import CheckpointExistsError
-    from checkpoint.io.zookeeper import ZooKeeperLeaderElection
+    from checkpoint.io.zookeeper_election import ZooKeeperLeaderElection
 
     store = ZooKeeperCompletedCheckpointStore(zk_client, base, storage)
     store.add_checkpoint(make_checkpoint(storage, JOB, 1))

@@ -14,7 +14,7 @@ from checkpoint.io.recovery import (
     HighAvailabilityConfig,
     HighAvailabilityError,
 )
-from checkpoint.io.zookeeper import close_session
+from checkpoint.io.zookeeper_client import close_session
 
 BOUND = 15.0  # seconds: generous, the timeouts below are 1 s (session timeout 10 s)
 
