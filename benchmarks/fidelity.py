@@ -14,7 +14,7 @@ aligned, unaligned, at-least-once) runs twice in the same process: measured — 
 exactly as `benchmarks.checkpoint_modes` runs it — and predicted — the same job on the
 simulator with the scenario's profile (no other knob: the slow subtask of `backpressure` and
 the slow link of `slow-channel` are whatever the calibration measured, plus the link delay the
-job declares). Both are summarised by `checkpoint_modes.summarise` (same warm-up, same
+job declares). Both are summarised by `modes_outcome.summarise` (same warm-up, same
 windows); predicted checkpoint durations add the profile's coordinator `finalize` time.
 
 Per (scenario, mode, metric) cell: measured, predicted and the relative error
@@ -50,7 +50,7 @@ from runtime.calibration.profile import CostProfile
 
 MODES = ("none", "aligned", "unaligned", "at-least-once")
 SCENARIOS = ("uniform", "skewed", "slow-channel", "backpressure")
-#: row fields compared (`checkpoint_modes.FIELDS` names)
+#: row fields compared (`modes_outcome.FIELDS` names)
 METRICS = ("throughput", "latency_p50", "latency_p99", "checkpoint_duration_p50", "checkpoint_duration_p99",
            "alignment_time_p50", "persisted_bytes_p50")
 #: seconds of a calibration run (warm-up included): the step-cost fit splits CPU into per step and

@@ -15,7 +15,7 @@ latency, commit and throughput are defined), parallelism 2, checkpoints every 10
 
 Repeats (`--repeat N`, Ray: the simulator is deterministic and runs once) are interleaved: the
 whole matrix once per repeat, each query's modes started at another one each time; a row holds
-the median run's numbers (`checkpoint_modes.merge_runs`) and `*_spread` the [min, max] over the
+the median run's numbers (`modes_outcome.merge_runs`) and `*_spread` the [min, max] over the
 runs. A wall-clock row measured at a load above the core count, or while other processes took a
 quarter of the CPU, is marked CONTENDED.
 
@@ -40,14 +40,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from benchmarks.captions import machine_cell
-from benchmarks.checkpoint_modes import (
+from benchmarks.modes_outcome import (
     Combination,
     Outcome,
-    _rotated,
     failed_outcome,
     load_fields,
     measured_load,
     merge_runs,
+    rotated,
 )
 from benchmarks.report import (
     add_output_arguments,
@@ -150,7 +150,7 @@ def with_spread(merged: Outcome, runs: Sequence[Outcome]) -> Outcome:
 def run_matrix(combos: Sequence[Combination], profiles: dict[str, Profile], config: Any, events: dict[str, int],
                repeat: int, on_run: Any = None) -> list[tuple[Outcome, list[Outcome]]]:
     """Every combination, `repeat` times for wall-clock executors (interleaved, modes rotated)."""
-    schedule = [(r, c) for r in range(repeat) for c in _rotated(combos, r) if r == 0 or c.executor != "sim"]
+    schedule = [(r, c) for r in range(repeat) for c in rotated(combos, r) if r == 0 or c.executor != "sim"]
     runs: dict[Combination, list[Outcome]] = {c: [] for c in combos}
     ray_started = False
     try:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.checkpoint_modes import Combination, Outcome, subtask_phases
+from benchmarks.modes_outcome import Combination, Outcome, subtask_phases
 from benchmarks.report import abort_reasons, percentile
 from checkpoint.modes import parse_mode
 from operators import CollectSink

@@ -10,6 +10,8 @@ import pytest
 
 from benchmarks import checkpoint_modes as cm
 from benchmarks import modes_table, peers
+from benchmarks.modes_job import KeyedRecords, ScheduledGenerator
+from benchmarks.modes_outcome import FIELDS, SINK, Combination, Outcome, measured_since, summarise
 from benchmarks.plots import make_plots
 
 # a tiny profile: a few thousand records per run, well under a second each
@@ -37,7 +39,7 @@ def test_quick_matrix_on_sim_writes_json_table_and_plots(tmp_path) -> None:
     ]
     for row in rows:
         assert row["status"] == "ok", row
-        assert set(cm.FIELDS) <= set(row)
+        assert set(FIELDS) <= set(row)
         assert row["throughput"] > 0
         assert 0 < row["latency_p50"] <= row["latency_p90"] <= row["latency_p99"] <= row["latency_p99_9"] \
             <= row["latency_max"]
@@ -84,7 +86,7 @@ def test_quick_matrix_on_sim_writes_json_table_and_plots(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_the_same_sim_scenario_twice_gives_identical_numbers() -> None:
-    combo = cm.Combination("sim", "backpressure", "aligned-timeout", 2)
+    combo = Combination("sim", "backpressure", "aligned-timeout", 2)
     first = cm.run_combination(combo, TINY)
     second = cm.run_combination(combo, TINY)
     assert first.row == second.row
@@ -105,8 +107,8 @@ def test_scale_runs_each_parallelism_and_reuses_uniform_for_the_default_one() ->
 
 
 def test_keys_are_deterministic_and_zipf_is_skewed() -> None:
-    uniform, zipf = cm.KeyedRecords(64), cm.KeyedRecords(64, zipf_s=1.2)
-    assert [uniform(i) for i in range(50)] == [cm.KeyedRecords(64)(i) for i in range(50)]
+    uniform, zipf = KeyedRecords(64), KeyedRecords(64, zipf_s=1.2)
+    assert [uniform(i) for i in range(50)] == [KeyedRecords(64)(i) for i in range(50)]
     counts_u: dict[str, int] = {}
     counts_z: dict[str, int] = {}
     for i in range(20_000):
@@ -115,13 +117,13 @@ def test_keys_are_deterministic_and_zipf_is_skewed() -> None:
     assert len(counts_u) == 64 and max(counts_u.values()) < 2 * 20_000 / 64
     assert counts_z["k0"] > 0.15 * 20_000 and counts_z["k0"] == max(counts_z.values())
     with pytest.raises(ValueError, match="keys"):
-        cm.KeyedRecords(0)
+        KeyedRecords(0)
 
 
 def test_open_loop_stamps_are_the_schedule_not_the_read_time() -> None:
     from runtime.core.ports import ManualClock
 
-    source = cm.ScheduledGenerator(count=10, rate=100.0, splits=1)
+    source = ScheduledGenerator(count=10, rate=100.0, splits=1)
     clock = ManualClock(0.0)
     reader = source.reader(source.splits()[0], clock)
     clock.advance(0.05)  # the source was busy: 6 records are due, the first since t=0
@@ -135,7 +137,7 @@ def test_a_failing_combination_is_a_row_saying_so(monkeypatch) -> None:
         raise RuntimeError("no cluster here")
 
     monkeypatch.setattr(cm, "run_combination", boom)
-    outcomes = cm.run_matrix([cm.Combination("sim", "uniform", "aligned", 2)], quick=True, show_progress=False)
+    outcomes = cm.run_matrix([Combination("sim", "uniform", "aligned", 2)], quick=True, show_progress=False)
     row = outcomes[0].row
     assert row["status"] == "failed: RuntimeError: no cluster here"
     assert row["throughput"] is None and row["latency_p99"] is None
@@ -168,7 +170,7 @@ def test_targets_report_ratios_with_a_reason() -> None:
 @pytest.mark.slow
 def test_slow_channel_aligned_waits_for_the_late_barrier_and_the_others_do_not() -> None:
     profile = replace(TINY, link_delay=0.03)
-    rows = {mode: cm.run_combination(cm.Combination("sim", "slow-channel", mode, 2), profile).row
+    rows = {mode: cm.run_combination(Combination("sim", "slow-channel", mode, 2), profile).row
             for mode in ("aligned", "unaligned", "at-least-once")}
     for row in rows.values():
         assert row["status"] == "ok" and row["checkpoints_completed"] > 0
@@ -186,7 +188,7 @@ def test_slow_channel_aligned_waits_for_the_late_barrier_and_the_others_do_not()
 
 @pytest.mark.slow
 def test_plots_redraw_from_saved_json(tmp_path) -> None:
-    combo = cm.Combination("sim", "backpressure", "unaligned", 2)
+    combo = Combination("sim", "backpressure", "unaligned", 2)
     payload = cm.payload_of([cm.run_combination(combo, TINY)], {})
     path = tmp_path / "p.json"
     path.write_text(json.dumps(payload, default=str))
@@ -219,7 +221,7 @@ def test_cli_has_a_bench_subcommand(tmp_path) -> None:
 
 
 def _fake_row(combo, *, throughput, p99, status="ok", reasons=None) -> dict:
-    row = {f: None for f in cm.FIELDS}
+    row = {f: None for f in FIELDS}
     row.update(executor=combo.executor, scenario=combo.scenario_label, mode=combo.mode,
                parallelism=combo.parallelism, status=status, throughput=throughput, latency_p99=p99,
                checkpoints_completed=5, abort_reasons=reasons or {}, repeats=1)
@@ -238,15 +240,15 @@ def test_repeat_interleaves_the_ray_matrix_and_reports_median_runs(monkeypatch) 
     def fake_run(combo, profile):
         calls.append((combo.executor, combo.mode))
         if combo.executor == "sim":
-            return cm.Outcome(row=_fake_row(combo, throughput=1.0, p99=1.0))
+            return Outcome(row=_fake_row(combo, throughput=1.0, p99=1.0))
         throughput, p99 = next(script[combo.mode])
         reasons = {"expired": 2} if throughput == 880.0 else {}
-        return cm.Outcome(row=_fake_row(combo, throughput=throughput, p99=p99, reasons=reasons),
+        return Outcome(row=_fake_row(combo, throughput=throughput, p99=p99, reasons=reasons),
                           latency_cdf=[(p99, 1.0)])
 
     monkeypatch.setattr(cm, "run_combination", fake_run)
-    combos = [cm.Combination("ray", "uniform", "none", 2), cm.Combination("ray", "uniform", "aligned", 2),
-              cm.Combination("sim", "uniform", "aligned", 2)]
+    combos = [Combination("ray", "uniform", "none", 2), Combination("ray", "uniform", "aligned", 2),
+              Combination("sim", "uniform", "aligned", 2)]
     none, aligned, sim = cm.run_matrix(combos, quick=True, repeat=3, show_progress=False)
     # repeat by repeat, so the modes a target compares run side by side, each repeat starting at
     # another mode; the simulator once
@@ -271,13 +273,13 @@ def test_repeat_leaves_failed_runs_out_of_the_medians_and_says_so(monkeypatch) -
         value = next(results)
         if isinstance(value, Exception):
             raise value
-        return cm.Outcome(row=_fake_row(combo, throughput=value, p99=value / 100))
+        return Outcome(row=_fake_row(combo, throughput=value, p99=value / 100))
 
     monkeypatch.setattr(cm, "run_combination", fake_run)
     import runtime.ray.cluster as cluster
 
     monkeypatch.setattr(cluster, "ensure_ray", lambda: False)
-    (outcome,) = cm.run_matrix([cm.Combination("ray", "uniform", "aligned", 2)], quick=True, repeat=3,
+    (outcome,) = cm.run_matrix([Combination("ray", "uniform", "aligned", 2)], quick=True, repeat=3,
                                show_progress=False)
     assert outcome.row["status"] == "ok in 2 of 3 runs; failed: RuntimeError: actor died"
     assert outcome.row["throughput"] == 800.0  # median_low of the two that ran
@@ -305,14 +307,14 @@ def test_the_warm_up_is_left_out_of_latencies_and_checkpoints_and_the_final_chec
                    CheckpointStats(id=2, completed=True, failure_reason=None, trigger_time=0.5, duration=0.01),
                    CheckpointStats(id=3, completed=True, failure_reason=None, trigger_time=1.0, duration=0.2)]
     run = SimpleNamespace(output=lambda name: records, checkpoints=checkpoints, metrics=JobMetrics())
-    combo = cm.Combination("sim", "uniform", "aligned", 2)
-    since = cm.measured_since(run, 0.2)
-    outcome = cm.summarise(combo, run, run, rate=1000.0, records=1000, since=since)
+    combo = Combination("sim", "uniform", "aligned", 2)
+    since = measured_since(run, 0.2)
+    outcome = summarise(combo, run, run, rate=1000.0, records=1000, since=since)
     assert since == pytest.approx(0.2)
     assert outcome.row["latency_max"] == pytest.approx(2.0)
     assert outcome.row["checkpoint_duration_p50"] == pytest.approx(10.0) and outcome.row["checkpoints_completed"] == 1
     assert [p["id"] for p in outcome.checkpoints] == [2]
-    everything = cm.summarise(combo, run, run, rate=1000.0, records=1000)
+    everything = summarise(combo, run, run, rate=1000.0, records=1000)
     assert everything.row["latency_max"] == pytest.approx(500.0)
 
 
@@ -331,7 +333,7 @@ def test_backpressure_throughput_run_checkpoints_at_its_own_interval(monkeypatch
 
     monkeypatch.setattr(cm, "make_env", spy)
     for scenario in ("backpressure", "uniform"):
-        cm.run_combination(cm.Combination("sim", scenario, "aligned", 2), profile)
+        cm.run_combination(Combination("sim", scenario, "aligned", 2), profile)
     # latency run, then throughput run, per scenario
     assert seen == [("backpressure", None, TINY.interval), ("backpressure", 0.25, 0.25),
                     ("uniform", None, TINY.interval), ("uniform", None, TINY.interval)]
@@ -361,11 +363,11 @@ def test_debloat_target_flag_rejects_what_is_not_seconds(capsys) -> None:
 
 @pytest.mark.slow
 def test_the_windowed_join_scenario_pairs_the_records_and_checkpoints_the_open_windows() -> None:
-    combo = cm.Combination("sim", "windowed-join", "aligned", 2)
+    combo = Combination("sim", "windowed-join", "aligned", 2)
     result = cm.execute(combo, TINY, rate=TINY.rate, count=4_000)
     # record 2n meets 2n + 1 unless a window boundary falls between their due times (50 us apart)
-    assert 1_900 <= len(result.output(cm.SINK)) <= 2_000, len(result.output(cm.SINK))
-    joined, uniform = (cm.run_combination(cm.Combination("sim", scenario, "aligned", 2), TINY).row
+    assert 1_900 <= len(result.output(SINK)) <= 2_000, len(result.output(SINK))
+    joined, uniform = (cm.run_combination(Combination("sim", scenario, "aligned", 2), TINY).row
                        for scenario in ("windowed-join", "uniform"))
     assert joined["status"] == "ok" and joined["checkpoints_completed"] > 0
     assert joined["state_bytes"] > 10 * uniform["state_bytes"], (joined["state_bytes"], uniform["state_bytes"])

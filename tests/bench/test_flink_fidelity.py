@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks import checkpoint_modes as cm
 from benchmarks import flink_fidelity
+from benchmarks.modes_outcome import Combination
 from runtime.calibration.predict import predict
 from runtime.calibration.profile import CostProfile
 from runtime.sim.costs import StepCost
@@ -26,7 +27,7 @@ def test_a_backpressured_channel_holds_the_profiles_records(in_flight: float) ->
     # `in_flight` records ahead of an aligned barrier: it aligns after working through both
     profile = CostProfile(steps={"default": StepCost(0.0, 2e-6), "count[1]": StepCost(0.0, SLOW)},
                           latency_min=0.0, latency_max=0.002, in_flight_records=in_flight)
-    combo = cm.Combination("sim", "backpressure", "aligned", 2)
+    combo = Combination("sim", "backpressure", "aligned", 2)
     bench = cm.PROFILES[("sim", True)]
     env = cm.make_env(combo, bench)
     cm.build_job(env, combo, bench, rate=50_000, count=150_000)

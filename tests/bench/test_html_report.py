@@ -14,6 +14,7 @@ from benchmarks import checkpoint_modes as cm
 from benchmarks import modes_table
 from benchmarks.figures import figures
 from benchmarks.html_report import write_report
+from benchmarks.modes_outcome import Combination
 
 TINY = cm.replace_profile("sim", True, rate=20_000, duration=0.25, warmup=0.0, max_rate_records=4_000,
                           backpressure_rate=100_000)
@@ -67,7 +68,7 @@ def rendered_dom(path) -> _Tags:
 
 @pytest.fixture(scope="module")
 def payload() -> dict:
-    outcomes = [cm.run_combination(cm.Combination("sim", scenario, mode, 2), TINY) for scenario, mode in COMBOS]
+    outcomes = [cm.run_combination(Combination("sim", scenario, mode, 2), TINY) for scenario, mode in COMBOS]
     return cm.payload_of(outcomes, {"executor": "sim", "quick": True})
 
 

@@ -13,6 +13,7 @@ from benchmarks import modes_table
 from benchmarks.captions import quantile
 from benchmarks.figures import OUTPUT_WAIT, figures
 from benchmarks.html_report import render
+from benchmarks.modes_outcome import Combination
 from benchmarks.targets import targets
 
 TINY = cm.replace_profile("sim", True, rate=20_000, duration=0.25, warmup=0.0, max_rate_records=4_000,
@@ -23,7 +24,7 @@ TINY = cm.replace_profile("sim", True, rate=20_000, duration=0.25, warmup=0.0, m
 def payload() -> dict:
     combos = [("slow-channel", "aligned"), ("slow-channel", "unaligned"), ("backpressure", "aligned"),
               ("backpressure", "aligned-timeout"), ("backpressure", "unaligned")]
-    outcomes = [cm.run_combination(cm.Combination("sim", s, m, 2), TINY) for s, m in combos]
+    outcomes = [cm.run_combination(Combination("sim", s, m, 2), TINY) for s, m in combos]
     return cm.payload_of(outcomes, {"executor": "sim", "quick": True})
 
 
