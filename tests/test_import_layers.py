@@ -48,7 +48,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("api", ["runtime.__init__", "runtime.api", "spark_bridge.__init__", "spark_bridge.source"]),
     ("workloads, verification", ["runtime.workloads", "runtime.calibration", "runtime.verify"]),
     ("benchmarks", ["benchmarks"]),
-    ("cli", ["runtime.api.cli"]),
+    ("cli", ["runtime.cli"]),
 ]
 
 

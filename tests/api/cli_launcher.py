@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 _LAUNCHER = """#!{python}
 import sys
 sys.path.append({repo!r})
-from runtime.api.cli import main
+from runtime.cli import main
 sys.exit(main())
 """
 

@@ -224,12 +224,13 @@ def test_demo_without_a_terminal_prints_plain_progress_and_a_summary_its_json_ag
     assert "exactly-once check passed" in out and report["exactly_once"]
     # the same job, seed and crashes in this process: the simulator is deterministic
     from runtime import FaultPlan
-    from runtime.api.cli import _demo_job, build_parser
+    from runtime.cli.demo import demo_job
+    from runtime.cli.parser import build_parser
     from runtime.workloads.pageview import pageview_rows
 
     args = build_parser().parse_args(argv)
     rows_in = pageview_rows(args.records, args.apps, args.seed)
-    result = _demo_job(args, rows_in, unaligned=True, storage=None).execute(
+    result = demo_job(args, rows_in, unaligned=True, storage=None).execute(
         "pageview", executor="sim", seed=args.seed, faults=FaultPlan.random(seed=args.seed, crashes=args.crashes))
     assert report["records_read"] == result.metrics.records_in
     assert report["failures"] == result.failures and report["restarts"] == result.restarts

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.api.cli import build_parser
+from runtime.cli import build_parser
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

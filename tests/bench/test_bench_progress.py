@@ -50,7 +50,7 @@ def test_a_line_at_each_start_and_at_least_every_5_seconds_while_a_step_runs() -
 @pytest.mark.slow
 def test_bench_runs_the_simulator_by_default_and_prints_progress_lines_when_not_on_a_terminal(
         tmp_path, monkeypatch, capsys) -> None:
-    from runtime.api.cli import main
+    from runtime.cli import main
 
     monkeypatch.setitem(cm.PROFILES, ("sim", True), TINY)
     out = tmp_path / "out"

@@ -211,7 +211,7 @@ def test_peers_without_the_extra_say_how_to_install(monkeypatch, capsys) -> None
 
 @pytest.mark.slow
 def test_cli_has_a_bench_subcommand(tmp_path) -> None:
-    from runtime.api.cli import main as cli_main
+    from runtime.cli import main as cli_main
 
     rc = cli_main(["bench", "--quick", "--executor", "sim", "--scenario", "uniform", "--modes", "none",
                    "--out", str(tmp_path), "--no-plots", "--no-progress"])

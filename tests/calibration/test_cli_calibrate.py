@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.api.cli import main
+from runtime.cli import main
 
 JOB = '''
 from tests.calibration.jobs import small_job

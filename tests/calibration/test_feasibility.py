@@ -75,7 +75,7 @@ def build():
 
 def test_calibrate_on_a_busy_machine_warns_in_the_profile_and_on_the_terminal(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from runtime.api.cli import main
+    from runtime.cli import main
 
     (tmp_path / "busy_job.py").write_text(JOB)
     monkeypatch.chdir(tmp_path)

@@ -77,7 +77,7 @@ def build():
 @pytest.mark.slow
 def test_whatif_cli_names_the_variant_and_the_resource(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from runtime.api.cli import main
+    from runtime.cli import main
 
     (tmp_path / "tight_job.py").write_text(JOB)
     replace(TIGHT, calibrated={"target": "tight_job:build"}).save(tmp_path / "tight.json")

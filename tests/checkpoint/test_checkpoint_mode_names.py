@@ -7,8 +7,8 @@ import pytest
 
 from checkpoint.modes import ALIASES, MODE_NAMES, parse_mode
 from checkpoint.options import CheckpointingMode, InvalidOptionError
-from runtime.api.cli import build_parser
 from runtime.api.environment import StreamEnvironment
+from runtime.cli import build_parser
 from runtime.verify import vopr
 
 EO, ALO = CheckpointingMode.EXACTLY_ONCE, CheckpointingMode.AT_LEAST_ONCE

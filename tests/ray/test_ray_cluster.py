@@ -142,7 +142,7 @@ def cli_launcher(folder: Path) -> Path:
     """A script running this checkout's `barrierflow` as the installed command does: from outside
     the current folder, which `run` then imports the job module from (and the workers with it)."""
     launcher = folder / "barrierflow_cli.py"
-    launcher.write_text("import sys\nfrom runtime.api.cli import main\nsys.exit(main())\n")
+    launcher.write_text("import sys\nfrom runtime.cli import main\nsys.exit(main())\n")
     return launcher
 
 

@@ -23,7 +23,7 @@ from checkpoint.io.tools import (
 from operators import CollectSink, KeyedProcessFunction, TimeDomain, WatermarkStrategy
 from operators.sources import Source, SourceSplit, SplitReader
 from runtime import FaultPlan, JobFailedError, RestartStrategy, StreamEnvironment, TaskCrash
-from runtime.api.cli import main as cli
+from runtime.cli import main as cli
 from runtime.core.messages import Watermark
 from runtime.verify.invariants import InvariantChecker, record_key
 from runtime.workloads.event_time import SINKS, build_event_time_job, event_rows, reference

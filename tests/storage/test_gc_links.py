@@ -14,8 +14,8 @@ from checkpoint.io.storage import FsBlobStore, StorageError
 from checkpoint.io.tools import collect_garbage, list_checkpoints, open_checkpoints
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
-from runtime.api.cli import main as cli
 from runtime.api.environment import StreamEnvironment
+from runtime.cli import main as cli
 from runtime.workloads.seeded import CountPerKey
 
 ROWS = [{"id": i, "key": f"k{i % 17}"} for i in range(1200)]

@@ -23,8 +23,8 @@ from checkpoint.io.tools import JobRunningError, collect_garbage, list_checkpoin
 from checkpoint.lease import Lease, LeaseVerdict, judge
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
-from runtime.api.cli import main as cli
 from runtime.api.environment import StreamEnvironment
+from runtime.cli import main as cli
 from runtime.jobmaster.result import JobFailedError
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import CountPerKey

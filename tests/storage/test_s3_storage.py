@@ -17,7 +17,7 @@ import pytest
 from checkpoint.io.tools import list_checkpoints, load_checkpoint, open_checkpoints
 from checkpoint.reasons import CheckpointFailureReason
 from runtime import FaultPlan
-from runtime.api.cli import main as cli
+from runtime.cli import main as cli
 from runtime.jobmaster.faults import (
     CoordinatorCrash,
     CoordinatorCrashBeforeNotify,

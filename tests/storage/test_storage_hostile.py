@@ -18,8 +18,8 @@ from checkpoint.io.storage import CorruptCheckpointError, compute_checksum
 from checkpoint.io.tools import CheckpointToolError, load_checkpoint
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
-from runtime.api.cli import main as cli
 from runtime.api.environment import StreamEnvironment
+from runtime.cli import main as cli
 from runtime.workloads.seeded import CountPerKey
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(2000)]

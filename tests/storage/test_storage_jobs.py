@@ -13,8 +13,8 @@ import pytest
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan
-from runtime.api.cli import main as cli
 from runtime.api.environment import StreamEnvironment
+from runtime.cli import main as cli
 from runtime.jobmaster.faults import TaskCrash
 from runtime.jobmaster.result import CollectCommitter, JobFailedError, UnknownTransactionError
 from runtime.sim.executor import NetworkOptions, SimExecutor

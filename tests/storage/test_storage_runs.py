@@ -23,8 +23,8 @@ from checkpoint.io.tools import (
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan
-from runtime.api.cli import main as cli
 from runtime.api.environment import StreamEnvironment
+from runtime.cli import main as cli
 from runtime.jobmaster.faults import CoordinatorCrash, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import CountPerKey, multiset

@@ -113,7 +113,7 @@ def test_shell_script_start_status_stop(tmp_path):
 
 
 def test_barrierflow_zookeeper_command_starts_and_stops_a_local_server(tmp_path):
-    from runtime.api.cli import main as cli
+    from runtime.cli import main as cli
 
     args = ["--dir", str(tmp_path / "cli"), "--port", str(free_port())]
     assert cli(["zookeeper", "start", *args]) == 0
