@@ -33,6 +33,14 @@ MAX_WATERMARK = math.inf
 Record = dict[str, Any]
 
 
+def last_instant_before(end: Any) -> Any:
+    """The last instant before `end`: `end - 1` in integer time (Flink's `maxTimestamp`), the float
+    just below `end` otherwise (seconds are continuous: `end - 1` would lose a whole unit)."""
+    if type(end) is int:
+        return end - 1
+    return math.nextafter(float(end), -math.inf)
+
+
 def has_timestamps(records: list[Record]) -> bool:
     """Whether the batch `records` carries timestamps (the field is on its first record)."""
     return bool(records) and TIMESTAMP_FIELD in records[0]

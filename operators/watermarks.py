@@ -24,7 +24,6 @@ record emits nothing (`-inf` stays `-inf`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +35,7 @@ from operators.timestamps import (
     MIN_WATERMARK,
     TIMESTAMP_FIELD,
     check_timestamp,
+    last_instant_before,
     split_batch,
     with_timestamp_column,
 )
@@ -106,10 +106,7 @@ class BoundedOutOfOrdernessWatermarks(WatermarkGenerator):
 def bounded_watermark(max_timestamp: Any, delay: Any) -> float:
     """`max_timestamp - delay - 1` for ints (Flink's rule), the next float below
     `max_timestamp - delay` otherwise."""
-    behind = max_timestamp - delay
-    if type(behind) is int:
-        return behind - 1
-    return math.nextafter(behind, -math.inf)
+    return last_instant_before(max_timestamp - delay)
 
 
 class WatermarksWithIdleness(WatermarkGenerator):

@@ -117,6 +117,20 @@ def test_task_crashes_after_records_fire_once_in_order() -> None:
     assert s.crash_due(MID[0], 10**6) is None and s.fired == [1, 0]
 
 
+def test_a_crash_at_a_fraction_also_fires_at_the_end_of_the_tasks_input() -> None:
+    from runtime.jobmaster.attempt_counts import AttemptFaults, RunCounts
+
+    s = schedule(TaskCrash(task="mid[0]", at_fraction=0.5), TaskCrash(task="mid[1]", after_records=500))
+    assert s.crash_due(MID[0], 10, input_ended=False) is None
+    assert s.crash_at_end_of_input(MID[0]) and not s.crash_at_end_of_input(MID[1])
+    assert s.crash_due(MID[1], 10, input_ended=True) is None  # a number of records never fires early
+    after = s.next_crash(MID[0])
+    assert s.crash_due(MID[0], 10, input_ended=True) == after and s.fired == [0]
+    attempt = AttemptFaults(RunCounts(schedule(TaskCrash(task="mid[0]", at_fraction=0.5)), TASKS).task_faults(MID[0], 0.0))
+    assert not attempt.crash_due(10, input_ended=False) and attempt.crash_due(10, input_ended=True)
+    assert attempt.crash_due(after, input_ended=False)
+
+
 def test_notify_and_recovery_crashes_fire_once() -> None:
     s = schedule(CoordinatorCrashBeforeNotify(nth=1), TaskCrashDuringRecovery(task="mid[1]", nth=0))
     assert [s.completion_announced(c) for c in (1, 1, 2, 2, 3)] == [False, False, True, False, False]

@@ -1,13 +1,19 @@
 """Window assigners: which windows a record belongs to (Flink's `WindowAssigner`s).
 
-A window is a value: `TimeWindow(start, end)` (end exclusive; `max_timestamp()` is `end - 1`, the
-last instant it covers, as in Flink) or the one `GlobalWindow`. Windows are kept in keyed state by
+A window is a value: `TimeWindow(start, end)` (end exclusive; `max_timestamp()` is the last
+instant it covers: `end - 1` in integer time, as in Flink, the float just below `end` otherwise) or
+the one `GlobalWindow`. Windows are kept in keyed state by
 their `key` (a tuple, or "global") and rebuilt from it with `assigner.window_of(key)`. Assigners are
 tiny immutable values; every size, slide, offset and gap is a number in the unit of the record
 timestamps (event time; milliseconds in the examples) or in seconds of the task clock (processing
 time). A bad parameter raises `ValueError` naming the assigner and the parameter.
 
-Tumbling windows start at `offset + k * size`, sliding ones every `slide`; a session window is
+Tumbling windows start at `offset + k * size`, sliding ones every `slide`. In integer time the
+start is Flink's `t - (t - offset) % size`; with a float anywhere, the window's bounds are computed
+from its index `k` alone (`offset + k * size`, `offset + (k + 1) * size`, `start + size` for a
+sliding one), so every record of a window names it by the same two floats, tumbling windows tile
+without a gap, and `k` is the one with `start <= t < end` as compared in floats (rounding in
+`(t - offset) / size` is corrected by a step). A session window is
 `[t, t + gap)` for each record and overlapping windows merge (`merge_windows`, Flink's
 `TimeWindow.mergeWindows`: sort by start, union what intersects).
 """
@@ -18,7 +24,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from operators.timestamps import MAX_WATERMARK, check_timestamp
+from operators.timestamps import MAX_WATERMARK, check_timestamp, last_instant_before
 from operators.windows.triggers import EventTimeTrigger, NeverTrigger, ProcessingTimeTrigger, Trigger
 
 __all__ = [
@@ -42,8 +48,9 @@ class TimeWindow(NamedTuple):
     end: Any
 
     def max_timestamp(self) -> Any:
-        """The last instant of the window (`end - 1`, Flink's `maxTimestamp`)."""
-        return self.end - 1
+        """The last instant of the window (`end - 1` in integer time, Flink's `maxTimestamp`; the
+        float just below `end` otherwise)."""
+        return last_instant_before(self.end)
 
     @property
     def key(self) -> tuple[Any, Any]:
@@ -90,10 +97,45 @@ class GlobalWindow:
 GLOBAL_WINDOW = GlobalWindow()
 
 
-def window_start(timestamp: Any, offset: Any, size: Any) -> Any:
-    """The start of the window of length `size` (aligned to `offset`) holding `timestamp`
-    (Flink's `TimeWindow.getWindowStartWithOffset`)."""
-    return timestamp - (timestamp - offset) % size
+def _integral(*values: Any) -> bool:
+    return all(type(v) is int for v in values)
+
+
+def window_index(timestamp: Any, offset: Any, slide: Any) -> int:
+    """Float time: the `k` with `offset + k * slide <= timestamp < offset + (k + 1) * slide`."""
+    k = math.floor((timestamp - offset) / slide)
+    while offset + k * slide > timestamp:
+        k -= 1
+    while offset + (k + 1) * slide <= timestamp:
+        k += 1
+    return k
+
+
+def tumbling_bounds(timestamp: Any, offset: Any, size: Any) -> tuple[Any, Any]:
+    """The `(start, end)` of the window of length `size` (aligned to `offset`) holding `timestamp`
+    (Flink's `TimeWindow.getWindowStartWithOffset`; float time by the window's index)."""
+    if _integral(timestamp, offset, size):
+        start = timestamp - (timestamp - offset) % size
+        return start, start + size
+    k = window_index(timestamp, offset, size)
+    return offset + k * size, offset + (k + 1) * size
+
+
+def sliding_bounds(timestamp: Any, offset: Any, size: Any, slide: Any) -> list[tuple[Any, Any]]:
+    """The `(start, end)` of every window of length `size` starting every `slide` (aligned to
+    `offset`) that holds `timestamp`, latest first."""
+    if slide == size:
+        return [tumbling_bounds(timestamp, offset, size)]
+    if _integral(timestamp, offset, size, slide):
+        start = timestamp - (timestamp - offset) % slide
+        windows = []
+        while start > timestamp - size:
+            windows.append((start, start + size))
+            start -= slide
+        return windows
+    k = window_index(timestamp, offset, slide)
+    starts = (offset + m * slide for m in range(k, k - math.ceil(size / slide) - 2, -1))
+    return [(start, start + size) for start in starts if start <= timestamp < start + size]
 
 
 class WindowAssigner:
@@ -102,7 +144,7 @@ class WindowAssigner:
 
     is_event_time = True
     merging = False
-    #: the windows it makes (`TimeWindow`: event time, `end - 1` its last instant)
+    #: the windows it makes (`TimeWindow`: event time, `max_timestamp()` its last instant)
     window_type: type = TimeWindow
 
     def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
@@ -168,8 +210,7 @@ class _Tumbling(WindowAssigner):
         return cls(size, offset)
 
     def _windows(self, timestamp: Any) -> list[Any]:
-        start = window_start(timestamp, self.offset, self.size)
-        return [self.window_type(start, start + self.size)]
+        return [self.window_type(*tumbling_bounds(timestamp, self.offset, self.size))]
 
 
 class TumblingEventTimeWindows(_Tumbling):
@@ -209,12 +250,7 @@ class _Sliding(WindowAssigner):
         return cls(size, slide, offset)
 
     def _windows(self, timestamp: Any) -> list[Any]:
-        start = window_start(timestamp, self.offset, self.slide)
-        windows = []
-        while start > timestamp - self.size:
-            windows.append(self.window_type(start, start + self.size))
-            start -= self.slide
-        return windows
+        return [self.window_type(*bounds) for bounds in sliding_bounds(timestamp, self.offset, self.size, self.slide)]
 
 
 class SlidingEventTimeWindows(_Sliding):

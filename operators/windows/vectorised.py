@@ -4,7 +4,8 @@
 count, or the sum of `field`) and emitting `{<key>: key, "window_start", "window_end", <"count" |
 field>: n}` when a window fires. Record lists take the window operator's path. An Arrow batch of
 an event-time tumbling or sliding stream keyed by a column, with the default trigger, is counted
-in one pass: every (row, window) pair gets its window start from numpy arithmetic, the pairs are
+in one pass: every (row, window) pair gets its window bounds from numpy arithmetic (the same the
+assigner computes, float time included), the pairs are
 grouped by (key, window) with a sort, and each group touches the state once — the accumulator
 gets the group's count or sum and the trigger's and cleanup timers are registered, the same
 state the record path leaves (sums of floats may round differently, since they are added in
@@ -14,6 +15,7 @@ one within the allowed lateness, which fires at once) takes the record path whol
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,7 @@ import pyarrow as pa
 from operators.base import OperatorError, Record
 from operators.columns import encode_keys, first_record_with_key
 from operators.side_outputs import OutputTag
-from operators.timestamps import TIMESTAMP_FIELD
+from operators.timestamps import TIMESTAMP_FIELD, last_instant_before
 from operators.windows.assigners import (
     SlidingEventTimeWindows,
     TimeWindow,
@@ -113,13 +115,13 @@ class WindowCountSumOperator(WindowOperator):
             return self.process_batch(batch.to_pylist())
         keys, key_index = encoded
         timestamps = batch.column(TIMESTAMP_FIELD).to_numpy(zero_copy_only=False)
-        rows, starts = self._window_pairs(timestamps)
-        size = self.assigner.size
-        if len(starts) and (starts + size - 1).min() <= self.timer_service.current_watermark:
+        rows, starts, ends = self._window_pairs(timestamps)
+        last = ends - 1 if np.issubdtype(ends.dtype, np.integer) else np.nextafter(ends, -np.inf)
+        if len(starts) and last.min() <= self.timer_service.current_watermark:
             return self.process_batch(batch.to_pylist())  # a late record, or one that fires at once
         pair_keys = key_index[rows]
         order = np.lexsort((starts, pair_keys))
-        pair_keys, starts, rows = pair_keys[order], starts[order], rows[order]
+        pair_keys, starts, ends, rows = pair_keys[order], starts[order], ends[order], rows[order]
         boundaries = np.flatnonzero((np.diff(pair_keys) != 0) | (np.diff(starts) != 0)) + 1
         group_starts = np.concatenate(([0], boundaries)) if len(rows) else np.array([], dtype=np.int64)
         if self.field is None:
@@ -127,35 +129,55 @@ class WindowCountSumOperator(WindowOperator):
         else:
             values = batch.column(self.field).to_numpy(zero_copy_only=False)[rows]
             totals = np.add.reduceat(values, group_starts) if len(rows) else values
-        self._add_groups(keys, pair_keys[group_starts].tolist(), starts[group_starts].tolist(), totals.tolist(),
-                         batch, column)
+        self._add_groups(keys, pair_keys[group_starts].tolist(), starts[group_starts].tolist(),
+                         ends[group_starts].tolist(), totals.tolist(), batch, column)
         return []
 
-    def _window_pairs(self, timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every (row, window start) pair of the batch's rows, as two arrays."""
+    def _window_pairs(self, timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every (row, window start, window end) of the batch's rows, as three arrays: the bounds
+        `assigners.tumbling_bounds` / `sliding_bounds` give each row."""
         assigner = self.assigner
-        slide = getattr(assigner, "slide", assigner.size)
-        last = timestamps - (timestamps - assigner.offset) % slide
+        size, offset = assigner.size, assigner.offset
+        slide = getattr(assigner, "slide", size)
+        if np.issubdtype(timestamps.dtype, np.integer) and all(type(v) is int for v in (size, slide, offset)):
+            last = timestamps - (timestamps - offset) % slide
+            rows, starts = [], []
+            for j in range(-(-size // slide)):
+                start = last - j * slide
+                valid = np.flatnonzero(start > timestamps - size)
+                rows.append(valid)
+                starts.append(start[valid])
+            start_array = np.concatenate(starts)
+            return np.concatenate(rows), start_array, start_array + size
+        t = timestamps.astype(np.float64)
+        k = np.floor((t - offset) / slide)
+        while (below := offset + k * slide > t).any():  # rounding in the division: one step back
+            k -= below
+        while (beyond := offset + (k + 1) * slide <= t).any():
+            k += beyond
+        if slide == size:
+            return np.arange(len(t)), offset + k * size, offset + (k + 1) * size
         rows, starts = [], []
-        for j in range(-(-assigner.size // slide)):
-            start = last - j * slide
-            valid = np.flatnonzero(start > timestamps - assigner.size)
+        for j in range(math.ceil(size / slide) + 2):
+            start = offset + (k - j) * slide
+            valid = np.flatnonzero((start <= t) & (t < start + size))
             rows.append(valid)
             starts.append(start[valid])
-        return np.concatenate(rows), np.concatenate(starts)
+        start_array = np.concatenate(starts)
+        return np.concatenate(rows), start_array, start_array + size
 
-    def _add_groups(self, keys: list[Any], key_indices: list[int], starts: list[Any], totals: list[Any],
-                    batch: pa.RecordBatch, column: str) -> None:
+    def _add_groups(self, keys: list[Any], key_indices: list[int], starts: list[Any], ends: list[Any],
+                    totals: list[Any], batch: pa.RecordBatch, column: str) -> None:
         backend, contents, timers = self._backend, self.contents.contents, self.timer_service
-        size, lateness = self.assigner.size, self.allowed_lateness
+        lateness = self.allowed_lateness
         key: Any = None
         try:
-            for key_i, start, total in zip(key_indices, starts, totals, strict=True):
+            for key_i, start, end, total in zip(key_indices, starts, ends, totals, strict=True):
                 key = keys[key_i]
                 backend.set_current_key(key)
-                window = TimeWindow(start, start + size).key
+                window = TimeWindow(start, end).key
                 contents.put(window, contents.get(window, 0) + total)
-                max_timestamp = start + size - 1
+                max_timestamp = last_instant_before(end)
                 timers.register_event_time_timer(max_timestamp, window)
                 timers.register_event_time_timer(max_timestamp + lateness, window)
         except Exception as exc:

@@ -201,6 +201,8 @@ class Task:
         # sources
         self.sources = SourceReaders(vertex.source, parallelism, subtask, clock) if vertex.source is not None else None
         self._reported_finished = False
+        #: the job's final checkpoint (forced aligned) was triggered here: every record came before it
+        self._final_checkpoint_triggered = False
 
         #: restored input channel state (channel, buffer or watermark event), processed before any new input
         self._replay: deque[tuple[int, ChannelItem]] = deque()
@@ -541,6 +543,7 @@ class Task:
         checkpoint_id = barrier.id
         checkpoints = self.checkpoints
         checkpoints.latest_checkpoint_id = max(checkpoints.latest_checkpoint_id, checkpoint_id)
+        self._final_checkpoint_triggered |= barrier.options.forced_aligned
         self.flush()
         snapshot = TaskSnapshot(
             task_id=self.task_id,
@@ -656,6 +659,15 @@ class Task:
     @property
     def is_finished(self) -> bool:
         return self.state is TaskState.FINISHED
+
+    @property
+    def input_ended(self) -> bool:
+        """Every record of this execution's input was handled: a source read all its splits;
+        another task took the final checkpoint's barrier (forced aligned, it follows every
+        record of every channel) or ended."""
+        if self.is_source:
+            return self.state is not TaskState.RUNNING
+        return self._final_checkpoint_triggered or self.state is TaskState.FINISHED
 
     def keyed_state(self) -> dict[str, dict[Any, Any]]:
         return self.keyed_backend.dump()

@@ -59,13 +59,15 @@ class RunCounts:
 
     def task_faults(self, task_id: TaskId, now: float) -> dict[str, Any]:
         """What `task_id` applies itself in the attempt being deployed, as offsets from the
-        attempt's start: `crash_after` (records), `acks` (nth -> (lost, copies, delay)),
+        attempt's start: `crash_after` (records; `crash_at_end_of_input`: or once the task's
+        input ended, if sooner), `acks` (nth -> (lost, copies, delay)),
         `failed_writes` (nths), `torn_writes` ((nth, keep, garble)), and the windows open at `now`."""
         schedule = self.schedule
         out: dict[str, Any] = {}
         after = schedule.next_crash(task_id)
         if after is not None:
             out["crash_after"] = max(1, after - self.done_records[task_id])
+            out["crash_at_end_of_input"] = schedule.crash_at_end_of_input(task_id)
         out["acks"] = {n: (e.lost, e.copies, e.delay) for n, e in schedule.upcoming_control("ack", task_id).items()}
         writes = schedule.upcoming("write", task_id)
         out["failed_writes"] = [n for n, f in writes if isinstance(f, StorageWriteFailure)]
@@ -115,6 +117,8 @@ class AttemptFaults:
     def __init__(self, faults: Mapping[str, Any]) -> None:
         #: the task crashes once it handled this many records in the attempt (None: never)
         self.crash_after: int | None = faults.get("crash_after")
+        #: ... or once its input ended, if that comes first (a crash placed `at_fraction`)
+        self.crash_at_end_of_input: bool = faults.get("crash_at_end_of_input", False)
         self._acks: dict[int, tuple[bool, int, float]] = dict(faults.get("acks", {}))
         self._failed_writes = set(faults.get("failed_writes", ()))
         self._torn_writes = {n: (keep, garble) for n, keep, garble in faults.get("torn_writes", ())}
@@ -132,6 +136,12 @@ class AttemptFaults:
         """The task sends its next acknowledgement: (lost, copies, delay)."""
         n, self.acks = self.acks, self.acks + 1
         return self._acks.get(n, (False, 1, 0.0))
+
+    def crash_due(self, records: int, input_ended: bool) -> bool:
+        """The task handled `records` in the attempt (`input_ended`: and its input ended): crash now?"""
+        if self.crash_after is None:
+            return False
+        return records >= self.crash_after or (input_ended and self.crash_at_end_of_input)
 
     def write(self) -> tuple[bool, tuple[float, bool] | None]:
         """The task starts its next state write: (fails, `TornWrite`'s (keep, garble) or None)."""

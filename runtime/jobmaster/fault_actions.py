@@ -87,8 +87,11 @@ def stall_duration(fault: TaskStall, graph: Any) -> float:
     return 1.5 * graph.checkpoint_config.timeout if graph.checkpointing_enabled else 1.0
 
 
-def crash_after_records(after: int) -> str:
-    """What a `TaskCrash` after `after` records is called in its failure."""
+def crash_after_records(after: int, records: int | None = None) -> str:
+    """What a `TaskCrash` after `after` records is called in its failure (`records`: the task
+    handled only that many when its input ended, which bounds a crash placed `at_fraction`)."""
+    if records is not None and records < after:
+        return f"TaskCrash at the end of its input, after {records} of {after} records"
     return f"TaskCrash after {after} records"
 
 

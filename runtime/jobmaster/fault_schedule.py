@@ -11,8 +11,13 @@ things at the same logical points on both:
 * Record points. `TaskCrash(after_records=N)` fires when its task has handled N records, counted
   over the run (records handled again after a restore count again); `TaskCrash(at_fraction=f)`
   is `after_records = max(1, int(f * expected))`, `expected` the records the task handles in a
-  failure-free run (`expected_records`). A task has at most one crash pending: a second one
-  waits until the first fired.
+  failure-free run (`expected_records`), or the end of the task's input, whichever comes first:
+  `expected` spreads every source record over the task's vertex, so a task behind a filter (or
+  one whose keys or splits are skewed) may never handle that many; it then crashes once its
+  input ended (a source read its splits; another task took the final checkpoint's barrier,
+  which follows every record), before it reports it (`crash_due(input_ended=True)`). An
+  explicit `after_records` is a number of records and never fires early. A task has at most one
+  crash pending: a second one waits until the first fired.
 * Progress points. Every other `at_fraction` fault (`CoordinatorCrash`, `ChannelStall`,
   `TaskStall`, `SlowStorage`, `ChannelDelay`, `ProcessKill`) starts when the job's sources have read
   `max(1, int(f * total))` records, counted over the run (`total`: what they read in a
@@ -132,6 +137,8 @@ class FaultSchedule:
         self._targets: dict[int, TaskId] = {}
         self._channels: dict[int, int] = {}
         self._crashes: dict[TaskId, list[tuple[int, int]]] = {}  # task -> [(records, index)]
+        #: indices of the crashes placed `at_fraction`: the end of the task's input bounds them
+        self._bounded: set[int] = set()
         self._progress: list[tuple[int, int]] = []  # [(source records, index)]
         self._timed: list[tuple[float, int]] = []
         self._windows: dict[int, float] = {}  # index -> start (SlowStorage, ChannelDelay)
@@ -164,6 +171,7 @@ class FaultSchedule:
                 after = fault.after_records
                 if after is None:
                     after = max(1, int(_fraction(fault) * expected.get(self._targets[index], 1)))
+                    self._bounded.add(index)
                 self._crashes.setdefault(self._targets[index], []).append((after, index))
             elif isinstance(fault, (TaskCrash, *_PROGRESS)):
                 if fault.at is not None:
@@ -240,13 +248,19 @@ class FaultSchedule:
         pending = self._crashes.get(task_id)
         return min(pending)[0] if pending else None
 
-    def crash_due(self, task_id: TaskId, records: int) -> int | None:
-        """`task_id` has handled `records` over the run: the crash point reached (marked fired), or None."""
+    def crash_at_end_of_input(self, task_id: TaskId) -> bool:
+        """Whether the next crash of `task_id` also fires at the end of its input (`at_fraction`)."""
+        pending = self._crashes.get(task_id)
+        return bool(pending) and min(pending)[1] in self._bounded
+
+    def crash_due(self, task_id: TaskId, records: int, input_ended: bool = False) -> int | None:
+        """`task_id` has handled `records` over the run (`input_ended`: and its input ended): the
+        crash point reached (marked fired), or None."""
         pending = self._crashes.get(task_id)
         if not pending:
             return None
         after, index = min(pending)
-        if records < after:
+        if records < after and not (input_ended and index in self._bounded):
             return None
         pending.remove((after, index))
         self.fire(index)

@@ -11,7 +11,9 @@ it once per run with `runtime.jobmaster.fault_schedule.FaultSchedule`, so a plan
   recovery of the run. Both count over the whole run, across execution attempts (records
   replayed after a restore count again), so a fault fires in whichever attempt its point falls.
   `at_fraction=f` of a `TaskCrash`: after `f` x the records the task handles in a failure-free
-  run; of any other kind: once the job's sources have read `f` x their failure-free total (a
+  run (an estimate: every source record spread over the task's vertex), or at the end of the
+  task's input, before it reports it, if that comes first (a task behind a filter may never
+  handle that many); of any other kind: once the job's sources have read `f` x their failure-free total (a
   point of the records, not of time, so the same on both executors; on Ray it is noticed within
   a heartbeat interval). `FaultPlan.random` draws `at_fraction`s, so a random fault lands
   inside the job whatever its size.

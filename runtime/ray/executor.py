@@ -44,7 +44,8 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   the simulator, so a plan means the same on both (targets from the plan's seed, `nth` counted
   over the whole run across attempts, `at_fraction` a point of the records, not of time; `at`
   is wall seconds here, virtual ones there). Every kind is implemented (`RAY_FAULT_KINDS`). The
-  driver: a `TaskCrash` (after records: the actor freezes at that count; at a time: the driver
+  driver: a `TaskCrash` (after records: the actor freezes at that count, or placed `at_fraction`
+  at the end of its input if sooner; at a time: the driver
   freezes it) and a `TaskCrashDuringRecovery` (once the new attempt is deployed) end with the
   driver killing the frozen actor and failing over with the simulator's failure message;
   `CoordinatorCrash` and `CoordinatorCrashBeforeNotify` kill the coordinator actor; a

@@ -44,8 +44,9 @@ class DriverFaultInjection:
         self._kill(task_id)
         what = self._crashing.pop(task_id, None)
         if what is None:
-            after = self.schedule.crash_due(task_id, self.counts.records(task_id, status["records"]))
-            what = crash_after_records(after)
+            records = self.counts.records(task_id, status["records"])
+            after = self.schedule.crash_due(task_id, records, status.get("input_ended", False))
+            what = crash_after_records(after, records)
         exc = injected_crash(task_id, what)
         return f"task {task_id} failed: {exc}", exc
 

@@ -362,9 +362,9 @@ class TaskActor:
                         self._pacer.measured(handled, elapsed)
                         task.records_per_step = self._pacer.limit()
                         self._records += handled
-                        if self._faults.crash_after is not None and self._records >= self._faults.crash_after:
-                            self._freeze()
-                            return
+                    if self._faults.crash_due(self._records, task.input_ended):
+                        self._freeze()
+                        return
                     if (is_source and handled == 0) or time.perf_counter() > deadline:
                         break
             self._send()
@@ -639,6 +639,7 @@ class TaskActor:
         task = self.task
         return {
             "records": self._records,
+            "input_ended": task is not None and task.input_ended,
             "source_records": task.records_in if task is not None and task.is_source else 0,
             **self._faults.counts(),
         }

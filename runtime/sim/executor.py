@@ -697,10 +697,12 @@ class SimExecutor(RunsOnJobMaster):
         if handled:
             self.metrics.records_in += handled if task.is_source else 0
             self._records[task_id] = self._records.get(task_id, 0) + handled
-            if self._check_crash(task_id):
+            if self._check_crash(task_id, task.input_ended):
                 return
             if task.is_source:
                 self._check_progress()
+        elif task.input_ended and self._check_crash(task_id, input_ended=True):
+            return
         if task.has_work():
             if self.costs.source_pacing > 0 and task_id in self._rate_limited:
                 self._schedule_wake(task, task_id)
@@ -1073,12 +1075,14 @@ class SimExecutor(RunsOnJobMaster):
         for index, _ in schedule.due(self.metrics.records_in, self.now):
             self._at(self.now, lambda i=index: self._fire(i), None, "fault")
 
-    def _check_crash(self, task_id: TaskId) -> bool:
-        """`TaskCrash` after records: the task has handled its crash point's records over the run."""
-        after = self.schedule.crash_due(task_id, self._records.get(task_id, 0)) if self.schedule else None
+    def _check_crash(self, task_id: TaskId, input_ended: bool = False) -> bool:
+        """`TaskCrash` after records: the task has handled its crash point's records over the run
+        (or, placed `at_fraction`, its input ended first)."""
+        records = self._records.get(task_id, 0)
+        after = self.schedule.crash_due(task_id, records, input_ended) if self.schedule else None
         if after is None:
             return False
-        self.crash_task(task_id, crash_after_records(after))
+        self.crash_task(task_id, crash_after_records(after, records))
         return True
 
     # `FaultActions` (`runtime.jobmaster.fault_actions`): SlowStorage and ChannelDelay windows

@@ -7,6 +7,7 @@ the calling process may hold threads (a local Ray, a Spark gateway) a fork would
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -23,10 +24,24 @@ def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
+@contextlib.contextmanager
+def errors_only() -> Iterator[None]:
+    """Log errors only while it lasts (fallback warnings are expected under faults); the root
+    logger's level is restored after, so a sweep run in a caller's process (a test's) leaves its
+    logging as it found it."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
 def judge_seed(seed: int) -> Verdict:
-    """Draw seed `seed`'s config, run it and judge it (in a worker process)."""
-    logging.getLogger().setLevel(logging.ERROR)  # fallback warnings are expected under faults
-    return run_config(draw_config(seed))
+    """Draw seed `seed`'s config, run it and judge it (in a worker process, or in this one)."""
+    with errors_only():
+        return run_config(draw_config(seed))
 
 
 def verdicts(seeds: Iterable[int], jobs: int | None = None) -> Iterator[Verdict]:

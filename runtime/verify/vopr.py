@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import logging
 import random
 import sys
 import time
@@ -38,7 +37,7 @@ from typing import Any
 from checkpoint.modes import parse_mode
 from checkpoint.options import InvalidOptionError
 from runtime.jobmaster.faults import Fault, FaultPlan
-from runtime.verify.parallel_sweep import default_jobs, verdicts
+from runtime.verify.parallel_sweep import default_jobs, errors_only, verdicts
 from runtime.verify.shrink import same_violation, shrink
 from runtime.verify.swarm import Verdict, run_config
 from runtime.verify.swarm_config import SwarmConfig, coverage, draw_config, parse_config, replay_line
@@ -232,15 +231,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--executor", choices=("sim", "ray"), default="sim",
                         help="ray: the Ray swarm (runtime.verify.ray_swarm) on a local Ray")
     args = parser.parse_args(argv)
-    logging.getLogger().setLevel(logging.ERROR)  # fallback warnings are expected under faults
     first = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
-    if args.executor == "ray":
-        if args.mode is not None or args.shrink:
-            parser.error("--mode and --shrink are simulator-only (a Ray config runs for seconds, a shrink for hours)")
-        return _on_ray(lambda: _main(parser, args, first, ray_swarm()))
-    if args.mode is not None:
-        return _legacy(first, args.count, args.mode)
-    return _main(parser, args, first, SIM_SWARM)
+    if args.executor == "ray" and (args.mode is not None or args.shrink):
+        parser.error("--mode and --shrink are simulator-only (a Ray config runs for seconds, a shrink for hours)")
+    with errors_only():
+        if args.executor == "ray":
+            return _on_ray(lambda: _main(parser, args, first, ray_swarm()))
+        if args.mode is not None:
+            return _legacy(first, args.count, args.mode)
+        return _main(parser, args, first, SIM_SWARM)
 
 
 def _main(parser: argparse.ArgumentParser, args: argparse.Namespace, first: int, swarm: Swarm) -> int:

@@ -200,3 +200,32 @@ def test_failed_coordinator_storage_writes_at_the_final_checkpoint_on_ray(ray_se
         assert [c.id for c in result.completed_checkpoints] == [3], result.checkpoints
         assert [(c.id, c.failure_reason.value) for c in result.aborted_checkpoints] == [(2, "storage failure")]
         assert multiset(result.output("pv")) == expected_output(rows)
+
+
+@pytest.mark.ray
+def test_crashes_placed_past_what_their_tasks_see_fire_at_the_end_of_input_on_both(ray_session) -> None:
+    """A count task behind a filter and a source with one of three splits never handle the
+    records a failure-free estimate spreads over them: each crashes at the end of its input, on
+    both executors, and the job still commits exactly the reference."""
+    from runtime.ray.executor import RayExecutor
+    from runtime.workloads.filtered import (
+        COUNT_TASK,
+        SHORT_SOURCE,
+        filtered_env,
+        filtered_reference,
+        filtered_rows,
+    )
+
+    rows = filtered_rows(2000)
+    plan = FaultPlan.of(TaskCrash(task=COUNT_TASK, at_fraction=0.9), TaskCrash(task=SHORT_SOURCE, at_fraction=0.9))
+    graph = filtered_env(rows).get_job_graph("filtered")
+    sim = SimExecutor(graph, seed=0, faults=plan)
+    on_sim = sim.run()
+    ray_executor = RayExecutor(graph, faults=plan)
+    on_ray = ray_executor.run()
+    for result in (on_sim, on_ray):
+        assert sorted(f.split(" failed: ")[0] for f in result.failures) == [f"task {SHORT_SOURCE}", f"task {COUNT_TASK}"]
+        assert all("TaskCrash at the end of its input, after " in f for f in result.failures), result.failures
+        assert result.restarts == 2
+        assert multiset(result.output("pv")) == filtered_reference(rows)
+    assert sorted(sim.schedule.fired) == sorted(ray_executor.schedule.fired) == [0, 1]

@@ -9,6 +9,7 @@ shrunk, as fixed seeds. `BARRIERFLOW_SWARM_BASE=<n>` sweeps seeds n.. instead of
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 from collections import Counter
@@ -221,6 +222,18 @@ def test_a_config_replays_from_its_one_line() -> None:
         parse_config("SwarmConfig(seed=__import__('os').getpid())")
     assert vopr.main(["--config", repr(small)]) == 0
     assert vopr.main(["--seed", "3", "--mode", "unaligned"]) == 0  # the original corner still runs
+
+
+def test_seeds_run_in_this_process_leave_the_root_loggers_level_as_they_found_it() -> None:
+    # regression: vopr.main and an in-process sweep set it to ERROR for good, so a later test's
+    # caplog saw no warning
+    small = SwarmConfig(seed=3, rows=5, faults=(TaskCrash(at_fraction=0.5),))
+    root = logging.getLogger()
+    before = root.level
+    assert vopr.main(["--config", repr(small)]) == 0
+    assert root.level == before
+    assert [v.config.seed for v in verdicts([3], jobs=1)] == [3]
+    assert root.level == before
 
 
 # --------------------------------------------------------------------------- order-sensitive checks

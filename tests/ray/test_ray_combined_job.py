@@ -1,0 +1,64 @@
+"""One job over every event-time operator on Ray (`runtime.workloads.combined`, the job
+`tests/sim/test_combined_job.py` runs on the simulator): tumbling, sliding and session windows with
+late data to a side output, a keyed co-process with event-time timers, an interval join, a window
+join and a co-group commit exactly the plain-Python reference through crashes, aligned, unaligned
+and with an alignment timeout, and after a restore at another parallelism.
+
+Every run crashes the coordinator right after the first checkpoint became durable
+(`CoordinatorCrashBeforeNotify(nth=0)`), so each recovery has a completed checkpoint to restore
+whatever the pace of the machine; the task crashes sit at a fraction of their task's records
+(or at the end of its input, if that comes first)."""
+
+from __future__ import annotations
+
+import pytest
+
+from checkpoint.options import RestartStrategy
+from runtime import FaultPlan, JobFailedError, StreamEnvironment, TaskCrash
+from runtime.jobmaster.faults import CoordinatorCrashBeforeNotify, TaskCrashDuringRecovery
+from runtime.workloads.combined import build_combined_job, check, combined_rows
+
+LEFT, RIGHT = combined_rows(300)
+#: tasks per worker actor: the job has 21 vertices, and an actor process per task would take most of the run
+SLOTS = 32
+#: a crash in a session merge's operator, in the co-process with timers, in the interval join
+TASK_CRASH = {"aligned": "sessions[0]", "unaligned": "balance[0]", "aligned-timeout": "pair[0]"}
+
+
+def combined_env(mode: str, parallelism: int, storage: str | None = None, attempts: int = 10) -> StreamEnvironment:
+    env = StreamEnvironment(parallelism=parallelism, buffer_size=16, credits=4, buffer_timeout=0.005)
+    env.enable_checkpointing(interval=0.05, mode=mode, tolerable_failures=1000, storage=storage,
+                             alignment_timeout=0.002 if mode == "aligned-timeout" else None)
+    env.set_auto_watermark_interval(0.02)
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=attempts, delay=0.01))
+    build_combined_job(env, LEFT, RIGHT, splits=3)
+    return env
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("mode", ["aligned", "unaligned", "aligned-timeout"])
+def test_the_combined_job_commits_exactly_the_reference_through_crashes_on_ray(ray_session, mode) -> None:
+    task = TASK_CRASH[mode]
+    plan = FaultPlan.of(CoordinatorCrashBeforeNotify(nth=0), TaskCrash(task=task, at_fraction=0.7))
+    result = combined_env(mode, 2).execute("combined-ray", executor="ray", slots_per_worker=SLOTS, faults=plan)
+    assert sorted(f.split(": injected fault: ")[0] for f in result.failures) == [
+        "coordinator crash", f"task {task} failed"], result.failures
+    # the recovery from the coordinator crash restored checkpoint 1 or a later one
+    assert [c for c in result.restored_checkpoints if c is not None], result.restored_checkpoints
+    check(result, LEFT, RIGHT)
+
+
+@pytest.mark.ray
+def test_the_combined_job_restores_at_another_parallelism_on_ray(ray_session, tmp_path) -> None:
+    """The first run fails for good once checkpoint 1 is durable (its one restart goes to the
+    coordinator crash, the task crash during that recovery ends it); a run at parallelism 3
+    restores its checkpoint, and the two commit the reference together."""
+    storage = str(tmp_path / "ckpt")
+    first = FaultPlan.of(CoordinatorCrashBeforeNotify(nth=0), TaskCrashDuringRecovery(task="balance[0]", nth=0))
+    with pytest.raises(JobFailedError, match="TaskCrashDuringRecovery"):
+        combined_env("unaligned", 2, storage, attempts=1).execute("combined-ray", executor="ray",
+                                                                  slots_per_worker=SLOTS, faults=first)
+    result = combined_env("aligned", 3, storage).restore_from(storage).execute(
+        "combined-ray", executor="ray", slots_per_worker=SLOTS)
+    assert result.restored_from.checkpoint_id is not None, result.restored_from
+    check(result, LEFT, RIGHT)  # committed by both executions, each result once
