@@ -410,7 +410,8 @@ class SimExecutor(RunsOnJobMaster):
             max(0.5, 2 * (config.interval if self.checkpointing else 0.0), 10 * graph.buffer_timeout),
             cores=self.costs.cores, max_time=self.max_time) if stop_when_saturated else None
         #: task name -> the tasks it sends to
-        self.downstream = {str(t): tuple(sorted({str(r.receiver) for r in graph.channel_routes() if r.sender == t}))
+        routes = graph.channel_routes()
+        self.downstream = {str(t): tuple(sorted({str(r.receiver) for r in routes if r.sender == t}))
                            for t in self.task_ids}
 
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
