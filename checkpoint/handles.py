@@ -7,12 +7,14 @@ so plain values (ids, paths, numbers) cross the boundary.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class TaskId:
-    """One parallel instance (`subtask`) of a job vertex."""
+class TaskId(NamedTuple):
+    """One parallel instance (`subtask`) of a job vertex.
+
+    A named tuple: the simulator hashes and compares task ids millions of times a run, which a
+    tuple does in C (its hash and order are those of `(vertex, subtask)`)."""
 
     vertex: str
     subtask: int

@@ -45,7 +45,7 @@ from state.backends import MemoryStateBackend, register_state_backend
 from state.compaction import files_to_compact
 from state.errors import StateFormatError
 from state.key_groups import KeyGroupRange
-from state.serialization import KeyedStateSnapshot, StateKind, keyed_snapshot_from_bytes
+from state.serialization import KeyedStateSnapshot, StateKind, keyed_snapshot_from_bytes, write_stream
 
 BASE = 0
 DELTA = 1
@@ -166,10 +166,7 @@ class Manifest:
                  "offset": pa.int64(), "length": pa.int64()}
         table = pa.table({n: pa.array(v, types[n]) for n, v in rows.items()},
                          metadata={"barrierflow.manifest": json.dumps(meta, sort_keys=True)})
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        return sink.getvalue().to_pybytes()
+        return write_stream(table)
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> Manifest:
@@ -309,7 +306,7 @@ class IncrementalSnapshotStrategy:
         base = self._base_snapshot
         compact = files_to_compact(self.live_files(), self.compaction_threshold)
         names = list(snapshot.kinds)
-        for kg in snapshot.key_group_range:
+        for kg in self._key_groups_to_plan(snapshot, names):
             new = {n: snapshot.groups[n].get(kg) for n in names}
             chain = self._base_chains.get(kg)
             if chain is None or base is None:
@@ -335,6 +332,17 @@ class IncrementalSnapshotStrategy:
             plan.num_reused += len(chain)
         self._pending[checkpoint_id] = _Pending(snapshot)
         return plan
+
+    def _key_groups_to_plan(self, snapshot: KeyedStateSnapshot, names: list[str]) -> list[int]:
+        """The key groups of the snapshot's range, ascending, that hold state now or have a
+        chain: any other has nothing to plan (most of a range, for a job with few keys)."""
+        key_groups = snapshot.key_group_range
+        if not len(key_groups):
+            return []
+        candidates = set(self._base_chains)
+        for name in names:
+            candidates.update(snapshot.groups[name])
+        return sorted(kg for kg in candidates if kg in key_groups)
 
     def _rebase_limit(self, kg: int) -> float:
         spread = ((kg * 2654435761) % 1009) / 1009  # deterministic, in [0, 1)

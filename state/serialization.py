@@ -160,9 +160,15 @@ def _unpack(blob: bytes, kind: BlobKind) -> list[bytes]:
     return streams
 
 
-def _write_stream(table: pa.Table) -> bytes:
+#: the IPC stream format (Arrow's default, given: by default every writer reads two environment
+#: variables asking for legacy formats, a cost a checkpoint pays per state)
+IPC_OPTIONS = pa.ipc.IpcWriteOptions()
+
+
+def write_stream(table: pa.Table) -> bytes:
+    """`table` as one Arrow IPC stream."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=IPC_OPTIONS) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
 
@@ -326,8 +332,8 @@ def keyed_snapshot_to_bytes(snapshot: KeyedStateSnapshot) -> bytes:
             "barrierflow.key_group_end": str(snapshot.key_group_range.end),
         },
     )
-    streams = [_write_stream(header)]
-    streams += [_write_stream(_state_table(snapshot, n, snapshot.kinds[n])) for n in names]
+    streams = [write_stream(header)]
+    streams += [write_stream(_state_table(snapshot, n, snapshot.kinds[n])) for n in names]
     return _pack(BlobKind.KEYED, streams)
 
 
@@ -439,7 +445,7 @@ def operator_state_to_bytes(state: Mapping[str, Sequence[Any]]) -> bytes:
         if isinstance(state[name], str | bytes | Mapping) or not isinstance(state[name], Sequence):
             raise StateSerializationError(
                 f"operator state {name!r} must be a list of values, got {describe_value(state[name])}")
-    streams = [_write_stream(pa.table({"name": pa.array(names, pa.string())}))]
+    streams = [write_stream(pa.table({"name": pa.array(names, pa.string())}))]
     for name in names:
         for value in state[name]:
             try:
@@ -447,7 +453,7 @@ def operator_state_to_bytes(state: Mapping[str, Sequence[Any]]) -> bytes:
             except UnrepresentableValue as exc:
                 raise StateSerializationError(f"operator state {name!r}: {exc.reason}") from None
         column = to_arrow_column(list(state[name]), f"operator state {name!r}")
-        streams.append(_write_stream(pa.Table.from_arrays([column], names=["value"],
+        streams.append(write_stream(pa.Table.from_arrays([column], names=["value"],
                                                           metadata={"barrierflow.state": name})))
     return _pack(BlobKind.OPERATOR, streams)
 
@@ -512,7 +518,7 @@ def buffers_to_bytes(buffers: Mapping[int, Sequence[pa.RecordBatch]]) -> bytes:
     index = pa.table({"channel": pa.array(index_channel, pa.int32()),
                       "stream": pa.array(index_stream, pa.int32()),
                       "num_batches": pa.array(index_count, pa.int32())})
-    return _pack(BlobKind.CHANNEL, [_write_stream(index), *streams])
+    return _pack(BlobKind.CHANNEL, [write_stream(index), *streams])
 
 
 def _batches_stream(batches: Sequence[pa.RecordBatch]) -> bytes:

@@ -189,7 +189,7 @@ class RecordWriter:
     @property
     def is_backpressured(self) -> bool:
         """True when some output channel has more ready buffers than it has credits for."""
-        return any(ch.queued_buffers() > 1 and ch.credits <= 0 for ch in self.channels)
+        return any(ch.credits <= 0 and ch.queued_buffers() > 1 for ch in self.channels)
 
     def read_size(self) -> int:
         """Records a source reads in one step: a buffer, but no more than its outputs can send

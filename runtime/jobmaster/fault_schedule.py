@@ -127,6 +127,8 @@ class FaultSchedule:
     def __init__(self, plan: FaultPlan, task_ids: Sequence[TaskId], source_ids: Sequence[TaskId],
                  num_inputs: Mapping[TaskId, int], expected: Mapping[TaskId, int], source_total: int) -> None:
         self.plan = plan
+        #: whether a `ChannelDelay` is planned (asked at every send)
+        self.delays_channels = any(isinstance(f, ChannelDelay) for f in plan.faults)
         #: indices (in `plan.faults`) of the faults that fired, in firing order
         self.fired: list[int] = []
         self._fired: set[int] = set()
@@ -348,10 +350,6 @@ class FaultSchedule:
             if isinstance(fault, SlowStorage) and start <= now < start + fault.duration:
                 factor = max(factor, fault.factor)
         return factor
-
-    @property
-    def delays_channels(self) -> bool:
-        return any(isinstance(f, ChannelDelay) for f in self.plan.faults)
 
     def channel_delay(self, receiver: TaskId, channel: int, now: float) -> float:
         """Extra seconds for a message entering input `channel` of `receiver` at `now`."""

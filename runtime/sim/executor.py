@@ -123,6 +123,13 @@ class NetworkOptions:
     link_delays: dict[str, float] = field(default_factory=dict)
 
 
+def times_of(rates: tuple[float, float, float, float], records: int) -> tuple[float, float]:
+    """(CPU seconds, off-CPU seconds) of a step that handled `records`, from a task's
+    `CostModel.step_rates`."""
+    per_step, per_record, wait, factor = rates
+    return (per_step + records * per_record) * factor, records * wait * factor
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Virtual CPU time a task spends per step (the terms `runtime.calibration` fits)."""
@@ -164,15 +171,19 @@ class CostModel:
     def factor(self, task: TaskId) -> float:
         return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))
 
-    def step_times(self, task: TaskId, records: int) -> tuple[float, float]:
-        """(CPU seconds, off-CPU seconds) of a step of `task` that handled `records`: the CPU
-        occupies a core, the rest (sleeps, I/O) keeps only the task busy."""
+    def step_rates(self, task: TaskId) -> tuple[float, float, float, float]:
+        """(seconds per step, CPU seconds per record, off-CPU seconds per record, slowdown
+        factor) of `task`'s steps (`times_of` turns them into a step's times)."""
         own = self.task_costs.get(str(task)) or self.task_costs.get(task.vertex)
         per_step, per_record, wait = (own.per_step, own.per_record, own.wait_per_record) if own is not None \
             else (self.per_step, self.per_record, 0.0)
         per_record *= self.slow_records.get(str(task), self.slow_records.get(task.vertex, 1.0))
-        factor = self.factor(task)
-        return (per_step + records * per_record) * factor, records * wait * factor
+        return per_step, per_record, wait, self.factor(task)
+
+    def step_times(self, task: TaskId, records: int) -> tuple[float, float]:
+        """(CPU seconds, off-CPU seconds) of a step of `task` that handled `records`: the CPU
+        occupies a core, the rest (sleeps, I/O) keeps only the task busy."""
+        return times_of(self.step_rates(task), records)
 
     def step_cost(self, task: TaskId, records: int) -> float:
         """Virtual seconds of a step of `task` that handled `records`."""
@@ -310,6 +321,8 @@ class SimExecutor(RunsOnJobMaster):
         check_supported(self.faults, SIM_FAULT_KINDS, "sim", "ray")
         self.network = network or NetworkOptions()
         self.costs = costs or CostModel()
+        #: each task's `CostModel.step_rates`, asked once per run (a step asks at every run)
+        self._step_rates: dict[TaskId, tuple[float, float, float, float]] = {}
         self.job_id = job_id or graph.job_name
         self.tracing = trace
         #: record only the barrier timeline (barrier-in / snapshot / ack events) in `trace`
@@ -397,7 +410,8 @@ class SimExecutor(RunsOnJobMaster):
             max(0.5, 2 * (config.interval if self.checkpointing else 0.0), 10 * graph.buffer_timeout),
             cores=self.costs.cores, max_time=self.max_time) if stop_when_saturated else None
         #: task name -> the tasks it sends to
-        self.downstream = {str(t): tuple(sorted({str(r.receiver) for r in graph.channel_routes() if r.sender == t}))
+        routes = graph.channel_routes()
+        self.downstream = {str(t): tuple(sorted({str(r.receiver) for r in routes if r.sender == t}))
                            for t in self.task_ids}
 
         self.ha = graph.high_availability if graph.high_availability is not None and graph.high_availability.enabled else None
@@ -688,7 +702,10 @@ class SimExecutor(RunsOnJobMaster):
             self.master.task_failed(task_id, exc)
             return
         self._send_outputs(task_id)
-        cpu, wait = self.costs.step_times(task_id, handled)
+        rates = self._step_rates.get(task_id)
+        if rates is None:
+            rates = self._step_rates[task_id] = self.costs.step_rates(task_id)
+        cpu, wait = times_of(rates, handled)
         self._step_times(task_id).add(handled, cpu, cpu + wait)
         cpu += self._owed_cpu.pop(task_id, 0.0)
         if cores is not None:

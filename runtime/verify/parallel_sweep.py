@@ -14,6 +14,7 @@ import os
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from itertools import islice
 
 from runtime.verify.swarm import Verdict, run_config
 from runtime.verify.swarm_config import draw_config
@@ -63,3 +64,35 @@ def verdicts(seeds: Iterable[int], jobs: int | None = None) -> Iterator[Verdict]
             yield pending.popleft().result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class SeedRange:
+    """The verdicts of seeds `first`..`end` - 1 taken chunk by chunk (a sweep cut into tests) from
+    one `verdicts` stream: its worker processes start once, and the next chunk's first seeds run
+    while this chunk's last ones finish. A chunk that does not start where the last one ended
+    starts a new stream there."""
+
+    def __init__(self, end: int, jobs: int | None = None) -> None:
+        self.end = end
+        self.jobs = jobs
+        self._stream: Iterator[Verdict] | None = None
+        self._next = 0
+
+    def take(self, first: int, count: int) -> list[Verdict]:
+        """The verdicts of seeds `first`..`first` + `count` - 1 (not beyond `end`), in seed order."""
+        if self._stream is None or self._next != first:
+            self.close()
+            self._stream, self._next = verdicts(range(first, self.end), self.jobs), first
+        try:
+            taken = list(islice(self._stream, count))
+        except BaseException:
+            self.close()
+            raise
+        self._next += len(taken)
+        return taken
+
+    def close(self) -> None:
+        """Stop the stream: the seeds still queued are cancelled, the workers end."""
+        if self._stream is not None:
+            self._stream.close()  # type: ignore[attr-defined]
+            self._stream = None

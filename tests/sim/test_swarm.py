@@ -13,6 +13,7 @@ import logging
 import os
 import random
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -27,7 +28,7 @@ from runtime.jobmaster.faults import FaultPlan, TaskCrash
 from runtime.jobmaster.restart import RestartStrategy
 from runtime.jobmaster.result import CollectCommitter
 from runtime.verify import judging, swarm, vopr
-from runtime.verify.parallel_sweep import verdicts
+from runtime.verify.parallel_sweep import SeedRange, verdicts
 from runtime.verify.shrink import same_violation, shrink
 from runtime.verify.swarm import KNOWN_BUGS, KnownBug, _environment, _execute, run_config
 from runtime.verify.swarm_config import (
@@ -71,12 +72,22 @@ def _base() -> int:
 
 BASE = _base()
 
+@pytest.fixture(scope="module")
+def sweep() -> Iterator[SeedRange]:
+    """The sweep's seeds judged on every core by one set of worker processes for all its chunks."""
+    seeds = SeedRange(BASE + SWEEP_SEEDS)
+    yield seeds
+    seeds.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("first", range(BASE, BASE + SWEEP_SEEDS, CHUNK),
                          ids=lambda first: f"seeds{first}-{first + CHUNK - 1}")
-def test_swarm_sweep(first: int) -> None:
+def test_swarm_sweep(first: int, sweep: SeedRange) -> None:
     problems = []
-    for verdict in verdicts(range(first, first + CHUNK)):  # on every core
+    judged = sweep.take(first, CHUNK)
+    assert [v.config.seed for v in judged] == list(range(first, first + CHUNK))
+    for verdict in judged:
         if verdict.violation:
             problems.append(f"{verdict.summary()}\n    replay: {verdict.replay} [--shrink]")
     assert not problems, "\n".join(problems)
@@ -497,3 +508,16 @@ def test_seeds_judged_on_every_core_give_the_verdicts_of_one_process_in_seed_ord
     def key(v):
         return v.config.seed, v.kind, v.completed, v.aborted, v.restarts
     assert [key(v) for v in verdicts(seeds, jobs=2)] == [key(run_config(draw_config(s))) for s in seeds]
+
+
+def test_a_seed_range_taken_in_chunks_gives_each_seed_once_in_order() -> None:
+    """Chunks taken in a row continue one stream; a chunk elsewhere starts a new one; the range's
+    end cuts the last chunk short."""
+    def key(v):
+        return v.config.seed, v.kind, v.completed, v.aborted, v.restarts
+    seeds = SeedRange(end=9, jobs=2)
+    try:
+        taken = [[key(v) for v in seeds.take(first, count)] for first, count in ((3, 2), (5, 2), (1, 1), (7, 5))]
+    finally:
+        seeds.close()
+    assert taken == [[key(run_config(draw_config(s))) for s in chunk] for chunk in ([3, 4], [5, 6], [1], [7, 8])]
