@@ -241,6 +241,9 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
         self.coordinator: Any = None
         #: the driver killed the coordinator for a fault (its failover reads as the simulator's)
         self._coordinator_crashed = False
+        #: the coordinator died while an attempt was being deployed (its replacement's constructor
+        #: failed, say): the failover to start instead of that attempt, which never ran
+        self._failed_deploy: tuple[Any, ...] | None = None
         #: HA only: the standby coordinator actor, and how many contenders were started so far
         self.standby: Any = None
         self._contenders = 0
@@ -280,11 +283,13 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
         except (JobFailedError, StorageConfigError):
             raise
         except RayError as exc:  # what Ray wrapped, as the project's own error (`runtime.ray.errors`)
+            self._fail_if_storage_died()
             error = project_error(exc, self.graph.job_name)
             if isinstance(error, JobFailedError):
                 self._attach_committer(error)
             raise error from exc
         except Exception as exc:  # nothing else leaves execute once the job runs: named, with its cause
+            self._fail_if_storage_died()
             self.master.fail_for_good(f"job {self.graph.job_name!r} failed: {describe(exc)}", exc)
             self._raise(self.master.error)
             raise  # (unreachable: `_raise` raises)
@@ -360,9 +365,10 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
             if self.lease is not None and self.lease.lost is not None:  # another writer: stop writing
                 self._give_up(self.lease.lost, None)
             self._inject_faults(now)
-            failure = (self._watch_progress(now) or self._poll_tasks(now) or self._poll_coordinator()
-                       or self._poll_services(now))
+            failure = (self._failed_deploy or self._watch_progress(now) or self._poll_tasks(now)
+                       or self._poll_coordinator() or self._poll_services(now))
             if failure is not None:
+                self._fail_if_storage_died()
                 self.master.failover(*failure)  # cancels this attempt and deploys the next (or fails)
                 self._raise_if_failed()
                 continue
@@ -373,6 +379,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
                     continue
                 failure = self._final_commit_failed() or self._take_finals()
                 if failure is not None:  # the restored final checkpoint commits again
+                    self._fail_if_storage_died()
                     self.master.failover(*failure)
                     self._raise_if_failed()
                     continue
@@ -433,6 +440,13 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
         self.processes.watch(self.committer)  # its replacement
         return death.message, death.cause
 
+    def _fail_if_storage_died(self) -> None:
+        """Whatever failed first (a task's or the coordinator's call, its constructor), a dead
+        in-memory checkpoint storage fails the job with the one message the driver's ping gives."""
+        death = self.services.check_storage() if self.services is not None else None
+        if death is not None:
+            self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
+
     def _final_commit_failed(self) -> tuple[Any, ...] | None:
         """Every task finished: wait for the last completion's notifications and commit; the
         failover to start if that commit failed or the committer died meanwhile."""
@@ -478,9 +492,11 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
                 if not injected:  # (an injected crash the failover covers reads as on the simulator)
                     state = "died" if isinstance(exc, RayActorError) else "did not answer"
                     self.master.also_failed(f"checkpoint coordinator {state}: {describe(exc)}")
-        # survivors stop now and are redeployed below
-        self._count_attempt({t: h.cancel.remote() for t, h in self.tasks.items()
-                             if t not in self._dead and t not in self._final_counts})
+        if self._failed_deploy is not None:  # the attempt never ran: its tasks are stopped, nothing to count
+            self._failed_deploy = None
+        else:  # survivors stop now and are redeployed below
+            self._count_attempt({t: h.cancel.remote() for t, h in self.tasks.items()
+                                 if t not in self._dead and t not in self._final_counts})
         self._heartbeats.clear()
         self._status = {}
 
@@ -495,10 +511,15 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
         next_id = None
         if self.coordinator is not None:
             given = self.master.restore_from[0] if self.master.restore_from is not None else None
-            next_id = self._read_ha(lambda: ray.get(self.coordinator.next_checkpoint_id.remote(), timeout=60))
-            plan = self.master.plan_attempt(
-                lambda: self._read_ha(lambda: errors.get(self.coordinator.restores.remote(committed, given), timeout=120)),
-                committed, next_id)
+            try:
+                next_id = self._read_ha(lambda: ray.get(self.coordinator.next_checkpoint_id.remote(), timeout=60))
+                plan = self.master.plan_attempt(
+                    lambda: self._read_ha(lambda: errors.get(self.coordinator.restores.remote(committed, given),
+                                                             timeout=120)),
+                    committed, next_id)
+            except RayActorError as exc:  # it died, or a replacement's constructor failed: replaced, and
+                self._failed_deploy = self._coordinator_died(exc)  # the loop fails over again (restarts bound it)
+                return
         else:
             plan = self.master.plan_attempt(lambda: (None, {}), committed, 0)
         if plan is None:

@@ -27,6 +27,7 @@ from runtime.jobmaster.durable_committer import DurableCollectCommitter
 from runtime.jobmaster.file_publisher import register_publishers
 from runtime.jobmaster.result import CollectCommitter
 from runtime.ray.errors import describe
+from runtime.ray.service_deaths import memory_committer_died, memory_storage_died
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
 
 log = logging.getLogger("barrierflow.ray")
@@ -113,10 +114,7 @@ class JobServices:
     def _committer_died(self, exc: BaseException) -> ServiceDeath:
         seed = self._seed
         if not isinstance(seed, DurableCollectCommitter):
-            return ServiceDeath(
-                "the sinks' committer service died, and the output it held in memory with it (committed and "
-                "staged transactions); keep it on disk beside the checkpoints with enable_checkpointing("
-                f"storage=DIR) ({describe(exc)})", exc, fatal=True)
+            return ServiceDeath(memory_committer_died(describe(exc)), exc, fatal=True)
         _kill_quietly(self.committer)
         # the files are the committer: a new one reads them back (what the dead one never wrote was
         # never acknowledged, so the tasks that staged it fail over too)
@@ -129,12 +127,24 @@ class JobServices:
         log.warning("barrierflow ray: %s", message)
         return ServiceDeath(message, exc, fatal=False)
 
+    def check_storage(self) -> ServiceDeath | None:
+        """Ping the in-memory checkpoint storage now and wait: its death (fatal), or None (alive,
+        or checkpoints are not kept in memory). Whoever noticed a failure first, the job then
+        fails with the driver's one message for it."""
+        if self.blob_store is None:
+            return None
+        try:
+            ray.get(self.blob_store.ping.remote(), timeout=60)
+        except RayActorError as exc:
+            return self._storage_died(exc)
+        except Exception as exc:  # a ping that did not answer, Ray itself gone: not this death; the
+            # failure being handled stands (logged, never raised over it)
+            log.warning("barrierflow ray: pinging the storage service failed: %s", describe(exc))
+        return None
+
     @staticmethod
     def _storage_died(exc: BaseException) -> ServiceDeath:
-        return ServiceDeath(
-            "the in-memory checkpoint storage (a Ray actor) died, and every checkpoint with it: nothing is left "
-            "to restore; keep checkpoints in a directory with enable_checkpointing(storage=DIR) "
-            f"({describe(exc)})", exc, fatal=True)
+        return ServiceDeath(memory_storage_died(describe(exc)), exc, fatal=True)
 
 
 def _kill_quietly(handle: Any) -> None:

@@ -35,6 +35,7 @@ from runtime.core.messages import Buffer, RecordConversionError
 from runtime.jobmaster.result import CollectCommitter, CommittedOutput, GcPauses
 from runtime.ray.errors import describe
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
+from runtime.ray.service_deaths import memory_storage_died
 from runtime.ray.timers import ProcessCpu
 
 log = logging.getLogger(__name__)
@@ -234,6 +235,10 @@ class BlobStoreService:
 REMOTE_STORE_TIMEOUT = 60.0
 
 
+class MemoryStorageDiedError(StorageError):
+    """The `BlobStoreService` of in-memory checkpoint storage is gone, and every checkpoint with it."""
+
+
 class RemoteBlobStore:
     """`BlobStore` over a `BlobStoreService` actor (blocking calls, each bounded by
     `REMOTE_STORE_TIMEOUT`; for off-hot-path I/O).
@@ -271,7 +276,7 @@ class RemoteBlobStore:
         try:
             return ray.get(getattr(self._handle, method).remote(*args), timeout=REMOTE_STORE_TIMEOUT)
         except RayActorError as exc:
-            raise StorageError(f"in-memory checkpoint storage actor is gone ({method}): {exc}") from exc
+            raise MemoryStorageDiedError(memory_storage_died(f"{method}: {describe(exc)}")) from exc
         except GetTimeoutError as exc:
             raise StorageTimeoutError(f"in-memory checkpoint storage actor did not answer within "
                                       f"{REMOTE_STORE_TIMEOUT:g} s ({method})") from exc

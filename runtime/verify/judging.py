@@ -23,6 +23,7 @@ from typing import Any
 from checkpoint.io.storage import CorruptCheckpointError
 from checkpoint.io.tools import collect_garbage, open_checkpoints, read_checkpoint
 from runtime.jobmaster.result import CollectCommitter, JobFailedError
+from runtime.ray.service_deaths import MEMORY_COMMITTER_DIED, MEMORY_STORAGE_DIED
 from runtime.verify.invariants import InvariantViolation
 from runtime.workloads.seeded import (
     SINK,
@@ -117,11 +118,11 @@ EXPECTED_ERRORS: tuple[ExpectedError, ...] = (
                   "torn writes corrupted every retained checkpoint of the finished job, so restoring its "
                   "directory fails naming the bad files",
                   corrupts),
-    ExpectedError("JobFailedError", "the output it held in memory",
+    ExpectedError("JobFailedError", MEMORY_COMMITTER_DIED,
                   "the sinks' committer service, killed, held their committed output in memory (no checkpoint "
                   "directory): the external system itself is gone, so the job fails saying so",
                   _kills_in_memory("committer")),
-    ExpectedError("JobFailedError", "the in-memory checkpoint storage (a Ray actor) died",
+    ExpectedError("JobFailedError", MEMORY_STORAGE_DIED,
                   "the in-memory checkpoint storage, killed, took every checkpoint with it: nothing is left to "
                   "restore, so the job fails saying so rather than start over",
                   _kills_in_memory("blob_store")),

@@ -51,3 +51,31 @@ def test_ray_errors_unwrap_to_what_the_remote_code_raised() -> None:
     died = project_error(RayActorError(), "job")
     assert isinstance(died, JobFailedError) and str(died).startswith("job 'job' failed: an actor of the job died: ")
     assert died.cause is not None and "\x1b[" not in str(died)
+
+
+class _Refuses:
+    """An actor whose constructor raises what a dead service makes it raise."""
+
+    def __init__(self) -> None:
+        from checkpoint.io.storage import StorageError
+
+        raise StorageError("checkpoint storage memory://job is gone (list)")
+
+    def ping(self) -> bool:
+        return True
+
+
+@pytest.mark.ray
+def test_an_actor_whose_constructor_raised_reads_as_one_line_naming_the_actor_and_the_error(ray_session) -> None:
+    """Ray keeps only its text of a constructor's error (frames, colour codes, the actor's repr):
+    the job's error is one clean line naming the actor and what its constructor raised."""
+    ray = ray_session
+    handle = ray.remote(_Refuses).options(max_restarts=0).remote()
+    with pytest.raises(RayActorError) as died:
+        ray.get(handle.ping.remote(), timeout=120)
+    assert died.value.actor_init_failed
+    error = project_error(died.value, "job")
+    assert isinstance(error, JobFailedError), repr(error)
+    assert str(error) == ("job 'job' failed: an actor of the job did not start: the constructor of _Refuses raised "
+                          "StorageError: checkpoint storage memory://job is gone (list)"), str(error)
+    assert error.cause is died.value

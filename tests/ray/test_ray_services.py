@@ -24,6 +24,7 @@ from operators import CollectSink
 from runtime import JobFailedError, StreamEnvironment
 from runtime.jobmaster.durable_committer import COMMITTED_DIR
 from runtime.ray.executor import RayExecutor
+from runtime.ray.service_deaths import MEMORY_STORAGE_DIED
 
 ROWS = [{"id": i} for i in range(20_000)]
 
@@ -124,6 +125,28 @@ def test_a_killed_service_held_in_memory_fails_the_job_at_once_naming_it(
     assert progress.killed, "the job ended before the service was killed"
     assert named in str(failed.value) and "enable_checkpointing(storage=DIR)" in str(failed.value), str(failed.value)
     assert time.monotonic() - progress.killed[0] < 30, "the death was noticed late"
+
+
+@pytest.mark.ray
+def test_a_killed_in_memory_storage_fails_the_job_with_one_line_whoever_notices_first(
+        ray_session, executors: list[RayExecutor]) -> None:
+    """The storage and the coordinator die together: the replacement coordinator's constructor, a
+    task's call or the driver's ping may notice first; the job fails with the driver's one line
+    (not Ray's text of a constructor that raised, nor the task's own words)."""
+    killed: list[float] = []
+
+    def progress(info: dict[str, Any]) -> None:
+        if not killed and info.get("records in", 0) >= len(ROWS) // 10 and executors:
+            ray.kill(executors[-1].services.blob_store, no_restart=True)
+            ray.kill(executors[-1].coordinator, no_restart=True)
+            killed.append(time.monotonic())
+
+    with pytest.raises(JobFailedError) as failed:
+        relay_env(None).execute("job", executor="ray", progress=progress)
+    assert killed, "the job ended before the storage was killed"
+    message = str(failed.value)
+    assert message.startswith(f"job 'job' failed: {MEMORY_STORAGE_DIED}, and every checkpoint with it: "), message
+    assert "\n" not in message and "\x1b[" not in message and "ray::" not in message, message
 
 
 def nested_at_7(record: dict[str, Any]) -> dict[str, Any]:

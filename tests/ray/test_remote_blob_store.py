@@ -49,3 +49,26 @@ def test_deletes_and_puts_from_two_threads_neither_fail_nor_get_lost(ray_session
     assert errors == [], errors
     assert len(store.list("new/")) == N // 2
     assert store.list("old/") == [], "some deletes never ran"
+
+
+@pytest.mark.ray
+def test_a_call_to_a_killed_in_memory_storage_says_what_the_driver_says_of_it(ray_session) -> None:
+    """A task or the coordinator finding the storage actor dead words it as the driver's ping does
+    (one message, whoever notices first), on one line."""
+    from checkpoint.io.storage import StorageError
+    from runtime.ray.service_deaths import MEMORY_STORAGE_DIED
+    from runtime.ray.services import BlobStoreService, RemoteBlobStore
+
+    ray = ray_session
+    handle = ray.remote(BlobStoreService).remote()
+    store = RemoteBlobStore(handle)
+    store.put("job/chk-1/_metadata", b"{}")
+    ray.kill(handle, no_restart=True)
+    with pytest.raises(ray.exceptions.RayActorError):  # (a kill lands asynchronously: wait until it did)
+        for _ in range(1000):
+            ray.get(handle.ping.remote(), timeout=60)
+    with pytest.raises(StorageError) as gone:
+        store.get("job/chk-1/_metadata")
+    message = str(gone.value)
+    assert message.startswith(f"{MEMORY_STORAGE_DIED}, and every checkpoint with it") and "(get: " in message, message
+    assert "\n" not in message and "enable_checkpointing(storage=DIR)" in message, message
