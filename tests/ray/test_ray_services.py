@@ -12,6 +12,7 @@ naming the cause, never a raw Ray error.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,39 @@ def test_a_killed_in_memory_storage_fails_the_job_with_one_line_whoever_notices_
     message = str(failed.value)
     assert message.startswith(f"job 'job' failed: {MEMORY_STORAGE_DIED}, and every checkpoint with it: "), message
     assert "\n" not in message and "\x1b[" not in message and "ray::" not in message, message
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("blocked_for", ["the whole run", "the first failover"])
+def test_a_coordinator_whose_constructor_raised_is_replaced_and_the_job_fails_over_again(
+        ray_session, tmp_path: Path, blocked_for: str) -> None:
+    """A directory where a checkpoint's `_metadata` should be: every coordinator's constructor raises
+    reading it. The job fails over again, bounded by the restart strategy, and fails with one clean
+    line naming what the constructor raised; unblocked at the first failover, it finishes exactly
+    once (it used to fail at once with Ray's text of the constructor: frames, colour codes, reprs)."""
+    storage = tmp_path / "chk"
+    blocker = storage / "job" / "chk-7" / "_metadata"
+    (blocker / "x").parent.mkdir(parents=True)
+    (blocker / "x").write_text("a directory where a file should be")
+    env = relay_env(str(storage))
+    env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=2, delay=0.05))
+
+    def unblock(info: dict[str, Any]) -> None:
+        if blocked_for == "the first failover" and info.get("phase") == "restarting" and blocker.exists():
+            shutil.rmtree(blocker.parent)
+
+    if blocked_for == "the whole run":
+        with pytest.raises(JobFailedError) as failed:
+            env.execute("job", executor="ray")
+        message = str(failed.value)
+        assert message.startswith("job 'job' failed after 2 restart(s): checkpoint coordinator died: the constructor "
+                                  "of CoordinatorActor raised StorageError: cannot read "), message
+        assert "is a directory" in message and "\n" not in message and "\x1b[" not in message, message
+        return
+    result = env.execute("job", executor="ray", progress=unblock)
+    assert result.restarts >= 1 and not blocker.exists(), result.failures
+    assert any("the constructor of CoordinatorActor raised StorageError" in f for f in result.failures), result.failures
+    assert ids_once(result.output("pv"))
 
 
 def nested_at_7(record: dict[str, Any]) -> dict[str, Any]:
