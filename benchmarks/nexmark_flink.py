@@ -4,18 +4,19 @@ Driver side (`run_flink`, called by `python -m benchmarks.nexmark --flink`): the
 once as Parquet (`dataset.write_events`, the files `python -m runtime.workloads.nexmark` writes),
 then converted with pyarrow to CSV, because Flink's Parquet format (`flink-sql-parquet`) is not in
 PyFlink's distribution (`pyflink/lib` holds the csv and json formats) and Maven is not reachable
-here. Every (query, mode) runs in a child process of the PyFlink peers venv (`benchmarks.peers`:
-how Flink runs here; parallelism 2, checkpoints every 100 ms, the modes none / aligned / unaligned /
-at-least-once): a `filesystem` CSV table `events` of the union schema, the views `person`,
-`auction`, `bid` (`oracle.VIEWS`), the query's SQL (the nexmark repo's, as in
-`queries.QUERIES`) inserted into a `filesystem` JSON table. Throughput = events / (first source
-subtask RUNNING -> last subtask FINISHED) from the TaskManager log, checkpoint duration p50/p99 and
-size from the JobManager's "Completed checkpoint" lines (`peers.flink_task_span`,
-`peers.flink_checkpoints`); Flink's log says nothing of alignment, so that column stays empty. The
-JSON files (committed and in-progress: without checkpoints the file sink never commits) are read
-back and compared with barrierflow's committed output over the same events (`results`: "equal" or
-how they differ, `oracle.disagreement`'s rules). Only append-only queries run (q0-q3): Flink's file
-sink takes no updates.
+here: two files for the stateless queries and q3, one file in event order for the event-time ones
+(`nexmark_flink_sql.EVENT_TIME_QUERIES`). Every (query, mode) runs in a child process of the PyFlink
+peers venv (`benchmarks.peers`: how Flink runs here; parallelism 2, checkpoints every 100 ms, the
+modes none / aligned / unaligned / at-least-once): the `events` table, the views and the query's
+Flink SQL (`benchmarks.nexmark_flink_sql`) inserted into a `filesystem` JSON table. Throughput =
+events / (first source subtask RUNNING -> last subtask FINISHED) from the TaskManager log,
+checkpoint duration p50/p99 and size from the JobManager's "Completed checkpoint" lines
+(`peers.flink_task_span`, `peers.flink_checkpoints`); Flink's log says nothing of alignment, so
+that column stays empty. The JSON files (committed and in-progress: without checkpoints the file sink
+never commits) are read back and compared with barrierflow's committed output over the same
+events (`results`: "equal" or how they differ, `oracle.disagreement`'s rules). Only queries with
+append-only output run (`FLINK_QUERIES`): Flink's file sink takes no updates, so q4 and q9 do not.
+`flink_outputs` runs several queries as one Flink job (one JVM start) for their rows alone.
 """
 
 from __future__ import annotations
@@ -34,39 +35,58 @@ from benchmarks import peers
 
 FLINK_MODES = ("none", "aligned", "unaligned", "at-least-once")
 #: queries whose output Flink's file sink can hold (append-only)
-FLINK_QUERIES = ("q0", "q1", "q2", "q3")
+FLINK_QUERIES = ("q0", "q1", "q2", "q3", "q5", "q7", "q8", "q11")
 EXECUTOR = "flink-sql"
-#: Flink SQL types of the event columns (`generator.EVENT_SCHEMA`: int64 -> BIGINT, string -> STRING)
-_SQL_TYPES = {"int64": "BIGINT", "string": "STRING"}
 
 
-def events_ddl(schema: Any, path: str) -> str:
-    columns = ", ".join(f"`{f.name}` {_SQL_TYPES[str(f.type)]}" for f in schema)
-    return (f"CREATE TABLE events ({columns}) WITH ('connector' = 'filesystem', 'path' = '{path}', "
-            "'format' = 'csv', 'csv.null-literal' = '', 'csv.ignore-parse-errors' = 'false')")
+class EventFiles:
+    """The events of one run as Parquet (written once) and as CSV for Flink, in the layout a
+    query needs (`directory`), each written on first use under `work`."""
 
+    def __init__(self, config: Any, events: int, work: str) -> None:
+        from runtime.workloads.nexmark.dataset import write_events
 
-def write_csv_events(config: Any, events: int, work: str) -> str:
-    """The events as Parquet (`write_events`), then as CSV for Flink; the CSV directory."""
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
+        self.work = work
+        self.parquet = write_events(config, events, os.path.join(work, "parquet"), files=2)
+        self._csv: dict[bool, str] = {}
 
-    from runtime.workloads.nexmark.dataset import write_events
+    def directory(self, in_order: bool) -> str:
+        """Two CSV files (one per reader), or one file in event order (`in_order`)."""
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+        import pyarrow.parquet as pq
 
-    parquet_dir, csv_dir = os.path.join(work, "parquet"), os.path.join(work, "csv")
-    os.makedirs(csv_dir)
-    for i, path in enumerate(write_events(config, events, parquet_dir, files=2)):
-        pacsv.write_csv(pq.read_table(path), os.path.join(csv_dir, f"events-{i}.csv"),
-                        write_options=pacsv.WriteOptions(include_header=False))
-    return csv_dir
+        if in_order not in self._csv:
+            path = os.path.join(self.work, "csv-ordered" if in_order else "csv")
+            os.makedirs(path)
+            tables = [pq.read_table(p) for p in self.parquet]
+            for i, table in enumerate([pa.concat_tables(tables)] if in_order else tables):
+                pacsv.write_csv(table, os.path.join(path, f"events-{i}.csv"),
+                                write_options=pacsv.WriteOptions(include_header=False))
+            self._csv[in_order] = path
+        return self._csv[in_order]
+
+    def for_queries(self, names: Sequence[str]) -> str:
+        from benchmarks.nexmark_flink_sql import EVENT_TIME_QUERIES
+
+        return self.directory(any(n in EVENT_TIME_QUERIES for n in names))
 
 
 # ---------------------------------------------------------------------------- child (peers venv)
 
 
 def child(mode: str, spec_path: str, work: str) -> dict[str, Any]:
-    """Run one query in Flink SQL (`spec`: the DDL, views, query and output directory)."""
-    from pyflink.table import EnvironmentSettings, StreamTableEnvironment
+    """Run the spec's queries in Flink SQL as one job (`spec`: the DDL, views, each query's SQL
+    and output directory)."""
+    from pyflink.table import (
+        EnvironmentSettings,
+        FormatDescriptor,
+        Schema,
+        StreamTableEnvironment,
+        TableDescriptor,
+    )
+
+    from benchmarks.nexmark_flink_sql import TIME_ZONE
 
     with open(spec_path) as fh:
         spec = json.load(fh)
@@ -74,12 +94,21 @@ def child(mode: str, spec_path: str, work: str) -> dict[str, Any]:
     settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(
         peers._flink_config(mode)).build()
     table_env = StreamTableEnvironment.create(env, settings)
+    table_env.get_config().set("table.local-time-zone", TIME_ZONE)
     table_env.execute_sql(spec["events_ddl"])
     for name, sql in spec["views"].items():
         table_env.create_temporary_view(name, table_env.sql_query(sql))
-    # CREATE TABLE ... AS: the sink takes the query's own schema
-    table_env.execute_sql(f"CREATE TABLE snk WITH ('connector' = 'filesystem', 'path' = '{spec['out']}', "
-                          "'format' = 'json', 'json.encode.decimal-as-plain-number' = 'true') AS " + spec["sql"]).wait()
+    statements = table_env.create_statement_set()
+    for query in spec["queries"]:
+        result = table_env.sql_query(query["sql"])
+        sink = (TableDescriptor.for_connector("filesystem")
+                .schema(Schema.new_builder().from_row_data_type(result.get_schema().to_row_data_type()).build())
+                .option("path", query["out"])
+                .format(FormatDescriptor.for_format("json").option("encode.decimal-as-plain-number", "true").build())
+                .build())
+        table_env.create_temporary_table(f"snk_{query['name']}", sink)
+        statements.add_insert(f"snk_{query['name']}", result)
+    statements.execute().wait()
     return {"effective": effective}
 
 
@@ -110,39 +139,65 @@ def compare(query: Any, ours: list[dict[str, Any]] | None, theirs: list[dict[str
         .replace("missing", "Flink misses")
 
 
-def run_one(query: Any, mode: str, csv_dir: str, schema: Any, events: int) -> tuple[dict[str, Any], list[dict]]:
-    """One Flink SQL run: its row and its output rows."""
-    from runtime.workloads.nexmark.oracle import VIEWS
+def launch(queries: Sequence[Any], mode: str, csv_dir: str, config: Any,
+           work: str) -> tuple[str | None, list[str], dict[str, list[dict[str, Any]]]]:
+    """Run `queries` as one Flink SQL job in a child of the peers venv: (why it failed or None,
+    the Flink log's lines, each query's output rows)."""
+    from benchmarks.nexmark_flink_sql import events_ddl, flink_views, sql_of
+    from runtime.workloads.nexmark.generator import EVENT_SCHEMA
 
     python = peers.interpreter_for("pyflink")
     if python is None:
-        return peers._failed(EXECUTOR, mode, f"not installed ({peers.INSTALL_HINT})"), []
+        return f"not installed ({peers.INSTALL_HINT})", [], {}
+    log_dir, outs = os.path.join(work, "log"), {q.name: os.path.join(work, "out", q.name) for q in queries}
+    spec = {"events_ddl": events_ddl(EVENT_SCHEMA, csv_dir, config.max_out_of_orderness_ms), "views": flink_views(),
+            "queries": [{"name": q.name, "sql": sql_of(q), "out": outs[q.name]} for q in queries]}
+    os.makedirs(os.path.join(work, "jvm-tmp"))
+    spec_path = os.path.join(work, "spec.json")
+    with open(spec_path, "w") as fh:
+        json.dump(spec, fh)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [peers.REPO_ROOT, os.environ.get("PYTHONPATH")])),
+               FLINK_LOG_DIR=log_dir, PYTHONUNBUFFERED="1",
+               JVM_ARGS=" ".join(filter(None, [os.environ.get("JVM_ARGS"),
+                                               f"-Djava.io.tmpdir={os.path.join(work, 'jvm-tmp')}"])))
+    argv = [python, "-m", "benchmarks.nexmark_flink", "--child", "--mode", mode, "--spec", spec_path, "--work", work]
+    failure = peers._child_failure(_run(argv, env))
+    return failure, peers._log_lines(log_dir), {name: read_output(out) for name, out in outs.items()}
+
+
+def run_one(query: Any, mode: str, csv_dir: str, config: Any, events: int) -> tuple[dict[str, Any], list[dict]]:
+    """One Flink SQL run: its row and its output rows."""
     with tempfile.TemporaryDirectory(prefix="barrierflow-nexmark-flink-") as work:
-        out, log_dir = os.path.join(work, "out"), os.path.join(work, "log")
-        spec = {"events_ddl": events_ddl(schema, csv_dir), "views": VIEWS, "sql": query.sql, "out": out}
-        spec_path = os.path.join(work, "spec.json")
-        with open(spec_path, "w") as fh:
-            json.dump(spec, fh)
-        os.makedirs(os.path.join(work, "jvm-tmp"))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [peers.REPO_ROOT, os.environ.get("PYTHONPATH")])),
-                   FLINK_LOG_DIR=log_dir, PYTHONUNBUFFERED="1",
-                   JVM_ARGS=" ".join(filter(None, [os.environ.get("JVM_ARGS"),
-                                                   f"-Djava.io.tmpdir={os.path.join(work, 'jvm-tmp')}"])))
-        argv = [python, "-m", "benchmarks.nexmark_flink", "--child", "--mode", mode, "--spec", spec_path,
-                "--work", work]
-        results = _run(argv, env)
-        failure = peers._child_failure(results)
+        failure, lines, outputs = launch([query], mode, csv_dir, config, work)
+        rows = outputs.get(query.name, [])
         if failure:
-            return peers._failed(EXECUTOR, mode, failure), []
-        lines = peers._log_lines(log_dir)
+            return peers._failed(EXECUTOR, mode, failure), rows
         span = peers.flink_task_span(lines)
-        checkpoints = peers.flink_checkpoints(lines) if mode != "none" else None
-        rows = read_output(out)
         if span is None:
             return peers._failed(EXECUTOR, mode, "no task RUNNING/FINISHED lines in the Flink log"), rows
+        checkpoints = peers.flink_checkpoints(lines) if mode != "none" else None
         row = peers._row(EXECUTOR, mode, throughput=events / max(span[1] - span[0], 1e-3), records=events,
                          checkpoints=checkpoints)
         return row, rows
+
+
+def flink_outputs(queries: Sequence[str], mode: str, config: Any, events: int) -> dict[str, list[dict[str, Any]]]:
+    """Each query's rows, all of them run as one Flink SQL job over the same events (one JVM start).
+
+    Raises:
+        RuntimeError: the Flink job failed (its error).
+    """
+    from runtime.workloads.nexmark.queries import QUERIES
+
+    unknown = [q for q in queries if q not in FLINK_QUERIES]
+    if unknown:
+        raise ValueError(f"flink_outputs: Flink SQL does not run {unknown} (it runs {', '.join(FLINK_QUERIES)})")
+    with tempfile.TemporaryDirectory(prefix="barrierflow-nexmark-flink-") as work:
+        csv_dir = EventFiles(config, events, work).for_queries(queries)
+        failure, _, outputs = launch([QUERIES[q] for q in queries], mode, csv_dir, config, os.path.join(work, "job"))
+    if failure:
+        raise RuntimeError(f"Flink SQL job of {', '.join(queries)} ({mode}): {failure}")
+    return outputs
 
 
 def _run(argv: list[str], env: dict[str, str]) -> list[tuple[int, str, str]]:
@@ -167,20 +222,20 @@ def run_flink(queries: Sequence[str], modes: Sequence[str], config: Any, events:
               ours: dict[str, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """Flink SQL rows (`nexmark-<query>` scenarios, each the median of `repeat` interleaved runs)
     with `results`: Flink's output against barrierflow's committed output (`ours`: query -> rows)."""
-    from runtime.workloads.nexmark.generator import EVENT_SCHEMA
+    from benchmarks.nexmark_flink_sql import EVENT_TIME_QUERIES
     from runtime.workloads.nexmark.queries import QUERIES
 
     plan = [(q, m) for q in queries if q in FLINK_QUERIES for m in modes if m in FLINK_MODES]
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="barrierflow-nexmark-events-") as work:
-        csv_dir = write_csv_events(config, events, work)
+        files = EventFiles(config, events, work)
         for r in range(repeat):
             for q, mode in plan:
                 print(f"nexmark: flink-sql {q} {mode} ({events:,} events)" + (f", repeat {r + 1}" if repeat > 1 else ""),
                       flush=True)
                 started = time.perf_counter()
                 try:
-                    row, rows = run_one(QUERIES[q], mode, csv_dir, EVENT_SCHEMA, events)
+                    row, rows = run_one(QUERIES[q], mode, files.directory(q in EVENT_TIME_QUERIES), config, events)
                 except Exception as exc:  # a row saying why
                     row, rows = peers._failed(EXECUTOR, mode, f"{type(exc).__name__}: {exc}"), []
                 if row["status"] == "ok":
