@@ -79,10 +79,9 @@ def execute_with_progress(env: Any, job_name: str, out: Console, **kwargs: Any) 
     return result, progress
 
 
-def restart_lines(result: Any, crashes: int, why_fewer: str = "") -> list[str]:
+def restart_lines(result: Any, crashes: int) -> list[str]:
     """Each restart with its cause and the checkpoint it resumed from, and why restarts and the
-    `crashes` injected can differ (`why_fewer`: what else the job says about crashes that never
-    fired)."""
+    `crashes` injected can differ."""
     restored = result.restored_checkpoints[1 if result.restored_from is not None else 0:]
     lines = []
     for number, failure in enumerate(result.failures, 1):
@@ -95,10 +94,9 @@ def restart_lines(result: Any, crashes: int, why_fewer: str = "") -> list[str]:
         lines.append(
             f"{crashes} crash(es) were planned and the job restarted {result.restarts} time(s): a restart is one "
             "failover (every task cancelled and redeployed from the latest completed checkpoint). Each planned "
-            "crash strikes its task once that task has handled a set fraction of an even share of the records, "
-            f"so a crash planned on a task that handles fewer records never fires;{why_fewer} and crashes that "
-            "strike before the failover of an earlier one has redeployed the tasks are recovered by that same "
-            "failover.")
+            "crash strikes its task once that task has handled a set fraction of an even share of the records, or "
+            "at the end of its input if it handles fewer; crashes that strike before the failover of an earlier "
+            "one has redeployed the tasks are recovered by that same failover.")
     return lines
 
 

@@ -32,9 +32,6 @@ def demo_job(args: argparse.Namespace, rows: list[dict[str, Any]], *, unaligned:
 
 #: the summary's job time, by executor: what its seconds are
 JOB_TIME = {"sim": "job time (virtual)", "ray": "job time (wall, from the first deployment)"}
-#: the demo's data, on crashes that never fire
-SKEWED_APPS = (" the apps are skewed, so one count task handles far fewer records than the other and a crash "
-               "planned late on it never fires;")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -71,7 +68,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if reasons:
         summary.add_row("abort reasons", ", ".join(f"{r}: {n:,}" for r, n in sorted(reasons.items())))
     console.print(summary)
-    for line in restart_lines(result, args.crashes, why_fewer=SKEWED_APPS):
+    for line in restart_lines(result, args.crashes):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     comparison = compare_with_aligned(args, rows, faults, result) if args.unaligned else None
     print_checkpoint_dir(args.checkpoint_dir)

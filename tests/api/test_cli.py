@@ -212,9 +212,10 @@ def test_demo_without_a_terminal_prints_plain_progress_and_a_summary_its_json_ag
         f"{report['checkpoints_completed']} / {report['checkpoints_aborted']}"
     assert rows["persisted in-flight data total / max"] == \
         f"{report['persisted_bytes_total']:,} / {report['persisted_bytes_max']:,} bytes"
-    # each restart is listed with its cause, and fewer restarts than crashes are explained
-    assert len(re.findall(r"^restart \d+: .* -> resumed from ", out, re.M)) == report["restarts"]
-    assert report["restarts"] < 2 and "2 crash(es) were planned and the job restarted 1 time(s)" in out
+    # each restart is listed with its cause; every planned crash strikes (a crash planned past what its
+    # task handles, on the skewed apps' smaller count task, strikes at the end of that task's input)
+    assert len(re.findall(r"^restart \d+: .* -> resumed from ", out, re.M)) == report["restarts"] == 2
+    assert "crash(es) were planned" not in out
     # what unaligned changed, next to the aligned baseline on the simulator
     compared = report["compared_with_aligned"]
     unaligned, aligned = compared["unaligned (sim, this run)"], compared["aligned (sim)"]
