@@ -368,9 +368,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
             failure = (self._failed_deploy or self._watch_progress(now) or self._poll_tasks(now)
                        or self._poll_coordinator() or self._poll_services(now))
             if failure is not None:
-                self._fail_if_storage_died()
-                self.master.failover(*failure)  # cancels this attempt and deploys the next (or fails)
-                self._raise_if_failed()
+                self._failover(failure)
                 continue
             if self._all_finished():
                 # a fault the last statuses made due strikes before the end, as on the simulator,
@@ -379,9 +377,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
                     continue
                 failure = self._final_commit_failed() or self._take_finals()
                 if failure is not None:  # the restored final checkpoint commits again
-                    self._fail_if_storage_died()
-                    self.master.failover(*failure)
-                    self._raise_if_failed()
+                    self._failover(failure)
                     continue
                 self._report(Phase.COMMITTING)
                 return self._finish()
@@ -439,6 +435,13 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
             self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
         self.processes.watch(self.committer)  # its replacement
         return death.message, death.cause
+
+    def _failover(self, failure: tuple[Any, ...]) -> None:
+        """Cancel this attempt and deploy the next (`JobMaster.failover`), or fail the job: for good
+        at once when the in-memory checkpoint storage died, whatever failed first."""
+        self._fail_if_storage_died()
+        self.master.failover(*failure)
+        self._raise_if_failed()
 
     def _fail_if_storage_died(self) -> None:
         """Whatever failed first (a task's or the coordinator's call, its constructor), a dead
