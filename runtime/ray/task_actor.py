@@ -9,7 +9,7 @@ Theory of operation
 The actor is *synchronous and single-threaded* as far as Ray calls go (so each channel is FIFO,
 see `runtime.ray.channels`), and it owns three helper threads: the work thread
 (`runtime.ray.work_thread.WorkThread`), the timer thread (`runtime.ray.timers.ThreadTimers`) and
-one snapshot-writer thread. The pure `Task` is touched under the actor's lock only, so by one
+one snapshot-writer thread (`runtime.ray.snapshot_uploads.SnapshotUploads`). The pure `Task` is touched under the actor's lock only, so by one
 thread at a time — in the steady state by the work thread alone: the calls that come often only
 post mail to it (Flink's mailbox model, `_drain_inbox`).
 
@@ -41,23 +41,18 @@ post mail to it (Flink's mailbox model, `_drain_inbox`).
 * Ports. Acknowledgements, declines and "source finished" go to the coordinator actor, tagged
   with the epoch, through the worker's `WorkerReports` (one call per worker for its subtasks'
   acknowledgements of a checkpoint), submitted in order by its sender thread; the sinks' commits
-  go from this slot's sender thread. So the work thread does not pay for the Ray submissions. Snapshots are serialised and written by the
-  writer thread through the shared `SnapshotWriter` (off the data path); the completion
-  re-enters the task as mail. The writer is used on that thread only (completion/abort notices
-  are queued to it as well).
-* Faults. A `TaskCrash` after N records (or at a time: `freeze`) *freezes* the task at that
-  point (it ignores every later call) and reports it in its heartbeat; the driver then
-  `ray.kill`s the actor. Lost acknowledgements, storage write failures and channel stalls are
-  applied here, and so are torn writes (`runtime.jobmaster.fault_storage`) and slow storage windows;
-  the attempt counts its records, acknowledgements and writes and reports them
-  (heartbeat, `cancel`) so the driver's `FaultSchedule` counts them over the whole run.
+  go from this slot's sender thread. So the work thread does not pay for the Ray submissions.
+  Snapshots are serialised and written by the writer thread (off the data path); the completion
+  re-enters the task as mail.
+* Faults. The faults of the plan the task applies itself (a `TaskCrash` freezes it, lost,
+  duplicated and late acknowledgements, stalls, failed, torn and slow writes) are in
+  `runtime.ray.task_faults.TaskFaultInjection`.
 * Failure. An exception from the task (a user function raising `OperatorError`, a protocol
   error) stops the task and is reported by the next heartbeat; the driver fails over.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -65,9 +60,8 @@ from typing import Any
 
 import ray
 
-from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.handles import TaskId
 from checkpoint.io.snapshot_writer import SnapshotWriter
-from checkpoint.io.storage import StorageError
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.messages import (
     Buffer,
@@ -78,15 +72,15 @@ from runtime.core.messages import (
 from runtime.core.subtask_checkpoint import TaskRestore, TaskSnapshot
 from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
-from runtime.jobmaster.attempt_counts import AttemptFaults
-from runtime.jobmaster.fault_storage import write_torn
 from runtime.jobmaster.master import TaskFinal
 from runtime.jobmaster.result import suppresses_restarts
 from runtime.ray.channels import InputChannels, OutputChannels
 from runtime.ray.errors import cause_of
 from runtime.ray.pacing import StepPacer
-from runtime.ray.services import RemoteCommitter, stage_failed
+from runtime.ray.services import RemoteCommitter
+from runtime.ray.snapshot_uploads import SnapshotUploads
 from runtime.ray.storage import open_storage
+from runtime.ray.task_faults import TaskFaultInjection
 from runtime.ray.timers import ThreadTimers, WallClock
 from runtime.ray.work_thread import CallerFirstLock, WorkThread
 
@@ -109,7 +103,7 @@ class _TaskTimers:
         return self._actor._timers.schedule(delay, fire)
 
 
-class TaskActor:
+class TaskActor(TaskFaultInjection):
     """Hosts one task, redeployed per epoch: a slot of a `runtime.ray.worker_actor.WorkerActor`.
 
     Args:
@@ -136,7 +130,6 @@ class TaskActor:
         #: ("call", epoch, action, args) for control calls, ("written", epoch, ...) for snapshots
         #: the writer thread finished, ("timer", epoch, fire) for due timers
         self._inbox: deque[tuple[Any, ...]] = deque()
-        self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="barrierflow-writer")
         # submitting a Ray call costs ~0.5-1 ms of CPU: acknowledgements, declines and commits
         # go from this thread (in order), not from the work thread that decided them
         self._sender = ThreadPoolExecutor(1, thread_name_prefix="barrierflow-sender")
@@ -148,7 +141,9 @@ class TaskActor:
         self._coordinator: Any = None
         self._committer = RemoteCommitter(services["committer"], sender=self._sender,
                                           commits_checkpoints=services.get("global_committer", False))
-        self._writer = SnapshotWriter(open_storage(services["storage"], graph), services["job_id"], graph.checkpoint_config)
+        self._uploads = SnapshotUploads(
+            SnapshotWriter(open_storage(services["storage"], graph), services["job_id"], graph.checkpoint_config),
+            task_id, self._live, self._post, self._fail)
         self._pace = graph.buffer_timeout
         self._rate_limited = self.vertex.is_rate_limited
         #: barrier events (`trace_barriers`): (wall time, kind, checkpoint id, task, detail), the
@@ -185,10 +180,9 @@ class TaskActor:
             self._timers.clear()
             for item in self._inbox:  # the previous epoch's mail: snapshots written for it are void
                 if item[0] == "written" and item[3] is not None:
-                    self._discard(item[3])
+                    self._uploads.discard(item[3])
             self._inbox.clear()  # (this epoch's senders start after every deploy)
-            # the writer is only ever used on the writer thread (it may keep per-task state)
-            self._write_pool.submit(self._writer.reset, [self.task_id])  # the attempt starts afresh
+            self._uploads.reset()  # the attempt starts afresh
             self.epoch = epoch
             self._coordinator = coordinator
             if committer is not None:
@@ -197,20 +191,16 @@ class TaskActor:
             self._dead = False
             self._error: str | None = None
             self._suppress_restarts = False
-            self._frozen = False
             self._records = 0
             #: what this attempt's steps cost (calibration), and the process CPU when it began
             self._step_times = StepTimes()
             self._cpu_at_deploy = time.process_time()
-            #: the faults this attempt applies itself, and what it counted (`runtime.jobmaster.attempt_counts`)
-            self._faults = AttemptFaults(faults)
+            self._arm_faults(faults)
             self._step_pending = False
             #: records per step, from what records cost in this attempt (one until measured)
             self._pacer = StepPacer(self.graph.buffer_size)
             self._wake_timer: Any = None
             self._flush_timer: Any = None
-            self._stalled_until = 0.0
-            self._stalled: deque[tuple[int, int, list[Any]]] = deque()
             self.outputs = OutputChannels(outputs, epoch, delay=self._link_delay,
                                           schedule=lambda d, cb: self._timers.schedule(d, self._bound(cb)))
             for out_index, start, end, extra in self._faults.delay_windows:
@@ -292,7 +282,7 @@ class TaskActor:
                             self.task.add_credit(out_index, item[3])
                 except Exception as exc:  # a protocol error (credit for an unknown channel)
                     self._fail(exc)
-            elif self._stalled or time.time() < self._stalled_until:
+            elif self._holds_input():
                 self._stalled.append(item[2:])
             else:
                 self._accept(*item[2:])
@@ -413,27 +403,6 @@ class TaskActor:
     def _on_wake(self) -> None:
         self._wake_timer = None
 
-    def stall(self, epoch: int, duration: float) -> None:
-        """`ChannelStall`: hold every input back for `duration` seconds, then deliver in order."""
-        with self._lock:
-            self._drain_inbox()
-            if self._live(epoch):
-                self._stalled_until = time.time() + duration
-                self._timers.schedule(duration, self._bound(self._unstall))
-
-    def hang(self, epoch: int, duration: float) -> None:
-        """`TaskStall`: the task hangs `duration` seconds (a GC pause, a stuck call). It holds the
-        lock, so its work thread takes no step; the actor's calls are serial, so input, control
-        messages and heartbeats wait behind this one; its timers and finished writes queue as
-        mail. It then resumes where it stopped."""
-        with self._lock:
-            if self._live(epoch):
-                time.sleep(duration)
-
-    def _unstall(self) -> None:
-        while self._stalled and not self._dead:
-            self._accept(*self._stalled.popleft())
-
     # ------------------------------------------------------------------ control path
 
     # Control calls are mail for the work thread (see `_drain_inbox`), applied after the input
@@ -474,32 +443,16 @@ class TaskActor:
     def _on_complete(self, checkpoint_id: int, final: bool) -> None:
         try:
             self.task.notify_checkpoint_complete(checkpoint_id, final=final)
-            self._write_pool.submit(self._writer.notify_checkpoint_complete, self.task_id, checkpoint_id)
+            self._uploads.completed(self.task_id, checkpoint_id)
         except Exception as exc:
             self._fail(exc)
 
     def _on_aborted(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         self.task.notify_checkpoint_aborted(checkpoint_id, reason)
-        self._write_pool.submit(self._writer.notify_checkpoint_aborted, self.task_id, checkpoint_id)
+        self._uploads.aborted(self.task_id, checkpoint_id)
 
     # ------------------------------------------------------------------ TaskPorts
-
-    def acknowledge(self, ack: TaskAcknowledgement) -> None:
-        lost, copies, delay = self._faults.ack()
-        if lost:
-            return  # LostAcknowledgement, LostControlMessage("ack")
-        if self._trace is not None:
-            self._trace.append((time.time(), "ack", ack.checkpoint_id, str(ack.task_id)))
-        epoch, coordinator = self.epoch, self._coordinator
-
-        def send() -> None:
-            for _ in range(copies):  # DuplicatedControlMessage("ack")
-                self._reports.ack(coordinator, epoch, ack)
-
-        if delay > 0:  # DelayedControlMessage("ack"): a timer, so later acks may overtake it
-            self._timers.schedule(delay, send)
-        else:
-            send()
+    # (`acknowledge`, which applies the plan's acknowledgement faults: `TaskFaultInjection`)
 
     def decline(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         self._reports.decline(self._coordinator, self.epoch, task_id, checkpoint_id, reason)
@@ -511,8 +464,8 @@ class TaskActor:
         self.inputs.consumed(input_channel)
 
     def completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
-        if self._writer.files is not None:  # else the writer keeps nothing per checkpoint: spare the wake-up
-            self._write_pool.submit(self._writer.notify_checkpoint_complete, task_id, checkpoint_id)
+        if self._uploads.keeps_files:  # else the writer keeps nothing per checkpoint: spare the wake-up
+            self._uploads.completed(task_id, checkpoint_id)
 
     def wake(self, task_id: TaskId) -> None:
         """Nothing to do: a due timer is mail, and the work thread drives the task after it."""
@@ -523,68 +476,7 @@ class TaskActor:
             self._trace.append((time.time(), "snapshot", snapshot.checkpoint_id, str(snapshot.task_id),
                                 snapshot.sync_time))
         staged = self._committer.take_staged()  # the sinks' pre-commits of this snapshot
-        self._write_pool.submit(self._write, self.epoch, snapshot, fail, staged, tear)
-
-    def delay_channel(self, epoch: int, out_index: int, start: float, end: float, extra: float) -> None:
-        """`ChannelDelay`: what this task sends on `out_index` in [start, end) arrives `extra` s later."""
-        with self._lock:
-            self._drain_inbox()
-            if self._live(epoch):
-                self.outputs.spike(out_index, start, end, extra)
-
-    def slow_writes(self, epoch: int, start: float, end: float, factor: float) -> None:
-        """`SlowStorage`: state writes started in [start, end) (wall time) take `factor` times longer."""
-        with self._lock:
-            if self._live(epoch):
-                self._faults.slow_windows.append((start, end, factor))
-
-    def _write(self, epoch: int, snapshot: TaskSnapshot, fail: bool,
-               staged: tuple[list[tuple[str, str, Any]], list[Any]], tear: tuple[float, bool] | None = None) -> None:
-        """On the writer thread: send the sinks' stages and wait for them (one that did not land
-        fails the task), serialise and write, then report back through the mailbox (`_on_written`)."""
-        checkpoint_id = snapshot.checkpoint_id
-        queued, refs = staged
-        # read without the lock (a benign race: a snapshot cancelled or an epoch ended right
-        # after is written anyway, and `_on_written` discards it)
-        task = self.task
-        if not self._live(epoch) or task is None:
-            return
-        cancelled = task.is_cancelled(checkpoint_id)
-        try:
-            # sent even for a cancelled snapshot: its transactions stay pending in the sinks and
-            # a later checkpoint commits them
-            refs = refs + self._committer.send(queued)
-            started, cpu_started = time.time(), time.thread_time()  # (waiting for the stages is part of the write)
-            if not cancelled and refs:
-                ray.get(refs)
-        except Exception as exc:
-            # a stage that did not land (its storage full, the committer actor gone) or a record
-            # Arrow cannot carry: the task fails. Declining would not do: the sink moved on, and the
-            # next checkpoint would commit its other transactions without this one's records.
-            self._post("call", epoch, self._fail, (stage_failed(exc),))
-            return
-        if cancelled:
-            return
-        handles = None
-        error: BaseException | None = None
-        try:
-            if fail:
-                raise StorageError(f"injected storage failure writing {self.task_id} chk-{checkpoint_id}")
-            slower = self._faults.write_slowdown(started)
-            if tear is not None:  # TornWrite: reports success, its first file lands partially
-                handles, torn = write_torn(self._writer.storage, *tear,
-                                           lambda: self._writer.write(snapshot, self._writer.prepare(snapshot)))
-                if torn is not None:
-                    self._faults.torn_files.append(torn)
-            else:
-                handles = self._writer.write(snapshot, self._writer.prepare(snapshot))
-            if slower > 1.0:  # SlowStorage: the write takes `slower` times as long
-                self._faults.slowed += 1
-                time.sleep((slower - 1.0) * (time.time() - started))
-        except Exception as exc:  # StorageError, the storage or committer actor gone
-            error = exc
-        self._post("written", epoch, checkpoint_id, handles, error, time.time() - started,
-                   time.thread_time() - cpu_started)
+        self._uploads.upload(self.epoch, self.task, snapshot, staged, self._committer, self._faults, fail, tear)
 
     def _on_written(self, epoch: int, checkpoint_id: int, handles: Any, error: BaseException | None,
                     seconds: float, cpu: float) -> None:
@@ -593,16 +485,12 @@ class TaskActor:
         or decline it."""
         if not self._live(epoch):
             if handles is not None:
-                self._discard(handles)
+                self._uploads.discard(handles)
             return
         if error is not None:
             self.task.on_snapshot_failed(checkpoint_id, error)
         elif not self.task.on_snapshot_written(checkpoint_id, handles, seconds, cpu):
-            self._discard(handles)
-
-    def _discard(self, handles: Any) -> None:
-        with contextlib.suppress(Exception):  # best effort: an orphan file, never a wrong checkpoint
-            self._writer.discard(handles)
+            self._uploads.discard(handles)
 
     # ------------------------------------------------------------------ failure and status
 
@@ -622,17 +510,6 @@ class TaskActor:
             self._dead = True
             self._timers.clear()
             return self._counts()
-
-    def freeze(self, epoch: int) -> None:
-        """`TaskCrash` at a time: freeze now; the driver kills the actor once a heartbeat says so."""
-        with self._lock:
-            if self._live(epoch):
-                self._freeze()
-
-    def _freeze(self) -> None:
-        self._dead = True
-        self._frozen = True
-        self._timers.clear()
 
     def _counts(self) -> dict[str, Any]:
         """What this attempt counted, for the run's `FaultSchedule` (kept by the driver)."""
