@@ -56,6 +56,12 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   `cancel`, `finish`) so the next attempt continues the count (`runtime.jobmaster.attempt_counts`);
   the coordinator actor applies the faults of triggers, completions and aborts, and of its own
   storage writes (`CoordinatorStorageFailure`). `runtime.jobmaster.faults` names where Ray differs.
+* Parts. The driver's parts are mixed into `RayExecutor`, which holds their state and runs the
+  driver loop (`_run`: faults due, watchdog, heartbeats, coordinator and service polls, failover,
+  the end): `runtime.ray.task_deployment` (deploying, polling, killing and cancelling the task
+  actors), `runtime.ray.coordinator_handover` (the coordinator actor and HA hand-over),
+  `runtime.ray.fault_injection` (the driver's faults), `runtime.ray.failover` (the job master's
+  gateway) and `runtime.ray.job_end` (the final commit, the tasks' final reports, the result).
 * End. When every task reports finished, the driver waits until the final checkpoint's
   completion notifications have executed (the sinks committed; a coordinator that died since its
   last status fails over instead: the next attempt restores the final checkpoint and ends), asks every task for its keyed
@@ -71,14 +77,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayError
+from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from checkpoint.handles import TaskId
 from checkpoint.io.ha_services import create_recovery_factory
 from checkpoint.io.lease import lease_for
 from checkpoint.io.store import new_run_id
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
 from runtime.core.links import resolve_link_delays
 from runtime.jobmaster.durable_committer import open_committer
@@ -105,13 +110,14 @@ from runtime.jobmaster.faults import (
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster
 from runtime.jobmaster.progress import Phase, progress_figures, reading_phase
 from runtime.jobmaster.registry import check_options
-from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult
+from runtime.jobmaster.result import JobFailedError, JobResult
 from runtime.jobmaster.watchdog import DEFAULT_STALL_TIMEOUT, Progress, ProgressWatchdog, check_timeout
-from runtime.ray import errors
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_handover import CoordinatorHandover
 from runtime.ray.errors import describe, project_error
+from runtime.ray.failover import DriverFailover
 from runtime.ray.fault_injection import DriverFaultInjection
+from runtime.ray.job_end import JobEnd
 from runtime.ray.job_services import JobServices
 from runtime.ray.processes import ActorProcesses
 from runtime.ray.slots import assign_slots, check_slots
@@ -128,7 +134,8 @@ RAY_FAULT_KINDS = (TaskCrash, CoordinatorCrash, LostAcknowledgement, ChannelStal
                    ProcessKill)
 
 
-class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, RunsOnJobMaster):
+class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, DriverFailover, JobEnd,
+                  RunsOnJobMaster):
     """Runs `graph` on Ray. See the module docstring; `run_job` is the entry point.
 
     Args:
@@ -230,8 +237,6 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
         #: CPU seconds of the coordinator actors' and the committer's processes (`JobMetrics.service_cpu`)
         self.service_cpu: dict[str, float] = {}
         self._dead: set[TaskId] = set()
-        #: every task's final report, taken when all finished (`_take_finals`)
-        self._finals: list[dict[str, Any]] = []
         #: task name -> node id of its actor (current epoch)
         self.placement: dict[str, str] = {}
         self._heartbeats: dict[TaskId, tuple[Any, float]] = {}
@@ -242,7 +247,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
         #: the driver killed the coordinator for a fault (its failover reads as the simulator's)
         self._coordinator_crashed = False
         #: the coordinator died while an attempt was being deployed (its replacement's constructor
-        #: failed, say): the failover to start instead of that attempt, which never ran
+        #: failed, say): the failover to start instead of that attempt, which never ran (`runtime.ray.failover`)
         self._failed_deploy: tuple[Any, ...] | None = None
         #: HA only: the standby coordinator actor, and how many contenders were started so far
         self.standby: Any = None
@@ -375,12 +380,14 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
                 # where it fires at its record; the next poll sees what it did
                 if self._inject_faults(time.time()):
                     continue
-                failure = self._final_commit_failed() or self._take_finals()
+                failure = self._final_commit_failed()
+                if failure is None:
+                    finals, failure = self._take_finals()
                 if failure is not None:  # the restored final checkpoint commits again
                     self._failover(failure)
                     continue
                 self._report(Phase.COMMITTING)
-                return self._finish()
+                return self._finish(finals)
             if self.progress is not None and now - last_progress >= 0.25:
                 last_progress = now
                 self.progress(self._progress_info())
@@ -429,194 +436,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Run
         or a dead in-memory checkpoint storage fails the job (`runtime.ray.job_services`)."""
         assert self.services is not None
         death = self.services.poll(now)
-        if death is None:
-            return None
-        if death.fatal:
-            self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
-        self.processes.watch(self.committer)  # its replacement
-        return death.message, death.cause
-
-    def _failover(self, failure: tuple[Any, ...]) -> None:
-        """Cancel this attempt and deploy the next (`JobMaster.failover`), or fail the job: for good
-        at once when the in-memory checkpoint storage died, whatever failed first."""
-        self._fail_if_storage_died()
-        self.master.failover(*failure)
-        self._raise_if_failed()
-
-    def _fail_if_storage_died(self) -> None:
-        """Whatever failed first (a task's or the coordinator's call, its constructor), a dead
-        in-memory checkpoint storage fails the job with the one message the driver's ping gives."""
-        death = self.services.check_storage() if self.services is not None else None
-        if death is not None:
-            self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
-
-    def _final_commit_failed(self) -> tuple[Any, ...] | None:
-        """Every task finished: wait for the last completion's notifications and commit; the
-        failover to start if that commit failed or the committer died meanwhile."""
-        assert self.services is not None
-        if self.coordinator is not None:
-            try:
-                ray.get(self.coordinator.wait_notifications.remote(), timeout=60)
-            except RayActorError as exc:  # it died since its last status (a crash in this very poll): the
-                return self._coordinator_died(exc)  # next attempt restores the final checkpoint and ends
-        death = self.services.check_committer()
-        if death is not None:
-            if death.fatal:
-                self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
-            self.processes.watch(self.committer)  # its replacement
-            return death.message, death.cause
-        if self.coordinator is None:
-            return None
-        try:
-            if self._coord_ref is not None:  # a status poll in flight may carry completed checkpoints
-                ref, self._coord_ref = self._coord_ref, None
-                self._land(ray.get(ref, timeout=60))
-            self._coord_status = ray.get(self.coordinator.status.remote(), timeout=60)
-        except RayActorError as exc:  # a kill is asynchronous: it may land after wait_notifications answered
-            return self._coordinator_died(exc)
-        self._land(self._coord_status)
-        request = self._coord_status.get("fail_request")
-        return (request, None) if request else None
-
-    def _all_finished(self) -> bool:
-        return len(self._status) == len(self.task_ids) and all(s["finished"] for s in self._status.values())
-
-    # ------------------------------------------------------------------ failover
-
-    def cancel_attempt(self, attempt: int, reason: CheckpointFailureReason) -> None:
-        """`JobMasterGateway`: suspend the coordinator and cancel every task of the attempt."""
-        self._report(Phase.RESTARTING)
-        if self.coordinator is not None:
-            try:
-                ray.get(self.coordinator.suspend.remote(reason), timeout=30)
-            except (RayActorError, GetTimeoutError) as exc:  # it died with the failure being handled
-                injected, self._coordinator_crashed = self._coordinator_crashed, False
-                self._replace_coordinator()
-                if not injected:  # (an injected crash the failover covers reads as on the simulator)
-                    state = "died" if isinstance(exc, RayActorError) else "did not answer"
-                    self.master.also_failed(f"checkpoint coordinator {state}: {describe(exc)}")
-        if self._failed_deploy is not None:  # the attempt never ran: its tasks are stopped, nothing to count
-            self._failed_deploy = None
-        else:  # survivors stop now and are redeployed below
-            self._count_attempt({t: h.cancel.remote() for t, h in self.tasks.items()
-                                 if t not in self._dead and t not in self._final_counts})
-        self._heartbeats.clear()
-        self._status = {}
-
-    def deploy_attempt(self, attempt: int) -> None:
-        """`JobMasterGateway`: deploy the tasks restored as the job master plans (the coordinator
-        actor reads the newest valid retained checkpoint, next to its store)."""
-        assert self.services is not None
-        death = self.services.check_committer()  # (a task may have found it dead first: this failover)
-        if death is not None and death.fatal:
-            self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
-        committed = ray.get(self.committer.latest_committed.remote(), timeout=60)
-        next_id = None
-        if self.coordinator is not None:
-            given = self.master.restore_from[0] if self.master.restore_from is not None else None
-            try:
-                next_id = self._read_ha(lambda: ray.get(self.coordinator.next_checkpoint_id.remote(), timeout=60))
-                plan = self.master.plan_attempt(
-                    lambda: self._read_ha(lambda: errors.get(self.coordinator.restores.remote(committed, given),
-                                                             timeout=120)),
-                    committed, next_id)
-            except RayActorError as exc:  # it died, or a replacement's constructor failed: replaced, and
-                self._failed_deploy = self._coordinator_died(exc)  # the loop fails over again (restarts bound it)
-                return
-        else:
-            plan = self.master.plan_attempt(lambda: (None, {}), committed, 0)
-        if plan is None:
-            return  # cannot recover: the job master failed the job
-        # what the failed attempt staged past the restored checkpoint can never commit
-        ray.get(self.committer.abort_lingering.remote(plan.abort_after, plan.abort_before, next_id), timeout=60)
-        self._deploy(plan.restores)
-
-    def _raise_if_failed(self) -> None:
-        if self.master.error is not None:
-            self._raise(self.master.error)
-
-    def _give_up(self, message: str, exc: BaseException | None) -> None:
-        self.master.fail_for_good(message, exc)
-        self._raise_if_failed()
-
-    def _raise(self, error: JobFailedError) -> None:
-        self._attach_committer(error)
-        raise error
-
-    def _attach_committer(self, error: JobFailedError) -> None:
-        """What the sinks committed before the job failed (committed output is never taken back)."""
-        error.committer = None
-        if self.committer is not None:
-            with contextlib.suppress(RayError):
-                error.committer = ray.get(self.committer.committer.remote(), timeout=30)
-
-    # ------------------------------------------------------------------ the end
-
-    def _take_finals(self) -> tuple[str, BaseException] | None:
-        """Every task's final report (`_finals`); the failover to start if a task's process died
-        since its last heartbeat (every task then restores the final checkpoint on a new worker:
-        the survivors ended with their report)."""
-        refs = {t: self.tasks[t].finish.remote() for t in self.task_ids}
-        self._finals = []
-        for task_id, ref in refs.items():
-            try:
-                self._finals.append(errors.get(ref, timeout=120))
-            except RayActorError as exc:
-                for other in self.task_ids:  # the others took their final report: fresh workers for all
-                    with contextlib.suppress(RayError):
-                        self._kill(other)
-                return f"task {task_id} died: {describe(exc)}", exc
-        return None
-
-    def _finish(self) -> JobResult:
-        finals = self._finals
-        for task_id, final in zip(self.task_ids, finals):  # the last attempt's occurrences: `schedule.fired` complete
-            self.counts.attempt_ended(task_id, final["counts"], records=False)  # (its records are counted below)
-        if self.coordinator is not None:  # what failed attempts left (late uploads of cancelled tasks too)
-            try:
-                ray.get(self.coordinator.discard_orphans.remote(), timeout=120)
-            except RayError as exc:  # the job succeeded; `barrierflow checkpoints gc` gets the rest
-                log.warning("barrierflow ray: deleting orphan checkpoint files failed: %s", describe(exc))
-        committer, last_commit_at, committer_cpu, committer_gc = ray.get(
-            [self.committer.committer.remote(), self.committer.last_commit_at.remote(),
-             self.committer.process_cpu.remote(), self.committer.gc_pauses.remote()], timeout=60)
-        self.service_cpu["committer"] = committer_cpu
-        gc_pauses = dict(zip((", ".join(map(str, group)) for group in self.groups),
-                             ray.get([worker.gc_pauses.remote() for worker in self.workers], timeout=60)))
-        gc_pauses["committer"] = committer_gc
-        history: list[Any] = []
-        if self.coordinator is not None:
-            if self._coord_ref is not None:  # a status poll in flight may carry completed checkpoints
-                with contextlib.suppress(RayError):
-                    self._land(ray.get(self._coord_ref, timeout=60))
-            self._land({"completed_files": ray.get(self.coordinator.take_completed.remote(), timeout=60)})
-            history = ray.get(self.coordinator.history.remote(), timeout=60)
-            self.counts.coordinator_counted(ray.get(self.coordinator.fault_counts.remote(), timeout=60))
-            self._add_coordinator_calls(self.coordinator)
-            gc_pauses["coordinator"] = ray.get(self.coordinator.gc_pauses.remote(), timeout=60)
-            ray.get(self.coordinator.shutdown.remote(), timeout=60)
-        if self.standby is not None:
-            with contextlib.suppress(RayError):
-                ray.get(self.standby.shutdown.remote(), timeout=30)
-        metrics = JobMetrics()
-        metrics.duration = time.time() - self.running_since
-        metrics.last_commit_at = last_commit_at
-        metrics.coordinator_calls = dict(self.coordinator_calls)
-        metrics.service_cpu = dict(self.service_cpu)
-        metrics.gc_pauses = gc_pauses
-        trace: list[tuple[Any, ...]] = []
-        source_now = 0
-        for task_id, final in zip(self.task_ids, finals):
-            trace.extend(final["trace"])
-            if final.get("step_times") is not None:
-                metrics.tasks[str(task_id)] = final["step_times"]
-            if self.graph.vertex(task_id.vertex).source is not None:
-                source_now += final["records_in"]
-        metrics.records_in = self.counts.source_records([source_now])
-        return self.master.result(
-            committer=committer, checkpoints=history, metrics=metrics,
-            finals=[final["final"] for final in finals],
-            trace=sorted(trace, key=lambda event: event[0]))
+        return self._service_died(death) if death is not None else None
 
     def _progress_info(self) -> dict[str, Any]:
         status = self._coord_status
