@@ -2,8 +2,8 @@
 
 The task owns the lifecycle (running, awaiting its final checkpoint, finished) and wires its parts:
 the operator chain (`runtime/core/operator_chain.py`), the output channels and credits
-(`runtime/core/record_writer.py`), and its snapshots in flight with their channel state
-(`runtime/core/subtask_checkpoint.py`).
+(`runtime/core/record_writer.py`), its part in checkpoints (`runtime/core/task_checkpointing.py`)
+and its snapshots in flight with their channel state (`runtime/core/subtask_checkpoint.py`).
 
 Theory of operation
 -------------------
@@ -15,26 +15,14 @@ A task is a pure state machine driven by its executor (the simulator or a Ray ac
   records it handled so the executor can charge (virtual) time; `drain_sendable()` returns the output the
   executor may send now (data only while the channel has credits; events always);
   `add_credit(ch)` returns a credit when the receiver consumed a buffer.
-* Checkpoints: a source is triggered by the coordinator (`trigger_source_checkpoint`); other
-  tasks are triggered by their barrier handler, for which the task is the `CheckpointListener`.
-  Either way the task takes a synchronous snapshot (operator state, keyed state, and — unaligned —
-  the output buffers still queued, which the barrier overtakes), forwards the barrier, and hands
-  a `TaskSnapshot` to `ports.write_snapshot`. The executor serialises and writes it off the task's
-  hot path and calls `on_snapshot_written`, upon which the task acknowledges. The barrier leaves
-  before the write finishes.
-* Unaligned: the snapshot is written only once the handler reports the input channel state
-  complete (`finish_input_channel_state`). An unaligned barrier also overtakes input the task
-  took but has not processed yet — the rest of a buffer processed in parts, restored channel
-  state not yet replayed — which becomes input channel state ahead of the handler's (Flink
-  likewise persists the part of a buffer its deserializer still holds).
-* Aborts (`abort_checkpoint` from the handler, `notify_checkpoint_aborted` from the coordinator)
-  cancel the task's in-flight snapshot: a write that finishes for a cancelled checkpoint is
-  reported back as discarded and never acknowledged.
-* Completions: a task whose chain has no completion listener gets no notification of a
-  non-final completed checkpoint: a source learns it with its next trigger, and every barrier
-  carries the newest completion its sender knew (`CheckpointBarrier.completed`), which such a
-  task applies when the barrier arrives (`push`), before handling it
-  (`runtime.jobmaster.completions`).
+* Checkpoints (`TaskCheckpointing`): a source is triggered by the coordinator, other tasks by
+  their barrier handler, for which the task is the `CheckpointListener`. The task takes a
+  synchronous snapshot, forwards the barrier (unaligned: ahead of its queued output, and the
+  input it took but has not processed becomes channel state) and hands a `TaskSnapshot` to
+  `ports.write_snapshot`; the executor writes it off the task's hot path and calls
+  `on_snapshot_written`, upon which the task acknowledges. The barrier leaves before the write
+  finishes. A task without a completion listener learns of completions from the barriers it
+  receives (`push`) and from its trigger instead of notifications.
 * End of input: a source whose splits are exhausted reports `source_finished` and keeps taking
   part in checkpoints until the job's *final* checkpoint — one the coordinator triggered after
   every source finished — completes (`notify_checkpoint_complete(id, final=True)`); only then it
@@ -57,21 +45,17 @@ The task never blocks and never does I/O; the executor owns threads, time and th
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections import Counter, deque
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import StateHandle, TaskId
+from checkpoint.handles import TaskId
 from checkpoint.options import CheckpointingMode
-from checkpoint.reasons import CheckpointFailureReason
 from operators.base import OperatorContext, SinkCommitter, StreamOperator
 from operators.columns import Batch, compact, num_rows
 from operators.side_outputs import SideOutputs
 from operators.sources import SplitReader
 from runtime.core.barriers import (
-    AlignmentStats,
     BarrierAligner,
     BarrierTracker,
     UnalignedBarrierHandler,
@@ -85,7 +69,6 @@ from runtime.core.messages import (
     CancelCheckpointMarker,
     ChannelItem,
     CheckpointBarrier,
-    CheckpointOptions,
     EndOfPartition,
     Watermark,
     WatermarkStatus,
@@ -99,8 +82,8 @@ from runtime.core.subtask_checkpoint import (
     SubtaskCheckpointCoordinator,
     TaskPorts,
     TaskRestore,
-    TaskSnapshot,
 )
+from runtime.core.task_checkpointing import TaskCheckpointing
 from runtime.core.task_time import TaskTime
 from state.key_groups import key_group_range_for_subtask
 from state.keyed import KeyedStateBackend
@@ -118,7 +101,7 @@ class TaskState(enum.Enum):
     FINISHED = "finished"
 
 
-class Task:
+class Task(TaskCheckpointing):
     """One parallel instance of a vertex. See the module docstring."""
 
     def __init__(
@@ -503,156 +486,10 @@ class Task:
         self.chain.close()
         self.state = TaskState.FINISHED
 
-    # ------------------------------------------------------------------ checkpoints: sources
-
-    def trigger_source_checkpoint(self, checkpoint_id: int, timestamp: float, options: CheckpointOptions,
-                                  completed: int | None = None) -> None:
-        """The coordinator triggers checkpoint `checkpoint_id` on this source task; `completed`: a
-        completed checkpoint it was not notified of (it has no completion listener), applied first.
-
-        A trigger for an id this task already triggered is a repeated control message: ignored
-        (a second snapshot of one checkpoint would send a second barrier and write its files
-        twice). One for an older id arrived late, after a newer checkpoint's barrier left: its
-        barrier could never align downstream, so it is declined.
-        """
-        self.control_calls["trigger"] += 1
-        if completed is not None and completed > self.completed_id:
-            self._learn_completion(completed)
-        latest = self.checkpoints.latest_checkpoint_id
-        if checkpoint_id <= latest:
-            if checkpoint_id < latest:
-                self.checkpoints.decline(checkpoint_id, CheckpointFailureReason.DECLINED)
-            return
-        if self.state is TaskState.FINISHED:
-            # A source that already ended (its own final checkpoint completed) still takes part
-            # in the checkpoints slower sources need: it acknowledges its final state (all splits
-            # read) and sends no barrier, its channels being closed (as Flink's FLIP-147).
-            # Declining instead would abort every checkpoint until the slowest source finished.
-            barrier = CheckpointBarrier(checkpoint_id, timestamp, options, self.completed_id)
-            self.trigger_checkpoint(barrier, AlignmentStats(checkpoint_id), emit_barrier=False)
-            return
-        barrier = CheckpointBarrier(checkpoint_id, timestamp, options, self.completed_id)
-        self.trigger_checkpoint(barrier, AlignmentStats(checkpoint_id, unaligned=options.unaligned))
-
-    # ------------------------------------------------------------------ CheckpointListener
-
-    def trigger_checkpoint(self, barrier: CheckpointBarrier, stats: AlignmentStats, *,
-                           emit_barrier: bool = True) -> None:
-        """Snapshot synchronously, forward the barrier (unless `emit_barrier` is False: a
-        finished source), hand the snapshot over for writing."""
-        checkpoint_id = barrier.id
-        checkpoints = self.checkpoints
-        checkpoints.latest_checkpoint_id = max(checkpoints.latest_checkpoint_id, checkpoint_id)
-        self._final_checkpoint_triggered |= barrier.options.forced_aligned
-        self.flush()
-        snapshot = TaskSnapshot(
-            task_id=self.task_id,
-            checkpoint_id=checkpoint_id,
-            barrier_timestamp=barrier.timestamp,
-            stats=stats,
-            keyed=self.keyed_backend.snapshot(checkpoint_id),
-            sync_time=self.clock.now(),
-        )
-        snapshot.operator_states.update(self.chain.snapshot_state(checkpoint_id))
-        if self.sources is not None and self.sources.readers:
-            snapshot.operator_states[SOURCE_OP_KEY] = {"offsets": self.sources.offsets()}
-        overtaking = stats.unaligned
-        if overtaking:
-            # an unaligned barrier can arrive while part of a buffer or of the restored channel
-            # state is still unprocessed: that input is still in flight, so it is channel state
-            # too (ahead of whatever the handler adds for the same channel)
-            for channel, buffer in self._unprocessed_input():
-                snapshot.input_channel_state.setdefault(channel, []).append(buffer)
-        if emit_barrier:
-            if barrier.completed < self.completed_id:  # downstream learns what this task knows
-                barrier = dataclasses.replace(barrier, completed=self.completed_id)
-            # an overtaking barrier goes ahead of queued output, which becomes channel state
-            snapshot.output_channel_state.update(self.writer.put_barrier(barrier, overtake=overtaking))
-        entry = checkpoints.start(snapshot, awaiting_channel_state=overtaking and self.num_inputs > 0)
-        timeout = barrier.options.alignment_timeout
-        if not overtaking and timeout is not None and self.writer.barrier_queued_behind_data(barrier):
-            # Flink applies the alignment timeout to output buffers too: if the barrier is still
-            # stuck behind queued output when it expires, it overtakes that output, which becomes
-            # channel state; so the write waits until the barrier left or overtook.
-            entry.awaiting_output = True
-            delay = max(0.0, barrier.timestamp + timeout - self.clock.now())
-            entry.output_timer = self.timers.schedule(delay, lambda: self._output_timed_out(checkpoint_id))
-        checkpoints.maybe_start_write(checkpoint_id)
-
-    def abort_checkpoint(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
-        """The handler gave up on a checkpoint: tell downstream and the coordinator."""
-        self.writer.cancel_checkpoint(checkpoint_id)
-        self.checkpoints.cancel(checkpoint_id)
-        if reason is not CheckpointFailureReason.CANCELLED:
-            self.checkpoints.decline(checkpoint_id, reason)
-
-    def add_input_channel_state(self, checkpoint_id: int, channel: int, buffers: Sequence[Buffer]) -> None:
-        self.checkpoints.add_input_channel_state(checkpoint_id, channel, buffers)
-
-    def finish_input_channel_state(self, checkpoint_id: int) -> None:
-        self.checkpoints.finish_input_channel_state(checkpoint_id)
-
-    def _barrier_left_outputs(self, checkpoint_id: int) -> None:
-        entry = self.checkpoints.in_flight.get(checkpoint_id)
-        if entry is None or not entry.awaiting_output or self.writer.barrier_queued(checkpoint_id):
-            return
-        entry.awaiting_output = False
-        if entry.output_timer is not None:
-            entry.output_timer.cancel()
-        self.checkpoints.maybe_start_write(checkpoint_id)
-
-    def _output_timed_out(self, checkpoint_id: int) -> None:
-        entry = self.checkpoints.in_flight.get(checkpoint_id)
-        if entry is None or not entry.awaiting_output:
-            return
-        snapshot = entry.snapshot
-        snapshot.output_channel_state.update(self.writer.overtake_with_barrier(checkpoint_id))
-        snapshot.stats = dataclasses.replace(snapshot.stats, unaligned=True)
-        entry.awaiting_output = False
-        self.checkpoints.maybe_start_write(checkpoint_id)
-
-    def on_snapshot_written(
-        self, checkpoint_id: int, handles: dict[str, tuple[StateHandle, ...]], async_duration: float = 0.0,
-        async_cpu: float = 0.0,
-    ) -> bool:
-        """The executor finished writing; acknowledge unless the checkpoint was cancelled.
-
-        Returns False when the write was for a cancelled checkpoint (the executor then deletes
-        the files it wrote).
-        """
-        return self.checkpoints.on_snapshot_written(checkpoint_id, handles, async_duration, async_cpu)
-
-    def on_snapshot_failed(self, checkpoint_id: int, error: BaseException) -> None:
-        self.checkpoints.on_snapshot_failed(checkpoint_id, error)
-
-    def is_cancelled(self, checkpoint_id: int) -> bool:
-        return self.checkpoints.is_cancelled(checkpoint_id)
-
-    # ------------------------------------------------------------------ notifications
-
-    def notify_checkpoint_complete(self, checkpoint_id: int, *, final: bool = False) -> None:
-        """Checkpoint `checkpoint_id` completed (the coordinator's call). `final`: it is the job's
-        final checkpoint (triggered after every source finished), so a source waiting for it may
-        end its output."""
-        self.control_calls["complete_final" if final else "complete"] += 1
-        self._completed(checkpoint_id, final)
-
-    def _completed(self, checkpoint_id: int, final: bool = False) -> None:
-        self.completed_id = max(self.completed_id, checkpoint_id)
-        self.chain.notify_checkpoint_complete(checkpoint_id)
-        self.checkpoints.completed(checkpoint_id)
-        if final and self.state is TaskState.AWAITING_FINAL_CHECKPOINT:
+    def _final_checkpoint_completed(self) -> None:
+        """The job's final checkpoint completed: a source waiting for it ends its output."""
+        if self.state is TaskState.AWAITING_FINAL_CHECKPOINT:
             self._end_of_input()
-
-    def _learn_completion(self, checkpoint_id: int) -> None:
-        """`checkpoint_id` completed, learned from a barrier or a trigger instead of a notification."""
-        self._completed(checkpoint_id)
-        self.ports.completion_learned(self.task_id, checkpoint_id)
-
-    def notify_checkpoint_aborted(self, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
-        self.control_calls["abort"] += 1
-        self.checkpoints.cancel(checkpoint_id)
-        self.chain.notify_checkpoint_aborted(checkpoint_id)
 
     # ------------------------------------------------------------------ inspection
 
