@@ -43,7 +43,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     # the simulator's invariant checker: an `ExecutionObserver` (runtime.jobmaster.observer) that reads
     # the simulator's state, and the API builds it for `execute(..., invariants=True)`; the rest of
     # runtime.verify (swarm, vopr, shrink) drives jobs through the API, above it
-    ("invariant checker", ["runtime.verify.invariants", "runtime.verify.time_invariants"]),
+    ("invariant checker", ["runtime.verify.invariants", "runtime.verify.output_invariants",
+                           "runtime.verify.time_invariants"]),
     # `runtime/__init__` is the public API facade; `spark_bridge/__init__` re-exports its source
     ("api", ["runtime.__init__", "runtime.api", "spark_bridge.__init__", "spark_bridge.source"]),
     ("workloads, verification", ["runtime.workloads", "runtime.calibration", "runtime.verify"]),

@@ -26,15 +26,6 @@ Invariants (the name is what a violation reports):
 * ``credits-conserved`` — per channel and execution attempt: the sender's credits + buffers in
   flight on the network + buffers delivered to the receiver and not yet handed to its chain +
   credits on their way back == the credit window (`graph.credits`).
-* ``committed-output-monotonic`` — a transaction a sink committed stays committed.
-* ``committed-output-within-reference`` (needs `reference`; exactly-once or no checkpointing) —
-  no record is ever committed more times than the failure-free run has it; checked at each
-  commit. ``committed-output-complete``: at the end of a successful run the committed output
-  equals the reference (at-least-once: contains it). The committed output is the committer's:
-  an execution restoring an earlier one's checkpoint with its committer continues its output.
-* ``retained-files-kept`` — no file a retained completed checkpoint uses (its metadata, every
-  state file its handles name) is deleted from the checkpoint storage (memory or disk alike),
-  and when a checkpoint completes every file it uses exists (none was deleted before).
 * ``checkpoint-ends-in-time`` — every triggered checkpoint completes or aborts, with a reason,
   within its timeout plus `slack` (default: ten control delays plus one network delay).
 * ``checkpoint-end-forwarded`` — a task that triggers or aborts checkpoint c has, right after,
@@ -44,6 +35,9 @@ Invariants (the name is what a violation reports):
   (completed, or aborted) while channels are blocked for c, every other open input channel can
   still release them: its sender has not decided on c yet, or sent something for c or later.
 
+* the committed-output and checkpoint-file invariants (`runtime.verify.output_invariants`):
+  ``committed-output-monotonic``, ``committed-output-within-reference``,
+  ``committed-output-complete``, ``retained-files-kept``.
 * the event-time invariants (`runtime.verify.time_invariants`): ``watermark-monotonic``,
   ``timer-fires-once``, ``event-timers-fire-by-end``.
 
@@ -55,11 +49,10 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from checkpoint.handles import TaskId
-from checkpoint.io.storage import ForwardingBlobStore
 from checkpoint.options import CheckpointingMode
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers import BarrierTracker
@@ -72,6 +65,7 @@ from runtime.core.messages import (
     Watermark,
     WatermarkStatus,
 )
+from runtime.verify.output_invariants import OutputChecks
 from runtime.verify.time_invariants import EventTimeChecks
 
 if TYPE_CHECKING:
@@ -79,7 +73,7 @@ if TYPE_CHECKING:
     from runtime.core.task import Task
     from runtime.sim.executor import SimExecutor
 
-__all__ = ["InvariantChecker", "InvariantViolation", "record_key"]
+__all__ = ["InvariantChecker", "InvariantViolation"]
 
 #: what an end of partition counts as among checkpoint ids: it releases every checkpoint
 _END = float("inf")
@@ -102,11 +96,6 @@ class InvariantViolation(AssertionError):
         self.invariant, self.time, self.subject, self.detail, self.replay = invariant, time, subject, detail, replay
 
 
-def record_key(record: Mapping[str, Any]) -> tuple:
-    """A record as a hashable multiset element (as `runtime.workloads.seeded.multiset` counts them)."""
-    return tuple(sorted(record.items()))
-
-
 class _Alignment:
     """What one exactly-once task's gate may hand out, modelled from outside."""
 
@@ -127,7 +116,8 @@ class InvariantChecker:
 
     Args:
         reference: the failure-free output to bound the committed output by: a `JobResult`, a
-            mapping sink name -> records (list of dicts) or multiset (`Counter` of `record_key`),
+            mapping sink name -> records (list of dicts) or multiset (`Counter` of
+            `runtime.verify.output_invariants.record_key`),
             or, for a job with one sink, its records or multiset alone.
         slack: seconds a checkpoint may end after its timeout (None: ten control delays plus one
             network delay).
@@ -155,26 +145,13 @@ class InvariantChecker:
         network = sim.network
         self._slack = self.slack if self.slack is not None else 10 * network.control_delay + network.delay_max
         self._exactly_once = config is None or config.interval is None or config.mode is CheckpointingMode.EXACTLY_ONCE
-        self._sinks = [name for v in graph.vertices for name in v.sink_names]
-        self._reference = _resolve_reference(self.reference, self._sinks)
         self.checks = Counter()
         self._violation: InvariantViolation | None = None
         # across the run
         self._last_trigger = 0
         self._last_trigger_event = -1
         self._deadlines: list[tuple[float, int, float]] = []
-        # what the committer holds already (an earlier execution's, when this one restores its
-        # checkpoint with its committer) counts as committed output of the same job
-        self._committed: dict[str, set[str]] = {s: set(sim.committer.transactions(s)) for s in self._sinks}
-        self._counts: dict[str, Counter] = {s: Counter() for s in self._sinks}
-        if self._reference is not None:
-            for sink, known in self._committed.items():
-                self._counts[sink] = Counter(record_key(r) for txn in known for r in sim.committer.records(sink, txn))
-        self._retained_ids: tuple[int, ...] | None = None
-        self._retained_files: dict[str, int] = {}
-        #: path -> virtual time of its last delete (for the message when a completion misses it)
-        self._deleted: dict[str, float] = {}
-        sim.storage.blob_store = _WatchedBlobStore(sim.storage.blob_store, self)
+        self._output = OutputChecks(self, sim, self.reference)
         self._time = EventTimeChecks(self)
         self._reset_attempt()
 
@@ -191,11 +168,11 @@ class InvariantChecker:
 
     def committer(self, committer: Any) -> Any:
         """What the tasks get as their committer: `committer`, watched."""
-        return _WatchedCommitter(committer, self)
+        return self._output.committer(committer)
 
     def deploying(self) -> None:
         """A deployment restored its checkpoint and cleaned up the committer; tasks come next."""
-        self._check_committed_kept()
+        self._output.check_committed_kept()
 
     def deployed(self) -> None:
         """A new execution attempt's tasks exist: watch their gates and handlers."""
@@ -370,67 +347,9 @@ class InvariantChecker:
                     "or later")
                 return
 
-    # ------------------------------------------------------------------ hooks: output and files
-
-    def _on_commit(self, sink: str, transaction_id: str, committer: Any) -> None:
-        known = self._committed.setdefault(sink, set())
-        if transaction_id in known:
-            return  # a repeated commit: idempotent
-        known.add(transaction_id)
-        reference = self._reference.get(sink) if self._reference is not None and self._exactly_once else None
-        if reference is None:
-            return
-        counts = self._counts.setdefault(sink, Counter())
-        for record in committer.records(sink, transaction_id):
-            key = record_key(record)
-            counts[key] += 1
-            self.checks["committed-output-within-reference"] += 1
-            if counts[key] > reference[key]:
-                self._violate("committed-output-within-reference", f"sink {sink!r}, transaction {transaction_id!r}",
-                              f"record {record!r} is committed {counts[key]} time(s); the failure-free run has it "
-                              f"{reference[key]} time(s)")
-                return
-
-    def _check_committed_kept(self) -> None:
-        committer = self._require().committer
-        for sink, known in self._committed.items():
-            self.checks["committed-output-monotonic"] += 1
-            gone = known - set(committer.transactions(sink))
-            if gone:
-                self._violate("committed-output-monotonic", f"sink {sink!r}",
-                              f"committed transaction(s) {sorted(gone)} are no longer committed")
-
     def on_completed(self, completed: Any) -> None:
         """The coordinator made checkpoint `completed` durable (it is retained now)."""
-        blobs = self._require().storage.blob_store
-        for path in (completed.metadata_path, *completed.referenced_paths()):
-            self.checks["retained-files-kept"] += 1
-            if path is not None and not blobs.exists(path):
-                when = self._deleted.get(path)
-                self._violate("retained-files-kept", f"checkpoint {completed.checkpoint_id}, file {path}",
-                              "the checkpoint completed using a file that does not exist"
-                              + (f" (deleted at t={when:.6f} s)" if when is not None else ""))
-                return
-
-    def _on_delete(self, path: str) -> None:
-        store = getattr(self._sim, "store", None)
-        self._deleted[path] = self._require().now
-        if store is None:
-            return
-        retained = store.get_all_checkpoints()
-        ids = tuple(c.checkpoint_id for c in retained)
-        if ids != self._retained_ids:
-            self._retained_ids = ids
-            self._retained_files = {}
-            for checkpoint in retained:
-                for used in (checkpoint.metadata_path, *checkpoint.referenced_paths()):
-                    if used is not None:
-                        self._retained_files.setdefault(used, checkpoint.checkpoint_id)
-        self.checks["retained-files-kept"] += 1
-        owner = self._retained_files.get(path)
-        if owner is not None:
-            self._violate("retained-files-kept", f"file {path}",
-                          f"deleted while retained checkpoint {owner} uses it (retained: {list(ids)})")
+        self._output.on_completed(completed)
 
     # ------------------------------------------------------------------ after every event, at the end
 
@@ -454,10 +373,10 @@ class InvariantChecker:
     def finished(self, ok: bool) -> None:
         """The run ended (`ok`: successfully). Raises the first violation found."""
         self.after_event()
-        self._check_committed_kept()
+        self._output.check_committed_kept()
         if ok:
             self._check_reasons()
-            self._check_output_complete()
+            self._output.check_output_complete()
             self._time.finished(self._require().graph)
         if self._violation is not None:
             raise self._violation
@@ -501,21 +420,6 @@ class InvariantChecker:
             self.checks["checkpoint-ends-in-time"] += 1
             if not stats.completed and stats.failure_reason is None:
                 self._violate("checkpoint-ends-in-time", f"checkpoint {stats.id}", "aborted without a reason")
-                return
-
-    def _check_output_complete(self) -> None:
-        if self._reference is None:
-            return
-        committer = self._require().committer
-        for sink, expected in self._reference.items():
-            got = Counter(record_key(r) for txn in committer.transactions(sink) for r in committer.records(sink, txn))
-            missing, extra = expected - got, got - expected
-            self.checks["committed-output-complete"] += 1
-            if missing or (extra and self._exactly_once):
-                example = next(iter(missing or extra))
-                self._violate("committed-output-complete", f"sink {sink!r}",
-                              f"at the end, {sum(missing.values())} record(s) of the failure-free run are missing "
-                              f"and {sum(extra.values())} are extra (e.g. {dict(example)!r})")
                 return
 
     def _stats_of(self, checkpoint_id: int) -> Any:
@@ -575,41 +479,6 @@ class _WatchedListener:
         self.task.finish_input_channel_state(checkpoint_id)
 
 
-class _WatchedCommitter:
-    """The sinks' committer, forwarding every call; tells the checker of each commit."""
-
-    def __init__(self, inner: Any, checker: InvariantChecker) -> None:
-        self.inner, self.checker = inner, checker
-
-    def stage(self, sink: str, transaction_id: str, records: Any) -> None:
-        self.inner.stage(sink, transaction_id, records)
-
-    def commit(self, sink: str, transaction_id: str, records: Any = None) -> None:
-        self.inner.commit(sink, transaction_id, records)
-        self.checker._on_commit(sink, transaction_id, self.inner)
-
-    def commit_checkpoint(self, checkpoint_id: int) -> list[tuple[str, str]]:
-        committed = self.inner.commit_checkpoint(checkpoint_id)
-        for sink, transaction_id in committed:
-            self.checker._on_commit(sink, transaction_id, self.inner)
-        return committed
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-class _WatchedBlobStore(ForwardingBlobStore):
-    """The checkpoint storage's blob store, forwarding every call; tells the checker of deletes."""
-
-    def __init__(self, inner: Any, checker: InvariantChecker) -> None:
-        super().__init__(inner)
-        self.checker = checker
-
-    def delete(self, path: str) -> None:
-        self.checker._on_delete(path)
-        self.inner.delete(path)
-
-
 def _reach(payload: Any) -> float:
     """The highest checkpoint an output payload releases downstream (0: none)."""
     if isinstance(payload, CheckpointBarrier | CancelCheckpointMarker):
@@ -625,26 +494,3 @@ def _ends_first(queue: Any) -> Iterator[Any]:
         yield queue[-1]
         yield queue[0]
         yield from queue
-
-
-def _resolve_reference(reference: Any, sinks: list[str]) -> dict[str, Counter] | None:
-    if reference is None:
-        return None
-    if hasattr(reference, "output") and hasattr(reference, "sink_names"):  # a JobResult
-        return {s: _as_multiset(reference.output(s)) for s in reference.sink_names}
-    if isinstance(reference, Mapping) and not isinstance(reference, Counter):
-        unknown = sorted(set(reference) - set(sinks))
-        if unknown:
-            raise ValueError(f"InvariantChecker: reference names sink(s) {unknown} this job does not have "
-                             f"(its sinks: {sinks})")
-        return {s: _as_multiset(v) for s, v in reference.items()}
-    if len(sinks) != 1:
-        raise ValueError(f"InvariantChecker: a bare reference needs a job with exactly one sink; this job has "
-                         f"{sinks}: pass reference={{sink name: records}}")
-    return {sinks[0]: _as_multiset(reference)}
-
-
-def _as_multiset(records: Any) -> Counter:
-    if isinstance(records, Counter):
-        return records
-    return Counter(record_key(r) for r in records)

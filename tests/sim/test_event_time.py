@@ -25,7 +25,8 @@ from operators.sources import Source, SourceSplit, SplitReader
 from runtime import FaultPlan, JobFailedError, RestartStrategy, StreamEnvironment, TaskCrash
 from runtime.cli import main as cli
 from runtime.core.messages import Watermark
-from runtime.verify.invariants import InvariantChecker, record_key
+from runtime.verify.invariants import InvariantChecker
+from runtime.verify.output_invariants import record_key
 from runtime.workloads.event_time import SINKS, build_event_time_job, event_rows, reference
 from state.serialization import buffers_from_bytes
 

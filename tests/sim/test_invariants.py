@@ -23,7 +23,8 @@ from runtime.core.task import Task
 from runtime.jobmaster.faults import CoordinatorCrash, LostAcknowledgement, TaskCrash
 from runtime.jobmaster.result import CollectCommitter, JobFailedError
 from runtime.sim import executor as sim_executor
-from runtime.verify.invariants import InvariantChecker, InvariantViolation, record_key
+from runtime.verify.invariants import InvariantChecker, InvariantViolation
+from runtime.verify.output_invariants import record_key
 from runtime.workloads.scenarios import relay_job
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
