@@ -39,7 +39,8 @@ from operators.timestamps import (
 )
 
 if TYPE_CHECKING:
-    from state.keyed import KeyedStateBackend, ListState, MapState, ValueState
+    from state.keyed import KeyedStateBackend
+    from state.keyed_states import ListState, MapState, ValueState
 
 KeySelector = Callable[[Record], Any]
 

@@ -18,7 +18,8 @@ from state.key_groups import (
     subtask_for_key,
     subtask_for_key_group,
 )
-from state.keyed import KeyedStateBackend, ListState, MapState, ValueState
+from state.keyed import KeyedStateBackend
+from state.keyed_states import ListState, MapState, ValueState
 from state.operator import OperatorListState, OperatorStateBackend, redistribute
 from state.serialization import (
     KeyedStateSnapshot,
