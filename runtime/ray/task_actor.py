@@ -9,9 +9,10 @@ Theory of operation
 The actor is *synchronous and single-threaded* as far as Ray calls go (so each channel is FIFO,
 see `runtime.ray.channels`), and it owns three helper threads: the work thread
 (`runtime.ray.work_thread.WorkThread`), the timer thread (`runtime.ray.timers.ThreadTimers`) and
-one snapshot-writer thread (`runtime.ray.snapshot_uploads.SnapshotUploads`). The pure `Task` is touched under the actor's lock only, so by one
-thread at a time — in the steady state by the work thread alone: the calls that come often only
-post mail to it (Flink's mailbox model, `_drain_inbox`).
+one snapshot-writer thread (`runtime.ray.snapshot_uploads.SnapshotUploads`). The pure `Task` is
+touched under the actor's lock only, so by one thread at a time — in the steady state by the
+work thread alone: the calls that come often only post mail to it (Flink's mailbox model,
+`_drain_inbox`).
 
 * Epochs. An actor hosts one task for one execution attempt at a time. `deploy(epoch, ...)`
   builds a fresh `Task` (restored from a checkpoint or not) — at job start and again after every
