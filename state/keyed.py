@@ -9,7 +9,8 @@ backend's current key and key group on every access, so they are created once pe
 and never re-bound. That is
 the per-record hot path: `value_state(name)` is a dict lookup, and `value()`/`update()` are two
 dict lookups plus a set insertion for dirty tracking (about 0.4 µs per record including
-`set_current_key`, measured on the development box; see `test_hot_path_is_cheap`).
+`set_current_key`, measured on the development box; `python -m benchmarks.record_path` measures
+the keyed step of a whole job).
 
 Storage is `table.groups[key_group][key] -> value`, one table per state name. Grouping by key
 group makes the two expensive operations cheap:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from state import (
@@ -280,17 +278,16 @@ def test_inspection():
     assert "counter" in repr(b) and "states=2" in repr(b)
 
 
-def test_hot_path_is_cheap():
-    # Micro-benchmark (the per-record path): set_current_key + value_state lookup + value()/update().
-    # Measured ~0.4 µs per record on the development machine; the assertion leaves a wide margin
-    # for a loaded 2-core CI box, and fails only if the path gets an order of magnitude slower.
+def test_the_per_record_path_reuses_one_state_object_per_name():
+    # The hot path (set_current_key, value_state lookup, value()/update()) allocates nothing per
+    # record: a state object is created once per name and reads the backend's current key on every
+    # access. Its speed is measured by `python -m benchmarks.record_path` (the keyed count step).
     b = backend()
-    keys = [f"key-{i % 500}" for i in range(50_000)]
-    start = time.perf_counter()
+    first = b.value_state("count", default=0)
+    keys = [f"key-{i % 500}" for i in range(5_000)]
     for key in keys:
         b.set_current_key(key)
         count = b.value_state("count", default=0)
+        assert count is first
         count.update(count.value() + 1)
-    per_record_us = (time.perf_counter() - start) / len(keys) * 1e6
-    assert per_record_us < 10, per_record_us
-    assert sum(b.dump()["count"].values()) == len(keys)
+    assert b.dump()["count"] == {f"key-{k}": 10 for k in range(500)}
