@@ -88,7 +88,9 @@ def check(result: Any, left_rows: list[dict[str, Any]], right_rows: list[dict[st
           exactly_once: bool = True) -> None:
     """`result` committed the reference's output: every sink equal as a multiset and every probe
     once in its window or the late output (`exactly_once`), else every reference record present
-    or, for a windowed aggregate, a record of the same window whose counts and sums are as large.
+    or, for a windowed aggregate, a record of the same window whose counts and sums are as large,
+    every probe at least once, and nothing the reference lacks (no record, window, or probe in
+    another window).
 
     Raises:
         AssertionError: naming the sink and what is missing or extra.
@@ -103,19 +105,17 @@ def check(result: Any, left_rows: list[dict[str, Any]], right_rows: list[dict[st
                                  f"extra {list((have - want).elements())[:5]}"
         else:
             _nothing_missing(sink, got, expected)
-    if exactly_once:
-        check_probes(left_rows, result.output("tumbling"), result.output("late"))
-    else:
-        late = {r["id"] for r in result.output("late")}
-        in_windows = {i for r in result.output("tumbling") for i in r["probes"]}
-        assert late | in_windows == {r["id"] for r in left_rows if r["probe"]}, "probes lost"
+    check_probes(left_rows, result.output("tumbling"), result.output("late"), once=exactly_once)
 
 
 def _nothing_missing(sink: str, got: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    """Every record of `expected` in `got` (a windowed aggregate's: a record of its window with counts
+    and sums as large), and nothing in `got` the reference lacks (an aggregate: no window it lacks)."""
     fields = IDENTITY.get(sink)
     if fields is None:
-        missing = {record_key(r) for r in expected} - {record_key(r) for r in got}
-        assert not missing, f"{sink}: missing {sorted(missing)[:5]}"
+        have, want = {record_key(r) for r in got}, {record_key(r) for r in expected}
+        assert not want - have, f"{sink}: missing {sorted(want - have)[:5]}"
+        assert not have - want, f"{sink}: not in the reference {sorted(have - want)[:5]}"
         return
     found: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for record in got:
@@ -124,3 +124,5 @@ def _nothing_missing(sink: str, got: list[dict[str, Any]], expected: list[dict[s
         counted = [f for f in want if f not in fields]
         assert any(all(r[f] >= want[f] for f in counted) for r in found[tuple(want[f] for f in fields)]), \
             f"{sink}: missing {want}"
+    extra = set(found) - {tuple(r[f] for f in fields) for r in expected}
+    assert not extra, f"{sink}: windows not in the reference {sorted(extra)[:5]}"
