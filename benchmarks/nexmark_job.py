@@ -33,6 +33,7 @@ from operators.sources import GeneratorSplitReader, SourceSplit
 from operators.timestamps import TIMESTAMP_FIELD
 from runtime.workloads.nexmark.config import NexmarkConfig
 from runtime.workloads.nexmark.source import NexmarkSource
+from runtime.workloads.nexmark.source import event_time as nexmark_event_time
 
 SINK = "nexmark"
 EVENT_TIME, ARRIVED_AT, OPENED_AT = "event_time", "arrived_at", "opened_at"
@@ -108,18 +109,10 @@ class StampedSink(CollectSink):
         return super().process_batch(rows)
 
 
-def event_time_of(event: dict[str, Any], previous: Any) -> int:
-    """The NexMark timestamp assigner: the event's `date_time` (ms)."""
-    return event["date_time"]
-
-
 def build_job(env: Any, query: Any, config: NexmarkConfig, events: int, *, rate: float | None,
               anchor: float | None) -> None:
-    from operators.watermarks import WatermarkStrategy
-
     source = ScheduledNexmarkSource(config, events, splits=env.parallelism, rate=rate, anchor=anchor)
-    strategy = WatermarkStrategy.for_bounded_out_of_orderness(config.max_out_of_orderness_ms) \
-        .with_timestamp_assigner(event_time_of)
+    strategy = nexmark_event_time(config.max_out_of_orderness_ms)
     query.build(env.from_source(source, watermark_strategy=strategy)).sink_to(StampedSink(SINK))
 
 

@@ -294,12 +294,14 @@ class StreamEnvironment:
         return self._source(source, default_splits=False, strategy=watermark_strategy)
 
     def from_parquet(self, path: str | Sequence[str], *, split_by: str = "row_group", vectorised: bool = False,
-                     columns: Sequence[str] | None = None, name: str = "parquet") -> DataStream:
+                     columns: Sequence[str] | None = None, name: str = "parquet",
+                     watermark_strategy: WatermarkStrategy | None = None) -> DataStream:
         """A stream of the rows of Parquet files (`runtime.connectors.parquet.ParquetSource`): a
         file, a directory of them or a list, local or any `pyarrow.fs` URI. One split per row
         group (`split_by="row_group"`) or per file (`"file"`), whatever the parallelism, so a
         restore may rescale; each split replays by row offset. Rows are dicts (None where null),
-        or Arrow batches with `vectorised=True`; `columns` reads only those.
+        or Arrow batches with `vectorised=True`; `columns` reads only those; `watermark_strategy`
+        as for `from_collection`.
 
         Raises:
             JobGraphError: a bad argument, a missing path, a file that is not Parquet or whose
@@ -309,7 +311,7 @@ class StreamEnvironment:
             source = ParquetSource(path, split_by=split_by, vectorised=vectorised, columns=columns, name=name)
         except (OSError, ValueError) as exc:
             raise JobGraphError(str(exc)) from exc
-        return self._source(source, default_splits=False)
+        return self._source(source, default_splits=False, strategy=watermark_strategy)
 
     def generate(self, count: int | None = None, rate: float | None = None,
                  fn: Callable[[int], Record] | None = None, duration: float | None = None,

@@ -58,7 +58,8 @@ def job(mode: str, queries: list[Query], *, interval: float, alignment_timeout: 
     env.enable_checkpointing(interval=interval, mode=mode, tolerable_failures=1000,
                              alignment_timeout=alignment_timeout if mode == "aligned-timeout" else None)
     env.set_restart_strategy(RestartStrategy.fixed_delay(attempts=20, delay=0.01))
-    events = nexmark.events(env, CONFIG, EVENTS) if parquet is None else env.from_parquet(parquet, vectorised=vectorised)
+    events = nexmark.events(env, CONFIG, EVENTS) if parquet is None else env.from_parquet(
+        parquet, vectorised=vectorised, watermark_strategy=nexmark.event_time(CONFIG.max_out_of_orderness_ms))
     sink_queries(events, [q for q in queries if q.sql is not None], vectorised=vectorised)
     if any(q.name == "q12" for q in queries):
         q12.build(events, size=Q12_SIZE).sink_to(CollectSink("q12"))
@@ -127,7 +128,7 @@ def test_the_window_edges_are_sparks(spark, tmp_path) -> None:
     assert sorted((r["bidder"], r["bid_count"], r["starttime"] - t) for r in rows["q11"]) == \
         [(7, 1, 40_001), (7, 5, 100), (8, 2, 9_999)]
     env = StreamEnvironment(parallelism=2)
-    stream = env.from_collection(events, splits=1)
+    stream = env.from_collection(events, splits=1, watermark_strategy=nexmark.event_time())
     q7.build(stream).sink_to(CollectSink("q7"))
     q11.build(stream).sink_to(CollectSink("q11"))
     ours = env.execute("edges", executor="sim", seed=1)

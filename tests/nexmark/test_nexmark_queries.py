@@ -6,7 +6,7 @@ import pytest
 
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.workloads.nexmark import q1, q2, q3, q4, q5, q7, q8, q9, q11, q12
+from runtime.workloads.nexmark import event_time, q1, q2, q3, q4, q5, q7, q8, q9, q11, q12
 from runtime.workloads.nexmark.oracle import disagreement
 from runtime.workloads.nexmark.queries import ORACLE_QUERIES, QUERIES, Query
 
@@ -26,9 +26,12 @@ def auction(aid: int, seller: int, category: int = 10, t: int = 0, expires: int 
             "reserve": 2, "expires": expires, "seller": seller, "category": category, "extra": ""}
 
 
-def run(build, events: list[dict], parallelism: int = 2) -> list[dict]:
+def run(build, events: list[dict], parallelism: int = 2, out_of_orderness: int = 0) -> list[dict]:
+    """`build` over `events` from one split, stamped with their event time (watermarks
+    `out_of_orderness` ms behind)."""
     env = StreamEnvironment(parallelism=parallelism, buffer_size=2)
-    build(env.from_collection(events, splits=1)).sink_to(CollectSink("out"))
+    source = env.from_collection(events, splits=1, watermark_strategy=event_time(out_of_orderness))
+    build(source).sink_to(CollectSink("out"))
     return env.execute("q", executor="sim", seed=1).output("out")
 
 
@@ -60,7 +63,7 @@ def test_q9_emits_each_auctions_best_bid_within_its_lifetime_once_it_expires() -
               bid(1, 500, t=9), bid(1, 900, t=21),                  # before the start, after the expiry
               auction(3, 1000, t=11, expires=40), bid(3, 5, t=10),  # auction 3: no bid in its lifetime
               person(1000, "OR")]
-    out = run(lambda stream: q9.winning_bids(stream, out_of_orderness=2), events)
+    out = run(q9.winning_bids, events, out_of_orderness=2)
     assert sorted((r["id"], r["price"], r["bid_date_time"]) for r in out) == [(1, 70, 14), (2, 99, 9)]
     assert all(r["auction"] == r["id"] and set(q9.AUCTION_FIELDS) <= set(r) for r in out)
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from runtime import AggregateFunction, EventTimeSessionWindows, ProcessWindowFunction
 from runtime.api.environment import DataStream
-from runtime.workloads.nexmark.q9 import with_event_time
 
 GAP_MS = 10_000
 SQL = """
@@ -47,5 +46,5 @@ class BidsPerWindow(ProcessWindowFunction):
 
 
 def build(events: DataStream) -> DataStream:
-    return (with_event_time(events).filter(lambda e: e["kind"] == "bid", name="q11-bids").key_by("bidder")
+    return (events.filter(lambda e: e["kind"] == "bid", name="q11-bids").key_by("bidder")
             .window(EventTimeSessionWindows.with_gap(GAP_MS)).aggregate(Count(), BidsPerWindow(), name="q11"))

@@ -20,7 +20,6 @@ from runtime import (
     TumblingEventTimeWindows,
 )
 from runtime.api.environment import DataStream
-from runtime.workloads.nexmark.q9 import with_event_time
 
 SIZE_MS, SLIDE_MS = 10_000, 2_000
 SQL = """
@@ -60,7 +59,7 @@ class HotItems(ProcessWindowFunction):
 
 
 def build(events: DataStream) -> DataStream:
-    counts = (with_event_time(events).filter(lambda e: e["kind"] == "bid", name="q5-bids")
+    counts = (events.filter(lambda e: e["kind"] == "bid", name="q5-bids")
               .key_by("auction").window(SlidingEventTimeWindows.of(SIZE_MS, SLIDE_MS)).count(name="q5-counts"))
     return (counts.key_by("window_start").window(TumblingEventTimeWindows.of(SLIDE_MS))
             .aggregate(MostBids(), HotItems(), name="q5"))

@@ -16,7 +16,6 @@ from typing import Any
 
 from runtime import SlidingEventTimeWindows, TumblingEventTimeWindows
 from runtime.api.environment import DataStream
-from runtime.workloads.nexmark.q9 import with_event_time
 
 SIZE_MS = 10_000
 SQL = """
@@ -36,7 +35,7 @@ def higher(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def build(events: DataStream) -> DataStream:
-    bids = (with_event_time(events).filter(lambda e: e["kind"] == "bid", name="q7-bids")
+    bids = (events.filter(lambda e: e["kind"] == "bid", name="q7-bids")
             .map(lambda b: {k: b[k] for k in ("auction", "price", "bidder", "date_time", "extra")}, name="q7-fields"))
     maxima = (bids.map(lambda b: {"price": b["price"]}, name="q7-prices").key_by(lambda _: 0)
               .window(TumblingEventTimeWindows.of(SIZE_MS)).reduce(higher, name="q7-max"))

@@ -13,7 +13,6 @@ from typing import Any
 
 from runtime import TumblingEventTimeWindows
 from runtime.api.environment import DataStream
-from runtime.workloads.nexmark.q9 import with_event_time
 
 SIZE_MS = 10_000
 SQL = """
@@ -38,10 +37,9 @@ def new_sellers(persons: list[dict[str, Any]], auctions: list[dict[str, Any]]) -
 
 
 def build(events: DataStream) -> DataStream:
-    timed = with_event_time(events)
-    persons = (timed.filter(lambda e: e["kind"] == "person", name="q8-persons")
+    persons = (events.filter(lambda e: e["kind"] == "person", name="q8-persons")
                .map(lambda p: {"id": p["id"], "name": p["name"], "date_time": p["date_time"]}, name="q8-person-fields"))
-    auctions = (timed.filter(lambda e: e["kind"] == "auction", name="q8-auctions")
+    auctions = (events.filter(lambda e: e["kind"] == "auction", name="q8-auctions")
                 .map(lambda a: {"seller": a["seller"]}, name="q8-sellers"))
     return (persons.co_group(auctions).where("id").equal_to("seller")
             .window(TumblingEventTimeWindows.of(SIZE_MS)).apply(new_sellers, name="q8"))

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from operators import KeyedProcessFunction
-from operators.watermarks import WatermarkStrategy
 from runtime.api.environment import DataStream
 
 SQL = """
@@ -33,18 +32,6 @@ WHERE rownum <= 1
 """
 AUCTION_FIELDS = ("id", "item_name", "description", "initial_bid", "reserve", "date_time", "expires", "seller",
                   "category", "extra")
-
-
-def date_time(event: dict[str, Any], previous: Any) -> int:
-    """The timestamp assigner: a NexMark event's `date_time` (ms)."""
-    return event["date_time"]
-
-
-def with_event_time(events: DataStream, out_of_orderness: int = 0) -> DataStream:
-    """`events` with their `date_time` as timestamps, watermarks `out_of_orderness` ms behind
-    (0: each split in event-time order, NexMark's default)."""
-    strategy = WatermarkStrategy.for_bounded_out_of_orderness(out_of_orderness).with_timestamp_assigner(date_time)
-    return events.assign_timestamps_and_watermarks(strategy, name="event-time")
 
 
 def join_side(e: dict[str, Any]) -> list[dict[str, Any]]:
@@ -93,8 +80,10 @@ class WinningBid(KeyedProcessFunction):
         best.clear()
 
 
-def winning_bids(events: DataStream, out_of_orderness: int = 0) -> DataStream:
-    return (with_event_time(events, out_of_orderness).flat_map(join_side, name="auctions-and-bids")
+def winning_bids(events: DataStream) -> DataStream:
+    """The winning bid of each auction, as it expires; `events` carry their event time
+    (`source.event_time`: the source's watermarks decide when an auction closes)."""
+    return (events.flat_map(join_side, name="auctions-and-bids")
             .key_by("auction_id").process(WinningBid(), name="winning-bids"))
 
 

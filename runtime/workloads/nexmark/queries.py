@@ -28,7 +28,8 @@ class Query:
 
     Attributes:
         name: the query's name ("q3"), also its sink's name in the oracle's jobs.
-        build: events stream -> the query's output stream (dicts).
+        build: events stream (with its event time, `source.event_time`) -> the query's output
+            stream (dicts).
         sql: the same query in Spark SQL over the views `person`, `auction`, `bid`; None when
             no SQL computes its answer (processing time).
         compare: "multiset" (every output row, each as often as Spark's) or "final" (the last

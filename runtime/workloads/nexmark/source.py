@@ -4,8 +4,8 @@ Splits interleave stream positions: split j of n emits positions j, j+n, j+2n, .
 `GeneratorSource` rule), and position p is always the same event (`NexmarkGenerator`), so the
 split count changes who emits an event, never the event set, and every split's `date_time` runs
 at the configured rate (in order, or out of order by at most `config.max_out_of_orderness_ms`).
-That is what a per-split bounded-out-of-orderness watermark needs, attached to the source later
-without changing a single event. A split's offset is the number of events it emitted; restoring
+That is what a per-split bounded-out-of-orderness watermark needs: `events` attaches one to the
+source (`event_time`), without changing a single event, and the queries keep it. A split's offset is the number of events it emitted; restoring
 it regenerates the continuation exactly (nothing is kept but the offset).
 
 Beam and Flink split the other way: each of n generators takes a contiguous block of event ids
@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from operators.sources import GeneratorSource
+from operators.watermarks import WatermarkStrategy
 from runtime.core.graph import JobGraphError
 from runtime.workloads.nexmark.config import NexmarkConfig
 from runtime.workloads.nexmark.generator import COLUMNS, NexmarkGenerator
@@ -24,7 +25,20 @@ from runtime.workloads.nexmark.generator import COLUMNS, NexmarkGenerator
 if TYPE_CHECKING:
     from runtime.api.environment import DataStream, StreamEnvironment
 
-__all__ = ["NexmarkSource", "events"]
+__all__ = ["NexmarkSource", "event_time", "events"]
+
+#: the field holding an event's time (ms since the epoch)
+DATE_TIME = "date_time"
+
+
+def event_time(max_out_of_orderness_ms: int = 0) -> WatermarkStrategy:
+    """NexMark's event time: each event's `date_time`, watermarks `max_out_of_orderness_ms` behind
+    the highest one per split (`NexmarkConfig.max_out_of_orderness_ms` for the generator's
+    events; Flink SQL's `WATERMARK FOR date_time AS date_time - INTERVAL ...` on the source).
+    A column assigner, so Arrow batches stay vectorised. The queries take a stream stamped so and
+    never stamp it again: a tighter bound downstream would make events the source's bound allows
+    late."""
+    return WatermarkStrategy.for_bounded_out_of_orderness(max_out_of_orderness_ms).with_timestamp_assigner(DATE_TIME)
 
 
 class NexmarkSource(GeneratorSource):
@@ -73,7 +87,8 @@ class NexmarkSource(GeneratorSource):
 def events(env: StreamEnvironment, config: NexmarkConfig | None = None, count: int | None = None, *,
            splits: int | None = None, rate: float | None = None, vectorised: bool = False,
            name: str = "nexmark") -> DataStream:
-    """The NexMark event stream of `config` in `env` (`splits` default: the environment's parallelism).
+    """The NexMark event stream of `config` in `env` (`splits` default: the environment's
+    parallelism), with its event time (`event_time(config.max_out_of_orderness_ms)`).
 
     Raises:
         JobGraphError: an argument is out of range (named).
@@ -83,4 +98,4 @@ def events(env: StreamEnvironment, config: NexmarkConfig | None = None, count: i
                                vectorised=vectorised, name=name)
     except ValueError as exc:
         raise JobGraphError(str(exc)) from exc
-    return env.from_source(source)
+    return env.from_source(source, watermark_strategy=event_time(source.config.max_out_of_orderness_ms))
