@@ -16,6 +16,16 @@ without a gap, and `k` is the one with `start <= t < end` as compared in floats 
 `(t - offset) / size` is corrected by a step). A session window is
 `[t, t + gap)` for each record and overlapping windows merge (`merge_windows`, Flink's
 `TimeWindow.mergeWindows`: sort by start, union what intersects).
+
+A window is its value, whatever the numeric type of the timestamps naming it: a stream may mix ints
+and floats (3, 5.0, 7.5), and an Arrow column or a snapshot turns the ints of a batch or a key column
+that holds a float into floats. So an assigner whose sizes are all ints (an *integer grid*) gives
+integral bounds as ints — 3, 3.0 and 7.5 all fall in the tumbling `[0, 10)`, 5 and 5.0 open the
+session `[5, 10)` — and only a bound a fraction puts there is a float (the session of 7.5,
+`[7.5, 12.5)`); an assigner with a float size gives float bounds (`grid_bound`). `window_of`
+normalises what a restore reads back the same way. An integer window's last instant is `end - 1`
+(Flink's), so a record with a fraction past it (9.5 in `[0, 10)`) is late once the watermark
+reached `end - 1`: give a stream timed in fractions float sizes.
 """
 
 from __future__ import annotations
@@ -101,6 +111,16 @@ def _integral(*values: Any) -> bool:
     return all(type(v) is int for v in values)
 
 
+def grid_bound(value: Any, integral: bool) -> Any:
+    """A window bound as its assigner's grid names it: on an integer grid (`integral`) an int when
+    its value is integral (5.0 -> 5), else the float; on a float grid a float."""
+    if not integral:
+        return float(value)
+    if type(value) is int or not float(value).is_integer():
+        return value
+    return int(value)
+
+
 def window_index(timestamp: Any, offset: Any, slide: Any) -> int:
     """Float time: the `k` with `offset + k * slide <= timestamp < offset + (k + 1) * slide`."""
     k = math.floor((timestamp - offset) / slide)
@@ -154,9 +174,18 @@ class WindowAssigner:
     def default_trigger(self) -> Trigger:
         return EventTimeTrigger() if self.is_event_time else ProcessingTimeTrigger()
 
+    def integral_grid(self) -> bool:
+        """Whether its sizes are all ints: its windows' integral bounds are ints (`grid_bound`)."""
+        return False
+
+    def _window(self, start: Any, end: Any) -> Any:
+        integral = self.integral_grid()
+        return self.window_type(grid_bound(start, integral), grid_bound(end, integral))
+
     def window_of(self, key: Any) -> Any:
-        """The window kept in state under `key`."""
-        return self.window_type(key[0], key[1])
+        """The window kept in state under `key` (its bounds as this grid names them: a restore may
+        read an int back as a float)."""
+        return self._window(key[0], key[1])
 
     def merge_windows(self, windows: list[Any]) -> list[tuple[Any, list[Any]]]:
         """Merging assigners: the merge results and what each merges (only groups of two or more)."""
@@ -209,8 +238,11 @@ class _Tumbling(WindowAssigner):
         """
         return cls(size, offset)
 
+    def integral_grid(self) -> bool:
+        return _integral(self.size, self.offset)
+
     def _windows(self, timestamp: Any) -> list[Any]:
-        return [self.window_type(*tumbling_bounds(timestamp, self.offset, self.size))]
+        return [self._window(*tumbling_bounds(timestamp, self.offset, self.size))]
 
 
 class TumblingEventTimeWindows(_Tumbling):
@@ -249,8 +281,11 @@ class _Sliding(WindowAssigner):
         """
         return cls(size, slide, offset)
 
+    def integral_grid(self) -> bool:
+        return _integral(self.size, self.slide, self.offset)
+
     def _windows(self, timestamp: Any) -> list[Any]:
-        return [self.window_type(*bounds) for bounds in sliding_bounds(timestamp, self.offset, self.size, self.slide)]
+        return [self._window(*bounds) for bounds in sliding_bounds(timestamp, self.offset, self.size, self.slide)]
 
 
 class SlidingEventTimeWindows(_Sliding):
@@ -288,9 +323,12 @@ class EventTimeSessionWindows(WindowAssigner):
         """
         return cls(gap)
 
+    def integral_grid(self) -> bool:
+        return _integral(self.gap)
+
     def assign_windows(self, timestamp: Any, now: Callable[[], float]) -> list[Any]:
         timestamp = self._event_timestamp(timestamp)
-        return [TimeWindow(timestamp, timestamp + self.gap)]
+        return [self._window(timestamp, timestamp + self.gap)]
 
     def merge_windows(self, windows: list[Any]) -> list[tuple[Any, list[Any]]]:
         merged: list[tuple[TimeWindow, list[TimeWindow]]] = []

@@ -9,7 +9,10 @@ adds the record to the window's contents (`functions.WindowContents`), asks the 
 (the window function over the contents, output stamped with the window's `max_timestamp()`)
 and/or purges as it says, and registers the window's *cleanup timer*. A record all of whose
 windows are late goes to the late-data side output (`side_output_late_data`) or is dropped
-(`num_late_records_dropped`).
+(`num_late_records_dropped`): Flink asks besides whether the record's own timestamp is behind the
+watermark, which in integer time follows, but a fraction past an integer window's last instant
+(9.5 in `[0, 10)`, the watermark at 9) has a late window and a timestamp ahead of the watermark,
+and it must not vanish.
 
 Time reaches windows only through one `InternalTimerService` named `window-timers`, whose timers
 carry the window (its key) as namespace: the trigger's timers (e.g. the event-time trigger's at
@@ -289,15 +292,11 @@ class WindowOperator(StreamOperator):
             self._cleanup_timer(window, register=True)
         if merging is not None:
             merging.persist()
-        if skipped and self._is_element_late(timestamp):
+        if skipped and windows:  # every window of the record is late, so the record is
             if self.late_tag is not None:
                 self._side(self.late_tag, record)
             else:
                 self.num_late_records_dropped += 1
-
-    def _is_element_late(self, timestamp: Any) -> bool:
-        return (self.assigner.is_event_time and timestamp is not None
-                and timestamp + self.allowed_lateness <= self.timer_service.current_watermark)
 
     def _merge(self, result: Any, merged: list[Any], state_result: Any, merged_state: list[Any]) -> None:
         """A merge in the merging window set: move triggers, timers and contents into `result`."""

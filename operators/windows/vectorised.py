@@ -135,11 +135,12 @@ class WindowCountSumOperator(WindowOperator):
 
     def _window_pairs(self, timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every (row, window start, window end) of the batch's rows, as three arrays: the bounds
-        `assigners.tumbling_bounds` / `sliding_bounds` give each row."""
+        the assigner gives each row (ints on an integer grid, whatever the column's type)."""
         assigner = self.assigner
         size, offset = assigner.size, assigner.offset
         slide = getattr(assigner, "slide", size)
-        if np.issubdtype(timestamps.dtype, np.integer) and all(type(v) is int for v in (size, slide, offset)):
+        integral = assigner.integral_grid()
+        if np.issubdtype(timestamps.dtype, np.integer) and integral:
             last = timestamps - (timestamps - offset) % slide
             rows, starts = [], []
             for j in range(-(-size // slide)):
@@ -149,22 +150,10 @@ class WindowCountSumOperator(WindowOperator):
                 starts.append(start[valid])
             start_array = np.concatenate(starts)
             return np.concatenate(rows), start_array, start_array + size
-        t = timestamps.astype(np.float64)
-        k = np.floor((t - offset) / slide)
-        while (below := offset + k * slide > t).any():  # rounding in the division: one step back
-            k -= below
-        while (beyond := offset + (k + 1) * slide <= t).any():
-            k += beyond
-        if slide == size:
-            return np.arange(len(t)), offset + k * size, offset + (k + 1) * size
-        rows, starts = [], []
-        for j in range(math.ceil(size / slide) + 2):
-            start = offset + (k - j) * slide
-            valid = np.flatnonzero((start <= t) & (t < start + size))
-            rows.append(valid)
-            starts.append(start[valid])
-        start_array = np.concatenate(starts)
-        return np.concatenate(rows), start_array, start_array + size
+        rows, start_array, end_array = _float_window_pairs(timestamps.astype(np.float64), offset, size, slide)
+        if integral:  # offset + k * slide with ints: integral values
+            return rows, start_array.astype(np.int64), end_array.astype(np.int64)
+        return rows, start_array, end_array
 
     def _add_groups(self, keys: list[Any], key_indices: list[int], starts: list[Any], ends: list[Any],
                     totals: list[Any], batch: pa.RecordBatch, column: str) -> None:
@@ -182,3 +171,22 @@ class WindowCountSumOperator(WindowOperator):
                 timers.register_event_time_timer(max_timestamp + lateness, window)
         except Exception as exc:
             raise OperatorError(self.name, first_record_with_key(batch, column, key), exc) from exc
+
+
+def _float_window_pairs(t: np.ndarray, offset: Any, size: Any, slide: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_window_pairs` in float arithmetic: each window from its index `k`, as the assigner's float path."""
+    k = np.floor((t - offset) / slide)
+    while (below := offset + k * slide > t).any():  # rounding in the division: one step back
+        k -= below
+    while (beyond := offset + (k + 1) * slide <= t).any():
+        k += beyond
+    if slide == size:
+        return np.arange(len(t)), offset + k * size, offset + (k + 1) * size
+    rows, starts = [], []
+    for j in range(math.ceil(size / slide) + 2):
+        start = offset + (k - j) * slide
+        valid = np.flatnonzero((start <= t) & (t < start + size))
+        rows.append(valid)
+        starts.append(start[valid])
+    start_array = np.concatenate(starts)
+    return np.concatenate(rows), start_array, start_array + size
