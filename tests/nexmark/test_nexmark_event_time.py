@@ -2,17 +2,18 @@
 bounded-out-of-orderness bound, just before a window's end and read after a later bid past that
 end, counts in its window (as in Flink SQL, whose source declares the WATERMARK) — no query
 stamps the events again with a tighter bound that would make it late. Checked against plain-Python
-references of Q7 (tumbling window + window join) and Q5 (sliding windows)."""
+references of Q7 (tumbling window + window join) and Q5 (sliding windows), and for Q8 (a tumbling
+window co-group) by hand."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from test_nexmark_queries import T, bid
+from test_nexmark_queries import T, auction, bid, person
 
 from operators import CollectSink, WatermarkStrategy
 from runtime import StreamEnvironment
-from runtime.workloads.nexmark import q5, q7
+from runtime.workloads.nexmark import q5, q7, q8
 
 #: the source's bound: every event is at most this far behind one read before it in its split
 BOUND = 500
@@ -71,3 +72,9 @@ def test_q5_counts_bids_out_of_order_within_the_sources_bound_in_their_windows()
     out = sorted((r["auction"], r["num"]) for r in run(q5.build, rows))
     assert (9, 10) in out, "the late bids' windows lost them"
     assert out == q5_reference(rows)
+
+
+def test_q8_joins_a_person_and_an_auction_out_of_order_within_the_sources_bound_in_their_window() -> None:
+    rows = events()
+    rows[-11:-1] = [person(1001, "OR", "Ann", t=LATE_AT), auction(1, 1001, t=LATE_AT + 5)]
+    assert run(q8.build, rows) == [{"id": 1001, "name": "Ann", "starttime": T}]
