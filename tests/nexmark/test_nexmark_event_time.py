@@ -2,8 +2,8 @@
 bounded-out-of-orderness bound, just before a window's end and read after a later bid past that
 end, counts in its window (as in Flink SQL, whose source declares the WATERMARK) — no query
 stamps the events again with a tighter bound that would make it late. Checked against plain-Python
-references of Q7 (tumbling window + window join) and Q5 (sliding windows), and for Q8 (a tumbling
-window co-group) by hand."""
+references of Q7 (tumbling window + window join) and Q5 (sliding windows), and by hand for Q8 (a tumbling
+window co-group) and Q9 (an auction closed by an event-time timer at its expiry)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from test_nexmark_queries import T, auction, bid, person
 
 from operators import CollectSink, WatermarkStrategy
 from runtime import StreamEnvironment
-from runtime.workloads.nexmark import q5, q7, q8
+from runtime.workloads.nexmark import q5, q7, q8, q9
 
 #: the source's bound: every event is at most this far behind one read before it in its split
 BOUND = 500
@@ -78,3 +78,8 @@ def test_q8_joins_a_person_and_an_auction_out_of_order_within_the_sources_bound_
     rows = events()
     rows[-11:-1] = [person(1001, "OR", "Ann", t=LATE_AT), auction(1, 1001, t=LATE_AT + 5)]
     assert run(q8.build, rows) == [{"id": 1001, "name": "Ann", "starttime": T}]
+
+
+def test_q9_counts_a_bid_out_of_order_within_the_sources_bound_before_the_auction_closes() -> None:
+    rows = [auction(1, 1000, t=T, expires=T + 9_995), *events()[:-11], bid(1, 99, LATE_AT, bidder=7)]
+    assert [(r["id"], r["price"], r["bid_date_time"]) for r in run(q9.build, rows)] == [(1, 99, LATE_AT)]
