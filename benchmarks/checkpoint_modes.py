@@ -295,7 +295,8 @@ def _execute(combo: Combination, profile: Profile, *, rate: float | None, count:
     build_job(env, combo, profile, rate=rate, count=count)
     links = link_delays(combo, profile)
     if combo.executor == "sim":
-        from runtime.sim.executor import CostModel, NetworkOptions
+        from runtime.sim.costs import CostModel
+        from runtime.sim.network import NetworkOptions
 
         # the slow subtask's user function is expensive per record (as the sleeping one on Ray);
         # its per-buffer overhead is that of any task

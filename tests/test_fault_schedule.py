@@ -191,13 +191,13 @@ def test_a_coordinator_crash_at_a_fraction_strikes_when_the_sources_read_that_fr
     graph = relay_job(rows=400).get_job_graph("job")
     sim = SimExecutor(graph, seed=0, faults=FaultPlan.of(CoordinatorCrash(at_fraction=0.6)))
     seen: list[int] = []
-    crash = sim._crash_coordinator
+    crash = sim.crash_coordinator
 
     def crashing() -> None:
         seen.append(sim.metrics.records_in)
         crash()
 
-    sim._crash_coordinator = crashing  # type: ignore[method-assign]
+    sim.crash_coordinator = crashing  # type: ignore[method-assign]
     result = sim.run()
     assert len(seen) == 1 and result.restarts == 1, (seen, result.failures)
     assert 240 <= seen[0] < 240 + 2 * graph.buffer_size, seen

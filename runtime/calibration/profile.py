@@ -107,7 +107,7 @@ class CostProfile:
 
     def cost_model(self, **overrides: Any) -> Any:
         """The simulator's `CostModel` of this profile (`overrides`: its other fields)."""
-        from runtime.sim.executor import CostModel
+        from runtime.sim.costs import CostModel
 
         default = self.steps.get("default", StepCost(0.0, 0.0))
         return CostModel(per_step=default.per_step, per_record=default.per_record,
@@ -118,7 +118,7 @@ class CostProfile:
 
     def network(self, **overrides: Any) -> Any:
         """The simulator's `NetworkOptions` of this profile (`overrides`: e.g. `link_delays`)."""
-        from runtime.sim.executor import NetworkOptions
+        from runtime.sim.network import NetworkOptions
 
         return NetworkOptions(delay_min=self.latency_min, delay_max=self.latency_max,
                               control_delay=self.trigger_delay, ack_delay=self.ack_delay,

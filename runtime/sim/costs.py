@@ -1,16 +1,19 @@
-"""Step costs and CPU contention on the simulator: tasks share `cores` cores.
+"""The simulator's cost model: virtual CPU time per step and record (`CostModel`, the terms
+`runtime.calibration` fits), and CPU contention when tasks share `cores` cores.
 
 A task's step occupies one core for its virtual cost. A task ready to step while every core is
 busy waits in a FIFO queue and takes the next core that frees, in the order the tasks became
 ready (deterministic: the event order decides, no randomness). Without a core count every task
-has a core of its own, as before.
+has a core of its own.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from checkpoint.handles import TaskId
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,81 @@ class StepCost:
     per_step: float
     per_record: float
     wait_per_record: float = 0.0
+
+
+def times_of(rates: tuple[float, float, float, float], records: int) -> tuple[float, float]:
+    """(CPU seconds, off-CPU seconds) of a step that handled `records`, from a task's
+    `CostModel.step_rates`."""
+    per_step, per_record, wait, factor = rates
+    return (per_step + records * per_record) * factor, records * wait * factor
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Virtual CPU time a task spends per step (the terms `runtime.calibration` fits)."""
+
+    per_record: float = 2e-6
+    per_step: float = 2e-5
+    #: at most this many records of an input buffer per step (`Task.records_per_step`; None =
+    #: whole buffers): a buffer processed in parts, which an unaligned barrier can overtake
+    records_per_step: int | None = None
+    #: task name ("vertex[i]") or vertex name -> slowdown factor (backpressure scenarios)
+    slow_tasks: dict[str, float] = field(default_factory=dict)
+    #: task or vertex name -> slowdown of the per-record cost only: an expensive user function,
+    #: while the per-step (per-buffer) overhead stays that of any task
+    slow_records: dict[str, float] = field(default_factory=dict)
+    #: task or vertex name -> its own step cost (the task's entry wins over its vertex's), in
+    #: place of `per_step`/`per_record`
+    task_costs: dict[str, StepCost] = field(default_factory=dict)
+    #: cores the tasks share (`CpuCores`); None: a core per task
+    cores: int | None = None
+    #: CPU a task spends on a synchronous snapshot: fixed plus per byte of the snapshot
+    sync_latency: float = 0.0
+    sync_per_byte: float = 0.0
+    #: CPU the write of a snapshot spends (serialising and writing it: fixed plus per byte),
+    #: charged to its task as a synchronous snapshot's is: a Ray writer thread takes the GIL from
+    #: the task's work thread; the write's duration is `NetworkOptions`'
+    write_cpu: float = 0.0
+    write_cpu_per_byte: float = 0.0
+    #: CPU seconds the control path (on Ray: the coordinator and committer processes) spends per
+    #: completed checkpoint, on the shared `cores` (without them it has a core of its own: no
+    #: effect): charged when the checkpoint completes, so the tasks wait for it as on a real
+    #: machine where it takes a core from the job
+    checkpoint_cpu: float = 0.0
+    #: seconds: a rate-limited source wakes at most once per this long (from the step that armed
+    #: the wake-up), reading every record due by then; returned credits still run it at once (the
+    #: Ray executor's sources wake at most once per buffer timeout: a record waits for the next
+    #: wake-up, ~half of it on average); 0: it steps whenever a record is due
+    source_pacing: float = 0.0
+
+    def factor(self, task: TaskId) -> float:
+        return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))
+
+    def step_rates(self, task: TaskId) -> tuple[float, float, float, float]:
+        """(seconds per step, CPU seconds per record, off-CPU seconds per record, slowdown
+        factor) of `task`'s steps (`times_of` turns them into a step's times)."""
+        own = self.task_costs.get(str(task)) or self.task_costs.get(task.vertex)
+        per_step, per_record, wait = (own.per_step, own.per_record, own.wait_per_record) if own is not None \
+            else (self.per_step, self.per_record, 0.0)
+        per_record *= self.slow_records.get(str(task), self.slow_records.get(task.vertex, 1.0))
+        return per_step, per_record, wait, self.factor(task)
+
+    def step_times(self, task: TaskId, records: int) -> tuple[float, float]:
+        """(CPU seconds, off-CPU seconds) of a step of `task` that handled `records`: the CPU
+        occupies a core, the rest (sleeps, I/O) keeps only the task busy."""
+        return times_of(self.step_rates(task), records)
+
+    def step_cost(self, task: TaskId, records: int) -> float:
+        """Virtual seconds of a step of `task` that handled `records`."""
+        return sum(self.step_times(task, records))
+
+    def sync_cost(self, size: int) -> float:
+        """CPU seconds of a synchronous snapshot of `size` bytes."""
+        return self.sync_latency + size * self.sync_per_byte
+
+    def write_cost(self, size: int) -> float:
+        """CPU seconds of writing a snapshot of `size` bytes."""
+        return self.write_cpu + size * self.write_cpu_per_byte
 
 
 class CpuCores:

@@ -207,4 +207,4 @@ def sample_of(sim: Any) -> Sample:
                   control_cpu=sim.metrics.service_cpu.get("control", 0.0), lags=lags,
                   backpressured=frozenset(str(t) for t, task in sim.tasks.items() if task.is_backpressured),
                   records_read=read, records_left=left if bounded else None,
-                  control_waiting=sim.control_waiting(), downstream=sim.downstream)
+                  control_waiting=sim.runner.control_waiting(), downstream=sim.downstream)

@@ -205,7 +205,7 @@ class InvariantChecker:
 
     def on_deliver(self, receiver: TaskId, channel: int, payload: Any) -> None:
         if isinstance(payload, Buffer):
-            key = self._require()._reverse[(receiver, channel)]
+            key = self._require().channels.reverse[(receiver, channel)]
             self._net[key] = self._net.get(key, 0) - 1
             self._queued[key] = self._queued.get(key, 0) + 1
             self._dirty.add(key)
@@ -222,7 +222,7 @@ class InvariantChecker:
 
     def _watch_poll(self, task_id: TaskId, poll: Callable[[], BufferOrEvent | None],
                     alignment: _Alignment | None) -> Callable[[], BufferOrEvent | None]:
-        reverse = self._require()._reverse
+        reverse = self._require().channels.reverse
         queued, dirty = self._queued, self._dirty
 
         def watched_poll() -> BufferOrEvent | None:
@@ -332,7 +332,7 @@ class InvariantChecker:
         for channel in range(task.num_inputs):
             if channel in alignment.blocked or channel in alignment.closed:
                 continue
-            sender, out_index = sim._reverse[(task_id, channel)]
+            sender, out_index = sim.channels.reverse[(task_id, channel)]
             self.checks["channel-released-after-checkpoint-end"] += 1
             if self._decided.get(sender, 0) < blocked_for:
                 continue  # the sender has not decided yet: its barrier or cancellation may come
@@ -392,7 +392,7 @@ class InvariantChecker:
             net, queued, returning = self._net.get(key, 0), self._queued.get(key, 0), self._returning.get(key, 0)
             self.checks["credits-conserved"] += 1
             if credits + net + queued + returning != window:
-                receiver, channel = self._require()._routes[key]
+                receiver, channel = self._require().channels.routes[key]
                 self._violate("credits-conserved", f"channel {key[0]} output {key[1]} -> {receiver} input {channel}",
                               f"sender credits {credits} + buffers on the network {net} + buffers at the receiver "
                               f"{queued} + credits on their way back {returning} = "
@@ -440,7 +440,7 @@ class InvariantChecker:
         self._violation = InvariantViolation(invariant, sim.now, subject, detail, replay)
 
     def _sender(self, receiver: TaskId, channel: int) -> str:
-        sender, out_index = self._require()._reverse[(receiver, channel)]
+        sender, out_index = self._require().channels.reverse[(receiver, channel)]
         return f"{sender} output {out_index}"
 
     def _require(self) -> SimExecutor:

@@ -35,7 +35,8 @@ from checkpoint.modes import parse_mode
 from checkpoint.options import RestartStrategy
 from runtime.jobmaster.faults import FaultPlan, TaskCrash
 from runtime.jobmaster.result import CollectCommitter, JobFailedError
-from runtime.sim.executor import CostModel, NetworkOptions
+from runtime.sim.costs import CostModel
+from runtime.sim.network import NetworkOptions
 from runtime.verify.invariants import InvariantChecker
 from runtime.verify.judging import (
     FAULT_FAILURES,

@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from runtime.sim.costs import CpuCores, StepCost
-from runtime.sim.executor import CostModel, NetworkOptions
+from runtime.sim.costs import CostModel, CpuCores, StepCost
+from runtime.sim.network import NetworkOptions
 from tests.calibration.jobs import small_job
 
 

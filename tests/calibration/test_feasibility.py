@@ -13,8 +13,7 @@ from runtime.calibration import predict
 from runtime.calibration.feasibility import TaskRate, cannot_keep_up
 from runtime.calibration.machine_load import LoadSampler
 from runtime.calibration.profile import CostProfile
-from runtime.sim.costs import StepCost
-from runtime.sim.executor import CostModel
+from runtime.sim.costs import CostModel, StepCost
 from tests.calibration.jobs import small_job
 
 

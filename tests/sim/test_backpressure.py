@@ -10,7 +10,7 @@ import pytest
 
 from checkpoint.options import CheckpointingMode, RestartStrategy
 from runtime import FaultPlan, StreamEnvironment
-from runtime.sim.executor import CostModel
+from runtime.sim.costs import CostModel
 from runtime.workloads.scenarios import SINK, build_backpressure_job, check_headers, header_rows
 
 SPLITS, PER_SPLIT, KEYS = 4, 400, 16

@@ -8,7 +8,7 @@ import pytest
 from checkpoint.options import CheckpointingMode
 from checkpoint.stats import SubtaskCheckpointStats
 from runtime import StreamEnvironment
-from runtime.sim.executor import CostModel
+from runtime.sim.costs import CostModel
 from runtime.workloads.scenarios import build_backpressure_job, header_rows
 
 SPLITS, PER_SPLIT, KEYS = 2, 600, 16

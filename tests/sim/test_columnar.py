@@ -258,7 +258,7 @@ def test_unaligned_barrier_overtaking_a_buffer_processed_in_parts_is_exactly_onc
     executor does when records are slow) behind a slow keyed stage, so unaligned barriers
     keep arriving mid-buffer: the rest of that buffer must become channel state (dropped, the
     restored job misses those records; kept twice, it counts them twice)."""
-    from runtime.sim.executor import CostModel
+    from runtime.sim.costs import CostModel
 
     count, apps = 2000, 13
     env = build_env(vectorised=vectorised, count=count, apps=apps, parallelism=2, stage_parallelism=2,

@@ -27,7 +27,7 @@ from runtime import FaultPlan, JobFailedError, RestartStrategy, StreamEnvironmen
 from runtime.core.graph import JobVertex, OperatorFactory
 from runtime.core.task import Task
 from runtime.jobmaster.faults import LostControlMessage, TaskCrash
-from runtime.sim.executor import SimExecutor
+from runtime.sim.fault_actions import SimFaultActions
 from runtime.workloads.seeded import multiset
 
 SINKS = {"pv"}
@@ -209,10 +209,11 @@ class CrashWindow:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.crashes: list[tuple[str, list[str], int]] = []
-        crash = SimExecutor.crash_task
+        crash = SimFaultActions.crash_task
         window = self
 
-        def recording(executor: SimExecutor, task_id: TaskId, what: str) -> None:
+        def recording(actions: SimFaultActions, task_id: TaskId, what: str) -> None:
+            executor = actions.sim
             task = executor.tasks.get(task_id)
             latest = executor.coordinator.stats.latest_completed
             if task is not None:
@@ -220,9 +221,9 @@ class CrashWindow:
                 unlearned = [txn for op in task.operators if isinstance(op, CollectSink)
                              for txn in op.pending_transactions if txn in committed]
                 window.crashes.append((str(task_id), unlearned, latest.id if latest else 0))
-            crash(executor, task_id, what)
+            crash(actions, task_id, what)
 
-        monkeypatch.setattr(SimExecutor, "crash_task", recording)
+        monkeypatch.setattr(SimFaultActions, "crash_task", recording)
 
     @property
     def hit(self) -> list[tuple[str, list[str], int]]:

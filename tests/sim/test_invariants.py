@@ -23,6 +23,7 @@ from runtime.core.task import Task
 from runtime.jobmaster.faults import CoordinatorCrash, LostAcknowledgement, TaskCrash
 from runtime.jobmaster.result import CollectCommitter, JobFailedError
 from runtime.sim import executor as sim_executor
+from runtime.sim.ports import SimTaskPorts
 from runtime.verify.invariants import InvariantChecker, InvariantViolation
 from runtime.verify.output_invariants import record_key
 from runtime.workloads.scenarios import relay_job
@@ -148,7 +149,7 @@ def test_a_lost_cancellation_marker_leaves_a_channel_blocked_after_the_abort(mon
 
 
 def test_a_credit_not_returned_once_is_caught(monkeypatch) -> None:
-    consumed = sim_executor._Ports.buffer_consumed
+    consumed = SimTaskPorts.buffer_consumed
     skipped: list[int] = []
 
     def forget_once(self, task_id, channel):
@@ -157,7 +158,7 @@ def test_a_credit_not_returned_once_is_caught(monkeypatch) -> None:
             return
         consumed(self, task_id, channel)
 
-    monkeypatch.setattr(sim_executor._Ports, "buffer_consumed", forget_once)
+    monkeypatch.setattr(SimTaskPorts, "buffer_consumed", forget_once)
     error = violation(relay_job())
     assert error.invariant == "credits-conserved"
     assert "-> count[1]" in error.subject and "not the window 2" in str(error)

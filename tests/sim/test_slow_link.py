@@ -9,7 +9,7 @@ from operators import CollectSink
 from operators.sources import GeneratorSource
 from runtime import StreamEnvironment
 from runtime.core.links import resolve_link_delays
-from runtime.sim.executor import NetworkOptions
+from runtime.sim.network import NetworkOptions
 
 
 def _job() -> StreamEnvironment:

@@ -17,7 +17,8 @@ from runtime.api.environment import StreamEnvironment
 from runtime.cli import main as cli
 from runtime.jobmaster.faults import TaskCrash
 from runtime.jobmaster.result import CollectCommitter, JobFailedError, UnknownTransactionError
-from runtime.sim.executor import NetworkOptions, SimExecutor
+from runtime.sim.executor import SimExecutor
+from runtime.sim.network import NetworkOptions
 from runtime.workloads.seeded import SINK, CountPerKey, build_job, make_env, multiset, random_spec
 
 BACKENDS = {
@@ -80,12 +81,19 @@ class CorruptingSim(SimExecutor):
 
     def __init__(self, *args, at: int, target: str, crash_after: float = 0.0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.at, self.target, self.crash_after = at, target, crash_after
+        self.damage_at, self.target, self.crash_after = at, target, crash_after
         self.damaged: list[str] = []
+        gateway = self.coordinator_gateway
+        completed_hook = gateway.on_checkpoint_completed
 
-    def on_checkpoint_completed(self, completed) -> None:
-        super().on_checkpoint_completed(completed)
-        if completed.checkpoint_id != self.at or self.damaged:
+        def on_checkpoint_completed(completed) -> None:  # the coordinator's hook, then the damage
+            completed_hook(completed)
+            self.damage(completed)
+
+        gateway.on_checkpoint_completed = on_checkpoint_completed  # type: ignore[method-assign]
+
+    def damage(self, completed) -> None:
+        if completed.checkpoint_id != self.damage_at or self.damaged:
             return
         store = self.store.blob_store if hasattr(self.store, "blob_store") else self.storage.blob_store
         older = {p for c in self.store.get_all_checkpoints()[:-1] for p in c.referenced_paths()}
@@ -101,9 +109,10 @@ class CorruptingSim(SimExecutor):
             store.put(path, bytes(data))
         self.damaged = paths
         if self.crash_after:  # once the sinks heard of the completion and committed its output
-            self._at(self.now + self.crash_after, lambda: self.crash_task(self.task_ids[-1], "crash later"), None, "fault")
+            self.at(self.now + self.crash_after,
+                    lambda: self.fault_actions.crash_task(self.task_ids[-1], "crash later"), None, "fault")
         else:
-            self.crash_task(self.task_ids[-1], "crash right after a checkpoint completed")
+            self.fault_actions.crash_task(self.task_ids[-1], "crash right after a checkpoint completed")
 
 
 @pytest.mark.parametrize("backend", ["memory", "incremental+merge"])

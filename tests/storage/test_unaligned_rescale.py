@@ -20,7 +20,8 @@ from runtime.core.messages import Buffer
 from runtime.jobmaster.channel_rescale import ChannelRescaleError, redistribute_channel_state
 from runtime.jobmaster.faults import TaskCrash
 from runtime.jobmaster.result import JobFailedError
-from runtime.sim.executor import CostModel, SimExecutor
+from runtime.sim.costs import CostModel
+from runtime.sim.executor import SimExecutor
 from runtime.verify.swarm import SCRATCH_DIR
 from runtime.workloads.seeded import SumAndCountPerKey, multiset
 from state.key_groups import key_group_for, subtask_for_key_group
