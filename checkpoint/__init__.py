@@ -5,7 +5,9 @@ package, not the other way round).
 """
 
 from checkpoint.completed import CheckpointMetadataError, CompletedCheckpoint
-from checkpoint.coordinator import CheckpointCoordinator, CheckpointFailureLimitError, CoordinatorGateway
+from checkpoint.coordinator import CheckpointCoordinator
+from checkpoint.coordinator_gateway import CoordinatorGateway
+from checkpoint.failure_manager import CheckpointFailureLimitError
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.ids import CheckpointIDCounter, StandaloneCheckpointIDCounter
 from checkpoint.io.storage import (

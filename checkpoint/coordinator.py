@@ -15,36 +15,21 @@ Life of a checkpoint::
                    │                                                  │
                    └── timeout / decline / subsumed / failover ───────┴─(StorageError)──> aborted
 
-* **Triggering.** Periodic triggers come from a chain of one-shot timers (`interval` apart). A
-  trigger is refused while `max_concurrent` checkpoints are pending (the periodic request then
-  waits and runs as soon as a pending checkpoint ends, like Flink's queued request) or until
-  `min_pause` has passed since the last *completion* (the next tick is moved to that moment).
-  `trigger_checkpoint(force=True)` ignores both.
+* **Triggering.** Periodic triggers come from a chain of one-shot timers (`interval` apart,
+  `checkpoint.periodic_trigger`). A trigger is refused while `max_concurrent` checkpoints are
+  pending or until `min_pause` has passed since the last *completion* (the periodic request then
+  waits for that moment). `trigger_checkpoint(force=True)` ignores both.
 * **Completion.** The newest completion subsumes every older pending checkpoint (aborted with
   SUBSUMED). A failing `store.add_checkpoint` aborts with STORAGE_FAILURE instead.
   Once it is durable, the gateway commits it (`commit_checkpoint`, once per checkpoint: Flink's
   global committer), then every task is notified (`notify_complete`), then
   `on_checkpoint_completed` runs: no task hears of a completion whose commit was not issued.
-* **Failures.** Each abort whose reason `counts_as_failure` increments a consecutive-failure
-  counter; a completion resets it; exceeding `tolerable_failures` calls `gateway.fail_job` once
-  and resets the counter (Flink's `CheckpointFailureManager`).
-* **Final checkpoint.** Once every source has finished, periodic triggering stops and a
-  checkpoint is triggered as soon as `max_concurrent` allows (interval and min pause ignored);
-  it is the only *candidate* in flight (a checkpoint triggered after the final one would stage
-  sink transactions that nothing ever commits), an aborted candidate is retried after
-  `final_retry_delay`, until one completes (`is_final_checkpoint_complete`). Candidates carry
-  `properties["final"] = True` into their completed checkpoint. A candidate is *forced aligned*
-  (`trigger_source`'s `forced_aligned`), whatever the mode: no barrier of it overtakes a
-  record, so it holds no in-flight records, and what the sinks commit at end of input never
-  includes a record a restore of it replays (at another parallelism such a record would reach
-  another sink subtask and be committed twice). Its completion is repeated to
-  every task each `final_retry_delay` until the executor stops the coordinator (the job ended):
-  a lost notification would leave a source waiting forever, with no later checkpoint to stand in.
-* **Restored final checkpoint.** An execution restored from a final checkpoint F
-  (`restored_from(F)`) has nothing left to read: it takes no new checkpoint, and once its sources
-  report finished F is the final checkpoint again (every task is notified of F, `final=True`). A
-  new checkpoint would stage the replayed in-flight records under a new transaction, although
-  the sinks that ended before the failure already committed them under F's end-of-input one.
+* **Failures.** Each abort whose reason `counts_as_failure` counts against `tolerable_failures`
+  (`checkpoint.failure_manager`); one too many calls `gateway.fail_job` once.
+* **Final checkpoint.** Once every source has finished, periodic triggering stops and final
+  candidates are triggered, one at a time, until one completes; its completion is repeated to
+  every task. An execution restored from a final checkpoint takes no checkpoint of its own
+  (`checkpoint.final_checkpoint`).
 * **Stop.** `stop()` pauses periodic and final triggering until `start()` or `restart()` (an
   executor's failover: stop, `abort_all_pending(TASK_FAILURE)`, `restart(...)`, start), so no
   timer triggers the old execution attempt's sources; manual triggers still work.
@@ -69,17 +54,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.failure_manager import CheckpointFailureManager
+from checkpoint.final_checkpoint import FinalCheckpoint
+from checkpoint.handles import TaskAcknowledgement, TaskId, check_task_lists
 from checkpoint.io.storage import StorageError
 from checkpoint.options import CheckpointConfig, CheckpointingMode
 from checkpoint.pending import AckResult, PendingCheckpoint
+from checkpoint.periodic_trigger import PeriodicTrigger
 from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.stats import DEFAULT_MAX_HISTORY, CheckpointStatsTracker
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
+    from checkpoint.coordinator_gateway import CoordinatorGateway
     from checkpoint.ids import CheckpointIDCounter
     from checkpoint.io.storage import CheckpointStorage
     from checkpoint.io.store import CompletedCheckpointStore
@@ -92,63 +81,6 @@ DEFAULT_FINAL_RETRY_DELAY = 1.0
 #: slack when comparing clock times, so float rounding in `now + delay` cannot refuse a
 #: trigger that a timer scheduled for exactly the earliest allowed moment
 _TIME_EPSILON = 1e-9
-
-
-class CoordinatorGateway(Protocol):
-    """Everything the coordinator does to the rest of the job (the executor implements it)."""
-
-    def trigger_source(
-        self,
-        task_id: TaskId,
-        checkpoint_id: int,
-        timestamp: float,
-        unaligned: bool,
-        alignment_timeout: float | None,
-        forced_aligned: bool = False,
-    ) -> None:
-        """Ask a source task to inject barrier `checkpoint_id` (created at `timestamp`);
-        `forced_aligned`: every task aligns it, whatever its mode (the final checkpoint)."""
-        ...
-
-    def commit_checkpoint(self, checkpoint_id: int) -> None:
-        """Checkpoint `checkpoint_id` is durable: commit what every sink staged up to it (Flink's
-        global committer). Called once per completed checkpoint (and once for a restored final
-        one), before any task is notified of it; a gateway whose process dies here
-        (`CoordinatorCrashBeforeNotify`) commits nothing and notifies no task of it."""
-        ...
-
-    def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None: ...
-
-    def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None: ...
-
-    def fail_job(self, error: Exception) -> None:
-        """Too many consecutive checkpoint failures: fail (and maybe restart) the job."""
-        ...
-
-    def on_checkpoint_completed(self, completed: CompletedCheckpoint) -> None:
-        """Hook after a checkpoint is durable, committed and tasks were notified (landing, executors)."""
-        ...
-
-
-class CheckpointFailureLimitError(RuntimeError):
-    """More consecutive checkpoint failures than `tolerable_failures` allows."""
-
-    def __init__(
-        self, failures: int, tolerable: int, checkpoint_id: int | None, reason: CheckpointFailureReason
-    ) -> None:
-        last = (f"checkpoint {checkpoint_id} aborted" if checkpoint_id is not None
-                else "a checkpoint could not be triggered")
-        super().__init__(
-            f"exceeded checkpoint tolerable failure threshold: {failures} consecutive failures "
-            f"(tolerable_failures={tolerable}); last: {last} ({reason.value})"
-        )
-        self.failures = failures
-        self.tolerable = tolerable
-        self.checkpoint_id = checkpoint_id
-        self.reason = reason
-
-    def __reduce__(self):  # picklable with its fields (Ray ships exceptions)
-        return (type(self), (self.failures, self.tolerable, self.checkpoint_id, self.reason))
 
 
 class CheckpointCoordinator:
@@ -200,37 +132,25 @@ class CheckpointCoordinator:
             final_retry_delay = config.interval if config.interval is not None else DEFAULT_FINAL_RETRY_DELAY
         if final_retry_delay < 0:
             raise ValueError(f"final_retry_delay must be >= 0, got {final_retry_delay!r}")
-        self._final_retry_delay = final_retry_delay
-        self._source_tasks, self._all_tasks = _check_tasks(source_tasks, all_tasks)
+        self._source_tasks, self._all_tasks = check_task_lists(source_tasks, all_tasks)
 
         self._pending: dict[int, PendingCheckpoint] = {}
         self._timeout_timers: dict[int, Cancellable] = {}
         self._stats = CheckpointStatsTracker(max_history=DEFAULT_MAX_HISTORY)
         self._last_trigger_id = 0
         self._last_completion_time: float | None = None
-        self._consecutive_failures = 0
-        self._num_job_failures = 0
+        self._failures = CheckpointFailureManager(config.tolerable_failures, lambda error: self._gateway.fail_job(error))
         self._shut_down = False
-        # periodic triggering
         self._started = False
         self._suspended = False  # stop() until start()/restart(): no periodic or final trigger
-        self._periodic = False
-        self._tick_timer: Cancellable | None = None
-        self._waiting_for_slot = False
-        # final checkpoint
-        self._finished_sources: set[TaskId] = set()
-        self._final_floor: int | None = None  # ids above it were triggered after all sources finished
-        self._final_checkpoint_id: int | None = None
-        self._final_complete = False
-        self._final_timer: Cancellable | None = None
-        self._final_candidate_aborted = False
-        self._restored_final: int | None = None  # the final checkpoint this execution restored
+        controller = _Controller(self)
+        self._periodic_trigger = PeriodicTrigger(controller, clock, timers, config)
+        self._final = FinalCheckpoint(controller, gateway, timers, final_retry_delay)
         self._counters = {
             "acks_for_unknown_checkpoint": 0,
             "acks_duplicate": 0,
             "acks_unknown_task": 0,
             "declines_ignored": 0,
-            "final_notifications_repeated": 0,
         }
 
     # -- queries -------------------------------------------------------------------------------
@@ -263,21 +183,22 @@ class CheckpointCoordinator:
 
     @property
     def consecutive_failures(self) -> int:
-        return self._consecutive_failures
+        return self._failures.consecutive_failures
 
     @property
     def num_job_failures(self) -> int:
         """How many times `gateway.fail_job` was called."""
-        return self._num_job_failures
+        return self._failures.num_job_failures
 
     @property
     def counters(self) -> dict[str, int]:
-        """Debug counters of ignored acknowledgements and declines."""
-        return dict(self._counters)
+        """Debug counters of ignored acknowledgements and declines, and of repeated final
+        notifications."""
+        return {**self._counters, "final_notifications_repeated": self._final.notifications_repeated}
 
     @property
     def is_periodic_triggering(self) -> bool:
-        return self._periodic
+        return self._periodic_trigger.is_periodic
 
     @property
     def is_suspended(self) -> bool:
@@ -292,18 +213,22 @@ class CheckpointCoordinator:
     def final_checkpoint_id(self) -> int | None:
         """The completed final checkpoint, else the latest one triggered after all sources
         finished (None before that)."""
-        return self._final_checkpoint_id
+        return self._final.checkpoint_id
 
     @property
     def is_final_checkpoint_complete(self) -> bool:
-        return self._final_complete
+        return self._final.complete
+
+    @property
+    def all_sources_finished(self) -> bool:
+        return self._final.all_sources_finished
 
     def __repr__(self) -> str:
         return (
             f"CheckpointCoordinator(job={self.job_id!r}, pending={self.pending_ids}, "
             f"completed={self._stats.num_completed}, aborted={self._stats.num_aborted}, "
-            f"failures={self._consecutive_failures}, final={self._final_checkpoint_id}"
-            f"{'(complete)' if self._final_complete else ''})"
+            f"failures={self.consecutive_failures}, final={self._final.checkpoint_id}"
+            f"{'(complete)' if self._final.complete else ''})"
         )
 
     # -- periodic triggering -------------------------------------------------------------------
@@ -318,55 +243,22 @@ class CheckpointCoordinator:
         if self._shut_down:
             raise RuntimeError(f"checkpoint coordinator of job {self.job_id!r} was shut down")
         self._started = True
+        final = self._final
         if self._suspended:
             self._suspended = False
-            if self._final_floor is not None and not self._final_complete:
-                self._schedule_final(0.0)
-        if (self.config.interval is None or self._periodic or self._final_complete
-                or self._final_floor is not None or self._restored_final is not None):
+            final.resumed()
+        if (self.config.interval is None or self._periodic_trigger.is_periodic or final.complete
+                or final.floor is not None or final.restored is not None):
             return
-        self._periodic = True
-        self._schedule_tick(self.config.interval)
+        self._periodic_trigger.begin()
 
     def stop(self) -> None:
         """Stop triggering, periodic and final (pending checkpoints carry on), until `start()`
         or `restart()`; an executor calls it when a failover begins."""
         self._started = False
         self._suspended = True
-        self._stop_ticking()
-        self._cancel_final_timer()
-
-    def _stop_ticking(self) -> None:
-        self._periodic = False
-        self._waiting_for_slot = False
-        if self._tick_timer is not None:
-            self._tick_timer.cancel()
-            self._tick_timer = None
-
-    def _schedule_tick(self, delay: float) -> None:
-        if self._tick_timer is not None:
-            self._tick_timer.cancel()
-        self._tick_timer = self._timers.schedule(max(0.0, delay), self._on_tick)
-
-    def _on_tick(self) -> None:
-        self._tick_timer = None
-        if not self._periodic:
-            return
-        now = self._clock.now()
-        result = self._trigger(now, force=False, ignore_pause=False)
-        if result is CheckpointFailureReason.TOO_MANY_CHECKPOINTS:
-            self._waiting_for_slot = True  # resumed by _after_pending_ended
-        elif result is CheckpointFailureReason.MIN_PAUSE:
-            assert self._last_completion_time is not None
-            self._schedule_tick(self._last_completion_time + self.config.min_pause - now)
-        elif result is CheckpointFailureReason.STORAGE_FAILURE and self._periodic:
-            assert self.config.interval is not None
-            self._schedule_tick(self.config.interval)  # the trigger failed: try at the next interval
-        elif isinstance(result, CheckpointFailureReason):
-            self._stop_ticking()  # job finished or coordinator shut down
-        elif self._periodic:  # (a synchronous final completion may have stopped ticking)
-            assert self.config.interval is not None
-            self._schedule_tick(self.config.interval)
+        self._periodic_trigger.stop()
+        self._final.cancel_timer()
 
     # -- triggering ----------------------------------------------------------------------------
 
@@ -388,11 +280,11 @@ class CheckpointCoordinator:
             return CheckpointFailureReason.COORDINATOR_SHUTDOWN
         if force:
             return None
-        if self._final_complete:
+        if self._final.complete:
             return CheckpointFailureReason.JOB_FINISHED
-        if len(self._pending) >= self.config.max_concurrent or self._final_candidate_pending():
+        if len(self._pending) >= self.config.max_concurrent or self._final.candidate_pending():
             return CheckpointFailureReason.TOO_MANY_CHECKPOINTS
-        if self._restored_final is not None:
+        if self._final.restored is not None:
             return CheckpointFailureReason.JOB_FINISHED
         if (
             not ignore_pause
@@ -413,9 +305,9 @@ class CheckpointCoordinator:
         except StorageError as exc:  # the id counter could not persist: no checkpoint started
             log.warning("job %s: a checkpoint could not be triggered: %s", self.job_id, exc)
             self._stats.report_refused(CheckpointFailureReason.STORAGE_FAILURE)
-            self._count_failure(None, CheckpointFailureReason.STORAGE_FAILURE)
+            self._failures.checkpoint_failed(None, CheckpointFailureReason.STORAGE_FAILURE)
             return CheckpointFailureReason.STORAGE_FAILURE
-        final = self._final_floor is not None and not self._final_complete
+        final = self._final.in_progress
         # The final checkpoint is taken aligned whatever the mode (no alignment timeout either):
         # every source read its input, so aligning only waits for the pipeline to drain, and no
         # in-flight record is left as channel state. Such a record would reach a sink after the
@@ -439,7 +331,7 @@ class CheckpointCoordinator:
             self.config.timeout, partial(self._on_timeout, checkpoint_id)
         )
         if final:
-            self._final_checkpoint_id = checkpoint_id
+            self._final.candidate_triggered(checkpoint_id)
             pending.properties["final"] = True
         assert force or len(self._pending) <= self.config.max_concurrent
         log.debug("job %s: triggering checkpoint %d at %.6f", self.job_id, checkpoint_id, now)
@@ -531,14 +423,9 @@ class CheckpointCoordinator:
             self._abort(pending, CheckpointFailureReason.STORAGE_FAILURE)
             return
         self._last_completion_time = now
-        self._consecutive_failures = 0
+        self._failures.checkpoint_succeeded()
         self._stats.report_completed(pending, now)
-        is_final = self._final_floor is not None and checkpoint_id > self._final_floor and not self._final_complete
-        if is_final:
-            self._final_complete = True
-            self._final_checkpoint_id = checkpoint_id
-            self._stop_ticking()
-            self._schedule_final_renotify()
+        self._final.checkpoint_completed(checkpoint_id)
         for older_id in sorted(i for i in self._pending if i < checkpoint_id):
             older = self._pending.get(older_id)
             if older is not None:
@@ -562,8 +449,7 @@ class CheckpointCoordinator:
         self._forget(checkpoint_id)
         pending.abort(reason, now)
         self._stats.report_aborted(pending, reason, now)
-        if self._final_floor is not None and checkpoint_id > self._final_floor:
-            self._final_candidate_aborted = True
+        self._final.checkpoint_aborted(checkpoint_id)
         for task in pending.tasks:
             self._gateway.notify_aborted(task, checkpoint_id, reason)
         if self._storage is not None:
@@ -573,32 +459,21 @@ class CheckpointCoordinator:
                 log.warning("job %s: could not delete files of aborted checkpoint %d: %s",
                             self.job_id, checkpoint_id, exc)
         if reason.counts_as_failure:
-            self._count_failure(checkpoint_id, reason)
+            self._failures.checkpoint_failed(checkpoint_id, reason)
 
-    def _count_failure(self, checkpoint_id: int | None, reason: CheckpointFailureReason) -> None:
-        """A checkpoint failed (None: its trigger failed): fail the job past `tolerable_failures`."""
-        self._consecutive_failures += 1
-        if self._consecutive_failures > self.config.tolerable_failures:
-            error = CheckpointFailureLimitError(
-                self._consecutive_failures, self.config.tolerable_failures, checkpoint_id, reason
-            )
-            self._consecutive_failures = 0
-            self._num_job_failures += 1
-            self._gateway.fail_job(error)
+    def _subsume_pending(self) -> None:
+        for checkpoint_id in sorted(self._pending):
+            pending = self._pending.get(checkpoint_id)
+            if pending is not None:
+                self._abort(pending, CheckpointFailureReason.SUBSUMED)
 
     def _after_pending_ended(self) -> None:
         """A pending checkpoint completed or aborted: run a waiting periodic trigger, and keep
         the final checkpoint going."""
         if self._shut_down:
             return
-        if self._waiting_for_slot and self._periodic and len(self._pending) < self.config.max_concurrent:
-            self._waiting_for_slot = False
-            self._schedule_tick(0.0)
-        if (self._final_floor is not None and not self._final_complete and not self._suspended
-                and self._restored_final is None):
-            delay = self._final_retry_delay if self._final_candidate_aborted else 0.0
-            self._final_candidate_aborted = False
-            self._schedule_final(delay)
+        self._periodic_trigger.slot_freed(len(self._pending))
+        self._final.pending_ended()
 
     def abort_all_pending(self, reason: CheckpointFailureReason) -> list[int]:
         """Abort every pending checkpoint with `reason` (failover: TASK_FAILURE).
@@ -628,87 +503,14 @@ class CheckpointCoordinator:
         """
         if task_id not in self._source_tasks:
             raise ValueError(f"{task_id} is not a source task of job {self.job_id!r}")
-        if task_id in self._finished_sources:
-            return
-        self._finished_sources.add(task_id)
-        if len(self._finished_sources) == len(self._source_tasks) and self._final_floor is None:
-            self._final_floor = self._last_trigger_id
-            self._stop_ticking()  # from now on only final candidates, one at a time
-            if self._restored_final is not None:
-                self._complete_restored_final()
-            elif not self._suspended:
-                self._schedule_final(0.0)
+        self._final.source_finished(task_id, len(self._source_tasks), self._last_trigger_id)
 
     def restored_from(self, checkpoint: CompletedCheckpoint | None) -> None:
         """The executor deployed the current execution from `checkpoint` (None: from scratch).
         Call it on every deployment before `start()` (`restart()` keeps it). If it is a final
-        checkpoint (`properties["final"]`), this execution takes no checkpoint of its own: see
-        "Restored final checkpoint" in the module docstring."""
-        final = checkpoint is not None and bool(checkpoint.properties.get("final"))
-        self._restored_final = checkpoint.checkpoint_id if final else None
-        if final:
-            self._stop_ticking()
-
-    def _complete_restored_final(self) -> None:
-        checkpoint_id = self._restored_final
-        assert checkpoint_id is not None
-        self._final_complete = True
-        self._final_checkpoint_id = checkpoint_id
-        self._schedule_final_renotify()
-        for pending_id in sorted(self._pending):  # none is expected: no trigger was allowed
-            pending = self._pending.get(pending_id)
-            if pending is not None:
-                self._abort(pending, CheckpointFailureReason.SUBSUMED)
-        self._gateway.commit_checkpoint(checkpoint_id)  # idempotent if its run committed it already
-        for task in self._all_tasks:
-            self._gateway.notify_complete(task, checkpoint_id)
-
-    def _schedule_final_renotify(self) -> None:
-        self._cancel_final_timer()
-        if not self._suspended:
-            self._final_timer = self._timers.schedule(self._final_retry_delay, self._on_final_renotify)
-
-    def _on_final_renotify(self) -> None:
-        """Repeat the final checkpoint's completion to every task (idempotent for a task that
-        heard it): a lost notification would leave a source waiting for it forever, and after
-        the final checkpoint no later completion comes to stand in for it."""
-        self._final_timer = None
-        if not self._final_complete or self._shut_down or self._suspended:
-            return
-        checkpoint_id = self._final_checkpoint_id
-        assert checkpoint_id is not None
-        self._counters["final_notifications_repeated"] += 1
-        for task in self._all_tasks:
-            self._gateway.notify_complete(task, checkpoint_id)
-        self._schedule_final_renotify()
-
-    def _final_candidate_pending(self) -> bool:
-        floor = self._final_floor
-        return floor is not None and not self._final_complete and any(i > floor for i in self._pending)
-
-    @property
-    def all_sources_finished(self) -> bool:
-        return self._final_floor is not None
-
-    def _schedule_final(self, delay: float) -> None:
-        self._cancel_final_timer()
-        self._final_timer = self._timers.schedule(delay, self._on_final_tick)
-
-    def _cancel_final_timer(self) -> None:
-        if self._final_timer is not None:
-            self._final_timer.cancel()
-            self._final_timer = None
-
-    def _on_final_tick(self) -> None:
-        self._final_timer = None
-        if self._final_floor is None or self._final_complete or self._shut_down or self._suspended:
-            return
-        if self._final_candidate_pending():
-            return  # a candidate is in flight; its end re-evaluates
-        # TOO_MANY_CHECKPOINTS: a pending checkpoint ending re-evaluates (_after_pending_ended)
-        result = self._trigger(None, force=False, ignore_pause=True)
-        if result is CheckpointFailureReason.STORAGE_FAILURE and not self._suspended and not self._shut_down:
-            self._schedule_final(self._final_retry_delay)  # nothing else would ever retry it
+        checkpoint (`properties["final"]`), this execution takes no checkpoint of its own
+        (`checkpoint.final_checkpoint`)."""
+        self._final.restored_from(checkpoint)
 
     # -- failover and shutdown -----------------------------------------------------------------
 
@@ -718,17 +520,12 @@ class CheckpointCoordinator:
         left as it is (an executor usually `stop()`s during failover and `start()`s after); a final
         checkpoint paused by `stop()` may be triggered again once the new sources finish.
         """
-        sources, tasks = _check_tasks(source_tasks, all_tasks)
+        sources, tasks = check_task_lists(source_tasks, all_tasks)
         self.abort_all_pending(CheckpointFailureReason.TASK_FAILURE)
         self._source_tasks, self._all_tasks = sources, tasks
-        self._finished_sources.clear()
-        self._final_floor = None
-        self._final_checkpoint_id = None
-        self._final_complete = False
-        self._final_candidate_aborted = False
-        self._cancel_final_timer()
+        self._final.restart()
         self._suspended = False
-        if self._started and not self._periodic and not self._shut_down:
+        if self._started and not self._periodic_trigger.is_periodic and not self._shut_down:
             self.start()
 
     def shutdown(self) -> None:
@@ -736,7 +533,7 @@ class CheckpointCoordinator:
         if self._shut_down:
             return
         self.stop()
-        self._cancel_final_timer()
+        self._final.cancel_timer()
         self._shut_down = True
         for checkpoint_id in sorted(self._pending):
             pending = self._pending.get(checkpoint_id)
@@ -744,21 +541,41 @@ class CheckpointCoordinator:
                 self._abort(pending, CheckpointFailureReason.COORDINATOR_SHUTDOWN)
 
 
-def _check_tasks(
-    source_tasks: Iterable[TaskId], all_tasks: Iterable[TaskId]
-) -> tuple[tuple[TaskId, ...], tuple[TaskId, ...]]:
-    sources = list(source_tasks)
-    tasks = list(all_tasks)
-    for name, items in (("source_tasks", sources), ("all_tasks", tasks)):
-        if not items:
-            raise ValueError(f"checkpoint coordinator needs at least one task in {name}")
-        bad = [t for t in items if not isinstance(t, TaskId)]
-        if bad:
-            raise ValueError(f"{name} must hold TaskIds, got {bad[0]!r}")
-        if len(set(items)) != len(items):
-            dupes = sorted({t for t in items if items.count(t) > 1})
-            raise ValueError(f"{name} repeats {', '.join(map(str, dupes))}")
-    outside = sorted(set(sources) - set(tasks))
-    if outside:
-        raise ValueError(f"source tasks {', '.join(map(str, outside))} are not in all_tasks")
-    return tuple(sorted(sources)), tuple(sorted(tasks))
+class _Controller:
+    """The coordinator as its `PeriodicTrigger` and `FinalCheckpoint` see it
+    (`PeriodicTriggerController`, `FinalCheckpointController`)."""
+
+    __slots__ = ("_coordinator",)
+
+    def __init__(self, coordinator: CheckpointCoordinator) -> None:
+        self._coordinator = coordinator
+
+    @property
+    def last_completion_time(self) -> float | None:
+        return self._coordinator._last_completion_time
+
+    def trigger_periodic(self, now: float) -> int | CheckpointFailureReason:
+        return self._coordinator._trigger(now, force=False, ignore_pause=False)
+
+    @property
+    def is_suspended(self) -> bool:
+        return self._coordinator._suspended
+
+    @property
+    def is_shut_down(self) -> bool:
+        return self._coordinator._shut_down
+
+    def pending_ids(self) -> Iterable[int]:
+        return self._coordinator._pending
+
+    def all_tasks(self) -> Iterable[TaskId]:
+        return self._coordinator._all_tasks
+
+    def trigger_final(self) -> int | CheckpointFailureReason:
+        return self._coordinator._trigger(None, force=False, ignore_pause=True)
+
+    def subsume_pending(self) -> None:
+        self._coordinator._subsume_pending()
+
+    def stop_ticking(self) -> None:
+        self._coordinator._periodic_trigger.stop()

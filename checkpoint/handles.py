@@ -6,6 +6,7 @@ so plain values (ids, paths, numbers) cross the boundary.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -132,3 +133,29 @@ class TaskAcknowledgement:
             processed_data=int(data.get("processed_data", 0)),
             async_cpu=float(data.get("async_cpu", 0.0)),
         )
+
+
+def check_task_lists(
+    source_tasks: Iterable[TaskId], all_tasks: Iterable[TaskId]
+) -> tuple[tuple[TaskId, ...], tuple[TaskId, ...]]:
+    """The checkpoint coordinator's source and all tasks, sorted.
+
+    Raises:
+        ValueError: a list is empty, holds something other than a `TaskId`, repeats a task, or
+            names a source outside `all_tasks`.
+    """
+    sources = list(source_tasks)
+    tasks = list(all_tasks)
+    for name, items in (("source_tasks", sources), ("all_tasks", tasks)):
+        if not items:
+            raise ValueError(f"checkpoint coordinator needs at least one task in {name}")
+        bad = [t for t in items if not isinstance(t, TaskId)]
+        if bad:
+            raise ValueError(f"{name} must hold TaskIds, got {bad[0]!r}")
+        if len(set(items)) != len(items):
+            dupes = sorted({t for t in items if items.count(t) > 1})
+            raise ValueError(f"{name} repeats {', '.join(map(str, dupes))}")
+    outside = sorted(set(sources) - set(tasks))
+    if outside:
+        raise ValueError(f"source tasks {', '.join(map(str, outside))} are not in all_tasks")
+    return tuple(sorted(sources)), tuple(sorted(tasks))

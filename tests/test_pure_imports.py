@@ -35,7 +35,12 @@ PURE = [
     ("runtime/jobmaster/coordinators.py", NO_CLOCK_OR_DICE),
     ("runtime/jobmaster/progress.py", NO_CLOCK_OR_DICE),
     ("runtime/jobmaster/watchdog.py", NO_CLOCK_OR_DICE),
-    ("checkpoint/coordinator.py", NEVER),
+    # the coordinator and the parts it delegates to: time comes from the injected clock and timers
+    ("checkpoint/coordinator.py", NO_CLOCK_OR_DICE),
+    ("checkpoint/coordinator_gateway.py", NO_CLOCK_OR_DICE),
+    ("checkpoint/periodic_trigger.py", NO_CLOCK_OR_DICE),
+    ("checkpoint/final_checkpoint.py", NO_CLOCK_OR_DICE),
+    ("checkpoint/failure_manager.py", NO_CLOCK_OR_DICE),
     ("checkpoint/lease.py", NO_CLOCK_OR_DICE | {"os", "socket"}),  # who may write a job directory: decided purely
     ("checkpoint/pending.py", NEVER),
     ("state", NEVER),

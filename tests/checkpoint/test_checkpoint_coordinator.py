@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from ckpt_testkit import JOB, SINK, SRC, TASKS, FailingBlobStore, make_harness
 
-from checkpoint.coordinator import CheckpointCoordinator, CheckpointFailureLimitError
+from checkpoint.coordinator import CheckpointCoordinator
+from checkpoint.failure_manager import CheckpointFailureLimitError
 from checkpoint.handles import TaskId
 from checkpoint.ids import StandaloneCheckpointIDCounter
 from checkpoint.io.storage import MemoryBlobStore
