@@ -11,6 +11,7 @@ flush, a trigger, a notification) fails the task when it raises, as on Ray.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,8 @@ class TaskRunner:
         self._scheduled: set[TaskId] = set()
         #: when each scheduled run is due (a timer callback that came due runs the task earlier)
         self._run_at: dict[TaskId, float] = {}
+        #: the times of every run event of each task still in the event queue (a heap per task)
+        self._run_times: dict[TaskId, list[float]] = {}
         self._flush_scheduled: set[TaskId] = set()
         #: paced sources with a wake-up due (`CostModel.source_pacing`)
         self._wake_scheduled: set[TaskId] = set()
@@ -63,6 +66,7 @@ class TaskRunner:
         if self._cores is not None:
             self._cores.reset()
         self._scheduled.clear()
+        self._run_times.clear()
         self._flush_scheduled.clear()
         self._wake_scheduled.clear()
 
@@ -84,15 +88,24 @@ class TaskRunner:
         self._scheduled.add(task_id)
         at = max(when if when is not None else sim.now, self._busy_until.get(task_id, 0.0))
         self._run_at[task_id] = at
-        sim.at(at, lambda: self._run_task(task_id), sim.epoch, "run")
+        self._push_run(at, task_id)
+
+    def _push_run(self, at: float, task_id: TaskId) -> None:
+        heapq.heappush(self._run_times.setdefault(task_id, []), at)
+        self.sim.at(at, lambda: self._run_event(task_id), self.sim.epoch, "run")
+
+    def _run_event(self, task_id: TaskId) -> None:
+        times = self._run_times.get(task_id)
+        if times:
+            heapq.heappop(times)  # the queue pops in time order: this run is its task's earliest
+        self._run_task(task_id)
 
     def wake(self, task_id: TaskId) -> None:
         """A callback of the task's timers came due: run it now, even if a run is scheduled for
         later (a rate-limited source waiting for its next record; that run still happens)."""
         sim = self.sim
         if task_id in self._scheduled and self._run_at.get(task_id, sim.now) > sim.now:
-            at = max(sim.now, self._busy_until.get(task_id, 0.0))
-            sim.at(at, lambda: self._run_task(task_id), sim.epoch, "run")
+            self._push_run(max(sim.now, self._busy_until.get(task_id, 0.0)), task_id)
             return
         self.schedule_run(task_id)
 
@@ -124,6 +137,13 @@ class TaskRunner:
             return
         busy = self._busy_until.get(task_id, 0.0)
         if busy > sim.now:
+            times = self._run_times.get(task_id)
+            if times and times[0] <= busy:
+                # another run of the task comes by then and steps it: a second one would chase
+                # the task's busy time for ever, and every timer that wakes the task adds one
+                self._scheduled.add(task_id)
+                self._run_at[task_id] = times[0]
+                return
             self.schedule_run(task_id, busy)
             return
         cores = self._cores
