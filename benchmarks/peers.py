@@ -90,15 +90,16 @@ For the Flink variants `checkpoints_completed`, `checkpoint_duration_*` and `che
 (JSON only: bytes of the largest completed checkpoint, operator state plus, when unaligned, the
 persisted in-flight data) come from the JobManager's "Completed checkpoint" log lines;
 `checkpoints_aborted` / `abort_reasons` count triggered checkpoints that failed (mostly ones
-declined because tasks were finishing at the end of the bounded input). The PyFlink variants
-(`pyflink-udf`, `flink-sql`) also take Flink's per-checkpoint figures from its REST API
+declined because tasks were finishing at the end of the bounded input). `flink-sql` also takes
+Flink's per-checkpoint figures from its REST API
 (`benchmarks.peers_flink`: the job runs on a MiniCluster of the child's own, `RestCluster`, whose
 REST endpoint outlives the job; `benchmarks.flink_rest`): `alignment_time_p50/p99/max` (the
 longest subtask `alignment.duration` per completed checkpoint), `start_delay_*`,
 `persisted_bytes(_p50)` (`persisted_data`: in-flight data of unaligned checkpoints),
 `checkpointed_bytes_p50`, and `rest_checkpoints_completed` / `rest_checkpoints_read` (Flink's
-count and the checkpoints the figures come from); the barrierflow rows fill the same columns from
-their own statistics. The job's effective checkpoint settings (enabled, mode, unaligned, interval)
+count and the checkpoints the figures come from; `pyflink-udf` runs on PyFlink's local executor
+and has none: its Python workers wrote no stamps when its job went to that cluster); the
+barrierflow rows fill the same columns from their own statistics. The job's effective checkpoint settings (enabled, mode, unaligned, interval)
 are read back from the environment and a row whose job ran with other settings fails. Bytewax has
 no checkpoint columns (it keeps no such statistics).
 

@@ -112,15 +112,19 @@ def flink_config(mode: str) -> Any:
     return config
 
 
-def _stream_env(mode: str, config: Any) -> tuple[Any, dict[str, Any]]:
-    """A StreamExecutionEnvironment for `mode` with `config`, and the checkpoint settings it really has."""
+def _stream_env(mode: str, config: Any, remote: bool) -> tuple[Any, dict[str, Any]]:
+    """A StreamExecutionEnvironment for `mode` with `config` (`remote`: submitting to the cluster
+    `config` names, else PyFlink's local executor), and the checkpoint settings it really has."""
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
     from pyflink.java_gateway import get_gateway
 
-    # constructed, not `get_execution_environment`: that one makes a LocalStreamEnvironment, which
-    # sets `execution.target` to local whatever the configuration says
-    environments = get_gateway().jvm.org.apache.flink.streaming.api.environment
-    env = StreamExecutionEnvironment(environments.StreamExecutionEnvironment(config._j_configuration))
+    if remote:
+        # constructed, not `get_execution_environment`: that one makes a LocalStreamEnvironment, which
+        # sets `execution.target` to local whatever the configuration says
+        environments = get_gateway().jvm.org.apache.flink.streaming.api.environment
+        env = StreamExecutionEnvironment(environments.StreamExecutionEnvironment(config._j_configuration))
+    else:
+        env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_parallelism(PARALLELISM)
     if mode != "none":  # also set through the API, in case the config keys are not picked up
         env.enable_checkpointing(INTERVAL_MS, CheckpointingMode.AT_LEAST_ONCE if mode == "at-least-once"
@@ -172,16 +176,18 @@ class RestCluster:
 class FlinkJob:
     """A child's Flink job: its environment (`env`, configured by `config`) on a `RestCluster`,
     the checkpoint settings it has (`effective`); `record(job_id)` writes the job's checkpoint
-    statistics (`flink_rest.read_checkpoints`) to `work`/`CHECKPOINTS_FILE` once it has ended."""
+    statistics (`flink_rest.read_checkpoints`) to `work`/`CHECKPOINTS_FILE` once it has ended.
+    `rest=False`: on PyFlink's local executor instead, recording nothing (`pyflink-udf`: its Python
+    UDF workers returned no stamps, 0 of 20,000, when the job went to a `RestCluster`)."""
 
-    def __init__(self, mode: str, work: str) -> None:
+    def __init__(self, mode: str, work: str, *, rest: bool = True) -> None:
         self.mode, self.work = mode, work
-        self.cluster = RestCluster(flink_config(mode))
+        self.cluster = RestCluster(flink_config(mode)) if rest else None
         try:
-            self.config = self.cluster.client_config(flink_config(mode))
-            self.env, self.effective = _stream_env(mode, self.config)
+            self.config = self.cluster.client_config(flink_config(mode)) if self.cluster else flink_config(mode)
+            self.env, self.effective = _stream_env(mode, self.config, remote=self.cluster is not None)
         except BaseException:
-            self.cluster.close()
+            self.close()
             raise
 
     def wait(self, result: Any) -> None:
@@ -193,7 +199,7 @@ class FlinkJob:
     def record(self, job_id: str) -> None:
         from benchmarks.flink_rest import read_checkpoints
 
-        if self.mode == "none":  # no checkpoints: Flink answers 404 for them
+        if self.mode == "none" or self.cluster is None:  # no checkpoints (Flink answers 404) or no REST
             return
         doc = read_checkpoints(self.cluster.url, job_id)
         with open(os.path.join(self.work, CHECKPOINTS_FILE), "w") as fh:
@@ -202,8 +208,12 @@ class FlinkJob:
     def __enter__(self) -> FlinkJob:
         return self
 
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
+
     def __exit__(self, *exc: object) -> None:
-        self.cluster.close()
+        self.close()
 
 
 def read_recorded(work: str) -> dict[str, Any] | None:
@@ -249,7 +259,7 @@ def child_pyflink_udf(mode: str, records: int, work: str) -> dict[str, Any]:
                 self.stamps.tofile(fh)
             os.replace(self.path + ".part", self.path)
 
-    with FlinkJob(mode, work) as job:
+    with FlinkJob(mode, work, rest=False) as job:
         discard = Sink(get_gateway().jvm.org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink())
         (
             job.env.from_source(NumberSequenceSource(0, records - 1), WatermarkStrategy.no_watermarks(), "seq")
