@@ -1,7 +1,7 @@
 """Fidelity: does the calibrated simulator predict the real executor?
 
     python -m benchmarks.fidelity [--quick] [--json PATH] [--out DIR] [--measure ray|sim]
-                                  [--scenario NAME ...] [--modes MODE ...] [--repeat N]
+                                  [--scenario NAME ...] [--query Q ...] [--modes MODE ...] [--repeat N]
 
 Theory of operation
 -------------------
@@ -16,6 +16,12 @@ simulator with the scenario's profile (no other knob: the slow subtask of `backp
 the slow link of `slow-channel` are whatever the calibration measured, plus the link delay the
 job declares). Both are summarised by `modes_outcome.summarise` (same warm-up, same
 windows); predicted checkpoint durations add the profile's coordinator `finalize` time.
+
+NexMark q5 (sliding-window hot items) and q8 (window join of new persons and auctions) are
+cells too (`--query`, scenarios `nexmark-q5`, `nexmark-q8`): each query's job as
+`benchmarks.nexmark` runs it, calibrated, measured and predicted the same way
+(`benchmarks.fidelity_nexmark`); `--duration` and `--max-rate-records` size its latency and
+full-speed runs too.
 
 Per (scenario, mode, metric) cell: measured, predicted and the relative error
 (predicted / measured - 1). `within_25pct_fraction` is the share of cells within +-25 %
@@ -43,6 +49,7 @@ from dataclasses import replace
 from typing import Any
 
 from benchmarks import checkpoint_modes as cm
+from benchmarks import fidelity_nexmark as fn
 from benchmarks.report import add_output_arguments, at_least_one, markdown_table, output_of, parse_args
 from runtime.calibration.fit import fit_profile
 from runtime.calibration.predict import full_speed_records, predict
@@ -109,10 +116,7 @@ def predict_combination(combo: cm.Combination, bench: cm.Profile, profile: CostP
     max_records = min(bench.max_rate_records, records) if combo.scenario == "backpressure" else bench.max_rate_records
     throughput_run = run(None, max_records, False)
     row = cm.summarise(sim, latency_run, throughput_run, rate=rate, records=records, since=since).row
-    for key in ("checkpoint_duration_p50", "checkpoint_duration_p99"):
-        if row[key] is not None:
-            row[key] += profile.finalize * 1e3
-    return row
+    return fn.with_finalize(row, profile.finalize)
 
 
 def relative_error(measured: float | None, predicted: float | None) -> float | None:
@@ -197,9 +201,15 @@ def compare(measured_rows: dict[tuple[str, str], list[dict[str, Any]]],
 
 
 def run(measure: str, scenarios: Sequence[str], modes: Sequence[str], quick: bool, repeat: int,
-        bench: cm.Profile | None = None) -> dict[str, Any]:
-    """Calibrate per scenario, measure and predict every mode; the JSON payload."""
+        bench: cm.Profile | None = None, queries: Sequence[str] = (),
+        nexmark_bench: Any = None) -> dict[str, Any]:
+    """Calibrate per scenario and NexMark query, measure and predict every mode; the JSON payload
+    (`nexmark_bench`: the queries' `benchmarks.nexmark` profile, default `measure`'s)."""
+    from runtime.workloads.nexmark.config import NexmarkConfig
+
     bench = bench or cm.PROFILES[(measure, quick)]
+    nexmark_bench = nexmark_bench or fn.bench_profile(measure, quick)
+    config = NexmarkConfig()
     if bench.scenarios is not None:
         scenarios = [s for s in scenarios if s in bench.scenarios]
     load_before = os.getloadavg()
@@ -215,6 +225,17 @@ def run(measure: str, scenarios: Sequence[str], modes: Sequence[str], quick: boo
             started = time.perf_counter()
             predicted[(scenario, mode)] = predict_combination(combo, bench, profile)
             print(f"  predicted {combo.label} in {time.perf_counter() - started:.1f} s", flush=True)
+    for query in queries:
+        profile, info = fn.calibrate_query(measure, query, nexmark_bench, config)
+        profiles[fn.scenario(query)] = profile.to_json()
+        print(f"calibrated {fn.scenario(query)} on {measure} in {info['seconds']} s (load {info['load_average']})",
+              flush=True)
+        for mode in modes:
+            started = time.perf_counter()
+            predicted[(fn.scenario(query), mode)] = fn.predict_query(query, mode, nexmark_bench, profile, config,
+                                                                     nexmark_bench.events)
+            print(f"  predicted {measure}/{fn.scenario(query)}/{mode} in {time.perf_counter() - started:.1f} s",
+                  flush=True)
     for r in range(repeat):
         for scenario in scenarios:
             for mode in modes:
@@ -222,7 +243,13 @@ def run(measure: str, scenarios: Sequence[str], modes: Sequence[str], quick: boo
                 row = cm.run_combination(combo, bench).row
                 measured.setdefault((scenario, mode), []).append(row)
                 print(f"  measured {combo.label} (repeat {r + 1}/{repeat})", flush=True)
+        for query in queries:
+            for mode in modes:
+                row = fn.measure_query(measure, query, mode, nexmark_bench, config, nexmark_bench.events)
+                measured.setdefault((fn.scenario(query), mode), []).append(row)
+                print(f"  measured {measure}/{fn.scenario(query)}/{mode} (repeat {r + 1}/{repeat})", flush=True)
     payload = {"measure": measure, "quick": quick, "repeat": repeat, "bench_profile": cm._profile_json(bench),
+               "nexmark_profile": vars(nexmark_bench) if queries else None,
                "load_average_before": load_before, "load_average_after": os.getloadavg(), "profiles": profiles}
     payload.update(compare(measured, predicted))
     return payload
@@ -252,14 +279,17 @@ def main(argv: list[str] | None = None) -> int:
     add_output_arguments(parser, "fidelity", quick_help="the quick profile of benchmarks.checkpoint_modes")
     parser.add_argument("--measure", choices=["ray", "sim"], default="ray",
                         help="the executor measured: ray (default) or sim (a self-check of the loop)")
-    parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS), help="scenarios")
+    parser.add_argument("--scenario", nargs="*", choices=SCENARIOS, default=list(SCENARIOS),
+                        help="scenarios of benchmarks.checkpoint_modes (none: only the NexMark queries)")
+    parser.add_argument("--query", nargs="*", choices=fn.QUERIES, default=list(fn.QUERIES),
+                        help="NexMark queries (benchmarks.nexmark's jobs; none: only the scenarios)")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="checkpoint modes")
     parser.add_argument("--repeat", type=at_least_one, default=1,
                         help="measured runs per cell; the median is compared (default 1)")
     parser.add_argument("--duration", type=float, default=None,
-                        help="seconds of each latency run (default: the benchmark profile's)")
+                        help="seconds of each latency run, NexMark's too (default: the benchmark profiles')")
     parser.add_argument("--max-rate-records", type=int, default=None,
-                        help="records of each throughput run (default: the benchmark profile's)")
+                        help="records (NexMark: events) of each throughput run (default: the benchmark profiles')")
     args = parse_args(parser, argv)
     bench = cm.PROFILES[(args.measure, args.quick)]
     if args.duration is not None:
@@ -270,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         from runtime.ray.cluster import ensure_ray
 
         ensure_ray()
-    payload = run(args.measure, args.scenario, args.modes, args.quick, args.repeat, bench)
+    nexmark_bench = fn.bench_profile(args.measure, args.quick, seconds=args.duration, events=args.max_rate_records)
+    payload = run(args.measure, args.scenario, args.modes, args.quick, args.repeat, bench, args.query, nexmark_bench)
     table = render(payload)
     print(table)
     for path in output_of(args, "fidelity").write(payload, table):

@@ -66,9 +66,10 @@ PREFIX = "nexmark-"
 SPREAD_FIELDS = ("throughput", "latency_p50", "latency_p99", "checkpoint_duration_p50", "checkpoint_duration_p99")
 TABLE_COLUMNS = ("executor", "query", "mode", "status", "throughput", "throughput_spread", "latency_p50", "latency_p99",
                  "latency_p99_spread", "checkpoint_duration_p50", "checkpoint_duration_p99", "alignment_time_p50",
-                 "persisted_bytes_p50", "state_bytes_p50", "state_bytes", "checkpoints_completed", "results", "machine")
+                 "alignment_time_p99", "persisted_bytes_p50", "state_bytes_p50", "state_bytes", "checkpoints_completed", "results", "machine")
 TABLE_UNITS = ("throughput in events/s (full-speed run); latencies in ms from an event's creation to the commit of "
-               "its output; checkpoint durations and alignment in ms (virtual on sim, wall on ray and flink-sql); "
+               "its output; checkpoint durations and alignment (the longest task alignment per checkpoint) in ms "
+               "(virtual on sim, wall on ray and flink-sql, Flink's from its REST API); "
                "bytes per checkpoint (median; state_bytes: the largest); results: Flink's output against ours; "
                "machine: the 1-minute load average, CONTENDED above the core count")
 

@@ -11,8 +11,10 @@ modes none / aligned / unaligned / at-least-once): the `events` table, the views
 Flink SQL (`benchmarks.nexmark_flink_sql`) inserted into a `filesystem` JSON table. Throughput =
 events / (first source subtask RUNNING -> last subtask FINISHED) from the TaskManager log,
 checkpoint duration p50/p99 and size from the JobManager's "Completed checkpoint" lines
-(`peers.flink_task_span`, `peers.flink_checkpoints`); Flink's log says nothing of alignment, so
-that column stays empty. The JSON files (committed and in-progress: without checkpoints the file sink
+(`peers_flink.flink_task_span`, `peers_flink.flink_checkpoints`); alignment p50/p99 (the longest
+subtask alignment per checkpoint), start delay, persisted and checkpointed bytes from Flink's REST
+API, every completed checkpoint's subtask details read by the child once the job has ended
+(`peers_flink.FlinkJob`, `flink_rest.checkpoint_figures`). The JSON files (committed and in-progress: without checkpoints the file sink
 never commits) are read back and compared with barrierflow's committed output over the same
 events (`results`: "equal" or how they differ, `oracle.disagreement`'s rules). Only queries with
 append-only output run (`FLINK_QUERIES`): Flink's file sink takes no updates, so q4 and q9 do not.
@@ -31,7 +33,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks import peers
+from benchmarks import peer_rows, peers
+from benchmarks.peers_flink import flink_checkpoints, flink_task_span, log_lines, read_recorded
 
 FLINK_MODES = ("none", "aligned", "unaligned", "at-least-once")
 #: queries whose output Flink's file sink can hold (append-only)
@@ -87,29 +90,30 @@ def child(mode: str, spec_path: str, work: str) -> dict[str, Any]:
     )
 
     from benchmarks.nexmark_flink_sql import TIME_ZONE
+    from benchmarks.peers_flink import FlinkJob
 
     with open(spec_path) as fh:
         spec = json.load(fh)
-    env, effective = peers._flink_stream_env(mode)
-    settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(
-        peers._flink_config(mode)).build()
-    table_env = StreamTableEnvironment.create(env, settings)
-    table_env.get_config().set("table.local-time-zone", TIME_ZONE)
-    table_env.execute_sql(spec["events_ddl"])
-    for name, sql in spec["views"].items():
-        table_env.create_temporary_view(name, table_env.sql_query(sql))
-    statements = table_env.create_statement_set()
-    for query in spec["queries"]:
-        result = table_env.sql_query(query["sql"])
-        sink = (TableDescriptor.for_connector("filesystem")
-                .schema(Schema.new_builder().from_row_data_type(result.get_schema().to_row_data_type()).build())
-                .option("path", query["out"])
-                .format(FormatDescriptor.for_format("json").option("encode.decimal-as-plain-number", "true").build())
-                .build())
-        table_env.create_temporary_table(f"snk_{query['name']}", sink)
-        statements.add_insert(f"snk_{query['name']}", result)
-    statements.execute().wait()
-    return {"effective": effective}
+    with FlinkJob(mode, work) as job:
+        settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(job.config).build()
+        table_env = StreamTableEnvironment.create(job.env, settings)
+        table_env.get_config().set("table.local-time-zone", TIME_ZONE)
+        table_env.execute_sql(spec["events_ddl"])
+        for name, sql in spec["views"].items():
+            table_env.create_temporary_view(name, table_env.sql_query(sql))
+        statements = table_env.create_statement_set()
+        for query in spec["queries"]:
+            result = table_env.sql_query(query["sql"])
+            sink = (TableDescriptor.for_connector("filesystem")
+                    .schema(Schema.new_builder().from_row_data_type(result.get_schema().to_row_data_type()).build())
+                    .option("path", query["out"])
+                    .format(FormatDescriptor.for_format("json").option("encode.decimal-as-plain-number", "true")
+                            .build())
+                    .build())
+            table_env.create_temporary_table(f"snk_{query['name']}", sink)
+            statements.add_insert(f"snk_{query['name']}", result)
+        job.wait(statements.execute())
+        return {"effective": job.effective}
 
 
 # ---------------------------------------------------------------------------- driver
@@ -162,7 +166,7 @@ def launch(queries: Sequence[Any], mode: str, csv_dir: str, config: Any,
                                                f"-Djava.io.tmpdir={os.path.join(work, 'jvm-tmp')}"])))
     argv = [python, "-m", "benchmarks.nexmark_flink", "--child", "--mode", mode, "--spec", spec_path, "--work", work]
     failure = peers._child_failure(_run(argv, env))
-    return failure, peers._log_lines(log_dir), {name: read_output(out) for name, out in outs.items()}
+    return failure, log_lines(log_dir), {name: read_output(out) for name, out in outs.items()}
 
 
 def run_one(query: Any, mode: str, csv_dir: str, config: Any, events: int) -> tuple[dict[str, Any], list[dict]]:
@@ -171,14 +175,14 @@ def run_one(query: Any, mode: str, csv_dir: str, config: Any, events: int) -> tu
         failure, lines, outputs = launch([query], mode, csv_dir, config, work)
         rows = outputs.get(query.name, [])
         if failure:
-            return peers._failed(EXECUTOR, mode, failure), rows
-        span = peers.flink_task_span(lines)
+            return peer_rows.failed(EXECUTOR, mode, failure), rows
+        span = flink_task_span(lines)
         if span is None:
-            return peers._failed(EXECUTOR, mode, "no task RUNNING/FINISHED lines in the Flink log"), rows
-        checkpoints = peers.flink_checkpoints(lines) if mode != "none" else None
-        row = peers._row(EXECUTOR, mode, throughput=events / max(span[1] - span[0], 1e-3), records=events,
-                         checkpoints=checkpoints)
-        return row, rows
+            return peer_rows.failed(EXECUTOR, mode, "no task RUNNING/FINISHED lines in the Flink log"), rows
+        checkpoints = flink_checkpoints(lines) if mode != "none" else None
+        out = peer_rows.row(EXECUTOR, mode, throughput=events / max(span[1] - span[0], 1e-3), records=events,
+                            checkpoints=checkpoints, figures=read_recorded(work))
+        return out, rows
 
 
 def flink_outputs(queries: Sequence[str], mode: str, config: Any, events: int) -> dict[str, list[dict[str, Any]]]:
@@ -237,7 +241,7 @@ def run_flink(queries: Sequence[str], modes: Sequence[str], config: Any, events:
                 try:
                     row, rows = run_one(QUERIES[q], mode, files.directory(q in EVENT_TIME_QUERIES), config, events)
                 except Exception as exc:  # a row saying why
-                    row, rows = peers._failed(EXECUTOR, mode, f"{type(exc).__name__}: {exc}"), []
+                    row, rows = peer_rows.failed(EXECUTOR, mode, f"{type(exc).__name__}: {exc}"), []
                 if row["status"] == "ok":
                     row["results"] = compare(QUERIES[q], (ours or {}).get(q), rows)
                 row.update(scenario=f"nexmark-{q}", query=q, flink_rows=len(rows),
@@ -248,7 +252,7 @@ def run_flink(queries: Sequence[str], modes: Sequence[str], config: Any, events:
                 runs.setdefault((q, mode), []).append(row)
     out = []
     for rows in runs.values():
-        row = peers.repeats_row(rows)
+        row = peer_rows.repeats_row(rows)
         row["results"] = "; ".join(sorted({r.get("results") or r["status"] for r in rows}))
         out.append(row)
     return out

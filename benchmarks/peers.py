@@ -1,5 +1,8 @@
 """The same page-view job on PyFlink (local MiniCluster) and Bytewax, as rows of the modes table.
 
+The driver (this module); what the children run: `benchmarks.peers_flink` (PyFlink, the Flink
+log), `benchmarks.peers_bytewax`; the rows: `benchmarks.peer_rows`.
+
     python -m benchmarks.peers [--quick] [--json PATH] [--out DIR]
     python -m benchmarks.peers --setup-venv          (PyFlink + Bytewax into a separate venv)
     python -m benchmarks.checkpoint_modes --peers ...   (peers in the same run)
@@ -85,12 +88,20 @@ creation). Checkpoint columns from barrierflow's own statistics; checkpoints to 
 
 For the Flink variants `checkpoints_completed`, `checkpoint_duration_*` and `checkpoint_size_max`
 (JSON only: bytes of the largest completed checkpoint, operator state plus, when unaligned, the
-persisted in-flight data; the log does not split them, so `state_bytes`/`persisted_bytes` stay
-empty) come from the JobManager's "Completed checkpoint" log lines; `checkpoints_aborted` /
-`abort_reasons` count triggered checkpoints that failed (mostly ones declined because tasks were
-finishing at the end of the bounded input). The job's effective checkpoint settings (enabled, mode,
-unaligned, interval) are read back from the environment and a row whose job ran with other settings
-fails. Bytewax has no checkpoint columns (it keeps no such statistics).
+persisted in-flight data) come from the JobManager's "Completed checkpoint" log lines;
+`checkpoints_aborted` / `abort_reasons` count triggered checkpoints that failed (mostly ones
+declined because tasks were finishing at the end of the bounded input). `flink-sql` also takes
+Flink's per-checkpoint figures from its REST API
+(`benchmarks.peers_flink`: the job runs on a MiniCluster of the child's own, `RestCluster`, whose
+REST endpoint outlives the job; `benchmarks.flink_rest`): `alignment_time_p50/p99/max` (the
+longest subtask `alignment.duration` per completed checkpoint), `start_delay_*`,
+`persisted_bytes(_p50)` (`persisted_data`: in-flight data of unaligned checkpoints),
+`checkpointed_bytes_p50`, and `rest_checkpoints_completed` / `rest_checkpoints_read` (Flink's
+count and the checkpoints the figures come from; `pyflink-udf` runs on PyFlink's local executor
+and has none: its Python workers wrote no stamps when its job went to that cluster); the
+barrierflow rows fill the same columns from their own statistics. The job's effective checkpoint settings (enabled, mode, unaligned, interval)
+are read back from the environment and a row whose job ran with other settings fails. Bytewax has
+no checkpoint columns (it keeps no such statistics).
 
 With `--json PATH` pointing at a `checkpoint_modes` JSON, the peer rows are added to it and its
 table and plots are rewritten, so barrierflow, Flink and Bytewax sit side by side.
@@ -99,22 +110,20 @@ table and plots are rewritten, so barrierflow, Flink and Bytewax sit side by sid
 from __future__ import annotations
 
 import argparse
-import array
 import contextlib
-import glob
 import importlib.util
 import json
 import os
 import re
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta
 from typing import Any
 
+from benchmarks.peer_rows import INTERVAL_MS, PARALLELISM, ROW_MARK, failed, repeats_row, row, stamp_row
+from benchmarks.peers_flink import flink_checkpoints, flink_task_span, log_lines, read_recorded
 from benchmarks.processes import kill_group as _kill_group
 from benchmarks.report import (
     abort_reasons,
@@ -125,16 +134,11 @@ from benchmarks.report import (
     percentile,
 )
 
-PARALLELISM = 2
-INTERVAL_MS = 100
-KEYS = 50
-BYTEWAX_BATCH = 1000
 FLINK_PIN = "apache-flink==2.3.0"
 BYTEWAX_PIN = "bytewax==0.21.1"
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSTALL_HINT = ("pip install -e .[peers]   (Bytewax)  and  python -m benchmarks.peers --setup-venv   "
                 "(PyFlink and Bytewax in a separate venv; Flink also needs Java 17)")
-ROW_MARK = "BARRIERFLOW_PEER_ROW "
 CHILD_TIMEOUT_S = 1800
 FLINK_MODES = ("none", "aligned", "unaligned", "at-least-once")
 BYTEWAX_MODES = ("none", "aligned")
@@ -183,299 +187,10 @@ def setup_venv() -> int:
     return 0
 
 
-def _row(executor: str, mode: str, *, status: str = "ok", throughput: float | None = None,
-         latencies_ms: list[float] | None = None, latency_histogram: Any = None, records: int | None = None,
-         checkpoints: dict[str, Any] | None = None) -> dict[str, Any]:
-    """`latencies_ms`: a peer's latencies in ms; `latency_histogram`: barrierflow's (seconds)."""
-    lat = sorted(latencies_ms or [])
-
-    def pct(q: float) -> float | None:
-        if latency_histogram is None:
-            return percentile(lat, q)
-        value = latency_histogram.percentile(q)
-        return None if value is None else value * 1e3
-
-    cp = checkpoints or {}
-    return {
-        "executor": executor, "scenario": "uniform", "mode": mode, "parallelism": PARALLELISM,
-        "status": status, "throughput": throughput,
-        "latency_p50": pct(50), "latency_p90": pct(90), "latency_p99": pct(99), "latency_p99_9": pct(99.9),
-        "latency_max": pct(100),
-        "checkpoint_duration_p50": cp.get("p50"), "checkpoint_duration_p99": cp.get("p99"),
-        "checkpoint_duration_max": cp.get("max"),
-        "alignment_time_p50": None, "alignment_time_max": None, "persisted_bytes": None,
-        "state_bytes": None,
-        # Flink's own "checkpointed size" of the largest completed checkpoint: operator state plus,
-        # for unaligned checkpoints, persisted in-flight data (the log does not split the two)
-        "checkpoint_size_max": cp.get("bytes"),
-        "checkpoints_completed": cp.get("completed"), "checkpoints_aborted": cp.get("aborted"),
-        "abort_reasons": cp.get("reasons", {}),
-        "rate": None, "records": records,
-    }
-
-
-def _failed(executor: str, mode: str, why: str) -> dict[str, Any]:
-    return _row(executor, mode, status=f"failed: {why}"[:300])
-
-
-# ---------------------------------------------------------------------------- stamps
-
-
-def _write_stamps(path: str, stamps: array.array) -> None:
-    with open(path + ".part", "wb") as fh:
-        stamps.tofile(fh)
-    os.replace(path + ".part", path)
-
-
-def _stamp_row(executor: str, mode: str, stamp_dir: str, records: int,
-               checkpoints: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Row from `(created, done)` pairs (seconds since the epoch) written by the last operator."""
-    stamps = array.array("d")
-    for path in sorted(glob.glob(os.path.join(stamp_dir, "*.bin"))):
-        with open(path, "rb") as fh:
-            stamps.frombytes(fh.read())
-    created, done = stamps[0::2], stamps[1::2]
-    if len(created) != records:
-        return _failed(executor, mode, f"{len(created)} stamps came back for {records} records")
-    span = max(done) - min(created)
-    latencies = [(d - c) * 1e3 for c, d in zip(created, done)]
-    return _row(executor, mode, throughput=records / span, latencies_ms=latencies, records=records,
-                checkpoints=checkpoints)
-
-
-# ---------------------------------------------------------------------------- Flink logs
-
-_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
-_TASK_SWITCH = re.compile(r"taskmanager\.Task\s+\[\] - (.+?) \(\d+/\d+\)#\d+ \(\S+\) switched from (\w+) to (\w+)\.")
-_COMPLETED = re.compile(r"Completed checkpoint (\d+) for job \S+ \((\d+) bytes, checkpointDuration=(\d+) ms")
-_FAILED_CP = re.compile(r"Failed to trigger or complete checkpoint (\d+) for job")
-_EXCEPTION = re.compile(r"CheckpointException: ([^.]*(?:\.[^.\s][^.]*)*)")
-
-
-def _log_lines(log_dir: str) -> list[str]:
-    lines: list[str] = []
-    for path in sorted(glob.glob(os.path.join(log_dir, "*.log"))):
-        with open(path, errors="replace") as fh:
-            lines += fh.read().splitlines()
-    return lines
-
-
-def _log_time(line: str) -> float | None:
-    m = _LOG_TIME.match(line)
-    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() if m else None
-
-
-def flink_task_span(lines: list[str]) -> tuple[float, float] | None:
-    """(first source subtask INITIALIZING->RUNNING, last subtask RUNNING->FINISHED), from the log."""
-    starts, ends = [], []
-    for line in lines:
-        m = _TASK_SWITCH.search(line)
-        if not m:
-            continue
-        when = _log_time(line)
-        if m.group(1).startswith("Source") and (m.group(2), m.group(3)) == ("INITIALIZING", "RUNNING"):
-            starts.append(when)
-        elif (m.group(2), m.group(3)) == ("RUNNING", "FINISHED"):
-            ends.append(when)
-    if not starts or not ends:
-        return None
-    return min(starts), max(ends)
-
-
-def flink_checkpoints(lines: list[str]) -> dict[str, Any]:
-    """Completed checkpoints (count, duration p50/p99/max in ms, largest size) and failed ones by reason."""
-    durations, sizes, failed = [], [], {}
-    for i, line in enumerate(lines):
-        m = _COMPLETED.search(line)
-        if m:
-            sizes.append(int(m.group(2)))
-            durations.append(float(m.group(3)))
-            continue
-        f = _FAILED_CP.search(line)
-        if f and f.group(1) not in failed:  # the same failure can be logged twice
-            why = "unknown"
-            for follow in lines[i + 1:i + 3]:
-                e = _EXCEPTION.search(follow)
-                if e:
-                    why = re.sub(r"\s*[0-9a-f]{32}(_[0-9a-f]{32})?(_\d+)+\.?", " <task>", e.group(1)).strip()
-                    break
-            failed[f.group(1)] = why
-    reasons: dict[str, int] = {}
-    for why in failed.values():
-        reasons[why] = reasons.get(why, 0) + 1
-    durations.sort()
-    return {"completed": len(durations), "aborted": len(failed), "reasons": reasons,
-            "p50": percentile(durations, 50), "p99": percentile(durations, 99), "max": percentile(durations, 100),
-            "bytes": max(sizes) if sizes else None}
-
-
-# ---------------------------------------------------------------------------- PyFlink (child side)
-
-
-def _flink_config(mode: str) -> Any:
-    from pyflink.common import Configuration
-
-    config = Configuration()
-    config.set_string("python.execution-mode", "process")
-    config.set_string("python.executable", sys.executable)
-    config.set_string("python.client.executable", sys.executable)
-    config.set_string("parallelism.default", str(PARALLELISM))
-    if mode != "none":
-        config.set_string("execution.checkpointing.interval", f"{INTERVAL_MS} ms")
-        config.set_string("execution.checkpointing.mode",
-                          "AT_LEAST_ONCE" if mode == "at-least-once" else "EXACTLY_ONCE")
-        config.set_string("execution.checkpointing.unaligned.enabled", str(mode == "unaligned").lower())
-    return config
-
-
-def _flink_stream_env(mode: str) -> tuple[Any, dict[str, Any]]:
-    """A StreamExecutionEnvironment for `mode`, and the checkpoint settings it really has."""
-    from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
-
-    env = StreamExecutionEnvironment.get_execution_environment(_flink_config(mode))
-    env.set_parallelism(PARALLELISM)
-    if mode != "none":  # also set through the API, in case the config keys are not picked up
-        env.enable_checkpointing(INTERVAL_MS, CheckpointingMode.AT_LEAST_ONCE if mode == "at-least-once"
-                                 else CheckpointingMode.EXACTLY_ONCE)
-        if mode == "unaligned":
-            env.get_checkpoint_config().enable_unaligned_checkpoints()
-    config = env.get_checkpoint_config()
-    return env, {"checkpointing": config.is_checkpointing_enabled(), "mode": str(config.get_checkpointing_mode()),
-                 "unaligned": config.is_unaligned_checkpoints_enabled(),
-                 "interval_ms": config.get_checkpoint_interval() if mode != "none" else None}
-
-
-def child_pyflink_udf(mode: str, records: int, work: str) -> dict[str, Any]:
-    """PyFlink DataStream job with Python UDFs at max rate; stamps go to `work`/stamps."""
-    from pyflink.common import Types, WatermarkStrategy
-    from pyflink.datastream import KeyedProcessFunction
-    from pyflink.datastream.connectors import Sink
-    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
-    from pyflink.datastream.state import ValueStateDescriptor
-    from pyflink.java_gateway import get_gateway
-
-    stamp_dir = os.path.join(work, "stamps")
-    os.makedirs(stamp_dir, exist_ok=True)
-    keys = KEYS
-
-    class Count(KeyedProcessFunction):
-        def open(self, runtime_context: Any) -> None:
-            self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
-            self.path = os.path.join(stamp_dir, f"{runtime_context.get_index_of_this_subtask()}-{os.getpid()}.bin")
-            self.stamps = array.array("d")
-
-        def process_element(self, value: Any, ctx: Any) -> Any:
-            n = (self.count.value() or 0) + 1
-            self.count.update(n)
-            self.stamps.append(value[1])
-            self.stamps.append(time.time())
-            yield value[0], n
-
-        def close(self) -> None:  # inline (not _write_stamps): the UDF worker need not import benchmarks
-            with open(self.path + ".part", "wb") as fh:
-                self.stamps.tofile(fh)
-            os.replace(self.path + ".part", self.path)
-
-    env, effective = _flink_stream_env(mode)
-    discard = Sink(get_gateway().jvm.org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink())
-    (
-        env.from_source(NumberSequenceSource(0, records - 1), WatermarkStrategy.no_watermarks(), "seq")
-        .map(lambda i: (f"app{i % keys}", time.time()), output_type=Types.TUPLE([Types.STRING(), Types.DOUBLE()]))
-        .key_by(lambda r: r[0], key_type=Types.STRING())
-        .process(Count(), output_type=Types.TUPLE([Types.STRING(), Types.LONG()]))
-        .sink_to(discard)
-    )
-    env.execute(f"pyflink-udf-{mode}")
-    return {"stamps": stamp_dir, "effective": effective}
-
-
-def child_flink_sql(mode: str, records: int, work: str) -> dict[str, Any]:
-    """Flink SQL `GROUP BY` count from `datagen` into `blackhole`."""
-    from pyflink.table import EnvironmentSettings, StreamTableEnvironment
-
-    env, effective = _flink_stream_env(mode)
-    settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(_flink_config(mode)).build()
-    table_env = StreamTableEnvironment.create(env, settings)
-    table_env.execute_sql(
-        f"CREATE TABLE src (app INT) WITH ('connector' = 'datagen', 'number-of-rows' = '{records}', "
-        f"'rows-per-second' = '1000000000', "
-        f"'fields.app.kind' = 'random', 'fields.app.min' = '0', 'fields.app.max' = '{KEYS - 1}')"
-    )
-    table_env.execute_sql("CREATE TABLE snk (app INT, cnt BIGINT) WITH ('connector' = 'blackhole')")
-    table_env.execute_sql("INSERT INTO snk SELECT app, COUNT(*) FROM src GROUP BY app").wait()
-    return {"effective": effective}
-
-
-# ---------------------------------------------------------------------------- Bytewax (child side)
-
-
-def child_bytewax(mode: str, records: int, work: str, proc_id: int, addresses: list[str]) -> dict[str, Any]:
-    """One process of a 2-process Bytewax cluster; writes its `(created, done)` stamps to `work`/stamps."""
-    import bytewax.operators as op
-    from bytewax.dataflow import Dataflow
-    from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
-    from bytewax.outputs import DynamicSink, StatelessSinkPartition
-    from bytewax.testing import cluster_main
-
-    stamp_dir = os.path.join(work, "stamps")
-    os.makedirs(stamp_dir, exist_ok=True)
-    stamps = array.array("d")
-
-    class Numbers(StatefulSourcePartition):
-        def __init__(self, part: int, resume: int | None) -> None:
-            self.next = part if resume is None else resume
-            self.step = PARALLELISM
-
-        def next_batch(self) -> list[int]:
-            if self.next >= records:
-                raise StopIteration
-            end = min(records, self.next + BYTEWAX_BATCH * self.step)
-            batch = list(range(self.next, end, self.step))
-            self.next = batch[-1] + self.step
-            return batch
-
-        def snapshot(self) -> int:
-            return self.next
-
-    class Source(FixedPartitionedSource):
-        def list_parts(self) -> list[str]:
-            return [str(p) for p in range(PARALLELISM)]
-
-        def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> Numbers:
-            return Numbers(int(for_part), resume_state)
-
-    class StampPart(StatelessSinkPartition):
-        def write_batch(self, items: list[tuple[str, tuple[float, float]]]) -> None:
-            for _key, (created, done) in items:
-                stamps.append(created)
-                stamps.append(done)
-
-    class StampSink(DynamicSink):
-        def build(self, step_id: str, worker_index: int, worker_count: int) -> StampPart:
-            return StampPart()
-
-    def count(state: int | None, created: float) -> tuple[int, tuple[float, float]]:
-        return (state or 0) + 1, (created, time.time())
-
-    flow = Dataflow("pageview")
-    items = op.input("inp", flow, Source())
-    stamped = op.map("stamp", items, lambda i: (f"app{i % KEYS}", time.time()))
-    counted = op.stateful_map("count", stamped, count)
-    op.output("out", counted, StampSink())
-    recovery = None
-    if mode != "none":
-        from pathlib import Path
-
-        from bytewax.recovery import RecoveryConfig
-
-        recovery = RecoveryConfig(Path(work) / "recovery")
-    cluster_main(flow, addresses, proc_id, epoch_interval=timedelta(milliseconds=INTERVAL_MS),
-                 recovery_config=recovery, worker_count_per_proc=1)
-    _write_stamps(os.path.join(stamp_dir, f"proc{proc_id}.bin"), stamps)
-    return {"stamps": stamp_dir}
-
-
 def _child_main(args: argparse.Namespace) -> int:
+    from benchmarks.peers_bytewax import child_bytewax
+    from benchmarks.peers_flink import child_flink_sql, child_pyflink_udf
+
     if args.child == "pyflink-udf":
         out = child_pyflink_udf(args.mode, args.records, args.work)
     elif args.child == "flink-sql":
@@ -536,7 +251,7 @@ def run_variant(variant: str, mode: str, records: int, *, timeout: float = CHILD
     """Run one peer variant in child process(es) of the interpreter that has the package; its row."""
     python = interpreter_for("bytewax" if variant == "bytewax" else "pyflink")
     if python is None:
-        return _failed(variant, mode, f"not installed ({INSTALL_HINT})")
+        return failed(variant, mode, f"not installed ({INSTALL_HINT})")
     with tempfile.TemporaryDirectory(prefix=f"barrierflow-{variant}-") as work:
         log_dir = os.path.join(work, "log")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])),
@@ -565,7 +280,7 @@ def run_variant(variant: str, mode: str, records: int, *, timeout: float = CHILD
         results = _run_children(python, argvs, env, timeout)
         failure = _child_failure(results)
         if failure:
-            return _failed(variant, mode, failure)
+            return failed(variant, mode, failure)
         effective = json.loads(results[0][1].split(ROW_MARK, 1)[1].splitlines()[0]).get("effective")
         if effective is not None:  # the checkpoint config the job really had
             wanted: dict[str, Any] = {"checkpointing": mode != "none", "unaligned": mode == "unaligned"}
@@ -575,16 +290,17 @@ def run_variant(variant: str, mode: str, records: int, *, timeout: float = CHILD
                     else "CheckpointingMode.EXACTLY_ONCE"
             wrong = {k: effective.get(k) for k, v in wanted.items() if effective.get(k) != v}
             if wrong:
-                return _failed(variant, mode, f"job ran with a different checkpoint config: {wrong}")
-        lines = _log_lines(log_dir) if variant != "bytewax" else []
+                return failed(variant, mode, f"job ran with a different checkpoint config: {wrong}")
+        lines = log_lines(log_dir) if variant != "bytewax" else []
         checkpoints = flink_checkpoints(lines) if variant != "bytewax" and mode != "none" else None
+        figures = read_recorded(work) if variant != "bytewax" else None
         if variant == "flink-sql":
             span = flink_task_span(lines)
             if span is None:
-                return _failed(variant, mode, "no task RUNNING/FINISHED lines in the Flink log")
-            return _row(variant, mode, throughput=records / max(span[1] - span[0], 1e-3), records=records,
-                        checkpoints=checkpoints)
-        return _stamp_row(variant, mode, os.path.join(work, "stamps"), records, checkpoints)
+                return failed(variant, mode, "no task RUNNING/FINISHED lines in the Flink log")
+            return row(variant, mode, throughput=records / max(span[1] - span[0], 1e-3), records=records,
+                       checkpoints=checkpoints, figures=figures)
+        return stamp_row(variant, mode, os.path.join(work, "stamps"), records, checkpoints, figures)
 
 
 def run_flink_java(mode: str, records: int) -> dict[str, Any]:
@@ -601,9 +317,9 @@ def run_flink_java(mode: str, records: int) -> dict[str, Any]:
             out = job.finish()
         effective = out["effective"]
         if effective["checkpointing"] != (mode != "none") or (mode != "none" and effective["unaligned"] != unaligned):
-            return _failed("flink-java", mode, f"job ran with a different checkpoint config: {effective}")
+            return failed("flink-java", mode, f"job ran with a different checkpoint config: {effective}")
         checkpoints = flink_java.checkpoint_stats(out.get("checkpoints")) if mode != "none" else None
-        return _stamp_row("flink-java", mode, os.path.join(work, "stamps"), records, checkpoints)
+        return stamp_row("flink-java", mode, os.path.join(work, "stamps"), records, checkpoints)
 
 
 def run_barrierflow(variant: str, mode: str, records: int) -> dict[str, Any]:
@@ -616,40 +332,29 @@ def run_barrierflow(variant: str, mode: str, records: int) -> dict[str, Any]:
                         job=variant.removeprefix("barrierflow-"), mode=mode if mode != "none" else "aligned")
     committed = len(result.output("pv"))
     if committed != records:
-        return _failed(variant, mode, f"{committed} records committed for {records}")
-    durations = sorted(c.duration * 1e3 for c in result.completed_checkpoints)
+        return failed(variant, mode, f"{committed} records committed for {records}")
+    done = result.completed_checkpoints
+    durations = sorted(c.duration * 1e3 for c in done)
+    alignments = sorted(c.alignment_time * 1e3 for c in done)
     aborted = result.aborted_checkpoints
     checkpoints = {"p50": percentile(durations, 50), "p99": percentile(durations, 99),
                    "max": percentile(durations, 100), "completed": len(durations),
                    "aborted": len(aborted), "reasons": abort_reasons(aborted)}
-    return _row(variant, mode, throughput=result.metrics.end_to_end_throughput,
-                latency_histogram=result.metrics.latencies, records=records,
-                checkpoints=checkpoints)
+    # barrierflow's own statistics, in the columns Flink's come from its REST API
+    figures = {"alignment_time_p50": percentile(alignments, 50), "alignment_time_p99": percentile(alignments, 99),
+           "alignment_time_max": percentile(alignments, 100),
+           "persisted_bytes": sum(c.persisted_bytes for c in done) if done else None,
+           "persisted_bytes_p50": percentile(sorted(c.persisted_bytes for c in done), 50)}
+    return row(variant, mode, throughput=result.metrics.end_to_end_throughput,
+               latency_histogram=result.metrics.latencies, records=records,
+               checkpoints=checkpoints, figures=figures)
 
 
 def _guarded(executor: str, mode: str, fn: Any, *args: Any) -> dict[str, Any]:
     try:
         return fn(*args)
     except Exception as exc:  # a peer that cannot run is a row saying so, not a crash
-        return _failed(executor, mode, f"{type(exc).__name__}: {exc}")
-
-
-#: row fields a repeated row reports as the median over its repeats
-MEDIAN_FIELDS = ("throughput", "latency_p50", "latency_p90", "latency_p99", "latency_p99_9", "latency_max",
-                 "checkpoint_duration_p50", "checkpoint_duration_p99", "checkpoint_duration_max",
-                 "checkpoint_size_max", "checkpoints_completed", "checkpoints_aborted")
-
-
-def repeats_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One row of a variant's repeats: each `MEDIAN_FIELDS` value the median over the runs that
-    have it, `runs` every repeat's values; failed if every repeat failed."""
-    ok = [r for r in runs if r["status"] == "ok"]
-    row = dict(ok[0] if ok else runs[0])
-    for key in MEDIAN_FIELDS:
-        values = [r[key] for r in ok if r[key] is not None]
-        row[key] = statistics.median(values) if values else None
-    row["runs"] = [{"status": r["status"], **{k: r[k] for k in MEDIAN_FIELDS}} for r in runs]
-    return row
+        return failed(executor, mode, f"{type(exc).__name__}: {exc}")
 
 
 def run_peers(quick: bool = False, console: Any = None, repeat: int = 1) -> list[dict[str, Any]]:

@@ -8,12 +8,13 @@ import json
 import pytest
 
 from benchmarks import fidelity
+from benchmarks import fidelity_nexmark as fn
 
 
 @pytest.mark.slow
 def test_sim_self_check_writes_every_cell_and_the_two_scores(tmp_path) -> None:
     path = tmp_path / "f.json"
-    assert fidelity.main(["--measure", "sim", "--quick", "--scenario", "uniform", "--modes", "aligned", "unaligned",
+    assert fidelity.main(["--measure", "sim", "--quick", "--scenario", "uniform", "--query", "--modes", "aligned", "unaligned",
                           "--duration", "0.3", "--max-rate-records", "3000", "--out", str(tmp_path / "out"),
                           "--json", str(path)]) == 0
     payload = json.loads(path.read_text())
@@ -54,3 +55,57 @@ def test_the_separated_order_judges_only_pairs_whose_repeats_do_not_interleave()
     payload = fidelity.compare({("u", m): [{"throughput": v} for v in runs[m]] for m in runs},
                                {("u", m): {"throughput": v} for m, v in predicted.items()})
     assert (payload["order_agreement"], payload["order_agreement_separated"]) == (0.0, 1.0)
+
+
+@pytest.mark.slow
+def test_sim_self_check_of_a_nexmark_query_gives_its_cells(tmp_path) -> None:
+    path = tmp_path / "f.json"
+    assert fidelity.main(["--measure", "sim", "--quick", "--scenario", "--query", "q8", "--modes", "aligned",
+                          "unaligned", "--duration", "0.6", "--max-rate-records", "2000", "--out", str(tmp_path),
+                          "--json", str(path)]) == 0
+    payload = json.loads(path.read_text())
+    cells = {(c["scenario"], c["mode"], c["metric"]): c for c in payload["cells"]}
+    assert set(cells) == {("nexmark-q8", m, metric) for m in ("aligned", "unaligned") for metric in fidelity.METRICS}
+    assert payload["nexmark_profile"]["seconds"] == 0.6 and payload["nexmark_profile"]["events"] == 2000
+    assert payload["profiles"]["nexmark-q8"]["format"] == "barrierflow-profile/1"
+    for mode in ("aligned", "unaligned"):
+        for metric in ("throughput", "checkpoint_duration_p50"):
+            cell = cells[("nexmark-q8", mode, metric)]
+            assert cell["measured"] > 0 and cell["predicted"] > 0, cell
+            assert cell["relative_error"] == pytest.approx(cell["predicted"] / cell["measured"] - 1)
+    # aligned checkpoints persist no channel state; unaligned ones do (q8's window join has queued input)
+    assert cells[("nexmark-q8", "aligned", "persisted_bytes_p50")]["measured"] == 0
+    assert cells[("nexmark-q8", "unaligned", "persisted_bytes_p50")]["measured"] > 0
+
+
+def test_a_prediction_adds_the_coordinators_finalize_time_to_every_checkpoint_duration() -> None:
+    row = {"checkpoint_duration_p50": 8.0, "checkpoint_duration_p99": 9.5, "checkpoint_duration_max": None,
+           "alignment_time_p50": 1.0, "throughput": 10.0}
+    out = fn.with_finalize(row, 0.002)
+    assert out == {**row, "checkpoint_duration_p50": 10.0, "checkpoint_duration_p99": 11.5}
+    assert row["checkpoint_duration_p50"] == 8.0  # the row itself is left alone
+
+
+def test_nexmark_cells_compare_each_metric_and_judge_only_the_measured_ones() -> None:
+    # q5 on Ray: a latency run of a few seconds commits no 10 s sliding window, so no latency
+    measured = {("nexmark-q5", "aligned"): [
+        {"throughput": 40_000.0, "latency_p50": None, "checkpoint_duration_p50": 20.0, "checkpoint_duration_p99": 60.0,
+         "alignment_time_p50": 4.0, "persisted_bytes_p50": 0.0},
+        {"throughput": 50_000.0, "latency_p50": None, "checkpoint_duration_p50": 30.0, "checkpoint_duration_p99": 90.0,
+         "alignment_time_p50": 6.0, "persisted_bytes_p50": 0.0}]}
+    predicted = {("nexmark-q5", "aligned"): {
+        "throughput": 36_000.0, "latency_p50": None, "checkpoint_duration_p50": 40.0, "checkpoint_duration_p99": 80.0,
+        "alignment_time_p50": 0.5, "persisted_bytes_p50": 512.0}}
+    payload = fidelity.compare(measured, predicted)
+    cells = {c["metric"]: c for c in payload["cells"]}
+    assert list(cells) == list(fidelity.METRICS)
+    assert cells["throughput"]["measured"] == 45_000.0 and cells["throughput"]["measured_spread"] == (40_000.0, 50_000.0)
+    assert cells["throughput"]["relative_error"] == pytest.approx(-0.2) and cells["throughput"]["within_25pct"]
+    assert cells["checkpoint_duration_p50"]["relative_error"] == pytest.approx(0.6)
+    assert not cells["checkpoint_duration_p50"]["within_25pct"]
+    assert cells["checkpoint_duration_p99"]["within_25pct"]  # 80 vs 75: +7 %
+    assert not cells["alignment_time_p50"]["within_25pct"]  # 0.5 vs 5 ms: -90 %
+    assert cells["persisted_bytes_p50"]["within_25pct"]  # 0 measured, 512 predicted: both under 1 KB
+    assert cells["latency_p50"]["within_25pct"] is None and cells["latency_p99"]["within_25pct"] is None
+    # judged: throughput, both durations, alignment, persisted bytes; within: three of five
+    assert payload["within_25pct_fraction"] == pytest.approx(3 / 5)

@@ -41,11 +41,12 @@ def test_a_missing_jdk_or_pyflink_is_a_named_error_not_a_row(monkeypatch: pytest
 
 
 def test_a_repeated_peer_row_reports_medians_and_every_run() -> None:
-    from benchmarks.peers import _failed, _row, repeats_row
+    from benchmarks.peer_rows import failed, repeats_row
+    from benchmarks.peer_rows import row as peer_row
 
-    runs = [_row("flink-java", "aligned", throughput=t, latencies_ms=[1.0, float(t) / 1e5], checkpoints={"p50": c})
+    runs = [peer_row("flink-java", "aligned", throughput=t, latencies_ms=[1.0, float(t) / 1e5], checkpoints={"p50": c})
             for t, c in ((900_000, 70.0), (1_300_000, 38.0), (1_000_000, 148.0))]
-    row = repeats_row([*runs, _failed("flink-java", "aligned", "boom")])
+    row = repeats_row([*runs, failed("flink-java", "aligned", "boom")])
     assert row["status"] == "ok" and row["throughput"] == 1_000_000 and row["checkpoint_duration_p50"] == 70.0
     assert [r["throughput"] for r in row["runs"]] == [900_000, 1_300_000, 1_000_000, None]
-    assert repeats_row([_failed("flink-java", "none", "boom")])["status"].startswith("failed: boom")
+    assert repeats_row([failed("flink-java", "none", "boom")])["status"].startswith("failed: boom")

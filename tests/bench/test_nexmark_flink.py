@@ -45,6 +45,12 @@ def test_a_flink_row_has_throughput_checkpoints_and_results_equal_to_ours() -> N
     assert row["results"] == "equal", row["results"]
     assert row["throughput"] > 0 and row["flink_rows"] > 0
     assert row["checkpoints_completed"] >= 1 and row["checkpoint_duration_p50"] is not None
+    # Flink's own per-checkpoint figures from its REST API: every checkpoint it completed (as many
+    # as its log says), each with its longest subtask alignment and start delay
+    assert row["rest_checkpoints_read"] == row["rest_checkpoints_completed"] == row["checkpoints_completed"]
+    assert 0 <= row["alignment_time_p50"] <= row["alignment_time_p99"] <= row["alignment_time_max"]
+    assert row["start_delay_p50"] >= 0 and row["checkpointed_bytes_p50"] > 0
+    assert row["persisted_bytes"] == 0  # aligned: no in-flight data in any checkpoint
 
 
 def test_a_difference_names_the_rows_on_each_side() -> None:
