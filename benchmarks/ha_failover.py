@@ -54,7 +54,7 @@ def build_graph(records: int, hosts: str, session_timeout: float) -> Any:
 
 def run_once(records: int, hosts: str, session_timeout: float) -> dict[str, Any]:
     from runtime import FaultPlan
-    from runtime.jobmaster.faults import CoordinatorCrash
+    from runtime.jobmaster.faults.plan import CoordinatorCrash
     from runtime.ray.executor import RayExecutor
 
     executor = RayExecutor(build_graph(records, hosts, session_timeout),

@@ -4,7 +4,7 @@
 
 Page-view job (source → map → keyBy → count → sink), parallelism 4, aligned checkpoints every
 100 virtual ms, no faults. Prints a table and writes JSON. `--invariants both` runs each repeat
-with the invariant checker off and on (`runtime.verify.invariants`), interleaved, and reports the
+with the invariant checker off and on (`runtime.checker.invariants`), interleaved, and reports the
 checker's overhead (the ratio of the medians).
 """
 

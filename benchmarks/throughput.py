@@ -15,7 +15,7 @@ The page-view job, parallelism 2, in two forms (`--job`):
 
 `--unchained` runs every operator as its own task (source, to-app, count, sink: 8 tasks), so
 four of them are listener-less tasks downstream of the sources (what completion notifications
-riding on barriers saves: `runtime.jobmaster.completions`).
+riding on barriers saves: `runtime.jobmaster.coordination.completions`).
 
 `--slots N [N ...]` (Ray) runs the job with `slots_per_worker=N` (`runtime.ray.slots`: tasks per
 worker actor), each value in every repeat, interleaved, and reports every figure per value

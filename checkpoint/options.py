@@ -212,7 +212,7 @@ class RestartStrategy:
     A deterministic fault (a record a function always rejects) fails again right after every
     restart, so the last two give up after a few quick attempts, while a transient fault, which
     does not come back at once, is restarted past. Build with the class methods; the fields of the
-    other kinds keep their defaults. `runtime.jobmaster.restart.RestartBackoff` applies a strategy.
+    other kinds keep their defaults. `runtime.jobmaster.lifecycle.restart.RestartBackoff` applies a strategy.
     """
 
     attempts: int = 0
@@ -317,7 +317,7 @@ class RestartStrategy:
 
     def can_restart(self, num_restarts: int) -> bool:
         """fixed-delay: whether another restart is allowed after `num_restarts` restarts already
-        made (the other kinds depend on when failures happened: `runtime.jobmaster.restart.RestartBackoff`)."""
+        made (the other kinds depend on when failures happened: `runtime.jobmaster.lifecycle.restart.RestartBackoff`)."""
         return num_restarts < self.attempts
 
     def __repr__(self) -> str:

@@ -69,7 +69,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         return out
 
     def on_processing_time(self, now: float) -> list[Any]:
-        from runtime.core.messages import Watermark, WatermarkStatus
+        from runtime.records.messages import Watermark, WatermarkStatus
 
         self._generator.on_periodic_emit(self._output)
         out: list[Any] = []
@@ -85,7 +85,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
 
     def process_watermark(self, watermark: Any) -> list[Any]:
         if watermark.timestamp == math.inf and self._emitted < math.inf:
-            from runtime.core.messages import WatermarkStatus
+            from runtime.records.messages import WatermarkStatus
 
             self._emitted = math.inf
             out: list[Any] = [WatermarkStatus(False)] if self._idle else []

@@ -11,7 +11,7 @@ operators (scoped to the current key), operator (non-keyed) state, and the sink 
 "external system" a two-phase-commit sink commits to, which outlives task restarts.
 
 Time reaches an operator through three hooks, each returning the *elements* it emits, in order:
-record lists and the watermark events (`runtime.core.messages.Watermark`, `WatermarkStatus`) the
+record lists and the watermark events (`runtime.records.messages.Watermark`, `WatermarkStatus`) the
 operators after it get: `process_watermark` (the task's input watermark rose; the default passes
 it on), `process_watermark_status` (the input went idle or active; passed on) and
 `on_processing_time` (a time the operator asked for through `ctx.processing_time.schedule`).
@@ -149,7 +149,7 @@ class ProcessingTimeService(Protocol):
 @dataclass(frozen=True)
 class DeclaredState:
     """The state an operator restores, as known before it runs; a restore checks the checkpoint
-    against it (`runtime.jobmaster.restore_match`).
+    against it (`runtime.jobmaster.restore.match`).
 
     Attributes:
         keyed: the keyed state names it uses (in its task's keyed state backend).
@@ -197,7 +197,7 @@ class StreamOperator(abc.ABC):
     #: its work is columnar anyway: records reaching it are converted to a batch first
     prefers_columns: bool = False
     #: the records reaching it become Arrow (a sink stages them): the task checks them for one
-    #: Arrow type per field first, as it does its output (`runtime/core/record_types.py`)
+    #: Arrow type per field first, as it does its output (`runtime/records/record_types.py`)
     stages_records: bool = False
 
     def open(self, ctx: OperatorContext) -> None:
@@ -260,7 +260,7 @@ class StreamOperator(abc.ABC):
         own: any operator overriding `notify_checkpoint_complete` (a user's listener) does. One
         whose notification only tidies bookkeeping a later completion subsumes may say False: its
         task then learns non-final completions late, from the next barrier or trigger
-        (`runtime.jobmaster.completions`), and the final checkpoint still by a call."""
+        (`runtime.jobmaster.coordination.completions`), and the final checkpoint still by a call."""
         return type(self).notify_checkpoint_complete is not StreamOperator.notify_checkpoint_complete
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:  # noqa: B027

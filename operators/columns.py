@@ -12,7 +12,7 @@ columns. The task converts only where a chain changes from one kind to the other
 * records -> batch (`as_batch`): through `Buffer.from_records`'s rules (one Arrow type per field;
   a record lacking a field its buffer-mates have gets None); a record Arrow cannot carry raises
   `OperatorError` naming the operator that needed the batch and the record. In a task, the records
-  were checked for the rule before, in stream order (`runtime/core/record_types.py`).
+  were checked for the rule before, in stream order (`runtime/records/record_types.py`).
 
 `concat` joins the pieces of an output buffer in order: consecutive batches of one schema into one
 batch, consecutive record lists into one list (a mixed or schema-changing stream is carried as
@@ -51,7 +51,7 @@ def as_batch(data: Batch, operator: str, *, checked: bool = False) -> pa.RecordB
     """
     if isinstance(data, pa.RecordBatch):
         return data
-    from runtime.core.messages import Buffer, RecordConversionError
+    from runtime.records.messages import Buffer, RecordConversionError
 
     try:
         return Buffer.from_records(data, checked=checked).batch

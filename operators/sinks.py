@@ -15,7 +15,7 @@ commits each completed checkpoint for every sink in one call, Flink's global com
 then only forgets them. That bookkeeping may happen late, so such a sink is no completion listener
 (`listens_for_completion`): its task learns a non-final completion from the next barrier (or
 trigger), before that barrier's snapshot, instead of by a call of its own
-(`runtime.jobmaster.completions`). Until then its snapshots still name the committed ids as
+(`runtime.jobmaster.coordination.completions`). Until then its snapshots still name the committed ids as
 pending; whatever restores them commits them again, a no-op by txn id. The final checkpoint is
 still notified by a call, and end of input commits every pending id anyway.
 

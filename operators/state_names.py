@@ -1,7 +1,7 @@
 """Which keyed state a `KeyedProcessFunction` uses, known before it runs.
 
 A restore checks the checkpoint's keyed state names against the names the job's operators use
-(`runtime.jobmaster.restore_match`), before any task starts. Keyed state is created lazily, on the first
+(`runtime.jobmaster.restore.match`), before any task starts. Keyed state is created lazily, on the first
 `ctx.value_state(name)` in `process_element`, so the names are not known from running the job
 up front; they are read from the function's code instead:
 

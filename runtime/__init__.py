@@ -38,7 +38,17 @@ from runtime.core.barriers import (
 )
 from runtime.core.graph import JobGraph, JobGraphError
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.core.messages import (
+from runtime.jobmaster.faults.plan import (
+    ChannelStall,
+    CoordinatorCrash,
+    FaultPlan,
+    LostAcknowledgement,
+    StorageWriteFailure,
+    TaskCrash,
+)
+from runtime.jobmaster.restore.match import RestoreError, StateMismatchError
+from runtime.jobmaster.result import JobFailedError, JobResult
+from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
     CancelCheckpointMarker,
@@ -50,17 +60,7 @@ from runtime.core.messages import (
     Watermark,
     WatermarkStatus,
 )
-from runtime.core.record_types import RecordTypeError
-from runtime.jobmaster.faults import (
-    ChannelStall,
-    CoordinatorCrash,
-    FaultPlan,
-    LostAcknowledgement,
-    StorageWriteFailure,
-    TaskCrash,
-)
-from runtime.jobmaster.restore_match import RestoreError, StateMismatchError
-from runtime.jobmaster.result import JobFailedError, JobResult
+from runtime.records.record_types import RecordTypeError
 
 __all__ = [
     "AggregateFunction",

@@ -5,7 +5,7 @@ Theory of operation
 The protocol is `CollectSink`'s (pre-commit: stage each checkpoint's records in the job's
 committer and name the transaction in the operator state; commit when the checkpoint completes;
 re-commit restored transactions on restore); only what a commit makes visible differs: besides the
-committer's record, files under `path` (`runtime.jobmaster.file_publisher.FilePublisher`, which
+committer's record, files under `path` (`runtime.jobmaster.committer.file_publisher.FilePublisher`, which
 the executors register with the committer for this sink).
 
 * one file per completed checkpoint: the global committer commits a checkpoint for every sink in
@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from operators.columns import as_records
 from operators.sinks import CollectSink
-from runtime.jobmaster.file_publisher import FORMATS, FilePublisher
+from runtime.jobmaster.committer.file_publisher import FORMATS, FilePublisher
 
 __all__ = ["SparkSink", "SparkSinkError"]
 

@@ -3,7 +3,7 @@
 `checkpoint_tables(completed, read)` decodes every task file of a checkpoint into rows;
 `checkpoint_from_tables(tables, ...)` re-encodes such rows into state files and a
 `CompletedCheckpoint`, so that a job restores from landed tables through the ordinary restore
-path (`runtime.jobmaster.restore.build_restores`). Every table starts with `checkpoint_id, job_id,
+path (`runtime.jobmaster.restore.state_assignment.build_restores`). Every table starts with `checkpoint_id, job_id,
 operator, subtask` (operator = the job vertex, subtask = the task that owned the state):
 
 - `keyed_state`: one row per key and state (per map entry for map state): `key_group`,

@@ -1,4 +1,4 @@
-"""`runtime.jobmaster.fault_schedule.FaultSchedule`: one meaning of a `FaultPlan` on every executor —
+"""`runtime.jobmaster.faults.schedule.FaultSchedule`: one meaning of a `FaultPlan` on every executor —
 targets from the plan's seed, occurrences counted over the run across attempts (whether the
 executor sees each one or its processes count them), at-most-once firing, progress points in
 records."""
@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from checkpoint.handles import TaskId
 from runtime import FaultPlan
-from runtime.jobmaster.fault_schedule import FaultSchedule
-from runtime.jobmaster.faults import (
+from runtime.jobmaster.faults.plan import (
     ChannelDelay,
     CoordinatorCrash,
     CoordinatorCrashBeforeNotify,
@@ -23,6 +22,7 @@ from runtime.jobmaster.faults import (
     TaskCrash,
     TaskCrashDuringRecovery,
 )
+from runtime.jobmaster.faults.schedule import FaultSchedule
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.scenarios import relay_job
 
@@ -118,7 +118,7 @@ def test_task_crashes_after_records_fire_once_in_order() -> None:
 
 
 def test_a_crash_at_a_fraction_also_fires_at_the_end_of_the_tasks_input() -> None:
-    from runtime.jobmaster.attempt_counts import AttemptFaults, RunCounts
+    from runtime.jobmaster.faults.counts import AttemptFaults, RunCounts
 
     s = schedule(TaskCrash(task="mid[0]", at_fraction=0.5), TaskCrash(task="mid[1]", after_records=500))
     assert s.crash_due(MID[0], 10, input_ended=False) is None
@@ -208,8 +208,8 @@ def test_each_attempt_gets_the_faults_still_ahead_as_offsets() -> None:
     attempt only (the task actor's counters restart with each attempt); now each attempt gets the
     faults still ahead in the run, as offsets from what earlier attempts counted (`RunCounts`, what
     the Ray driver hands each task actor it deploys)."""
-    from runtime.jobmaster.attempt_counts import RunCounts
-    from runtime.jobmaster.faults import DelayedControlMessage, TornWrite
+    from runtime.jobmaster.faults.counts import RunCounts
+    from runtime.jobmaster.faults.plan import DelayedControlMessage, TornWrite
 
     graph = relay_job().get_job_graph("job")
     task = TaskId("count", 0)
@@ -229,7 +229,7 @@ def test_each_attempt_gets_the_faults_still_ahead_as_offsets() -> None:
 
 
 def test_windows_are_handed_to_an_attempt_while_still_open() -> None:
-    from runtime.jobmaster.attempt_counts import RunCounts
+    from runtime.jobmaster.faults.counts import RunCounts
 
     graph = relay_job().get_job_graph("job")
     plan = FaultPlan.of(SlowStorage(at=0.1, duration=2.0, factor=3.0),
@@ -252,7 +252,7 @@ def test_attempts_applying_their_own_faults_fire_what_the_schedule_fires(nths, a
     """`RunCounts.task_faults` -> one `AttemptFaults` per attempt (what a Ray task actor holds) ->
     its `counts()` -> `RunCounts.attempt_ended`: the acknowledgements and writes that fail are the
     ones a schedule asked at every occurrence (the simulator) fails, whatever the attempts' lengths."""
-    from runtime.jobmaster.attempt_counts import AttemptFaults, RunCounts
+    from runtime.jobmaster.faults.counts import AttemptFaults, RunCounts
 
     task = MID[0]
     faults = [LostAcknowledgement(task=str(task), nth=n) for n in nths] + \

@@ -27,13 +27,13 @@ PACKAGES = ("runtime", "operators", "checkpoint", "state", "spark_bridge", "benc
 LAYERS: list[tuple[str, list[str]]] = [
     ("ids, options, ports", [
         "checkpoint.handles", "checkpoint.reasons", "checkpoint.options", "runtime.core.ports",
-        "runtime.core.errors", "runtime.core.histogram", "runtime.core.task_metrics", "runtime.core.debloat", "runtime.jobmaster.faults",
+        "runtime.core.errors", "runtime.core.histogram", "runtime.core.task_metrics", "runtime.core.debloat", "runtime.jobmaster.faults.plan",
         "runtime.core.links",
     ]),
     ("state", ["state"]),
     # checkpoint/io/state_files, snapshot_writer: how a task snapshot becomes files in checkpoint storage
     ("checkpoint", ["checkpoint"]),
-    ("records", ["runtime.core.record_types", "runtime.core.messages", "runtime.core.spilling"]),
+    ("records", ["runtime.records"]),
     ("operators", ["operators"]),
     # sources that read external systems (I/O, so not in the pure `operators`)
     ("connectors", ["runtime.connectors"]),
@@ -43,8 +43,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # the simulator's invariant checker: an `ExecutionObserver` (runtime.jobmaster.observer) that reads
     # the simulator's state, and the API builds it for `execute(..., invariants=True)`; the rest of
     # runtime.verify (swarm, vopr, shrink) drives jobs through the API, above it
-    ("invariant checker", ["runtime.verify.invariants", "runtime.verify.output_invariants",
-                           "runtime.verify.time_invariants"]),
+    ("invariant checker", ["runtime.checker"]),
     # `runtime/__init__` is the public API facade; `spark_bridge/__init__` re-exports its source
     ("api", ["runtime.__init__", "runtime.api", "spark_bridge.__init__", "spark_bridge.source"]),
     ("workloads, verification", ["runtime.workloads", "runtime.calibration", "runtime.verify"]),

@@ -15,26 +15,26 @@ NO_CLOCK_OR_DICE = NEVER | {"time", "random"}
 PURE = [
     ("runtime/core/barriers", NO_CLOCK_OR_DICE),
     ("runtime/core/input_gate.py", NO_CLOCK_OR_DICE),
-    ("runtime/core/messages.py", NEVER),
+    ("runtime/records/messages.py", NEVER),
     ("runtime/core/task.py", NEVER),
     ("runtime/core/operator_chain.py", NEVER),
     ("runtime/core/record_writer.py", NEVER),
     ("runtime/core/subtask_checkpoint.py", NEVER),
     ("runtime/core/histogram.py", NO_CLOCK_OR_DICE),
     ("runtime/core/ports.py", NEVER),
-    ("runtime/jobmaster/restore_match.py", NEVER),
-    ("runtime/jobmaster/channel_rescale.py", NEVER),
-    ("runtime/jobmaster/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng
-    ("runtime/jobmaster/fault_schedule.py", NEVER | {"time"}),  # the executors pass their time in; dice from the plan's seed
+    ("runtime/jobmaster/restore/match.py", NEVER),
+    ("runtime/jobmaster/restore/channel_rescale.py", NEVER),
+    ("runtime/jobmaster/lifecycle/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng
+    ("runtime/jobmaster/faults/schedule.py", NEVER | {"time"}),  # the executors pass their time in; dice from the plan's seed
     ("runtime/jobmaster/master.py", NEVER | {"time"}),  # time from the injected clock, timers
     ("runtime/jobmaster/gateway.py", NEVER | {"time"}),
     # the parts both executors share: time is passed in or comes from the injected clock (they
-    # reach `runtime.jobmaster.faults`, whose plans draw from their own seed)
-    ("runtime/jobmaster/fault_actions.py", NEVER | {"time"}),
-    ("runtime/jobmaster/attempt_counts.py", NEVER | {"time"}),
-    ("runtime/jobmaster/coordinators.py", NO_CLOCK_OR_DICE),
-    ("runtime/jobmaster/progress.py", NO_CLOCK_OR_DICE),
-    ("runtime/jobmaster/watchdog.py", NO_CLOCK_OR_DICE),
+    # reach `runtime.jobmaster.faults.plan`, whose plans draw from their own seed)
+    ("runtime/jobmaster/faults/actions.py", NEVER | {"time"}),
+    ("runtime/jobmaster/faults/counts.py", NEVER | {"time"}),
+    ("runtime/jobmaster/coordination/coordinators.py", NO_CLOCK_OR_DICE),
+    ("runtime/jobmaster/lifecycle/progress.py", NO_CLOCK_OR_DICE),
+    ("runtime/jobmaster/lifecycle/watchdog.py", NO_CLOCK_OR_DICE),
     # the coordinator and the parts it delegates to: time comes from the injected clock and timers
     ("checkpoint/coordinator.py", NO_CLOCK_OR_DICE),
     ("checkpoint/coordinator_gateway.py", NO_CLOCK_OR_DICE),
@@ -47,7 +47,7 @@ PURE = [
     ("operators", NEVER),
 ]
 #: must exist: the rest may not have been written yet
-REQUIRED = {"runtime/core/barriers", "runtime/core/input_gate.py", "runtime/core/messages.py", "runtime/core/ports.py"}
+REQUIRED = {"runtime/core/barriers", "runtime/core/input_gate.py", "runtime/records/messages.py", "runtime/core/ports.py"}
 
 
 def imported_modules(tree: ast.AST) -> list[tuple[str, int]]:

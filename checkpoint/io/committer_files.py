@@ -3,7 +3,7 @@ restore can need.
 
 Theory of operation
 -------------------
-`runtime/jobmaster/durable_committer.py` keeps the sinks' external system beside the checkpoints,
+`runtime/jobmaster/committer/durable.py` keeps the sinks' external system beside the checkpoints,
 one folder per run, in three kinds of file, each whole or absent (written to a temporary name,
 synced and renamed):
 
@@ -167,7 +167,7 @@ def decode_commit(data: bytes, where: str) -> list[tuple[str, str]]:
 def publications(data: bytes, where: str) -> list[dict[str, Any]]:
     """The publications a commit file (of one transaction, or a checkpoint's) records: per sink,
     `{"sink", "file", "publisher"}` — the file its committed records are written as, and how
-    (`runtime.jobmaster.file_publisher.FilePublisher.to_json`).
+    (`runtime.jobmaster.committer.file_publisher.FilePublisher.to_json`).
 
     Raises:
         CorruptCommitterError: naming `where` and what is wrong.

@@ -3,7 +3,7 @@
 A task's "keyed" handles are either full snapshot blobs (one per task) or, with the incremental
 backend, a manifest (its handle key carries a reuse floor) plus the shared files its chains live
 in (`state.incremental`). `read_keyed_snapshots` returns what `KeyedStateBackend.restore` takes
-either way: restores (`runtime.jobmaster.restore`) and the checkpoint tools read keyed state here.
+either way: restores (`runtime.jobmaster.restore.state_assignment`) and the checkpoint tools read keyed state here.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from operators.watermarks import WatermarkStrategy
 from runtime.api.data_stream import DataStream, DataStreamSink, KeyedStream
 from runtime.api.graph_builder import DEFAULT_RESTART_STRATEGY, GraphBuilder
 from runtime.api.transformations import Transformation
+from runtime.checker.invariants import InvariantChecker
 from runtime.connectors.parquet import ParquetSource
 from runtime.core.debloat import DEFAULT_TARGET, BufferDebloatConfig
 from runtime.core.graph import (
@@ -60,7 +61,6 @@ from runtime.core.graph import (
 )
 from runtime.jobmaster.registry import get_executor
 from runtime.jobmaster.result import RestoredFrom
-from runtime.verify.invariants import InvariantChecker
 
 __all__ = [
     "DEFAULT_RESTART_STRATEGY",
@@ -379,7 +379,7 @@ class StreamEnvironment:
                 (`restore_from`), raised before anything runs.
 
         `invariants=True` (simulator) checks the protocol's invariants after every event
-        (`runtime.verify.invariants.InvariantChecker`; pass one to bound the output by a reference).
+        (`runtime.checker.invariants.InvariantChecker`; pass one to bound the output by a reference).
         """
         check_job_name(job_name)  # before anything starts: it names the job's directories
         if kwargs.get("job_id") is not None:
@@ -429,7 +429,7 @@ class StreamEnvironment:
         The job must match the checkpoint: its operators, their keyed and operator state names,
         and its sources' splits (a source whose `splits` was not given takes the checkpoint's).
         `execute` checks this before anything runs and raises `runtime.StateMismatchError` naming
-        every mismatch (see `runtime.jobmaster.restore_match`).
+        every mismatch (see `runtime.jobmaster.restore.match`).
 
         Args:
             checkpoints: the checkpoint storage (a local path or `pyarrow.fs` URI), as given to
@@ -449,7 +449,7 @@ class StreamEnvironment:
                 none valid (the message names the path and every bad file).
         """
         from checkpoint.io.tools import NoCompletedCheckpointError, load_checkpoint
-        from runtime.jobmaster.durable_committer import start_over
+        from runtime.jobmaster.committer.durable import start_over
 
         self._started_over = None
         try:

@@ -1,5 +1,5 @@
 """What `barrierflow demo` and `barrierflow run` show of a running and a finished job: the progress
-and phase (`runtime.jobmaster.progress`) while it runs — a live table on a terminal, a plain line
+and phase (`runtime.jobmaster.lifecycle.progress`) while it runs — a live table on a terminal, a plain line
 a second otherwise —, then each restart with its cause and the checkpoint it resumed from, the
 checkpoint of an earlier execution a restored run started from, high availability, and the
 demo's summary figures."""
@@ -26,7 +26,7 @@ def shown(value: Any) -> str:
 
 
 class JobProgress:
-    """Shows a running job's progress and phase (`runtime.jobmaster.progress.Phase`): on a terminal, a live
+    """Shows a running job's progress and phase (`runtime.jobmaster.lifecycle.progress.Phase`): on a terminal, a live
     table (`render`, redrawn by `rich.live.Live` with the seconds ticking, so a phase without
     reports does not look frozen); otherwise one plain line about every `every` seconds and at
     each phase change."""

@@ -184,7 +184,7 @@ class JobEdge:
 
     `follows_parallelism`: no exchange was asked for, so the partitioner follows the parallelism
     (forward when equal, rebalance otherwise): a checkpoint taken at other parallelism may have
-    had the other one (`runtime.jobmaster.channel_rescale` reads its channels so).
+    had the other one (`runtime.jobmaster.restore.channel_rescale` reads its channels so).
     `output_tag`: the edge carries the side output of that name of the source vertex's last
     operator (`operators.side_outputs`), not its main output.
     `input_index`: which logical input of the target's first operator the edge feeds (0 but for

@@ -41,7 +41,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from runtime.core.barriers.handler import BarrierHandler
-from runtime.core.messages import (
+from runtime.core.ports import Clock
+from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
     CancelCheckpointMarker,
@@ -51,8 +52,7 @@ from runtime.core.messages import (
     Watermark,
     WatermarkStatus,
 )
-from runtime.core.ports import Clock
-from runtime.core.spilling import MemorySpiller, Spiller, SpillHandle
+from runtime.records.spilling import MemorySpiller, Spiller, SpillHandle
 
 __all__ = ["DEFAULT_SPILL_BOUND_BYTES", "CheckpointedInputGate", "GateStats"]
 

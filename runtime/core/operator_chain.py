@@ -3,7 +3,7 @@
 Data is a list of dicts or one Arrow batch (`operators.columns`); each operator gets the kind it
 takes, converted only where the chain changes kind. Where records become Arrow — the input of a
 sink or a vectorised operator — the stream is checked for one Arrow type per field first
-(`runtime/core/record_types.py`). Time enters as *elements* (`push`): a watermark event goes
+(`runtime/records/record_types.py`). Time enters as *elements* (`push`): a watermark event goes
 through the operators one by one — each emits what it fires (records, run through the operators
 after it) and passes the watermark on, or not — and an operator's processing-time callback emits
 into the operators after it (`on_processing_time`). Pure: no I/O.
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from operators.base import OperatorContext, StreamOperator
 from operators.columns import Batch, as_batch, num_rows
 from operators.two_input import TwoInputStreamOperator
-from runtime.core.messages import Watermark, WatermarkStatus
-from runtime.core.record_types import StreamSchema
+from runtime.records.messages import Watermark, WatermarkStatus
+from runtime.records.record_types import StreamSchema
 
 if TYPE_CHECKING:
     from runtime.core.graph import JobVertex
@@ -69,7 +69,7 @@ class OperatorChain:
         self.operators: list[StreamOperator] = [factory() for factory in vertex.operator_factories]
         for op in self.operators:
             op.open(context)
-        # one Arrow type per field (runtime/core/record_types.py), checked where records become Arrow:
+        # one Arrow type per field (runtime/records/record_types.py), checked where records become Arrow:
         # what an operator hands to a sink or a vectorised operator
         producers = ([f"Source: {vertex.source.name}"] if vertex.source is not None else [None]) + \
             [op.name for op in self.operators]

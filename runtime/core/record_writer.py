@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from checkpoint.handles import TaskId
 from operators.columns import Batch, compact, concat, num_rows
 from operators.side_outputs import SideOutputs
-from runtime.core.messages import (
+from runtime.records.messages import (
     Buffer,
     CancelCheckpointMarker,
     ChannelItem,
@@ -29,7 +29,7 @@ from runtime.core.messages import (
     Watermark,
     WatermarkStatus,
 )
-from runtime.core.record_types import StreamSchema
+from runtime.records.record_types import StreamSchema
 
 if TYPE_CHECKING:
     from runtime.core.graph import JobGraph, JobVertex

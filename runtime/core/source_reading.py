@@ -14,8 +14,8 @@ from typing import Any
 from operators.base import Clock
 from operators.columns import Batch
 from operators.sources import Source, assign_splits
-from runtime.core.messages import Watermark, WatermarkStatus
 from runtime.core.source_watermarks import SourceWatermarks
+from runtime.records.messages import Watermark, WatermarkStatus
 
 __all__ = ["SourceReaders"]
 

@@ -30,7 +30,7 @@ from operators.base import Clock
 from operators.columns import Batch
 from operators.timestamps import MAX_WATERMARK, MIN_WATERMARK
 from operators.watermarks import WatermarkOutput, WatermarkStrategy, WatermarksWithIdleness
-from runtime.core.messages import Watermark, WatermarkStatus
+from runtime.records.messages import Watermark, WatermarkStatus
 
 __all__ = ["SourceWatermarks"]
 

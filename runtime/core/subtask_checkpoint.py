@@ -19,8 +19,8 @@ from typing import Any, Protocol
 from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers import AlignmentStats
-from runtime.core.messages import ChannelItem, channel_state_batch
 from runtime.core.ports import Clock
+from runtime.records.messages import ChannelItem, channel_state_batch
 from state.serialization import buffers_to_bytes, operator_state_to_bytes
 
 
@@ -44,7 +44,7 @@ class TaskPorts(Protocol):
 
     def completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
         """The task learned that `checkpoint_id` completed without a notification of its own (from
-        a barrier or its trigger, `runtime.jobmaster.completions`): forward it wherever the
+        a barrier or its trigger, `runtime.jobmaster.coordination.completions`): forward it wherever the
         executor forwards notifications (the snapshot writer)."""
         ...
 
@@ -99,7 +99,7 @@ class TaskSnapshot:
 
 @dataclass
 class TaskRestore:
-    """State a task starts from (built by `runtime.jobmaster.restore` from a completed checkpoint)."""
+    """State a task starts from (built by `runtime.jobmaster.restore.state_assignment` from a completed checkpoint)."""
 
     checkpoint_id: int
     keyed_snapshots: list[bytes] = field(default_factory=list)

@@ -38,7 +38,7 @@ A task is a pure state machine driven by its executor (the simulator or a Ray ac
 
 * Record types: where records become Arrow — what the task emits, the input of a sink or a
   vectorised operator — each stream is checked for one Arrow type per field, in stream order,
-  before partitioning (`runtime/core/record_types.py`), so the outcome does not depend on buffering.
+  before partitioning (`runtime/records/record_types.py`), so the outcome does not depend on buffering.
 
 The task never blocks and never does I/O; the executor owns threads, time and the network.
 """
@@ -63,16 +63,6 @@ from runtime.core.barriers import (
 from runtime.core.barriers.handler import BarrierHandler
 from runtime.core.debloat import BufferDebloater
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.core.messages import (
-    Buffer,
-    BufferOrEvent,
-    CancelCheckpointMarker,
-    ChannelItem,
-    CheckpointBarrier,
-    EndOfPartition,
-    Watermark,
-    WatermarkStatus,
-)
 from runtime.core.operator_chain import SOURCE_OP_KEY, OperatorChain
 from runtime.core.ports import Clock, Timers
 from runtime.core.record_writer import OutputChannel, RecordWriter
@@ -85,6 +75,16 @@ from runtime.core.subtask_checkpoint import (
 )
 from runtime.core.task_checkpointing import TaskCheckpointing
 from runtime.core.task_time import TaskTime
+from runtime.records.messages import (
+    Buffer,
+    BufferOrEvent,
+    CancelCheckpointMarker,
+    ChannelItem,
+    CheckpointBarrier,
+    EndOfPartition,
+    Watermark,
+    WatermarkStatus,
+)
 from state.key_groups import key_group_range_for_subtask
 from state.keyed import KeyedStateBackend
 
@@ -162,7 +162,7 @@ class Task(TaskCheckpointing):
         self.checkpoints = SubtaskCheckpointCoordinator(task_id, ports, clock, self.control_calls)
         #: the newest checkpoint this task knows completed, put into the barriers it emits; a task
         #: without a completion listener learns of completions from barriers (or its trigger)
-        #: instead of notifications (`runtime.jobmaster.completions`)
+        #: instead of notifications (`runtime.jobmaster.coordination.completions`)
         self.completed_id = 0
         self._completions_from_barriers = not vertex.listens_for_completion
 

@@ -19,7 +19,7 @@ Theory of operation
 * Completions and aborts. A completion goes to the chain (the sinks commit) and ends a source
   waiting for the job's final checkpoint; a task without a completion listener learns of
   completions from the barriers it receives and from its trigger instead
-  (`runtime.jobmaster.completions`). An abort cancels the in-flight snapshot: its write is
+  (`runtime.jobmaster.coordination.completions`). An abort cancels the in-flight snapshot: its write is
   discarded and never acknowledged.
 
 A part of `runtime.core.task.Task`, which holds the state it works on. Pure: no I/O, no time but
@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from checkpoint.handles import StateHandle
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers import AlignmentStats
-from runtime.core.messages import Buffer, CheckpointBarrier, CheckpointOptions
 from runtime.core.operator_chain import SOURCE_OP_KEY
 from runtime.core.subtask_checkpoint import TaskSnapshot
+from runtime.records.messages import Buffer, CheckpointBarrier, CheckpointOptions
 
 
 class TaskCheckpointing:

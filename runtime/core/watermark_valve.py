@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from runtime.core.messages import Watermark, WatermarkStatus
+from runtime.records.messages import Watermark, WatermarkStatus
 
 __all__ = ["CombinedWatermark", "StatusWatermarkValve"]
 

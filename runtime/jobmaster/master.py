@@ -6,7 +6,7 @@ An executor (`runtime.sim`, `runtime.ray`) supplies transport, time, and startin
 stalling processes; the job master decides what happens to the job, the same way on every one:
 
 * Restore. `restore_from` (a checkpoint the user gave, `env.restore_from`) is checked against the
-  job before anything runs (`runtime.jobmaster.restore.plan_restore`: a mismatch raises from `execute`);
+  job before anything runs (`runtime.jobmaster.restore.state_assignment.plan_restore`: a mismatch raises from `execute`);
   the job to run is the plan's graph (defaulted split counts follow the checkpoint's), any
   parallelism: `build_restores` redistributes key groups and source splits.
 * Attempts. Attempt 0 is the first deployment; every global failover cancels the running
@@ -14,14 +14,14 @@ stalling processes; the job master decides what happens to the job, the same way
   `plan_attempt` says what an attempt starts from: the newest retained checkpoint of this run
   that verifies, else the given one, never one behind the sinks' committed output; and which
   transactions a failed attempt staged that can never commit.
-* Restart strategy. `failover` consults `runtime.jobmaster.restart.RestartBackoff`; an error no restart can
+* Restart strategy. `failover` consults `runtime.jobmaster.lifecycle.restart.RestartBackoff`; an error no restart can
   fix (`SuppressRestartsError`) or an exhausted strategy fails the job for good: `error` is set,
   and the executor stops and raises it. Only a failover that restarts is a recovery for the
   fault plan (`TaskCrashDuringRecovery`'s `nth`), on every executor.
-* Faults. The plan is resolved once per run (`schedule`, `runtime.jobmaster.fault_schedule`).
+* Faults. The plan is resolved once per run (`schedule`, `runtime.jobmaster.faults.schedule`).
 * Completed checkpoints go to the listeners (`checkpoint_completed`, e.g. Spark landing).
 * Coordinators. A crashed coordinator's statistics, its crash and a standby's promotion are
-  recorded in `coordinators` (`runtime.jobmaster.coordinators`), so the result lists every
+  recorded in `coordinators` (`runtime.jobmaster.coordination.coordinators`), so the result lists every
   checkpoint of the run.
 * Result. `result` builds the `JobResult` from what each task reports at the end (`TaskFinal`).
 
@@ -44,26 +44,20 @@ from runtime.core.graph import JobGraph
 from runtime.core.histogram import LatencyHistogram
 from runtime.core.ports import Clock, Timers
 from runtime.core.task import Task
-from runtime.jobmaster.coordinators import CoordinatorSuccession
-from runtime.jobmaster.fault_schedule import FaultSchedule
-from runtime.jobmaster.faults import FaultPlan
+from runtime.jobmaster.committer.collect import CommittedOutput
+from runtime.jobmaster.coordination.coordinators import CoordinatorSuccession
+from runtime.jobmaster.faults.plan import FaultPlan
+from runtime.jobmaster.faults.schedule import FaultSchedule
 from runtime.jobmaster.gateway import JobMasterGateway
-from runtime.jobmaster.restart import RestartBackoff
-from runtime.jobmaster.restore import (
+from runtime.jobmaster.lifecycle.restart import RestartBackoff
+from runtime.jobmaster.restore.match import RestorePlan
+from runtime.jobmaster.restore.state_assignment import (
     RestoreError,
     build_restores,
     check_not_behind_committed_output,
     plan_restore,
 )
-from runtime.jobmaster.restore_match import RestorePlan
-from runtime.jobmaster.result import (
-    CommittedOutput,
-    JobFailedError,
-    JobMetrics,
-    JobResult,
-    RestoredFrom,
-    suppresses_restarts,
-)
+from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult, RestoredFrom, suppresses_restarts
 
 #: `(latest, restores)` of the newest retained checkpoint that verifies (`restore_latest_valid`)
 LatestValid = Callable[[], tuple[Any, dict[Any, Any]]]

@@ -1,7 +1,7 @@
 """`ExecutionObserver`: what an executor tells a checker watching its run, event by event.
 
 The simulator calls an observer (`SimExecutor(invariants=...)`) at the points where the protocol's
-invariants can break; `runtime.verify.invariants.InvariantChecker` is the one the project has
+invariants can break; `runtime.checker.invariants.InvariantChecker` is the one the project has
 (`env.execute(..., invariants=True)` builds it). The executor does not know what is checked: the
 observer only watches, and raises out of `after_event` / `finished` when something broke. Defined
 here, below the executors, so the simulator needs nothing from the verification tools above it.

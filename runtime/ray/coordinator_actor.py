@@ -32,7 +32,7 @@ Notifications on barriers. A task whose chain has no completion listener
 (`StreamOperator.listens_for_completion`: no `SparkSink`, no user operator or sink overriding
 `notify_checkpoint_complete`; a `CollectSink` is none, the global committer commits its
 transactions) gets no call of its own for a
-non-final completed checkpoint (`runtime.jobmaster.completions`): a source gets the latest one
+non-final completed checkpoint (`runtime.jobmaster.coordination.completions`): a source gets the latest one
 with its next trigger and puts it into its barriers, from which downstream tasks take it (Flink,
 too, lets a notification arrive late or be subsumed by a later one). The final checkpoint's
 notification goes to every task at once. One Ray call fewer per such task and checkpoint, and one
@@ -70,13 +70,14 @@ from checkpoint.io.cleanup import discard_orphans
 from checkpoint.io.ha_services import create_recovery_factory
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.subtask_checkpoint import TaskRestore
-from runtime.jobmaster.completions import CompletionNotices
-from runtime.jobmaster.coordinator_state import coordinator_state, promoted
-from runtime.jobmaster.fault_schedule import DELIVER, FaultSchedule
-from runtime.jobmaster.fault_storage import CoordinatorWriteFaults
-from runtime.jobmaster.faults import FaultPlan
-from runtime.jobmaster.restore import restore_latest_valid
-from runtime.jobmaster.result import CommittedOutput, GcPauses
+from runtime.jobmaster.committer.collect import CommittedOutput
+from runtime.jobmaster.coordination.completions import CompletionNotices
+from runtime.jobmaster.coordination.coordinator_state import coordinator_state, promoted
+from runtime.jobmaster.faults.plan import FaultPlan
+from runtime.jobmaster.faults.schedule import DELIVER, FaultSchedule
+from runtime.jobmaster.faults.storage import CoordinatorWriteFaults
+from runtime.jobmaster.restore.state_assignment import restore_latest_valid
+from runtime.jobmaster.result import GcPauses
 from runtime.ray.errors import describe
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.storage import StorageSpec, open_storage
@@ -317,10 +318,10 @@ class CoordinatorActor:
         restores the driver builds (`runtime.jobmaster`).
 
         Raises:
-            runtime.jobmaster.restore.NoValidCheckpointError: checkpoints are retained but none verifies.
-            runtime.jobmaster.restore.CommittedOutputAheadError: the sinks committed output of a newer
+            runtime.jobmaster.restore.state_assignment.NoValidCheckpointError: checkpoints are retained but none verifies.
+            runtime.jobmaster.restore.state_assignment.CommittedOutputAheadError: the sinks committed output of a newer
                 checkpoint than the one that verifies (`committed`).
-            runtime.jobmaster.restore.RestoreError: the checkpoint does not fit the job.
+            runtime.jobmaster.restore.state_assignment.RestoreError: the checkpoint does not fit the job.
         """
         with self._lock:
             latest, restores = restore_latest_valid(self.graph, self.store, self.storage, committed)

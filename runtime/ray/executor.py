@@ -40,7 +40,7 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   the driver waits for whichever contender leads now, `promote()`s it (it recovers the latest
   completed checkpoint from ZooKeeper), fails over globally from it and starts a replacement
   standby. Checkpoint ids come from ZooKeeper's counter, so they keep increasing.
-* Faults (`FaultPlan`): resolved once per run by `runtime.jobmaster.fault_schedule.FaultSchedule`, as on
+* Faults (`FaultPlan`): resolved once per run by `runtime.jobmaster.faults.schedule.FaultSchedule`, as on
   the simulator, so a plan means the same on both (targets from the plan's seed, `nth` counted
   over the whole run across attempts, `at_fraction` a point of the records, not of time; `at`
   is wall seconds here, virtual ones there). Every kind is implemented (`RAY_FAULT_KINDS`). The
@@ -53,9 +53,9 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   poll that finds it dead reacts as to any death; progress points are checked every heartbeat interval. The task actors apply lost, duplicated and late
   acknowledgements, failed, torn and slow writes, `ChannelStall`, `TaskStall` (`hang`) and
   `ChannelDelay` (in the sender's `OutputChannels`), and report what they counted (heartbeats,
-  `cancel`, `finish`) so the next attempt continues the count (`runtime.jobmaster.attempt_counts`);
+  `cancel`, `finish`) so the next attempt continues the count (`runtime.jobmaster.faults.counts`);
   the coordinator actor applies the faults of triggers, completions and aborts, and of its own
-  storage writes (`CoordinatorStorageFailure`). `runtime.jobmaster.faults` names where Ray differs.
+  storage writes (`CoordinatorStorageFailure`). `runtime.jobmaster.faults.plan` names where Ray differs.
 * Parts. The driver's parts are mixed into `RayExecutor`, which holds their state and runs the
   driver loop (`_run`: faults due, watchdog, heartbeats, coordinator and service polls, failover,
   the end): `runtime.ray.task_deployment` (deploying, polling, killing and cancelling the task
@@ -86,8 +86,8 @@ from checkpoint.io.lease import lease_for
 from checkpoint.io.store import new_run_id
 from runtime.core.graph import JobGraph
 from runtime.core.links import resolve_link_delays
-from runtime.jobmaster.durable_committer import open_committer
-from runtime.jobmaster.faults import (
+from runtime.jobmaster.committer.durable import open_committer
+from runtime.jobmaster.faults.plan import (
     ChannelDelay,
     ChannelStall,
     CoordinatorCrash,
@@ -107,11 +107,16 @@ from runtime.jobmaster.faults import (
     TornWrite,
     check_supported,
 )
+from runtime.jobmaster.lifecycle.progress import Phase, progress_figures, reading_phase
+from runtime.jobmaster.lifecycle.watchdog import (
+    DEFAULT_STALL_TIMEOUT,
+    Progress,
+    ProgressWatchdog,
+    check_timeout,
+)
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster
-from runtime.jobmaster.progress import Phase, progress_figures, reading_phase
 from runtime.jobmaster.registry import check_options
 from runtime.jobmaster.result import JobFailedError, JobResult
-from runtime.jobmaster.watchdog import DEFAULT_STALL_TIMEOUT, Progress, ProgressWatchdog, check_timeout
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_handover import CoordinatorHandover
 from runtime.ray.errors import describe, project_error
@@ -157,7 +162,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
             as hung (a heartbeat does not wait for a step, however slow a record).
         stall_timeout: wall seconds without progress (no record processed, no task finished, no
             checkpoint completed, no new attempt; a step in progress counts until it has run this
-            long) before the job is stuck (`runtime.jobmaster.watchdog`): a task that long in one
+            long) before the job is stuck (`runtime.jobmaster.lifecycle.watchdog`): a task that long in one
             step is hung and replaced (a failover), else the job fails; None: never.
         max_duration: wall seconds the whole job may take (None, the default: no limit; a long or
             unbounded job is not a stuck one, the watchdog tells them apart).
@@ -334,7 +339,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         starts: a damaged folder is named, as on the simulator.
 
         Raises:
-            runtime.jobmaster.durable_committer.CorruptCommitterError: a committer file is damaged.
+            runtime.jobmaster.committer.durable.CorruptCommitterError: a committer file is damaged.
         """
         storage = None if is_memory(self.storage_uri) else open_storage(("uri", self.storage_uri), self.graph)
         return open_committer(self.master, storage, self.job_id, self._initial_committer)
@@ -406,7 +411,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
                         checkpoints=self._coord_status.get("completed", 0))
 
     def _watch_progress(self, now: float) -> tuple[str, None] | None:
-        """The watchdog's verdict (`runtime.jobmaster.watchdog`): a task in one step for
+        """The watchdog's verdict (`runtime.jobmaster.lifecycle.watchdog`): a task in one step for
         `stall_timeout` while nothing moved is hung — its worker is replaced and the job fails over;
         stuck with no task in a step fails the job."""
         busy = {str(t): s["busy_for"] + (now - s["seen"]) for t, s in self._status.items()
@@ -498,7 +503,7 @@ def run_job(
         address: a Ray cluster address to join; None uses the Ray this process is connected to,
             or starts (and afterwards stops) an embedded local one.
         faults: a `FaultPlan` (a task crash is a `ray.kill` of that task's actor), meaning what it
-            means on the simulator (`runtime.jobmaster.fault_schedule`).
+            means on the simulator (`runtime.jobmaster.faults.schedule`).
         seed: recorded in the result; seeds the restart jitter (fault targets come from the plan's
             seed only, as on the simulator).
         progress: called periodically with a dict of progress figures.

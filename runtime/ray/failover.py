@@ -24,7 +24,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from checkpoint.reasons import CheckpointFailureReason
-from runtime.jobmaster.progress import Phase
+from runtime.jobmaster.lifecycle.progress import Phase
 from runtime.jobmaster.result import JobFailedError
 from runtime.ray import errors
 from runtime.ray.errors import describe

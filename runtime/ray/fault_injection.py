@@ -1,4 +1,4 @@
-"""`DriverFaultInjection`: the driver's part of a run's `FaultPlan` (`runtime.jobmaster.fault_actions.FaultActions`):
+"""`DriverFaultInjection`: the driver's part of a run's `FaultPlan` (`runtime.jobmaster.faults.actions.FaultActions`):
 firing the faults due, freezing and killing tasks, killing processes.
 
 A part of `runtime.ray.executor.RayExecutor`, which holds the state it works on.
@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from checkpoint.handles import TaskId
-from runtime.jobmaster.attempt_counts import RunCounts
-from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
-from runtime.jobmaster.faults import (
+from runtime.jobmaster.faults.actions import crash_after_records, fire_fault, injected_crash
+from runtime.jobmaster.faults.counts import RunCounts
+from runtime.jobmaster.faults.plan import (
     ChannelDelay,
     SlowStorage,
 )
@@ -22,11 +22,11 @@ log = logging.getLogger("barrierflow.ray")
 
 
 class DriverFaultInjection:
-    """The driver's part of a run's `FaultPlan` (`runtime.jobmaster.fault_actions.FaultActions`):
+    """The driver's part of a run's `FaultPlan` (`runtime.jobmaster.faults.actions.FaultActions`):
     firing the faults due, freezing and killing tasks, killing processes."""
 
     def _resolve_faults(self) -> None:
-        """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`, as the simulator does)."""
+        """Resolve the plan once for the run (`runtime.jobmaster.faults.schedule`, as the simulator does)."""
         self.schedule = self.master.schedule
         #: what the attempts' actors counted, for the schedule; `torn_files`, `slowed_writes`
         self.counts = RunCounts(self.schedule, self.task_ids)
@@ -92,7 +92,7 @@ class DriverFaultInjection:
     def _fire(self, index: int) -> None:
         fire_fault(self.schedule, index, self.graph, self)
 
-    # `FaultActions` (`runtime.jobmaster.fault_actions`)
+    # `FaultActions` (`runtime.jobmaster.faults.actions`)
 
     def crash_task(self, task_id: TaskId, what: str) -> None:
         self._freeze(task_id, what)

@@ -23,9 +23,9 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayError
 
-from runtime.jobmaster.durable_committer import DurableCollectCommitter
-from runtime.jobmaster.file_publisher import register_publishers
-from runtime.jobmaster.result import CollectCommitter
+from runtime.jobmaster.committer.collect import CollectCommitter
+from runtime.jobmaster.committer.durable import DurableCollectCommitter
+from runtime.jobmaster.committer.file_publisher import register_publishers
 from runtime.ray.errors import describe
 from runtime.ray.service_deaths import memory_committer_died, memory_storage_died
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService

@@ -31,12 +31,13 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 
 from checkpoint.io.storage import MemoryBlobStore, StorageError, StorageTimeoutError
-from runtime.core.messages import Buffer, RecordConversionError
-from runtime.jobmaster.result import CollectCommitter, CommittedOutput, GcPauses
+from runtime.jobmaster.committer.collect import CollectCommitter, CommittedOutput
+from runtime.jobmaster.result import GcPauses
 from runtime.ray.errors import describe
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.service_deaths import memory_storage_died
 from runtime.ray.timers import ProcessCpu
+from runtime.records.messages import Buffer, RecordConversionError
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ outcome goes back to the task as mail ("written"), so the data path never waits 
   its files (an orphan at worst, never a wrong checkpoint).
 * Write faults. The attempt's `AttemptFaults` decide per write: an injected `StorageError`
   (`StorageWriteFailure`), a torn first file that reports success (`TornWrite`,
-  `runtime.jobmaster.fault_storage`), and a slowdown while a `SlowStorage` window is open.
+  `runtime.jobmaster.faults.storage`), and a slowdown while a `SlowStorage` window is open.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from checkpoint.io.snapshot_writer import SnapshotWriter
 from checkpoint.io.storage import StorageError
 from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.core.task import Task
-from runtime.jobmaster.attempt_counts import AttemptFaults
-from runtime.jobmaster.fault_storage import write_torn
+from runtime.jobmaster.faults.counts import AttemptFaults
+from runtime.jobmaster.faults.storage import write_torn
 from runtime.ray.services import RemoteCommitter, stage_failed
 
 #: the sinks' pre-commits of one snapshot, as `RemoteCommitter.take_staged` returns them

@@ -64,12 +64,6 @@ import ray
 from checkpoint.handles import TaskId
 from checkpoint.io.snapshot_writer import SnapshotWriter
 from checkpoint.reasons import CheckpointFailureReason
-from runtime.core.messages import (
-    Buffer,
-    BufferOrEvent,
-    CheckpointBarrier,
-    CheckpointOptions,
-)
 from runtime.core.subtask_checkpoint import TaskRestore, TaskSnapshot
 from runtime.core.task import Task
 from runtime.core.task_metrics import StepTimes
@@ -84,6 +78,12 @@ from runtime.ray.storage import open_storage
 from runtime.ray.task_faults import TaskFaultInjection
 from runtime.ray.timers import ThreadTimers, WallClock
 from runtime.ray.work_thread import CallerFirstLock, WorkThread
+from runtime.records.messages import (
+    Buffer,
+    BufferOrEvent,
+    CheckpointBarrier,
+    CheckpointOptions,
+)
 
 #: seconds of work per slice before the work thread lets waiting calls in (see `TaskActor._drive`)
 WORK_SLICE = 0.002
@@ -543,7 +543,7 @@ class TaskActor(TaskFaultInjection):
             "calls": outputs.calls,
             "local_calls": outputs.local_calls,
             #: seconds the work thread has been in its current slice (None: idle): a record in
-            #: progress (`runtime.jobmaster.watchdog`)
+            #: progress (`runtime.jobmaster.lifecycle.watchdog`)
             "busy_for": self._work.busy_for(),
         }
 

@@ -1,7 +1,7 @@
 """`TaskFaultInjection`: the faults of a run's `FaultPlan` that a task slot applies itself.
 
-The driver resolves the plan (`runtime.jobmaster.fault_schedule`) and gives each attempt's task
-its share as offsets from the attempt's start (`runtime.jobmaster.attempt_counts.AttemptFaults`,
+The driver resolves the plan (`runtime.jobmaster.faults.schedule`) and gives each attempt's task
+its share as offsets from the attempt's start (`runtime.jobmaster.faults.counts.AttemptFaults`,
 in `deploy`), or calls an entry point below when a fault placed at a time or at the sources'
 progress strikes:
 
@@ -30,7 +30,7 @@ from collections import deque
 from typing import Any
 
 from checkpoint.handles import TaskAcknowledgement
-from runtime.jobmaster.attempt_counts import AttemptFaults
+from runtime.jobmaster.faults.counts import AttemptFaults
 
 
 class TaskFaultInjection:
@@ -38,7 +38,7 @@ class TaskFaultInjection:
 
     def _arm_faults(self, faults: dict[str, Any]) -> None:
         """A new attempt: its faults, counting from zero, and no crash or stall yet."""
-        #: the faults this attempt applies itself, and what it counted (`runtime.jobmaster.attempt_counts`)
+        #: the faults this attempt applies itself, and what it counted (`runtime.jobmaster.faults.counts`)
         self._faults = AttemptFaults(faults)
         self._frozen = False
         #: `ChannelStall`: input is held until this wall time, and what it held, in arrival order

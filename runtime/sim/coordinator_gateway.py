@@ -19,10 +19,10 @@ from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.io.storage import StorageError
 from checkpoint.reasons import CheckpointFailureReason
-from runtime.core.messages import CheckpointOptions
 from runtime.core.subtask_checkpoint import TaskSnapshot
-from runtime.jobmaster.completions import CompletionNotices
-from runtime.jobmaster.fault_storage import write_torn
+from runtime.jobmaster.coordination.completions import CompletionNotices
+from runtime.jobmaster.faults.storage import write_torn
+from runtime.records.messages import CheckpointOptions
 
 if TYPE_CHECKING:
     from runtime.sim.executor import SimExecutor

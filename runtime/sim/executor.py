@@ -15,7 +15,7 @@ module of its own, reached through the executor:
   commits, notifications) and the tasks' way back (acknowledgements, snapshot writes to a real
   `CheckpointStorage`, in memory unless the job names one).
 * `runtime.sim.fault_actions`: the `FaultPlan` (every kind is described in
-  `runtime.jobmaster.faults`), resolved once per run by a `FaultSchedule` and carried out; the
+  `runtime.jobmaster.faults.plan`), resolved once per run by a `FaultSchedule` and carried out; the
   coordinator's id-counter and metadata writes fail through a `CoordinatorWriteFaults` around
   the storage's blob store.
 * `runtime.sim.ports`: the virtual clock, timers and each task's `TaskPorts`.
@@ -26,7 +26,7 @@ module of its own, reached through the executor:
   pending checkpoints end with COORDINATOR_SHUTDOWN, its timers stop) and replaced by one that
   recovers the store (with high availability: the standby, `runtime.sim.high_availability`).
 * Invariants: an `ExecutionObserver` (`runtime.jobmaster.observer`; `env.execute(...,
-  invariants=True)` passes `runtime.verify.invariants.InvariantChecker`) is told what each event
+  invariants=True)` passes `runtime.checker.invariants.InvariantChecker`) is told what each event
   did and checks it after every event.
 """
 
@@ -50,23 +50,19 @@ from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
 from runtime.core.task import Task
-from runtime.jobmaster.coordinator_state import coordinator_state, promoted
-from runtime.jobmaster.durable_committer import open_committer
-from runtime.jobmaster.fault_actions import coordinator_crash
-from runtime.jobmaster.fault_schedule import FaultSchedule
-from runtime.jobmaster.fault_storage import CoordinatorWriteFaults
-from runtime.jobmaster.faults import Fault, FaultPlan, ProcessKill, check_supported
+from runtime.jobmaster.committer.collect import CollectCommitter, GlobalCommitterView
+from runtime.jobmaster.committer.durable import open_committer
+from runtime.jobmaster.coordination.coordinator_state import coordinator_state, promoted
+from runtime.jobmaster.faults.actions import coordinator_crash
+from runtime.jobmaster.faults.plan import Fault, FaultPlan, ProcessKill, check_supported
+from runtime.jobmaster.faults.schedule import FaultSchedule
+from runtime.jobmaster.faults.storage import CoordinatorWriteFaults
+from runtime.jobmaster.lifecycle.progress import progress_figures, reading_phase
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
 from runtime.jobmaster.observer import ExecutionObserver
-from runtime.jobmaster.progress import progress_figures, reading_phase
 from runtime.jobmaster.registry import check_options
-from runtime.jobmaster.restore import restore_latest_valid
-from runtime.jobmaster.result import (
-    CollectCommitter,
-    GlobalCommitterView,
-    JobMetrics,
-    JobResult,
-)
+from runtime.jobmaster.restore.state_assignment import restore_latest_valid
+from runtime.jobmaster.result import JobMetrics, JobResult
 from runtime.sim.coordinator_gateway import SimCoordinatorGateway
 from runtime.sim.costs import CostModel
 from runtime.sim.fault_actions import SimFaultActions
@@ -168,7 +164,7 @@ class SimExecutor(RunsOnJobMaster):
         if isinstance(invariants, bool):  # the checker lives above the simulator: the API builds it
             if invariants:
                 raise TypeError("SimExecutor(invariants=True): pass the checker itself "
-                                "(runtime.verify.invariants.InvariantChecker()); env.execute(..., invariants=True) builds it")
+                                "(runtime.checker.invariants.InvariantChecker()); env.execute(..., invariants=True) builds it")
             invariants = None
         #: checks invariants after every event (`runtime.jobmaster.observer`); None: off
         self.invariants = invariants
@@ -224,7 +220,7 @@ class SimExecutor(RunsOnJobMaster):
         self.coordinator = self._new_coordinator()
 
     def _coordinator_state(self) -> tuple[Any, Any]:
-        """The store and id counter of a new coordinator (`runtime.jobmaster.coordinator_state`):
+        """The store and id counter of a new coordinator (`runtime.jobmaster.coordination.coordinator_state`):
         with high availability the leading contender's, fenced by its leadership."""
         config = self.graph.checkpoint_config
         services, leader = self.high_availability.leader() if self.high_availability is not None else (None, None)
@@ -440,7 +436,7 @@ class SimExecutor(RunsOnJobMaster):
     # ------------------------------------------------------------------ faults and the coordinator's life
 
     def _resolve_faults(self) -> None:
-        """Resolve the plan once for the run (`runtime.jobmaster.fault_schedule`); schedule the faults placed
+        """Resolve the plan once for the run (`runtime.jobmaster.faults.schedule`); schedule the faults placed
         at a virtual time, and any due before the first record."""
         self.schedule = schedule = self.master.schedule
         self._coordinator_writes.schedule = schedule

@@ -1,4 +1,4 @@
-"""How the simulator breaks things: its `runtime.jobmaster.fault_actions.FaultActions`.
+"""How the simulator breaks things: its `runtime.jobmaster.faults.actions.FaultActions`.
 
 The run's `FaultSchedule` (the Ray executor's too, so a plan means the same on both) answers
 where and when a fault strikes; `fire_fault` says what a fault at a time or progress point does;
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from checkpoint.handles import TaskId
-from runtime.jobmaster.fault_actions import crash_after_records, fire_fault, injected_crash
+from runtime.jobmaster.faults.actions import crash_after_records, fire_fault, injected_crash
 
 if TYPE_CHECKING:
     from runtime.sim.executor import SimExecutor

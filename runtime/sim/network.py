@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from checkpoint.handles import TaskId
 from runtime.core.links import resolve_link_delays
-from runtime.core.messages import BufferOrEvent, CheckpointBarrier
+from runtime.records.messages import BufferOrEvent, CheckpointBarrier
 from runtime.sim.costs import quantile
 
 if TYPE_CHECKING:

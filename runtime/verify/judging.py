@@ -22,9 +22,10 @@ from typing import Any
 
 from checkpoint.io.storage import CorruptCheckpointError
 from checkpoint.io.tools import collect_garbage, open_checkpoints, read_checkpoint
-from runtime.jobmaster.result import CollectCommitter, JobFailedError
+from runtime.checker.invariants import InvariantViolation
+from runtime.jobmaster.committer.collect import CollectCommitter
+from runtime.jobmaster.result import JobFailedError
 from runtime.ray.service_deaths import MEMORY_COMMITTER_DIED, MEMORY_STORAGE_DIED
-from runtime.verify.invariants import InvariantViolation
 from runtime.workloads.seeded import (
     SINK,
     build_stamped_job,
@@ -47,7 +48,7 @@ VIOLATIONS = {
     "liveness": "the job did not finish (simulator time or event bound, Ray's max_duration, or stalled)",
     "storage": "checkpoint storage at the end (on disk, no torn writes): a file no retained checkpoint "
                "references, more checkpoints than retained, or a retained one that does not verify",
-    "invariant:<name>": "the per-event invariant checker found invariant <name> broken (runtime.verify.invariants)",
+    "invariant:<name>": "the per-event invariant checker found invariant <name> broken (runtime.checker.invariants)",
     "error": "an exception other than a JobFailedError escaped execute()",
     "restore": "a restore from the finished job's checkpoint directory did not finish with the reference output",
 }

@@ -27,8 +27,9 @@ from typing import Any
 
 from checkpoint.io.tools import CheckpointToolError, load_checkpoint
 from checkpoint.options import RestartStrategy
-from runtime.jobmaster.faults import FaultPlan, TaskCrash
-from runtime.jobmaster.result import CollectCommitter, JobFailedError
+from runtime.jobmaster.committer.collect import CollectCommitter
+from runtime.jobmaster.faults.plan import FaultPlan, TaskCrash
+from runtime.jobmaster.result import JobFailedError
 from runtime.verify.judging import (
     FAULT_FAILURES,
     Observed,

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checkpoint.options import RestartStrategy
-from runtime.jobmaster.faults import FaultPlan
+from runtime.jobmaster.faults.plan import FaultPlan
 from runtime.verify.swarm import Verdict
 from runtime.verify.swarm_config import (
     BACKENDS,

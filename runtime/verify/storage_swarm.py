@@ -61,8 +61,8 @@ from checkpoint.lease import LEASE_FILE, Lease
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.durable_committer import DurableCollectCommitter
-from runtime.jobmaster.faults import FaultPlan, TaskCrash
+from runtime.jobmaster.committer.durable import DurableCollectCommitter
+from runtime.jobmaster.faults.plan import FaultPlan, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import CountPerKey
 

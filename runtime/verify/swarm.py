@@ -33,11 +33,12 @@ from typing import Any
 from checkpoint.io.tools import CheckpointToolError
 from checkpoint.modes import parse_mode
 from checkpoint.options import RestartStrategy
-from runtime.jobmaster.faults import FaultPlan, TaskCrash
-from runtime.jobmaster.result import CollectCommitter, JobFailedError
+from runtime.checker.invariants import InvariantChecker
+from runtime.jobmaster.committer.collect import CollectCommitter
+from runtime.jobmaster.faults.plan import FaultPlan, TaskCrash
+from runtime.jobmaster.result import JobFailedError
 from runtime.sim.costs import CostModel
 from runtime.sim.network import NetworkOptions
-from runtime.verify.invariants import InvariantChecker
 from runtime.verify.judging import (
     FAULT_FAILURES,
     Observed,
@@ -87,7 +88,7 @@ def _checker(reference: Counter) -> InvariantChecker:
     return InvariantChecker(reference=reference)
 
 
-#: per-event invariant checkers (`runtime.verify.invariants`, raising `InvariantViolation`): a
+#: per-event invariant checkers (`runtime.checker.invariants`, raising `InvariantViolation`): a
 #: factory of a fresh checker per execution from the reference's committed multiset, passed as
 #: `execute(..., invariants=...)`. The one place to turn them off (None) for every run; per
 #: call: `run_config(config, invariants=None)`.

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from checkpoint.modes import ALIASES
-from runtime.jobmaster import faults as fault_module
-from runtime.jobmaster.faults import FaultPlan
+from runtime.jobmaster.faults import plan as fault_module
+from runtime.jobmaster.faults.plan import FaultPlan
 from runtime.verify.judging import config_repr
 from runtime.workloads.seeded import (
     ORDER_FREE_STAGES,
@@ -199,7 +199,7 @@ def order_kept(config: Any) -> bool:
     """Whether (origin, key) order is kept across forward edges in a swarm config (this one's or
     the Ray swarm's): not when an unaligned checkpoint is restored at another parallelism into an
     unchained job (the in-flight data of a forward channel goes to receiver d % p,
-    `runtime.jobmaster.channel_rescale`, as Flink maps it round robin)."""
+    `runtime.jobmaster.restore.channel_rescale`, as Flink maps it round robin)."""
     return not (config.mode in ("unaligned", "timeout") and not config.chaining
                 and config.rescale_to not in (None, config.parallelism))
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from checkpoint.modes import parse_mode
 from checkpoint.options import InvalidOptionError
-from runtime.jobmaster.faults import Fault, FaultPlan
+from runtime.jobmaster.faults.plan import Fault, FaultPlan
 from runtime.verify.parallel_sweep import default_jobs, errors_only, verdicts
 from runtime.verify.shrink import same_violation, shrink
 from runtime.verify.swarm import Verdict, run_config
@@ -276,7 +276,7 @@ def _on_ray(run: Callable[[], int]) -> int:
 
 
 def _fault_classes() -> set[str]:
-    """The class names of every fault kind (`runtime.jobmaster.faults.Fault`)."""
+    """The class names of every fault kind (`runtime.jobmaster.faults.plan.Fault`)."""
     return {kind.__name__ for kind in typing.get_args(Fault)}
 
 

@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from operators import CoGroupFunction, CollectSink, JoinFunction, TumblingEventTimeWindows
-from runtime.verify.output_invariants import record_key
+from runtime.checker.output_invariants import record_key
 from runtime.workloads import two_input, windows
 from runtime.workloads.event_time import strategy
 from runtime.workloads.windows import TUMBLE, add_window_stages, check_probes, window_rows, without_probes

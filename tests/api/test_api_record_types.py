@@ -1,4 +1,4 @@
-"""The one-type-per-field rule (`runtime/core/record_types.py`) and `Buffer.from_records` under it."""
+"""The one-type-per-field rule (`runtime/records/record_types.py`) and `Buffer.from_records` under it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import Buffer, RecordTypeError
-from runtime.core.record_types import StreamSchema, describe_record
+from runtime.records.record_types import StreamSchema, describe_record
 
 
 def schema_after(*pieces: Any) -> dict[str, pa.DataType]:

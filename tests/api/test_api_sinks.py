@@ -236,7 +236,7 @@ TestSinkTwoPhaseCommit.pytestmark = [pytest.mark.slow]  # a long stateful run
 
 
 def test_collect_committer_keeps_staged_transactions_invisible_until_committed():
-    from runtime.jobmaster.result import CollectCommitter, UnknownTransactionError
+    from runtime.jobmaster.committer.collect import CollectCommitter, UnknownTransactionError
 
     committer = CollectCommitter()
     committer.stage("pv", "pv/0/1", recs(1, 2))
@@ -251,7 +251,7 @@ def test_collect_committer_keeps_staged_transactions_invisible_until_committed()
 
 
 def test_collect_committer_aborts_lingering_stages_between_the_restored_checkpoint_and_the_next_id():
-    from runtime.jobmaster.result import CollectCommitter
+    from runtime.jobmaster.committer.collect import CollectCommitter
 
     committer = CollectCommitter()
     for txn in ("pv/0/3", "pv/0/4", "pv/1/5", "pv/0/7"):
@@ -268,7 +268,7 @@ def test_collect_committer_aborts_lingering_stages_between_the_restored_checkpoi
 
 
 def test_collect_committer_replaces_a_lingering_stage_and_refuses_to_restage_a_committed_id():
-    from runtime.jobmaster.result import CollectCommitter, TransactionConflictError
+    from runtime.jobmaster.committer.collect import CollectCommitter, TransactionConflictError
 
     committer = CollectCommitter()
     committer.stage("pv", "pv/0/2", recs(1))  # an attempt that failed before checkpoint 2 completed
@@ -283,7 +283,7 @@ def test_collect_committer_replaces_a_lingering_stage_and_refuses_to_restage_a_c
 def test_collect_committer_takes_arrow_batches_and_reads_them_back_as_records():
     import pyarrow as pa
 
-    from runtime.jobmaster.result import CollectCommitter
+    from runtime.jobmaster.committer.collect import CollectCommitter
 
     committer = CollectCommitter()
     committer.stage("pv", "pv/0/1", pa.RecordBatch.from_pylist(recs(1, 2)))  # as the Ray committer gets them
@@ -309,7 +309,7 @@ def test_a_sink_chained_into_its_source_task_commits_everything(checkpointing: b
 
 
 def test_collect_committer_names_the_newest_checkpoint_it_committed_output_of():
-    from runtime.jobmaster.result import CollectCommitter, CommittedOutput, transaction_checkpoint
+    from runtime.jobmaster.committer.collect import CollectCommitter, CommittedOutput, transaction_checkpoint
 
     committer = CollectCommitter()
     assert committer.latest_committed() is None

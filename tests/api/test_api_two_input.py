@@ -27,7 +27,7 @@ from operators.keyed import ColumnKeySelector
 from operators.side_outputs import SideOutputs
 from operators.timestamps import TIMESTAMP_FIELD
 from runtime import JobFailedError, JobGraphError, StreamEnvironment
-from runtime.core.messages import Watermark
+from runtime.records.messages import Watermark
 
 KEY = ColumnKeySelector("k")
 LATE = OutputTag("late")

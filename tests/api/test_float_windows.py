@@ -24,7 +24,7 @@ from operators.keyed import ColumnKeySelector
 from operators.timestamps import TIMESTAMP_FIELD as TS
 from operators.watermarks import bounded_watermark
 from operators.windows.vectorised import WindowCountSumOperator
-from runtime.core.messages import Watermark
+from runtime.records.messages import Watermark
 
 JUST_BELOW_HALF = math.nextafter(0.5, -math.inf)
 

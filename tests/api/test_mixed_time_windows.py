@@ -30,7 +30,7 @@ from operators.keyed import ColumnKeySelector
 from operators.timestamps import TIMESTAMP_FIELD as TS
 from operators.windows.vectorised import WindowCountSumOperator
 from runtime import FaultPlan, StreamEnvironment, TaskCrash
-from runtime.core.messages import Watermark
+from runtime.records.messages import Watermark
 from state.key_groups import KeyGroupRange
 from state.keyed import KeyedStateBackend
 from state.serialization import keyed_snapshot_from_bytes, keyed_snapshot_to_bytes

@@ -1,4 +1,4 @@
-"""Progress phases (`runtime/jobmaster/progress.py`) and the demo's plain progress lines."""
+"""Progress phases (`runtime/jobmaster/lifecycle/progress.py`) and the demo's plain progress lines."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from runtime.api.job_display import JobProgress
-from runtime.jobmaster.progress import Phase, reading_phase
+from runtime.jobmaster.lifecycle.progress import Phase, reading_phase
 
 
 def test_the_final_checkpoint_phase_starts_when_every_source_read_its_input() -> None:

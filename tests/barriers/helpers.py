@@ -17,7 +17,8 @@ from typing import Any
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers import AlignmentStats, BarrierHandler
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.core.messages import (
+from runtime.core.ports import ManualClock, ManualTimers
+from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
     CancelCheckpointMarker,
@@ -25,7 +26,6 @@ from runtime.core.messages import (
     CheckpointOptions,
     EndOfPartition,
 )
-from runtime.core.ports import ManualClock, ManualTimers
 
 
 class RecordingListener:

@@ -7,7 +7,7 @@ import pytest
 from checkpoint.reasons import CheckpointFailureReason as R
 from runtime.core.barriers import BarrierAligner, BarrierProtocolError
 from runtime.core.barriers.states import WaitingForFirstBarrier
-from runtime.core.messages import CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from runtime.records.messages import CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
 
 from .helpers import (
     POLL,

@@ -8,7 +8,7 @@ from checkpoint.reasons import CheckpointFailureReason as R
 from runtime.core.barriers import BarrierAligner
 from runtime.core.barriers.states import CollectingChannelState, WaitingForFirstBarrier
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.core.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
+from runtime.records.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
 
 from .helpers import (
     POLL,

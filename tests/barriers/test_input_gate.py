@@ -7,15 +7,15 @@ import pytest
 from runtime.core.barriers import BarrierAligner, BarrierTracker
 from runtime.core.barriers.handler import BarrierHandler, HandlerStats
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.core.messages import (
+from runtime.core.ports import ManualClock
+from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
     CancelCheckpointMarker,
     CheckpointBarrier,
     EndOfPartition,
 )
-from runtime.core.ports import ManualClock
-from runtime.core.spilling import FileSpiller, MemorySpiller
+from runtime.records.spilling import FileSpiller, MemorySpiller
 
 from .helpers import (
     POLL,

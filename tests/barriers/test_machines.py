@@ -40,15 +40,15 @@ from runtime.core.barriers import (
     UnalignedBarrierHandler,
 )
 from runtime.core.input_gate import DEFAULT_SPILL_BOUND_BYTES, CheckpointedInputGate
-from runtime.core.messages import (
+from runtime.core.ports import ManualClock, ManualTimers
+from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
     CancelCheckpointMarker,
     CheckpointBarrier,
     EndOfPartition,
 )
-from runtime.core.ports import ManualClock, ManualTimers
-from runtime.core.spilling import FileSpiller, MemorySpiller
+from runtime.records.spilling import FileSpiller, MemorySpiller
 
 # ---------------------------------------------------------------------------- reference models
 

@@ -7,8 +7,8 @@ import os
 import pyarrow as pa
 import pytest
 
-from runtime.core.messages import Buffer
-from runtime.core.spilling import FileSpiller, MemorySpiller, SpillError
+from runtime.records.messages import Buffer
+from runtime.records.spilling import FileSpiller, MemorySpiller, SpillError
 
 from .helpers import labels, make_buffer
 

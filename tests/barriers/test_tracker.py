@@ -6,7 +6,7 @@ import pytest
 
 from checkpoint.reasons import CheckpointFailureReason as R
 from runtime.core.barriers import MAX_CHECKPOINTS_TO_TRACK, BarrierProtocolError, BarrierTracker
-from runtime.core.messages import CheckpointBarrier
+from runtime.records.messages import CheckpointBarrier
 
 from .helpers import RecordingListener, advance, barrier, buf, cancel, eop, expect, run
 

@@ -7,7 +7,7 @@ import pytest
 from checkpoint.reasons import CheckpointFailureReason as R
 from runtime.core.barriers import BarrierProtocolError, UnalignedBarrierHandler
 from runtime.core.barriers.states import WaitingForFirstBarrier
-from runtime.core.messages import (
+from runtime.records.messages import (
     BufferOrEvent,
     CancelCheckpointMarker,
     CheckpointBarrier,

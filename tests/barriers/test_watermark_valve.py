@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.core.messages import Watermark, WatermarkStatus
 from runtime.core.watermark_valve import StatusWatermarkValve
+from runtime.records.messages import Watermark, WatermarkStatus
 
 IDLE, ACTIVE = WatermarkStatus(True), WatermarkStatus(False)
 

@@ -9,7 +9,9 @@ import math
 from operators.watermarks import WatermarkStrategy
 from runtime.core.barriers import BarrierAligner, UnalignedBarrierHandler
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.core.messages import (
+from runtime.core.ports import ManualClock
+from runtime.core.source_watermarks import SourceWatermarks
+from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
     CheckpointBarrier,
@@ -19,8 +21,6 @@ from runtime.core.messages import (
     channel_state_batch,
     channel_state_item,
 )
-from runtime.core.ports import ManualClock
-from runtime.core.source_watermarks import SourceWatermarks
 from state.serialization import buffers_from_bytes, buffers_to_bytes
 
 from .helpers import RecordingListener, make_buffer

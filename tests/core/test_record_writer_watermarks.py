@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.core.messages import Buffer, Watermark, WatermarkStatus
 from runtime.core.record_writer import RecordWriter
+from runtime.records.messages import Buffer, Watermark, WatermarkStatus
 
 
 def writer() -> RecordWriter:

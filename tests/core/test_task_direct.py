@@ -13,11 +13,11 @@ from typing import Any
 from checkpoint.handles import TaskId
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.core.messages import Buffer, BufferOrEvent, CheckpointBarrier, CheckpointOptions
 from runtime.core.ports import ManualClock, ManualTimers
 from runtime.core.subtask_checkpoint import TaskRestore
 from runtime.core.task import Task
-from runtime.jobmaster.result import CollectCommitter
+from runtime.jobmaster.committer.collect import CollectCommitter
+from runtime.records.messages import Buffer, BufferOrEvent, CheckpointBarrier, CheckpointOptions
 
 TO_APP = "to-app"
 

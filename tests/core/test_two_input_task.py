@@ -13,7 +13,10 @@ from checkpoint.handles import TaskId
 from operators import CollectSink, KeyedCoProcessFunction, WatermarkStrategy
 from operators.timestamps import TIMESTAMP_FIELD
 from runtime import StreamEnvironment
-from runtime.core.messages import (
+from runtime.core.ports import ManualClock, ManualTimers
+from runtime.core.task import Task
+from runtime.jobmaster.committer.collect import CollectCommitter
+from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
     CheckpointBarrier,
@@ -22,9 +25,6 @@ from runtime.core.messages import (
     Watermark,
     WatermarkStatus,
 )
-from runtime.core.ports import ManualClock, ManualTimers
-from runtime.core.task import Task
-from runtime.jobmaster.result import CollectCommitter
 
 CO = "co"
 LEFT, RIGHT = 0, 1  # the co-process task's input channels (one upstream subtask per input)

@@ -14,7 +14,7 @@ from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StandaloneCheckpointIDCounter
 from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.io.store import StandaloneCompletedCheckpointStore
-from runtime.jobmaster.coordinators import resume_checkpoint_ids
+from runtime.jobmaster.coordination.coordinators import resume_checkpoint_ids
 from runtime.workloads.seeded import make_env, random_spec
 
 JOB = "job"

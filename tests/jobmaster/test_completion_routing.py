@@ -5,7 +5,7 @@ from __future__ import annotations
 from checkpoint.options import CheckpointingMode
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.jobmaster.completions import CompletionNotices
+from runtime.jobmaster.coordination.completions import CompletionNotices
 
 
 class _ListeningSink(CollectSink):

@@ -1,4 +1,4 @@
-"""`runtime.jobmaster.fault_actions`: what a fault placed at a time or at the sources' progress does
+"""`runtime.jobmaster.faults.actions`: what a fault placed at a time or at the sources' progress does
 when it fires, the same on every executor (each supplies only the `FaultActions`)."""
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ from typing import Any
 
 from checkpoint.handles import TaskId
 from runtime import FaultPlan
-from runtime.jobmaster.fault_actions import fire_fault, injected_crash, stall_duration
-from runtime.jobmaster.fault_schedule import FaultSchedule
-from runtime.jobmaster.faults import (
+from runtime.jobmaster.faults.actions import fire_fault, injected_crash, stall_duration
+from runtime.jobmaster.faults.plan import (
     ChannelDelay,
     ChannelStall,
     CoordinatorCrash,
@@ -18,6 +17,7 @@ from runtime.jobmaster.faults import (
     TaskCrash,
     TaskStall,
 )
+from runtime.jobmaster.faults.schedule import FaultSchedule
 from runtime.workloads.scenarios import relay_job
 
 

@@ -16,11 +16,12 @@ from runtime import StreamEnvironment
 from runtime.core.graph import JobGraphError
 from runtime.core.histogram import LatencyHistogram
 from runtime.core.ports import ManualClock, ManualTimers
-from runtime.jobmaster.faults import FaultPlan, TaskCrashDuringRecovery
+from runtime.jobmaster.committer.collect import CollectCommitter
+from runtime.jobmaster.faults.plan import FaultPlan, TaskCrashDuringRecovery
 from runtime.jobmaster.master import JobMaster, TaskFinal
 from runtime.jobmaster.registry import executor_names, get_executor, register_executor
-from runtime.jobmaster.restore_match import StateMismatchError
-from runtime.jobmaster.result import CollectCommitter, JobMetrics, RestoredFrom, SuppressRestartsError
+from runtime.jobmaster.restore.match import StateMismatchError
+from runtime.jobmaster.result import JobMetrics, RestoredFrom, SuppressRestartsError
 from tests.jobmaster.restore_jobs import Count, restore_env
 
 
@@ -182,7 +183,7 @@ def test_a_checkpoint_that_does_not_fit_is_refused_before_anything_runs(checkpoi
 
 
 def test_a_restore_that_fails_on_a_restart_fails_the_job_for_good() -> None:
-    from runtime.jobmaster.restore import NoValidCheckpointError
+    from runtime.jobmaster.restore.state_assignment import NoValidCheckpointError
 
     master, _, _ = master_for(small_graph(RestartStrategy.fixed_delay(attempts=5, delay=0.1)))
     master.failures.append("boom")

@@ -1,11 +1,11 @@
-"""`runtime.jobmaster.progress.progress_figures`: both executors report the same figures under the
+"""`runtime.jobmaster.lifecycle.progress.progress_figures`: both executors report the same figures under the
 same keys (what `barrierflow run` displays)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from runtime.jobmaster.progress import Phase, progress_figures
+from runtime.jobmaster.lifecycle.progress import Phase, progress_figures
 from runtime.workloads.scenarios import relay_job
 
 KEYS = ["phase", "records in", "checkpoints completed", "checkpoints aborted", "last checkpoint duration",

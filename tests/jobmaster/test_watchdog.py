@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from runtime.core.graph import JobGraphError
-from runtime.jobmaster.watchdog import DEFAULT_STALL_TIMEOUT, Progress, ProgressWatchdog, Stall, check_timeout
+from runtime.jobmaster.lifecycle.watchdog import (
+    DEFAULT_STALL_TIMEOUT,
+    Progress,
+    ProgressWatchdog,
+    Stall,
+    check_timeout,
+)
 
 START = Progress(attempt=0, records=0, finished=0, checkpoints=0)
 

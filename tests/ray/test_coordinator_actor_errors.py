@@ -66,7 +66,7 @@ def test_coordinator_storage_failures_in_the_actor_count_on_in_a_replacement(tmp
     id counter (in its constructor, before arming) is not counted, as on the simulator."""
     from checkpoint.reasons import CheckpointFailureReason
     from runtime import FaultPlan
-    from runtime.jobmaster.faults import CoordinatorStorageFailure
+    from runtime.jobmaster.faults.plan import CoordinatorStorageFailure
 
     plan = FaultPlan.of(CoordinatorStorageFailure(nth=1, what="counter"))
     first = _actor(tmp_path)

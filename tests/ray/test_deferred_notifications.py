@@ -1,7 +1,7 @@
 """Tasks without a completion listener get no call of their own for a completed checkpoint: a
 source learns it with its next trigger (and puts it into its barriers), any other task from
 those barriers; tasks with a listener, and every task for the final checkpoint, are notified at
-once (`runtime.jobmaster.completions`).
+once (`runtime.jobmaster.coordination.completions`).
 
 The coordinator actor runs here as the plain class (as in `test_ray_ha`), with stand-in task
 handles that record what it sends: no Ray cluster is involved.
@@ -20,10 +20,10 @@ from ray_jobs import ListeningSink, pageview_env, pageview_rows, unstageable_env
 from checkpoint.handles import TaskAcknowledgement
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobVertex, OperatorFactory
-from runtime.core.messages import CheckpointOptions
-from runtime.jobmaster.completions import CompletionNotices
+from runtime.jobmaster.coordination.completions import CompletionNotices
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.task_actor import TaskActor
+from runtime.records.messages import CheckpointOptions
 
 ROWS = pageview_rows(200)
 

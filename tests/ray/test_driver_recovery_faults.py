@@ -6,7 +6,7 @@ from __future__ import annotations
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.jobmaster.faults import FaultPlan, TaskCrashDuringRecovery
+from runtime.jobmaster.faults.plan import FaultPlan, TaskCrashDuringRecovery
 from runtime.ray.executor import RayExecutor
 
 

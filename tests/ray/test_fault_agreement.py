@@ -17,7 +17,7 @@ import pytest
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
-from runtime.jobmaster.faults import (
+from runtime.jobmaster.faults.plan import (
     ChannelDelay,
     CoordinatorCrashBeforeNotify,
     CoordinatorStorageFailure,

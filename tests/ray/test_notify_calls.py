@@ -1,6 +1,6 @@
 """How many control calls a checkpoint costs on Ray: the coordinator actor sends a completion
 notification only to tasks with a completion listener (a user's listening sink; not a
-`CollectSink`, whose transactions the global committer commits: `runtime.jobmaster.completions`),
+`CollectSink`, whose transactions the global committer commits: `runtime.jobmaster.coordination.completions`),
 and a real run makes sources + tasks + 1 calls per checkpoint (a trigger per source, an
 acknowledgement per task, one global commit). Calls are counted, not timed."""
 

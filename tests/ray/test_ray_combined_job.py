@@ -15,7 +15,7 @@ import pytest
 
 from checkpoint.options import RestartStrategy
 from runtime import FaultPlan, JobFailedError, StreamEnvironment, TaskCrash
-from runtime.jobmaster.faults import CoordinatorCrashBeforeNotify, TaskCrashDuringRecovery
+from runtime.jobmaster.faults.plan import CoordinatorCrashBeforeNotify, TaskCrashDuringRecovery
 from runtime.workloads.combined import build_combined_job, check, combined_rows
 
 LEFT, RIGHT = combined_rows(300)

@@ -10,7 +10,8 @@ import pytest
 from ray.exceptions import RayActorError, RayTaskError
 
 from runtime import FaultPlan, TaskCrash
-from runtime.jobmaster.result import JobFailedError, UnknownTransactionError
+from runtime.jobmaster.committer.collect import UnknownTransactionError
+from runtime.jobmaster.result import JobFailedError
 from runtime.ray.errors import cause_of, describe, project_error
 from tests.jobmaster.restore_jobs import collect_job
 

@@ -10,7 +10,7 @@ import pytest
 
 from checkpoint.options import RestartStrategy
 from runtime import FaultPlan, StreamEnvironment, TaskCrash
-from runtime.verify.output_invariants import record_key
+from runtime.checker.output_invariants import record_key
 from runtime.workloads.event_time import SINKS, build_event_time_job, event_rows, reference
 
 ROWS = event_rows(20_000)

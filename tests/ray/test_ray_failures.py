@@ -23,7 +23,7 @@ from ray_jobs import (
 )
 
 from runtime import FaultPlan
-from runtime.jobmaster.faults import ChannelStall, StorageWriteFailure, TaskCrash
+from runtime.jobmaster.faults.plan import ChannelStall, StorageWriteFailure, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import multiset
 

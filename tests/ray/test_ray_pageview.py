@@ -9,7 +9,7 @@ from ray_jobs import expected_counts, pageview_env, pageview_rows, self_union_en
 
 from checkpoint.options import CheckpointingMode
 from runtime import FaultPlan, StreamEnvironment
-from runtime.jobmaster.faults import TaskCrash
+from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.workloads.scenarios import nan_key_counts, nan_keys_job
 from runtime.workloads.seeded import multiset
 

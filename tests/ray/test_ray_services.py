@@ -23,7 +23,7 @@ import ray
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import JobFailedError, StreamEnvironment
-from runtime.jobmaster.durable_committer import COMMITTED_DIR
+from runtime.jobmaster.committer.durable import COMMITTED_DIR
 from runtime.ray.executor import RayExecutor
 from runtime.ray.service_deaths import MEMORY_STORAGE_DIED
 

@@ -13,7 +13,7 @@ from ray_jobs import expected_counts, pageview_env, pageview_rows
 
 from checkpoint.options import CheckpointingMode
 from runtime import FaultPlan
-from runtime.jobmaster.faults import TaskCrash
+from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.workloads.seeded import multiset
 
 ROWS = pageview_rows(3000)

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from runtime.jobmaster.faults import FaultPlan, ProcessKill
+from runtime.jobmaster.faults.plan import FaultPlan, ProcessKill
 from runtime.verify import ray_phases, ray_swarm
 from runtime.verify.judging import RunFailed
 from runtime.verify.ray_phases import run_config

@@ -10,7 +10,7 @@ import pytest
 
 from checkpoint.options import RestartStrategy
 from runtime import FaultPlan, StreamEnvironment, TaskCrash
-from runtime.verify.output_invariants import record_key
+from runtime.checker.output_invariants import record_key
 from runtime.workloads.two_input import SINKS, build_two_input_job, reference, two_input_rows
 
 LEFT_ROWS, RIGHT_ROWS = two_input_rows(8_000)

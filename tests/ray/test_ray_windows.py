@@ -10,7 +10,7 @@ import pytest
 
 from checkpoint.options import RestartStrategy
 from runtime import FaultPlan, StreamEnvironment, TaskCrash
-from runtime.verify.output_invariants import record_key
+from runtime.checker.output_invariants import record_key
 from runtime.workloads.windows import build_windows_job, check_probes, reference, window_rows, without_probes
 
 ROWS = window_rows(20_000)

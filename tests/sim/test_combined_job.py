@@ -10,7 +10,7 @@ import pytest
 from sim_jobs import event_time_env
 
 from runtime import FaultPlan, JobFailedError, StreamEnvironment, TaskCrash
-from runtime.verify.invariants import InvariantChecker
+from runtime.checker.invariants import InvariantChecker
 from runtime.workloads.combined import build_combined_job, check, combined_rows
 
 LEFT, RIGHT = combined_rows(600)

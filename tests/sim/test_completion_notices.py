@@ -1,4 +1,4 @@
-"""Completion notifications ride on barriers (`runtime.jobmaster.completions`): a task without a
+"""Completion notifications ride on barriers (`runtime.jobmaster.coordination.completions`): a task without a
 completion listener gets no call of its own for a non-final completed checkpoint; it learns the
 newest one from its trigger (a source) or from the barriers it receives, before handling them.
 Tasks with a listener, and every task for the final checkpoint, are notified directly.
@@ -26,7 +26,7 @@ from operators.base import StreamOperator
 from runtime import FaultPlan, JobFailedError, RestartStrategy, StreamEnvironment
 from runtime.core.graph import JobVertex, OperatorFactory
 from runtime.core.task import Task
-from runtime.jobmaster.faults import LostControlMessage, TaskCrash
+from runtime.jobmaster.faults.plan import LostControlMessage, TaskCrash
 from runtime.sim.fault_actions import SimFaultActions
 from runtime.workloads.seeded import multiset
 

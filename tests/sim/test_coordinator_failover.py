@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from runtime import FaultPlan
-from runtime.jobmaster.faults import CoordinatorCrash
+from runtime.jobmaster.faults.plan import CoordinatorCrash
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 

@@ -17,7 +17,7 @@ import pytest
 
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.jobmaster.faults import ChannelStall, FaultPlan, TaskCrash
+from runtime.jobmaster.faults.plan import ChannelStall, FaultPlan, TaskCrash
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
 

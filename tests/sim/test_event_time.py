@@ -23,10 +23,10 @@ from checkpoint.io.tools import (
 from operators import CollectSink, KeyedProcessFunction, TimeDomain, WatermarkStrategy
 from operators.sources import Source, SourceSplit, SplitReader
 from runtime import FaultPlan, JobFailedError, RestartStrategy, StreamEnvironment, TaskCrash
+from runtime.checker.invariants import InvariantChecker
+from runtime.checker.output_invariants import record_key
 from runtime.cli import main as cli
-from runtime.core.messages import Watermark
-from runtime.verify.invariants import InvariantChecker
-from runtime.verify.output_invariants import record_key
+from runtime.records.messages import Watermark
 from runtime.workloads.event_time import SINKS, build_event_time_job, event_rows, reference
 from state.serialization import buffers_from_bytes
 
@@ -260,7 +260,7 @@ def test_a_restored_source_never_emits_a_watermark_below_its_checkpointed_one(tm
     store = open_checkpoints(storage)
     job = resolve_job(store, None)
     latest = read_checkpoint(store, job, max(store.list_checkpoint_ids(job)))
-    from runtime.jobmaster.restore import _read_operator_states
+    from runtime.jobmaster.restore.state_assignment import _read_operator_states
 
     offsets = [e for ack in latest.acks.values() for states in _read_operator_states(store, ack).values()
                for e in states.get("offsets", ())]

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
-from runtime.jobmaster.faults import CoordinatorCrashBeforeNotify, LostControlMessage, TaskCrash
-from runtime.jobmaster.result import CollectCommitter, transaction_checkpoint
+from runtime.checker.invariants import InvariantChecker
+from runtime.jobmaster.committer.collect import CollectCommitter, transaction_checkpoint
+from runtime.jobmaster.faults.plan import CoordinatorCrashBeforeNotify, LostControlMessage, TaskCrash
 from runtime.sim.executor import SimExecutor
-from runtime.verify.invariants import InvariantChecker
 from runtime.workloads.seeded import SINK, CountPerKey, make_env, multiset, random_spec
 
 _REFERENCES: dict[int, tuple] = {}

@@ -1,4 +1,4 @@
-"""The simulator's invariant checker (`runtime.verify.invariants`).
+"""The simulator's invariant checker (`runtime.checker.invariants`).
 
 Clean runs raise nothing and leave behaviour untouched; each invariant is shown to fail on a bug
 planted for the test only (monkeypatched, never in the code): that is what proves it can fail.
@@ -17,15 +17,16 @@ from checkpoint.io.snapshot_writer import SnapshotWriter
 from checkpoint.io.store import StandaloneCompletedCheckpointStore
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
+from runtime.checker.invariants import InvariantChecker, InvariantViolation
+from runtime.checker.output_invariants import record_key
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.core.messages import CancelCheckpointMarker
 from runtime.core.task import Task
-from runtime.jobmaster.faults import CoordinatorCrash, LostAcknowledgement, TaskCrash
-from runtime.jobmaster.result import CollectCommitter, JobFailedError
+from runtime.jobmaster.committer.collect import CollectCommitter
+from runtime.jobmaster.faults.plan import CoordinatorCrash, LostAcknowledgement, TaskCrash
+from runtime.jobmaster.result import JobFailedError
+from runtime.records.messages import CancelCheckpointMarker
 from runtime.sim import executor as sim_executor
 from runtime.sim.ports import SimTaskPorts
-from runtime.verify.invariants import InvariantChecker, InvariantViolation
-from runtime.verify.output_invariants import record_key
 from runtime.workloads.scenarios import relay_job
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 

@@ -1,6 +1,6 @@
 """Records of mixed types in jobs on the simulator: one rule whatever the buffer size.
 
-A field keeps one Arrow type per stream (`runtime/core/record_types.py`). A check by Arrow's
+A field keeps one Arrow type per stream (`runtime/records/record_types.py`). A check by Arrow's
 inference alone would fail only when the two values shared a network buffer (`buffer_size=1`
 passing and 256 failing, naming the wrong record), let a chained sink take `object()` on the
 simulator, and turn `[0.5, True]` into `[0.5, 1.0]` in one buffer. The same error, naming

@@ -24,9 +24,9 @@ from operators.keyed import CountOperator
 from operators.sinks import CollectSink
 from runtime.api.environment import StreamEnvironment
 from runtime.core.task import Task
-from runtime.jobmaster.faults import FaultPlan, TaskCrash
-from runtime.jobmaster.restart import RestartStrategy
-from runtime.jobmaster.result import CollectCommitter
+from runtime.jobmaster.committer.collect import CollectCommitter
+from runtime.jobmaster.faults.plan import FaultPlan, TaskCrash
+from runtime.jobmaster.lifecycle.restart import RestartStrategy
 from runtime.verify import judging, swarm, vopr
 from runtime.verify.parallel_sweep import SeedRange, verdicts
 from runtime.verify.shrink import same_violation, shrink
@@ -160,7 +160,7 @@ REGRESSIONS = [
     "backend='incremental', source_slowdown=100.0)",
     # the swarm's own judgement (vopr seed 205945, "order"): an unaligned rescale of an unchained job
     # routes a forward channel's in-flight data to receiver d % p, so the sink's per-key order is
-    # not kept (documented, runtime.jobmaster.channel_rescale); only the order check is off there
+    # not kept (documented, runtime.jobmaster.restore.channel_rescale); only the order check is off there
     "SwarmConfig(seed=205945, rows=22, keys=8, skew=1.0, stages=('map', 'self_union', 'count'), parallelism=3, "
     "buffer_size=4, mode='unaligned', interval=0.0005, max_concurrent=2, storage='disk', rescale_to=2, "
     "rescale_at=0.593, source_slowdown=100.0, write_latency=0.0005, chaining=False)",

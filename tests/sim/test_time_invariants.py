@@ -1,4 +1,4 @@
-"""The event-time invariants of the checker (`runtime.verify.time_invariants`): each fails on a bug
+"""The event-time invariants of the checker (`runtime.checker.time_invariants`): each fails on a bug
 planted for the test only (monkeypatched), and a clean run checks them without a violation."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 
 from operators.keyed import KeyedProcessOperator
 from runtime import StreamEnvironment
-from runtime.core.messages import Watermark
+from runtime.checker.invariants import InvariantChecker, InvariantViolation
 from runtime.core.task_time import TaskTime
-from runtime.verify.invariants import InvariantChecker, InvariantViolation
+from runtime.records.messages import Watermark
 from runtime.workloads.event_time import build_event_time_job, event_rows
 from state.timer_queue import TimerQueue
 

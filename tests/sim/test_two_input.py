@@ -17,8 +17,8 @@ from checkpoint.io.tools import load_checkpoint, open_checkpoints, pending_timer
 from operators import CollectSink, KeyedCoProcessFunction
 from operators.interval_join import LEFT_BUFFER, RIGHT_BUFFER
 from runtime import FaultPlan, JobFailedError, RestartStrategy, StreamEnvironment, TaskCrash
-from runtime.verify.invariants import InvariantChecker
-from runtime.verify.output_invariants import record_key
+from runtime.checker.invariants import InvariantChecker
+from runtime.checker.output_invariants import record_key
 from runtime.workloads.two_input import SINKS, build_two_input_job, reference, two_input_rows
 from state.serialization import KeyedStateSnapshot, keyed_snapshot_from_bytes
 

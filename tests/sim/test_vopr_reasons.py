@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from checkpoint.io.tools import CheckpointToolError, load_checkpoint
-from runtime.jobmaster.faults import TornWrite
-from runtime.jobmaster.restore import CommittedOutputAheadError
+from runtime.jobmaster.faults.plan import TornWrite
+from runtime.jobmaster.restore.state_assignment import CommittedOutputAheadError
 from runtime.verify.judging import EXPECTED_ERRORS, classify
 from runtime.verify.swarm import Verdict
 from runtime.verify.swarm_config import SwarmConfig

@@ -17,8 +17,8 @@ from operators import (
     WatermarkStrategy,
 )
 from runtime import FaultPlan
+from runtime.checker.output_invariants import record_key
 from runtime.core.graph import JobGraphError
-from runtime.verify.output_invariants import record_key
 
 SIZE = 100
 ORDERS = [{"oid": i, "user": f"u{i % 7}", "amount": i % 13, "t": 7 * i + (i * 5) % 11} for i in range(300)]

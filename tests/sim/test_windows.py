@@ -24,8 +24,8 @@ from operators import CollectSink, SlidingEventTimeWindows, TumblingEventTimeWin
 from operators.windows.triggers import EventTimeTrigger, TriggerResult
 from operators.windows.vectorised import WindowCountSumOperator
 from runtime import FaultPlan, JobFailedError, StreamEnvironment, TaskCrash
-from runtime.verify.invariants import InvariantChecker, InvariantViolation
-from runtime.verify.output_invariants import record_key
+from runtime.checker.invariants import InvariantChecker, InvariantViolation
+from runtime.checker.output_invariants import record_key
 from runtime.workloads.windows import build_windows_job, check_probes, reference, window_rows, without_probes
 from state.serialization import KeyedStateSnapshot, keyed_snapshot_from_bytes
 

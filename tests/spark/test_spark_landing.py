@@ -9,7 +9,7 @@ import pytest
 from checkpoint.options import CheckpointingMode
 from operators import CollectSink, KeyedProcessFunction
 from runtime import StreamEnvironment
-from runtime.jobmaster.result import CollectCommitter
+from runtime.jobmaster.committer.collect import CollectCommitter
 from runtime.workloads.seeded import multiset
 from spark_bridge import LandingError, decode_value, land_checkpoint, landed_checkpoint_ids, read_checkpoint
 from spark_bridge.landing import resolve_checkpoint, write_state_tables

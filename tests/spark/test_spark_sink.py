@@ -11,7 +11,7 @@ import pytest
 
 from operators.base import OperatorContext
 from runtime.core.ports import ManualClock
-from runtime.jobmaster.result import CollectCommitter, UnknownTransactionError
+from runtime.jobmaster.committer.collect import CollectCommitter, UnknownTransactionError
 from spark_bridge import SchemaError, SparkSink, SparkSinkError
 
 

@@ -16,7 +16,7 @@ from checkpoint.io.tools import collect_garbage, load_checkpoint, open_checkpoin
 from checkpoint.options import RestartStrategy
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.faults import TaskCrash
+from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import CountPerKey
 from spark_bridge import SparkSink
@@ -84,8 +84,8 @@ def test_a_publication_that_failed_is_written_once_when_the_committer_is_opened_
     """The commit is recorded before its file is written: a process that dies in between leaves the
     record, and opening the committer again writes the file under the recorded name, once."""
     from checkpoint.io.storage import FsBlobStore
-    from runtime.jobmaster.durable_committer import DurableCollectCommitter
-    from runtime.jobmaster.file_publisher import FilePublisher
+    from runtime.jobmaster.committer.durable import DurableCollectCommitter
+    from runtime.jobmaster.committer.file_publisher import FilePublisher
 
     out = tmp_path / "out"
     store = FsBlobStore(str(tmp_path / "ckpts"))
@@ -112,7 +112,7 @@ def test_two_executions_restoring_the_same_checkpoint_write_its_transactions_onc
     wrote 448 rows twice, the files being named per committer instead of after their transactions)."""
     from checkpoint.completed import CompletedCheckpoint
     from checkpoint.io.storage import CheckpointStorage, FsBlobStore
-    from runtime.jobmaster.durable_committer import DurableCollectCommitter, committer_for
+    from runtime.jobmaster.committer.durable import DurableCollectCommitter, committer_for
 
     out = tmp_path / "out"
     storage = CheckpointStorage(FsBlobStore(str(tmp_path / "ckpts")))

@@ -20,8 +20,8 @@ from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.durable_committer import DurableCollectCommitter, committer_for
-from runtime.jobmaster.faults import TaskCrash
+from runtime.jobmaster.committer.durable import DurableCollectCommitter, committer_for
+from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import CountPerKey
 

@@ -15,8 +15,8 @@ from checkpoint.options import RestartStrategy
 from operators import CollectSink, KeyedProcessFunction
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.faults import TaskCrash
-from runtime.jobmaster.restore import build_restores
+from runtime.jobmaster.faults.plan import TaskCrash
+from runtime.jobmaster.restore.state_assignment import build_restores
 from runtime.jobmaster.result import JobFailedError
 from state.key_groups import KeyGroupRange, key_group_for
 from state.keyed import KeyedStateBackend

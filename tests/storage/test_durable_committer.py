@@ -1,4 +1,4 @@
-"""The durable `CollectSink` committer kept beside the checkpoints (`runtime.jobmaster.durable_committer`):
+"""The durable `CollectSink` committer kept beside the checkpoints (`runtime.jobmaster.committer.durable`):
 a job that failed for good is restored in a fresh Python process and its output is exactly once."""
 
 from __future__ import annotations
@@ -18,14 +18,20 @@ from checkpoint.io.storage import FsBlobStore, MemoryBlobStore, StorageError
 from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
-from runtime.jobmaster.durable_committer import (
+from runtime.jobmaster.committer.collect import CollectCommitter
+from runtime.jobmaster.committer.durable import (
     COMMITTED_DIR,
     CorruptCommitterError,
     DurableCollectCommitter,
     encode_transaction,
 )
-from runtime.jobmaster.faults import CoordinatorStorageFailure, SlowStorage, StorageWriteFailure, TornWrite
-from runtime.jobmaster.result import CollectCommitter, JobFailedError
+from runtime.jobmaster.faults.plan import (
+    CoordinatorStorageFailure,
+    SlowStorage,
+    StorageWriteFailure,
+    TornWrite,
+)
+from runtime.jobmaster.result import JobFailedError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -175,7 +181,7 @@ def test_a_file_of_another_transaction_under_a_staged_name_is_refused(tmp_path: 
 
 def test_jobs_without_a_checkpoint_directory_keep_the_in_memory_committer() -> None:
     from checkpoint.io.storage import CheckpointStorage
-    from runtime.jobmaster.durable_committer import committer_for
+    from runtime.jobmaster.committer.durable import committer_for
 
     committer = committer_for(CheckpointStorage(MemoryBlobStore()), "job", "run")
     assert type(committer) is CollectCommitter

@@ -15,9 +15,10 @@ from checkpoint.options import RestartStrategy
 from operators import CollectSink, KeyedProcessFunction
 from runtime import FaultPlan, JobGraphError, StateMismatchError
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.faults import TaskCrash
-from runtime.jobmaster.restore import checkpoint_shape
-from runtime.jobmaster.result import CollectCommitter, JobFailedError
+from runtime.jobmaster.committer.collect import CollectCommitter
+from runtime.jobmaster.faults.plan import TaskCrash
+from runtime.jobmaster.restore.state_assignment import checkpoint_shape
+from runtime.jobmaster.result import JobFailedError
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import CountPerKey, multiset
 
@@ -184,7 +185,7 @@ def test_default_splits_keep_the_checkpoints_count_when_rescaling(tmp_path) -> N
 
 def test_allow_non_restored_state_drops_a_renamed_state_with_a_warning(checkpoint, tmp_path, caplog) -> None:
     env, external = restore(checkpoint, tmp_path, True, fn=RenamedCount)
-    with caplog.at_level(logging.WARNING, logger="runtime.jobmaster.restore"):
+    with caplog.at_level(logging.WARNING, logger="runtime.jobmaster.restore.state_assignment"):
         result = env.execute("job", executor="sim", seed=2, committer=external)
     warnings = [r.getMessage() for r in caplog.records if "allow_non_restored_state" in r.getMessage()]
     assert len(warnings) == 1 and "checkpoint 1" in warnings[0] and \
@@ -200,7 +201,7 @@ def test_allow_non_restored_state_drops_a_renamed_state_with_a_warning(checkpoin
 
 def test_allow_non_restored_state_drops_a_removed_operator_with_a_warning(checkpoint, tmp_path, caplog) -> None:
     env, external = restore(checkpoint, tmp_path, True, name="tally")
-    with caplog.at_level(logging.WARNING, logger="runtime.jobmaster.restore"):
+    with caplog.at_level(logging.WARNING, logger="runtime.jobmaster.restore.state_assignment"):
         result = env.execute("job", executor="sim", seed=2, committer=external)
     assert any("dropped the state this job does not use: it has state for operator 'count'" in r.getMessage()
                for r in caplog.records), [r.getMessage() for r in caplog.records]

@@ -18,7 +18,7 @@ from checkpoint.io.tools import list_checkpoints, load_checkpoint, open_checkpoi
 from checkpoint.reasons import CheckpointFailureReason
 from runtime import FaultPlan
 from runtime.cli import main as cli
-from runtime.jobmaster.faults import (
+from runtime.jobmaster.faults.plan import (
     CoordinatorCrash,
     CoordinatorCrashBeforeNotify,
     SlowStorage,

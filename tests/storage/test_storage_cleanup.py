@@ -16,7 +16,7 @@ from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.faults import TaskCrash
+from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import CountPerKey, multiset
 

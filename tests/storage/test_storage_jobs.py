@@ -15,8 +15,9 @@ from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
 from runtime.cli import main as cli
-from runtime.jobmaster.faults import TaskCrash
-from runtime.jobmaster.result import CollectCommitter, JobFailedError, UnknownTransactionError
+from runtime.jobmaster.committer.collect import CollectCommitter, UnknownTransactionError
+from runtime.jobmaster.faults.plan import TaskCrash
+from runtime.jobmaster.result import JobFailedError
 from runtime.sim.executor import SimExecutor
 from runtime.sim.network import NetworkOptions
 from runtime.workloads.seeded import SINK, CountPerKey, build_job, make_env, multiset, random_spec
@@ -122,7 +123,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path: Path
     options = {} if backend == "memory" else BACKENDS[backend]
     graph = count_env(tmp_path, **options).get_job_graph("job")
     sim = CorruptingSim(graph, seed=4, at=3, target=target)
-    with caplog.at_level(logging.WARNING, logger="runtime.jobmaster.restore"):
+    with caplog.at_level(logging.WARNING, logger="runtime.jobmaster.restore.state_assignment"):
         result = sim.run()
     assert sim.damaged
     warnings = [r.getMessage() for r in caplog.records if "falling back" in r.getMessage()]

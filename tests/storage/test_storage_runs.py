@@ -25,7 +25,7 @@ from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
 from runtime.cli import main as cli
-from runtime.jobmaster.faults import CoordinatorCrash, TaskCrash
+from runtime.jobmaster.faults.plan import CoordinatorCrash, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import CountPerKey, multiset
 

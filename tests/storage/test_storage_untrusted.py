@@ -14,7 +14,7 @@ from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.faults import CoordinatorCrash, TaskCrash
+from runtime.jobmaster.faults.plan import CoordinatorCrash, TaskCrash
 from runtime.workloads.seeded import CountPerKey, multiset
 
 ROWS = [{"id": i, "key": f"k{i % 37}", "when": i * 0.5} for i in range(2000)]

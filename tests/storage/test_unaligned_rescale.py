@@ -1,5 +1,5 @@
 """Unaligned (and aligned-with-timeout) checkpoints restored at another parallelism: the in-flight
-data is redistributed (`runtime.jobmaster.channel_rescale`) and the output and state stay exactly once."""
+data is redistributed (`runtime.jobmaster.restore.channel_rescale`) and the output and state stay exactly once."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
 from runtime.core.graph import JobGraph
-from runtime.core.messages import Buffer
-from runtime.jobmaster.channel_rescale import ChannelRescaleError, redistribute_channel_state
-from runtime.jobmaster.faults import TaskCrash
+from runtime.jobmaster.faults.plan import TaskCrash
+from runtime.jobmaster.restore.channel_rescale import ChannelRescaleError, redistribute_channel_state
 from runtime.jobmaster.result import JobFailedError
+from runtime.records.messages import Buffer
 from runtime.sim.costs import CostModel
 from runtime.sim.executor import SimExecutor
 from runtime.verify.swarm import SCRATCH_DIR

@@ -35,8 +35,8 @@ from runtime.core.barriers.states import (
     CollectingBarriers,
     CollectingChannelState,
 )
-from runtime.core.messages import Buffer, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
 from runtime.core.ports import Cancellable, Clock, Timers
+from runtime.records.messages import Buffer, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
 
 __all__ = ["BarrierAligner"]
 

@@ -19,8 +19,8 @@ from runtime.core.barriers.handler import (
     HandlerStats,
     InputView,
 )
-from runtime.core.messages import Buffer, CheckpointBarrier
 from runtime.core.ports import Clock, ManualClock, Timers
+from runtime.records.messages import Buffer, CheckpointBarrier
 
 __all__ = ["HandlerCore", "NO_INPUT"]
 

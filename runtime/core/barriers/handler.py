@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from checkpoint.reasons import CheckpointFailureReason
-from runtime.core.messages import Buffer, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from runtime.records.messages import Buffer, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
 
 
 class BarrierProtocolError(RuntimeError):

@@ -45,7 +45,7 @@ from typing import Protocol
 
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers.handler import BarrierProtocolError
-from runtime.core.messages import Buffer, CheckpointBarrier
+from runtime.records.messages import Buffer, CheckpointBarrier
 
 __all__ = [
     "WAITING",

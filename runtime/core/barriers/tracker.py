@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers.common import HandlerCore
 from runtime.core.barriers.handler import BarrierProtocolError, CheckpointListener
-from runtime.core.messages import CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
 from runtime.core.ports import Clock, Timers
+from runtime.records.messages import CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
 
 __all__ = ["MAX_CHECKPOINTS_TO_TRACK", "BarrierTracker"]
 

@@ -35,10 +35,10 @@ Invariants (the name is what a violation reports):
   (completed, or aborted) while channels are blocked for c, every other open input channel can
   still release them: its sender has not decided on c yet, or sent something for c or later.
 
-* the committed-output and checkpoint-file invariants (`runtime.verify.output_invariants`):
+* the committed-output and checkpoint-file invariants (`runtime.checker.output_invariants`):
   ``committed-output-monotonic``, ``committed-output-within-reference``,
   ``committed-output-complete``, ``retained-files-kept``.
-* the event-time invariants (`runtime.verify.time_invariants`): ``watermark-monotonic``,
+* the event-time invariants (`runtime.checker.time_invariants`): ``watermark-monotonic``,
   ``timer-fires-once``, ``event-timers-fire-by-end``.
 
 Not covered here: the final keyed state (compare `result.final_state` with a reference run) and
@@ -55,8 +55,10 @@ from typing import TYPE_CHECKING, Any
 from checkpoint.handles import TaskId
 from checkpoint.options import CheckpointingMode
 from checkpoint.reasons import CheckpointFailureReason
+from runtime.checker.output_invariants import OutputChecks
+from runtime.checker.time_invariants import EventTimeChecks
 from runtime.core.barriers import BarrierTracker
-from runtime.core.messages import (
+from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
     CancelCheckpointMarker,
@@ -65,8 +67,6 @@ from runtime.core.messages import (
     Watermark,
     WatermarkStatus,
 )
-from runtime.verify.output_invariants import OutputChecks
-from runtime.verify.time_invariants import EventTimeChecks
 
 if TYPE_CHECKING:
     from runtime.core.record_writer import OutputChannel
@@ -117,7 +117,7 @@ class InvariantChecker:
     Args:
         reference: the failure-free output to bound the committed output by: a `JobResult`, a
             mapping sink name -> records (list of dicts) or multiset (`Counter` of
-            `runtime.verify.output_invariants.record_key`),
+            `runtime.checker.output_invariants.record_key`),
             or, for a job with one sink, its records or multiset alone.
         slack: seconds a checkpoint may end after its timeout (None: ten control delays plus one
             network delay).

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkpoint.handles import TaskId
-from runtime.jobmaster.faults import (
+from runtime.jobmaster.faults.plan import (
     ChannelDelay,
     ChannelStall,
     CoordinatorCrash,

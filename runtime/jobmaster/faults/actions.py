@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from checkpoint.handles import TaskId
-from runtime.jobmaster.faults import (
+from runtime.jobmaster.faults.plan import (
     ChannelDelay,
     ChannelStall,
     CoordinatorCrash,
@@ -22,7 +22,7 @@ from runtime.jobmaster.faults import (
 )
 
 if TYPE_CHECKING:
-    from runtime.jobmaster.fault_schedule import FaultSchedule
+    from runtime.jobmaster.faults.schedule import FaultSchedule
 
 
 class FaultActions(Protocol):

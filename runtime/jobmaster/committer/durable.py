@@ -61,9 +61,9 @@ from checkpoint.io.committer_files import (
 from checkpoint.io.storage import MemoryBlobStore
 from checkpoint.io.store import run_of
 from checkpoint.io.tools import CheckpointToolError
-from runtime.core.messages import Buffer
-from runtime.jobmaster.file_publisher import FilePublisher, register_publishers
-from runtime.jobmaster.result import CollectCommitter, Records
+from runtime.jobmaster.committer.collect import CollectCommitter, Records
+from runtime.jobmaster.committer.file_publisher import FilePublisher, register_publishers
+from runtime.records.messages import Buffer
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint

@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from runtime.core.record_types import RecordConversionError, StreamSchema
+from runtime.records.record_types import RecordConversionError, StreamSchema
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -44,7 +44,7 @@ class Buffer:
     ) -> Buffer:
         """Build a buffer from dict records.
 
-        Records follow one rule wherever they become Arrow (`runtime/core/record_types.py`): every value
+        Records follow one rule wherever they become Arrow (`runtime/records/record_types.py`): every value
         is one Arrow can hold (an int fits in int64; no `object()`), and a field keeps one Arrow
         type, that of its first non-None value. None fits any field, and a record lacking a field
         has None there. Ints widen to floats (so an int may come back as an equal float, and must
@@ -180,7 +180,7 @@ class CheckpointBarrier:
     """In-band marker of checkpoint `id` (strictly increasing), created at `timestamp` seconds.
 
     `completed`: the newest checkpoint the sender knew completed (0: none), for receivers that
-    get no completion notification of their own (`runtime.jobmaster.completions`)."""
+    get no completion notification of their own (`runtime.jobmaster.coordination.completions`)."""
 
     id: int
     timestamp: float = 0.0

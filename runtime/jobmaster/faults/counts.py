@@ -21,10 +21,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from checkpoint.handles import TaskId
-from runtime.jobmaster.faults import ChannelDelay, SlowStorage, StorageWriteFailure, TornWrite
+from runtime.jobmaster.faults.plan import ChannelDelay, SlowStorage, StorageWriteFailure, TornWrite
 
 if TYPE_CHECKING:
-    from runtime.jobmaster.fault_schedule import FaultSchedule
+    from runtime.jobmaster.faults.schedule import FaultSchedule
 
 #: a `SlowStorage` window: (start, end, factor)
 SlowWindow = tuple[float, float, float]

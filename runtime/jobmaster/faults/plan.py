@@ -1,7 +1,7 @@
 """`FaultPlan`: what to break, and when — the same plan drives the simulator and the Ray executor.
 
 A plan is a frozen list of faults plus the seed that picks unnamed targets. Both executors resolve
-it once per run with `runtime.jobmaster.fault_schedule.FaultSchedule`, so a plan means the same on both:
+it once per run with `runtime.jobmaster.faults.schedule.FaultSchedule`, so a plan means the same on both:
 
 * Where. A fault names its target task (`"vertex[subtask]"`, a bare vertex name meaning subtask
   0) or None: drawn from the *plan's* seed (`FaultPlan.seed`; the executor's `seed` plays no

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from checkpoint.io.storage import StorageFileError
-from runtime.core.messages import Buffer
+from runtime.records.messages import Buffer
 
 __all__ = ["FORMATS", "FilePublisher", "register_publishers"]
 

@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from runtime.core.messages import Buffer
 from runtime.core.partitioners import KeyGroupHash
-from runtime.jobmaster.restore_match import RestoreError
+from runtime.jobmaster.restore.match import RestoreError
+from runtime.records.messages import Buffer
 from state.key_groups import key_group_for, subtask_for_key_group
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@
 operator, the source splits and their offsets, the keyed and operator state names, whether it
 holds channel state) with the job graph, and either returns a `RestorePlan` or raises
 `StateMismatchError` naming every mismatch, with the checkpoint id, the operator, and the names on
-both sides. It is pure (no I/O): `runtime.jobmaster.restore.plan_restore` reads the shape from storage, and
+both sides. It is pure (no I/O): `runtime.jobmaster.restore.state_assignment.plan_restore` reads the shape from storage, and
 any executor can call it before deploying (the simulator does, in its constructor).
 
 What must match:
@@ -106,7 +106,7 @@ class VertexShape:
 
 @dataclass
 class CheckpointShape:
-    """What a checkpoint holds, per job vertex name (see `runtime.jobmaster.restore.checkpoint_shape`)."""
+    """What a checkpoint holds, per job vertex name (see `runtime.jobmaster.restore.state_assignment.checkpoint_shape`)."""
 
     checkpoint_id: int
     vertices: dict[str, VertexShape] = field(default_factory=dict)
@@ -213,7 +213,7 @@ def _with_checkpoint_splits(graph: JobGraph, shape: CheckpointShape) -> JobGraph
 
 def _fixed_mismatches(vertex: JobVertex, held: VertexShape) -> list[str]:
     """Mismatches no drop can fix: key groups (in-flight data at another parallelism is
-    redistributed, or refused, by `runtime.jobmaster.channel_rescale` when the restores are built)."""
+    redistributed, or refused, by `runtime.jobmaster.restore.channel_rescale` when the restores are built)."""
     out = []
     if held.max_parallelism is not None and held.max_parallelism != vertex.max_parallelism:
         out.append(f"operator {vertex.name!r} has keyed state in {held.max_parallelism} key groups "

@@ -19,7 +19,7 @@ from checkpoint.ids import StorageCheckpointIDCounter
 from checkpoint.io.recovery import HighAvailabilityError
 from checkpoint.io.storage import StorageError
 from checkpoint.io.store import StandaloneCompletedCheckpointStore
-from runtime.jobmaster.coordinators import resume_checkpoint_ids
+from runtime.jobmaster.coordination.coordinators import resume_checkpoint_ids
 
 
 def coordinator_state(storage: Any, job_id: str, retained: int, run_id: str | None, first_checkpoint_id: int, *,

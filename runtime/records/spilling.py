@@ -27,7 +27,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from runtime.core.messages import Buffer
+from runtime.records.messages import Buffer
 
 __all__ = ["FileSpiller", "MemorySpiller", "SpillError", "SpillHandle", "Spiller"]
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from checkpoint.io.storage import ForwardingBlobStore
 
 if TYPE_CHECKING:
+    from runtime.checker.invariants import InvariantChecker
     from runtime.sim.executor import SimExecutor
-    from runtime.verify.invariants import InvariantChecker
 
 __all__ = ["OutputChecks", "record_key"]
 

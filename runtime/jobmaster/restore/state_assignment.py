@@ -6,7 +6,7 @@ offsets, pending sink transactions): the union over the old subtasks; a source s
 the splits it is assigned, a sink re-commits pending transactions idempotently. Channel state
 (unaligned) belongs to one channel of one subtask: restored as it is while every vertex keeps its
 parallelism, otherwise redistributed to the new subtasks (by key group on keyed edges) by
-`runtime.jobmaster.channel_rescale`, which refuses what it cannot make exactly-once.
+`runtime.jobmaster.restore.channel_rescale`, which refuses what it cannot make exactly-once.
 
 Incremental keyed state (a manifest handle first under "keyed", see `checkpoint.io.state_files`) is
 rebuilt chain by chain (`state.incremental.restore_keyed_snapshot`) into one snapshot per old
@@ -14,7 +14,7 @@ subtask, so rescaling treats it exactly like a full snapshot.
 
 `plan_restore` is what an executor calls first when a job starts from a checkpoint of another
 execution (`env.restore_from`): it reads what the checkpoint holds (`checkpoint_shape`) and checks
-it against the job (`runtime.jobmaster.restore_match`), so a job that does not match fails before it starts,
+it against the job (`runtime.jobmaster.restore.match`), so a job that does not match fails before it starts,
 with an error naming the mismatch, unless `allow_non_restored_state` drops the unmatched state
 (logged as a warning listing it); `build_restores(..., plan=)` then leaves that state out.
 
@@ -42,11 +42,11 @@ from typing import TYPE_CHECKING, Any
 from checkpoint.handles import TaskId
 from checkpoint.io.keyed_files import manifest_handle, read_keyed_snapshots
 from checkpoint.io.storage import CorruptCheckpointError
-from runtime.core.messages import ChannelItem, channel_state_item
 from runtime.core.operator_chain import SOURCE_OP_KEY
 from runtime.core.subtask_checkpoint import TaskRestore
-from runtime.jobmaster.channel_rescale import ChannelState, redistribute_channel_state
-from runtime.jobmaster.restore_match import (
+from runtime.jobmaster.committer.collect import CommittedOutput
+from runtime.jobmaster.restore.channel_rescale import ChannelState, redistribute_channel_state
+from runtime.jobmaster.restore.match import (
     CheckpointShape,
     RestoreError,
     RestorePlan,
@@ -54,7 +54,7 @@ from runtime.jobmaster.restore_match import (
     VertexShape,
     match_checkpoint,
 )
-from runtime.jobmaster.result import CommittedOutput
+from runtime.records.messages import ChannelItem, channel_state_item
 from state.errors import StateFormatError
 from state.incremental import Manifest
 from state.serialization import (
@@ -111,7 +111,7 @@ def check_not_behind_committed_output(job: str, restored: int | None, committed:
 
 def plan_restore(graph: JobGraph, completed: CompletedCheckpoint, storage: CheckpointStorage, *,
                  allow_non_restored_state: bool = False) -> RestorePlan:
-    """Check that `completed` fits `graph` before a job starts from it (see `runtime.jobmaster.restore_match`).
+    """Check that `completed` fits `graph` before a job starts from it (see `runtime.jobmaster.restore.match`).
 
     Args:
         allow_non_restored_state: drop the state the job does not use (operators, keyed or
@@ -187,7 +187,7 @@ def build_restores(
     Raises:
         checkpoint.io.storage.CorruptCheckpointError: a file is missing or fails its checksum.
         RestoreError: the checkpoint does not fit the job (unknown vertex; in-flight data that
-            cannot be redistributed to a changed parallelism, see `runtime.jobmaster.channel_rescale`).
+            cannot be redistributed to a changed parallelism, see `runtime.jobmaster.restore.channel_rescale`).
     """
     by_vertex: dict[str, list[Any]] = defaultdict(list)
     for task_id in sorted(completed.acks):

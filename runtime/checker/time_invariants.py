@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 from checkpoint.handles import TaskId
 from operators.windows.operator import WindowOperator
 from operators.windows.triggers import EventTimeTrigger
-from runtime.core.messages import Watermark
+from runtime.records.messages import Watermark
 
 if TYPE_CHECKING:
-    from runtime.verify.invariants import InvariantChecker
+    from runtime.checker.invariants import InvariantChecker
 
 __all__ = ["EventTimeChecks"]
 

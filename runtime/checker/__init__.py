@@ -1,0 +1,1 @@
+"""The simulator's invariant checker (`InvariantChecker`): the protocol's invariants checked after every event of a run, the committed output and checkpoint files (`output_invariants`), watermarks and timers (`time_invariants`)."""

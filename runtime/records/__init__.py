@@ -1,0 +1,1 @@
+"""Records and what carries them between tasks: one Arrow type per field (`record_types`), the buffers and in-band events of a channel (`messages`), and spilling held buffers out of memory (`spilling`)."""
