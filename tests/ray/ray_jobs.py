@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from typing import Any
 
@@ -26,6 +27,19 @@ def to_app(record: dict[str, Any]) -> dict[str, Any]:
     return {"app": record["app"]}
 
 
+class SlowCountPerKey(CountPerKey):
+    """The page-view count at most `1 / delay` records a second: a receiver whose throughput,
+    and so the buffer size debloating asks its senders for, has an upper bound on any machine."""
+
+    def __init__(self, key_field: str = "key", delay: float = 0.0002) -> None:
+        super().__init__(key_field)
+        self.delay = delay
+
+    def process_element(self, record: dict[str, Any], ctx: Any):
+        time.sleep(self.delay)
+        yield from super().process_element(record, ctx)
+
+
 class ListeningSink(CollectSink):
     """A user's sink that acts on every completion itself: it listens for completions."""
 
@@ -36,9 +50,10 @@ class ListeningSink(CollectSink):
 def pageview_env(rows: list[dict[str, Any]], *, mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE,
                  interval: float = 0.05, attempts: int | None = 10, fn: Any = to_app, buffer_size: int = 64,
                  storage: str | None = None, unaligned: bool = False,
-                 sink: CollectSink | None = None) -> StreamEnvironment:
+                 sink: CollectSink | None = None, count: CountPerKey | None = None) -> StreamEnvironment:
     """The page-view job: source -> map to app -> keyBy(app) -> count -> sink "pv"
-    (`attempts=None`: the default restart strategy; `sink`: another sink "pv" than `CollectSink`)."""
+    (`attempts=None`: the default restart strategy; `sink`: another sink "pv" than `CollectSink`;
+    `count`: another count function than `CountPerKey("app")`)."""
     env = StreamEnvironment(parallelism=2, buffer_size=buffer_size, credits=4, buffer_timeout=0.005)
     env.enable_checkpointing(interval=interval, mode=mode, unaligned=unaligned, tolerable_failures=1000,
                              storage=storage)
@@ -48,7 +63,7 @@ def pageview_env(rows: list[dict[str, Any]], *, mode: CheckpointingMode = Checkp
         env.from_collection(rows, splits=2)
         .map(fn, name="to-app")
         .key_by("app")
-        .process(CountPerKey("app"), name="count")
+        .process(count if count is not None else CountPerKey("app"), name="count")
         .sink_to(sink if sink is not None else CollectSink("pv"))
     )
     return env
