@@ -74,11 +74,37 @@ def canonical_key(key: Any) -> Any:
     t = type(key)
     if t is str or t is int:
         return key
+    if t is tuple:
+        return key if _nan_free(key) else tuple([canonical_key(element) for element in key])
     if isinstance(key, float):
         return NAN_KEY if key != key else key
-    if t is tuple:
-        return tuple(canonical_key(element) for element in key)
     return key
+
+
+def _nan_free(key: tuple) -> bool:
+    """No NaN float anywhere in tuple `key` (nested tuples included): it is its own canonical key,
+    and the common window and timer keys of ints are returned without a copy."""
+    for element in key:
+        t = type(element)
+        if t is str or t is int:
+            continue
+        if t is tuple:
+            if not _nan_free(element):
+                return False
+        elif isinstance(element, float) and element != element:
+            return False
+    return True
+
+
+def is_supported_key(key: Any) -> bool:
+    """`canonical_key_bytes` can encode `key` (int, str, float, bool, bytes, None and nested
+    tuples of those), checked without encoding it."""
+    t = type(key)
+    if t is str or t is int or t is float or key is None or t is bool or t is bytes:
+        return True
+    if t is tuple:
+        return all(is_supported_key(element) for element in key)
+    return isinstance(key, int | float | str | bytes)
 
 
 def canonical_key_bytes(key: Any) -> bytes:

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from state.errors import StateSerializationError
-from state.key_groups import canonical_key, canonical_key_bytes
+from state.key_groups import canonical_key, canonical_key_bytes, is_supported_key
 from state.serialization import StateKind
 from state.values import (
     INT64_MAX,
@@ -232,6 +232,8 @@ class MapState(KeyedState):
     def _check_map_key(self, map_key: Any) -> None:
         t = type(map_key)
         if t in SCALAR_TYPES and (t is not int or INT64_MIN <= map_key <= INT64_MAX):
+            return
+        if t is tuple and is_supported_key(map_key):
             return
         if t is int:
             b = self._backend

@@ -261,8 +261,35 @@ def _decode_key(key: Any) -> Any:
 
 def _key_column(keys: list[Any], what: str) -> pa.Array:
     if any(type(k) is tuple for k in keys):
+        try:
+            array = _struct_column(keys, what)
+        except StateSerializationError:
+            array = None  # the row-wise conversion below names the offending value
+        if array is not None:
+            return array
         return to_arrow_column([_encode_key(k) for k in keys], what, decode=_decode_key, originals=keys)
     return to_arrow_column(keys, what)
+
+
+def _struct_column(keys: list[Any], what: str) -> pa.Array | None:
+    """The struct column of `keys` when every key is a tuple of one width (window and timer keys),
+    built field by field: each field's column is checked losslessly on its own (an int or str
+    field needs no round trip), so the result equals the row-wise conversion of `_encode_key`'s
+    dicts without converting every key back. None: keys of mixed shapes (the row-wise path)."""
+    width = len(keys[0]) if keys and type(keys[0]) is tuple else 0
+    if width == 0 or any(type(k) is not tuple or len(k) != width for k in keys):
+        return None
+    fields = []
+    for i in range(width):
+        column = [k[i] for k in keys]
+        if any(type(v) is tuple for v in column):
+            field = _struct_column(column, what)
+            if field is None:
+                return None
+        else:
+            field = to_arrow_column(column, what)
+        fields.append(field)
+    return pa.StructArray.from_arrays(fields, names=[f"f{i}" for i in range(width)])
 
 
 def _column_keys(column: pa.ChunkedArray) -> list[Any]:

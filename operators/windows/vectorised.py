@@ -168,7 +168,8 @@ class WindowCountSumOperator(WindowOperator):
                 contents.put(window, contents.get(window, 0) + total)
                 max_timestamp = last_instant_before(end)
                 timers.register_event_time_timer(max_timestamp, window)
-                timers.register_event_time_timer(max_timestamp + lateness, window)
+                if lateness:  # else the cleanup timer is the trigger's, registered just now
+                    timers.register_event_time_timer(max_timestamp + lateness, window)
         except Exception as exc:
             raise OperatorError(self.name, first_record_with_key(batch, column, key), exc) from exc
 

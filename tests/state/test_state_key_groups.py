@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -13,9 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from state.key_groups import (
+    NAN_KEY,
     KeyGroupRange,
+    canonical_key,
     canonical_key_bytes,
     default_max_parallelism,
+    is_supported_key,
     key_group_for,
     key_group_range_for_subtask,
     stable_key_hash,
@@ -161,3 +165,44 @@ def test_ranges_partition_and_agree_with_subtask_for_key_group(data):
     key = data.draw(st.one_of(st.text(max_size=8), st.integers(), st.tuples(st.integers(), st.text())))
     kg = key_group_for(key, max_parallelism)
     assert kg in ranges[subtask_for_key(key, max_parallelism, parallelism)]
+
+
+class _Opaque:
+    """A key type the encoding does not support."""
+
+
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=4),
+                     st.binary(max_size=4), st.just(math.nan), st.builds(_Opaque))
+_KEYS = st.recursive(_SCALARS, lambda inner: st.tuples(inner) | st.tuples(inner, inner) | st.tuples(inner, inner, inner),
+                     max_leaves=8)
+
+
+def _nan_replaced(key):
+    """What `canonical_key` must return, spelled out: every NaN float (in tuples too) the one NAN_KEY."""
+    if isinstance(key, float) and key != key:
+        return NAN_KEY
+    if type(key) is tuple:
+        return tuple(_nan_replaced(element) for element in key)
+    return key
+
+
+def _same(a, b) -> bool:
+    """Equal, with NaN only where the other has the very same NaN object."""
+    if type(a) is tuple and type(b) is tuple:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a is b or (a == b and type(a) is type(b))
+
+
+@given(_KEYS)
+def test_canonical_key_replaces_every_nan_and_keeps_the_rest(key):
+    assert _same(canonical_key(key), _nan_replaced(key))
+
+
+@given(_KEYS)
+def test_supported_keys_are_the_encodable_ones(key):
+    try:
+        canonical_key_bytes(key)
+        encodable = True
+    except TypeError:
+        encodable = False
+    assert is_supported_key(key) is encodable

@@ -22,7 +22,7 @@ from state import (
     operator_state_from_bytes,
     operator_state_to_bytes,
 )
-from state.serialization import to_arrow_column
+from state.serialization import _decode_key, _encode_key, _key_column, to_arrow_column
 from state.values import values_equal
 
 MAX_P = 32
@@ -266,3 +266,31 @@ def test_any_values_round_trip_exactly_or_fail_loudly(values):
     for original, restored in zip(values, back["s"]):  # only int -> float may change the type
         if type(original) is not type(restored):
             assert type(original) in (int, bool, tuple) or original is None, (original, restored)
+
+
+_KEY_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False),
+                         st.text(max_size=3), st.binary(max_size=3))
+_TUPLE_KEYS = st.recursive(_KEY_SCALARS, lambda inner: st.tuples(inner, inner) | st.tuples(inner), max_leaves=6)
+
+
+def _row_wise_key_column(keys):
+    """Tuple keys as structs the plain way: every key a dict, every value converted back and compared."""
+    return to_arrow_column([_encode_key(k) for k in keys], "keys", decode=_decode_key, originals=keys)
+
+
+@given(st.lists(_TUPLE_KEYS, min_size=1, max_size=6))
+def test_tuple_key_columns_are_built_as_the_row_wise_conversion_builds_them(keys):
+    """The field-by-field struct column equals the row-wise one, type and values, or fails with the
+    same message."""
+    try:
+        expected, error = _row_wise_key_column(keys), None
+    except StateSerializationError as exc:
+        expected, error = None, str(exc)
+    if error is not None:
+        with pytest.raises(StateSerializationError) as info:
+            _key_column(keys, "keys")
+        assert str(info.value) == error
+    else:
+        actual = _key_column(keys, "keys")
+        assert actual.type == expected.type
+        assert actual.equals(expected)
