@@ -215,13 +215,16 @@ def test_an_open_window_survives_a_snapshot_and_a_fired_one_stays_cleared():
     assert restored.dump() == {}
 
 
-def test_vectorised_count_and_sum_leave_the_record_paths_state_and_output():
+@pytest.mark.parametrize("lateness", [0, 7])
+def test_vectorised_count_and_sum_leave_the_record_paths_state_and_output(lateness):
+    """State (contents and timers: the trigger's and, with allowed lateness, the cleanup timer) and output."""
     batch = [{"k": f"k{i % 3}", "v": i, TS: i * 3} for i in range(40)]
     for field in (None, "v"):
         outs, states = [], []
         for columns in (False, True):
             ctx = make_ctx()
-            op = WindowCountSumOperator(SlidingEventTimeWindows.of(20, 5), ColumnKeySelector("k"), "k", field)
+            op = WindowCountSumOperator(SlidingEventTimeWindows.of(20, 5), ColumnKeySelector("k"), "k", field,
+                                        allowed_lateness=lateness)
             op.open(ctx)
             for part in (batch[:25], batch[25:]):
                 out = op.process_columns(pa.RecordBatch.from_pylist(part)) if columns else op.process_batch(part)
