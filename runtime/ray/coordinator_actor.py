@@ -7,9 +7,12 @@ method takes the same lock, so the coordinator never sees two threads. (A driver
 calling `tick()` would also work, but would put a driver round trip — ~1 ms plus the driver's
 poll period — into every trigger and timeout; the thread fires within a millisecond.)
 
-Gateway. Triggers and notifications are fire-and-forget calls to the worker actors of the
-current epoch, batched per worker: what the coordinator decides in one entry point (a timer, a
-report) is queued per worker and sent as one `control` call per worker when it returns
+Gateway. The coordinator's gateway is the job master's `ControlPlane`, which decides what
+becomes of every trigger, commit and notification (doomed, routed, owed, lost, duplicated,
+delayed); the actor carries them out (`runtime.ray.control_transport`). Triggers and
+notifications are fire-and-forget calls to the worker actors of the current epoch, batched per
+worker: what the coordinator decides in one entry point (a timer, a report) is queued per worker
+and sent as one `control` call per worker when it returns
 (`_flush`), so a checkpoint's triggers cost one call per worker with sources, whatever number of
 source subtasks it hosts. Tasks report back the same way (`report`: a worker's acknowledgements
 of a checkpoint in one call, `runtime.ray.worker_actor.WorkerReports`); the pure coordinator still
@@ -28,16 +31,11 @@ tasks' notifications; the sinks' notifications commit nothing (`RemoteCommitter.
 Its refs count as notifications (`wait_notifications`), and `suspend` waits for them, so a
 failover plans its restore against the committed output as it is.
 
-Notifications on barriers. A task whose chain has no completion listener
-(`StreamOperator.listens_for_completion`: no `SparkSink`, no user operator or sink overriding
-`notify_checkpoint_complete`; a `CollectSink` is none, the global committer commits its
-transactions) gets no call of its own for a
-non-final completed checkpoint (`runtime.jobmaster.coordination.completions`): a source gets the latest one
-with its next trigger and puts it into its barriers, from which downstream tasks take it (Flink,
-too, lets a notification arrive late or be subsumed by a later one). The final checkpoint's
-notification goes to every task at once. One Ray call fewer per such task and checkpoint, and one
-wake-up of its threads: on the page-view job at 5,000 rec/s with checkpoints every 100 ms, ~6 ms
-less CPU per checkpoint over the job for its two sources.
+Notifications on barriers. A task whose chain has no completion listener gets no call of its own
+for a non-final completed checkpoint (`runtime.jobmaster.coordination.completions`): one Ray
+call fewer per such task and checkpoint, and one wake-up of its threads: on the page-view job at
+5,000 rec/s with checkpoints every 100 ms, ~6 ms less CPU per checkpoint over the job for its two
+sources.
 
 The completed-checkpoint store lives on the job's checkpoint storage (memory: the shared
 blob-store actor), so a replacement coordinator `recover()`s it and keeps ids increasing.
@@ -45,8 +43,8 @@ blob-store actor), so a replacement coordinator `recover()`s it and keeps ids in
 High availability (`graph.high_availability` enabled, ZOOKEEPER). Each coordinator actor is a
 contender: it builds its own HA services (`create_recovery_factory`; kazoo runs in the actor
 process), joins the leader election, and uses the ZooKeeper ID counter and the ZooKeeper store
-fenced by its election. Only the leader triggers (`trigger_source` is a no-op otherwise). The
-driver `promote()`s a contender once it leads: it waits for the grant, then recovers the store
+fenced by its election. Only the leader triggers (the control plane asks
+`RayControlTransport.leads`). The driver `promote()`s a contender once it leads: it waits for the grant, then recovers the store
 from ZooKeeper. A revoked leadership (session lost or suspended) stops triggering at once, aborts
 what is pending and is reported in `status()["leader_lost"]`, so the driver fails over.
 """
@@ -71,13 +69,14 @@ from checkpoint.io.ha_services import create_recovery_factory
 from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.subtask_checkpoint import TaskRestore
 from runtime.jobmaster.committer.collect import CommittedOutput
-from runtime.jobmaster.coordination.completions import CompletionNotices
+from runtime.jobmaster.coordination.control_plane import ControlPlane
 from runtime.jobmaster.coordination.coordinator_state import coordinator_state, promoted
 from runtime.jobmaster.faults.plan import FaultPlan
-from runtime.jobmaster.faults.schedule import DELIVER, FaultSchedule
+from runtime.jobmaster.faults.schedule import FaultSchedule
 from runtime.jobmaster.faults.storage import CoordinatorWriteFaults
 from runtime.jobmaster.restore.state_assignment import restore_latest_valid
 from runtime.jobmaster.result import GcPauses
+from runtime.ray.control_transport import RayControlTransport
 from runtime.ray.errors import describe
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.storage import StorageSpec, open_storage
@@ -127,7 +126,6 @@ class CoordinatorActor:
         #: ids from here on are this run's (the first coordinator's counter value, handed on to its
         #: successors): the orphan cleanup touches no earlier run's checkpoints
         self.first_checkpoint_id = first_checkpoint_id if first_checkpoint_id is not None else self.id_counter.get()
-        self.epoch: int | None = None
         self._handles: dict[TaskId, Any] = {}
         self._notify_refs: list[Any] = []
         #: the committer service (None: no sinks commit through it) and its commit calls in flight:
@@ -138,16 +136,15 @@ class CoordinatorActor:
         #: completed checkpoints with their files, for the driver's listeners (`capture_completed`)
         self._capture = capture_completed
         self._completed: list[tuple[Any, CapturedFiles]] = []
-        sources = graph.source_task_ids()
-        self._notices = CompletionNotices(graph)
+        #: the coordinator's gateway: every decision about its messages to the tasks
+        self.plane = ControlPlane(graph, RayControlTransport(self))
         self.coordinator = CheckpointCoordinator(
-            job_id, config, clock=WallClock(), timers=self._timers, gateway=self, store=self.store,
-            id_counter=self.id_counter, source_tasks=sources, all_tasks=graph.task_ids(),
+            job_id, config, clock=WallClock(), timers=self._timers, gateway=self.plane, store=self.store,
+            id_counter=self.id_counter, source_tasks=graph.source_task_ids(), all_tasks=graph.task_ids(),
         )
+        self.plane.attach(self.coordinator)
         #: control-message faults (trigger, complete, abort), counted over the run (`arm_faults`)
         self._faults: FaultSchedule | None = None
-        #: `CoordinatorCrashBeforeNotify` struck: it sends nothing more; the driver kills it
-        self._doomed = False
         freeze_startup_heap()
         if self.election is not None:
             self.election.start()
@@ -162,7 +159,7 @@ class CoordinatorActor:
             self._faults = FaultSchedule.for_graph(plan, self.graph)
             for (kind, task_id), n in counts.items():
                 self._faults.advance(kind, task_id, n)
-            self._writes.schedule = self._faults
+            self._writes.schedule = self.plane.faults = self._faults
 
     def fault_counts(self) -> dict[tuple[str, TaskId | None], int]:
         """The control messages sent and storage writes made so far in the run, per (kind, task)
@@ -170,32 +167,10 @@ class CoordinatorActor:
         with self._lock:
             return self._faults.counts() if self._faults is not None else {}
 
-    def _announce(self, checkpoint_id: int) -> bool:
-        """The completion of `checkpoint_id` is about to be announced: False if this coordinator
-        dies instead (`CoordinatorCrashBeforeNotify`), or died already."""
-        if not self._doomed and self._faults is not None and self._faults.completion_announced(checkpoint_id):
-            self._doomed = True
-            self.coordinator.stop()
-            log.info("barrierflow ray: CoordinatorCrashBeforeNotify after checkpoint %d", checkpoint_id)
-        return not self._doomed
-
-    def _send(self, kind: str, task_id: TaskId, send: Any) -> None:
-        """Send a control message of `kind` to `task_id` (`send()`), as the plan's faults let it go:
-        lost, duplicated, or `delay` seconds late (a timer: later messages may overtake it)."""
-        if self._doomed:
-            return  # it is crashing: nothing more leaves it
-        effect = self._faults.control(kind, task_id) if self._faults is not None else DELIVER
-        if effect.lost:
-            return
-
-        def deliver() -> None:
-            for _ in range(effect.copies):
-                send()
-
-        if effect.delay > 0:
-            self._timers.schedule(effect.delay, deliver)
-        else:
-            deliver()
+    @property
+    def epoch(self) -> int | None:
+        """The execution attempt the coordinator's messages go to and reports come from."""
+        return self.plane.epoch
 
     def _internal_error(self, exc: BaseException) -> None:
         """Under the lock: the coordinator raised (a timer callback, or a task's report). Nothing
@@ -283,11 +258,10 @@ class CoordinatorActor:
         """Tasks of `epoch` are up: route to them and (re)start periodic triggering; `committer`:
         the committer service, told of every completed checkpoint."""
         with self._lock:
-            self.epoch = epoch
+            self.plane.attempt_deployed(epoch)
             self._committer = committer
             self._handles = dict(handles)
             self._notify_refs = []
-            self._notices.clear()
             self._fail_request = None
             self._leader_lost = False
             if not first:
@@ -298,7 +272,7 @@ class CoordinatorActor:
     def suspend(self, reason: CheckpointFailureReason = CheckpointFailureReason.TASK_FAILURE) -> None:
         """Failover begins: stop triggering, abort what is pending, ignore the old epoch."""
         with self._lock:
-            self.epoch = None
+            self.plane.attempt_cancelled()
             self.coordinator.stop()
             self.coordinator.abort_all_pending(reason)
             self._outbox = {}  # (notifications for the failed attempt: it ignores them)
@@ -361,7 +335,7 @@ class CoordinatorActor:
                 "leader_lost": self._leader_lost,
                 "contender": self.contender_id,
                 "fault_counts": self._faults.counts() if self._faults is not None else {},
-                "doomed": self._doomed,
+                "doomed": self.plane.doomed,
                 "zk_session": self.ha_factory.session() if self.ha_factory is not None and hasattr(
                     self.ha_factory, "session") else None,
                 "completed_files": self._take_completed(),
@@ -417,24 +391,11 @@ class CoordinatorActor:
                 else:
                     self.coordinator.source_finished(*args)
 
-    # ------------------------------------------------------------------ CoordinatorGateway
+    # ------------------------------------------------------------------ for the control plane
 
-    def trigger_source(self, task_id: TaskId, checkpoint_id: int, timestamp: float,
-                       unaligned: bool = False, alignment_timeout: float | None = None,
-                       forced_aligned: bool = False) -> None:
-        handle = self._handles.get(task_id)
-        if self.election is not None and not self.election.is_leader:
-            return  # only the leader triggers
-        if handle is not None and self.epoch is not None:
-            epoch, completed = self.epoch, self._notices.take(task_id)
-            self._send("trigger", task_id, lambda: self._queue(
-                handle, "trigger_source", epoch, checkpoint_id, timestamp, unaligned, alignment_timeout, completed,
-                forced_aligned))
-
-    def commit_checkpoint(self, checkpoint_id: int) -> None:
-        """Commit `checkpoint_id` for every sink in one call to the committer service, unless this
-        coordinator dies first (`CoordinatorCrashBeforeNotify`)."""
-        if self.epoch is None or not self._announce(checkpoint_id) or self._committer is None:
+    def _commit(self, checkpoint_id: int) -> None:
+        """Commit `checkpoint_id` for every sink in one call to the committer service."""
+        if self._committer is None:
             return
         ref = self._committer.commit_checkpoint.remote(checkpoint_id)
         self._calls["commit"] += 1
@@ -461,34 +422,7 @@ class CoordinatorActor:
                     self._fail_request = f"committing checkpoint {checkpoint_id} failed: {describe(exc)}"
         self._commit_refs = [c for c in self._commit_refs if c[1] not in finished]
 
-    def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
-        handle = self._handles.get(task_id)
-        if handle is not None and self.epoch is not None and not self._doomed:
-            coordinator = self.coordinator
-            final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
-            epoch = self.epoch
-
-            def send() -> None:
-                if epoch != self.epoch:  # a late copy (DelayedControlMessage) of a failed-over epoch
-                    return
-                if self._notices.is_direct(task_id, final):
-                    self._queue(handle, "notify_complete", epoch, checkpoint_id, final)
-                else:  # a source: with its next trigger; any other task: from a barrier
-                    self._notices.owe(task_id, checkpoint_id)
-
-            self._send("complete", task_id, send)
-
-    def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
-        handle = self._handles.get(task_id)
-        if handle is not None and self.epoch is not None:
-            epoch = self.epoch
-            self._send("abort", task_id, lambda: self._queue(handle, "notify_aborted", epoch, checkpoint_id, reason))
-
-    def fail_job(self, error: Exception) -> None:
-        if self._fail_request is None:
-            self._fail_request = f"checkpoint failures: {error}"
-
-    def on_checkpoint_completed(self, completed: Any) -> None:
+    def _capture_completed(self, completed: Any) -> None:
         if self._capture:  # read now: by the time the driver's listener runs, the store may have deleted them
             self._completed.append((completed, CapturedFiles(completed, self.storage)))
 

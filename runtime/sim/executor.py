@@ -11,9 +11,10 @@ module of its own, reached through the executor:
 * `runtime.sim.task_runner`: tasks are the pure `runtime.core.task.Task`; running one is an event,
   one `step()`, charged the `runtime.sim.costs.CostModel`'s virtual seconds (on shared cores).
 * `runtime.sim.network`: per-channel FIFOs with seeded delays, credits, control messages.
-* `runtime.sim.coordinator_gateway`: the pure `CheckpointCoordinator`'s gateway (triggers,
-  commits, notifications) and the tasks' way back (acknowledgements, snapshot writes to a real
-  `CheckpointStorage`, in memory unless the job names one).
+* `runtime.sim.coordinator_link`: carries the coordinator's triggers, commits and notifications
+  as its gateway, the job master's `ControlPlane`, decides them, and the tasks' way back
+  (acknowledgements, snapshot writes to a real `CheckpointStorage`, in memory unless the job
+  names one).
 * `runtime.sim.fault_actions`: the `FaultPlan` (every kind is described in
   `runtime.jobmaster.faults.plan`), resolved once per run by a `FaultSchedule` and carried out; the
   coordinator's id-counter and metadata writes fail through a `CoordinatorWriteFaults` around
@@ -63,7 +64,7 @@ from runtime.jobmaster.observer import ExecutionObserver
 from runtime.jobmaster.registry import check_options
 from runtime.jobmaster.restore.state_assignment import restore_latest_valid
 from runtime.jobmaster.result import JobMetrics, JobResult
-from runtime.sim.coordinator_gateway import SimCoordinatorGateway
+from runtime.sim.coordinator_link import SimCoordinatorLink
 from runtime.sim.costs import CostModel
 from runtime.sim.fault_actions import SimFaultActions
 from runtime.sim.high_availability import SimHighAvailability
@@ -185,8 +186,8 @@ class SimExecutor(RunsOnJobMaster):
         self.tasks: dict[TaskId, Task] = {}
         #: when each task steps and what it costs (`runtime.sim.task_runner`)
         self.runner = TaskRunner(self)
-        #: the coordinator's gateway and the tasks' way back (`runtime.sim.coordinator_gateway`)
-        self.coordinator_gateway = SimCoordinatorGateway(self)
+        #: the coordinator's messages carried, and the tasks' way back (`runtime.sim.coordinator_link`)
+        self.coordinator_link = SimCoordinatorLink(self)
         #: the plan's faults carried out (`runtime.sim.fault_actions`)
         self.fault_actions = SimFaultActions(self)
         #: the run's `FaultSchedule` (one for the whole run, across attempts)
@@ -248,19 +249,21 @@ class SimExecutor(RunsOnJobMaster):
     # ------------------------------------------------------------------ setup
 
     def _new_coordinator(self) -> CheckpointCoordinator:
-        self.coordinator_gateway.coordinator_replaced()
         config = self.graph.checkpoint_config
-        return CheckpointCoordinator(
+        plane = self.coordinator_link.plane
+        coordinator = CheckpointCoordinator(
             self.job_id,
             config,
             clock=SimClock(self),
             timers=SimTimers(self, epoch_bound=False),
-            gateway=self.coordinator_gateway,
+            gateway=plane,
             store=self.store,
             id_counter=self.id_counter,
             source_tasks=list(self.source_ids),
             all_tasks=list(self.task_ids),
         )
+        plane.attach(coordinator)
+        return coordinator
 
     def deploy_attempt(self, attempt: int) -> None:
         """`JobMasterGateway`: deploy attempt `attempt` (a restart, the first one included) and
@@ -276,8 +279,9 @@ class SimExecutor(RunsOnJobMaster):
     def cancel_attempt(self, attempt: int, reason: CheckpointFailureReason) -> None:
         """`JobMasterGateway`: the running attempt's events are dropped from now on."""
         self.trace_event("failover", self.failures[-1])
+        self.coordinator_link.plane.attempt_cancelled()
         self.coordinator.stop()
-        # notifications of these aborts belong to the dying execution: they are dropped with it
+        # no notification of these aborts goes out: the dying execution could not take it
         self.coordinator.abort_all_pending(reason)
         self.epoch += 1
         self.tasks = {}  # nothing of the failed execution may run, send or be delivered to again
@@ -299,8 +303,8 @@ class SimExecutor(RunsOnJobMaster):
         if self.invariants is not None:
             self.invariants.deploying()
         self.coordinator.restored_from(latest)
-        self.coordinator_gateway.notices.clear()
         epoch = self.epoch
+        self.coordinator_link.plane.attempt_deployed(epoch)
         self.tasks = {}
         self.runner.reset()
         self.channels.reset()
@@ -439,6 +443,7 @@ class SimExecutor(RunsOnJobMaster):
         """Resolve the plan once for the run (`runtime.jobmaster.faults.schedule`); schedule the faults placed
         at a virtual time, and any due before the first record."""
         self.schedule = schedule = self.master.schedule
+        self.coordinator_link.plane.faults = schedule
         self._coordinator_writes.schedule = schedule
         for at, index, _ in schedule.timed():
             self.at(at, lambda i=index: self.fault_actions.fire(i), None, "fault")
@@ -449,8 +454,9 @@ class SimExecutor(RunsOnJobMaster):
         if self.done:
             return
         self.trace_event("coordinator-crash")
-        # the process is gone: its pending checkpoints end with it (their notifications belong to
-        # the execution failing over below), and none of its timers may act again
+        # the process is gone: nothing more leaves it; its pending checkpoints end with it, and
+        # none of its timers may act again
+        self.coordinator_link.plane.coordinator_lost()
         self.coordinator.shutdown()
         self.coordinators.crashed(self.coordinator.stats.history)
         if self.ha is not None:

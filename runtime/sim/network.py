@@ -10,7 +10,8 @@
   out of credit stops stepping, so backpressure reaches the sources.
 * Control messages (triggers, acknowledgements, notifications) take `control_delay` (or a delay
   drawn from a measured distribution) and meet the fault plan's lost, duplicated and delayed
-  messages (`send_control`).
+  messages (`carry_control`, `send_ack`; what becomes of the coordinator's is
+  `runtime.jobmaster.coordination.control_plane`'s decision).
 
 Every delay is drawn from the executor's one `random.Random(seed)`, in event order, so a seed
 replays the identical run.
@@ -173,31 +174,35 @@ class SimNetwork:
         """A control message no fault touches (declines, finished sources, commits)."""
         self.sim.at(self.sim.now + self.options.control_delay, fn, epoch, "control")
 
-    def send_control(self, kind: str, task_id: TaskId, checkpoint_id: int, epoch: int | None,
-                     fn: Callable[[], None]) -> None:
-        """A control message of `kind` to `task_id` ("ack": from it), as faults let it go."""
+    def send_ack(self, task_id: TaskId, checkpoint_id: int, epoch: int | None, fn: Callable[[], None]) -> None:
+        """An acknowledgement of `task_id` to the coordinator (`fn`), as the plan's faults let it go."""
         sim = self.sim
-        options = self.options
-        schedule = sim.schedule
-        effect = schedule.control(kind, task_id) if schedule is not None else None
-        if kind == "ack" and options.ack_delay_quantiles:  # drawn only then: a run without them draws the same numbers
-            delay = quantile(options.ack_delay_quantiles, sim.rng.random())
-        elif kind == "trigger" and options.trigger_delay_quantiles:
-            delay = quantile(options.trigger_delay_quantiles, sim.rng.random())
-        elif kind == "ack" and options.ack_delay is not None:
-            delay = options.ack_delay
-        else:
-            delay = options.control_delay
+        kind = "ack"
+        effect = sim.schedule.control(kind, task_id) if sim.schedule is not None else None
         if effect is None or not effect.faults:
-            sim.at(sim.now + delay, fn, epoch, "control")
+            self.carry_control(kind, epoch, fn)
             return
         for fault in effect.faults:
-            if kind == "ack" and effect.lost:
+            if effect.lost:
                 sim.trace_event("ack-lost", checkpoint_id, str(task_id))
             else:
                 sim.trace_event("fault", type(fault).__name__, kind, checkpoint_id, str(task_id))
-        if effect.lost:
-            return
-        when = sim.now + delay + effect.delay
-        for copy in range(effect.copies):
+        self.carry_control(kind, epoch, fn, 0 if effect.lost else effect.copies, effect.delay)
+
+    def carry_control(self, kind: str, epoch: int | None, fn: Callable[[], None], copies: int = 1,
+                      delay: float = 0.0) -> None:
+        """Deliver a control message of `kind` (`fn` at its receiver) `copies` times (0: lost on
+        the way), `delay` seconds later than its latency; a copy of an ended `epoch` is dropped."""
+        sim = self.sim
+        options = self.options
+        if kind == "ack" and options.ack_delay_quantiles:  # drawn only then: a run without them draws the same numbers
+            latency = quantile(options.ack_delay_quantiles, sim.rng.random())
+        elif kind == "trigger" and options.trigger_delay_quantiles:
+            latency = quantile(options.trigger_delay_quantiles, sim.rng.random())
+        elif kind == "ack" and options.ack_delay is not None:
+            latency = options.ack_delay
+        else:
+            latency = options.control_delay
+        when = sim.now + latency + delay
+        for copy in range(copies):
             sim.at(when + copy * options.control_delay, fn, epoch, "control")

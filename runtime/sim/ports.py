@@ -70,7 +70,7 @@ class SimTaskPorts:
         self.sim, self.task_id, self.epoch = sim, task_id, epoch
 
     def acknowledge(self, ack: TaskAcknowledgement) -> None:
-        self.sim.coordinator_gateway.acknowledge(self.epoch, ack)
+        self.sim.coordinator_link.acknowledge(self.epoch, ack)
 
     def decline(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
         sim = self.sim
@@ -81,13 +81,13 @@ class SimTaskPorts:
         sim.channels.control(self.epoch, lambda: sim.coordinator.source_finished(task_id))
 
     def write_snapshot(self, snapshot: TaskSnapshot) -> None:
-        self.sim.coordinator_gateway.write_snapshot(self.epoch, snapshot)
+        self.sim.coordinator_link.write_snapshot(self.epoch, snapshot)
 
     def buffer_consumed(self, task_id: TaskId, input_channel: int) -> None:
         self.sim.channels.return_credit(self.epoch, task_id, input_channel)
 
     def completion_learned(self, task_id: TaskId, checkpoint_id: int) -> None:
-        self.sim.coordinator_gateway.completion_learned(task_id, checkpoint_id)
+        self.sim.coordinator_link.completion_learned(task_id, checkpoint_id)
 
     def wake(self, task_id: TaskId) -> None:
         if self.epoch == self.sim.epoch:

@@ -84,14 +84,14 @@ class CorruptingSim(SimExecutor):
         super().__init__(*args, **kwargs)
         self.damage_at, self.target, self.crash_after = at, target, crash_after
         self.damaged: list[str] = []
-        gateway = self.coordinator_gateway
-        completed_hook = gateway.on_checkpoint_completed
+        link = self.coordinator_link
+        completed_hook = link.completed
 
-        def on_checkpoint_completed(completed) -> None:  # the coordinator's hook, then the damage
+        def on_completed(completed) -> None:  # the listeners, then the damage
             completed_hook(completed)
             self.damage(completed)
 
-        gateway.on_checkpoint_completed = on_checkpoint_completed  # type: ignore[method-assign]
+        link.completed = on_completed  # type: ignore[method-assign]
 
     def damage(self, completed) -> None:
         if completed.checkpoint_id != self.damage_at or self.damaged:

@@ -1,26 +1,31 @@
 """The checkpoint coordinator's link to the tasks on the simulator, both ways.
 
-Out of the coordinator (its `CoordinatorGateway`): triggers to the sources, the global commit of
-a completed checkpoint, completion and abort notifications, each a control message that the
-fault plan may lose, duplicate or delay. Into it: the tasks' acknowledgements, and their snapshot
-writes, which take virtual time proportional to their size and go to a real `CheckpointStorage`
-(failing, torn or slow as the plan says) before the task acknowledges.
-
-What a task learns of completions by a call of its own and what it takes from its next trigger
-or barrier is `CompletionNotices`' decision. A coordinator that dies between a checkpoint's
-durability and its commit (`CoordinatorCrashBeforeNotify`) is *doomed*: nothing more leaves it.
+Out of the coordinator: the simulator's `ControlTransport`. What becomes of each trigger, commit
+and notification (a doomed coordinator, the completions a source takes with its trigger, the
+fault plan's lost, duplicated and delayed messages) is the `ControlPlane`'s decision, the
+coordinator's gateway; this side carries a message to its task in virtual time, over the
+network's control latency, and applies it there. Into it: the tasks' acknowledgements, and their
+snapshot writes, which take virtual time proportional to their size and go to a real
+`CheckpointStorage` (failing, torn or slow as the plan says) before the task acknowledges.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.io.storage import StorageError
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.subtask_checkpoint import TaskSnapshot
-from runtime.jobmaster.coordination.completions import CompletionNotices
+from runtime.jobmaster.coordination.control_plane import (
+    ControlMessage,
+    ControlPlane,
+    Delivery,
+    NotifyCheckpointAborted,
+    NotifyCheckpointComplete,
+    TriggerCheckpoint,
+)
+from runtime.jobmaster.faults.plan import Fault
 from runtime.jobmaster.faults.storage import write_torn
 from runtime.records.messages import CheckpointOptions
 
@@ -28,32 +33,75 @@ if TYPE_CHECKING:
     from runtime.sim.executor import SimExecutor
 
 
-class SimCoordinatorGateway:
-    """`CoordinatorGateway` of one `SimExecutor`'s coordinators, and the tasks' way back."""
+class SimCoordinatorLink:
+    """The `ControlTransport` of one `SimExecutor`'s coordinators (their gateway is `plane`), and
+    the tasks' way back."""
 
     def __init__(self, sim: SimExecutor) -> None:
         self.sim = sim
-        #: what the coordinator tells tasks by a call of their own, what it keeps for triggers
-        self.notices = CompletionNotices(sim.graph)
-        #: a coordinator that crashes at the end of this instant (`CoordinatorCrashBeforeNotify`)
-        self._doomed: CheckpointCoordinator | None = None
+        #: the coordinators' gateway: every decision about their messages
+        self.plane = ControlPlane(sim.graph, self)
 
-    def coordinator_replaced(self) -> None:
-        """A new coordinator: it owes no task a completion."""
-        self.notices = CompletionNotices(self.sim.graph)
+    # ------------------------------------------------------------------ `ControlTransport`
 
-    # ------------------------------------------------------------------ `CoordinatorGateway`
+    def leads(self) -> bool:
+        return True  # a standby takes over only when the leader's process dies
 
-    def trigger_source(self, task_id: TaskId, checkpoint_id: int, timestamp: float,
-                       unaligned: bool = False, alignment_timeout: float | None = None,
-                       forced_aligned: bool = False) -> None:
+    def deliver(self, task_id: TaskId, epoch: int, message: ControlMessage, delivery: Delivery) -> None:
+        if isinstance(message, TriggerCheckpoint):
+            fn = self._trigger(task_id, message)
+        elif isinstance(message, NotifyCheckpointComplete):
+            fn = self._notify_complete(task_id, message)
+        else:
+            fn = self._notify_aborted(task_id, message)
+        self.sim.channels.carry_control(message.kind, epoch, fn, delivery.copies, delivery.delay)
+
+    def struck(self, message: ControlMessage, task_id: TaskId, faults: Sequence[Fault]) -> None:
+        for fault in faults:
+            self.sim.trace_event("fault", type(fault).__name__, message.kind, message.checkpoint_id, str(task_id))
+
+    def schedule(self, delay: float, callback: Callable[[], None]) -> None:
         sim = self.sim
-        if self._doomed is sim.coordinator:
-            return  # it is crashing: nothing more leaves it
-        options = CheckpointOptions.of_trigger(unaligned, alignment_timeout, forced_aligned)
+        sim.at(sim.now + delay, callback, sim.epoch, "control")
+
+    def commit(self, checkpoint_id: int) -> None:
+        # the global committer, for every sink (a message, as on Ray; it dies with a failed-over epoch)
+        sim = self.sim
+        committer = sim.sink_committer
+
+        def commit() -> None:
+            try:
+                committer.commit_checkpoint(checkpoint_id)
+            except Exception as exc:  # the sinks' external system failed (a full disk, a blocked path):
+                # fail over; the restored sinks commit the checkpoint's transactions again
+                sim.master.failover(f"committing checkpoint {checkpoint_id} failed: {exc}", exc)
+
+        sim.channels.control(sim.epoch, commit)
+
+    def crash(self, checkpoint_id: int) -> None:
+        sim = self.sim
+        sim.trace_event("fault", "CoordinatorCrashBeforeNotify", checkpoint_id)
+        sim.at(sim.now, sim.crash_coordinator, None, "fault")  # at the end of this instant
+
+    def fail(self, error: Exception) -> None:
+        self.sim.master.failover(f"checkpoint failures: {error}", error)
+
+    def completed(self, completed: Any) -> None:
+        sim = self.sim
+        sim.trace_event("completed", completed.checkpoint_id)
+        sim.runner.charge_checkpoint_cpu()
+        if sim.invariants is not None:
+            sim.invariants.on_completed(completed)
+        sim.master.checkpoint_completed(completed, sim.storage)
+
+    # ------------------------------------------------------------------ a message at its task
+
+    def _trigger(self, task_id: TaskId, message: TriggerCheckpoint) -> Callable[[], None]:
+        sim = self.sim
+        checkpoint_id, timestamp, completed = message.checkpoint_id, message.timestamp, message.completed
+        options = CheckpointOptions.of_trigger(message.unaligned, message.alignment_timeout, message.forced_aligned)
         if sim.invariants is not None:
             sim.invariants.on_trigger(checkpoint_id)
-        completed = self.notices.take(task_id)
 
         def trigger() -> None:
             task = sim.tasks.get(task_id)
@@ -68,40 +116,11 @@ class SimCoordinatorGateway:
             sim.runner.schedule_run(task_id)
 
         sim.trace_event("trigger", checkpoint_id, str(task_id))
-        sim.channels.send_control("trigger", task_id, checkpoint_id, sim.epoch, trigger)
+        return trigger
 
-    def commit_checkpoint(self, checkpoint_id: int) -> None:
+    def _notify_complete(self, task_id: TaskId, message: NotifyCheckpointComplete) -> Callable[[], None]:
         sim = self.sim
-        coordinator = sim.coordinator
-        if self._doomed is coordinator:
-            return
-        if sim.schedule is not None and sim.schedule.completion_announced(checkpoint_id):
-            # the checkpoint is durable; the coordinator dies before committing or telling anyone
-            self._doomed = coordinator
-            sim.trace_event("fault", "CoordinatorCrashBeforeNotify", checkpoint_id)
-            sim.at(sim.now, sim.crash_coordinator, None, "fault")
-            return
-        # the global committer, for every sink (a message, as on Ray; it dies with a failed-over epoch)
-        committer = sim.sink_committer
-
-        def commit() -> None:
-            try:
-                committer.commit_checkpoint(checkpoint_id)
-            except Exception as exc:  # the sinks' external system failed (a full disk, a blocked path):
-                # fail over; the restored sinks commit the checkpoint's transactions again
-                sim.master.failover(f"committing checkpoint {checkpoint_id} failed: {exc}", exc)
-
-        sim.channels.control(sim.epoch, commit)
-
-    def notify_complete(self, task_id: TaskId, checkpoint_id: int) -> None:
-        sim = self.sim
-        coordinator = sim.coordinator
-        if self._doomed is coordinator:
-            return
-        final = coordinator.is_final_checkpoint_complete and coordinator.final_checkpoint_id == checkpoint_id
-        if not self.notices.is_direct(task_id, final):
-            self._owe_completion(task_id, checkpoint_id)
-            return
+        checkpoint_id, final = message.checkpoint_id, message.final
 
         def notify() -> None:
             task = sim.tasks.get(task_id)
@@ -117,30 +136,11 @@ class SimCoordinatorGateway:
             if task.is_finished:
                 sim.runner.check_done()
 
-        sim.channels.send_control("complete", task_id, checkpoint_id, sim.epoch, notify)
+        return notify
 
-    def _owe_completion(self, task_id: TaskId, checkpoint_id: int) -> None:
-        """A completion `task_id` gets no call for (`CompletionNotices`): kept for its next
-        trigger as its "complete" control message's faults let it (lost: not kept; delayed: kept
-        late), as on Ray; a task that is no source takes it from a barrier."""
+    def _notify_aborted(self, task_id: TaskId, message: NotifyCheckpointAborted) -> Callable[[], None]:
         sim = self.sim
-        schedule = sim.schedule
-        effect = schedule.control("complete", task_id) if schedule is not None else None
-        if effect is not None:
-            for fault in effect.faults:
-                sim.trace_event("fault", type(fault).__name__, "complete", checkpoint_id, str(task_id))
-            if effect.lost:
-                return
-            if effect.delay > 0:
-                sim.at(sim.now + effect.delay, lambda: self.notices.owe(task_id, checkpoint_id),
-                       sim.epoch, "control")
-                return
-        self.notices.owe(task_id, checkpoint_id)
-
-    def notify_aborted(self, task_id: TaskId, checkpoint_id: int, reason: CheckpointFailureReason) -> None:
-        sim = self.sim
-        if self._doomed is sim.coordinator:
-            return
+        checkpoint_id, reason = message.checkpoint_id, message.reason
 
         def notify() -> None:
             task = sim.tasks.get(task_id)
@@ -152,20 +152,7 @@ class SimCoordinatorGateway:
                     sim.invariants.on_notified(task_id, checkpoint_id, completed=False)
                 sim.runner.schedule_run(task_id)
 
-        sim.channels.send_control("abort", task_id, checkpoint_id, sim.epoch, notify)
-
-    def fail_job(self, error: Exception) -> None:
-        self.sim.master.failover(f"checkpoint failures: {error}", error)
-
-    def on_checkpoint_completed(self, completed: Any) -> None:
-        sim = self.sim
-        if self._doomed is sim.coordinator:
-            return
-        sim.trace_event("completed", completed.checkpoint_id)
-        sim.runner.charge_checkpoint_cpu()
-        if sim.invariants is not None:
-            sim.invariants.on_completed(completed)
-        sim.master.checkpoint_completed(completed, sim.storage)
+        return notify
 
     # ------------------------------------------------------------------ from the tasks
 
@@ -179,8 +166,7 @@ class SimCoordinatorGateway:
     def acknowledge(self, epoch: int, ack: TaskAcknowledgement) -> None:
         sim = self.sim
         sim.trace_barrier("ack", ack.checkpoint_id, str(ack.task_id))
-        sim.channels.send_control("ack", ack.task_id, ack.checkpoint_id, epoch,
-                                  lambda: sim.coordinator.receive_acknowledge(ack))
+        sim.channels.send_ack(ack.task_id, ack.checkpoint_id, epoch, lambda: sim.coordinator.receive_acknowledge(ack))
 
     def write_snapshot(self, epoch: int, snapshot: TaskSnapshot) -> None:
         """Write `snapshot` to the checkpoint storage, taking virtual time (fixed latency plus
