@@ -44,8 +44,8 @@ High availability (`graph.high_availability` enabled, ZOOKEEPER). Each coordinat
 contender: it builds its own HA services (`create_recovery_factory`; kazoo runs in the actor
 process), joins the leader election, and uses the ZooKeeper ID counter and the ZooKeeper store
 fenced by its election. Only the leader triggers (the control plane asks
-`RayControlTransport.leads`). The driver `promote()`s a contender once it leads: it waits for the grant, then recovers the store
-from ZooKeeper. A revoked leadership (session lost or suspended) stops triggering at once, aborts
+`RayControlTransport.leads`). The driver `promote()`s a contender once it leads: it waits for
+the grant, then recovers the store from ZooKeeper. A revoked leadership (session lost or suspended) stops triggering at once, aborts
 what is pending and is reported in `status()["leader_lost"]`, so the driver fails over.
 """
 
@@ -166,11 +166,6 @@ class CoordinatorActor:
         (for `arm_faults`)."""
         with self._lock:
             return self._faults.counts() if self._faults is not None else {}
-
-    @property
-    def epoch(self) -> int | None:
-        """The execution attempt the coordinator's messages go to and reports come from."""
-        return self.plane.epoch
 
     def _internal_error(self, exc: BaseException) -> None:
         """Under the lock: the coordinator raised (a timer callback, or a task's report). Nothing
@@ -381,7 +376,7 @@ class CoordinatorActor:
             self._calls["report"] += 1
             self._calls[f"report ({cause})"] += 1
             for kind, epoch, *args in items:
-                if epoch != self.epoch:
+                if epoch != self.plane.epoch:  # a report of an ended attempt
                     continue
                 if kind == "ack":
                     self._calls["acks"] += 1

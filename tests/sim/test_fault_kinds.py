@@ -106,6 +106,18 @@ def test_a_late_control_message(kind: str) -> None:
     assert fired(result, "DelayedControlMessage") == [("DelayedControlMessage", kind, 1, TARGETS[kind])]
 
 
+@pytest.mark.parametrize(("crash", "reason"), [(TaskCrash(task="relay[1]", after_records=100), "task failure"),
+                                               (CoordinatorCrash(at_fraction=0.4), "coordinator shutdown")],
+                         ids=["failover", "coordinator-crash"])
+def test_the_aborts_a_failover_issues_spend_no_control_message_fault(crash, reason: str) -> None:
+    # regression: the checkpoints pending when an attempt fails (or its coordinator dies) are
+    # aborted, and their notifications go nowhere; the simulator counted them as control
+    # messages, so a planned fault struck one of them (on Ray it strikes a later abort)
+    result = run_relay(crash, LostControlMessage("abort", task="relay[0]"))
+    assert reason in [c.failure_reason.value for c in result.aborted_checkpoints], result.checkpoints
+    assert fired(result, "LostControlMessage") == [], "no abort reaches relay[0] while an attempt runs"
+
+
 def test_a_trigger_overtaken_by_the_next_one_is_declined() -> None:
     # regression: trigger 1 arrives after trigger 2 (max_concurrent=2); the source injected barrier 1
     # behind barrier 2, where nothing can align it, and checkpoint 1 lingered until subsumed
