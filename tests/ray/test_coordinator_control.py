@@ -1,0 +1,54 @@
+"""The coordinator actor carries out the job master's `ControlPlane`: a coordinator doomed by
+`CoordinatorCrashBeforeNotify` sends nothing more — no notification, and no completed checkpoint
+for the driver's listeners either, as on the simulator.
+
+The coordinator actor runs here as the plain class, with stand-in task handles that record what
+it sends: no Ray cluster is involved."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ray_jobs import ListeningSink, pageview_env, pageview_rows
+from test_deferred_notifications import _Recorder
+
+from checkpoint.handles import TaskAcknowledgement
+from runtime import FaultPlan
+from runtime.jobmaster.faults.plan import CoordinatorCrashBeforeNotify
+from runtime.ray.coordinator_actor import CoordinatorActor
+
+
+def test_a_doomed_coordinator_notifies_no_task_and_no_listener(tmp_path) -> None:
+    graph = pageview_env(pageview_rows(200), interval=0.02, sink=ListeningSink("pv")).get_job_graph("doomed")
+    coordinator = CoordinatorActor("doomed", graph, ("uri", str(tmp_path)), capture_completed=True)
+    tasks = {task: _Recorder() for task in graph.task_ids()}
+    first_source = tasks[graph.source_task_ids()[0]]
+    captured: list[int] = []
+    acked: set[int] = set()
+
+    def status() -> dict[str, Any]:
+        state = coordinator.status()
+        captured.extend(completed.checkpoint_id for completed, _ in state["completed_files"])
+        return state
+
+    try:
+        coordinator.arm_faults(FaultPlan.of(CoordinatorCrashBeforeNotify(nth=1)), {})
+        coordinator.deploy(0, tasks, True)
+        deadline = time.monotonic() + 20
+        while not status()["doomed"]:
+            assert time.monotonic() < deadline, "timed out waiting for the second completion"
+            for checkpoint_id, _ in first_source.of("trigger"):
+                if checkpoint_id not in acked:
+                    acked.add(checkpoint_id)
+                    for task in tasks:
+                        coordinator.report([("ack", 0, TaskAcknowledgement(task, checkpoint_id))])
+            time.sleep(0.005)
+        completed = [c.id for c in coordinator.history() if c.completed]
+        assert len(completed) == 2, completed
+        first, doomed = completed
+        sinks = [recorder for task, recorder in tasks.items() if graph.vertex(task.vertex).listens_for_completion]
+        assert sinks and all([c for c, _ in sink.of("complete")] == [first] for sink in sinks)
+        assert captured == [first], f"the listeners got checkpoint {doomed}, which its coordinator died announcing"
+    finally:
+        coordinator.shutdown()
