@@ -100,8 +100,8 @@ from benchmarks.report import (
 from benchmarks.targets import target_checks, targets  # noqa: F401  (part of this module's interface)
 from benchmarks.windowed_join import add_windowed_join
 from checkpoint.modes import parse_mode
-from checkpoint.options import InvalidOptionError
 from operators.sources import GeneratorSource
+from vocabulary.options import InvalidOptionError
 
 MODES = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once", "aligned-debloat", "unaligned-debloat")
 #: the debloating modes run in these scenarios only (elsewhere nothing queues for them to shrink)
@@ -165,7 +165,7 @@ class Profile:
     #: checkpoint to a fresh local directory per run (else in memory; the simulator charges
     #: virtual write time either way)
     local_storage: bool = False
-    #: target of the `*-debloat` modes (seconds of throughput in flight; `runtime.core.debloat`); the
+    #: target of the `*-debloat` modes (seconds of throughput in flight; `vocabulary.debloat`); the
     #: simulator's 10 ms: its credit round trip is ~2 ms of network delay and costs no CPU
     debloat_target: float = 0.01
     #: `slow-channel`: seconds the link to the remote split adds to everything it sends: another
@@ -485,7 +485,7 @@ def _mode_name(text: str) -> str:
 
 
 def _debloat_target(text: str) -> float:
-    from runtime.core.debloat import BufferDebloatConfig, BufferDebloatError
+    from vocabulary.debloat import BufferDebloatConfig, BufferDebloatError
 
     try:
         value = float(text)

@@ -22,8 +22,8 @@ from benchmarks.report import add_output_arguments, add_sized_argument, markdown
 from runtime.core.barriers import BarrierAligner, BarrierTracker, UnalignedBarrierHandler
 from runtime.core.barriers.handler import AlignmentStats, BarrierHandler
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.core.ports import ManualClock
 from runtime.records.messages import Buffer, BufferOrEvent, CheckpointBarrier
+from vocabulary.ports import ManualClock
 
 NUM_CHANNELS = 4
 BARRIER_EVERY = 1_000

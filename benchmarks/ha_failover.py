@@ -30,10 +30,10 @@ def slow_app(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_graph(records: int, hosts: str, session_timeout: float) -> Any:
-    from checkpoint.options import RestartStrategy
     from operators import CollectSink
     from runtime import StreamEnvironment
     from runtime.workloads.seeded import CountPerKey
+    from vocabulary.options import RestartStrategy
 
     rng = random.Random(3)
     rows = [{"user": rng.randrange(1000), "app": f"app{rng.randrange(8)}", "i": i} for i in range(records)]
@@ -54,8 +54,8 @@ def build_graph(records: int, hosts: str, session_timeout: float) -> Any:
 
 def run_once(records: int, hosts: str, session_timeout: float) -> dict[str, Any]:
     from runtime import FaultPlan
-    from runtime.jobmaster.faults.plan import CoordinatorCrash
     from runtime.ray.executor import RayExecutor
+    from vocabulary.fault_plan import CoordinatorCrash
 
     executor = RayExecutor(build_graph(records, hosts, session_timeout),
                            faults=FaultPlan([CoordinatorCrash(at_fraction=0.4)]))

@@ -30,11 +30,11 @@ from typing import Any
 
 from benchmarks.report import add_output_arguments, add_sized_argument, markdown_table, output_of, parse_args
 from benchmarks.throughput import build
-from checkpoint.handles import TaskId
-from runtime.core.ports import NoTimers
 from runtime.core.task import Task
 from runtime.ray.timers import WallClock
 from runtime.records.messages import Buffer, BufferOrEvent
+from vocabulary.handles import TaskId
+from vocabulary.ports import NoTimers
 
 
 class _CountingCommitter:

@@ -24,9 +24,9 @@ from benchmarks.report import (
 
 
 def run_once(records: int, parallelism: int, interval: float, buffer_size: int, invariants: bool = False) -> dict:
-    from checkpoint.options import CheckpointingMode
     from runtime import StreamEnvironment
     from runtime.workloads.pageview import build_pageview, pageview_rows
+    from vocabulary.options import CheckpointingMode
 
     rows = pageview_rows(records, 50, seed=1)
     env = StreamEnvironment(parallelism=parallelism, buffer_size=buffer_size, credits=8)

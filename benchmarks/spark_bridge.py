@@ -25,7 +25,7 @@ from benchmarks.report import add_output_arguments, add_sized_argument, markdown
 
 
 def spark_session() -> Any:
-    from spark_bridge.session import local_session
+    from spark_bridge.io.session import local_session
 
     spark = local_session("barrierflow-bench", cores=2, memory="2g", config={"spark.sql.shuffle.partitions": "2"})
     spark.sparkContext.setLogLevel("ERROR")
@@ -61,10 +61,10 @@ def bench_seeding(spark: Any, rows: int, splits: int, staging: str) -> dict[str,
 def make_checkpoint(root: str, keys: int, job_id: str = "bench") -> int:
     """Write a checkpoint of a 2-subtask count operator holding `keys` keys; return its id."""
     from checkpoint.completed import CompletedCheckpoint
-    from checkpoint.handles import TaskAcknowledgement, TaskId
     from checkpoint.io.storage import storage_from_uri
     from state.key_groups import key_group_for, key_group_range_for_subtask
     from state.keyed import KeyedStateBackend
+    from vocabulary.handles import TaskAcknowledgement, TaskId
 
     max_parallelism, parallelism, checkpoint_id = 128, 2, 1
     storage = storage_from_uri(root)
@@ -89,8 +89,8 @@ def make_checkpoint(root: str, keys: int, job_id: str = "bench") -> int:
 def bench_landing(spark: Any, keys: int, workdir: str) -> dict[str, Any]:
     from checkpoint.io.storage import storage_from_uri
     from spark_bridge import land_checkpoint, read_checkpoint
-    from spark_bridge.landing import resolve_checkpoint
-    from spark_bridge.tables import checkpoint_tables
+    from spark_bridge.io.landing import resolve_checkpoint
+    from spark_bridge.io.tables import checkpoint_tables
 
     root, target = os.path.join(workdir, f"chk-{keys}"), os.path.join(workdir, f"landed-{keys}")
     checkpoint_id = make_checkpoint(root, keys)

@@ -29,11 +29,10 @@ from typing import Any
 
 from benchmarks.report import add_output_arguments, add_sized_argument, markdown_table, output_of, parse_args
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.handles import TaskAcknowledgement, TaskId
+from checkpoint.io.fs_blob_store import FsBlobStore
 from checkpoint.io.snapshot_writer import SnapshotWriter
-from checkpoint.io.storage import CheckpointStorage, FsBlobStore
-from checkpoint.io.store import StandaloneCompletedCheckpointStore
-from checkpoint.options import CheckpointConfig
+from checkpoint.storage.layout import CheckpointStorage
+from checkpoint.storage.store import StandaloneCompletedCheckpointStore
 from runtime.core.barriers.handler import AlignmentStats
 from runtime.core.subtask_checkpoint import TaskSnapshot
 from state.incremental import Manifest, restore_keyed_snapshot
@@ -41,6 +40,8 @@ from state.key_groups import key_group_for, key_group_range_for_subtask
 from state.keyed import KeyedStateBackend
 from state.registry import reuse_floor_of
 from state.serialization import keyed_snapshot_from_bytes
+from vocabulary.handles import TaskAcknowledgement, TaskId
+from vocabulary.options import CheckpointConfig
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "full": {"state_backend": "memory", "file_merging": False},

@@ -24,10 +24,10 @@ from benchmarks.report import (
 
 
 def run_mode(mode: str, per_split: int, slowdown: float, interval: float, credits: int, buffer_size: int) -> dict:
-    from checkpoint.options import CheckpointingMode
     from runtime import StreamEnvironment
     from runtime.sim.costs import CostModel
     from runtime.workloads.scenarios import SINK, build_backpressure_job, check_headers, header_rows
+    from vocabulary.options import CheckpointingMode
 
     splits = 4
     rows = header_rows(splits, per_split, 16)

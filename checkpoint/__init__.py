@@ -8,23 +8,23 @@ from checkpoint.completed import CheckpointMetadataError, CompletedCheckpoint
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.coordinator_gateway import CoordinatorGateway
 from checkpoint.failure_manager import CheckpointFailureLimitError
-from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.ids import CheckpointIDCounter, StandaloneCheckpointIDCounter
-from checkpoint.io.storage import (
+from checkpoint.io.fs_blob_store import FsBlobStore
+from checkpoint.io.storage import storage_from_uri
+from checkpoint.pending import AckResult, CheckpointStateError, PendingCheckpoint
+from checkpoint.stats import CheckpointStats, CheckpointStatsSummary, CheckpointStatsTracker
+from checkpoint.storage.layout import (
     BlobNotFoundError,
     BlobStore,
     CheckpointStorage,
     CorruptCheckpointError,
-    FsBlobStore,
     MemoryBlobStore,
     StorageError,
-    storage_from_uri,
 )
-from checkpoint.io.store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
-from checkpoint.options import CheckpointConfig, CheckpointingMode, InvalidOptionError, RestartStrategy
-from checkpoint.pending import AckResult, CheckpointStateError, PendingCheckpoint
-from checkpoint.reasons import CheckpointFailureReason
-from checkpoint.stats import CheckpointStats, CheckpointStatsSummary, CheckpointStatsTracker
+from checkpoint.storage.store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
+from vocabulary.handles import StateHandle, TaskAcknowledgement, TaskId
+from vocabulary.options import CheckpointConfig, CheckpointingMode, InvalidOptionError, RestartStrategy
+from vocabulary.reasons import CheckpointFailureReason
 
 __all__ = [
     "AckResult",

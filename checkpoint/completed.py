@@ -13,14 +13,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
+from vocabulary.handles import StateHandle, TaskAcknowledgement, TaskId
 
 
 class CheckpointMetadataError(ValueError):
     """Checkpoint metadata is malformed (a missing or mistyped field)."""
 
 
-#: the metadata property naming the run that took a checkpoint (`checkpoint.io.store` stamps it)
+#: the metadata property naming the run that took a checkpoint (`checkpoint.storage.store` stamps it)
 RUN_ID_PROPERTY = "run_id"
 
 

@@ -58,21 +58,21 @@ from typing import TYPE_CHECKING
 
 from checkpoint.failure_manager import CheckpointFailureManager
 from checkpoint.final_checkpoint import FinalCheckpoint
-from checkpoint.handles import TaskAcknowledgement, TaskId, check_task_lists
-from checkpoint.io.storage import StorageError
-from checkpoint.options import CheckpointConfig, CheckpointingMode
 from checkpoint.pending import AckResult, PendingCheckpoint
 from checkpoint.periodic_trigger import PeriodicTrigger
-from checkpoint.reasons import CheckpointFailureReason
 from checkpoint.stats import DEFAULT_MAX_HISTORY, CheckpointStatsTracker
+from checkpoint.storage.layout import StorageError
+from vocabulary.handles import TaskAcknowledgement, TaskId, check_task_lists
+from vocabulary.options import CheckpointConfig, CheckpointingMode
+from vocabulary.reasons import CheckpointFailureReason
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
     from checkpoint.coordinator_gateway import CoordinatorGateway
     from checkpoint.ids import CheckpointIDCounter
-    from checkpoint.io.storage import CheckpointStorage
-    from checkpoint.io.store import CompletedCheckpointStore
-    from runtime.core.ports import Cancellable, Clock, Timers
+    from checkpoint.storage.layout import CheckpointStorage
+    from checkpoint.storage.store import CompletedCheckpointStore
+    from vocabulary.ports import Cancellable, Clock, Timers
 
 log = logging.getLogger(__name__)
 

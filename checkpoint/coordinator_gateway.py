@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from checkpoint.handles import TaskId
-from checkpoint.reasons import CheckpointFailureReason
+from vocabulary.handles import TaskId
+from vocabulary.reasons import CheckpointFailureReason
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint

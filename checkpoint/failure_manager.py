@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from checkpoint.reasons import CheckpointFailureReason
+from vocabulary.reasons import CheckpointFailureReason
 
 
 class CheckpointFailureLimitError(RuntimeError):

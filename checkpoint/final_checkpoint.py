@@ -28,13 +28,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from checkpoint.handles import TaskId
-from checkpoint.reasons import CheckpointFailureReason
+from vocabulary.handles import TaskId
+from vocabulary.reasons import CheckpointFailureReason
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
     from checkpoint.coordinator_gateway import CoordinatorGateway
-    from runtime.core.ports import Cancellable, Timers
+    from vocabulary.ports import Cancellable, Timers
 
 
 class FinalCheckpointController(Protocol):

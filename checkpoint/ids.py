@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import threading
 
-from checkpoint.io.storage import CheckpointStorage, CorruptCheckpointError
+from checkpoint.storage.layout import CheckpointStorage, CorruptCheckpointError
 
 #: the first id a fresh counter hands out
 INITIAL_CHECKPOINT_ID = 1
@@ -106,8 +106,8 @@ class StorageCheckpointIDCounter(StandaloneCheckpointIDCounter):
         """Continue above the stored count and every checkpoint directory in storage.
 
         Raises:
-            checkpoint.io.storage.CorruptCheckpointError: the counter file is not a number (names it).
-            checkpoint.io.storage.StorageError: storage could not be read.
+            checkpoint.storage.layout.CorruptCheckpointError: the counter file is not a number (names it).
+            checkpoint.storage.layout.StorageError: storage could not be read.
         """
         blobs = self._storage.blob_store
         highest = max(self._storage.list_checkpoint_ids(self._job_id), default=0)

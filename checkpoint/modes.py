@@ -14,7 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from checkpoint.options import CheckpointingMode, InvalidOptionError
+from vocabulary.options import CheckpointingMode, InvalidOptionError
 
 __all__ = ["ALIASES", "MODE_NAMES", "ModeProfile", "parse_mode"]
 

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.reasons import CheckpointFailureReason
+from vocabulary.handles import TaskAcknowledgement, TaskId
+from vocabulary.reasons import CheckpointFailureReason
 
 
 class AckResult(enum.Enum):

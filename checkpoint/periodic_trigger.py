@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from checkpoint.options import CheckpointConfig
-from checkpoint.reasons import CheckpointFailureReason
+from vocabulary.options import CheckpointConfig
+from vocabulary.reasons import CheckpointFailureReason
 
 if TYPE_CHECKING:
-    from runtime.core.ports import Cancellable, Clock, Timers
+    from vocabulary.ports import Cancellable, Clock, Timers
 
 
 class PeriodicTriggerController(Protocol):

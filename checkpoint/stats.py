@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.reasons import CheckpointFailureReason
+from vocabulary.reasons import CheckpointFailureReason
 
 if TYPE_CHECKING:
     from checkpoint.pending import PendingCheckpoint

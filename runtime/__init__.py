@@ -1,8 +1,5 @@
 """barrierflow runtime: the public API is importable from here."""
 
-from checkpoint.handles import TaskId
-from checkpoint.options import CheckpointingMode, RestartStrategy
-from checkpoint.reasons import CheckpointFailureReason
 from operators.side_outputs import OutputTag
 from operators.timer_service import TimeDomain
 from operators.watermarks import WatermarkStrategy
@@ -38,14 +35,6 @@ from runtime.core.barriers import (
 )
 from runtime.core.graph import JobGraph, JobGraphError
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.jobmaster.faults.plan import (
-    ChannelStall,
-    CoordinatorCrash,
-    FaultPlan,
-    LostAcknowledgement,
-    StorageWriteFailure,
-    TaskCrash,
-)
 from runtime.jobmaster.restore.match import RestoreError, StateMismatchError
 from runtime.jobmaster.result import JobFailedError, JobResult
 from runtime.records.messages import (
@@ -61,6 +50,17 @@ from runtime.records.messages import (
     WatermarkStatus,
 )
 from runtime.records.record_types import RecordTypeError
+from vocabulary.fault_plan import (
+    ChannelStall,
+    CoordinatorCrash,
+    FaultPlan,
+    LostAcknowledgement,
+    StorageWriteFailure,
+    TaskCrash,
+)
+from vocabulary.handles import TaskId
+from vocabulary.options import CheckpointingMode, RestartStrategy
+from vocabulary.reasons import CheckpointFailureReason
 
 __all__ = [
     "AggregateFunction",

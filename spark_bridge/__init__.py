@@ -11,7 +11,7 @@
   `env.restore_from_landed(...)` restores from.
 """
 
-from spark_bridge.landing import (
+from spark_bridge.io.landing import (
     CheckpointLander,
     LandedCheckpoint,
     LandingError,
@@ -19,13 +19,13 @@ from spark_bridge.landing import (
     landed_checkpoint_ids,
     read_checkpoint,
 )
-from spark_bridge.restore import checkpoint_from_landed
-from spark_bridge.schema import SchemaError, to_arrow_schema
-from spark_bridge.session import local_session
-from spark_bridge.sink import SparkSink, SparkSinkError
+from spark_bridge.io.restore import checkpoint_from_landed
+from spark_bridge.io.schema import SchemaError, to_arrow_schema
+from spark_bridge.io.session import local_session
+from spark_bridge.io.sink import SparkSink, SparkSinkError
+from spark_bridge.io.tables import TABLES
+from spark_bridge.io.values import ValueEncodingError, decode_value, encode_value
 from spark_bridge.source import ParquetSplitSource, from_spark
-from spark_bridge.tables import TABLES
-from spark_bridge.values import ValueEncodingError, decode_value, encode_value
 
 __all__ = [
     "TABLES",

@@ -37,7 +37,7 @@ from runtime.connectors.parquet import (
     filesystem_of,
     read_footers,
 )
-from spark_bridge.schema import to_arrow_schema
+from spark_bridge.io.schema import to_arrow_schema
 
 if TYPE_CHECKING:
     from runtime.api.environment import DataStream, StreamEnvironment

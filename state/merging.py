@@ -47,7 +47,7 @@ class PhysicalFile:
 
 
 def checksum(data: bytes) -> str:
-    """SHA-256 hex, the algorithm `checkpoint.io.storage` verifies by default."""
+    """SHA-256 hex, the algorithm `checkpoint.storage.layout` verifies by default."""
     return hashlib.sha256(data).hexdigest()
 
 

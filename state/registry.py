@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from checkpoint.handles import StateHandle
+from vocabulary.handles import StateHandle
 
 _MANIFEST_MARK = "/manifest/"
 

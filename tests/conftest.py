@@ -128,7 +128,7 @@ def spark():
     if _SPARK_START_ERROR:
         pytest.fail(f"local Spark could not start: {_SPARK_START_ERROR[0]!r}", pytrace=False)
     try:
-        from spark_bridge.session import local_session
+        from spark_bridge.io.session import local_session
 
         session = local_session("barrierflow-tests", cores=2, memory="1g",
                                 config={"spark.sql.shuffle.partitions": "2"})

@@ -8,9 +8,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkpoint.handles import TaskId
 from runtime import FaultPlan
-from runtime.jobmaster.faults.plan import (
+from runtime.jobmaster.faults.schedule import FaultSchedule
+from runtime.sim.executor import SimExecutor
+from runtime.workloads.scenarios import relay_job
+from vocabulary.fault_plan import (
     ChannelDelay,
     CoordinatorCrash,
     CoordinatorCrashBeforeNotify,
@@ -22,9 +24,7 @@ from runtime.jobmaster.faults.plan import (
     TaskCrash,
     TaskCrashDuringRecovery,
 )
-from runtime.jobmaster.faults.schedule import FaultSchedule
-from runtime.sim.executor import SimExecutor
-from runtime.workloads.scenarios import relay_job
+from vocabulary.handles import TaskId
 
 SRC = [TaskId("src", 0), TaskId("src", 1)]
 MID = [TaskId("mid", 0), TaskId("mid", 1)]
@@ -209,7 +209,7 @@ def test_each_attempt_gets_the_faults_still_ahead_as_offsets() -> None:
     faults still ahead in the run, as offsets from what earlier attempts counted (`RunCounts`, what
     the Ray driver hands each task actor it deploys)."""
     from runtime.jobmaster.faults.counts import RunCounts
-    from runtime.jobmaster.faults.plan import DelayedControlMessage, TornWrite
+    from vocabulary.fault_plan import DelayedControlMessage, TornWrite
 
     graph = relay_job().get_job_graph("job")
     task = TaskId("count", 0)

@@ -21,14 +21,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("runtime", "operators", "checkpoint", "state", "spark_bridge", "benchmarks")
+PACKAGES = ("runtime", "operators", "checkpoint", "state", "vocabulary", "spark_bridge", "benchmarks")
 
 #: (layer, module patterns), lowest first: a module may import its own layer and those below it
 LAYERS: list[tuple[str, list[str]]] = [
     ("ids, options, ports", [
-        "checkpoint.handles", "checkpoint.reasons", "checkpoint.options", "runtime.core.ports",
-        "runtime.core.errors", "runtime.core.histogram", "runtime.core.task_metrics", "runtime.core.debloat", "runtime.jobmaster.faults.plan",
-        "runtime.core.links",
+        "vocabulary.handles", "vocabulary.reasons", "vocabulary.options", "vocabulary.ports",
+        "vocabulary.errors", "vocabulary.histogram", "vocabulary.task_metrics", "vocabulary.debloat", "vocabulary.fault_plan",
+        "vocabulary.links",
     ]),
     ("state", ["state"]),
     # checkpoint/io/state_files, snapshot_writer: how a task snapshot becomes files in checkpoint storage

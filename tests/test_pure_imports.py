@@ -20,8 +20,8 @@ PURE = [
     ("runtime/core/operator_chain.py", NEVER),
     ("runtime/core/record_writer.py", NEVER),
     ("runtime/core/subtask_checkpoint.py", NEVER),
-    ("runtime/core/histogram.py", NO_CLOCK_OR_DICE),
-    ("runtime/core/ports.py", NEVER),
+    ("vocabulary/histogram.py", NO_CLOCK_OR_DICE),
+    ("vocabulary/ports.py", NEVER),
     ("runtime/jobmaster/restore/match.py", NEVER),
     ("runtime/jobmaster/restore/channel_rescale.py", NEVER),
     ("runtime/jobmaster/lifecycle/restart.py", NEVER | {"time"}),  # time comes in as arguments, dice from a seeded rng
@@ -29,7 +29,7 @@ PURE = [
     ("runtime/jobmaster/master.py", NEVER | {"time"}),  # time from the injected clock, timers
     ("runtime/jobmaster/gateway.py", NEVER | {"time"}),
     # the parts both executors share: time is passed in or comes from the injected clock (they
-    # reach `runtime.jobmaster.faults.plan`, whose plans draw from their own seed)
+    # reach `vocabulary.fault_plan`, whose plans draw from their own seed)
     ("runtime/jobmaster/faults/actions.py", NEVER | {"time"}),
     ("runtime/jobmaster/faults/counts.py", NEVER | {"time"}),
     ("runtime/jobmaster/coordination/coordinators.py", NO_CLOCK_OR_DICE),
@@ -49,7 +49,7 @@ PURE = [
     ("operators", NEVER),
 ]
 #: must exist: the rest may not have been written yet
-REQUIRED = {"runtime/core/barriers", "runtime/core/input_gate.py", "runtime/records/messages.py", "runtime/core/ports.py"}
+REQUIRED = {"runtime/core/barriers", "runtime/core/input_gate.py", "runtime/records/messages.py", "vocabulary/ports.py"}
 
 
 def imported_modules(tree: ast.AST) -> list[tuple[str, int]]:

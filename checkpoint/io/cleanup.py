@@ -30,10 +30,10 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from checkpoint.io.storage import SHARED_DIR, CheckpointStorage, StorageError
+from checkpoint.storage.layout import SHARED_DIR, CheckpointStorage, StorageError
 
 if TYPE_CHECKING:
-    from checkpoint.io.store import CompletedCheckpointStore
+    from checkpoint.storage.store import CompletedCheckpointStore
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
 """`FsBlobStore`: a blob store on any `pyarrow.fs` filesystem (a local directory, S3, GCS,
-HDFS...), for `checkpoint.io.storage`.
+HDFS...), for `checkpoint.storage.layout`.
 
 Each file is written under a temporary name (`.<name>.tmp-<uuid>`) and moved into place, so a
 reader never sees half a file; every call to a remote filesystem is bounded by a timeout (see
-`checkpoint.io.storage`); in a local directory no symbolic link is listed, followed, written or
+`checkpoint.storage.layout`); in a local directory no symbolic link is listed, followed, written or
 deleted through (`checkpoint.io.local_links`).
 """
 
@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from checkpoint.io import local_links
-from checkpoint.io.blob_stores import check_key
-from checkpoint.io.storage_errors import BlobNotFoundError, StorageError, StorageTimeoutError
-from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
+from checkpoint.storage.blob_stores import check_key
+from checkpoint.storage.errors import BlobNotFoundError, StorageError, StorageTimeoutError
+from vocabulary.options import DEFAULT_STORAGE_TIMEOUT
 
 __all__ = ["FsBlobStore"]
 

@@ -44,7 +44,7 @@ from checkpoint.io.recovery import (
     check_name,
     check_retained,
 )
-from checkpoint.io.storage import CheckpointStorage
+from checkpoint.storage.layout import CheckpointStorage
 
 
 @dataclass

@@ -42,18 +42,13 @@ from checkpoint.io.recovery import (
     NotLeaderError,
     check_retained,
 )
-from checkpoint.io.storage import (
+from checkpoint.storage.layout import (
     CheckpointStorage,
     CorruptCheckpointError,
     StorageError,
     compute_checksum,
 )
-from checkpoint.io.store import (
-    CompletedCheckpointStore,
-    DiscardQueue,
-    discard_checkpoint_files,
-    run_of,
-)
+from checkpoint.storage.store import CompletedCheckpointStore, DiscardQueue, discard_checkpoint_files, run_of
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from checkpoint.io.storage import (
+from checkpoint.lease import LEASE_FILE, Lease, LeaseVerdict, judge
+from checkpoint.storage.layout import (
     BlobNotFoundError,
     CheckpointStorage,
     MemoryBlobStore,
@@ -42,7 +43,6 @@ from checkpoint.io.storage import (
     StorageFileError,
     put_if_absent,
 )
-from checkpoint.lease import LEASE_FILE, Lease, LeaseVerdict, judge
 
 __all__ = ["DEFAULT_LEASE_TIMEOUT", "LEASE_FILE", "CheckpointDirectoryInUseError", "JobLease", "LeaseLostError",
            "lease_for"]
@@ -141,7 +141,7 @@ class JobLease:
         """The lease in storage (None: no lease file).
 
         Raises:
-            checkpoint.io.storage.StorageFileError: the lease file is not a lease (names it).
+            checkpoint.storage.layout.StorageFileError: the lease file is not a lease (names it).
             StorageError: the storage could not be read.
         """
         try:

@@ -35,8 +35,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from checkpoint.ids import CheckpointIDCounter, StandaloneCheckpointIDCounter
-from checkpoint.io.storage import CheckpointStorage
-from checkpoint.io.store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
+from checkpoint.storage.layout import CheckpointStorage
+from checkpoint.storage.store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
 
 #: seconds any one ZooKeeper call may take, connecting included (`set_high_availability(...,
 #: operation_timeout=)`): a healthy ensemble answers in milliseconds; an unreachable one fails

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import StateHandle, TaskId
 from checkpoint.io.state_files import StateFileOptions, StateFileWriter, TaskSnapshot
+from vocabulary.handles import StateHandle, TaskId
 
 if TYPE_CHECKING:
-    from checkpoint.io.storage import CheckpointStorage
+    from checkpoint.storage.layout import CheckpointStorage
 
 
 class SnapshotWriter:
@@ -44,7 +44,7 @@ class SnapshotWriter:
         """Write the prepared files; return the handles per kind.
 
         Raises:
-            checkpoint.io.storage.StorageError: a write failed (files written so far are removed).
+            checkpoint.storage.layout.StorageError: a write failed (files written so far are removed).
         """
         if self.files is not None:
             return self.files.write(snapshot)

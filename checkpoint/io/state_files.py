@@ -36,15 +36,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from checkpoint.handles import StateHandle, TaskId
-from checkpoint.io.storage import StorageError
+from checkpoint.storage.layout import StorageError
 from state.compaction import DEFAULT_COMPACTION_THRESHOLD
 from state.incremental import DEFAULT_REBASE_RATIO, IncrementalPlan, IncrementalSnapshotStrategy, Piece
 from state.merging import DEFAULT_MAX_FILE_SIZE, checksum, pack_segments
 from state.registry import manifest_key
+from vocabulary.handles import StateHandle, TaskId
 
 if TYPE_CHECKING:
-    from checkpoint.io.storage import CheckpointStorage
+    from checkpoint.storage.layout import CheckpointStorage
 
 
 class TaskSnapshot(Protocol):

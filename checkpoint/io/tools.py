@@ -32,10 +32,12 @@ from typing import Any
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.io.cleanup import unreferenced_files
-from checkpoint.io.committer_files import unneeded_files
-from checkpoint.io.keyed_files import read_keyed_snapshots
 from checkpoint.io.lease import CheckpointDirectoryInUseError, JobLease, holding
-from checkpoint.io.storage import (
+from checkpoint.io.storage import storage_from_uri
+from checkpoint.lease import LeaseVerdict
+from checkpoint.storage.committer_files import unneeded_files
+from checkpoint.storage.keyed_files import read_keyed_snapshots
+from checkpoint.storage.layout import (
     METADATA_FILE,
     SHARED_DIR,
     BlobNotFoundError,
@@ -44,10 +46,8 @@ from checkpoint.io.storage import (
     MissingMetadataError,
     StorageError,
     list_links,
-    storage_from_uri,
 )
-from checkpoint.io.store import run_of
-from checkpoint.lease import LeaseVerdict
+from checkpoint.storage.store import run_of
 from state.serialization import KeyedStateSnapshot, keyed_snapshot_from_bytes
 from state.timer_queue import TIMER_STATE_PREFIX
 

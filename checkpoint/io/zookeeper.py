@@ -61,9 +61,9 @@ from checkpoint.io.recovery import (
     check_name,
     check_retained,
 )
-from checkpoint.io.storage import CheckpointStorage
 from checkpoint.io.zookeeper_client import ensure_path, require_connected, start_within, wait
 from checkpoint.io.zookeeper_election import ZooKeeperLeaderElection
+from checkpoint.storage.layout import CheckpointStorage
 
 log = logging.getLogger(__name__)
 

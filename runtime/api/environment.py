@@ -35,13 +35,6 @@ from typing import Any
 
 from checkpoint.io.recovery import DEFAULT_OPERATION_TIMEOUT, HighAvailabilityConfig
 from checkpoint.modes import parse_mode
-from checkpoint.options import (
-    DEFAULT_STORAGE_TIMEOUT,
-    CheckpointConfig,
-    CheckpointingMode,
-    InvalidOptionError,
-    RestartStrategy,
-)
 from operators.base import Record
 from operators.sources import CollectionSource, GeneratorSource, Source
 from operators.watermarks import WatermarkStrategy
@@ -50,7 +43,6 @@ from runtime.api.graph_builder import DEFAULT_RESTART_STRATEGY, GraphBuilder
 from runtime.api.transformations import Transformation
 from runtime.checker.invariants import InvariantChecker
 from runtime.connectors.parquet import ParquetSource
-from runtime.core.debloat import DEFAULT_TARGET, BufferDebloatConfig
 from runtime.core.graph import (
     JobGraph,
     JobGraphError,
@@ -61,6 +53,14 @@ from runtime.core.graph import (
 )
 from runtime.jobmaster.registry import get_executor
 from runtime.jobmaster.result import RestoredFrom
+from vocabulary.debloat import DEFAULT_TARGET, BufferDebloatConfig
+from vocabulary.options import (
+    DEFAULT_STORAGE_TIMEOUT,
+    CheckpointConfig,
+    CheckpointingMode,
+    InvalidOptionError,
+    RestartStrategy,
+)
 
 __all__ = [
     "DEFAULT_RESTART_STRATEGY",
@@ -134,7 +134,7 @@ class StreamEnvironment:
         compaction_threshold: float | None = 2.0,
         max_file_size: int = 64 << 20,
     ) -> StreamEnvironment:
-        """Checkpoint every `interval` seconds (see `checkpoint.options.CheckpointConfig`).
+        """Checkpoint every `interval` seconds (see `vocabulary.options.CheckpointConfig`).
 
         `mode` is the guarantee (`CheckpointingMode`, "exactly-once", "at-least-once") or a mode
         name that also says how barriers travel: "aligned", "unaligned", "aligned-timeout" (needs
@@ -192,7 +192,7 @@ class StreamEnvironment:
         input to `target` seconds of its measured throughput by announcing a smaller buffer size
         (records, at least `min_buffer_size`, at most `buffer_size`) to its senders, so aligned
         barriers wait behind, and unaligned checkpoints persist, less data under backpressure.
-        See `runtime.core.debloat` for the options and why the default target is 100 ms.
+        See `vocabulary.debloat` for the options and why the default target is 100 ms.
 
         Raises:
             BufferDebloatError: an option out of range (the message names it).
@@ -413,9 +413,9 @@ class StreamEnvironment:
 
     def land_checkpoints_to(self, spark: Any, target: str) -> StreamEnvironment:
         """Land every completed checkpoint of the next `execute` with Spark under `target`, in the
-        background (`spark_bridge.landing`); `execute` waits for the landings before returning.
+        background (`spark_bridge.io.landing`); `execute` waits for the landings before returning.
         Works with any checkpoint storage, in-memory included."""
-        from spark_bridge.landing import CheckpointLander
+        from spark_bridge.io.landing import CheckpointLander
 
         self._checkpoint_listeners.append(CheckpointLander(spark, target))
         return self
@@ -468,7 +468,7 @@ class StreamEnvironment:
         Raises:
             spark_bridge.LandingError: nothing (or not that checkpoint) is landed there.
         """
-        from spark_bridge.restore import checkpoint_from_landed
+        from spark_bridge.io.restore import checkpoint_from_landed
 
         self._restore_from = checkpoint_from_landed(spark, target, checkpoint_id)
         self._started_over = None

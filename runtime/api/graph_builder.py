@@ -9,9 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
-from checkpoint.options import (
-    RestartStrategy,
-)
 from operators.base import StreamOperator
 from operators.sources import CollectionSource
 from operators.two_input import TwoInputStreamOperator
@@ -24,6 +21,9 @@ from runtime.core.graph import (
     OperatorFactory,
 )
 from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, PartitionerSpec, Rebalance
+from vocabulary.options import (
+    RestartStrategy,
+)
 
 if TYPE_CHECKING:
     from runtime.api.environment import StreamEnvironment

@@ -48,9 +48,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from runtime.calibration.profile import CostProfile
-from runtime.core.links import resolve_link_delays
-from runtime.core.task_metrics import StepTimes
 from runtime.sim.costs import StepCost, quantile
+from vocabulary.links import resolve_link_delays
+from vocabulary.task_metrics import StepTimes
 
 #: steps of the trigger and acknowledgement delays' distributions (5 %: 21 points)
 QUANTILE_STEPS = 20

@@ -51,7 +51,7 @@ METRICS = ("throughput", "latency_p50", "latency_p99", "checkpoint_duration_p50"
 def calibration_env(env: Any) -> Any:
     """`env` with unaligned exactly-once checkpoints (its own interval, else
     `CALIBRATION_INTERVAL`): the checkpoints whose barriers measure the transport."""
-    from checkpoint.options import CheckpointingMode
+    from vocabulary.options import CheckpointingMode
 
     config = env.checkpoint_config
     env.checkpoint_config = dataclasses.replace(

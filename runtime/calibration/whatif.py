@@ -38,7 +38,7 @@ class Variant:
 
     def apply(self, env: Any) -> Any:
         """Change `env` (a freshly built job) as this variant says; returns it."""
-        from checkpoint.options import CheckpointingMode
+        from vocabulary.options import CheckpointingMode
 
         config = env.checkpoint_config
         changes: dict[str, Any] = {}

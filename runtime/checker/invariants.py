@@ -52,9 +52,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
-from checkpoint.options import CheckpointingMode
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.checker.output_invariants import OutputChecks
 from runtime.checker.time_invariants import EventTimeChecks
 from runtime.core.barriers import BarrierTracker
@@ -67,6 +64,9 @@ from runtime.records.messages import (
     Watermark,
     WatermarkStatus,
 )
+from vocabulary.handles import TaskId
+from vocabulary.options import CheckpointingMode
+from vocabulary.reasons import CheckpointFailureReason
 
 if TYPE_CHECKING:
     from runtime.core.record_writer import OutputChannel

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.io.storage import ForwardingBlobStore
+from checkpoint.storage.layout import ForwardingBlobStore
 
 if TYPE_CHECKING:
     from runtime.checker.invariants import InvariantChecker

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
 from operators.windows.operator import WindowOperator
 from operators.windows.triggers import EventTimeTrigger
 from runtime.records.messages import Watermark
+from vocabulary.handles import TaskId
 
 if TYPE_CHECKING:
     from runtime.checker.invariants import InvariantChecker

@@ -20,8 +20,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def _error_exit_code(exc: BaseException) -> int:
-    from checkpoint.options import InvalidOptionError
     from runtime.core.graph import JobGraphError
+    from vocabulary.options import InvalidOptionError
 
     return 2 if isinstance(exc, UsageError | InvalidOptionError | JobGraphError) else 1
 

@@ -18,9 +18,9 @@ from runtime.cli.run import print_checkpoint_dir
 
 def demo_job(args: argparse.Namespace, rows: list[dict[str, Any]], *, unaligned: bool,
               storage: str | None) -> Any:
-    from checkpoint.options import CheckpointingMode, RestartStrategy
     from runtime import StreamEnvironment
     from runtime.workloads.pageview import build_pageview
+    from vocabulary.options import CheckpointingMode, RestartStrategy
 
     env = StreamEnvironment(parallelism=args.parallelism, buffer_size=256, credits=8)
     env.enable_checkpointing(interval=args.interval, mode=CheckpointingMode.EXACTLY_ONCE,

@@ -48,7 +48,7 @@ RUN_MODES = ("exactly-once", "at-least-once")
 
 def run_mode(text: str) -> str:
     from checkpoint.modes import parse_mode
-    from checkpoint.options import InvalidOptionError
+    from vocabulary.options import InvalidOptionError
 
     try:
         return parse_mode(text, accepted=RUN_MODES).name

@@ -32,13 +32,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
 from operators.base import StreamOperator
 from operators.sources import Source
 from runtime.core.partitioners import KeyGroupHash, PartitionerSpec
+from vocabulary.handles import TaskId
 
 if TYPE_CHECKING:
-    from checkpoint.options import CheckpointConfig, RestartStrategy
+    from vocabulary.options import CheckpointConfig, RestartStrategy
 
 #: Flink's upper bound for max parallelism (key groups are 15-bit)
 MAX_MAX_PARALLELISM = 1 << 15
@@ -239,7 +239,7 @@ class JobGraph:
     restart_strategy: RestartStrategy | None = None
     #: `checkpoint.io.recovery.HighAvailabilityConfig`, or None (standalone)
     high_availability: Any = None
-    #: `runtime.core.debloat.BufferDebloatConfig`, or None (buffers keep `buffer_size`)
+    #: `vocabulary.debloat.BufferDebloatConfig`, or None (buffers keep `buffer_size`)
     buffer_debloat: Any = None
     #: seconds of stamps a sink task leaves out of its latency histogram, from the earliest
     #: `created_at` it saw (`StreamEnvironment.set_latency_warmup`; 0: every record)

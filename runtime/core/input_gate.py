@@ -41,7 +41,6 @@ from collections import deque
 from dataclasses import dataclass
 
 from runtime.core.barriers.handler import BarrierHandler
-from runtime.core.ports import Clock
 from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
@@ -53,6 +52,7 @@ from runtime.records.messages import (
     WatermarkStatus,
 )
 from runtime.records.spilling import MemorySpiller, Spiller, SpillHandle
+from vocabulary.ports import Clock
 
 __all__ = ["DEFAULT_SPILL_BOUND_BYTES", "CheckpointedInputGate", "GateStats"]
 

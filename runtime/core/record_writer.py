@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
 from operators.columns import Batch, compact, concat, num_rows
 from operators.side_outputs import SideOutputs
 from runtime.records.messages import (
@@ -30,6 +29,7 @@ from runtime.records.messages import (
     WatermarkStatus,
 )
 from runtime.records.record_types import StreamSchema
+from vocabulary.handles import TaskId
 
 if TYPE_CHECKING:
     from runtime.core.graph import JobGraph, JobVertex

@@ -1,7 +1,7 @@
 """`SinkLatency`: end-to-end latencies of the records reaching a sink task.
 
 A record's latency is its arrival at the sink task minus its `created_at` stamp (when it has
-one). Kept in a bounded histogram (`runtime/core/histogram.py`): memory does not grow with the
+one). Kept in a bounded histogram (`vocabulary/histogram.py`): memory does not grow with the
 number of records. With a warm-up (`StreamEnvironment.set_latency_warmup`), records stamped within
 that many seconds of the earliest stamp the task saw are counted, not measured. Pure: the time
 comes in as an argument.
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.core.histogram import LatencyHistogram
+from vocabulary.histogram import LatencyHistogram
 
 __all__ = ["SinkLatency"]
 

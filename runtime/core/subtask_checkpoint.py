@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers import AlignmentStats
-from runtime.core.ports import Clock
 from runtime.records.messages import ChannelItem, channel_state_batch
 from state.serialization import buffers_to_bytes, operator_state_to_bytes
+from vocabulary.handles import StateHandle, TaskAcknowledgement, TaskId
+from vocabulary.ports import Clock
+from vocabulary.reasons import CheckpointFailureReason
 
 
 class TaskPorts(Protocol):

@@ -49,8 +49,6 @@ import enum
 from collections import Counter, deque
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
-from checkpoint.options import CheckpointingMode
 from operators.base import OperatorContext, SinkCommitter, StreamOperator
 from operators.columns import Batch, compact, num_rows
 from operators.side_outputs import SideOutputs
@@ -61,10 +59,8 @@ from runtime.core.barriers import (
     UnalignedBarrierHandler,
 )
 from runtime.core.barriers.handler import BarrierHandler
-from runtime.core.debloat import BufferDebloater
 from runtime.core.input_gate import CheckpointedInputGate
 from runtime.core.operator_chain import SOURCE_OP_KEY, OperatorChain
-from runtime.core.ports import Clock, Timers
 from runtime.core.record_writer import OutputChannel, RecordWriter
 from runtime.core.sink_latency import SinkLatency
 from runtime.core.source_reading import SourceReaders
@@ -87,6 +83,10 @@ from runtime.records.messages import (
 )
 from state.key_groups import key_group_range_for_subtask
 from state.keyed import KeyedStateBackend
+from vocabulary.debloat import BufferDebloater
+from vocabulary.handles import TaskId
+from vocabulary.options import CheckpointingMode
+from vocabulary.ports import Clock, Timers
 
 if TYPE_CHECKING:
     from runtime.core.graph import JobGraph, JobVertex
@@ -175,7 +175,7 @@ class Task(TaskCheckpointing):
                 self.num_inputs, self.handler, clock=clock,
                 spill_bound_bytes=spill_bound_bytes, spiller=spiller,
             )
-        #: buffer debloating (`runtime.core.debloat`): the input buffer size announced to the senders
+        #: buffer debloating (`vocabulary.debloat`): the input buffer size announced to the senders
         #: with the credits they get back (None: debloating is off)
         self.debloater: BufferDebloater | None = None
         if self.gate is not None and graph.buffer_debloat is not None:

@@ -31,12 +31,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from checkpoint.handles import StateHandle
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers import AlignmentStats
 from runtime.core.operator_chain import SOURCE_OP_KEY
 from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.records.messages import Buffer, CheckpointBarrier, CheckpointOptions
+from vocabulary.handles import StateHandle
+from vocabulary.reasons import CheckpointFailureReason
 
 
 class TaskCheckpointing:

@@ -38,10 +38,10 @@ from typing import Any
 
 from operators.timestamps import MIN_WATERMARK
 from operators.watermarks import WatermarkStrategy
-from runtime.core.ports import Clock, Timers
 from runtime.core.source_watermarks import SourceWatermarks
 from runtime.core.watermark_valve import CombinedWatermark, StatusWatermarkValve
 from runtime.records.messages import EndOfPartition, Watermark, WatermarkStatus
+from vocabulary.ports import Clock, Timers
 
 __all__ = ["TaskTime"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from checkpoint.handles import TaskId
-from checkpoint.reasons import CheckpointFailureReason
+from vocabulary.handles import TaskId
+from vocabulary.reasons import CheckpointFailureReason
 
 
 class JobMasterGateway(Protocol):

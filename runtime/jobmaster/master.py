@@ -38,15 +38,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checkpoint.options import RestartStrategy
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobGraph
-from runtime.core.histogram import LatencyHistogram
-from runtime.core.ports import Clock, Timers
 from runtime.core.task import Task
 from runtime.jobmaster.committer.collect import CommittedOutput
 from runtime.jobmaster.coordination.coordinators import CoordinatorSuccession
-from runtime.jobmaster.faults.plan import FaultPlan
 from runtime.jobmaster.faults.schedule import FaultSchedule
 from runtime.jobmaster.gateway import JobMasterGateway
 from runtime.jobmaster.lifecycle.restart import RestartBackoff
@@ -58,6 +53,11 @@ from runtime.jobmaster.restore.state_assignment import (
     plan_restore,
 )
 from runtime.jobmaster.result import JobFailedError, JobMetrics, JobResult, RestoredFrom, suppresses_restarts
+from vocabulary.fault_plan import FaultPlan
+from vocabulary.histogram import LatencyHistogram
+from vocabulary.options import RestartStrategy
+from vocabulary.ports import Clock, Timers
+from vocabulary.reasons import CheckpointFailureReason
 
 #: `(latest, restores)` of the newest retained checkpoint that verifies (`restore_latest_valid`)
 LatestValid = Callable[[], tuple[Any, dict[Any, Any]]]
@@ -122,7 +122,7 @@ class JobMaster:
         restore_from: `(CompletedCheckpoint, CheckpointStorage)` the first attempt starts from.
         allow_non_restored_state: drop the checkpoint's state the job does not use.
         checkpoint_listeners: called with `(completed, storage)` for every completed checkpoint.
-        run_id: this run's identity in the checkpoint storage (`checkpoint.io.store.new_run_id()`:
+        run_id: this run's identity in the checkpoint storage (`checkpoint.io.storage.new_run_id()`:
             the executor draws it, a name from the clock and dice is not the master's to make).
         replay_hint: how to replay a failure, appended to the failure messages.
 

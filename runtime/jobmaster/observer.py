@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from checkpoint.handles import TaskId
+from vocabulary.handles import TaskId
 
 
 class ExecutionObserver(Protocol):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.core.errors import SuppressRestartsError
-from runtime.core.histogram import LatencyHistogram
-from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.committer.collect import CollectCommitter, Record
+from vocabulary.errors import SuppressRestartsError
+from vocabulary.histogram import LatencyHistogram
+from vocabulary.task_metrics import StepTimes
 
 
 def suppresses_restarts(exc: BaseException | None) -> bool:
@@ -50,7 +50,7 @@ class JobMetrics:
     duration: float = 0.0
     restarts: int = 0
     #: end-to-end latencies of the records that reached a sink task, merged over tasks: exact
-    #: count/min/max/mean, percentiles within 1 % (`runtime.core.histogram`); `len()` is the count
+    #: count/min/max/mean, percentiles within 1 % (`vocabulary.histogram`); `len()` is the count
     latencies: LatencyHistogram = field(default_factory=LatencyHistogram, repr=False)
     #: stamped records that reached a sink task within the latency warm-up
     #: (`StreamEnvironment.set_latency_warmup`): not in `latencies`
@@ -74,7 +74,7 @@ class JobMetrics:
     #: "complete_final", "abort"; sent "ack", "decline" (`Task.control_calls`). Completions a
     #: task learned from a barrier or trigger are no call and not counted
     control_calls: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: per task ("vertex[i]"), what its steps cost (`runtime.core.task_metrics`; calibration input)
+    #: per task ("vertex[i]"), what its steps cost (`vocabulary.task_metrics`; calibration input)
     tasks: dict[str, StepTimes] = field(default_factory=dict)
     #: Ray: calls the coordinator actors sent (`control`: triggers and notifications, batched per
     #: worker; `commit`) and received (`report`: acknowledgements, batched per worker), and the

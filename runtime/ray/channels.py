@@ -52,7 +52,7 @@ class OutputChannels:
     tagged with `epoch`.
 
     Consecutive payloads for one channel go in one call; each call carries the sequence number
-    of its first payload. With a `delay` (a slow link, `runtime.core.links`) every drained batch is
+    of its first payload. With a `delay` (a slow link, `vocabulary.links`) every drained batch is
     held that long and sent in order by a timer (`schedule(delay, callback)`, run under the
     actor's lock). A delay spike on one channel (`spike`, the `ChannelDelay` fault) holds what is
     sent on that channel in its window `extra` seconds longer; what follows on that channel

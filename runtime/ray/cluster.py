@@ -59,7 +59,7 @@ LOCAL_SYSTEM_CONFIG: dict[str, Any] = {
     "enable_timeline": False,
 }
 
-_PACKAGES = ("runtime", "operators", "checkpoint", "state")
+_PACKAGES = ("runtime", "operators", "checkpoint", "state", "vocabulary")
 
 #: the token of the embedded Rays this process starts (one per process: Ray's driver caches the
 #: token it first reads, so a second embedded Ray must use the same)

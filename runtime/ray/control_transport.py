@@ -14,7 +14,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
 from runtime.jobmaster.coordination.control_plane import (
     ControlMessage,
     Delivery,
@@ -22,7 +21,8 @@ from runtime.jobmaster.coordination.control_plane import (
     NotifyCheckpointComplete,
     TriggerCheckpoint,
 )
-from runtime.jobmaster.faults.plan import Fault
+from vocabulary.fault_plan import Fault
+from vocabulary.handles import TaskId
 
 if TYPE_CHECKING:
     from runtime.ray.coordinator_actor import CoordinatorActor

@@ -63,15 +63,12 @@ import ray
 from ray.exceptions import RayActorError, RayError
 
 from checkpoint.coordinator import CheckpointCoordinator
-from checkpoint.handles import TaskId
 from checkpoint.io.cleanup import discard_orphans
 from checkpoint.io.ha_services import create_recovery_factory
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.subtask_checkpoint import TaskRestore
 from runtime.jobmaster.committer.collect import CommittedOutput
 from runtime.jobmaster.coordination.control_plane import ControlPlane
 from runtime.jobmaster.coordination.coordinator_state import coordinator_state, promoted
-from runtime.jobmaster.faults.plan import FaultPlan
 from runtime.jobmaster.faults.schedule import FaultSchedule
 from runtime.jobmaster.faults.storage import CoordinatorWriteFaults
 from runtime.jobmaster.restore.state_assignment import restore_latest_valid
@@ -81,6 +78,9 @@ from runtime.ray.errors import describe
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.storage import StorageSpec, open_storage
 from runtime.ray.timers import ProcessCpu, ThreadTimers, WallClock
+from vocabulary.fault_plan import FaultPlan
+from vocabulary.handles import TaskId
+from vocabulary.reasons import CheckpointFailureReason
 
 log = logging.getLogger("barrierflow.ray")
 
@@ -443,7 +443,7 @@ class _FlushingTimers:
 
 class CapturedFiles:
     """The task files of one completed checkpoint, read when it completed: what a checkpoint
-    listener (e.g. `spark_bridge.landing.CheckpointLander`) reads through `read_task_file`."""
+    listener (e.g. `spark_bridge.io.landing.CheckpointLander`) reads through `read_task_file`."""
 
     def __init__(self, completed: Any, storage: Any) -> None:
         self._files = {(h.path, h.offset, h.length): storage.read_task_file(h) for h in completed.state_handles()}

@@ -16,11 +16,11 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from checkpoint.io.recovery import ZooKeeperSuspendedError
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.jobmaster.faults.actions import coordinator_crash
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.errors import describe
 from runtime.ray.services import SERVICE_CPUS
+from vocabulary.reasons import CheckpointFailureReason
 
 log = logging.getLogger("barrierflow.ray")
 

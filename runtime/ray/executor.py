@@ -55,7 +55,7 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   `ChannelDelay` (in the sender's `OutputChannels`), and report what they counted (heartbeats,
   `cancel`, `finish`) so the next attempt continues the count (`runtime.jobmaster.faults.counts`);
   the coordinator actor applies the faults of triggers, completions and aborts, and of its own
-  storage writes (`CoordinatorStorageFailure`). `runtime.jobmaster.faults.plan` names where Ray differs.
+  storage writes (`CoordinatorStorageFailure`). `vocabulary.fault_plan` names where Ray differs.
 * Parts. The driver's parts are mixed into `RayExecutor`, which holds their state and runs the
   driver loop (`_run`: faults due, watchdog, heartbeats, coordinator and service polls, failover,
   the end): `runtime.ray.task_deployment` (deploying, polling, killing and cancelling the task
@@ -80,33 +80,11 @@ import ray
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from checkpoint.handles import TaskId
 from checkpoint.io.ha_services import create_recovery_factory
 from checkpoint.io.lease import lease_for
-from checkpoint.io.store import new_run_id
+from checkpoint.io.storage import new_run_id
 from runtime.core.graph import JobGraph
-from runtime.core.links import resolve_link_delays
 from runtime.jobmaster.committer.durable import open_committer
-from runtime.jobmaster.faults.plan import (
-    ChannelDelay,
-    ChannelStall,
-    CoordinatorCrash,
-    CoordinatorCrashBeforeNotify,
-    CoordinatorStorageFailure,
-    DelayedControlMessage,
-    DuplicatedControlMessage,
-    FaultPlan,
-    LostAcknowledgement,
-    LostControlMessage,
-    ProcessKill,
-    SlowStorage,
-    StorageWriteFailure,
-    TaskCrash,
-    TaskCrashDuringRecovery,
-    TaskStall,
-    TornWrite,
-    check_supported,
-)
 from runtime.jobmaster.lifecycle.progress import Phase, progress_figures, reading_phase
 from runtime.jobmaster.lifecycle.watchdog import (
     DEFAULT_STALL_TIMEOUT,
@@ -129,6 +107,28 @@ from runtime.ray.slots import assign_slots, check_slots
 from runtime.ray.storage import StorageConfigError, check_storage_for_cluster, is_memory, open_storage
 from runtime.ray.task_deployment import TaskDeployment
 from runtime.ray.timers import WallClock
+from vocabulary.fault_plan import (
+    ChannelDelay,
+    ChannelStall,
+    CoordinatorCrash,
+    CoordinatorCrashBeforeNotify,
+    CoordinatorStorageFailure,
+    DelayedControlMessage,
+    DuplicatedControlMessage,
+    FaultPlan,
+    LostAcknowledgement,
+    LostControlMessage,
+    ProcessKill,
+    SlowStorage,
+    StorageWriteFailure,
+    TaskCrash,
+    TaskCrashDuringRecovery,
+    TaskStall,
+    TornWrite,
+    check_supported,
+)
+from vocabulary.handles import TaskId
+from vocabulary.links import resolve_link_delays
 
 log = logging.getLogger("barrierflow.ray")
 
@@ -170,7 +170,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         trace_barriers: record barrier events in `JobResult.trace` (wall times: `barrier-in` per input
             channel, `snapshot`, `ack`, as on the simulator), for a barrier timeline.
         link_delays: task or vertex name -> extra seconds on everything it sends (a slow link,
-            `runtime.core.links`), as the simulator's `NetworkOptions.link_delays`.
+            `vocabulary.links`), as the simulator's `NetworkOptions.link_delays`.
     """
 
     def __init__(
@@ -324,7 +324,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         too, but only by dying in their constructors, retried until the deploy gives up.
 
         Raises:
-            checkpoint.io.storage.StorageError: the storage URI cannot be opened.
+            checkpoint.storage.layout.StorageError: the storage URI cannot be opened.
             checkpoint.io.recovery.HighAvailabilityError: ZooKeeper cannot be reached.
         """
         if not is_memory(self.storage_uri):
@@ -514,7 +514,7 @@ def run_job(
     Raises:
         JobFailedError: the job failed for good (restart attempts exhausted).
         runtime.ray.storage.StorageConfigError: node-local checkpoint storage on a multi-node cluster.
-        checkpoint.io.storage.StorageError: the checkpoint storage URI cannot be reached (within
+        checkpoint.storage.layout.StorageError: the checkpoint storage URI cannot be reached (within
             `storage_timeout`; names the URI and the cause).
         checkpoint.io.recovery.HighAvailabilityError: ZooKeeper cannot be reached (within the
             `operation_timeout` of `set_high_availability`; names the hosts).

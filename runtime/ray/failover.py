@@ -23,11 +23,11 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.jobmaster.lifecycle.progress import Phase
 from runtime.jobmaster.result import JobFailedError
 from runtime.ray import errors
 from runtime.ray.errors import describe
+from vocabulary.reasons import CheckpointFailureReason
 
 
 class DriverFailover:

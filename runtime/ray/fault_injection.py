@@ -10,13 +10,13 @@ import logging
 import time
 from typing import Any
 
-from checkpoint.handles import TaskId
 from runtime.jobmaster.faults.actions import crash_after_records, fire_fault, injected_crash
 from runtime.jobmaster.faults.counts import RunCounts
-from runtime.jobmaster.faults.plan import (
+from vocabulary.fault_plan import (
     ChannelDelay,
     SlowStorage,
 )
+from vocabulary.handles import TaskId
 
 log = logging.getLogger("barrierflow.ray")
 

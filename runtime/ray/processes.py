@@ -1,6 +1,6 @@
 """The operating-system process of each actor of a job, to kill it as the OOM killer would.
 
-A `ProcessKill` fault (`runtime.jobmaster.faults.plan`) sends SIGKILL to an actor's process: Ray is not
+A `ProcessKill` fault (`vocabulary.fault_plan`) sends SIGKILL to an actor's process: Ray is not
 asked (as it is by `ray.kill`, a `TaskCrash`), it finds the process gone. `ActorProcesses` asks
 each actor for its process id and node as soon as it is created (`__ray_call__`, queued ahead of
 any other call to it, so a busy actor still answers at once) and, when told to kill one:

@@ -30,7 +30,7 @@ import pyarrow as pa
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 
-from checkpoint.io.storage import MemoryBlobStore, StorageError, StorageTimeoutError
+from checkpoint.storage.layout import MemoryBlobStore, StorageError, StorageTimeoutError
 from runtime.jobmaster.committer.collect import CollectCommitter, CommittedOutput
 from runtime.jobmaster.result import GcPauses
 from runtime.ray.errors import describe

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from checkpoint.handles import TaskId
+from vocabulary.handles import TaskId
 
 
 class SlotsError(ValueError):

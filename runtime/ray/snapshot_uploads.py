@@ -28,14 +28,14 @@ from typing import Any
 
 import ray
 
-from checkpoint.handles import TaskId
 from checkpoint.io.snapshot_writer import SnapshotWriter
-from checkpoint.io.storage import StorageError
+from checkpoint.storage.layout import StorageError
 from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.core.task import Task
 from runtime.jobmaster.faults.counts import AttemptFaults
 from runtime.jobmaster.faults.storage import write_torn
 from runtime.ray.services import RemoteCommitter, stage_failed
+from vocabulary.handles import TaskId
 
 #: the sinks' pre-commits of one snapshot, as `RemoteCommitter.take_staged` returns them
 Staged = tuple[list[tuple[str, str, Any]], list[Any]]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpoint.io.storage import CheckpointStorage, storage_from_uri
-from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
+from checkpoint.io.storage import storage_from_uri
+from checkpoint.storage.layout import CheckpointStorage
 from runtime.ray.services import RemoteBlobStore
+from vocabulary.options import DEFAULT_STORAGE_TIMEOUT
 
 
 class StorageConfigError(ValueError):
@@ -49,7 +50,7 @@ def open_storage(spec: StorageSpec, graph: Any = None) -> CheckpointStorage:
     job's `storage_timeout`.
 
     Raises:
-        checkpoint.io.storage.StorageError: the URI cannot be opened (names it and the cause).
+        checkpoint.storage.layout.StorageError: the URI cannot be opened (names it and the cause).
     """
     kind, value = spec
     if kind == "memory":

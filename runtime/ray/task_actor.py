@@ -61,12 +61,9 @@ from typing import Any
 
 import ray
 
-from checkpoint.handles import TaskId
 from checkpoint.io.snapshot_writer import SnapshotWriter
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.subtask_checkpoint import TaskRestore, TaskSnapshot
 from runtime.core.task import Task
-from runtime.core.task_metrics import StepTimes
 from runtime.jobmaster.master import TaskFinal
 from runtime.jobmaster.result import suppresses_restarts
 from runtime.ray.channels import InputChannels, OutputChannels
@@ -84,6 +81,9 @@ from runtime.records.messages import (
     CheckpointBarrier,
     CheckpointOptions,
 )
+from vocabulary.handles import TaskId
+from vocabulary.reasons import CheckpointFailureReason
+from vocabulary.task_metrics import StepTimes
 
 #: seconds of work per slice before the work thread lets waiting calls in (see `TaskActor._drive`)
 WORK_SLICE = 0.002
@@ -150,7 +150,7 @@ class TaskActor(TaskFaultInjection):
         #: barrier events (`trace_barriers`): (wall time, kind, checkpoint id, task, detail), the
         #: simulator's `JobResult.trace` format; kept across epochs, lost if the actor dies
         self._trace: list[tuple[Any, ...]] | None = [] if services.get("trace_barriers") else None
-        #: a slow link (`runtime.core.links`): seconds every output waits before it is sent
+        #: a slow link (`vocabulary.links`): seconds every output waits before it is sent
         self._link_delay: float = services.get("link_delay", 0.0)
         self.epoch = -1
         self.task: Task | None = None

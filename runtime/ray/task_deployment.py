@@ -14,11 +14,11 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
-from checkpoint.handles import TaskId
 from runtime.ray import errors
 from runtime.ray.errors import describe
 from runtime.ray.slots import SlotHandle
 from runtime.ray.worker_actor import WorkerActor
+from vocabulary.handles import TaskId
 
 log = logging.getLogger("barrierflow.ray")
 

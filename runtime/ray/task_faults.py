@@ -29,8 +29,8 @@ import time
 from collections import deque
 from typing import Any
 
-from checkpoint.handles import TaskAcknowledgement
 from runtime.jobmaster.faults.counts import AttemptFaults
+from vocabulary.handles import TaskAcknowledgement
 
 
 class TaskFaultInjection:

@@ -25,13 +25,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.jobmaster.result import GcPauses
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.slots import LocalSlot
 from runtime.ray.task_actor import TaskActor
 from runtime.ray.timers import ThreadTimers
+from vocabulary.handles import TaskAcknowledgement, TaskId
+from vocabulary.reasons import CheckpointFailureReason
 
 #: seconds a worker holds an acknowledgement waiting for its sibling subtasks' of the same
 #: checkpoint (see `WorkerReports`)

@@ -36,8 +36,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from runtime.core.errors import SuppressRestartsError
 from state.values import describe_value
+from vocabulary.errors import SuppressRestartsError
 
 NONE = type(None)
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

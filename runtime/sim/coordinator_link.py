@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.io.storage import StorageError
+from checkpoint.storage.layout import StorageError
 from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.jobmaster.coordination.control_plane import (
     ControlMessage,
@@ -25,9 +24,10 @@ from runtime.jobmaster.coordination.control_plane import (
     NotifyCheckpointComplete,
     TriggerCheckpoint,
 )
-from runtime.jobmaster.faults.plan import Fault
 from runtime.jobmaster.faults.storage import write_torn
 from runtime.records.messages import CheckpointOptions
+from vocabulary.fault_plan import Fault
+from vocabulary.handles import TaskAcknowledgement, TaskId
 
 if TYPE_CHECKING:
     from runtime.sim.executor import SimExecutor

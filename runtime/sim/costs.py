@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-from checkpoint.handles import TaskId
+from vocabulary.handles import TaskId
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ module of its own, reached through the executor:
   (acknowledgements, snapshot writes to a real `CheckpointStorage`, in memory unless the job
   names one).
 * `runtime.sim.fault_actions`: the `FaultPlan` (every kind is described in
-  `runtime.jobmaster.faults.plan`), resolved once per run by a `FaultSchedule` and carried out; the
+  `vocabulary.fault_plan`), resolved once per run by a `FaultSchedule` and carried out; the
   coordinator's id-counter and metadata writes fail through a `CoordinatorWriteFaults` around
   the storage's blob store.
 * `runtime.sim.ports`: the virtual clock, timers and each task's `TaskPorts`.
@@ -41,21 +41,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, get_args
 
 from checkpoint.coordinator import CheckpointCoordinator
-from checkpoint.handles import TaskId
 from checkpoint.io.cleanup import discard_orphans
 from checkpoint.io.lease import lease_for
 from checkpoint.io.snapshot_writer import SnapshotWriter
-from checkpoint.io.storage import storage_from_uri
-from checkpoint.io.store import new_run_id
-from checkpoint.options import DEFAULT_STORAGE_TIMEOUT
-from checkpoint.reasons import CheckpointFailureReason
+from checkpoint.io.storage import new_run_id, storage_from_uri
 from runtime.core.graph import JobGraph
 from runtime.core.task import Task
 from runtime.jobmaster.committer.collect import CollectCommitter, GlobalCommitterView
 from runtime.jobmaster.committer.durable import open_committer
 from runtime.jobmaster.coordination.coordinator_state import coordinator_state, promoted
 from runtime.jobmaster.faults.actions import coordinator_crash
-from runtime.jobmaster.faults.plan import Fault, FaultPlan, ProcessKill, check_supported
 from runtime.jobmaster.faults.schedule import FaultSchedule
 from runtime.jobmaster.faults.storage import CoordinatorWriteFaults
 from runtime.jobmaster.lifecycle.progress import progress_figures, reading_phase
@@ -72,6 +67,10 @@ from runtime.sim.network import NetworkOptions, SimNetwork
 from runtime.sim.ports import SimClock, SimTaskPorts, SimTimers
 from runtime.sim.saturation import SaturationMonitor, sample_of
 from runtime.sim.task_runner import TaskRunner
+from vocabulary.fault_plan import Fault, FaultPlan, ProcessKill, check_supported
+from vocabulary.handles import TaskId
+from vocabulary.options import DEFAULT_STORAGE_TIMEOUT
+from vocabulary.reasons import CheckpointFailureReason
 
 log = logging.getLogger("barrierflow.sim")
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
 from runtime.jobmaster.faults.actions import crash_after_records, fire_fault, injected_crash
+from vocabulary.handles import TaskId
 
 if TYPE_CHECKING:
     from runtime.sim.executor import SimExecutor

@@ -2,7 +2,7 @@
 
 * Data: one FIFO per channel (wired from `JobGraph.channel_routes()`, as on Ray). Each message
   gets a seeded delay but is delivered no earlier than the previous message of its channel;
-  `NetworkOptions.link_delays` slows everything a task sends (`runtime.core.links`), a
+  `NetworkOptions.link_delays` slows everything a task sends (`vocabulary.links`), a
   `ChannelDelay` fault adds to one channel's delay, and a `ChannelStall` holds everything sent to
   a task until it ends.
 * Credits: data consumes credits; a consumed buffer sends its credit back after a network delay
@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
-from runtime.core.links import resolve_link_delays
 from runtime.records.messages import BufferOrEvent, CheckpointBarrier
 from runtime.sim.costs import quantile
+from vocabulary.handles import TaskId
+from vocabulary.links import resolve_link_delays
 
 if TYPE_CHECKING:
     from runtime.sim.executor import SimExecutor
@@ -59,7 +59,7 @@ class NetworkOptions:
     #: at different times send barriers that arrive apart, which an aligned task waits out
     trigger_delay_quantiles: tuple[float, ...] = ()
     #: task name ("vertex[i]") or vertex name -> extra seconds on everything it sends on its output
-    #: channels (a slow link, `runtime.core.links`)
+    #: channels (a slow link, `vocabulary.links`)
     link_delays: dict[str, float] = field(default_factory=dict)
 
 

@@ -1,4 +1,4 @@
-"""What the simulator hands the pure core (`runtime.core.ports`): virtual time, timers that are
+"""What the simulator hands the pure core (`vocabulary.ports`): virtual time, timers that are
 events on the executor's heap, and each task's `TaskPorts`.
 
 A task's timers and ports belong to one execution epoch: after a failover their events are
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.subtask_checkpoint import TaskSnapshot
+from vocabulary.handles import TaskAcknowledgement, TaskId
+from vocabulary.reasons import CheckpointFailureReason
 
 if TYPE_CHECKING:
     from runtime.sim.executor import SimExecutor

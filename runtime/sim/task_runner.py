@@ -15,10 +15,10 @@ import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
 from runtime.core.task import Task
-from runtime.core.task_metrics import StepTimes
 from runtime.sim.costs import CpuCores, times_of
+from vocabulary.handles import TaskId
+from vocabulary.task_metrics import StepTimes
 
 if TYPE_CHECKING:
     from runtime.sim.executor import SimExecutor

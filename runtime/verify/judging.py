@@ -20,8 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from checkpoint.io.storage import CorruptCheckpointError
 from checkpoint.io.tools import collect_garbage, open_checkpoints, read_checkpoint
+from checkpoint.storage.layout import CorruptCheckpointError
 from runtime.checker.invariants import InvariantViolation
 from runtime.jobmaster.committer.collect import CollectCommitter
 from runtime.jobmaster.result import JobFailedError

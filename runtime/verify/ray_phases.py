@@ -26,9 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpoint.io.tools import CheckpointToolError, load_checkpoint
-from checkpoint.options import RestartStrategy
 from runtime.jobmaster.committer.collect import CollectCommitter
-from runtime.jobmaster.faults.plan import FaultPlan, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.verify.judging import (
     FAULT_FAILURES,
@@ -52,6 +50,8 @@ from runtime.verify.ray_swarm import (
 from runtime.verify.swarm import SCRATCH_DIR, first_source_rows
 from runtime.verify.swarm_config import SOURCE_VERTEX
 from runtime.workloads.seeded import SINK
+from vocabulary.fault_plan import FaultPlan, TaskCrash
+from vocabulary.options import RestartStrategy
 
 #: seconds the restoring process may take beyond its execution's `MAX_DURATION` (start, join Ray)
 PROCESS_SLACK = 60.0

@@ -41,8 +41,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from checkpoint.options import RestartStrategy
-from runtime.jobmaster.faults.plan import FaultPlan
 from runtime.verify.swarm import Verdict
 from runtime.verify.swarm_config import (
     BACKENDS,
@@ -55,6 +53,8 @@ from runtime.verify.swarm_config import (
     parse_config,
 )
 from runtime.workloads.seeded import build_stamped_job, draw_rows
+from vocabulary.fault_plan import FaultPlan
+from vocabulary.options import RestartStrategy
 
 #: every fault kind the Ray swarm draws, by its `FaultPlan.random` keyword: fewer of each than the
 #: simulator's swarm (a failover costs a process start here)

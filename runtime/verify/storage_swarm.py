@@ -46,9 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checkpoint.io.committer_files import COMMITTED_DIR
+from checkpoint.io.fs_blob_store import FsBlobStore
 from checkpoint.io.lease import CheckpointDirectoryInUseError, JobLease, this_process
-from checkpoint.io.storage import CheckpointStorage, FsBlobStore
 from checkpoint.io.tools import (
     CheckpointToolError,
     JobRunningError,
@@ -58,13 +57,15 @@ from checkpoint.io.tools import (
     open_checkpoints,
 )
 from checkpoint.lease import LEASE_FILE, Lease
-from checkpoint.options import RestartStrategy
+from checkpoint.storage.committer_files import COMMITTED_DIR
+from checkpoint.storage.layout import CheckpointStorage
 from operators import CollectSink
 from runtime.api.environment import StreamEnvironment
 from runtime.jobmaster.committer.durable import DurableCollectCommitter
-from runtime.jobmaster.faults.plan import FaultPlan, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import CountPerKey
+from vocabulary.fault_plan import FaultPlan, TaskCrash
+from vocabulary.options import RestartStrategy
 
 JOB = "job"
 BACKENDS = {"full": {}, "incremental": {"state_backend": "incremental"},
@@ -147,7 +148,7 @@ def _env(config: StorageConfig, ckpts: Path, out: Path, *, restore: bool) -> Str
     rows = [{"id": i, "key": f"k{i % config.keys}"} for i in range(config.rows)]
     sink: Any = CollectSink("out")
     if config.spark_sink:
-        from spark_bridge.sink import SparkSink
+        from spark_bridge.io.sink import SparkSink
 
         sink = SparkSink(str(out), name="out")
     env.from_collection(rows, splits=2).key_by("key").process(CountPerKey(), name="count").sink_to(sink)

@@ -32,10 +32,8 @@ from typing import Any
 
 from checkpoint.io.tools import CheckpointToolError
 from checkpoint.modes import parse_mode
-from checkpoint.options import RestartStrategy
 from runtime.checker.invariants import InvariantChecker
 from runtime.jobmaster.committer.collect import CollectCommitter
-from runtime.jobmaster.faults.plan import FaultPlan, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.sim.costs import CostModel
 from runtime.sim.network import NetworkOptions
@@ -60,6 +58,8 @@ from runtime.workloads.seeded import (
     build_stamped_job,
     draw_rows,
 )
+from vocabulary.fault_plan import FaultPlan, TaskCrash
+from vocabulary.options import RestartStrategy
 
 # --------------------------------------------------------------------------- judging
 

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from checkpoint.modes import ALIASES
-from runtime.jobmaster.faults import plan as fault_module
-from runtime.jobmaster.faults.plan import FaultPlan
 from runtime.verify.judging import config_repr
 from runtime.workloads.seeded import (
     ORDER_FREE_STAGES,
@@ -43,6 +41,8 @@ from runtime.workloads.seeded import (
     order_holds_after,
     stages_valid,
 )
+from vocabulary import fault_plan as fault_module
+from vocabulary.fault_plan import FaultPlan
 
 MODES = ("aligned", "unaligned", "timeout", "at_least_once")
 EXACTLY_ONCE_MODES = ("aligned", "unaligned", "timeout")

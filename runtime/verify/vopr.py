@@ -35,13 +35,13 @@ from functools import partial
 from typing import Any
 
 from checkpoint.modes import parse_mode
-from checkpoint.options import InvalidOptionError
-from runtime.jobmaster.faults.plan import Fault, FaultPlan
 from runtime.verify.parallel_sweep import default_jobs, errors_only, verdicts
 from runtime.verify.shrink import same_violation, shrink
 from runtime.verify.swarm import Verdict, run_config
 from runtime.verify.swarm_config import SwarmConfig, coverage, draw_config, parse_config, replay_line
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
+from vocabulary.fault_plan import Fault, FaultPlan
+from vocabulary.options import InvalidOptionError
 
 #: `--mode` of the original runner (`checkpoint.modes` names; `timeout`, `at_least_once` too)
 LEGACY_MODES = ("aligned", "unaligned", "aligned-timeout", "at-least-once")
@@ -276,7 +276,7 @@ def _on_ray(run: Callable[[], int]) -> int:
 
 
 def _fault_classes() -> set[str]:
-    """The class names of every fault kind (`runtime.jobmaster.faults.plan.Fault`)."""
+    """The class names of every fault kind (`vocabulary.fault_plan.Fault`)."""
     return {kind.__name__ for kind in typing.get_args(Fault)}
 
 

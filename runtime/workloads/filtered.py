@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime.api.environment import StreamEnvironment
 from runtime.workloads.seeded import CountPerKey, multiset
+from vocabulary.options import RestartStrategy
 
 #: the count task behind the filter and the source subtask with one of the three splits
 COUNT_TASK = "count[0]"

@@ -85,8 +85,8 @@ RELAY_SINK = "out"
 def relay_job(rows: int = 400, *, storage: str | None = None, attempts: int = 5, **checkpointing: Any) -> Any:
     """The relay job (see the module docstring) in a new `StreamEnvironment`, checkpointing every
     2 virtual ms unless `checkpointing` (options of `enable_checkpointing`) says otherwise."""
-    from checkpoint.options import RestartStrategy
     from runtime.api.environment import StreamEnvironment
+    from vocabulary.options import RestartStrategy
 
     env = StreamEnvironment(parallelism=2, buffer_size=4, credits=2, buffer_timeout=0.001)
     env.enable_checkpointing(**{"interval": 0.002, "tolerable_failures": 1_000_000, "storage": storage,

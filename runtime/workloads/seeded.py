@@ -166,8 +166,8 @@ def make_env(spec: JobSpec, *, mode: str = "aligned", attempts: int = 50) -> Any
     """An environment for `spec` with checkpointing in `mode` (a `checkpoint.modes` name; an
     `aligned-timeout`/`timeout` alignment timeout is 0)."""
     from checkpoint.modes import parse_mode
-    from checkpoint.options import RestartStrategy
     from runtime.api.environment import StreamEnvironment
+    from vocabulary.options import RestartStrategy
 
     profile = parse_mode(mode)
     env = StreamEnvironment(parallelism=spec.parallelism, buffer_size=spec.buffer_size,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from operators.base import OperatorContext, StreamOperator
-from runtime.core.ports import ManualClock
 from state.key_groups import KeyGroupRange
 from state.keyed import KeyedStateBackend
+from vocabulary.ports import ManualClock
 
 
 class RecordingCommitter:

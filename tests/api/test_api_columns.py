@@ -21,7 +21,7 @@ from operators.columns import as_batch, as_records, compact, concat, num_rows, t
 from operators.keyed import ColumnKeySelector, CountOperator
 from runtime import CheckpointingMode, JobFailedError, JobGraphError, RestartStrategy, StreamEnvironment
 from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, Rebalance
-from runtime.core.ports import ManualClock
+from vocabulary.ports import ManualClock
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -9,12 +9,12 @@ import types
 import cloudpickle
 import pytest
 
-from checkpoint.options import InvalidOptionError
 from operators import CollectSink, KeyedProcessFunction
 from operators.keyed import KeyedProcessOperator
 from runtime import CheckpointingMode, JobGraphError, RestartStrategy, StreamEnvironment
 from runtime.api.environment import DEFAULT_RESTART_STRATEGY
 from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, Rebalance
+from vocabulary.options import InvalidOptionError
 
 ROWS = [{"app": f"a{i % 3}", "v": i} for i in range(12)]
 

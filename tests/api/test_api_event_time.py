@@ -18,8 +18,8 @@ from operators.sinks import CollectSink
 from operators.timestamps import TIMESTAMP_FIELD as TS
 from operators.transforms import FilterOperator, FlatMapOperator, MapBatchesOperator, MapOperator
 from operators.watermarks import WatermarkStrategy
-from runtime.core.ports import ManualClock
 from runtime.records.messages import Watermark, WatermarkStatus
+from vocabulary.ports import ManualClock
 
 ALERTS = OutputTag("alerts")
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint.handles import TaskId
 from operators import CollectionSource, CollectSink
 from operators.keyed import ColumnKeySelector
 from operators.transforms import MapOperator
 from runtime import JobGraph, JobGraphError
 from runtime.core.graph import JobEdge, JobVertex, OperatorFactory
 from runtime.core.partitioners import Broadcast, Forward, KeyGroupHash, Rebalance
+from vocabulary.handles import TaskId
 
 
 def source(name="src", p=1):

@@ -11,7 +11,7 @@ from operators import KeyedProcessFunction, OperatorError
 from operators.keyed import ColumnKeySelector, CountOperator, KeyedProcessOperator, ReduceOperator
 from operators.timestamps import TIMESTAMP_FIELD
 from operators.transforms import FilterOperator, FlatMapOperator, MapBatchesOperator, MapOperator
-from runtime.core.ports import ManualClock
+from vocabulary.ports import ManualClock
 
 ROWS = [{"k": "a", "v": 1}, {"k": "b", "v": 2}, {"k": "a", "v": 3}]
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from operators import CollectionSource, GeneratorSource, OperatorError, SourceSplit
 from operators.sources import assign_splits
-from runtime.core.ports import ManualClock
+from vocabulary.ports import ManualClock
 
 
 def read_all(reader, batch=3):

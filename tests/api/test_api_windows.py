@@ -36,11 +36,11 @@ from operators.windows.operator import WindowOperator
 from operators.windows.vectorised import WindowCountSumOperator
 from runtime import StreamEnvironment
 from runtime.core.graph import JobGraphError
-from runtime.core.ports import ManualClock
 from runtime.records.messages import Watermark
 from state.key_groups import KeyGroupRange
 from state.keyed import KeyedStateBackend
 from state.serialization import keyed_snapshot_from_bytes, keyed_snapshot_to_bytes
+from vocabulary.ports import ManualClock
 
 LATE = OutputTag("late")
 

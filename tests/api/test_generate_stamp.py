@@ -6,7 +6,7 @@ import pytest
 
 from operators.sources import GeneratorSource
 from runtime.core.graph import JobGraphError
-from runtime.core.ports import ManualClock
+from vocabulary.ports import ManualClock
 
 
 @pytest.mark.parametrize("vectorised", [False, True])

@@ -14,10 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers import AlignmentStats, BarrierHandler
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.core.ports import ManualClock, ManualTimers
 from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
@@ -26,6 +24,8 @@ from runtime.records.messages import (
     CheckpointOptions,
     EndOfPartition,
 )
+from vocabulary.ports import ManualClock, ManualTimers
+from vocabulary.reasons import CheckpointFailureReason
 
 
 class RecordingListener:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint.reasons import CheckpointFailureReason as R
 from runtime.core.barriers import BarrierAligner, BarrierProtocolError
 from runtime.core.barriers.states import WaitingForFirstBarrier
 from runtime.records.messages import CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from vocabulary.reasons import CheckpointFailureReason as R
 
 from .helpers import (
     POLL,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint.reasons import CheckpointFailureReason as R
 from runtime.core.barriers import BarrierAligner
 from runtime.core.barriers.states import CollectingChannelState, WaitingForFirstBarrier
 from runtime.core.input_gate import CheckpointedInputGate
 from runtime.records.messages import BufferOrEvent, CheckpointBarrier, CheckpointOptions
+from vocabulary.reasons import CheckpointFailureReason as R
 
 from .helpers import (
     POLL,

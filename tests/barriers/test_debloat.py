@@ -1,11 +1,11 @@
-"""`runtime.core.debloat`: the throughput meter and the buffer size a task announces (pure, time injected)."""
+"""`vocabulary.debloat`: the throughput meter and the buffer size a task announces (pure, time injected)."""
 
 from __future__ import annotations
 
 import pytest
 
 from runtime import StreamEnvironment
-from runtime.core.debloat import (
+from vocabulary.debloat import (
     BufferDebloatConfig,
     BufferDebloater,
     BufferDebloatError,

@@ -7,7 +7,6 @@ import pytest
 from runtime.core.barriers import BarrierAligner, BarrierTracker
 from runtime.core.barriers.handler import BarrierHandler, HandlerStats
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.core.ports import ManualClock
 from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
@@ -16,6 +15,7 @@ from runtime.records.messages import (
     EndOfPartition,
 )
 from runtime.records.spilling import FileSpiller, MemorySpiller
+from vocabulary.ports import ManualClock
 
 from .helpers import (
     POLL,

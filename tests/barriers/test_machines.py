@@ -32,7 +32,6 @@ from hypothesis import currently_in_test_context, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from checkpoint.reasons import CheckpointFailureReason as R
 from runtime.core.barriers import (
     MAX_CHECKPOINTS_TO_TRACK,
     BarrierAligner,
@@ -40,7 +39,6 @@ from runtime.core.barriers import (
     UnalignedBarrierHandler,
 )
 from runtime.core.input_gate import DEFAULT_SPILL_BOUND_BYTES, CheckpointedInputGate
-from runtime.core.ports import ManualClock, ManualTimers
 from runtime.records.messages import (
     Buffer,
     BufferOrEvent,
@@ -49,6 +47,8 @@ from runtime.records.messages import (
     EndOfPartition,
 )
 from runtime.records.spilling import FileSpiller, MemorySpiller
+from vocabulary.ports import ManualClock, ManualTimers
+from vocabulary.reasons import CheckpointFailureReason as R
 
 # ---------------------------------------------------------------------------- reference models
 

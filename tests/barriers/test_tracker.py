@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint.reasons import CheckpointFailureReason as R
 from runtime.core.barriers import MAX_CHECKPOINTS_TO_TRACK, BarrierProtocolError, BarrierTracker
 from runtime.records.messages import CheckpointBarrier
+from vocabulary.reasons import CheckpointFailureReason as R
 
 from .helpers import RecordingListener, advance, barrier, buf, cancel, eop, expect, run
 

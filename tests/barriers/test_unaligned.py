@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint.reasons import CheckpointFailureReason as R
 from runtime.core.barriers import BarrierProtocolError, UnalignedBarrierHandler
 from runtime.core.barriers.states import WaitingForFirstBarrier
 from runtime.records.messages import (
@@ -14,6 +13,7 @@ from runtime.records.messages import (
     CheckpointOptions,
     EndOfPartition,
 )
+from vocabulary.reasons import CheckpointFailureReason as R
 
 from .helpers import POLL, RecordingListener, barrier, buf, cancel, eop, expect, feed, make_buffer, run, setup
 

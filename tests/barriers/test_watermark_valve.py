@@ -170,8 +170,8 @@ def test_without_idleness_the_output_is_every_rise_of_the_minimum(n, ops):
 
 
 def test_an_operator_with_two_inputs_gets_the_lower_of_their_watermarks():
-    from runtime.core.ports import ManualClock, ManualTimers
     from runtime.core.task_time import TaskTime
+    from vocabulary.ports import ManualClock, ManualTimers
 
     clock = ManualClock()
     # channels 0 and 1 feed input 0, channel 2 input 1 (`JobEdge.input_index`)

@@ -9,7 +9,6 @@ import math
 from operators.watermarks import WatermarkStrategy
 from runtime.core.barriers import BarrierAligner, UnalignedBarrierHandler
 from runtime.core.input_gate import CheckpointedInputGate
-from runtime.core.ports import ManualClock
 from runtime.core.source_watermarks import SourceWatermarks
 from runtime.records.messages import (
     Buffer,
@@ -22,6 +21,7 @@ from runtime.records.messages import (
     channel_state_item,
 )
 from state.serialization import buffers_from_bytes, buffers_to_bytes
+from vocabulary.ports import ManualClock
 
 from .helpers import RecordingListener, make_buffer
 
@@ -127,8 +127,8 @@ def test_only_the_split_being_read_goes_idle_and_backpressure_is_not_idleness():
 def test_time_scheduled_before_the_first_step_is_armed_by_it():
     """A task deployed but not started must not be driven by a timer (on Ray its peers may not be
     deployed yet: a source's periodic watermark, an operator's restored timer)."""
-    from runtime.core.ports import ManualTimers
     from runtime.core.task_time import TaskTime
+    from vocabulary.ports import ManualTimers
 
     clock = ManualClock()
     timers = ManualTimers(clock)

@@ -121,7 +121,7 @@ def test_keys_are_deterministic_and_zipf_is_skewed() -> None:
 
 
 def test_open_loop_stamps_are_the_schedule_not_the_read_time() -> None:
-    from runtime.core.ports import ManualClock
+    from vocabulary.ports import ManualClock
 
     source = ScheduledGenerator(count=10, rate=100.0, splits=1)
     clock = ManualClock(0.0)

@@ -54,7 +54,7 @@ def test_off_cpu_time_keeps_the_task_busy_without_a_core() -> None:
 def test_task_costs_win_over_their_vertex_and_the_default() -> None:
     model = CostModel(per_step=1.0, per_record=1.0, task_costs={"count": StepCost(0.1, 0.01),
                                                                 "count[1]": StepCost(0.2, 0.02, 0.5)})
-    from checkpoint.handles import TaskId
+    from vocabulary.handles import TaskId
 
     assert model.step_times(TaskId("count", 0), 10) == pytest.approx((0.2, 0.0))
     assert model.step_times(TaskId("count", 1), 10) == pytest.approx((0.4, 5.0))

@@ -7,10 +7,10 @@ import pytest
 
 from runtime.calibration.fit import fit_line, fit_profile, fit_size_line, fit_steps, fit_transport
 from runtime.calibration.predict import METRICS, at_full_speed, calibrate, figures, predict
-from runtime.core.task_metrics import StepTimes
 from runtime.sim.costs import CostModel, StepCost
 from runtime.sim.network import NetworkOptions
 from tests.calibration.jobs import small_job
+from vocabulary.task_metrics import StepTimes
 
 KNOWN_COSTS = CostModel(per_step=3e-5, per_record=4e-5, cores=2, checkpoint_cpu=0.003, write_cpu=2e-4,
                         write_cpu_per_byte=1e-8,

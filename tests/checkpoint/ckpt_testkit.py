@@ -9,19 +9,19 @@ from typing import Any
 
 from checkpoint.completed import CompletedCheckpoint
 from checkpoint.coordinator import CheckpointCoordinator
-from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.ids import StandaloneCheckpointIDCounter
-from checkpoint.io.storage import (
+from checkpoint.storage.layout import (
     BlobStore,
     CheckpointStorage,
     ForwardingBlobStore,
     MemoryBlobStore,
     StorageError,
 )
-from checkpoint.io.store import StandaloneCompletedCheckpointStore
-from checkpoint.options import CheckpointConfig
-from checkpoint.reasons import CheckpointFailureReason
-from runtime.core.ports import ManualClock, ManualTimers
+from checkpoint.storage.store import StandaloneCompletedCheckpointStore
+from vocabulary.handles import StateHandle, TaskAcknowledgement, TaskId
+from vocabulary.options import CheckpointConfig
+from vocabulary.ports import ManualClock, ManualTimers
+from vocabulary.reasons import CheckpointFailureReason
 
 JOB = "job-1"
 SRC = [TaskId("src", 0), TaskId("src", 1)]

@@ -10,14 +10,14 @@ from ckpt_testkit import JOB, SINK, SRC, TASKS, FailingBlobStore, make_harness
 
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.failure_manager import CheckpointFailureLimitError
-from checkpoint.handles import TaskId
 from checkpoint.ids import StandaloneCheckpointIDCounter
-from checkpoint.io.storage import MemoryBlobStore
-from checkpoint.io.store import StandaloneCompletedCheckpointStore
-from checkpoint.options import CheckpointConfig, CheckpointingMode
 from checkpoint.pending import AckResult
-from checkpoint.reasons import CheckpointFailureReason as R
-from runtime.core.ports import ManualClock, ManualTimers
+from checkpoint.storage.layout import MemoryBlobStore
+from checkpoint.storage.store import StandaloneCompletedCheckpointStore
+from vocabulary.handles import TaskId
+from vocabulary.options import CheckpointConfig, CheckpointingMode
+from vocabulary.ports import ManualClock, ManualTimers
+from vocabulary.reasons import CheckpointFailureReason as R
 
 
 def trigger_times(h) -> list[tuple[int, float]]:

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from checkpoint.ids import COUNTER_FILE, StorageCheckpointIDCounter
-from checkpoint.io.storage import MemoryBlobStore
-from checkpoint.options import CheckpointConfig
 from checkpoint.pending import AckResult
-from checkpoint.reasons import CheckpointFailureReason as R
+from checkpoint.storage.layout import MemoryBlobStore
+from vocabulary.options import CheckpointConfig
+from vocabulary.reasons import CheckpointFailureReason as R
 
 
 def _started_counter(storage):

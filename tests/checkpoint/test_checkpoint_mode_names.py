@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from checkpoint.modes import ALIASES, MODE_NAMES, parse_mode
-from checkpoint.options import CheckpointingMode, InvalidOptionError
 from runtime.api.environment import StreamEnvironment
 from runtime.cli import build_parser
 from runtime.verify import vopr
+from vocabulary.options import CheckpointingMode, InvalidOptionError
 
 EO, ALO = CheckpointingMode.EXACTLY_ONCE, CheckpointingMode.AT_LEAST_ONCE
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from checkpoint.options import CheckpointConfig, CheckpointingMode, InvalidOptionError, RestartStrategy
+from vocabulary.options import CheckpointConfig, CheckpointingMode, InvalidOptionError, RestartStrategy
 
 EO = CheckpointingMode.EXACTLY_ONCE
 ALO = CheckpointingMode.AT_LEAST_ONCE

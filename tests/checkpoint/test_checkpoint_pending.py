@@ -7,11 +7,11 @@ import threading
 import pytest
 
 from checkpoint.completed import CheckpointMetadataError, CompletedCheckpoint
-from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
 from checkpoint.ids import StandaloneCheckpointIDCounter
 from checkpoint.pending import AckResult, CheckpointStateError, PendingCheckpoint, PendingStatus
-from checkpoint.reasons import CheckpointFailureReason as R
 from checkpoint.stats import CheckpointStatsTracker
+from vocabulary.handles import StateHandle, TaskAcknowledgement, TaskId
+from vocabulary.reasons import CheckpointFailureReason as R
 
 A, B, C = TaskId("a", 0), TaskId("b", 0), TaskId("b", 1)
 

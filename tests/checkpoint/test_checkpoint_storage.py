@@ -7,18 +7,18 @@ import pytest
 from ckpt_testkit import FailingBlobStore
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
-from checkpoint.io.storage import (
+from checkpoint.io.fs_blob_store import FsBlobStore
+from checkpoint.io.storage import storage_from_uri
+from checkpoint.storage.layout import (
     BlobNotFoundError,
     CheckpointStorage,
     CorruptCheckpointError,
-    FsBlobStore,
     MemoryBlobStore,
     StorageError,
     checksum_matches,
     compute_checksum,
-    storage_from_uri,
 )
+from vocabulary.handles import StateHandle, TaskAcknowledgement, TaskId
 
 JOB = "job-1"
 A, B = TaskId("src", 0), TaskId("sink", 0)

@@ -8,9 +8,10 @@ import pytest
 from ckpt_testkit import FailingBlobStore
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
-from checkpoint.io.storage import CheckpointStorage, FsBlobStore, MemoryBlobStore, StorageError
-from checkpoint.io.store import StandaloneCompletedCheckpointStore
+from checkpoint.io.fs_blob_store import FsBlobStore
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore, StorageError
+from checkpoint.storage.store import StandaloneCompletedCheckpointStore
+from vocabulary.handles import StateHandle, TaskAcknowledgement, TaskId
 
 JOB = "job-1"
 TASK = TaskId("map", 0)
@@ -127,7 +128,7 @@ def test_recover_skips_corrupt_checkpoint_with_warning(storage, caplog, target) 
         data[len(data) // 2] ^= 0x10
         blob.put(bad_path, bytes(data))
     fresh = StandaloneCompletedCheckpointStore(storage, JOB, retained=1)
-    with caplog.at_level(logging.INFO, logger="checkpoint.io.store"):
+    with caplog.at_level(logging.INFO, logger="checkpoint.storage.store"):
         recovered = fresh.recover()
     assert [c.checkpoint_id for c in recovered] == [1]
     # no metadata is what every checkpoint that never completed leaves: said, but not as a warning
@@ -163,7 +164,7 @@ def test_cleanup_failure_is_logged_not_raised(caplog) -> None:
     storage = CheckpointStorage(NoDelete())
     store = StandaloneCompletedCheckpointStore(storage, JOB)
     store.add_checkpoint(make_checkpoint(storage, 1))
-    with caplog.at_level(logging.WARNING, logger="checkpoint.io.store"):
+    with caplog.at_level(logging.WARNING, logger="checkpoint.storage.store"):
         dropped = store.add_checkpoint(make_checkpoint(storage, 2))
     assert [c.checkpoint_id for c in dropped] == [1]
     assert "could not delete the files of checkpoint 1" in caplog.text
@@ -207,7 +208,7 @@ def test_shutdown_waits_for_the_deletes_and_a_failed_one_is_logged(caplog) -> No
         assert files(storage) == [f"{JOB}/chk-2/_metadata", f"{JOB}/chk-2/taskowned/map[0]/keyed"]
         blob.fail = True
         store.add_checkpoint(make_checkpoint(storage, 3))
-        with caplog.at_level(logging.WARNING, logger="checkpoint.io.store"):
+        with caplog.at_level(logging.WARNING, logger="checkpoint.storage.store"):
             store.shutdown()
     assert "could not delete the files of checkpoint 2" in caplog.text
     assert [c.checkpoint_id for c in store.get_all_checkpoints()] == [3]

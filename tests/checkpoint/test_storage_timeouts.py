@@ -11,10 +11,12 @@ import time
 import pyarrow.fs as pafs
 import pytest
 
-from checkpoint.io.storage import FsBlobStore, StorageError, StorageTimeoutError, storage_from_uri
-from checkpoint.options import DEFAULT_STORAGE_TIMEOUT, CheckpointConfig, InvalidOptionError
+from checkpoint.io.fs_blob_store import FsBlobStore
+from checkpoint.io.storage import storage_from_uri
+from checkpoint.storage.layout import StorageError, StorageTimeoutError
 from operators import CollectSink
 from runtime.api.environment import StreamEnvironment
+from vocabulary.options import DEFAULT_STORAGE_TIMEOUT, CheckpointConfig, InvalidOptionError
 
 BOUND = 15.0  # seconds: generous, the timeouts below are 1-2 s
 

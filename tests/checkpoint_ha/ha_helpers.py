@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.io.storage import CheckpointStorage
+from checkpoint.storage.layout import CheckpointStorage
+from vocabulary.handles import TaskAcknowledgement, TaskId
 
 JOB = "pv"
 

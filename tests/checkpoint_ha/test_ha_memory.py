@@ -17,7 +17,7 @@ from checkpoint.io.recovery import (
     NotLeaderError,
     RecoveryMode,
 )
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
 
 
 @pytest.fixture

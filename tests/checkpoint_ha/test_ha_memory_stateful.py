@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from checkpoint.io.ha_memory import InMemoryCoordinationService, InMemoryHighAvailabilityServices
 from checkpoint.io.recovery import NotLeaderError
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
 
 COORDINATORS = 3
 coordinator = st.integers(0, COORDINATORS - 1)

@@ -14,8 +14,8 @@ from checkpoint.io.recovery import (
     StandaloneCheckpointRecoveryFactory,
     StandaloneLeaderElection,
 )
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
-from checkpoint.io.store import StandaloneCompletedCheckpointStore
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
+from checkpoint.storage.store import StandaloneCompletedCheckpointStore
 
 
 @pytest.mark.parametrize("text", ["standalone", "STANDALONE", " Standalone "])

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkpoint.options import CheckpointingMode, RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, JobFailedError, JobGraphError, StreamEnvironment, TaskCrash
 from runtime.connectors.parquet import ParquetSource, ParquetSourceError
-from runtime.core.ports import ManualClock
+from vocabulary.options import CheckpointingMode, RestartStrategy
+from vocabulary.ports import ManualClock
 
 ROWS = [{"i": i, "k": f"k{i % 7}", "v": None if i % 11 == 0 else i * 0.5} for i in range(3_000)]
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpoint.handles import TaskId
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.core.ports import ManualClock, ManualTimers
 from runtime.core.subtask_checkpoint import TaskRestore
 from runtime.core.task import Task
 from runtime.jobmaster.committer.collect import CollectCommitter
 from runtime.records.messages import Buffer, BufferOrEvent, CheckpointBarrier, CheckpointOptions
+from vocabulary.handles import TaskId
+from vocabulary.ports import ManualClock, ManualTimers
 
 TO_APP = "to-app"
 

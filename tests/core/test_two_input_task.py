@@ -9,11 +9,9 @@ from typing import Any
 
 from test_task_direct import Ports
 
-from checkpoint.handles import TaskId
 from operators import CollectSink, KeyedCoProcessFunction, WatermarkStrategy
 from operators.timestamps import TIMESTAMP_FIELD
 from runtime import StreamEnvironment
-from runtime.core.ports import ManualClock, ManualTimers
 from runtime.core.task import Task
 from runtime.jobmaster.committer.collect import CollectCommitter
 from runtime.records.messages import (
@@ -25,6 +23,8 @@ from runtime.records.messages import (
     Watermark,
     WatermarkStatus,
 )
+from vocabulary.handles import TaskId
+from vocabulary.ports import ManualClock, ManualTimers
 
 CO = "co"
 LEFT, RIGHT = 0, 1  # the co-process task's input channels (one upstream subtask per input)

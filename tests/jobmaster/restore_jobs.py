@@ -11,11 +11,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from checkpoint.options import RestartStrategy
 from operators.keyed import KeyedProcessFunction
 from operators.sinks import CollectSink
 from runtime import StreamEnvironment
 from spark_bridge import SparkSink
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"id": i, "key": f"k{i % 23}"} for i in range(3000)]
 #: the record that fails the first execution's "check" operator

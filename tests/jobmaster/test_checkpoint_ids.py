@@ -10,12 +10,12 @@ import dataclasses
 import pytest
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StandaloneCheckpointIDCounter
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
-from checkpoint.io.store import StandaloneCompletedCheckpointStore
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
+from checkpoint.storage.store import StandaloneCompletedCheckpointStore
 from runtime.jobmaster.coordination.coordinators import resume_checkpoint_ids
 from runtime.workloads.seeded import make_env, random_spec
+from vocabulary.handles import TaskAcknowledgement, TaskId
 
 JOB = "job"
 TASK = TaskId("map", 0)

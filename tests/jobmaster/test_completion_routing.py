@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from checkpoint.options import CheckpointingMode
 from operators import CollectSink
 from runtime import StreamEnvironment
 from runtime.jobmaster.coordination.completions import CompletionNotices
+from vocabulary.options import CheckpointingMode
 
 
 class _ListeningSink(CollectSink):

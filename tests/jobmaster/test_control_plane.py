@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 
-from checkpoint.options import CheckpointingMode
-from checkpoint.reasons import CheckpointFailureReason
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
 from runtime.jobmaster.coordination.control_plane import (
@@ -24,14 +22,16 @@ from runtime.jobmaster.coordination.control_plane import (
     NotifyCheckpointComplete,
     TriggerCheckpoint,
 )
-from runtime.jobmaster.faults.plan import (
+from runtime.jobmaster.faults.schedule import FaultSchedule
+from vocabulary.fault_plan import (
     CoordinatorCrashBeforeNotify,
     DelayedControlMessage,
     DuplicatedControlMessage,
     Fault,
     LostControlMessage,
 )
-from runtime.jobmaster.faults.schedule import FaultSchedule
+from vocabulary.options import CheckpointingMode
+from vocabulary.reasons import CheckpointFailureReason
 
 
 class _ListeningSink(CollectSink):

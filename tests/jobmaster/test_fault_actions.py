@@ -6,10 +6,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from checkpoint.handles import TaskId
 from runtime import FaultPlan
 from runtime.jobmaster.faults.actions import fire_fault, injected_crash, stall_duration
-from runtime.jobmaster.faults.plan import (
+from runtime.jobmaster.faults.schedule import FaultSchedule
+from runtime.workloads.scenarios import relay_job
+from vocabulary.fault_plan import (
     ChannelDelay,
     ChannelStall,
     CoordinatorCrash,
@@ -17,8 +18,7 @@ from runtime.jobmaster.faults.plan import (
     TaskCrash,
     TaskStall,
 )
-from runtime.jobmaster.faults.schedule import FaultSchedule
-from runtime.workloads.scenarios import relay_job
+from vocabulary.handles import TaskId
 
 
 class Recorder:

@@ -9,20 +9,20 @@ from pathlib import Path
 import pytest
 
 from checkpoint.io.tools import load_checkpoint
-from checkpoint.options import RestartStrategy
-from checkpoint.reasons import CheckpointFailureReason
 from operators import CollectSink
 from runtime import StreamEnvironment
 from runtime.core.graph import JobGraphError
-from runtime.core.histogram import LatencyHistogram
-from runtime.core.ports import ManualClock, ManualTimers
 from runtime.jobmaster.committer.collect import CollectCommitter
-from runtime.jobmaster.faults.plan import FaultPlan, TaskCrashDuringRecovery
 from runtime.jobmaster.master import JobMaster, TaskFinal
 from runtime.jobmaster.registry import executor_names, get_executor, register_executor
 from runtime.jobmaster.restore.match import StateMismatchError
 from runtime.jobmaster.result import JobMetrics, RestoredFrom, SuppressRestartsError
 from tests.jobmaster.restore_jobs import Count, restore_env
+from vocabulary.fault_plan import FaultPlan, TaskCrashDuringRecovery
+from vocabulary.histogram import LatencyHistogram
+from vocabulary.options import RestartStrategy
+from vocabulary.ports import ManualClock, ManualTimers
+from vocabulary.reasons import CheckpointFailureReason
 
 
 class FakeGateway:
@@ -216,7 +216,7 @@ def test_the_result_merges_what_every_task_reported() -> None:
 
 
 def _task(vertex: str, subtask: int):
-    from checkpoint.handles import TaskId
+    from vocabulary.handles import TaskId
 
     return TaskId(vertex, subtask)
 

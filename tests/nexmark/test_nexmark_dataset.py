@@ -10,11 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from runtime.connectors.parquet import ParquetSource
-from runtime.core.ports import ManualClock
 from runtime.workloads.nexmark import NexmarkConfig
 from runtime.workloads.nexmark.__main__ import main
 from runtime.workloads.nexmark.dataset import MANIFEST, write_events
 from runtime.workloads.nexmark.generator import EVENT_SCHEMA, NexmarkGenerator
+from vocabulary.ports import ManualClock
 
 CONFIG = NexmarkConfig(seed=11, out_of_order_group_size=4)
 COUNT = 5_003

@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment, TaskCrash
 from runtime.workloads import nexmark
@@ -22,6 +21,7 @@ from runtime.workloads.nexmark.dataset import write_events
 from runtime.workloads.nexmark.generator import EVENT_SCHEMA
 from runtime.workloads.nexmark.oracle import disagreement, sink_queries, spark_answers
 from runtime.workloads.nexmark.queries import ORACLE_QUERIES, Query
+from vocabulary.options import RestartStrategy
 
 EVENTS = 4_000
 #: 100 events a second: 40 s of event time, several of the queries' 10 s windows and sessions

@@ -18,10 +18,10 @@ import sys
 from collections import Counter
 from typing import Any
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import StreamEnvironment
 from runtime.workloads.seeded import CountPerKey
+from vocabulary.options import RestartStrategy
 
 RECORDS, RATE, APPS = 6_000, 1_500, 7
 SINK = "pv"

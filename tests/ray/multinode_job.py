@@ -30,12 +30,12 @@ for _key, _value in LOCAL_ENV.items():
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from checkpoint.options import CheckpointingMode, RestartStrategy  # noqa: E402
 from operators import CollectSink  # noqa: E402
 from runtime import StreamEnvironment  # noqa: E402
 from runtime.ray.executor import RayExecutor  # noqa: E402
 from runtime.ray.storage import StorageConfigError  # noqa: E402
 from runtime.workloads.seeded import CountPerKey  # noqa: E402
+from vocabulary.options import CheckpointingMode, RestartStrategy  # noqa: E402
 
 RECORDS, RATE, APPS = 12_000, 2_000, 7
 

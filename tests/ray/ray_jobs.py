@@ -7,10 +7,10 @@ import time
 from collections import Counter
 from typing import Any
 
-from checkpoint.options import CheckpointingMode, RestartStrategy
 from operators import CollectSink
 from runtime import StreamEnvironment
 from runtime.workloads.seeded import CountPerKey, multiset
+from vocabulary.options import CheckpointingMode, RestartStrategy
 
 
 def pageview_rows(n: int, apps: int = 8, seed: int = 3) -> list[dict[str, Any]]:

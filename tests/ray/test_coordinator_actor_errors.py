@@ -13,7 +13,7 @@ import time
 import pytest
 from ray_jobs import pageview_env, pageview_rows
 
-from checkpoint.handles import TaskId
+from vocabulary.handles import TaskId
 
 
 def _actor(tmp_path):
@@ -64,9 +64,9 @@ def test_coordinator_storage_failures_in_the_actor_count_on_in_a_replacement(tmp
     """`CoordinatorStorageFailure` in the actor: `arm_faults` arms it on the actor's storage, and
     a replacement armed with its predecessor's `fault_counts` counts on; its own recovery of the
     id counter (in its constructor, before arming) is not counted, as on the simulator."""
-    from checkpoint.reasons import CheckpointFailureReason
     from runtime import FaultPlan
-    from runtime.jobmaster.faults.plan import CoordinatorStorageFailure
+    from vocabulary.fault_plan import CoordinatorStorageFailure
+    from vocabulary.reasons import CheckpointFailureReason
 
     plan = FaultPlan.of(CoordinatorStorageFailure(nth=1, what="counter"))
     first = _actor(tmp_path)

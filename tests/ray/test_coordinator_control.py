@@ -13,10 +13,10 @@ from typing import Any
 from ray_jobs import ListeningSink, pageview_env, pageview_rows
 from test_deferred_notifications import _Recorder
 
-from checkpoint.handles import TaskAcknowledgement
 from runtime import FaultPlan
-from runtime.jobmaster.faults.plan import CoordinatorCrashBeforeNotify
 from runtime.ray.coordinator_actor import CoordinatorActor
+from vocabulary.fault_plan import CoordinatorCrashBeforeNotify
+from vocabulary.handles import TaskAcknowledgement
 
 
 def test_a_doomed_coordinator_notifies_no_task_and_no_listener(tmp_path) -> None:

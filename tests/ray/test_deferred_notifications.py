@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from ray_jobs import ListeningSink, pageview_env, pageview_rows, unstageable_env
 
-from checkpoint.handles import TaskAcknowledgement
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.graph import JobVertex, OperatorFactory
 from runtime.jobmaster.coordination.completions import CompletionNotices
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.task_actor import TaskActor
 from runtime.records.messages import CheckpointOptions
+from vocabulary.handles import TaskAcknowledgement
+from vocabulary.reasons import CheckpointFailureReason
 
 ROWS = pageview_rows(200)
 

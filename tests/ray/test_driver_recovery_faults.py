@@ -3,11 +3,11 @@ a failover the restart strategy refuses is no recovery, as on the simulator (the
 
 from __future__ import annotations
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.jobmaster.faults.plan import FaultPlan, TaskCrashDuringRecovery
 from runtime.ray.executor import RayExecutor
+from vocabulary.fault_plan import FaultPlan, TaskCrashDuringRecovery
+from vocabulary.options import RestartStrategy
 
 
 def test_a_failover_that_fails_the_job_for_good_fires_no_recovery_fault_on_ray() -> None:

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
-from runtime.jobmaster.faults.plan import (
+from runtime.sim.executor import SimExecutor
+from runtime.workloads.seeded import CountPerKey, multiset
+from vocabulary.fault_plan import (
     ChannelDelay,
     CoordinatorCrashBeforeNotify,
     CoordinatorStorageFailure,
@@ -32,8 +33,7 @@ from runtime.jobmaster.faults.plan import (
     TaskStall,
     TornWrite,
 )
-from runtime.sim.executor import SimExecutor
-from runtime.workloads.seeded import CountPerKey, multiset
+from vocabulary.options import RestartStrategy
 
 ROWS = 3000
 

@@ -12,9 +12,9 @@ import pytest
 from ray_jobs import ListeningSink, expected_counts, pageview_env, pageview_rows
 from test_deferred_notifications import _Recorder
 
-from checkpoint.handles import TaskAcknowledgement
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.workloads.seeded import multiset
+from vocabulary.handles import TaskAcknowledgement
 
 
 @pytest.mark.parametrize("listening", [False, True], ids=["collect-sink", "listening-sink"])

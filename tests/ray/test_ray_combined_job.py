@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint.options import RestartStrategy
 from runtime import FaultPlan, JobFailedError, StreamEnvironment, TaskCrash
-from runtime.jobmaster.faults.plan import CoordinatorCrashBeforeNotify, TaskCrashDuringRecovery
 from runtime.workloads.combined import build_combined_job, check, combined_rows
+from vocabulary.fault_plan import CoordinatorCrashBeforeNotify, TaskCrashDuringRecovery
+from vocabulary.options import RestartStrategy
 
 LEFT, RIGHT = combined_rows(300)
 #: tasks per worker actor: the job has 21 vertices, and an actor process per task would take most of the run

@@ -58,7 +58,7 @@ class _Refuses:
     """An actor whose constructor raises what a dead service makes it raise."""
 
     def __init__(self) -> None:
-        from checkpoint.io.storage import StorageError
+        from checkpoint.storage.layout import StorageError
 
         raise StorageError("checkpoint storage memory://job is gone (list)")
 

@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from checkpoint.options import RestartStrategy
 from runtime import FaultPlan, StreamEnvironment, TaskCrash
 from runtime.checker.output_invariants import record_key
 from runtime.workloads.event_time import SINKS, build_event_time_job, event_rows, reference
+from vocabulary.options import RestartStrategy
 
 ROWS = event_rows(20_000)
 

@@ -23,9 +23,9 @@ from ray_jobs import (
 )
 
 from runtime import FaultPlan
-from runtime.jobmaster.faults.plan import ChannelStall, StorageWriteFailure, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import multiset
+from vocabulary.fault_plan import ChannelStall, StorageWriteFailure, TaskCrash
 
 ROWS = pageview_rows(4000)
 BAD = 3000  # the index of the record the UDF rejects
@@ -176,7 +176,7 @@ def test_unreachable_storage_or_zookeeper_fails_in_seconds_naming_it(what: str, 
     # checked in the driver before Ray starts, not in the actors' constructors (redeployed until
     # "actors kept dying" for storage, or until leader election gave up after 70 s for ZooKeeper)
     from checkpoint.io.recovery import HighAvailabilityError
-    from checkpoint.io.storage import StorageError
+    from checkpoint.storage.layout import StorageError
 
     address = f"127.0.0.1:{silent_port}"
     if what == "storage":

@@ -15,10 +15,10 @@ from ray_jobs import expected_counts, pageview_env, pageview_rows
 
 from checkpoint.io.zookeeper_server import ZooKeeperServer
 from runtime import FaultPlan
-from runtime.jobmaster.faults.plan import CoordinatorCrash
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.executor import RayExecutor
 from runtime.workloads.seeded import multiset
+from vocabulary.fault_plan import CoordinatorCrash
 
 pytestmark = pytest.mark.zookeeper
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from ray_jobs import SlowCountPerKey, expected_counts, pageview_env, pageview_rows, self_union_env
 
-from checkpoint.options import CheckpointingMode
 from runtime import FaultPlan, StreamEnvironment
-from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.workloads.scenarios import nan_key_counts, nan_keys_job
 from runtime.workloads.seeded import multiset
+from vocabulary.fault_plan import TaskCrash
+from vocabulary.options import CheckpointingMode
 
 ROWS = pageview_rows(6000)
 EXPECTED = expected_counts(ROWS)

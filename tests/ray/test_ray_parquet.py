@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"i": i, "k": f"k{i % 5}"} for i in range(6_000)]
 

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 import ray
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import JobFailedError, StreamEnvironment
 from runtime.jobmaster.committer.durable import COMMITTED_DIR
 from runtime.ray.executor import RayExecutor
 from runtime.ray.service_deaths import MEMORY_STORAGE_DIED
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"id": i} for i in range(20_000)]
 

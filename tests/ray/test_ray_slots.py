@@ -11,10 +11,10 @@ import time
 import pytest
 from ray_jobs import expected_counts, pageview_env, pageview_rows
 
-from checkpoint.options import CheckpointingMode
 from runtime import FaultPlan
-from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.workloads.seeded import multiset
+from vocabulary.fault_plan import TaskCrash
+from vocabulary.options import CheckpointingMode
 
 ROWS = pageview_rows(3000)
 EXPECTED = expected_counts(ROWS)

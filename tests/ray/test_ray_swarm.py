@@ -14,7 +14,6 @@ from dataclasses import replace
 
 import pytest
 
-from runtime.jobmaster.faults.plan import FaultPlan, ProcessKill
 from runtime.verify import ray_phases, ray_swarm
 from runtime.verify.judging import RunFailed
 from runtime.verify.ray_phases import run_config
@@ -31,6 +30,7 @@ from runtime.verify.ray_swarm import (
     restart_strategy,
 )
 from runtime.workloads.seeded import SINK, build_stamped_job, draw_rows, multiset, normalize_state
+from vocabulary.fault_plan import FaultPlan, ProcessKill
 
 CI_SEEDS = (230, 388, 171, 283, 337, 246, 14, 301, 151, 156)
 

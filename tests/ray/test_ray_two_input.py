@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from checkpoint.options import RestartStrategy
 from runtime import FaultPlan, StreamEnvironment, TaskCrash
 from runtime.checker.output_invariants import record_key
 from runtime.workloads.two_input import SINKS, build_two_input_job, reference, two_input_rows
+from vocabulary.options import RestartStrategy
 
 LEFT_ROWS, RIGHT_ROWS = two_input_rows(8_000)
 

@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from checkpoint.options import RestartStrategy
 from runtime import FaultPlan, StreamEnvironment, TaskCrash
 from runtime.checker.output_invariants import record_key
 from runtime.workloads.windows import build_windows_job, check_probes, reference, window_rows, without_probes
+from vocabulary.options import RestartStrategy
 
 ROWS = window_rows(20_000)
 

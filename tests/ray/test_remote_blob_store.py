@@ -55,7 +55,7 @@ def test_deletes_and_puts_from_two_threads_neither_fail_nor_get_lost(ray_session
 def test_a_call_to_a_killed_in_memory_storage_says_what_the_driver_says_of_it(ray_session) -> None:
     """A task or the coordinator finding the storage actor dead words it as the driver's ping does
     (one message, whoever notices first), on one line."""
-    from checkpoint.io.storage import StorageError
+    from checkpoint.storage.layout import StorageError
     from runtime.ray.service_deaths import MEMORY_STORAGE_DIED
     from runtime.ray.services import BlobStoreService, RemoteBlobStore
 

@@ -9,13 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from ray_jobs import expected_counts, pageview_env, pageview_rows
 
-from checkpoint.options import RestartStrategy
 from runtime.jobmaster.committer.collect import transaction_checkpoint
 from runtime.jobmaster.committer.durable import decode_commit, decode_transaction
-from runtime.jobmaster.faults.plan import CoordinatorCrashBeforeNotify, FaultPlan, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.ray.services import CommitterService, RemoteCommitter
 from runtime.workloads.seeded import multiset
+from vocabulary.fault_plan import CoordinatorCrashBeforeNotify, FaultPlan, TaskCrash
+from vocabulary.options import RestartStrategy
 
 
 @pytest.mark.ray

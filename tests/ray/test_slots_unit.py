@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from ray_jobs import pageview_env, pageview_rows
 
-from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.ray import worker_actor
 from runtime.ray.slots import SlotsError, assign_slots
 from runtime.ray.worker_actor import WorkerReports
+from vocabulary.handles import TaskAcknowledgement, TaskId
+from vocabulary.reasons import CheckpointFailureReason
 
 
 def test_subtasks_are_packed_pipeline_by_pipeline() -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from checkpoint.options import CheckpointingMode, RestartStrategy
 from operators import CollectSink
 from runtime import StreamEnvironment
 from runtime.workloads.seeded import CountPerKey, multiset
+from vocabulary.options import CheckpointingMode, RestartStrategy
 
 ROWS = [{"user": i, "app": f"app{(i * 7) % 5}", "ts": i} for i in range(600)]
 APPS = Counter(r["app"] for r in ROWS)

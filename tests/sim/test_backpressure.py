@@ -8,10 +8,10 @@ import statistics
 
 import pytest
 
-from checkpoint.options import CheckpointingMode, RestartStrategy
 from runtime import FaultPlan, StreamEnvironment
 from runtime.sim.costs import CostModel
 from runtime.workloads.scenarios import SINK, build_backpressure_job, check_headers, header_rows
+from vocabulary.options import CheckpointingMode, RestartStrategy
 
 SPLITS, PER_SPLIT, KEYS = 4, 400, 16
 ROWS = header_rows(SPLITS, PER_SPLIT, KEYS)

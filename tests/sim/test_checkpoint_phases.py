@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint.options import CheckpointingMode
 from checkpoint.stats import SubtaskCheckpointStats
 from runtime import StreamEnvironment
 from runtime.sim.costs import CostModel
 from runtime.workloads.scenarios import build_backpressure_job, header_rows
+from vocabulary.options import CheckpointingMode
 
 SPLITS, PER_SPLIT, KEYS = 2, 600, 16
 ROWS = header_rows(SPLITS, PER_SPLIT, KEYS)

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from checkpoint.options import CheckpointingMode, RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
 from runtime.sim.executor import SimExecutor
+from vocabulary.options import CheckpointingMode, RestartStrategy
 
 SINK = "out"
 EXCHANGES = ("chained", "forward", "rebalance", "broadcast")

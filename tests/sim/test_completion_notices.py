@@ -18,17 +18,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sim_jobs import EXPECTED, pageview
 
-from checkpoint.handles import TaskId
 from checkpoint.io.snapshot_writer import SnapshotWriter
-from checkpoint.options import CheckpointingMode
 from operators import CollectSink
 from operators.base import StreamOperator
 from runtime import FaultPlan, JobFailedError, RestartStrategy, StreamEnvironment
 from runtime.core.graph import JobVertex, OperatorFactory
 from runtime.core.task import Task
-from runtime.jobmaster.faults.plan import LostControlMessage, TaskCrash
 from runtime.sim.fault_actions import SimFaultActions
 from runtime.workloads.seeded import multiset
+from vocabulary.fault_plan import LostControlMessage, TaskCrash
+from vocabulary.handles import TaskId
+from vocabulary.options import CheckpointingMode
 
 SINKS = {"pv"}
 
@@ -112,7 +112,7 @@ def test_which_chains_listen_for_completions() -> None:
 def test_a_spark_sink_needs_no_notification() -> None:
     # the global committer writes its files when it commits the checkpoint (`staged_in_committer`):
     # its output is visible at the completion, whenever the notification arrives
-    from spark_bridge.sink import SparkSink
+    from spark_bridge.io.sink import SparkSink
 
     assert not SparkSink("/tmp/out").listens_for_completion()
 

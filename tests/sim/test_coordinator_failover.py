@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from runtime import FaultPlan
-from runtime.jobmaster.faults.plan import CoordinatorCrash
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
+from vocabulary.fault_plan import CoordinatorCrash
 
 _REFERENCES: dict[int, tuple] = {}
 

@@ -17,8 +17,8 @@ import pytest
 
 from operators import CollectSink
 from runtime import StreamEnvironment
-from runtime.jobmaster.faults.plan import ChannelStall, FaultPlan, TaskCrash
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
+from vocabulary.fault_plan import ChannelStall, FaultPlan, TaskCrash
 
 
 def _keyed_count_job(mode: str, max_concurrent: int) -> StreamEnvironment:

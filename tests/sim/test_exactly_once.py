@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
 from runtime.checker.invariants import InvariantChecker
 from runtime.jobmaster.committer.collect import CollectCommitter, transaction_checkpoint
-from runtime.jobmaster.faults.plan import CoordinatorCrashBeforeNotify, LostControlMessage, TaskCrash
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import SINK, CountPerKey, make_env, multiset, random_spec
+from vocabulary.fault_plan import CoordinatorCrashBeforeNotify, LostControlMessage, TaskCrash
+from vocabulary.options import RestartStrategy
 
 _REFERENCES: dict[int, tuple] = {}
 

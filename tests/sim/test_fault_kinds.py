@@ -1,4 +1,4 @@
-"""The fault kinds of `runtime.jobmaster.faults.plan` on the simulator: each one fires (its trace event) and
+"""The fault kinds of `vocabulary.fault_plan` on the simulator: each one fires (its trace event) and
 exactly-once holds under it, with the invariant checker on; random plans of each kind too.
 
 The explicit tests run the relay job (`runtime.workloads.scenarios.relay_job`: two sources, two-input
@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 
 from runtime import FaultPlan
 from runtime.checker.invariants import InvariantChecker
-from runtime.jobmaster.faults.plan import (
+from runtime.jobmaster.result import JobFailedError
+from runtime.sim.executor import SimExecutor
+from runtime.workloads.scenarios import RELAY_SINK, relay_job
+from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
+from vocabulary.fault_plan import (
     ChannelDelay,
     CoordinatorCrash,
     CoordinatorCrashBeforeNotify,
@@ -30,10 +34,6 @@ from runtime.jobmaster.faults.plan import (
     TornWrite,
     UnsupportedFaultError,
 )
-from runtime.jobmaster.result import JobFailedError
-from runtime.sim.executor import SimExecutor
-from runtime.workloads.scenarios import RELAY_SINK, relay_job
-from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 
 _REFERENCE: list = []
 _REFERENCES: dict[int, object] = {}
@@ -344,8 +344,8 @@ def test_the_older_kinds_draw_as_they_always_did() -> None:
 def test_the_ray_executor_implements_every_kind_the_simulator_every_one_but_process_kills() -> None:
     import typing
 
-    from runtime.jobmaster.faults.plan import Fault, check_supported
     from runtime.ray.executor import RAY_FAULT_KINDS
+    from vocabulary.fault_plan import Fault, check_supported
 
     assert set(RAY_FAULT_KINDS) == set(typing.get_args(Fault))
     with pytest.raises(UnsupportedFaultError, match=r"the sim executor does not implement fault kind ProcessKill "

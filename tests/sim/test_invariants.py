@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.io.snapshot_writer import SnapshotWriter
-from checkpoint.io.store import StandaloneCompletedCheckpointStore
+from checkpoint.storage.store import StandaloneCompletedCheckpointStore
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
 from runtime.checker.invariants import InvariantChecker, InvariantViolation
@@ -22,13 +22,13 @@ from runtime.checker.output_invariants import record_key
 from runtime.core.input_gate import CheckpointedInputGate
 from runtime.core.task import Task
 from runtime.jobmaster.committer.collect import CollectCommitter
-from runtime.jobmaster.faults.plan import CoordinatorCrash, LostAcknowledgement, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.records.messages import CancelCheckpointMarker
 from runtime.sim import executor as sim_executor
 from runtime.sim.ports import SimTaskPorts
 from runtime.workloads.scenarios import relay_job
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
+from vocabulary.fault_plan import CoordinatorCrash, LostAcknowledgement, TaskCrash
 
 _REFERENCES: dict[int, object] = {}
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from operators import CollectSink, KeyedProcessFunction
 from runtime import CheckpointingMode, StreamEnvironment
-from runtime.core.histogram import HIGHEST, LOWEST, RELATIVE_ERROR, LatencyHistogram
+from vocabulary.histogram import HIGHEST, LOWEST, RELATIVE_ERROR, LatencyHistogram
 
 durations = st.one_of(st.floats(min_value=LOWEST * 1.001, max_value=1e6), st.just(0.0))
 

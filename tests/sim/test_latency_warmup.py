@@ -11,7 +11,7 @@ import pytest
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
 from runtime.core.graph import JobGraphError
-from runtime.jobmaster.faults.plan import TaskStall
+from vocabulary.fault_plan import TaskStall
 
 RATE = 2000.0
 RECORDS = 2000  # one second of input

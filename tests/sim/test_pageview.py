@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from sim_jobs import APPS, EXPECTED, pageview
 
-from checkpoint.options import CheckpointingMode
 from runtime import FaultPlan
 from runtime.workloads.seeded import multiset
+from vocabulary.options import CheckpointingMode
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import RecordTypeError, StreamEnvironment
 from runtime.jobmaster.result import JobFailedError
+from vocabulary.options import RestartStrategy
 
 N = 40
 BUFFER_SIZES = [1, 3, 256]

@@ -8,15 +8,15 @@ import random
 
 import pytest
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink, OperatorError
 from runtime import FaultPlan
 from runtime.api.environment import DEFAULT_RESTART_STRATEGY, StreamEnvironment
-from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.jobmaster.lifecycle.restart import RestartBackoff
 from runtime.jobmaster.result import JobFailedError
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import CountPerKey, multiset
+from vocabulary.fault_plan import TaskCrash
+from vocabulary.options import RestartStrategy
 
 # --------------------------------------------------------------------------- the backoff itself
 

@@ -1,15 +1,15 @@
-"""Slow links (`runtime.core.links`): everything one task sends arrives later, in order."""
+"""Slow links (`vocabulary.links`): everything one task sends arrives later, in order."""
 
 from __future__ import annotations
 
 import pytest
 
-from checkpoint.handles import TaskId
 from operators import CollectSink
 from operators.sources import GeneratorSource
 from runtime import StreamEnvironment
-from runtime.core.links import resolve_link_delays
 from runtime.sim.network import NetworkOptions
+from vocabulary.handles import TaskId
+from vocabulary.links import resolve_link_delays
 
 
 def _job() -> StreamEnvironment:

@@ -18,14 +18,13 @@ from dataclasses import replace
 
 import pytest
 
-from checkpoint.io.store import StandaloneCompletedCheckpointStore
+from checkpoint.storage.store import StandaloneCompletedCheckpointStore
 from operators.interval_join import RIGHT_BUFFER, IntervalJoinOperator
 from operators.keyed import CountOperator
 from operators.sinks import CollectSink
 from runtime.api.environment import StreamEnvironment
 from runtime.core.task import Task
 from runtime.jobmaster.committer.collect import CollectCommitter
-from runtime.jobmaster.faults.plan import FaultPlan, TaskCrash
 from runtime.jobmaster.lifecycle.restart import RestartStrategy
 from runtime.verify import judging, swarm, vopr
 from runtime.verify.parallel_sweep import SeedRange, verdicts
@@ -56,6 +55,7 @@ from runtime.workloads.seeded import (
     stages_valid,
 )
 from state.timer_queue import TimerQueue
+from vocabulary.fault_plan import FaultPlan, TaskCrash
 
 SWEEP_SEEDS = 2000
 CHUNK = 100

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from sim_jobs import RESCALES
 
-from checkpoint.io.keyed_files import read_keyed_snapshots
 from checkpoint.io.tools import load_checkpoint, open_checkpoints, pending_timers, read_checkpoint
+from checkpoint.storage.keyed_files import read_keyed_snapshots
 from operators import CollectSink, KeyedCoProcessFunction
 from operators.interval_join import LEFT_BUFFER, RIGHT_BUFFER
 from runtime import FaultPlan, JobFailedError, RestartStrategy, StreamEnvironment, TaskCrash

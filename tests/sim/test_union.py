@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkpoint.options import CheckpointingMode, RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
 from runtime.workloads.seeded import CountPerKey, multiset
+from vocabulary.options import CheckpointingMode, RestartStrategy
 
 ROWS = [{"id": i, "key": f"k{i % 5}"} for i in range(300)]
 OTHER = [{"id": 1000 + i, "key": f"k{i % 3}"} for i in range(40)]

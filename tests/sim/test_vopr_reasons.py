@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from checkpoint.io.tools import CheckpointToolError, load_checkpoint
-from runtime.jobmaster.faults.plan import TornWrite
 from runtime.jobmaster.restore.state_assignment import CommittedOutputAheadError
 from runtime.verify.judging import EXPECTED_ERRORS, classify
 from runtime.verify.swarm import Verdict
 from runtime.verify.swarm_config import SwarmConfig
 from runtime.verify.vopr import sweep_line
 from runtime.workloads.scenarios import relay_job
+from vocabulary.fault_plan import TornWrite
 
 
 def test_the_reasons_cite_nothing_outside_the_repository() -> None:

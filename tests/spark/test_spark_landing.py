@@ -6,14 +6,14 @@ from collections import Counter
 
 import pytest
 
-from checkpoint.options import CheckpointingMode
 from operators import CollectSink, KeyedProcessFunction
 from runtime import StreamEnvironment
 from runtime.jobmaster.committer.collect import CollectCommitter
 from runtime.workloads.seeded import multiset
 from spark_bridge import LandingError, decode_value, land_checkpoint, landed_checkpoint_ids, read_checkpoint
-from spark_bridge.landing import resolve_checkpoint, write_state_tables
-from spark_bridge.state_tables import state_tables
+from spark_bridge.io.landing import resolve_checkpoint, write_state_tables
+from spark_bridge.io.state_tables import state_tables
+from vocabulary.options import CheckpointingMode
 
 pytestmark = pytest.mark.spark
 
@@ -213,9 +213,9 @@ def test_each_keyed_state_lands_in_its_natural_spark_types(spark, finished, land
 
 def test_pending_timers_land_like_any_keyed_state(spark, tmp_path) -> None:
     from checkpoint.io.tools import open_checkpoints, pending_timers
-    from checkpoint.options import RestartStrategy
     from runtime import FaultPlan, JobFailedError, TaskCrash
     from runtime.workloads.event_time import build_event_time_job, event_rows
+    from vocabulary.options import RestartStrategy
 
     storage, target = str(tmp_path / "chk"), str(tmp_path / "landed")
     env = StreamEnvironment(parallelism=2, buffer_size=8, credits=2, buffer_timeout=0.001)

@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from runtime.ray.cluster import is_loopback
-from spark_bridge.session import LOOPBACK_CONFIG, _local_ip, local_session
+from spark_bridge.io.session import LOOPBACK_CONFIG, _local_ip, local_session
 
 pytestmark = pytest.mark.spark
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from checkpoint.options import CheckpointingMode, RestartStrategy
 from runtime import FaultPlan, StreamEnvironment
 from spark_bridge import SparkSink, from_spark
+from vocabulary.options import CheckpointingMode, RestartStrategy
 
 pytestmark = pytest.mark.spark
 

@@ -10,9 +10,9 @@ import pyarrow.dataset as ds
 import pytest
 
 from operators.base import OperatorContext
-from runtime.core.ports import ManualClock
 from runtime.jobmaster.committer.collect import CollectCommitter, UnknownTransactionError
 from spark_bridge import SchemaError, SparkSink, SparkSinkError
+from vocabulary.ports import ManualClock
 
 
 def committer_for(sink: SparkSink, committer: CollectCommitter | None = None) -> CollectCommitter:

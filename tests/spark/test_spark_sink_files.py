@@ -13,13 +13,13 @@ import pyarrow.dataset as ds
 import pytest
 
 from checkpoint.io.tools import collect_garbage, load_checkpoint, open_checkpoints
-from checkpoint.options import RestartStrategy
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import CountPerKey
 from spark_bridge import SparkSink
+from vocabulary.fault_plan import TaskCrash
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"user": i, "app": f"app{i % 40}"} for i in range(20_000)]
 APPS = 40
@@ -83,7 +83,7 @@ def test_a_failed_job_restored_in_a_new_execution_writes_each_row_once(tmp_path:
 def test_a_publication_that_failed_is_written_once_when_the_committer_is_opened_again(tmp_path: Path) -> None:
     """The commit is recorded before its file is written: a process that dies in between leaves the
     record, and opening the committer again writes the file under the recorded name, once."""
-    from checkpoint.io.storage import FsBlobStore
+    from checkpoint.io.fs_blob_store import FsBlobStore
     from runtime.jobmaster.committer.durable import DurableCollectCommitter
     from runtime.jobmaster.committer.file_publisher import FilePublisher
 
@@ -111,7 +111,8 @@ def test_two_executions_restoring_the_same_checkpoint_write_its_transactions_onc
     heard of that commit, and commits the transaction again (found by the storage swarm: seed 1039
     wrote 448 rows twice, the files being named per committer instead of after their transactions)."""
     from checkpoint.completed import CompletedCheckpoint
-    from checkpoint.io.storage import CheckpointStorage, FsBlobStore
+    from checkpoint.io.fs_blob_store import FsBlobStore
+    from checkpoint.storage.layout import CheckpointStorage
     from runtime.jobmaster.committer.durable import DurableCollectCommitter, committer_for
 
     out = tmp_path / "out"

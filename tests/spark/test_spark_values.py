@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from spark_bridge.values import ValueEncodingError, decode_value, encode_value
+from spark_bridge.io.values import ValueEncodingError, decode_value, encode_value
 
 scalars = (
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
@@ -76,7 +76,7 @@ def test_decimal_and_dates_are_tagged() -> None:
 def test_natural_types_per_column() -> None:
     import pyarrow as pa
 
-    from spark_bridge.values import natural_type
+    from spark_bridge.io.values import natural_type
 
     assert natural_type(["app0", None]) == pa.string()
     assert natural_type([1, 2**63 - 1]) == pa.int64()
@@ -92,7 +92,7 @@ def test_natural_types_per_column() -> None:
 
 
 def test_natural_column_falls_back_to_json_and_names_what_cannot_land() -> None:
-    from spark_bridge.values import natural_column
+    from spark_bridge.io.values import natural_column
 
     assert natural_column([1, "a", None], str).to_pylist() == ["1", '"a"', None]
     assert natural_column([("a", 1)], str).to_pylist() == [{"_1": "a", "_2": 1}]

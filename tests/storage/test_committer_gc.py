@@ -13,17 +13,18 @@ from pathlib import Path
 import pytest
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.io.storage import CheckpointStorage, FsBlobStore
-from checkpoint.io.store import RUN_ID_PROPERTY
+from checkpoint.io.fs_blob_store import FsBlobStore
 from checkpoint.io.tools import collect_garbage, load_checkpoint, open_checkpoints
-from checkpoint.options import RestartStrategy
+from checkpoint.storage.layout import CheckpointStorage
+from checkpoint.storage.store import RUN_ID_PROPERTY
 from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
 from runtime.jobmaster.committer.durable import DurableCollectCommitter, committer_for
-from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import CountPerKey
+from vocabulary.fault_plan import TaskCrash
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"id": i, "key": f"k{i % 13}"} for i in range(3000)]
 

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 
 from checkpoint.io.tools import load_checkpoint, open_checkpoints, read_checkpoint
-from checkpoint.options import RestartStrategy
 from operators import CollectSink, KeyedProcessFunction
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.jobmaster.restore.state_assignment import build_restores
 from runtime.jobmaster.result import JobFailedError
 from state.key_groups import KeyGroupRange, key_group_for
 from state.keyed import KeyedStateBackend
 from state.merging import pack_segments
 from tests.storage.test_storage_incremental import TASK, make, restore, snap, write
+from vocabulary.fault_plan import TaskCrash
+from vocabulary.options import RestartStrategy
 
 BACKENDS = {"incremental": {}, "incremental+merge": {"file_merging": True}}
 

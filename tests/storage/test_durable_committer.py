@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.io.storage import FsBlobStore, MemoryBlobStore, StorageError
-from checkpoint.options import RestartStrategy
+from checkpoint.io.fs_blob_store import FsBlobStore
+from checkpoint.storage.layout import MemoryBlobStore, StorageError
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment
 from runtime.jobmaster.committer.collect import CollectCommitter
@@ -25,20 +25,21 @@ from runtime.jobmaster.committer.durable import (
     DurableCollectCommitter,
     encode_transaction,
 )
-from runtime.jobmaster.faults.plan import (
+from runtime.jobmaster.result import JobFailedError
+from vocabulary.fault_plan import (
     CoordinatorStorageFailure,
     SlowStorage,
     StorageWriteFailure,
     TornWrite,
 )
-from runtime.jobmaster.result import JobFailedError
+from vocabulary.options import RestartStrategy
 
 ROOT = Path(__file__).resolve().parents[2]
 
 #: the job: a poison record fails the first run for good (no restarts); the restore runs clean
 JOB = '''
 import json, os, sys
-from checkpoint.options import RestartStrategy
+from vocabulary.options import RestartStrategy
 from operators import CollectSink
 from runtime.api.environment import StreamEnvironment
 from runtime.jobmaster.result import JobFailedError
@@ -180,7 +181,7 @@ def test_a_file_of_another_transaction_under_a_staged_name_is_refused(tmp_path: 
 
 
 def test_jobs_without_a_checkpoint_directory_keep_the_in_memory_committer() -> None:
-    from checkpoint.io.storage import CheckpointStorage
+    from checkpoint.storage.layout import CheckpointStorage
     from runtime.jobmaster.committer.durable import committer_for
 
     committer = committer_for(CheckpointStorage(MemoryBlobStore()), "job", "run")

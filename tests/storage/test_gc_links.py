@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.io.storage import FsBlobStore, StorageError
+from checkpoint.io.fs_blob_store import FsBlobStore
 from checkpoint.io.tools import collect_garbage, list_checkpoints, open_checkpoints
-from checkpoint.options import RestartStrategy
+from checkpoint.storage.layout import StorageError
 from operators import CollectSink
 from runtime.api.environment import StreamEnvironment
 from runtime.cli import main as cli
 from runtime.workloads.seeded import CountPerKey
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"id": i, "key": f"k{i % 17}"} for i in range(1200)]
 

@@ -17,17 +17,18 @@ from pathlib import Path
 
 import pytest
 
+from checkpoint.io.fs_blob_store import FsBlobStore
 from checkpoint.io.lease import LEASE_FILE, CheckpointDirectoryInUseError, JobLease, LeaseLostError
-from checkpoint.io.storage import CheckpointStorage, FsBlobStore, MemoryBlobStore
 from checkpoint.io.tools import JobRunningError, collect_garbage, list_checkpoints, open_checkpoints
 from checkpoint.lease import Lease, LeaseVerdict, judge
-from checkpoint.options import RestartStrategy
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
 from operators import CollectSink
 from runtime.api.environment import StreamEnvironment
 from runtime.cli import main as cli
 from runtime.jobmaster.result import JobFailedError
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import CountPerKey
+from vocabulary.options import RestartStrategy
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = [{"id": i, "key": f"k{i % 17}"} for i in range(3000)]
@@ -114,7 +115,8 @@ def test_a_lease_from_another_host_lapses_after_its_timeout(tmp_path: Path) -> N
 HOLDER = """
 import sys, time
 from checkpoint.io.lease import JobLease
-from checkpoint.io.storage import CheckpointStorage, FsBlobStore
+from checkpoint.storage.layout import CheckpointStorage
+from checkpoint.io.fs_blob_store import FsBlobStore
 JobLease(CheckpointStorage(FsBlobStore(sys.argv[1])), "job", holder="run killed", run_id="killed").acquire()
 print("held", flush=True)
 time.sleep(600)

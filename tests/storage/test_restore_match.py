@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from checkpoint.io.tools import load_checkpoint
-from checkpoint.options import RestartStrategy
 from operators import CollectSink, KeyedProcessFunction
 from runtime import FaultPlan, JobGraphError, StateMismatchError
 from runtime.api.environment import StreamEnvironment
 from runtime.jobmaster.committer.collect import CollectCommitter
-from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.jobmaster.restore.state_assignment import checkpoint_shape
 from runtime.jobmaster.result import JobFailedError
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import CountPerKey, multiset
+from vocabulary.fault_plan import TaskCrash
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(3000)]
 

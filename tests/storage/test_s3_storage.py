@@ -15,10 +15,11 @@ import pyarrow.fs as pafs
 import pytest
 
 from checkpoint.io.tools import list_checkpoints, load_checkpoint, open_checkpoints
-from checkpoint.reasons import CheckpointFailureReason
 from runtime import FaultPlan
 from runtime.cli import main as cli
-from runtime.jobmaster.faults.plan import (
+from runtime.workloads.scenarios import RELAY_SINK, relay_job
+from runtime.workloads.seeded import multiset
+from vocabulary.fault_plan import (
     CoordinatorCrash,
     CoordinatorCrashBeforeNotify,
     SlowStorage,
@@ -26,8 +27,7 @@ from runtime.jobmaster.faults.plan import (
     TaskCrash,
     TornWrite,
 )
-from runtime.workloads.scenarios import RELAY_SINK, relay_job
-from runtime.workloads.seeded import multiset
+from vocabulary.reasons import CheckpointFailureReason
 
 from .test_durable_committer import JOB, oracle, run
 

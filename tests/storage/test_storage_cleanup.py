@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 
 from checkpoint.io.cleanup import checkpoint_id_of, unreferenced_files
-from checkpoint.io.storage import CheckpointStorage, FsBlobStore, MemoryBlobStore
+from checkpoint.io.fs_blob_store import FsBlobStore
 from checkpoint.io.tools import collect_garbage, open_checkpoints, read_checkpoint
-from checkpoint.options import RestartStrategy
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
 from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.sim.executor import SimExecutor
 from runtime.workloads.seeded import CountPerKey, multiset
+from vocabulary.fault_plan import TaskCrash
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(3000)]
 BACKENDS = {

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from checkpoint.completed import canonical_json
-from checkpoint.io.storage import CorruptCheckpointError, compute_checksum
 from checkpoint.io.tools import CheckpointToolError, load_checkpoint
-from checkpoint.options import RestartStrategy
+from checkpoint.storage.layout import CorruptCheckpointError, compute_checksum
 from operators import CollectSink
 from runtime.api.environment import StreamEnvironment
 from runtime.cli import main as cli
 from runtime.workloads.seeded import CountPerKey
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(2000)]
 

@@ -7,17 +7,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkpoint.handles import StateHandle, TaskId
 from checkpoint.io.snapshot_writer import SnapshotWriter
 from checkpoint.io.state_files import SnapshotCancelledError
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
-from checkpoint.options import CheckpointConfig
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
 from runtime.core.barriers.handler import AlignmentStats
 from runtime.core.subtask_checkpoint import TaskSnapshot
 from state.incremental import DELTA, Manifest, restore_keyed_snapshot
 from state.key_groups import KeyGroupRange
 from state.keyed import KeyedStateBackend
 from state.registry import reuse_floor_of
+from vocabulary.handles import StateHandle, TaskId
+from vocabulary.options import CheckpointConfig
 
 TASK = TaskId("count", 0)
 

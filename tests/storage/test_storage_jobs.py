@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
 from runtime.cli import main as cli
 from runtime.jobmaster.committer.collect import CollectCommitter, UnknownTransactionError
-from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.sim.executor import SimExecutor
 from runtime.sim.network import NetworkOptions
 from runtime.workloads.seeded import SINK, CountPerKey, build_job, make_env, multiset, random_spec
+from vocabulary.fault_plan import TaskCrash
+from vocabulary.options import RestartStrategy
 
 BACKENDS = {
     "incremental": dict(state_backend="incremental"),

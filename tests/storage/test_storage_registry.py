@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint.handles import StateHandle
 from state.registry import RegistryError, SharedStateRegistry, manifest_key, reuse_floor_of
+from vocabulary.handles import StateHandle
 
 
 def seg(key: str, path: str, offset: int, length: int = 10, size: int = 100) -> StateHandle:

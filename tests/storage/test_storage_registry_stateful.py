@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from checkpoint.handles import StateHandle
 from state.merging import pack_segments
 from state.registry import SharedStateRegistry
+from vocabulary.handles import StateHandle
 
 TASKS = ("t0", "t1")
 RETAINED = 2

@@ -9,25 +9,25 @@ from pathlib import Path
 import pytest
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.handles import TaskAcknowledgement, TaskId
 from checkpoint.ids import StorageCheckpointIDCounter
 from checkpoint.io.ha_memory import InMemoryHighAvailabilityServices
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
-from checkpoint.io.store import StandaloneCompletedCheckpointStore, run_of
 from checkpoint.io.tools import (
     CheckpointToolError,
     list_checkpoints,
     load_checkpoint,
     open_checkpoints,
 )
-from checkpoint.options import RestartStrategy
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
+from checkpoint.storage.store import StandaloneCompletedCheckpointStore, run_of
 from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
 from runtime.cli import main as cli
-from runtime.jobmaster.faults.plan import CoordinatorCrash, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from runtime.workloads.seeded import CountPerKey, multiset
+from vocabulary.fault_plan import CoordinatorCrash, TaskCrash
+from vocabulary.handles import TaskAcknowledgement, TaskId
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"id": i, "key": f"k{i % 37}"} for i in range(3000)]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from checkpoint.io import tools
+from checkpoint.io.fs_blob_store import FsBlobStore
 from checkpoint.io.lease import JobLease
-from checkpoint.io.storage import FsBlobStore
 from checkpoint.lease import LeaseVerdict
 from runtime.verify import storage_swarm
 from runtime.verify.storage_swarm import draw, run_seed

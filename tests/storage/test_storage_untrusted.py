@@ -10,12 +10,12 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
-from runtime.jobmaster.faults.plan import CoordinatorCrash, TaskCrash
 from runtime.workloads.seeded import CountPerKey, multiset
+from vocabulary.fault_plan import CoordinatorCrash, TaskCrash
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"id": i, "key": f"k{i % 37}", "when": i * 0.5} for i in range(2000)]
 BACKENDS = {"memory": {}, "incremental+merge": dict(state_backend="incremental", file_merging=True)}

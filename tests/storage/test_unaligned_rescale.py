@@ -11,12 +11,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from checkpoint.options import RestartStrategy
 from operators import CollectSink
 from runtime import FaultPlan
 from runtime.api.environment import StreamEnvironment
 from runtime.core.graph import JobGraph
-from runtime.jobmaster.faults.plan import TaskCrash
 from runtime.jobmaster.restore.channel_rescale import ChannelRescaleError, redistribute_channel_state
 from runtime.jobmaster.result import JobFailedError
 from runtime.records.messages import Buffer
@@ -25,6 +23,8 @@ from runtime.sim.executor import SimExecutor
 from runtime.verify.swarm import SCRATCH_DIR
 from runtime.workloads.seeded import SumAndCountPerKey, multiset
 from state.key_groups import key_group_for, subtask_for_key_group
+from vocabulary.fault_plan import TaskCrash
+from vocabulary.options import RestartStrategy
 
 ROWS = [{"id": i, "key": f"k{i % 23}", "v": i % 7} for i in range(600)]
 MAX_PARALLELISM = 128

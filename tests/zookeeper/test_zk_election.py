@@ -8,9 +8,9 @@ import pytest
 from zk_helpers import expire_session, make_checkpoint, wait_until
 
 from checkpoint.io.recovery import NotLeaderError
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.io.zookeeper import ZooKeeperCheckpointRecoveryFactory, job_path
 from checkpoint.io.zookeeper_election import ZooKeeperLeaderElection
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
 
 pytestmark = pytest.mark.zookeeper
 JOB = "pv"

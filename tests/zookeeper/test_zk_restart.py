@@ -10,8 +10,8 @@ from zk_helpers import make_checkpoint, new_client, wait_until
 
 from checkpoint.io.ha_services import create_recovery_factory
 from checkpoint.io.recovery import HighAvailabilityError
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.io.zookeeper_server import ZooKeeperServer
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
 
 pytestmark = pytest.mark.zookeeper
 JOB = "pv"

@@ -12,7 +12,6 @@ from zk_helpers import REPO_ROOT, make_checkpoint
 import checkpoint.io.zookeeper_server as zk_server_module
 from checkpoint.io.ha_services import create_recovery_factory
 from checkpoint.io.recovery import HighAvailabilityError, RecoveryMode
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.io.zookeeper import (
     ZooKeeperCheckpointIDCounter,
     ZooKeeperCheckpointRecoveryFactory,
@@ -20,6 +19,7 @@ from checkpoint.io.zookeeper import (
 )
 from checkpoint.io.zookeeper_election import ZooKeeperLeaderElection
 from checkpoint.io.zookeeper_server import ZooKeeperServer, four_letter_word, free_port
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
 
 pytestmark = pytest.mark.zookeeper
 

@@ -13,9 +13,9 @@ from kazoo.client import KazooClient
 from checkpoint.io.recovery import HighAvailabilityError
 from checkpoint.io.zookeeper import job_path
 from runtime import FaultPlan
-from runtime.jobmaster.faults.plan import CoordinatorCrash
 from runtime.workloads.seeded import SINK, make_env, multiset, random_spec
 from tests.api.cli_launcher import job_folder, run_cli
+from vocabulary.fault_plan import CoordinatorCrash
 
 
 def _run(hosts: str | None, cluster_id: str, faults: FaultPlan = FaultPlan()):  # noqa: B008 - immutable

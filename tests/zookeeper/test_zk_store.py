@@ -11,8 +11,8 @@ from zk_helpers import make_checkpoint
 
 from checkpoint.io.ha_store import MAX_RECOVERY_ATTEMPTS
 from checkpoint.io.recovery import HighAvailabilityError, StandaloneLeaderElection
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
 from checkpoint.io.zookeeper import ZooKeeperCompletedCheckpointStore, job_path
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
 
 pytestmark = pytest.mark.zookeeper
 JOB = "pv"

@@ -12,8 +12,8 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.handles import TaskAcknowledgement, TaskId
-from checkpoint.io.storage import CheckpointStorage
+from checkpoint.storage.layout import CheckpointStorage
+from vocabulary.handles import TaskAcknowledgement, TaskId
 
 #: the server's tick is 200 ms, so sessions range over 0.4-4 s; 2 s keeps expiry tests short
 SESSION_TIMEOUT = 2.0

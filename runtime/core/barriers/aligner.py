@@ -35,8 +35,8 @@ from runtime.core.barriers.states import (
     CollectingBarriers,
     CollectingChannelState,
 )
-from runtime.core.ports import Cancellable, Clock, Timers
 from runtime.records.messages import Buffer, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from vocabulary.ports import Cancellable, Clock, Timers
 
 __all__ = ["BarrierAligner"]
 

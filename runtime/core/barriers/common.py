@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers.handler import (
     AlignmentStats,
     BarrierHandler,
@@ -19,8 +18,9 @@ from runtime.core.barriers.handler import (
     HandlerStats,
     InputView,
 )
-from runtime.core.ports import Clock, ManualClock, Timers
 from runtime.records.messages import Buffer, CheckpointBarrier
+from vocabulary.ports import Clock, ManualClock, Timers
+from vocabulary.reasons import CheckpointFailureReason
 
 __all__ = ["HandlerCore", "NO_INPUT"]
 

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.records.messages import Buffer, CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from vocabulary.reasons import CheckpointFailureReason
 
 
 class BarrierProtocolError(RuntimeError):

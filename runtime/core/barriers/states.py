@@ -43,9 +43,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers.handler import BarrierProtocolError
 from runtime.records.messages import Buffer, CheckpointBarrier
+from vocabulary.reasons import CheckpointFailureReason
 
 __all__ = [
     "WAITING",

@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.core.barriers.common import HandlerCore
 from runtime.core.barriers.handler import BarrierProtocolError, CheckpointListener
-from runtime.core.ports import Clock, Timers
 from runtime.records.messages import CancelCheckpointMarker, CheckpointBarrier, EndOfPartition
+from vocabulary.ports import Clock, Timers
+from vocabulary.reasons import CheckpointFailureReason
 
 __all__ = ["MAX_CHECKPOINTS_TO_TRACK", "BarrierTracker"]
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 from runtime.core.barriers.aligner import BarrierAligner
 from runtime.core.barriers.handler import CheckpointListener
 from runtime.core.barriers.states import BarrierHandlerState, CollectingChannelState
-from runtime.core.ports import Clock, Timers
 from runtime.records.messages import Buffer, CheckpointBarrier
+from vocabulary.ports import Clock, Timers
 
 __all__ = ["UnalignedBarrierHandler"]
 

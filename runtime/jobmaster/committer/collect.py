@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from runtime.core.errors import SuppressRestartsError
+from vocabulary.errors import SuppressRestartsError
 
 Record = dict[str, Any]
 #: a transaction's records: dicts, or one Arrow record batch (as the Ray committer receives them)

@@ -30,7 +30,7 @@ output; a commit already made stays a no-op), and the transactions staged for ch
 (the restored sinks commit those c names); a transaction staged for a later checkpoint can never
 commit and is left behind. So a chain of restores does not copy every earlier run's files again,
 and `barrierflow checkpoints gc` removes a run's folder once no valid checkpoint of that run is
-left to restore (`checkpoint.io.committer_files`, which also holds the file formats).
+left to restore (`checkpoint.storage.committer_files`, which also holds the file formats).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from checkpoint.io.committer_files import (
+from checkpoint.io.tools import CheckpointToolError
+from checkpoint.storage.committer_files import (
     COMMITTED_DIR,
     CorruptCommitterError,
     commit_file_name,
@@ -58,17 +59,16 @@ from checkpoint.io.committer_files import (
     staged_checkpoint,
     staged_file_name,
 )
-from checkpoint.io.storage import MemoryBlobStore
-from checkpoint.io.store import run_of
-from checkpoint.io.tools import CheckpointToolError
+from checkpoint.storage.layout import MemoryBlobStore
+from checkpoint.storage.store import run_of
 from runtime.jobmaster.committer.collect import CollectCommitter, Records
 from runtime.jobmaster.committer.file_publisher import FilePublisher, register_publishers
 from runtime.records.messages import Buffer
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
-    from checkpoint.io.storage import BlobStore, CheckpointStorage
     from checkpoint.io.tools import NoCompletedCheckpointError
+    from checkpoint.storage.layout import BlobStore, CheckpointStorage
     from runtime.jobmaster.master import JobMaster
 
 __all__ = ["COMMITTED_DIR", "CorruptCommitterError", "DurableCollectCommitter", "carry_over", "committed_files",
@@ -232,7 +232,7 @@ class DurableCollectCommitter(CollectCommitter):
 
 
 def encode_transaction(sink: str, transaction_id: str, records: Records) -> bytes:
-    """The bytes of one committer file (`checkpoint.io.committer_files.encode_batch`) of `records`."""
+    """The bytes of one committer file (`checkpoint.storage.committer_files.encode_batch`) of `records`."""
     return encode_batch(sink, transaction_id, _as_batch(records))
 
 

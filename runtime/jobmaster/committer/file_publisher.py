@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from checkpoint.io.storage import StorageFileError
+from checkpoint.storage.layout import StorageFileError
 from runtime.records.messages import Buffer
 
 __all__ = ["FORMATS", "FilePublisher", "register_publishers"]
@@ -93,7 +93,7 @@ class FilePublisher:
         """Write `pieces` as the file `name` under `path`, unless it exists (then it was written).
 
         Raises:
-            checkpoint.io.storage.StorageFileError: the file could not be written (names it).
+            checkpoint.storage.layout.StorageFileError: the file could not be written (names it).
         """
         fs, full = _filesystem(f"{self.path.rstrip('/')}/{name}")
         directory, _, base = full.rpartition("/")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpoint.handles import TaskId
+from vocabulary.handles import TaskId
 
 
 class CompletionNotices:

@@ -42,11 +42,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from checkpoint.handles import TaskId
-from checkpoint.reasons import CheckpointFailureReason
 from runtime.jobmaster.coordination.completions import CompletionNotices
-from runtime.jobmaster.faults.plan import Fault
 from runtime.jobmaster.faults.schedule import DELIVER, ControlEffect, FaultSchedule
+from vocabulary.fault_plan import Fault
+from vocabulary.handles import TaskId
+from vocabulary.reasons import CheckpointFailureReason
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from typing import Any
 
 from checkpoint.ids import StorageCheckpointIDCounter
 from checkpoint.io.recovery import HighAvailabilityError
-from checkpoint.io.storage import StorageError
-from checkpoint.io.store import StandaloneCompletedCheckpointStore
+from checkpoint.storage.layout import StorageError
+from checkpoint.storage.store import StandaloneCompletedCheckpointStore
 from runtime.jobmaster.coordination.coordinators import resume_checkpoint_ids
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from runtime.core.ports import Clock
+from vocabulary.ports import Clock
 
 
 def resume_checkpoint_ids(id_counter: Any, store: Any, storage: Any, job_id: str, first_checkpoint_id: int) -> None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from checkpoint.handles import TaskId
-from runtime.jobmaster.faults.plan import (
+from vocabulary.fault_plan import (
     ChannelDelay,
     ChannelStall,
     CoordinatorCrash,
@@ -20,6 +19,7 @@ from runtime.jobmaster.faults.plan import (
     TaskCrash,
     TaskStall,
 )
+from vocabulary.handles import TaskId
 
 if TYPE_CHECKING:
     from runtime.jobmaster.faults.schedule import FaultSchedule

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
-from runtime.jobmaster.faults.plan import ChannelDelay, SlowStorage, StorageWriteFailure, TornWrite
+from vocabulary.fault_plan import ChannelDelay, SlowStorage, StorageWriteFailure, TornWrite
+from vocabulary.handles import TaskId
 
 if TYPE_CHECKING:
     from runtime.jobmaster.faults.schedule import FaultSchedule

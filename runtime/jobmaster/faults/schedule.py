@@ -46,8 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checkpoint.handles import TaskId
-from runtime.jobmaster.faults.plan import (
+from vocabulary.fault_plan import (
     ChannelDelay,
     ChannelStall,
     CoordinatorCrash,
@@ -68,6 +67,7 @@ from runtime.jobmaster.faults.plan import (
     TornWrite,
     resolve_task,
 )
+from vocabulary.handles import TaskId
 
 _CONTROL = (LostControlMessage, DuplicatedControlMessage, DelayedControlMessage)
 #: the kinds an `at_fraction` starts at a point of the sources' progress

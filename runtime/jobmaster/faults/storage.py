@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from checkpoint.ids import COUNTER_FILE
-from checkpoint.io.storage import METADATA_FILE, ForwardingBlobStore, StorageError
+from checkpoint.storage.layout import METADATA_FILE, ForwardingBlobStore, StorageError
 
 T = TypeVar("T")
 

@@ -5,7 +5,7 @@ Theory of operation
 An executor reports every global failover with `notify_failure(now)` (its own clock: virtual
 seconds on the simulator, wall seconds on Ray), then asks `can_restart()`; if yes it waits
 `backoff_time` before redeploying, else the job fails and `exhausted()` says why. Errors no
-restart can fix (`runtime.core.errors.SuppressRestartsError`) never get here.
+restart can fix (`vocabulary.errors.SuppressRestartsError`) never get here.
 
 * fixed-delay: the n-th failure may restart while n <= attempts; the delay is constant.
 * exponential-delay (Flink 1.19 `ExponentialDelayRestartBackoffTimeStrategy`): the first failure
@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from checkpoint.options import EXPONENTIAL_DELAY, FAILURE_RATE, RestartStrategy
+from vocabulary.options import EXPONENTIAL_DELAY, FAILURE_RATE, RestartStrategy
 
 
 class RestartBackoff:

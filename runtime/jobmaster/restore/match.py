@@ -45,9 +45,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from operators.base import DeclaredState
-from runtime.core.errors import SuppressRestartsError
 from runtime.core.graph import JobGraph, JobVertex
 from runtime.core.operator_chain import operator_state_key
+from vocabulary.errors import SuppressRestartsError
 
 #: list at most this many names in one message
 _SHOWN = 8

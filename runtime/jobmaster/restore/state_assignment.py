@@ -39,9 +39,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.handles import TaskId
-from checkpoint.io.keyed_files import manifest_handle, read_keyed_snapshots
-from checkpoint.io.storage import CorruptCheckpointError
+from checkpoint.storage.keyed_files import manifest_handle, read_keyed_snapshots
+from checkpoint.storage.layout import CorruptCheckpointError
 from runtime.core.operator_chain import SOURCE_OP_KEY
 from runtime.core.subtask_checkpoint import TaskRestore
 from runtime.jobmaster.committer.collect import CommittedOutput
@@ -64,11 +63,12 @@ from state.serialization import (
     keyed_snapshot_header,
     operator_state_from_bytes,
 )
+from vocabulary.handles import TaskId
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
-    from checkpoint.io.storage import CheckpointStorage
-    from checkpoint.io.store import CompletedCheckpointStore
+    from checkpoint.storage.layout import CheckpointStorage
+    from checkpoint.storage.store import CompletedCheckpointStore
     from runtime.core.graph import JobGraph
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ def plan_restore(graph: JobGraph, completed: CompletedCheckpoint, storage: Check
 
     Raises:
         StateMismatchError: the job does not match the checkpoint (every mismatch is named).
-        checkpoint.io.storage.CorruptCheckpointError: a file is missing or fails its checksum.
+        checkpoint.storage.layout.CorruptCheckpointError: a file is missing or fails its checksum.
     """
     plan = match_checkpoint(graph, checkpoint_shape(completed, storage),
                             allow_non_restored_state=allow_non_restored_state)
@@ -139,7 +139,7 @@ def checkpoint_shape(completed: CompletedCheckpoint, storage: CheckpointStorage)
     the operator state files and the headers of keyed state).
 
     Raises:
-        checkpoint.io.storage.CorruptCheckpointError: a file is missing or fails its checksum.
+        checkpoint.storage.layout.CorruptCheckpointError: a file is missing or fails its checksum.
     """
     shape = CheckpointShape(completed.checkpoint_id)
     for task_id in sorted(completed.acks):
@@ -185,7 +185,7 @@ def build_restores(
         plan: from `plan_restore` (a restore into a new execution): the state it drops is left out.
 
     Raises:
-        checkpoint.io.storage.CorruptCheckpointError: a file is missing or fails its checksum.
+        checkpoint.storage.layout.CorruptCheckpointError: a file is missing or fails its checksum.
         RestoreError: the checkpoint does not fit the job (unknown vertex; in-flight data that
             cannot be redistributed to a changed parallelism, see `runtime.jobmaster.restore.channel_rescale`).
     """

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.io.storage import CheckpointStorage
-from spark_bridge.landing import read_checkpoint
-from spark_bridge.tables import SCHEMAS, checkpoint_from_tables
+from checkpoint.storage.layout import CheckpointStorage
+from spark_bridge.io.landing import read_checkpoint
+from spark_bridge.io.tables import SCHEMAS, checkpoint_from_tables
 
 __all__ = ["checkpoint_from_landed"]
 

@@ -1,4 +1,4 @@
-"""The errors of checkpoint storage (`checkpoint.io.storage`): every one is a `StorageError`,
+"""The errors of checkpoint storage (`checkpoint.storage.layout`): every one is a `StorageError`,
 an `OSError`; those about one file name it (`StorageFileError.path`)."""
 
 from __future__ import annotations

@@ -38,28 +38,20 @@ from __future__ import annotations
 import abc
 import dataclasses
 import logging
-import secrets
-import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
 from checkpoint.completed import RUN_ID_PROPERTY, CompletedCheckpoint
-from checkpoint.handles import StateHandle
-from checkpoint.io.storage import (
+from checkpoint.storage.layout import (
     CheckpointStorage,
     CorruptCheckpointError,
     MissingMetadataError,
     StorageError,
 )
 from state.registry import SharedStateRegistry
+from vocabulary.handles import StateHandle
 
 log = logging.getLogger(__name__)
-
-
-
-def new_run_id() -> str:
-    """A fresh run id: UTC start time (sorts by age) and 24 random bits, e.g. `20261123T121500-3f9a1c`."""
-    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
 
 
 def run_of(completed: CompletedCheckpoint) -> str | None:

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 `land_checkpoint` reads a completed checkpoint from checkpoint storage, decodes it into the five
-tables of `spark_bridge.tables` with pyarrow, stages each as one local Parquet file, and has Spark
+tables of `spark_bridge.io.tables` with pyarrow, stages each as one local Parquet file, and has Spark
 read the staged file and write it to `<target>/<table>` partitioned by `checkpoint_id` and
 `operator`, in *dynamic partition overwrite* mode: the partitions of the landed checkpoint are
 replaced and nothing else is touched. So landing is idempotent — re-landing a checkpoint replaces
@@ -24,8 +24,8 @@ schemas, so partition columns keep their types whatever the operator names look 
 
 Keyed state in natural types: besides `keyed_state` (exact JSON text, what a restore reads), each
 state of each operator lands in `<target>/state/<operator>/<state>/checkpoint_id=<n>` with its
-keys and values in the Spark types they fit (`spark_bridge.state_tables`; the decision is per
-state and checkpoint, see `spark_bridge.values`; one Parquet file per state, written with pyarrow
+keys and values in the Spark types they fit (`spark_bridge.io.state_tables`; the decision is per
+state and checkpoint, see `spark_bridge.io.values`; one Parquet file per state, written with pyarrow
 on the target's filesystem, as a Spark job per state would cost more than the landing itself).
 `LandedCheckpoint.state(name)` reads one of
 them: `WHERE key = 'app0'`, `sum(value)` work as written. Each checkpoint's partition is read on
@@ -48,10 +48,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.handles import StateHandle
-from checkpoint.io.storage import METADATA_FILE, CheckpointStorage, StorageError, storage_from_uri
-from spark_bridge.state_tables import state_dir, state_tables
-from spark_bridge.tables import SCHEMAS, TABLES, checkpoint_tables
+from checkpoint.io.storage import storage_from_uri
+from checkpoint.storage.layout import METADATA_FILE, CheckpointStorage, StorageError
+from spark_bridge.io.state_tables import state_dir, state_tables
+from spark_bridge.io.tables import SCHEMAS, TABLES, checkpoint_tables
+from vocabulary.handles import StateHandle
 
 __all__ = ["CheckpointLander", "LandedCheckpoint", "LandingError", "land_checkpoint", "read_checkpoint",
            "resolve_checkpoint"]
@@ -214,7 +215,7 @@ def land_checkpoint(spark: Any, checkpoint_dir: str | CheckpointStorage, checkpo
 
     Raises:
         LandingError: the checkpoint cannot be found, or `target` holds another job.
-        checkpoint.io.storage.CorruptCheckpointError: a state file is missing or corrupt.
+        checkpoint.storage.layout.CorruptCheckpointError: a state file is missing or corrupt.
     """
     completed, storage = resolve_checkpoint(checkpoint_dir, checkpoint_id, job_id)
     _land(spark, completed, storage.read_task_file, target)

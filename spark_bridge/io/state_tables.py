@@ -1,10 +1,10 @@
 """One Arrow table per keyed state of a checkpoint, keys and values in their natural types.
 
-The `keyed_state` table (`spark_bridge.tables`) holds every state of every operator in one
+The `keyed_state` table (`spark_bridge.io.tables`) holds every state of every operator in one
 `key` and one `value` column, so both are exact JSON text — what restoring from landed tables
 needs. For queries, `state_tables` gives each state of each operator its own table, whose `key`,
 `map_key` (map state) and `value` columns have the Spark type all of that state's keys, map keys
-and values fit (`spark_bridge.values.natural_type`: `"app0"` lands as the string app0, a count as
+and values fit (`spark_bridge.io.values.natural_type`: `"app0"` lands as the string app0, a count as
 a long; list state as an array). Columns: `subtask, key_group, key, [map_key,] value`.
 """
 
@@ -18,9 +18,9 @@ from typing import Any
 import pyarrow as pa
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.handles import StateHandle
-from spark_bridge.values import natural_column
+from spark_bridge.io.values import natural_column
 from state.serialization import StateKind, keyed_snapshot_from_bytes
+from vocabulary.handles import StateHandle
 
 __all__ = ["state_dir", "state_tables"]
 

@@ -1,4 +1,4 @@
-"""Blob stores: flat key -> bytes stores of checkpoint files (`checkpoint.io.storage`).
+"""Blob stores: flat key -> bytes stores of checkpoint files (`checkpoint.storage.layout`).
 
 The `BlobStore` protocol, `MemoryBlobStore` (a dict: the default, and the simulator's),
 `ForwardingBlobStore` (the base of wrappers that change a call or two), and the helpers for
@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-from checkpoint.io.storage_errors import BlobNotFoundError
+from checkpoint.storage.errors import BlobNotFoundError
 
 __all__ = ["BlobStore", "ForwardingBlobStore", "MemoryBlobStore", "check_key", "list_links", "put_if_absent"]
 

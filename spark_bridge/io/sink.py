@@ -70,7 +70,7 @@ class SparkSink(CollectSink):
         self.path = path.rstrip("/")
         self.format = format
         if schema is not None:
-            from spark_bridge.schema import to_arrow_schema
+            from spark_bridge.io.schema import to_arrow_schema
 
             schema = to_arrow_schema(schema)
         self.schema: pa.Schema | None = schema

@@ -12,7 +12,7 @@ back exactly what was encoded (restoring a job from landed tables depends on it)
 
 (`$dict` is used for dicts whose keys are not all str, or when a key starts with "$".)
 
-Natural types (`natural_type`, `natural_column`): the per-state tables (`spark_bridge.state_tables`)
+Natural types (`natural_type`, `natural_column`): the per-state tables (`spark_bridge.io.state_tables`)
 hold one state's keys and values in the Spark type all of them fit, decided per column over every
 value of the state in the checkpoint (None is a SQL NULL and fits any type):
 

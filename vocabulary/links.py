@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from checkpoint.handles import TaskId
+from vocabulary.handles import TaskId
 
 
 def resolve_link_delays(link_delays: Mapping[str, float] | None, task_ids: Iterable[TaskId]) -> dict[TaskId, float]:

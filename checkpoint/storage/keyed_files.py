@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from checkpoint.handles import StateHandle
-from checkpoint.io.storage import CorruptCheckpointError
+from checkpoint.storage.layout import CorruptCheckpointError
 from state.errors import StateFormatError
 from state.incremental import Manifest, restore_keyed_snapshot
 from state.registry import reuse_floor_of
 from state.serialization import KeyedStateSnapshot
+from vocabulary.handles import StateHandle
 
 if TYPE_CHECKING:
-    from checkpoint.io.storage import CheckpointStorage
+    from checkpoint.storage.layout import CheckpointStorage
 
 __all__ = ["manifest_handle", "read_keyed_snapshots"]
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from checkpoint.io.storage import CheckpointStorage, StorageError, StorageFileError
+from checkpoint.storage.layout import CheckpointStorage, StorageError, StorageFileError
 
 __all__ = ["COMMITTED_DIR", "CorruptCommitterError", "commit_file_name", "commit_number", "decode_carried",
            "decode_commit", "decode_transaction", "encode_batch", "encode_carried", "encode_commit",

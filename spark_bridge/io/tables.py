@@ -8,8 +8,8 @@ operator, subtask` (operator = the job vertex, subtask = the task that owned the
 
 - `keyed_state`: one row per key and state (per map entry for map state): `key_group`,
   `state_name`, `state_kind` (value/list/map), `key`, `map_key`, `value` — keys and values as
-  exact JSON text (`spark_bridge.values`), one column for every state, as a restore needs them;
-  `spark_bridge.state_tables` gives each state its own table in natural Spark types, for queries.
+  exact JSON text (`spark_bridge.io.values`), one column for every state, as a restore needs them;
+  `spark_bridge.io.state_tables` gives each state its own table in natural Spark types, for queries.
 - `source_offsets`: `split`, `position` (rows of the split already emitted).
 - `operator_state`: non-keyed operator state other than offsets (e.g. a sink's pending
   transactions): `op_key` (chain index:operator name), `state_name`, `idx`, `value` (JSON).
@@ -30,10 +30,9 @@ from typing import Any
 import pyarrow as pa
 
 from checkpoint.completed import CompletedCheckpoint
-from checkpoint.handles import StateHandle, TaskAcknowledgement, TaskId
-from checkpoint.io.storage import CheckpointStorage, MemoryBlobStore
+from checkpoint.storage.layout import CheckpointStorage, MemoryBlobStore
 from runtime.core.operator_chain import SOURCE_OP_KEY
-from spark_bridge.values import decode_value, encode_value
+from spark_bridge.io.values import decode_value, encode_value
 from state.key_groups import KeyGroupRange
 from state.serialization import (
     KeyedStateSnapshot,
@@ -44,6 +43,7 @@ from state.serialization import (
     operator_state_from_bytes,
     operator_state_to_bytes,
 )
+from vocabulary.handles import StateHandle, TaskAcknowledgement, TaskId
 
 __all__ = ["SCHEMAS", "TABLES", "checkpoint_from_tables", "checkpoint_tables"]
 
@@ -97,7 +97,7 @@ def checkpoint_tables(completed: CompletedCheckpoint, read: Callable[[StateHandl
         read: returns the verified bytes of a state handle (`CheckpointStorage.read_task_file`).
 
     Raises:
-        checkpoint.io.storage.CorruptCheckpointError: a state file is missing or corrupt.
+        checkpoint.storage.layout.CorruptCheckpointError: a state file is missing or corrupt.
         ValueEncodingError: a state value cannot be written as landed JSON (names the state).
     """
     out = {name: _Columns(schema) for name, schema in SCHEMAS.items()}
