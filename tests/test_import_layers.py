@@ -7,9 +7,9 @@ the layers (naming a higher layer's type is depending on it). A package's `__ini
 of its own (`runtime` is the public API facade); importing `a.b` is an edge to `a.b` only, not to
 `a` (Python runs `a/__init__` too, but that is the package's choice, not the importer's).
 
-The layers are data (`LAYERS`, lowest first). A module belongs to the layer of its longest
-matching pattern (`"x"` matches module `x` and its submodules); a project module no pattern
-matches fails the test, so a new module gets a place.
+The layers are data (`LAYERS`, lowest first), one entry per package folder, never a file: a
+module belongs to the layer of the longest folder holding it (`"x"` holds module `x` and its
+submodules); a project module no folder holds fails the test, so a new module gets a place.
 """
 
 from __future__ import annotations
@@ -23,13 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("runtime", "operators", "checkpoint", "state", "vocabulary", "spark_bridge", "benchmarks")
 
-#: (layer, module patterns), lowest first: a module may import its own layer and those below it
+#: (layer, folders), lowest first: a module may import its own layer and those below it. Each entry
+#: is a package folder ("x" holds module `x`, its files and its sub-folders); a module belongs to
+#: the longest folder that holds it.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("ids, options, ports", [
-        "vocabulary.handles", "vocabulary.reasons", "vocabulary.options", "vocabulary.ports",
-        "vocabulary.errors", "vocabulary.histogram", "vocabulary.task_metrics", "vocabulary.debloat", "vocabulary.fault_plan",
-        "vocabulary.links",
-    ]),
+    ("vocabulary: ids, options, reasons, ports, metric types, fault plans", ["vocabulary"]),
     ("state", ["state"]),
     # checkpoint/io/state_files, snapshot_writer: how a task snapshot becomes files in checkpoint storage
     ("checkpoint", ["checkpoint"]),
@@ -38,14 +36,15 @@ LAYERS: list[tuple[str, list[str]]] = [
     # sources that read external systems (I/O, so not in the pure `operators`)
     ("connectors", ["runtime.connectors"]),
     ("protocol core", ["runtime.core"]),
-    ("job master", ["runtime.jobmaster", "spark_bridge"]),
+    ("job master", ["runtime.jobmaster", "spark_bridge.io"]),
     ("executors", ["runtime.sim", "runtime.ray"]),
     # the simulator's invariant checker: an `ExecutionObserver` (runtime.jobmaster.observer) that reads
     # the simulator's state, and the API builds it for `execute(..., invariants=True)`; the rest of
     # runtime.verify (swarm, vopr, shrink) drives jobs through the API, above it
     ("invariant checker", ["runtime.checker"]),
-    # `runtime/__init__` is the public API facade; `spark_bridge/__init__` re-exports its source
-    ("api", ["runtime.__init__", "runtime.api", "spark_bridge.__init__", "spark_bridge.source"]),
+    # `runtime` itself holds only the public facade (`runtime/__init__.py`); `spark_bridge` its
+    # facade and `from_spark` (source.py), the API-facing part
+    ("api", ["runtime.api", "runtime", "spark_bridge"]),
     ("workloads, verification", ["runtime.workloads", "runtime.calibration", "runtime.verify"]),
     ("benchmarks", ["benchmarks"]),
     ("cli", ["runtime.cli"]),
@@ -143,16 +142,31 @@ def find_cycle(edges: dict[str, dict[str, tuple[int, bool]]]) -> list[str] | Non
 
 
 def layer_of(module: str, layers: list[tuple[str, list[str]]] = LAYERS) -> int | None:
-    """Index of the layer of the longest pattern matching `module` (`"a.__init__"`: package `a` only)."""
-    best: tuple[int, int] | None = None  # (pattern length, layer)
-    for index, (_, patterns) in enumerate(layers):
-        for pattern in patterns:
-            exact = pattern.removesuffix(".__init__")
-            matches = module == exact if pattern.endswith(".__init__") else (
-                module == pattern or module.startswith(pattern + "."))
-            if matches and (best is None or len(pattern) > best[0]):
-                best = (len(pattern), index)
+    """Index of the layer of the longest folder holding `module` (`"a"` holds `a` and `a.*`)."""
+    best: tuple[int, int] | None = None  # (folder name length, layer)
+    for index, (_, folders) in enumerate(layers):
+        for folder in folders:
+            if (module == folder or module.startswith(folder + ".")) and (best is None or len(folder) > best[0]):
+                best = (len(folder), index)
     return None if best is None else best[1]
+
+
+def folder_problems(root: Path, layers: list[tuple[str, list[str]]] = LAYERS) -> list[str]:
+    """Every entry of `layers` is a package folder, and a folder whose sub-folders are split among
+    entries names each of its sub-folders (so a new sub-folder gets a place rather than its parent's)."""
+    named = [folder for _, folders in layers for folder in folders]
+    problems = [f"{folder}: not a package folder (no {folder.replace('.', '/')}/__init__.py)"
+                for folder in named if not (root / folder.replace(".", "/") / "__init__.py").is_file()]
+    problems += [f"{folder}: named twice" for folder in sorted(set(named)) if named.count(folder) > 1]
+    for folder in sorted(set(named)):
+        if not any(other.startswith(folder + ".") for other in named):
+            continue
+        for init in sorted((root / folder.replace(".", "/")).glob("*/__init__.py")):
+            sub = f"{folder}.{init.parent.name}"
+            if not any(sub == other or sub.startswith(other + ".") for other in named if other != folder):
+                problems.append(f"{sub}: a sub-folder of {folder}, whose other sub-folders have layers of "
+                                "their own: name it in LAYERS")
+    return problems
 
 
 def layer_problems(edges: dict[str, dict[str, tuple[int, bool]]], modules: dict[str, Path],
@@ -181,6 +195,11 @@ def test_no_import_cycle() -> None:
     modules = module_files(ROOT)
     cycle = find_cycle(import_edges(modules))
     assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def test_layers_name_folders_only() -> None:
+    problems = folder_problems(ROOT)
+    assert not problems, "LAYERS:\n" + "\n".join(problems)
 
 
 def test_no_module_imports_a_higher_layer() -> None:
@@ -238,3 +257,17 @@ def test_the_graph_sees_every_import_form(tmp_path: Path) -> None:
     problems = layer_problems(edges, {m: ROOT / "x.py" for m in modules}, layers)
     assert any("runtime.sub.low (low) imports runtime.top (high)" in p for p in problems)
     assert any("runtime.sub.low (low) imports runtime.mid (high)" in p for p in problems)
+
+
+def test_layers_refuse_a_file_and_an_unnamed_sub_folder(tmp_path: Path) -> None:
+    for folder in ("runtime", "runtime/api", "runtime/core", "runtime/extra"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "runtime" / "core" / "graph.py").write_text("")
+    layers = [("low", ["runtime.core.graph"]), ("core", ["runtime.core"]), ("api", ["runtime.api", "runtime"])]
+    assert folder_problems(tmp_path, layers) == [
+        "runtime.core.graph: not a package folder (no runtime/core/graph/__init__.py)",
+        "runtime.extra: a sub-folder of runtime, whose other sub-folders have layers of their own: name it in LAYERS",
+    ]
+    assert folder_problems(tmp_path, [("core", ["runtime.core"]), ("api", ["runtime.api", "runtime"]),
+                                      ("extra", ["runtime.extra"])]) == []
