@@ -1,7 +1,8 @@
 """Checkpoint coordination: coordinator, pending/completed checkpoints, stores, ID counters.
 
 Nothing here imports `runtime`, `operators`, ray, pyspark or kazoo (the runtime imports this
-package, not the other way round).
+package, not the other way round), nor `checkpoint.io`: storage is reached through the ports of
+`checkpoint.storage` (`BlobStore`), which `checkpoint.io` implements on real filesystems.
 """
 
 from checkpoint.completed import CheckpointMetadataError, CompletedCheckpoint
@@ -9,8 +10,6 @@ from checkpoint.coordinator import CheckpointCoordinator
 from checkpoint.coordinator_gateway import CoordinatorGateway
 from checkpoint.failure_manager import CheckpointFailureLimitError
 from checkpoint.ids import CheckpointIDCounter, StandaloneCheckpointIDCounter
-from checkpoint.io.fs_blob_store import FsBlobStore
-from checkpoint.io.storage import storage_from_uri
 from checkpoint.pending import AckResult, CheckpointStateError, PendingCheckpoint
 from checkpoint.stats import CheckpointStats, CheckpointStatsSummary, CheckpointStatsTracker
 from checkpoint.storage.layout import (
@@ -46,7 +45,6 @@ __all__ = [
     "CompletedCheckpointStore",
     "CoordinatorGateway",
     "CorruptCheckpointError",
-    "FsBlobStore",
     "InvalidOptionError",
     "MemoryBlobStore",
     "PendingCheckpoint",
@@ -57,5 +55,4 @@ __all__ = [
     "StorageError",
     "TaskAcknowledgement",
     "TaskId",
-    "storage_from_uri",
 ]

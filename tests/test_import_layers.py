@@ -29,14 +29,19 @@ PACKAGES = ("runtime", "operators", "checkpoint", "state", "vocabulary", "spark_
 LAYERS: list[tuple[str, list[str]]] = [
     ("vocabulary: ids, options, reasons, ports, metric types, fault plans", ["vocabulary"]),
     ("state", ["state"]),
-    # checkpoint/io/state_files, snapshot_writer: how a task snapshot becomes files in checkpoint storage
-    ("checkpoint", ["checkpoint"]),
+    # checkpoint/storage: the layout, formats, stores and errors over the `BlobStore` port (pure)
+    ("checkpoint", ["checkpoint", "checkpoint.storage"]),
     ("records", ["runtime.records"]),
     ("operators", ["operators"]),
     # sources that read external systems (I/O, so not in the pure `operators`)
     ("connectors", ["runtime.connectors"]),
     ("protocol core", ["runtime.core"]),
-    ("job master", ["runtime.jobmaster", "spark_bridge.io"]),
+    ("job master", ["runtime.jobmaster"]),
+    # what touches the outside world for checkpoints (filesystems, ZooKeeper, leases, tools, the
+    # files a task snapshot becomes): the job master and the coordinator reach storage only through
+    # the ports below (checkpoint/storage); the executors and the API hand them these
+    ("checkpoint I/O", ["checkpoint.io"]),
+    ("spark bridge I/O", ["spark_bridge.io"]),
     ("executors", ["runtime.sim", "runtime.ray"]),
     # the simulator's invariant checker: an `ExecutionObserver` (runtime.jobmaster.observer) that reads
     # the simulator's state, and the API builds it for `execute(..., invariants=True)`; the rest of

@@ -45,6 +45,8 @@ PURE = [
     ("checkpoint/failure_manager.py", NO_CLOCK_OR_DICE),
     ("checkpoint/lease.py", NO_CLOCK_OR_DICE | {"os", "socket"}),  # who may write a job directory: decided purely
     ("checkpoint/pending.py", NEVER),
+    # checkpoint storage's layout, formats and stores: all I/O goes through the `BlobStore` port
+    ("checkpoint/storage", NO_CLOCK_OR_DICE),
     ("state", NEVER),
     ("operators", NEVER),
 ]

@@ -35,6 +35,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from checkpoint.ids import CheckpointIDCounter, StandaloneCheckpointIDCounter
+from checkpoint.storage.errors import HighAvailabilityError
 from checkpoint.storage.layout import CheckpointStorage
 from checkpoint.storage.store import CompletedCheckpointStore, StandaloneCompletedCheckpointStore
 
@@ -70,10 +71,6 @@ class RecoveryMode(enum.Enum):
                     return mode
         allowed = ", ".join(m.name for m in cls)
         raise ValueError(f"invalid recovery mode {value!r}: must be one of {allowed}")
-
-
-class HighAvailabilityError(Exception):
-    """The HA backend (ZooKeeper) cannot serve a request: not connected, timed out, or failed."""
 
 
 class ZooKeeperSuspendedError(HighAvailabilityError):

@@ -36,6 +36,7 @@ from checkpoint.io.lease import CheckpointDirectoryInUseError, JobLease, holding
 from checkpoint.io.storage import storage_from_uri
 from checkpoint.lease import LeaseVerdict
 from checkpoint.storage.committer_files import unneeded_files
+from checkpoint.storage.errors import CheckpointToolError, NoCompletedCheckpointError
 from checkpoint.storage.keyed_files import read_keyed_snapshots
 from checkpoint.storage.layout import (
     METADATA_FILE,
@@ -56,21 +57,8 @@ log = logging.getLogger(__name__)
 _JOB_ENTRY = re.compile(rf"^(chk-\d+|{SHARED_DIR})$")
 
 
-class CheckpointToolError(ValueError):
-    """The directory, job or checkpoint asked for does not exist or cannot be used."""
-
-
 class JobRunningError(CheckpointToolError):
     """`gc` refuses a job whose directory a live run holds (its lease names the run)."""
-
-
-class NoCompletedCheckpointError(CheckpointToolError):
-    """No checkpoint of the job ever completed: each of its checkpoint directories lacks its
-    `_metadata`, which the coordinator writes last (`storage`, `job_id`: where)."""
-
-    def __init__(self, message: str, storage: CheckpointStorage, job_id: str) -> None:
-        super().__init__(message)
-        self.storage, self.job_id = storage, job_id
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,18 @@
 """The errors of checkpoint storage (`checkpoint.storage.layout`): every one is a `StorageError`,
-an `OSError`; those about one file name it (`StorageFileError.path`)."""
+an `OSError`; those about one file name it (`StorageFileError.path`). Beside them, the errors the
+job master and the coordinator catch from the implementations in `checkpoint/io/`: the HA
+services' (`HighAvailabilityError`) and the checkpoint tools' (`CheckpointToolError`)."""
 
 from __future__ import annotations
 
-__all__ = ["BlobNotFoundError", "CorruptCheckpointError", "MissingMetadataError", "StorageError",
-           "StorageFileError", "StorageTimeoutError"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from checkpoint.storage.layout import CheckpointStorage
+
+__all__ = ["BlobNotFoundError", "CheckpointToolError", "CorruptCheckpointError", "HighAvailabilityError",
+           "MissingMetadataError", "NoCompletedCheckpointError", "StorageError", "StorageFileError",
+           "StorageTimeoutError"]
 
 
 class StorageError(OSError):
@@ -45,3 +53,20 @@ class CorruptCheckpointError(StorageFileError):
 class MissingMetadataError(CorruptCheckpointError):
     """A checkpoint directory without its `_metadata`: what every checkpoint that never completed
     leaves (the coordinator writes it last), or a completed one whose metadata was removed."""
+
+
+class HighAvailabilityError(Exception):
+    """The HA backend (ZooKeeper) cannot serve a request: not connected, timed out, or failed."""
+
+
+class CheckpointToolError(ValueError):
+    """The directory, job or checkpoint asked for does not exist or cannot be used."""
+
+
+class NoCompletedCheckpointError(CheckpointToolError):
+    """No checkpoint of the job ever completed: each of its checkpoint directories lacks its
+    `_metadata`, which the coordinator writes last (`storage`, `job_id`: where)."""
+
+    def __init__(self, message: str, storage: CheckpointStorage, job_id: str) -> None:
+        super().__init__(message)
+        self.storage, self.job_id = storage, job_id

@@ -1,11 +1,11 @@
-"""Checkpoint storage: the I/O adapter for checkpoint files (`docs/semantics.md`,
-"Storage").
+"""Checkpoint storage: the layout and checksums of checkpoint files (`docs/semantics.md`,
+"Storage"), over the `BlobStore` port; pure (`checkpoint.io` implements the port on filesystems).
 
 Theory of operation
 -------------------
 Two layers, so the protocol code never sees a filesystem:
 
-* a `BlobStore` (`blob_stores.py`, `fs_blob_store.py`; the errors in `storage_errors.py`) is a
+* a `BlobStore` (`blob_stores.py`; `checkpoint/io/fs_blob_store.py`; the errors in `errors.py`) is a
   flat key → bytes store with five operations (`put`, `get`, `delete`, `exists`, `list`). `MemoryBlobStore` keeps a dict (the default, and the simulator's);
   `FsBlobStore` maps keys onto any `pyarrow.fs` filesystem (a local directory, S3, GCS, HDFS...)
   and writes each file under a temporary name before moving it into place, so a reader never

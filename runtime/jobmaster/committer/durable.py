@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from checkpoint.io.tools import CheckpointToolError
 from checkpoint.storage.committer_files import (
     COMMITTED_DIR,
     CorruptCommitterError,
@@ -59,6 +58,7 @@ from checkpoint.storage.committer_files import (
     staged_checkpoint,
     staged_file_name,
 )
+from checkpoint.storage.errors import CheckpointToolError
 from checkpoint.storage.layout import MemoryBlobStore
 from checkpoint.storage.store import run_of
 from runtime.jobmaster.committer.collect import CollectCommitter, Records
@@ -67,7 +67,7 @@ from runtime.records.messages import Buffer
 
 if TYPE_CHECKING:
     from checkpoint.completed import CompletedCheckpoint
-    from checkpoint.io.tools import NoCompletedCheckpointError
+    from checkpoint.storage.errors import NoCompletedCheckpointError
     from checkpoint.storage.layout import BlobStore, CheckpointStorage
     from runtime.jobmaster.master import JobMaster
 

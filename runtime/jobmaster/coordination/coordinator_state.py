@@ -16,7 +16,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from checkpoint.ids import StorageCheckpointIDCounter
-from checkpoint.io.recovery import HighAvailabilityError
+from checkpoint.storage.errors import HighAvailabilityError
 from checkpoint.storage.layout import StorageError
 from checkpoint.storage.store import StandaloneCompletedCheckpointStore
 from runtime.jobmaster.coordination.coordinators import resume_checkpoint_ids
