@@ -11,12 +11,11 @@ import time
 from typing import Any
 
 from ray_jobs import ListeningSink, pageview_env, pageview_rows
-from test_deferred_notifications import _Recorder
+from test_deferred_notifications import _Recorder, acknowledge_new_triggers
 
 from runtime import FaultPlan
 from runtime.ray.coordinator_actor import CoordinatorActor
 from vocabulary.fault_plan import CoordinatorCrashBeforeNotify
-from vocabulary.handles import TaskAcknowledgement
 
 
 def test_a_doomed_coordinator_notifies_no_task_and_no_listener(tmp_path) -> None:
@@ -38,11 +37,7 @@ def test_a_doomed_coordinator_notifies_no_task_and_no_listener(tmp_path) -> None
         deadline = time.monotonic() + 20
         while not status()["doomed"]:
             assert time.monotonic() < deadline, "timed out waiting for the second completion"
-            for checkpoint_id, _ in first_source.of("trigger"):
-                if checkpoint_id not in acked:
-                    acked.add(checkpoint_id)
-                    for task in tasks:
-                        coordinator.report([("ack", 0, TaskAcknowledgement(task, checkpoint_id))])
+            acknowledge_new_triggers(coordinator, tasks, first_source, acked)
             time.sleep(0.005)
         completed = [c.id for c in coordinator.history() if c.completed]
         assert len(completed) == 2, completed

@@ -50,6 +50,16 @@ class _Recorder:
         return [c[1:] for c in self.calls if c[0] == kind]
 
 
+def acknowledge_new_triggers(coordinator: Any, tasks: dict[Any, _Recorder], source: _Recorder,
+                             acked: set[int]) -> None:
+    """Every task acknowledges each checkpoint `source` was triggered for and `acked` lacks."""
+    for checkpoint_id, _ in source.of("trigger"):
+        if checkpoint_id not in acked:
+            acked.add(checkpoint_id)
+            for task in tasks:
+                coordinator.report([("ack", 0, TaskAcknowledgement(task, checkpoint_id))])
+
+
 class _Method:
     def __init__(self, calls: list[tuple[Any, ...]], kind: str) -> None:
         self.calls, self.kind = calls, kind
@@ -107,11 +117,7 @@ def test_sources_learn_of_completions_with_their_next_trigger(tmp_path, chaining
     acked: set[int] = set()
 
     def ack_everything() -> bool:
-        for checkpoint_id, _ in first_source.of("trigger"):
-            if checkpoint_id not in acked:
-                acked.add(checkpoint_id)
-                for task in tasks:
-                    coordinator.report([("ack", 0, TaskAcknowledgement(task, checkpoint_id))])
+        acknowledge_new_triggers(coordinator, tasks, first_source, acked)
         return coordinator.status()["completed"] >= 4
 
     try:

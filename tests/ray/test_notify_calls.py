@@ -10,11 +10,10 @@ import time
 
 import pytest
 from ray_jobs import ListeningSink, expected_counts, pageview_env, pageview_rows
-from test_deferred_notifications import _Recorder
+from test_deferred_notifications import _Recorder, acknowledge_new_triggers
 
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.workloads.seeded import multiset
-from vocabulary.handles import TaskAcknowledgement
 
 
 @pytest.mark.parametrize("listening", [False, True], ids=["collect-sink", "listening-sink"])
@@ -31,11 +30,7 @@ def test_only_listening_tasks_get_notify_complete_calls(tmp_path, listening: boo
         deadline = time.monotonic() + 10
         while coordinator.status()["completed"] < 5:
             assert time.monotonic() < deadline, "timed out waiting for 5 completed checkpoints"
-            for checkpoint_id, _ in first_source.of("trigger"):
-                if checkpoint_id not in acked:
-                    acked.add(checkpoint_id)
-                    for task in tasks:
-                        coordinator.report([("ack", 0, TaskAcknowledgement(task, checkpoint_id))])
+            acknowledge_new_triggers(coordinator, tasks, first_source, acked)
             time.sleep(0.005)
         coordinator.suspend()
         completed = coordinator.status()["completed"]
