@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Install everything the suite needs (system packages included) and run the whole test suite.
 # Usage: bash scripts/test.sh [--fast] [pytest args...]
+#   The full run has two tiers, each given the pytest args: the tests that share the cores, on one
+#   pytest worker per core (`-n auto -m "not serial"`), then the ones that need the whole machine
+#   (`-m serial`: Ray, Spark, ZooKeeper, S3, Flink), one at a time. It fails if either fails.
 #   --fast: the inner loop, once a full run has installed everything: ruff and the tests not marked
-#           `slow` (none starts Ray, Spark, ZooKeeper, S3 or a browser, nor a subprocess CLI run),
-#           without installing anything
+#           `slow` (none starts Ray, Spark, ZooKeeper, S3, Flink or a browser, nor a subprocess CLI
+#           run), on one worker per core, without installing anything
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +17,7 @@ if [ "$FAST" = 1 ]; then
   echo "== ruff =="
   python3 -m ruff check .
   echo "== pytest: the fast tier (-m 'not slow') =="
-  exec python3 -m pytest -q -p no:cacheprovider -m "not slow" "$@"
+  exec python3 -m pytest -q -p no:cacheprovider -n auto -m "not slow" "$@"
 fi
 
 SUDO=""
@@ -51,5 +54,19 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 RAY_USAGE_STATS_ENABLED=0
 echo "== ruff =="
 python3 -m ruff check .
 
-echo "== pytest =="
-python3 -m pytest -q -p no:cacheprovider "$@"
+# A tier that selects no test (pytest's exit status 5, e.g. for a path with only serial tests)
+# is not a failure.
+tier() {
+  local status=0
+  python3 -m pytest -q -p no:cacheprovider "$@" || status=$?
+  if [ "$status" = 5 ]; then status=0; fi
+  return "$status"
+}
+echo "== pytest: the tests that share the cores (-n auto -m 'not serial') =="
+first=0
+tier -n auto -m "not serial" "$@" || first=$?
+echo "== pytest: the tests that need the whole machine, one at a time (-m serial) =="
+second=0
+tier -m serial "$@" || second=$?
+if [ "$first" != 0 ]; then exit "$first"; fi
+exit "$second"

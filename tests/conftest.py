@@ -12,7 +12,7 @@ from concurrent.futures import Executor, Future
 
 import pytest
 from hypothesis import settings
-from resource_markers import needs_slow, unmarked_resource_uses
+from resource_markers import needs_serial, needs_slow, unmarked_resource_uses
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
@@ -42,13 +42,16 @@ class HeldExecutor(Executor):
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the `slow` added here counts
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test using a real component's fixture without its marker is a collection error; every
-    test marked for a real component is also `slow` (`scripts/test.sh --fast` leaves it out)."""
+    test marked for a real component is also `slow` (`scripts/test.sh --fast` leaves it out) and
+    `serial` (the full run runs it alone, after the tests that share the cores)."""
     unmarked = unmarked_resource_uses(items)
     if unmarked:
         raise pytest.UsageError("tests that start a real component need its marker:\n" + "\n".join(unmarked))
     for item in items:
         if needs_slow(item):
             item.add_marker(pytest.mark.slow)
+        if needs_serial(item):
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture(autouse=True)

@@ -3,6 +3,10 @@
 A test that takes the fixture of a real component (Ray, Spark, ZooKeeper, moto's S3 server) must
 carry that component's marker, so `-m "not ray"` never starts Ray; every such test is also `slow`,
 so `-m "not slow"` (`scripts/test.sh --fast`) runs only what needs no server.
+
+The full run has two tiers: the tests that need the whole machine (`serial`: every test of a real
+component, and the ones marked `serial` by hand: a real Flink, a measurement of a child process's
+CPU) run one at a time after the others have run on both cores (`pytest -n 2`).
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ from typing import Protocol
 
 #: fixture -> the marker a test using it (directly or through another fixture) must carry
 RESOURCE_FIXTURES = {"ray_session": "ray", "spark": "spark", "zk_server": "zookeeper", "s3_server": "s3"}
-#: markers of tests that start a real component: each of them is also `slow`
+#: markers of tests that start a real component: each of them is also `slow` and `serial`
 RESOURCE_MARKERS = frozenset(RESOURCE_FIXTURES.values())
+#: a test marked so runs alone, after the parallel tier
+SERIAL = "serial"
 
 
 class Item(Protocol):
@@ -38,3 +44,10 @@ def unmarked_resource_uses(items: Iterable[Item]) -> list[str]:
 def needs_slow(item: Item) -> bool:
     """Whether the test starts a real component (and so belongs to the slow tier)."""
     return bool(marker_names(item) & RESOURCE_MARKERS)
+
+
+def needs_serial(item: Item) -> bool:
+    """Whether the test must run alone (a real component, or marked `serial`), not beside another
+    pytest worker."""
+    names = marker_names(item)
+    return bool(names & RESOURCE_MARKERS) or SERIAL in names

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from resource_markers import RESOURCE_FIXTURES, needs_slow, unmarked_resource_uses
+from resource_markers import RESOURCE_FIXTURES, needs_serial, needs_slow, unmarked_resource_uses
 
 TESTS = Path(__file__).resolve().parent
 
@@ -42,6 +42,13 @@ def test_a_component_fixture_without_its_marker_is_named() -> None:
 def test_a_component_marker_makes_a_test_slow(marker: str) -> None:
     assert needs_slow(FakeItem("t", [], [marker]))
     assert not needs_slow(FakeItem("t", [], ["timeout"]))
+
+
+@pytest.mark.parametrize("marker", sorted(set(RESOURCE_FIXTURES.values())))
+def test_a_component_marker_makes_a_test_run_alone(marker: str) -> None:
+    assert needs_serial(FakeItem("t", [], [marker]))
+    assert needs_serial(FakeItem("t", [], ["serial"]))
+    assert not needs_serial(FakeItem("t", [], ["slow"]))
 
 
 def ray_starts(tree: ast.Module) -> list[int]:

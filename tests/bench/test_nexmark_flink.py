@@ -4,11 +4,16 @@ fails, naming what is missing, when the venv is not there (`python -m benchmarks
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import peers
 from benchmarks.nexmark_flink import compare, flink_outputs, run_flink
 from benchmarks.nexmark_job import build_job, make_env, query_output
 from runtime.workloads.nexmark.config import NexmarkConfig
 from runtime.workloads.nexmark.queries import QUERIES
+
+#: a real Flink (a JVM per job): slow, and alone on the machine
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 EVENTS = 3_000
 #: 3,000 events over 60 s of event time (several 10 s windows, hop windows and sessions), each

@@ -13,6 +13,9 @@ from runtime import FaultPlan, JobFailedError, StreamEnvironment, TaskCrash
 from runtime.checker.invariants import InvariantChecker
 from runtime.workloads.combined import build_combined_job, check, combined_rows
 
+#: whole jobs of every event-time operator, several seconds each: the full run's
+pytestmark = pytest.mark.slow
+
 LEFT, RIGHT = combined_rows(600)
 #: crashes in a session merge's operator, the co-process with timers, the interval join and the window join
 CRASHES = FaultPlan.of(TaskCrash(task="sessions[0]", after_records=100), TaskCrash(task="balance[0]", after_records=300),

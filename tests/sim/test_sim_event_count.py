@@ -9,6 +9,8 @@ windowed job hit the simulator's 20,000,000-event cap.
 
 from __future__ import annotations
 
+import pytest
+
 from operators import CollectSink, GeneratorSource, TumblingEventTimeWindows, WatermarkStrategy
 from runtime import StreamEnvironment
 
@@ -30,6 +32,7 @@ def run(count: int, mode: str | None):
     return env.execute("events", executor="sim", seed=1)
 
 
+@pytest.mark.slow
 def test_events_grow_linearly_with_the_records_of_a_rate_limited_windowed_job() -> None:
     for mode in (None, "aligned"):
         small, large = run(4_000, mode), run(12_000, mode)

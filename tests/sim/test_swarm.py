@@ -503,6 +503,7 @@ def test_the_event_bound_grows_with_the_faults_that_wait(monkeypatch) -> None:
     assert seen["max_events"] == swarm.MAX_EVENTS * 7 and swarm.MAX_EVENTS * 7 > 1_400_000
 
 
+@pytest.mark.slow  # a process per core, swarm runs in each
 def test_seeds_judged_on_every_core_give_the_verdicts_of_one_process_in_seed_order() -> None:
     seeds = [3, 1, 4, 15, 9]
     def key(v):
@@ -510,6 +511,7 @@ def test_seeds_judged_on_every_core_give_the_verdicts_of_one_process_in_seed_ord
     assert [key(v) for v in verdicts(seeds, jobs=2)] == [key(run_config(draw_config(s))) for s in seeds]
 
 
+@pytest.mark.slow  # a process per core, swarm runs in each
 def test_a_seed_range_taken_in_chunks_gives_each_seed_once_in_order() -> None:
     """Chunks taken in a row continue one stream; a chunk elsewhere starts a new one; the range's
     end cuts the last chunk short."""
