@@ -156,6 +156,8 @@ def ray_session():
         pytest.fail(f"could not start a local Ray for the Ray tests: {exc!r}", pytrace=False)
     yield ray
     ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """moto's S3 server on 127.0.0.1 for the session (`tests/s3_server.py`), stopped by its PID;
