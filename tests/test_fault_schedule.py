@@ -263,7 +263,7 @@ def test_attempts_applying_their_own_faults_fire_what_the_schedule_fires(nths, a
     for length in attempts:
         attempt = AttemptFaults(counts.task_faults(task, now=0.0))
         for i in range(length):
-            lost_remote += [occurrence + i] if attempt.ack()[0] else []
+            lost_remote += [occurrence + i] if attempt.ack().lost else []
             failed_remote += [occurrence + i] if attempt.write()[0] else []
             lost_direct += [occurrence + i] if direct.control("ack", task).lost else []
             failed_direct += [occurrence + i] if direct.write(task).fail else []

@@ -37,6 +37,7 @@ PURE = [
     ("runtime/jobmaster/lifecycle/watchdog.py", NO_CLOCK_OR_DICE),
     ("runtime/jobmaster/coordination/control_plane.py", NEVER | {"time"}),  # faults come from the plan's seeded schedule
     ("runtime/jobmaster/coordination/completions.py", NO_CLOCK_OR_DICE),
+    ("runtime/jobmaster/coordination/task_reports.py", NEVER | {"time"}),  # faults come from the plan's seeded schedule
     # the coordinator and the parts it delegates to: time comes from the injected clock and timers
     ("checkpoint/coordinator.py", NO_CLOCK_OR_DICE),
     ("checkpoint/coordinator_gateway.py", NO_CLOCK_OR_DICE),

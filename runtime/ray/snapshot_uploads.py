@@ -13,9 +13,9 @@ outcome goes back to the task as mail ("written"), so the data path never waits 
 * Epochs. A write carries the epoch it was started in. One whose epoch ended before it began
   writes nothing; one that ends while it writes is reported anyway, and the task slot discards
   its files (an orphan at worst, never a wrong checkpoint).
-* Write faults. The attempt's `AttemptFaults` decide per write: an injected `StorageError`
-  (`StorageWriteFailure`), a torn first file that reports success (`TornWrite`,
-  `runtime.jobmaster.faults.storage`), and a slowdown while a `SlowStorage` window is open.
+* Write faults. The attempt's `AttemptFaults` say which write fails (`StorageWriteFailure`) or
+  tears (`TornWrite`) and whether a `SlowStorage` window is open; what that does to the write is
+  `runtime.jobmaster.coordination.task_reports`' decision (this thread sleeps out a slowdown).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from checkpoint.io.snapshot_writer import SnapshotWriter
 from checkpoint.storage.layout import StorageError
 from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.core.task import Task
+from runtime.jobmaster.coordination.task_reports import WriteFaults, write_snapshot_files, write_started
 from runtime.jobmaster.faults.counts import AttemptFaults
 from runtime.jobmaster.faults.storage import write_torn
 from runtime.ray.services import RemoteCommitter, stage_failed
@@ -49,7 +50,7 @@ class SnapshotUploads:
         task_id: the slot's task.
         live: whether an epoch is still the slot's current one (read without its lock).
         post: queues mail for the slot's work thread: ``post("written", epoch, checkpoint_id,
-            handles, error, seconds, cpu)``, or ``post("call", epoch, fail, (error,))`` when a
+            outcome, seconds, cpu)`` (a `WriteOutcome`), or ``post("call", epoch, fail, (error,))`` when a
             sink's stage did not land.
         fail: fails the slot's task (as mail, so on its work thread).
     """
@@ -115,23 +116,38 @@ class SnapshotUploads:
             return
         if cancelled:
             return
-        handles = None
-        error: BaseException | None = None
-        try:
-            if fail:
-                raise StorageError(f"injected storage failure writing {self._task_id} chk-{checkpoint_id}")
-            slower = faults.write_slowdown(started)
-            if tear is not None:  # TornWrite: reports success, its first file lands partially
-                handles, torn = write_torn(self._writer.storage, *tear,
-                                           lambda: self._writer.write(snapshot, self._writer.prepare(snapshot)))
-                if torn is not None:
-                    faults.torn_files.append(torn)
-            else:
-                handles = self._writer.write(snapshot, self._writer.prepare(snapshot))
-            if slower > 1.0:  # SlowStorage: the write takes `slower` times as long
-                faults.slowed += 1
-                time.sleep((slower - 1.0) * (time.time() - started))
-        except Exception as exc:  # StorageError, the storage or committer actor gone
-            error = exc
-        self._post("written", epoch, checkpoint_id, handles, error, time.time() - started,
+        port = _UploadStorage(self._writer, snapshot, faults)
+        write_faults = WriteFaults(fail, tear, faults.write_slowdown(started))
+        slowdown = write_started(write_faults, port)  # a `SlowStorage` window: it takes this many times as long
+        outcome = write_snapshot_files(self._task_id, checkpoint_id, write_faults, port)
+        if slowdown > 1.0 and outcome.error is None:
+            time.sleep((slowdown - 1.0) * (time.time() - started))
+        self._post("written", epoch, checkpoint_id, outcome, time.time() - started,
                    time.thread_time() - cpu_started)
+
+
+class _UploadStorage:
+    """`SnapshotStoragePort` of one write on the writer thread: through the slot's `SnapshotWriter`;
+    what faults did goes into the attempt's counts. Any error of the storage (its actor gone, a
+    remote store's own errors) is a `StorageError`: the task declines the checkpoint."""
+
+    def __init__(self, writer: SnapshotWriter, snapshot: TaskSnapshot, faults: AttemptFaults) -> None:
+        self.writer, self.snapshot, self.faults = writer, snapshot, faults
+
+    def write(self) -> Any:
+        try:
+            return self.writer.write(self.snapshot, self.writer.prepare(self.snapshot))
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"writing {self.snapshot.task_id} chk-{self.snapshot.checkpoint_id} failed: "
+                               f"{type(exc).__name__}: {exc}") from exc
+
+    def write_torn(self, keep: float, garble: bool) -> tuple[Any, str | None]:
+        return write_torn(self.writer.storage, keep, garble, self.write)
+
+    def struck(self, fault: str, detail: Any) -> None:
+        if fault == "SlowStorage":
+            self.faults.slowed += 1
+        elif fault == "TornWrite" and detail is not None:
+            self.faults.torn_files.append(detail)

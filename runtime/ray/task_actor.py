@@ -64,6 +64,7 @@ import ray
 from checkpoint.io.snapshot_writer import SnapshotWriter
 from runtime.core.subtask_checkpoint import TaskRestore, TaskSnapshot
 from runtime.core.task import Task
+from runtime.jobmaster.coordination.task_reports import WriteOutcome, snapshot_written
 from runtime.jobmaster.master import TaskFinal
 from runtime.jobmaster.result import suppresses_restarts
 from runtime.ray.channels import InputChannels, OutputChannels
@@ -180,8 +181,8 @@ class TaskActor(TaskFaultInjection):
         with self._lock:
             self._timers.clear()
             for item in self._inbox:  # the previous epoch's mail: snapshots written for it are void
-                if item[0] == "written" and item[3] is not None:
-                    self._uploads.discard(item[3])
+                if item[0] == "written":
+                    self._on_written(*item[1:], live=False)
             self._inbox.clear()  # (this epoch's senders start after every deploy)
             self._uploads.reset()  # the attempt starts afresh
             self.epoch = epoch
@@ -479,19 +480,14 @@ class TaskActor(TaskFaultInjection):
         staged = self._committer.take_staged()  # the sinks' pre-commits of this snapshot
         self._uploads.upload(self.epoch, self.task, snapshot, staged, self._committer, self._faults, fail, tear)
 
-    def _on_written(self, epoch: int, checkpoint_id: int, handles: Any, error: BaseException | None,
-                    seconds: float, cpu: float) -> None:
+    def _on_written(self, epoch: int, checkpoint_id: int, outcome: WriteOutcome, seconds: float, cpu: float,
+                    live: bool = True) -> None:
         """Under the lock: the writer thread finished a snapshot in `seconds` (`cpu` of them on
-        its CPU: serialising and writing, which takes the GIL from the work thread); acknowledge
-        or decline it."""
-        if not self._live(epoch):
-            if handles is not None:
-                self._uploads.discard(handles)
-            return
-        if error is not None:
-            self.task.on_snapshot_failed(checkpoint_id, error)
-        elif not self.task.on_snapshot_written(checkpoint_id, handles, seconds, cpu):
-            self._uploads.discard(handles)
+        its CPU: serialising and writing, which takes the GIL from the work thread); the task
+        acknowledges or declines it (`snapshot_written`), or its files are void (`live` False, or
+        its epoch ended)."""
+        snapshot_written(self.task, checkpoint_id, outcome, seconds, cpu, self._uploads.discard,
+                         live=live and self._live(epoch))
 
     # ------------------------------------------------------------------ failure and status
 

@@ -10,7 +10,7 @@ progress strikes:
   the driver then kills its worker, so the crash lands at that exact point.
 * Acknowledgements: lost (`LostAcknowledgement`, `LostControlMessage("ack")`), sent twice
   (`DuplicatedControlMessage`) or late (`DelayedControlMessage`, on a timer, so later ones may
-  overtake it).
+  overtake it), as `runtime.jobmaster.coordination.task_reports.send_acknowledgement` decides.
 * `ChannelStall` (`stall`): every input is held back, then delivered in arrival order;
   `TaskStall` (`hang`): the task holds its lock and takes no step; `ChannelDelay`
   (`delay_channel`): what it sends on one output arrives late; `SlowStorage` (`slow_writes`):
@@ -27,9 +27,13 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
+from runtime.jobmaster.coordination.control_plane import Delivery
+from runtime.jobmaster.coordination.task_reports import send_acknowledgement
 from runtime.jobmaster.faults.counts import AttemptFaults
+from vocabulary.fault_plan import Fault
 from vocabulary.handles import TaskAcknowledgement
 
 
@@ -50,22 +54,9 @@ class TaskFaultInjection:
         return bool(self._stalled) or time.time() < self._stalled_until
 
     def acknowledge(self, ack: TaskAcknowledgement) -> None:
-        """`TaskPorts`: to the coordinator, through the worker's reports, as the plan's faults have it."""
-        lost, copies, delay = self._faults.ack()
-        if lost:
-            return  # LostAcknowledgement, LostControlMessage("ack")
-        if self._trace is not None:
-            self._trace.append((time.time(), "ack", ack.checkpoint_id, str(ack.task_id)))
-        epoch, coordinator = self.epoch, self._coordinator
-
-        def send() -> None:
-            for _ in range(copies):  # DuplicatedControlMessage("ack")
-                self._reports.ack(coordinator, epoch, ack)
-
-        if delay > 0:  # DelayedControlMessage("ack"): a timer, so later acks may overtake it
-            self._timers.schedule(delay, send)
-        else:
-            send()
+        """`TaskPorts`: to the coordinator, through the worker's reports, as
+        `send_acknowledgement` decides on the plan's faults."""
+        send_acknowledgement(ack, self._faults.ack(), _Acknowledgements(self))
 
     def stall(self, epoch: int, duration: float) -> None:
         """`ChannelStall`: hold every input back for `duration` seconds, then deliver in order."""
@@ -111,3 +102,31 @@ class TaskFaultInjection:
         self._dead = True
         self._frozen = True
         self._timers.clear()
+
+
+class _Acknowledgements:
+    """`AcknowledgementPort` of one task slot: through its worker's reports, a late one on a timer
+    (so later acknowledgements may overtake it)."""
+
+    def __init__(self, slot: TaskFaultInjection) -> None:
+        self.slot = slot
+
+    def struck(self, ack: TaskAcknowledgement, faults: Sequence[Fault], lost: bool) -> None:
+        """Nothing to record: the driver counts what struck (`RunCounts.attempt_ended`)."""
+
+    def carry(self, ack: TaskAcknowledgement, delivery: Delivery) -> None:
+        if delivery.copies == 0:
+            return  # lost on the way
+        slot: Any = self.slot
+        if slot._trace is not None:
+            slot._trace.append((time.time(), "ack", ack.checkpoint_id, str(ack.task_id)))
+        epoch, coordinator, reports = slot.epoch, slot._coordinator, slot._reports
+
+        def send() -> None:
+            for _ in range(delivery.copies):
+                reports.ack(coordinator, epoch, ack)
+
+        if delivery.delay > 0:
+            slot._timers.schedule(delivery.delay, send)
+        else:
+            send()

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from checkpoint.storage.layout import StorageError
 from runtime.core.subtask_checkpoint import TaskSnapshot
 from runtime.jobmaster.coordination.control_plane import (
     ControlMessage,
@@ -24,6 +23,14 @@ from runtime.jobmaster.coordination.control_plane import (
     NotifyCheckpointComplete,
     TriggerCheckpoint,
 )
+from runtime.jobmaster.coordination.task_reports import (
+    WriteFaults,
+    send_acknowledgement,
+    snapshot_written,
+    write_snapshot_files,
+    write_started,
+)
+from runtime.jobmaster.faults.schedule import DELIVER
 from runtime.jobmaster.faults.storage import write_torn
 from runtime.records.messages import CheckpointOptions
 from vocabulary.fault_plan import Fault
@@ -164,19 +171,24 @@ class SimCoordinatorLink:
             sim.invariants.on_notified(task_id, checkpoint_id, completed=True)
 
     def acknowledge(self, epoch: int, ack: TaskAcknowledgement) -> None:
+        """`ack` goes to the coordinator over the network, as `send_acknowledgement` decides."""
         sim = self.sim
         sim.trace_barrier("ack", ack.checkpoint_id, str(ack.task_id))
-        sim.channels.send_ack(ack.task_id, ack.checkpoint_id, epoch, lambda: sim.coordinator.receive_acknowledge(ack))
+        effect = sim.schedule.control("ack", ack.task_id) if sim.schedule is not None else DELIVER
+        send_acknowledgement(ack, effect, _SimAcknowledgements(sim, epoch))
 
     def write_snapshot(self, epoch: int, snapshot: TaskSnapshot) -> None:
         """Write `snapshot` to the checkpoint storage, taking virtual time (fixed latency plus
-        size / bandwidth) and the task's CPU (`CostModel.sync_cost`, `write_cost`)."""
+        size / bandwidth, stretched by a `SlowStorage` window) and the task's CPU
+        (`CostModel.sync_cost`, `write_cost`); what the plan's faults do to it and what the task
+        then does is `runtime.jobmaster.coordination.task_reports`'."""
         sim = self.sim
         network = sim.network
         task_id = snapshot.task_id
         sim.trace_barrier("snapshot", snapshot.checkpoint_id, str(task_id), snapshot.sync_time)
         effect = sim.schedule.write(task_id) if sim.schedule is not None else None
         files = sim.writer.prepare(snapshot)
+        port = _SimSnapshotStorage(sim, snapshot, files)
         size = sum(len(data) for data in files.values())
         latency = network.write_latency
         if network.write_latency_max is not None:  # drawn only then: a run without it draws the same numbers
@@ -185,11 +197,8 @@ class SimCoordinatorLink:
         sync, cpu = sim.costs.sync_cost(size), sim.costs.write_cost(size)
         if sync + cpu > 0:  # the task's CPU (charged with its step); the write starts after the sync part
             sim.runner.owe_cpu(task_id, sync, cpu)
-        if sim.schedule is not None:
-            slower = sim.schedule.write_slowdown(sim.now)
-            if slower > 1.0:
-                sim.trace_event("fault", "SlowStorage", snapshot.checkpoint_id, str(task_id), slower)
-                duration *= slower
+        faults = WriteFaults.of(effect, sim.schedule.write_slowdown(sim.now) if sim.schedule is not None else 1.0)
+        duration *= write_started(faults, port)
 
         def done() -> None:
             task = sim.tasks.get(task_id)
@@ -197,24 +206,44 @@ class SimCoordinatorLink:
                 return
             if task.is_cancelled(snapshot.checkpoint_id):
                 return  # cancelled in flight: nothing is written
-            try:
-                if effect is not None and effect.fail:
-                    raise StorageError(f"injected storage failure writing {task_id} chk-{snapshot.checkpoint_id}")
-                if effect is not None and effect.tear is not None:
-                    handles = self._write_torn(snapshot, files, effect.tear)
-                else:
-                    handles = sim.writer.write(snapshot, files)
-            except StorageError as exc:
-                task.on_snapshot_failed(snapshot.checkpoint_id, exc)
-                return
-            if not task.on_snapshot_written(snapshot.checkpoint_id, handles, duration, cpu):
-                sim.writer.discard(handles)
+            outcome = write_snapshot_files(task_id, snapshot.checkpoint_id, faults, port)
+            snapshot_written(task, snapshot.checkpoint_id, outcome, duration, cpu, sim.writer.discard)
 
         sim.at(sim.now + sync + duration, done, epoch, "write")
 
-    def _write_torn(self, snapshot: TaskSnapshot, files: dict[str, bytes], tear: Any) -> Any:
-        """Write `snapshot` with its first file torn (`TornWrite`): the write reports success."""
+
+class _SimAcknowledgements:
+    """`AcknowledgementPort` of one epoch's tasks on the simulator: over the network's control
+    path (which draws a latency for a lost message too); faults go to the trace."""
+
+    def __init__(self, sim: SimExecutor, epoch: int) -> None:
+        self.sim, self.epoch = sim, epoch
+
+    def struck(self, ack: TaskAcknowledgement, faults: Sequence[Fault], lost: bool) -> None:
+        for fault in faults:
+            if lost:
+                self.sim.trace_event("ack-lost", ack.checkpoint_id, str(ack.task_id))
+            else:
+                self.sim.trace_event("fault", type(fault).__name__, "ack", ack.checkpoint_id, str(ack.task_id))
+
+    def carry(self, ack: TaskAcknowledgement, delivery: Delivery) -> None:
         sim = self.sim
-        handles, torn = write_torn(sim.storage, tear.keep, tear.garble, lambda: sim.writer.write(snapshot, files))
-        sim.trace_event("fault", "TornWrite", snapshot.checkpoint_id, str(snapshot.task_id), torn)
-        return handles
+        sim.channels.carry_control("ack", self.epoch, lambda: sim.coordinator.receive_acknowledge(ack),
+                                   delivery.copies, delivery.delay)
+
+
+class _SimSnapshotStorage:
+    """`SnapshotStoragePort` of one snapshot write on the simulator: its prepared `files` into the
+    run's `CheckpointStorage`; faults go to the trace."""
+
+    def __init__(self, sim: SimExecutor, snapshot: TaskSnapshot, files: dict[str, bytes]) -> None:
+        self.sim, self.snapshot, self.files = sim, snapshot, files
+
+    def write(self) -> Any:
+        return self.sim.writer.write(self.snapshot, self.files)
+
+    def write_torn(self, keep: float, garble: bool) -> tuple[Any, str | None]:
+        return write_torn(self.sim.storage, keep, garble, self.write)
+
+    def struck(self, fault: str, detail: Any) -> None:
+        self.sim.trace_event("fault", fault, self.snapshot.checkpoint_id, str(self.snapshot.task_id), detail)

@@ -10,8 +10,9 @@
   out of credit stops stepping, so backpressure reaches the sources.
 * Control messages (triggers, acknowledgements, notifications) take `control_delay` (or a delay
   drawn from a measured distribution) and meet the fault plan's lost, duplicated and delayed
-  messages (`carry_control`, `send_ack`; what becomes of the coordinator's is
-  `runtime.jobmaster.coordination.control_plane`'s decision).
+  messages (`carry_control`; what becomes of the coordinator's is
+  `runtime.jobmaster.coordination.control_plane`'s decision, of the tasks' acknowledgements
+  `runtime.jobmaster.coordination.task_reports`').
 
 Every delay is drawn from the executor's one `random.Random(seed)`, in event order, so a seed
 replays the identical run.
@@ -173,21 +174,6 @@ class SimNetwork:
     def control(self, epoch: int | None, fn: Callable[[], None]) -> None:
         """A control message no fault touches (declines, finished sources, commits)."""
         self.sim.at(self.sim.now + self.options.control_delay, fn, epoch, "control")
-
-    def send_ack(self, task_id: TaskId, checkpoint_id: int, epoch: int | None, fn: Callable[[], None]) -> None:
-        """An acknowledgement of `task_id` to the coordinator (`fn`), as the plan's faults let it go."""
-        sim = self.sim
-        kind = "ack"
-        effect = sim.schedule.control(kind, task_id) if sim.schedule is not None else None
-        if effect is None or not effect.faults:
-            self.carry_control(kind, epoch, fn)
-            return
-        for fault in effect.faults:
-            if effect.lost:
-                sim.trace_event("ack-lost", checkpoint_id, str(task_id))
-            else:
-                sim.trace_event("fault", type(fault).__name__, kind, checkpoint_id, str(task_id))
-        self.carry_control(kind, epoch, fn, 0 if effect.lost else effect.copies, effect.delay)
 
     def carry_control(self, kind: str, epoch: int | None, fn: Callable[[], None], copies: int = 1,
                       delay: float = 0.0) -> None:

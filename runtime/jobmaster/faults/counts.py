@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from runtime.jobmaster.faults.schedule import DELIVER, ControlEffect
 from vocabulary.fault_plan import ChannelDelay, SlowStorage, StorageWriteFailure, TornWrite
 from vocabulary.handles import TaskId
 
@@ -132,10 +133,14 @@ class AttemptFaults:
         self.torn_files: list[str] = []
         self.slowed = 0
 
-    def ack(self) -> tuple[bool, int, float]:
-        """The task sends its next acknowledgement: (lost, copies, delay)."""
+    def ack(self) -> ControlEffect:
+        """The task sends its next acknowledgement: what the plan does to it (the faults that
+        struck it are counted by the driver, `RunCounts.attempt_ended`)."""
         n, self.acks = self.acks, self.acks + 1
-        return self._acks.get(n, (False, 1, 0.0))
+        if n not in self._acks:
+            return DELIVER
+        lost, copies, delay = self._acks[n]
+        return ControlEffect(lost=lost, copies=copies, delay=delay)
 
     def crash_due(self, records: int, input_ended: bool) -> bool:
         """The task handled `records` in the attempt (`input_ended`: and its input ended): crash now?"""
