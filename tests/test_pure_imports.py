@@ -35,6 +35,7 @@ PURE = [
     ("runtime/jobmaster/coordination/coordinators.py", NO_CLOCK_OR_DICE),
     ("runtime/jobmaster/lifecycle/progress.py", NO_CLOCK_OR_DICE),
     ("runtime/jobmaster/lifecycle/watchdog.py", NO_CLOCK_OR_DICE),
+    ("runtime/jobmaster/lifecycle/attempt_boundary.py", NO_CLOCK_OR_DICE),
     ("runtime/jobmaster/coordination/control_plane.py", NEVER | {"time"}),  # faults come from the plan's seeded schedule
     ("runtime/jobmaster/coordination/completions.py", NO_CLOCK_OR_DICE),
     ("runtime/jobmaster/coordination/task_reports.py", NEVER | {"time"}),  # faults come from the plan's seeded schedule

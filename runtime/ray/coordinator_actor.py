@@ -267,9 +267,7 @@ class CoordinatorActor:
     def suspend(self, reason: CheckpointFailureReason = CheckpointFailureReason.TASK_FAILURE) -> None:
         """Failover begins: stop triggering, abort what is pending, ignore the old epoch."""
         with self._lock:
-            self.plane.attempt_cancelled()
-            self.coordinator.stop()
-            self.coordinator.abort_all_pending(reason)
+            self.plane.cancel_attempt(reason)
             self._outbox = {}  # (notifications for the failed attempt: it ignores them)
             refs, self._commit_refs = [ref for _, ref in self._commit_refs], []
         if refs:  # the restore is planned against the committed output: let the commits land
@@ -279,12 +277,9 @@ class CoordinatorActor:
         with self._lock:
             return self.id_counter.get()
 
-    def restores(self, committed: CommittedOutput | None = None, given: Any = None
-                 ) -> tuple[Any, dict[TaskId, TaskRestore]]:
+    def restores(self, committed: CommittedOutput | None = None) -> tuple[Any, dict[TaskId, TaskRestore]]:
         """The newest retained checkpoint that verifies and the restore state of every task from it
-        (`(None, {})`: none yet; a corrupt one is skipped for the previous retained one). Without
-        one, the coordinator restarts from `given` (the checkpoint the job restores, if any), whose
-        restores the driver builds (`runtime.jobmaster`).
+        (`(None, {})`: none yet; a corrupt one is skipped for the previous retained one).
 
         Raises:
             runtime.jobmaster.restore.state_assignment.NoValidCheckpointError: checkpoints are retained but none verifies.
@@ -293,25 +288,25 @@ class CoordinatorActor:
             runtime.jobmaster.restore.state_assignment.RestoreError: the checkpoint does not fit the job.
         """
         with self._lock:
-            latest, restores = restore_latest_valid(self.graph, self.store, self.storage, committed)
-            self.coordinator.restored_from(latest if latest is not None else given)
-            self._discard_orphans()  # what the failed attempt left
-            return latest, restores
+            return restore_latest_valid(self.graph, self.store, self.storage, committed)
+
+    def restored_from(self, checkpoint: Any) -> None:
+        """The attempt being deployed starts from `checkpoint` (None: from scratch)."""
+        with self._lock:
+            self.coordinator.restored_from(checkpoint)
 
     def checkpoint_id_floor(self) -> int:
         """The first checkpoint id of this run (`first_checkpoint_id` of a successor)."""
         return self.first_checkpoint_id
 
-    def discard_orphans(self) -> list[str]:
+    def discard_orphans(self, finished: bool = True) -> list[str]:
         """Delete the files of this run's checkpoints that are neither retained nor pending, and
-        what interrupted writes left (`checkpoint.io.cleanup`); the driver calls it when the job
-        finished (a cancelled task of a failed attempt may have finished an upload late)."""
+        what interrupted writes left (`checkpoint.io.cleanup`): what a failed attempt left, and
+        when the job `finished` (a cancelled task of a failed attempt may have finished an upload
+        late)."""
         with self._lock:
-            return self._discard_orphans(finished=True)
-
-    def _discard_orphans(self, *, finished: bool = False) -> list[str]:
-        return discard_orphans(self.storage, self.job_id, self.store, since=self.first_checkpoint_id,
-                               pending=self.coordinator.pending_ids, finished=finished)
+            return discard_orphans(self.storage, self.job_id, self.store, since=self.first_checkpoint_id,
+                                   pending=self.coordinator.pending_ids, finished=finished)
 
     def status(self) -> dict[str, Any]:
         with self._lock:

@@ -3,10 +3,10 @@
 and failing the job for good with what the sinks committed attached.
 
 The job master decides (restart strategy, restore plan); this carries it out on the actors:
-cancelling suspends the coordinator (stop triggering, abort pending checkpoints) and cancels
-every surviving task, counting what it did; deploying reads the committed output and the newest
-valid checkpoint in the coordinator actor, aborts what the failed attempt staged past it, and
-deploys the tasks restored from it (`runtime.ray.task_deployment`).
+cancelling suspends the coordinator (`ControlPlane.cancel_attempt`) and cancels every surviving
+task, counting what it did; deploying runs the attempt boundary's steps
+(`runtime.jobmaster.lifecycle.attempt_boundary`) on the committer service and the coordinator
+actor, and deploys the tasks restored as planned (`runtime.ray.task_deployment`).
 
 A coordinator that dies while an attempt is planned (its replacement's constructor failed, say)
 leaves that attempt undeployed: the failover to start instead is kept in `_failed_deploy`, which
@@ -23,6 +23,7 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
+from runtime.jobmaster.lifecycle.attempt_boundary import begin_attempt
 from runtime.jobmaster.lifecycle.progress import Phase
 from runtime.jobmaster.result import JobFailedError
 from runtime.ray import errors
@@ -77,32 +78,17 @@ class DriverFailover:
         self._status = {}
 
     def deploy_attempt(self, attempt: int) -> None:
-        """`JobMasterGateway`: deploy the tasks restored as the job master plans (the coordinator
-        actor reads the newest valid retained checkpoint, next to its store)."""
+        """`JobMasterGateway`: deploy the tasks restored as the job master plans, in the attempt
+        boundary's order (`runtime.jobmaster.lifecycle.attempt_boundary`; the coordinator actor
+        reads the newest valid retained checkpoint, next to its store)."""
         assert self.services is not None
         death = self.services.check_committer()  # (a task may have found it dead first: this failover)
         if death is not None and death.fatal:
             self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
-        committed = ray.get(self.committer.latest_committed.remote(), timeout=60)
-        next_id = None
-        if self.coordinator is not None:
-            given = self.master.restore_from[0] if self.master.restore_from is not None else None
-            try:
-                next_id = self._read_ha(lambda: ray.get(self.coordinator.next_checkpoint_id.remote(), timeout=60))
-                plan = self.master.plan_attempt(
-                    lambda: self._read_ha(lambda: errors.get(self.coordinator.restores.remote(committed, given),
-                                                             timeout=120)),
-                    committed, next_id)
-            except RayActorError as exc:  # it died, or a replacement's constructor failed: replaced, and
-                self._failed_deploy = self._coordinator_died(exc)  # the loop fails over again (restarts bound it)
-                return
-        else:
-            plan = self.master.plan_attempt(lambda: (None, {}), committed, 0)
-        if plan is None:
-            return  # cannot recover: the job master failed the job
-        # what the failed attempt staged past the restored checkpoint can never commit
-        ray.get(self.committer.abort_lingering.remote(plan.abort_after, plan.abort_before, next_id), timeout=60)
-        self._deploy(plan.restores)
+        try:
+            begin_attempt(self.master, _RayAttemptBoundary(self))
+        except _CoordinatorDied as died:  # it died, or a replacement's constructor failed: replaced, and
+            self._failed_deploy = self._coordinator_died(died.error)  # the loop fails over again (restarts bound it)
 
     def _raise_if_failed(self) -> None:
         if self.master.error is not None:
@@ -122,3 +108,57 @@ class DriverFailover:
         if self.committer is not None:
             with contextlib.suppress(RayError):
                 error.committer = ray.get(self.committer.committer.remote(), timeout=30)
+
+
+class _CoordinatorDied(Exception):
+    """The coordinator actor died during an attempt boundary's step (`error`: Ray's)."""
+
+    def __init__(self, error: RayActorError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _RayAttemptBoundary:
+    """`AttemptBoundaryPort` of the Ray driver: the committer service and the coordinator actor do
+    each step (a coordinator's ZooKeeper reads retried while its session is suspended); without
+    checkpointing (no coordinator) nothing is retained."""
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+        self.coordinator = driver.coordinator
+
+    def _on_coordinator(self, call: Any) -> Any:
+        try:
+            return self.driver._read_ha(call)
+        except RayActorError as exc:
+            raise _CoordinatorDied(exc) from exc
+
+    def latest_committed(self) -> Any:
+        return ray.get(self.driver.committer.latest_committed.remote(), timeout=60)
+
+    def next_checkpoint_id(self) -> int:
+        if self.coordinator is None:
+            return 0
+        return self._on_coordinator(lambda: ray.get(self.coordinator.next_checkpoint_id.remote(), timeout=60))
+
+    def latest_valid(self, committed: Any) -> tuple[Any, dict[Any, Any]]:
+        if self.coordinator is None:
+            return None, {}
+        return self._on_coordinator(lambda: errors.get(self.coordinator.restores.remote(committed), timeout=120))
+
+    def discard_orphans(self) -> None:
+        if self.coordinator is not None:
+            self._on_coordinator(lambda: ray.get(self.coordinator.discard_orphans.remote(finished=False),
+                                                 timeout=120))
+
+    def abort_lingering(self, plan: Any, next_checkpoint_id: int) -> None:
+        # a stage the failed attempt sends late, below the next checkpoint id, is dropped (the fence)
+        fence = next_checkpoint_id if self.coordinator is not None else None
+        ray.get(self.driver.committer.abort_lingering.remote(plan.abort_after, plan.abort_before, fence), timeout=60)
+
+    def restored_from(self, checkpoint: Any) -> None:
+        if self.coordinator is not None:
+            self._on_coordinator(lambda: ray.get(self.coordinator.restored_from.remote(checkpoint), timeout=60))
+
+    def deploy(self, plan: Any) -> None:
+        self.driver._deploy(plan.restores)

@@ -53,8 +53,9 @@ from runtime.jobmaster.coordination.coordinator_state import coordinator_state, 
 from runtime.jobmaster.faults.actions import coordinator_crash
 from runtime.jobmaster.faults.schedule import FaultSchedule
 from runtime.jobmaster.faults.storage import CoordinatorWriteFaults
+from runtime.jobmaster.lifecycle.attempt_boundary import begin_attempt
 from runtime.jobmaster.lifecycle.progress import progress_figures, reading_phase
-from runtime.jobmaster.master import JobMaster, RunsOnJobMaster, TaskFinal
+from runtime.jobmaster.master import AttemptPlan, JobMaster, RunsOnJobMaster, TaskFinal
 from runtime.jobmaster.observer import ExecutionObserver
 from runtime.jobmaster.registry import check_options
 from runtime.jobmaster.restore.state_assignment import restore_latest_valid
@@ -278,30 +279,22 @@ class SimExecutor(RunsOnJobMaster):
     def cancel_attempt(self, attempt: int, reason: CheckpointFailureReason) -> None:
         """`JobMasterGateway`: the running attempt's events are dropped from now on."""
         self.trace_event("failover", self.failures[-1])
-        self.coordinator_link.plane.attempt_cancelled()
-        self.coordinator.stop()
-        # no notification of these aborts goes out: the dying execution could not take it
-        self.coordinator.abort_all_pending(reason)
+        self.coordinator_link.plane.cancel_attempt(reason)
         self.epoch += 1
         self.tasks = {}  # nothing of the failed execution may run, send or be delivered to again
 
     def _deploy(self) -> None:
-        """Create every task of the current epoch, restored from the latest completed checkpoint
-        (a task failing meanwhile — a user's `open`, a restored sink's commit — fails it over)."""
-        # newest retained checkpoint that verifies (corrupt ones are skipped, with a warning)
-        committed = self.committer.latest_committed()
-        plan = self.master.plan_attempt(lambda: restore_latest_valid(self.graph, self.store, self.storage, committed),
-                                        committed, self.id_counter.get())
-        if plan is None:
-            return
+        """Plan the current epoch and create every task of it, restored from the latest completed
+        checkpoint, in the attempt boundary's order (`runtime.jobmaster.lifecycle.attempt_boundary`;
+        a task failing meanwhile — a user's `open`, a restored sink's commit — fails it over)."""
+        begin_attempt(self.master, _SimAttemptBoundary(self))
+
+    def _create_tasks(self, plan: AttemptPlan) -> None:
+        """The attempt boundary's last step: the tasks of the current epoch, from `plan`."""
         latest, restores = plan.checkpoint, plan.restores
-        if self.failures:  # what the failed attempt left (its events are dropped: nothing still writes)
-            self._discard_orphans()
         self.writer.reset()  # a new execution attempt: tasks snapshot from scratch
-        self.committer.abort_lingering(plan.abort_after, plan.abort_before)
         if self.invariants is not None:
             self.invariants.deploying()
-        self.coordinator.restored_from(latest)
         epoch = self.epoch
         self.coordinator_link.plane.attempt_deployed(epoch)
         self.tasks = {}
@@ -478,6 +471,36 @@ class SimExecutor(RunsOnJobMaster):
     def crash_during_recovery(self, task_id: TaskId, at: float) -> None:
         """`JobMasterGateway`: `TaskCrashDuringRecovery` (the restart delay included)."""
         self.fault_actions.crash_during_recovery(task_id, at)
+
+
+class _SimAttemptBoundary:
+    """`AttemptBoundaryPort` of the simulator: every step in process, at the current instant."""
+
+    def __init__(self, sim: SimExecutor) -> None:
+        self.sim = sim
+
+    def latest_committed(self) -> Any:
+        return self.sim.committer.latest_committed()
+
+    def next_checkpoint_id(self) -> int:
+        return self.sim.id_counter.get()
+
+    def latest_valid(self, committed: Any) -> tuple[Any, dict[Any, Any]]:
+        # newest retained checkpoint that verifies (corrupt ones are skipped, with a warning)
+        sim = self.sim
+        return restore_latest_valid(sim.graph, sim.store, sim.storage, committed)
+
+    def discard_orphans(self) -> None:
+        self.sim._discard_orphans()  # (the failed attempt's events are dropped: nothing still writes)
+
+    def abort_lingering(self, plan: AttemptPlan, next_checkpoint_id: int) -> None:
+        self.sim.committer.abort_lingering(plan.abort_after, plan.abort_before)
+
+    def restored_from(self, checkpoint: Any) -> None:
+        self.sim.coordinator.restored_from(checkpoint)
+
+    def deploy(self, plan: AttemptPlan) -> None:
+        self.sim._create_tasks(plan)
 
 
 def run_job(graph: JobGraph, *, seed: int = 0, faults: FaultPlan | None = None, **options: Any) -> JobResult:

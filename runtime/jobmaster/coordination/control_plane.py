@@ -176,6 +176,14 @@ class ControlPlane:
         """A failover begins: no message goes to the failing attempt from now on."""
         self.epoch = None
 
+    def cancel_attempt(self, reason: CheckpointFailureReason) -> None:
+        """A failover begins: no message goes to the failing attempt from now on (not even the
+        aborts: it could not take them), the coordinator stops triggering and aborts what is
+        pending for `reason`."""
+        self.attempt_cancelled()
+        self.coordinator.stop()
+        self.coordinator.abort_all_pending(reason)
+
     def attempt_deployed(self, epoch: int) -> None:
         """Attempt `epoch` is deployed: messages go to its tasks; nothing of an earlier one is owed."""
         self.epoch = epoch
