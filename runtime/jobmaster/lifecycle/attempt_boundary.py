@@ -21,7 +21,7 @@ the coordinator stops triggering, its pending checkpoints abort) and deploys the
    (`ControlPlane.attempt_deployed`), and the coordinator starts triggering.
 
 Rejected: the coordinator reading the checkpoint and setting `restored_from` and cleaning up in one
-call (the Ray actor did): a plan the job master then refuses (committed output ahead of it) would
+call: a plan the job master then refuses (committed output ahead of it) would
 already have moved the coordinator.
 
 Pure: the port does every read and write.
