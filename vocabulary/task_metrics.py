@@ -36,6 +36,9 @@ class StepTimes:
     calls: int = 0
     #: Ray: pushes to subtasks of the same worker actor (in-process, not Ray calls)
     local_calls: int = 0
+    #: Ray: data buffers received as the sender's records, with no Arrow batch (in-process
+    #: channels; a buffer from another process always carries its batch)
+    buffers_as_records: int = 0
     #: Ray: the most data buffers one input channel held received but not yet consumed (the
     #: channel's credits bound it)
     max_unconsumed: int = 0

@@ -46,7 +46,8 @@ class OutputChannel:
     """One outgoing channel: the pieces of the next buffer (record lists or Arrow batches, in
     order), a queue of ready payloads, and credits."""
 
-    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "target", "buffer_size", "last_watermark")
+    __slots__ = ("index", "credits", "queue", "builder", "builder_rows", "builder_fields", "target", "buffer_size",
+                 "last_watermark")
 
     def __init__(self, index: int, credits: int, target: TaskId, buffer_size: int) -> None:
         self.index = index
@@ -56,6 +57,8 @@ class OutputChannel:
         self.queue: deque[Payload] = deque()
         self.builder: list[Batch] = []
         self.builder_rows = 0
+        #: the fields every record in the builder's record lists has, exactly (): not known so
+        self.builder_fields: tuple[str, ...] = ()
         self.target = target
         #: the highest watermark queued on this channel (restored channel state included)
         self.last_watermark = float("-inf")
@@ -119,11 +122,13 @@ class RecordWriter:
             self.records_out += num_rows(data)
         if not routes:
             return
-        self._types[tag].check(data)  # before partitioning: in emission order
+        types = self._types[tag]
+        types.check(data)  # before partitioning: in emission order
         if tag is not None:
             self.records_out += num_rows(data)
         channels = self.channels
         columns = not isinstance(data, list)
+        fields = () if columns else types.last_fields
         for partitioner, indexes in routes:
             if columns:
                 parts = partitioner.partition_columns(data, len(indexes))
@@ -134,6 +139,8 @@ class RecordWriter:
                 if not rows:
                     continue
                 ch = channels[index]
+                if not columns:  # a buffer's records are known uniform if every list in it was so alike
+                    ch.builder_fields = fields if not ch.builder_rows or ch.builder_fields == fields else ()
                 ch.builder.append(part)
                 ch.builder_rows += rows
                 if ch.builder_rows >= ch.buffer_size:
@@ -141,11 +148,12 @@ class RecordWriter:
 
     def _cut(self, ch: OutputChannel) -> None:
         pieces, ch.builder, ch.builder_rows = ch.builder, [], 0
+        fields = ch.builder_fields or None
         size = ch.buffer_size
         for piece in concat(pieces):
             if isinstance(piece, list):
                 for start in range(0, len(piece), size):
-                    ch.queue.append(Buffer.from_records(piece[start:start + size], checked=True))
+                    ch.queue.append(Buffer.from_records(piece[start:start + size], checked=True, fields=fields))
             elif piece.num_rows <= size:
                 ch.queue.append(Buffer.of(compact(piece)))
             else:

@@ -30,7 +30,11 @@ In-process channels (`runtime.ray.slots`). A receiver hosted by the sender's own
 a `LocalSlot`: the push and the returned credits go straight into the peer's mailbox instead of
 through Ray, and everything else above holds unchanged — the same sequence numbers, the same
 credit counting in the pure `Task`, credits owed on consumption — so only the transport differs.
-`calls` counts Ray calls only; `local_calls` the in-process pushes.
+The payloads go over as the objects the sender queued: a buffer cut from records hands the
+receiver the producer's list, and its Arrow batch is built only if something asks for it
+(`runtime.records.messages.Buffer`); a Ray call pickles the batch. `calls` counts Ray calls only;
+`local_calls` the in-process pushes; the receiver's `buffers_as_records` the buffers that arrived
+without a batch.
 """
 
 from __future__ import annotations
@@ -180,6 +184,8 @@ class InputChannels:
         #: (credits bound it: a test checks in-process channels keep the bound)
         self._unconsumed: dict[int, int] = defaultdict(int)
         self.max_unconsumed = 0
+        #: data buffers that arrived as the sender's records, without an Arrow batch
+        self.buffers_as_records = 0
 
     def check(self, channel: int, seq: int, count: int) -> None:
         """Raises: ChannelOrderError when `seq` is not the next number on `channel`."""
@@ -193,8 +199,10 @@ class InputChannels:
             )
         self._next_seq[channel] = expected + count
 
-    def received(self, channel: int, buffers: int) -> None:
-        """`buffers` data buffers (credit-bound payloads, not events) arrived on `channel`."""
+    def received(self, channel: int, buffers: int, as_records: int = 0) -> None:
+        """`buffers` data buffers (credit-bound payloads, not events) arrived on `channel`,
+        `as_records` of them without an Arrow batch."""
+        self.buffers_as_records += as_records
         n = self._unconsumed[channel] = self._unconsumed[channel] + buffers
         if n > self.max_unconsumed:
             self.max_unconsumed = n

@@ -292,7 +292,8 @@ class TaskActor(TaskFaultInjection):
     def _accept(self, channel: int, seq: int, payloads: list[Any]) -> None:
         try:
             self.inputs.check(channel, seq, len(payloads))
-            self.inputs.received(channel, sum(1 for p in payloads if isinstance(p, Buffer)))
+            buffers = [p for p in payloads if isinstance(p, Buffer)]
+            self.inputs.received(channel, len(buffers), sum(1 for b in buffers if not b.has_batch))
             for payload in payloads:
                 if self._trace is not None and isinstance(payload, CheckpointBarrier):
                     self._trace.append((time.time(), "barrier-in", payload.id, str(self.task_id), channel))
@@ -552,6 +553,7 @@ class TaskActor(TaskFaultInjection):
         times.calls = self.outputs.calls
         times.local_calls = self.outputs.local_calls
         times.max_unconsumed = self.inputs.max_unconsumed
+        times.buffers_as_records = self.inputs.buffers_as_records
         return times
 
     def finish(self) -> dict[str, Any]:

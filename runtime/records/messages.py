@@ -1,7 +1,8 @@
 """What travels over a channel: data buffers and in-band events.
 
 A channel carries `BufferOrEvent`s in FIFO order. Data travels in `Buffer`s (one
-`pyarrow.RecordBatch` of many records); checkpoint barriers, cancellation markers, watermarks,
+`pyarrow.RecordBatch` of many records, built only once something needs it when the buffer was cut
+from dict records: between tasks of one process the records go over as the list); checkpoint barriers, cancellation markers, watermarks,
 watermark statuses and the end-of-partition marker travel between buffers as events.
 
 Watermarks and watermark statuses are in-band *data* events: the input gate queues and holds them
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import pyarrow as pa
@@ -26,23 +28,37 @@ import pyarrow as pa
 from runtime.records.record_types import RecordConversionError, StreamSchema
 
 
-@dataclass(frozen=True, eq=False, slots=True)
 class Buffer:
-    """A data buffer: one Arrow record batch.
+    """A data buffer: many records, as one Arrow record batch.
 
-    `to_records()` is cached because operators read the same buffer once per record path; the
-    cache is an implementation detail and is not pickled.
+    A buffer cut from dict records (`from_records`) keeps the list and builds its batch only when
+    something asks for it: `batch`, `size_bytes`, pickling (a hop between processes carries the
+    batch), channel-state files. A receiver in the sender's own process — the simulator's network,
+    a Ray worker's in-process channel — that takes records gets the producer's list back from
+    `to_records()` with no Arrow round trip when every record has the same fields (as the batch
+    would give them back but for ints a float field would widen); otherwise the records come from
+    the batch, as over a network hop. The batch is built by the same code whenever it is built,
+    so it is the same bytes wherever that happens. Immutable in use; the caches are not pickled.
     """
 
-    batch: pa.RecordBatch
-    _records: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
-    _size_bytes: int | None = field(default=None, repr=False, compare=False)
+    __slots__ = ("_batch", "_rows", "_records", "_size_bytes")
+
+    def __init__(self, batch: pa.RecordBatch | None, rows: list[dict[str, Any]] | None = None,
+                 records: list[dict[str, Any]] | None = None) -> None:
+        #: the Arrow batch, once built (always set when `rows` is None)
+        self._batch = batch
+        #: the dict records the buffer was cut from (None: it came as a batch)
+        self._rows = rows
+        #: what `to_records` returns, once known
+        self._records = records
+        self._size_bytes: int | None = None
 
     @classmethod
     def from_records(
-        cls, records: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None, *, checked: bool = False
+        cls, records: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None, *, checked: bool = False,
+        fields: tuple[str, ...] | None = None,
     ) -> Buffer:
-        """Build a buffer from dict records.
+        """A buffer of dict records (without `schema`, its batch is built when first asked for).
 
         Records follow one rule wherever they become Arrow (`runtime/records/record_types.py`): every value
         is one Arrow can hold (an int fits in int64; no `object()`), and a field keeps one Arrow
@@ -53,73 +69,103 @@ class Buffer:
         int with str). Tasks check it per stream, record by record, before records are grouped
         into buffers, so a job fails or not whatever the buffer size and timing, on either
         executor; they pass `checked=True`. Called directly, the records of this buffer are
-        checked as one stream. With `schema`, the records are converted to it as Arrow does.
+        checked as one stream, here. With `schema`, the records are converted to it as Arrow does,
+        here. `fields`: every record has exactly these fields, as the caller's check found
+        (`StreamSchema.last_fields`), so `to_records` gives the records back as they are.
 
-        Raises:
+        Raises (here, or from `batch` for records the rule let through that Arrow still refuses):
             RecordTypeError: a record breaks the rule (a `RecordConversionError`); the message
                 names the field, the types and the record.
             RecordConversionError: Arrow could not convert the records otherwise; names a record.
         """
         rows = [r if isinstance(r, dict) else dict(r) for r in records]
-        if not checked and schema is None:
+        if schema is not None:
+            return cls(_to_batch(rows, schema, checked=checked), rows, rows)
+        if not checked:
             StreamSchema("records given to Buffer.from_records").check_records(rows)
-        uniform = True
-        try:
-            if schema is not None or not rows:
-                batch = pa.RecordBatch.from_pylist(rows, schema=schema)
-            elif (columns := _uniform_columns(rows)) is not None:
-                batch = pa.RecordBatch.from_pydict(columns)
-            else:
-                uniform = False
-                # a buffer is columnar: a record lacking a field its buffer-mates have gets None
-                # (from_pylist would silently keep only the first record's fields)
-                names = list(dict.fromkeys(k for r in rows for k in r))
-                batch = pa.RecordBatch.from_pydict({k: [r.get(k) for r in rows] for k in names})
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-            if schema is None and checked:
-                # not expected after the caller's check; say which record and field if the rule can
-                StreamSchema("records given to Buffer.from_records").check_records(rows)
-            bad = _first_unconvertible(rows)
-            raise RecordConversionError(
-                f"record {bad!r} cannot be carried in an Arrow buffer: {exc}"
-            ) from exc
-        return cls(batch, rows if uniform else None)
+        return cls(None, rows, rows if fields else None)
 
     @classmethod
     def of(cls, batch: pa.RecordBatch) -> Buffer:
-        return cls(batch, None)
+        return cls(batch)
+
+    @property
+    def batch(self) -> pa.RecordBatch:
+        """The records as one Arrow batch (built on first use from the records, if need be)."""
+        if self._batch is None:
+            self._batch = _to_batch(self._rows, None, checked=True)  # type: ignore[arg-type]
+        return self._batch
+
+    @property
+    def has_batch(self) -> bool:
+        """Whether the Arrow batch exists yet (a buffer of records builds it on first use)."""
+        return self._batch is not None
 
     def to_records(self) -> list[dict[str, Any]]:
         """The records as dicts (a fresh list; the dicts are shared, treat them as read-only)."""
         if self._records is None:
-            object.__setattr__(self, "_records", self.batch.to_pylist())
-        return list(self._records)  # type: ignore[arg-type]
+            rows = self._rows
+            self._records = rows if rows is not None and _same_fields(rows) else self.batch.to_pylist()
+        return list(self._records)
 
     @property
     def num_records(self) -> int:
-        return self.batch.num_rows
+        return len(self._rows) if self._rows is not None else self._batch.num_rows  # type: ignore[union-attr]
 
     def __len__(self) -> int:
-        return self.batch.num_rows
+        return self.num_records
 
     @property
     def size_bytes(self) -> int:
+        """The bytes of the Arrow batch (builds it: buffer accounting counts what a hop would carry)."""
         # cached: RecordBatch.nbytes walks every buffer (~10 µs), and the gate asks per held buffer
         if self._size_bytes is None:
-            object.__setattr__(self, "_size_bytes", self.batch.nbytes)
-        return self._size_bytes  # type: ignore[return-value]
+            self._size_bytes = self.batch.nbytes
+        return self._size_bytes
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Buffer) and self.batch.equals(other.batch)
 
     def __hash__(self) -> int:  # buffers are values but not used as keys; keep it cheap
-        return hash((self.batch.num_rows, tuple(self.batch.schema.names)))
+        return hash(self.num_records)
 
-    def __reduce__(self):  # do not ship the python-object cache
+    def __reduce__(self):  # a hop carries the batch alone, never the python-object caches
         return (Buffer.of, (self.batch,))
 
     def __repr__(self) -> str:
         return f"Buffer(records={self.num_records}, bytes={self.size_bytes})"
+
+
+def _to_batch(rows: list[dict[str, Any]], schema: pa.Schema | None, *, checked: bool) -> pa.RecordBatch:
+    """`rows` as one Arrow batch (`Buffer.from_records`' rules; `checked`: they were checked)."""
+    try:
+        if schema is not None or not rows:
+            return pa.RecordBatch.from_pylist(rows, schema=schema)
+        if (columns := _uniform_columns(rows)) is not None:
+            return pa.RecordBatch.from_pydict(columns)
+        # a buffer is columnar: a record lacking a field its buffer-mates have gets None
+        # (from_pylist would silently keep only the first record's fields)
+        names = list(dict.fromkeys(k for r in rows for k in r))
+        return pa.RecordBatch.from_pydict({k: [r.get(k) for r in rows] for k in names})
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        if schema is None and checked:
+            # not expected after the caller's check; say which record and field if the rule can
+            StreamSchema("records given to Buffer.from_records").check_records(rows)
+        bad = _first_unconvertible(rows)
+        raise RecordConversionError(
+            f"record {bad!r} cannot be carried in an Arrow buffer: {exc}"
+        ) from exc
+
+
+def _same_fields(rows: list[dict[str, Any]]) -> bool:
+    """Whether every row has exactly the first row's fields (so the rows are what the batch would
+    give back, with no None filled in): as many fields in all as that makes, and each in every row."""
+    if not rows:
+        return True
+    names = rows[0].keys()
+    if sum(map(len, rows)) != len(names) * len(rows):
+        return False
+    return all(all(map(dict.__contains__, rows, repeat(name))) for name in names)
 
 
 def _uniform_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]] | None:

@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-Records are dicts inside an operator chain and Arrow where they leave it: network buffers, a
-sink's staged transactions, the input of a vectorised operator (never pickled). Arrow gives a
+Records are dicts inside an operator chain and Arrow where they leave it: network buffers (built
+when asked for: between tasks of one process a buffer hands its list over), a sink's staged
+transactions, the input of a vectorised operator (never pickled). Arrow gives a
 column one type, and its inference, applied one buffer at a time, would make the outcome depend
 on how records happen to be grouped: an int and a str in one field would fail only when they shared
 a buffer, `[0.5, True]` would silently become `[0.5, 1.0]` while `[True, 0.5]` failed, and a chained
@@ -150,6 +151,12 @@ class StreamSchema:
         self._getters: tuple[Callable[[Any], Any], ...] = ()
         #: the last batch schema found to agree
         self._schema: pa.Schema | None = None
+
+    @property
+    def last_fields(self) -> tuple[str, ...]:
+        """After `check` of a non-empty list: the fields every one of its records has, exactly (all
+        plain scalars); () when not known so (a record lacks one or has another, or one is nested)."""
+        return self._names
 
     @property
     def types(self) -> dict[str, pa.DataType]:

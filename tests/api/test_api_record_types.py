@@ -180,4 +180,4 @@ def test_records_the_rule_accepts_always_convert(rows) -> None:
         StreamSchema("s").check(rows)
     except RecordTypeError:
         return
-    assert Buffer.from_records(rows, checked=True).num_records == len(rows)
+    assert Buffer.from_records(rows, checked=True).batch.num_rows == len(rows)

@@ -1,6 +1,7 @@
 """Task slots on real Ray (`slots_per_worker`, `runtime.ray.worker_actor`): several subtasks per
 worker actor keep exactly-once (aligned, unaligned) and at-least-once through a crash that kills
-a worker, in-process channels keep the credit bound, and a checkpoint costs one trigger, one
+a worker, in-process channels keep the credit bound and hand records over without Arrow (the
+channels between workers carry Arrow batches), and a checkpoint costs one trigger, one
 notification and one acknowledgement call per worker (counted by the coordinator actor). Each
 test is one job: most of its time is starting actor processes."""
 
@@ -39,6 +40,8 @@ def test_two_slots_per_worker_survive_a_crash_that_kills_a_worker(ray_session, m
     tasks = result.metrics.tasks
     # the forward channels source -> to-app are in-process: no Ray call
     assert tasks["Source: collection[0]"].local_calls > 0 and tasks["Source: collection[0]"].calls == 0
+    # the keyBy channels to-app -> count cross workers: every buffer arrives as an Arrow batch
+    assert tasks["count[0]"].buffers_as_records == tasks["count[1]"].buffers_as_records == 0
 
 
 def slow_to_app(record: dict) -> dict:
@@ -61,6 +64,10 @@ def test_one_worker_keeps_credits_and_sends_one_call_each_way_per_checkpoint(ray
         source, to_app = result.metrics.tasks[f"Source: collection[{i}]"], result.metrics.tasks[f"to-app[{i}]"]
         assert source.local_calls > 0 and source.calls == 0  # every buffer went in-process
         assert to_app.max_unconsumed == 4, to_app  # the window filled (backpressure), never more
+    # in-process channels hand the records over as the sender's list: no Arrow batch is built
+    # (aligned checkpoints persist no in-flight buffer; the page views all have the same fields)
+    for task in ("to-app", "count", "Sink: pv"):
+        assert all(result.metrics.tasks[f"{task}[{i}]"].buffers_as_records > 0 for i in (0, 1)), task
     calls = result.metrics.coordinator_calls
     completed = len(result.completed_checkpoints)
     assert completed >= 3, result.checkpoints
