@@ -27,6 +27,7 @@ from runtime.records.messages import (
     EndOfPartition,
     Watermark,
     WatermarkStatus,
+    sealed,
 )
 from runtime.records.record_types import StreamSchema
 from vocabulary.handles import TaskId
@@ -38,8 +39,8 @@ Payload = Buffer | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition |
 
 
 def _channel_state(queue: deque[Payload] | list[Payload]) -> list[ChannelItem]:
-    """What of a queue is channel state: its buffers and watermark events, in order."""
-    return [p for p in queue if isinstance(p, Buffer | Watermark | WatermarkStatus)]
+    """What of a queue is channel state: its buffers (sealed) and watermark events, in order."""
+    return sealed(p for p in queue if isinstance(p, Buffer | Watermark | WatermarkStatus))
 
 
 class OutputChannel:

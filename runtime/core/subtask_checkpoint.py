@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runtime.core.barriers import AlignmentStats
-from runtime.records.messages import ChannelItem, channel_state_batch
+from runtime.records.messages import ChannelItem, channel_state_batch, sealed
 from state.serialization import buffers_to_bytes, operator_state_to_bytes
 from vocabulary.handles import StateHandle, TaskAcknowledgement, TaskId
 from vocabulary.ports import Clock
@@ -154,7 +154,7 @@ class SubtaskCheckpointCoordinator:
         entry = self.in_flight.get(checkpoint_id)
         if entry is None or not buffers:
             return
-        entry.snapshot.input_channel_state.setdefault(channel, []).extend(buffers)
+        entry.snapshot.input_channel_state.setdefault(channel, []).extend(sealed(buffers))
 
     def finish_input_channel_state(self, checkpoint_id: int) -> None:
         entry = self.in_flight.get(checkpoint_id)

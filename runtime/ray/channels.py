@@ -30,9 +30,9 @@ In-process channels (`runtime.ray.slots`). A receiver hosted by the sender's own
 a `LocalSlot`: the push and the returned credits go straight into the peer's mailbox instead of
 through Ray, and everything else above holds unchanged — the same sequence numbers, the same
 credit counting in the pure `Task`, credits owed on consumption — so only the transport differs.
-The payloads go over as the objects the sender queued: a buffer cut from records hands the
-receiver the producer's list, and its Arrow batch is built only if something asks for it
-(`runtime.records.messages.Buffer`); a Ray call pickles the batch. `calls` counts Ray calls only;
+The payloads go over as the objects the sender queued: a buffer cut from records of one set of
+plain fields hands the receiver the producer's list, and its Arrow batch is built only if
+something asks for it (`runtime.records.messages.Buffer`); a Ray call pickles the batch. `calls` counts Ray calls only;
 `local_calls` the in-process pushes; the receiver's `buffers_as_records` the buffers that arrived
 without a batch.
 """

@@ -20,7 +20,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any
 
 import pyarrow as pa
@@ -31,14 +30,14 @@ from runtime.records.record_types import RecordConversionError, StreamSchema
 class Buffer:
     """A data buffer: many records, as one Arrow record batch.
 
-    A buffer cut from dict records (`from_records`) keeps the list and builds its batch only when
-    something asks for it: `batch`, `size_bytes`, pickling (a hop between processes carries the
-    batch), channel-state files. A receiver in the sender's own process — the simulator's network,
-    a Ray worker's in-process channel — that takes records gets the producer's list back from
-    `to_records()` with no Arrow round trip when every record has the same fields (as the batch
-    would give them back but for ints a float field would widen); otherwise the records come from
-    the batch, as over a network hop. The batch is built by the same code whenever it is built,
-    so it is the same bytes wherever that happens. Immutable in use; the caches are not pickled.
+    A buffer cut from dict records that the writer's type check found to share one set of plain
+    fields (`from_records(..., fields=...)`) keeps the list and builds its batch only when something
+    asks for it: `batch`, `size_bytes`, pickling (a hop between processes carries the batch
+    alone), channel state (`seal`). A receiver in the sender's own process — the simulator's
+    network, a Ray worker's in-process channel — that takes records gets the producer's list back
+    from `to_records()` with no Arrow round trip (the records a hop would give back but for ints a
+    float field would widen). The batch is built by the same code whenever it is built, so it is the
+    same bytes wherever that happens. Immutable in use; the caches are not pickled.
     """
 
     __slots__ = ("_batch", "_rows", "_records", "_size_bytes")
@@ -47,7 +46,7 @@ class Buffer:
                  records: list[dict[str, Any]] | None = None) -> None:
         #: the Arrow batch, once built (always set when `rows` is None)
         self._batch = batch
-        #: the dict records the buffer was cut from (None: it came as a batch)
+        #: the dict records the batch is built from (None: it came as a batch)
         self._rows = rows
         #: what `to_records` returns, once known
         self._records = records
@@ -58,7 +57,7 @@ class Buffer:
         cls, records: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None, *, checked: bool = False,
         fields: tuple[str, ...] | None = None,
     ) -> Buffer:
-        """A buffer of dict records (without `schema`, its batch is built when first asked for).
+        """Build a buffer from dict records.
 
         Records follow one rule wherever they become Arrow (`runtime/records/record_types.py`): every value
         is one Arrow can hold (an int fits in int64; no `object()`), and a field keeps one Arrow
@@ -68,22 +67,23 @@ class Buffer:
         their keys, lists element-wise; nothing else mixes (not bool with numbers, str with bytes,
         int with str). Tasks check it per stream, record by record, before records are grouped
         into buffers, so a job fails or not whatever the buffer size and timing, on either
-        executor; they pass `checked=True`. Called directly, the records of this buffer are
-        checked as one stream, here. With `schema`, the records are converted to it as Arrow does,
-        here. `fields`: every record has exactly these fields, as the caller's check found
-        (`StreamSchema.last_fields`), so `to_records` gives the records back as they are.
+        executor; they pass `checked=True`, and `fields` when their check found every record
+        with exactly these plain fields (`StreamSchema.last_fields`): the batch is then built when
+        first asked for. Called directly, the records of this buffer are checked as one stream.
+        With `schema`, the records are converted to it as Arrow does.
 
-        Raises (here, or from `batch` for records the rule let through that Arrow still refuses):
+        Raises:
             RecordTypeError: a record breaks the rule (a `RecordConversionError`); the message
                 names the field, the types and the record.
             RecordConversionError: Arrow could not convert the records otherwise; names a record.
         """
         rows = [r if isinstance(r, dict) else dict(r) for r in records]
-        if schema is not None:
-            return cls(_to_batch(rows, schema, checked=checked), rows, rows)
-        if not checked:
+        if checked and fields and schema is None:
+            return cls(None, rows, rows)
+        if not checked and schema is None:
             StreamSchema("records given to Buffer.from_records").check_records(rows)
-        return cls(None, rows, rows if fields else None)
+        batch, uniform = _to_batch(rows, schema, checked=checked)
+        return cls(batch, None, rows if uniform else None)
 
     @classmethod
     def of(cls, batch: pa.RecordBatch) -> Buffer:
@@ -93,7 +93,7 @@ class Buffer:
     def batch(self) -> pa.RecordBatch:
         """The records as one Arrow batch (built on first use from the records, if need be)."""
         if self._batch is None:
-            self._batch = _to_batch(self._rows, None, checked=True)  # type: ignore[arg-type]
+            self._batch = _to_batch(self._rows, None, checked=True)[0]  # type: ignore[arg-type]
         return self._batch
 
     @property
@@ -101,11 +101,16 @@ class Buffer:
         """Whether the Arrow batch exists yet (a buffer of records builds it on first use)."""
         return self._batch is not None
 
+    def seal(self) -> Buffer:
+        """Build the batch now, from the records as they are (this buffer becomes channel state: a
+        function downstream may change a record's dict in place once it processes it)."""
+        self.batch  # noqa: B018 (builds it)
+        return self
+
     def to_records(self) -> list[dict[str, Any]]:
         """The records as dicts (a fresh list; the dicts are shared, treat them as read-only)."""
         if self._records is None:
-            rows = self._rows
-            self._records = rows if rows is not None and _same_fields(rows) else self.batch.to_pylist()
+            self._records = self.batch.to_pylist()
         return list(self._records)
 
     @property
@@ -117,7 +122,7 @@ class Buffer:
 
     @property
     def size_bytes(self) -> int:
-        """The bytes of the Arrow batch (builds it: buffer accounting counts what a hop would carry)."""
+        """The bytes of the Arrow batch (builds it: buffer accounting counts what a hop carries)."""
         # cached: RecordBatch.nbytes walks every buffer (~10 µs), and the gate asks per held buffer
         if self._size_bytes is None:
             self._size_bytes = self.batch.nbytes
@@ -136,17 +141,19 @@ class Buffer:
         return f"Buffer(records={self.num_records}, bytes={self.size_bytes})"
 
 
-def _to_batch(rows: list[dict[str, Any]], schema: pa.Schema | None, *, checked: bool) -> pa.RecordBatch:
-    """`rows` as one Arrow batch (`Buffer.from_records`' rules; `checked`: they were checked)."""
+def _to_batch(rows: list[dict[str, Any]], schema: pa.Schema | None, *, checked: bool
+              ) -> tuple[pa.RecordBatch, bool]:
+    """`rows` as one Arrow batch (`Buffer.from_records`' rules; `checked`: they were checked), and
+    whether the batch gives back the rows as they are (every row has the same fields)."""
     try:
         if schema is not None or not rows:
-            return pa.RecordBatch.from_pylist(rows, schema=schema)
+            return pa.RecordBatch.from_pylist(rows, schema=schema), True
         if (columns := _uniform_columns(rows)) is not None:
-            return pa.RecordBatch.from_pydict(columns)
+            return pa.RecordBatch.from_pydict(columns), True
         # a buffer is columnar: a record lacking a field its buffer-mates have gets None
         # (from_pylist would silently keep only the first record's fields)
         names = list(dict.fromkeys(k for r in rows for k in r))
-        return pa.RecordBatch.from_pydict({k: [r.get(k) for r in rows] for k in names})
+        return pa.RecordBatch.from_pydict({k: [r.get(k) for r in rows] for k in names}), False
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         if schema is None and checked:
             # not expected after the caller's check; say which record and field if the rule can
@@ -155,17 +162,6 @@ def _to_batch(rows: list[dict[str, Any]], schema: pa.Schema | None, *, checked: 
         raise RecordConversionError(
             f"record {bad!r} cannot be carried in an Arrow buffer: {exc}"
         ) from exc
-
-
-def _same_fields(rows: list[dict[str, Any]]) -> bool:
-    """Whether every row has exactly the first row's fields (so the rows are what the batch would
-    give back, with no None filled in): as many fields in all as that makes, and each in every row."""
-    if not rows:
-        return True
-    names = rows[0].keys()
-    if sum(map(len, rows)) != len(names) * len(rows):
-        return False
-    return all(all(map(dict.__contains__, rows, repeat(name))) for name in names)
 
 
 def _uniform_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
@@ -284,6 +280,12 @@ DataEvent = Watermark | WatermarkStatus
 ChannelItem = Buffer | Watermark | WatermarkStatus
 
 _EVENT_KEY = b"barrierflow.event"
+
+
+def sealed(items: Iterable[ChannelItem]) -> list[ChannelItem]:
+    """`items` becoming channel state: each buffer's batch built now (`Buffer.seal`), so what is
+    persisted is the records as they were in flight."""
+    return [item.seal() if isinstance(item, Buffer) else item for item in items]
 
 
 def channel_state_batch(item: ChannelItem) -> pa.RecordBatch:
