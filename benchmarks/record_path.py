@@ -1,14 +1,17 @@
 """The page-view UDF job's per-record path in one process, without Ray: records per second per core.
 
-    python -m benchmarks.record_path [--records N] [--repeat R] [--profile TOP] [--out DIR] [--json PATH]
+    python -m benchmarks.record_path [--records N] [--repeat R] [--handover {network,local}] [--profile TOP]
+                                     [--out DIR] [--json PATH]
 
 The job is `benchmarks.throughput --job udf` (generator `page_view` -> map `to_app` -> key_by(app)
 -> keyed `CountStamped` -> `CollectSink`, parallelism 2, buffers of 1,000 records), built by the same
 `build` and run by the same `Task` code the Ray task actors run: two source tasks (read, map,
 partition, records -> Arrow buffers) and two count tasks (Arrow buffer -> records, key, keyed
 state, the function, the sink). Buffers go straight from a sender's output channel to its
-receiver's input gate (as the batch alone, as it arrives from the network), credits straight back; checkpointing is off (the barrier and snapshot
-path is not per record). What is left out is exactly what Ray adds: serialising buffers, actor
+receiver's input gate (as the batch alone, as it arrives from the network; `--handover local`: as
+the buffer object, as an in-process channel between tasks of one Ray worker hands it over, so the
+receiver gets the producer's records and no batch is built), credits straight back; checkpointing
+is off (the barrier and snapshot path is not per record). What is left out is exactly what Ray adds: serialising buffers, actor
 calls, threads.
 
 Each side is timed on its own (`time.process_time` around the tasks' `step` calls: CPU seconds, so
@@ -74,7 +77,8 @@ class _Ports:
 class _Pipe:
     """The job's tasks, wired in one process."""
 
-    def __init__(self, records: int) -> None:
+    def __init__(self, records: int, local: bool = False) -> None:
+        self.local = local
         graph = build(records, checkpoints=False, job="udf").get_job_graph("record-path")
         self.committer = _CountingCommitter()
         ports = _Ports(self)
@@ -92,7 +96,7 @@ class _Pipe:
     def _send(self, task: Task) -> None:
         for out_channel, payload in task.drain_sendable():
             receiver, in_channel = self.routes[(task.task_id, out_channel)]
-            if isinstance(payload, Buffer):
+            if isinstance(payload, Buffer) and not self.local:
                 # as it arrives from the network: the batch only (the sender's record cache is not
                 # shipped, `Buffer.__reduce__`), so the receiver turns columns into records
                 payload = Buffer.of(payload.batch)
@@ -103,22 +107,23 @@ class _Pipe:
         source_cpu = other_cpu = 0.0
         clock = time.process_time
         while not all(t.is_finished for t in self.tasks.values()):
+            # a side's CPU includes handing its buffers over: building the batch a hop carries
             for task in self.sources:
                 started = clock()
                 task.step()
-                source_cpu += clock() - started
                 self._send(task)
+                source_cpu += clock() - started
             for task in self.others:
                 started = clock()
                 while task.step():
                     pass
-                other_cpu += clock() - started
                 self._send(task)
+                other_cpu += clock() - started
         return source_cpu, other_cpu
 
 
-def run_once(records: int) -> dict[str, Any]:
-    pipe = _Pipe(records)
+def run_once(records: int, local: bool = False) -> dict[str, Any]:
+    pipe = _Pipe(records, local)
     source_cpu, count_cpu = pipe.run()
     output = pipe.committer.committed.get("pv", [])
     assert len(output) == records, f"{len(output)} records reached the sink, expected {records}"
@@ -137,11 +142,11 @@ def run_once(records: int) -> dict[str, Any]:
     }
 
 
-def profile(records: int, top: int) -> str:
+def profile(records: int, top: int, local: bool = False) -> str:
     """cProfile of one run: the `top` functions by own time."""
     profiler = cProfile.Profile()
     profiler.enable()
-    run_once(records)
+    run_once(records, local)
     profiler.disable()
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
@@ -155,9 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     add_sized_argument(parser, "--repeat", full=5, quick=1, help="runs; the median is reported")
     parser.add_argument("--profile", type=int, default=0, metavar="TOP",
                         help="also profile one run (cProfile) and print the TOP functions by own time")
+    parser.add_argument("--handover", choices=["network", "local"], default="network",
+                        help="buffers reach the receiver as from another process (the batch alone; default) "
+                             "or as in-process channels hand them over (the buffer object)")
     args = parse_args(parser, argv)
-    run_once(min(args.records, 10_000))  # warm-up: imports, first-use caches
-    rows = [run_once(args.records) for _ in range(args.repeat)]
+    local = args.handover == "local"
+    run_once(min(args.records, 10_000), local)  # warm-up: imports, first-use caches
+    rows = [run_once(args.records, local) for _ in range(args.repeat)]
     table = markdown_table(rows)
     print(table)
     summary = {key: statistics.median(r[key] for r in rows) for key in ("source_rps", "count_rps", "total_rps",
@@ -167,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
           f"count {summary['count_rps']:,.0f}/s)")
     payload: dict[str, Any] = {"runs": rows, "median": summary}
     if args.profile:
-        payload["profile"] = profile(args.records, args.profile)
+        payload["profile"] = profile(args.records, args.profile, local)
         print(payload["profile"])
     output_of(args, "record_path").write(payload, table)
     return 0

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import record_path
 
 
-def test_every_record_reaches_the_sink_once_with_its_count() -> None:
-    pipe = record_path._Pipe(3_000)
+@pytest.mark.parametrize("local", [False, True], ids=["network", "local"])
+def test_every_record_reaches_the_sink_once_with_its_count(local: bool) -> None:
+    pipe = record_path._Pipe(3_000, local)
     source_cpu, count_cpu = pipe.run()
     output = pipe.committer.committed["pv"]
     assert len(output) == 3_000 and source_cpu > 0 and count_cpu > 0
