@@ -32,9 +32,9 @@ through Ray, and everything else above holds unchanged — the same sequence num
 credit counting in the pure `Task`, credits owed on consumption — so only the transport differs.
 The payloads go over as the objects the sender queued: a buffer cut from records of one set of
 plain fields hands the receiver the producer's list, and its Arrow batch is built only if
-something asks for it (`runtime.records.messages.Buffer`); a Ray call pickles the batch. `calls` counts Ray calls only;
-`local_calls` the in-process pushes; the receiver's `buffers_as_records` the buffers that arrived
-without a batch.
+something asks for it (`runtime.records.messages.Buffer`); a Ray call pickles the batch. `calls`
+counts Ray calls only; `local_calls` the in-process pushes; the receiver's `buffers_as_records`
+the buffers that arrived without a batch.
 """
 
 from __future__ import annotations

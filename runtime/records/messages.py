@@ -1,9 +1,10 @@
 """What travels over a channel: data buffers and in-band events.
 
 A channel carries `BufferOrEvent`s in FIFO order. Data travels in `Buffer`s (one
-`pyarrow.RecordBatch` of many records, built only once something needs it when the buffer was cut
-from dict records: between tasks of one process the records go over as the list); checkpoint barriers, cancellation markers, watermarks,
-watermark statuses and the end-of-partition marker travel between buffers as events.
+`pyarrow.RecordBatch` of many records; a buffer cut from dict records of one set of fields builds
+it only once something needs it, so between tasks of one process the records go over as the
+list); checkpoint barriers, cancellation markers, watermarks, watermark statuses and the
+end-of-partition marker travel between buffers as events.
 
 Watermarks and watermark statuses are in-band *data* events: the input gate queues and holds them
 with the buffers of their channel (a blocked channel holds its watermarks back), and an unaligned
