@@ -2,6 +2,7 @@
 
     python -m benchmarks.fidelity [--quick] [--json PATH] [--out DIR] [--measure ray|sim]
                                   [--scenario NAME ...] [--query Q ...] [--modes MODE ...] [--repeat N]
+    python -m benchmarks.fidelity --predict-from SAVED.json [--json PATH] [--out DIR]
 
 Theory of operation
 -------------------
@@ -36,6 +37,11 @@ agreed on the order with median 0.938 and 1.0 in 13 of 42 pairs of runs, session
 `--repeat N` measures N times (predictions are deterministic) and compares the per-cell median.
 `--measure sim` measures on the simulator's default cost model instead: a fast self-check of
 the whole loop (calibration should then reproduce it closely).
+
+`--predict-from SAVED.json` measures nothing: it reads a fidelity JSON (`benchmarks.fidelity_saved`),
+predicts every saved cell again with the saved profiles at the saved sizes (the simulator is
+deterministic) and compares with the saved measurements: the same table and scores, for work on
+the cost model without a Ray run (the JSON gains `predicted_from`).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from typing import Any
 
 from benchmarks import checkpoint_modes as cm
 from benchmarks import fidelity_nexmark as fn
+from benchmarks import fidelity_saved
 from benchmarks.report import add_output_arguments, at_least_one, markdown_table, output_of, parse_args
 from runtime.calibration.fit import fit_profile
 from runtime.calibration.predict import full_speed_records, predict
@@ -200,6 +207,42 @@ def compare(measured_rows: dict[tuple[str, str], list[dict[str, Any]]],
     }
 
 
+def predict_modes(measure: str, scenario: str, query: str | None, modes: Sequence[str], profile: CostProfile,
+                  bench: cm.Profile, nexmark_bench: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    """The predicted row of every mode of `scenario` (a NexMark `query`'s when given) with `profile`."""
+    from runtime.workloads.nexmark.config import NexmarkConfig
+
+    predicted = {}
+    for mode in modes:
+        started = time.perf_counter()
+        if query is None:
+            predicted[(scenario, mode)] = predict_combination(cm.Combination(measure, scenario, mode,
+                                                                             bench.parallelism), bench, profile)
+        else:
+            predicted[(scenario, mode)] = fn.predict_query(query, mode, nexmark_bench, profile, NexmarkConfig(),
+                                                           nexmark_bench.events)
+        print(f"  predicted {measure}/{scenario}/{mode} in {time.perf_counter() - started:.1f} s", flush=True)
+    return predicted
+
+
+def predict_from(path: str) -> dict[str, Any]:
+    """The payload of a saved fidelity run (`benchmarks.fidelity_saved`) with every prediction
+    made again from its saved profiles and sizes, compared with its saved measurements."""
+    saved = fidelity_saved.load(path)
+    predicted: dict[tuple[str, str], dict[str, Any]] = {}
+    for scenario, profile in saved.profiles.items():
+        predicted.update(predict_modes(saved.measure, scenario, saved.query(scenario), saved.modes[scenario],
+                                       profile, saved.bench, saved.nexmark_bench))
+    doc = saved.doc
+    payload = {"measure": saved.measure, "quick": saved.quick, "repeat": saved.repeat, "predicted_from": saved.path,
+               "bench_profile": doc["bench_profile"], "nexmark_profile": doc.get("nexmark_profile"),
+               "load_average_before": doc.get("load_average_before"),
+               "load_average_after": doc.get("load_average_after"),
+               "profiles": {name: p.to_json() for name, p in saved.profiles.items()}}
+    payload.update(compare(saved.measured, predicted))
+    return payload
+
+
 def run(measure: str, scenarios: Sequence[str], modes: Sequence[str], quick: bool, repeat: int,
         bench: cm.Profile | None = None, queries: Sequence[str] = (),
         nexmark_bench: Any = None) -> dict[str, Any]:
@@ -220,22 +263,13 @@ def run(measure: str, scenarios: Sequence[str], modes: Sequence[str], quick: boo
         profile, info = calibrate_scenario(measure, scenario, bench)
         profiles[scenario] = profile.to_json()
         print(f"calibrated {scenario} on {measure} in {info['seconds']} s (load {info['load_average']})", flush=True)
-        for mode in modes:
-            combo = cm.Combination(measure, scenario, mode, bench.parallelism)
-            started = time.perf_counter()
-            predicted[(scenario, mode)] = predict_combination(combo, bench, profile)
-            print(f"  predicted {combo.label} in {time.perf_counter() - started:.1f} s", flush=True)
+        predicted.update(predict_modes(measure, scenario, None, modes, profile, bench, nexmark_bench))
     for query in queries:
         profile, info = fn.calibrate_query(measure, query, nexmark_bench, config)
         profiles[fn.scenario(query)] = profile.to_json()
         print(f"calibrated {fn.scenario(query)} on {measure} in {info['seconds']} s (load {info['load_average']})",
               flush=True)
-        for mode in modes:
-            started = time.perf_counter()
-            predicted[(fn.scenario(query), mode)] = fn.predict_query(query, mode, nexmark_bench, profile, config,
-                                                                     nexmark_bench.events)
-            print(f"  predicted {measure}/{fn.scenario(query)}/{mode} in {time.perf_counter() - started:.1f} s",
-                  flush=True)
+        predicted.update(predict_modes(measure, fn.scenario(query), query, modes, profile, bench, nexmark_bench))
     for r in range(repeat):
         for scenario in scenarios:
             for mode in modes:
@@ -262,11 +296,13 @@ def render(payload: dict[str, Any]) -> str:
              "within 25%": c["within_25pct"]} for c in payload["cells"]]
     fraction, order = payload["within_25pct_fraction"], payload["order_agreement"]
     separated = payload.get("order_agreement_separated")
+    before, after = payload.get("load_average_before"), payload.get("load_average_after")
+    load = f", load average {before[0]:.1f} before, {after[0]:.1f} after" if before and after else ""
+    again = f"; predicted again from {payload['predicted_from']}" if payload.get("predicted_from") else ""
     summary = (f"\nwithin_25pct_fraction: {fraction if fraction is None else round(fraction, 3)}; "
                f"order_agreement: {order if order is None else round(order, 3)}; "
                f"order_agreement_separated: {separated if separated is None else round(separated, 3)} "
-               f"(measured on {payload['measure']}, load average {payload['load_average_before'][0]:.1f} before, "
-               f"{payload['load_average_after'][0]:.1f} after)")
+               f"(measured on {payload['measure']}{load}{again})")
     return markdown_table(rows) + "\n" + summary
 
 
@@ -290,7 +326,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds of each latency run, NexMark's too (default: the benchmark profiles')")
     parser.add_argument("--max-rate-records", type=int, default=None,
                         help="records (NexMark: events) of each throughput run (default: the benchmark profiles')")
+    parser.add_argument("--predict-from", metavar="PATH", default=None,
+                        help="measure nothing: predict again, with the profiles and sizes saved in a fidelity JSON, "
+                             "and compare with its measured cells (the other run options are the JSON's)")
     args = parse_args(parser, argv)
+    if args.predict_from is not None:
+        try:
+            payload = predict_from(args.predict_from)
+        except fidelity_saved.SavedRunError as exc:
+            parser.error(f"--predict-from: {exc}")
+        return _write(args, payload)
     bench = cm.PROFILES[(args.measure, args.quick)]
     if args.duration is not None:
         bench = replace(bench, duration=args.duration, warmup=min(bench.warmup, args.duration / 3))
@@ -302,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
         ensure_ray()
     nexmark_bench = fn.bench_profile(args.measure, args.quick, seconds=args.duration, events=args.max_rate_records)
     payload = run(args.measure, args.scenario, args.modes, args.quick, args.repeat, bench, args.query, nexmark_bench)
+    return _write(args, payload)
+
+
+def _write(args: argparse.Namespace, payload: dict[str, Any]) -> int:
     table = render(payload)
     print(table)
     for path in output_of(args, "fidelity").write(payload, table):
