@@ -4,10 +4,11 @@ JSON's shape, and the comparison arithmetic."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from benchmarks import fidelity
+from benchmarks import fidelity, fidelity_saved
 from benchmarks import fidelity_nexmark as fn
 
 
@@ -109,3 +110,54 @@ def test_nexmark_cells_compare_each_metric_and_judge_only_the_measured_ones() ->
     assert cells["latency_p50"]["within_25pct"] is None and cells["latency_p99"]["within_25pct"] is None
     # judged: throughput, both durations, alignment, persisted bytes; within: three of five
     assert payload["within_25pct_fraction"] == pytest.approx(3 / 5)
+
+
+SAVED = Path(__file__).parent / "fixtures" / "fidelity_sim.json"  # a `--measure sim` self-check's JSON
+
+
+def test_predict_from_a_saved_run_makes_the_same_predictions_and_keeps_its_measurements(tmp_path) -> None:
+    # the simulator is deterministic: the saved profiles at the saved sizes predict what they did
+    path = tmp_path / "again.json"
+    assert fidelity.main(["--predict-from", str(SAVED), "--out", str(tmp_path), "--json", str(path)]) == 0
+    saved, again = json.loads(SAVED.read_text()), json.loads(path.read_text())
+    assert again["predicted_from"] == str(SAVED)
+    key = ("scenario", "mode", "metric", "measured", "measured_runs", "predicted", "within_25pct")
+    assert [{k: c[k] for k in key} for c in again["cells"]] == [{k: c[k] for k in key} for c in saved["cells"]]
+    assert {c["scenario"] for c in again["cells"]} == {"uniform", "nexmark-q5"}
+    for score in ("within_25pct_fraction", "order_agreement", "order_agreement_separated"):
+        assert again[score] == saved[score], score
+    assert again["profiles"] == saved["profiles"]
+    assert "predicted again from" in (tmp_path / "fidelity.md").read_text()
+
+
+def test_a_saved_run_gives_one_measured_row_per_repeat(tmp_path) -> None:
+    doc = json.loads(SAVED.read_text())
+    for cell in doc["cells"]:
+        if cell["scenario"] == "uniform" and cell["mode"] == "aligned" and cell["metric"] == "throughput":
+            cell["measured_runs"] = [1.0, 3.0, 2.0]
+    path = tmp_path / "repeats.json"
+    path.write_text(json.dumps(doc))
+    saved = fidelity_saved.load(path)
+    assert saved.modes == {"uniform": ["aligned", "unaligned"], "nexmark-q5": ["aligned", "unaligned"]}
+    rows = saved.measured[("uniform", "aligned")]
+    assert [r["throughput"] for r in rows] == [1.0, 3.0, 2.0]
+    assert fidelity.compare({k: v for k, v in saved.measured.items() if k[0] == "uniform"},
+                            {("uniform", m): {"throughput": 2.0} for m in ("aligned", "unaligned")}
+                            )["cells"][0]["measured"] == 2.0  # the median of the repeats
+    assert (saved.query("nexmark-q5"), saved.query("uniform")) == ("q5", None)
+    assert saved.nexmark_bench.events == doc["nexmark_profile"]["events"]
+
+
+def test_predict_from_names_the_file_and_what_it_lacks(tmp_path, capsys) -> None:
+    doc = json.loads(SAVED.read_text())
+    del doc["profiles"]["uniform"]
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit) as exit_:
+        fidelity.main(["--predict-from", str(path), "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "'uniform' has no profile" in err
+    path.write_text("not json")
+    with pytest.raises(fidelity_saved.SavedRunError, match="broken.json: not JSON"):
+        fidelity_saved.load(path)
