@@ -6,7 +6,7 @@ sized the runs (`bench_profile`, `nexmark_profile`), the fitted `CostProfile` pe
 turns it into a `SavedRun`; `benchmarks.fidelity` then runs only the (deterministic) simulator
 with the profiles as saved and compares with the saved measurements, so the cost model can be
 worked on without measuring again. A profile that holds no CPU outside the steps but measured
-some (`calibrated.background_cpu`) predicts with that CPU derived per step
+some (`calibrated.background_cpu`) predicts with that CPU derived per record
 (`SavedRun.profile`, `runtime.calibration.outside`).
 """
 
@@ -54,16 +54,16 @@ class SavedRun:
 
     def profile(self, scenario: str) -> CostProfile:
         """The scenario's profile as predictions use it: as saved, or, when it holds no CPU
-        outside the steps but its calibration measured some, with that CPU per step derived
+        outside the steps but its calibration measured some, with that CPU per record derived
         from what it stored (`runtime.calibration.outside`; its `calibrated.outside_cpu` says so)."""
         profile = self.profiles[scenario]
         if has_outside(profile) or not profile.calibrated.get("background_cpu"):
             return profile
-        return outside_from_background(profile, self.calibration_steps(scenario)) or profile
+        return outside_from_background(profile, self.calibration_records(scenario)) or profile
 
-    def calibration_steps(self, scenario: str) -> dict[str, int]:
-        """Task name -> steps it took in the scenario's calibration run: the same job
-        (`records_in` records at the calibration's rate) replayed on the simulator with the profile."""
+    def calibration_records(self, scenario: str) -> dict[str, int]:
+        """Task name -> records its steps handled in the scenario's calibration run: the same
+        job (`records_in` records at the calibration's rate) replayed on the simulator."""
         profile = self.profiles[scenario]
         count = int(profile.calibrated.get("records_in") or 0)
         query = self.query(scenario)
@@ -80,7 +80,7 @@ class SavedRun:
             env = cm.make_env(combo, bench)
             cm.build_job(env, combo, bench, rate=cm.open_loop_rate(combo, bench), count=count)
             result = predict(env, combo.label.replace("/", "-"), profile, link_delays=cm.link_delays(combo, bench))
-        return {name: times.steps for name, times in result.metrics.tasks.items()}
+        return {name: times.records for name, times in result.metrics.tasks.items()}
 
 
 def load(path: str | Path) -> SavedRun:

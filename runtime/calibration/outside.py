@@ -3,15 +3,15 @@
 A profile whose steps hold no `outside_per_step` / `outside_per_record` (fitted from a single
 run, or before `runtime.calibration.fit.fit_outside` existed) keeps the CPU its task processes
 spent outside their steps only as `calibrated.background_cpu`: cores' worth over the calibration
-run, taken from `cores` as a per-second background. That CPU comes with the steps (each wake-up of
-a task: the data call that woke it, the hand-off to the work thread, the calls it sends), not with
-time, so a full-speed prediction that leaves the steps the remaining cores runs faster than the
-executor did whenever its steps are many. On Ray (NexMark q5, a calibration with its full-speed
-run, `fit_outside` per task): 0.9-2.1 ms per step and 0-11 us per record. `outside_from_background`
-turns the stored total into CPU per step: the calibration run's outside CPU (`background_cpu` x its
-duration) over the steps every task took in that run (the same job replayed on the simulator), the
-same for every task, since the stored total cannot be split between tasks or into per step and
-per record; and gives the steps back every core measured.
+run, taken from `cores` as a per-second background. That CPU comes with the records the
+processes move (serialisation, calls), not with time, so a full-speed prediction that leaves
+the steps all the remaining cores runs several times faster than the executor did.
+`outside_from_background` turns the stored total into a CPU cost per record handled: the
+calibration run's outside CPU (`background_cpu` x its duration) over the records every task
+handled in that run (the same job replayed: a job's records per task do not depend on the
+executor), the same for every task, since the stored total cannot be split between tasks; and
+gives the steps back every core measured. A calibration with a full-speed run fits the split per
+task and per step instead (`fit_outside`).
 """
 
 from __future__ import annotations
@@ -42,22 +42,23 @@ def calibration_duration(calibrated: Mapping[str, object]) -> float | None:
     return SATURATED_SECONDS * read / saturated
 
 
-def outside_from_background(profile: CostProfile, steps: Mapping[str, int]) -> CostProfile | None:
-    """A copy of `profile` with its calibration's CPU outside the steps as `outside_per_step` on
-    every steps entry and `cores` as measured (see the module docstring); `steps`: task name ->
-    steps it took in the calibration run. None when the profile already has outside CPU or lacks
-    what the derivation needs (the background, the cores measured, the run's duration)."""
+def outside_from_background(profile: CostProfile, records: Mapping[str, int]) -> CostProfile | None:
+    """A copy of `profile` with its calibration's CPU outside the steps as `outside_per_record`
+    on every steps entry and `cores` as measured (see the module docstring); `records`: task
+    name -> records its steps handled in the calibration run. None when the profile already has
+    outside CPU or lacks what the derivation needs (the background, the cores measured, the
+    run's duration)."""
     info = profile.calibrated
     background, cores = info.get("background_cpu"), info.get("cores_measured")
     duration = calibration_duration(info)
-    taken = sum(steps.values())
-    if has_outside(profile) or not background or not cores or duration is None or taken <= 0:
+    handled = sum(records.values())
+    if has_outside(profile) or not background or not cores or duration is None or handled <= 0:
         return None
-    per_step = float(background) * duration / taken
+    per_record = float(background) * duration / handled
     derived = copy.deepcopy(profile)
-    derived.steps = {name: StepCost(c.per_step, c.per_record, c.wait_per_record, per_step, 0.0)
+    derived.steps = {name: StepCost(c.per_step, c.per_record, c.wait_per_record, 0.0, per_record)
                      for name, c in profile.steps.items()}
     derived.cores = int(cores)
     derived.calibrated["outside_cpu"] = (f"derived: background_cpu {background} cores x {duration:.3f} s over "
-                                         f"{taken:,} steps = {per_step * 1e3:.3g} ms per step")
+                                         f"{handled:,} records handled = {per_record * 1e6:.3g} us per record")
     return derived

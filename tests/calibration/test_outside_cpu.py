@@ -103,22 +103,22 @@ def test_a_profile_without_the_terms_loads_with_none() -> None:
     assert profile.cost_model().step_times(TaskId("x", 0), 10)[0] == pytest.approx(1e-5 + 10 * 2e-6)
 
 
-def test_an_old_profiles_background_becomes_cpu_per_step() -> None:
+def test_an_old_profiles_background_becomes_cpu_per_record_handled() -> None:
     # a Ray calibration of 100,000 records whose full-speed run read 58,349 (5 s of its rate):
     # 8.569 s long, 1.008 cores outside the steps
     profile = CostProfile(steps={"default": StepCost(5e-4, 6e-6), "q5": StepCost(1e-4, 3.5e-5)}, cores=1,
                           calibrated={"background_cpu": 1.008, "cores_measured": 2, "records_in": 100_000,
                                       "saturated_records": 58_349})
     assert calibration_duration(profile.calibrated) == pytest.approx(5 * 100_000 / 58_349)
-    steps = {"Source[0]": 1300, "Source[1]": 1300, "q5[0]": 300, "q5[1]": 400}
-    derived = outside_from_background(profile, steps)
-    per_step = 1.008 * (5 * 100_000 / 58_349) / 3300
-    assert derived.steps["q5"] == StepCost(1e-4, 3.5e-5, 0.0, pytest.approx(per_step), 0.0)
-    assert derived.steps["default"].outside_per_step == pytest.approx(per_step)
+    records = {"Source[0]": 50_000, "Source[1]": 50_000, "q5[0]": 20_000, "q5[1]": 30_000}
+    derived = outside_from_background(profile, records)
+    per_record = 1.008 * (5 * 100_000 / 58_349) / 150_000
+    assert derived.steps["q5"] == StepCost(1e-4, 3.5e-5, 0.0, 0.0, pytest.approx(per_record))
+    assert derived.steps["default"].outside_per_record == pytest.approx(per_record)
     assert derived.cores == 2 and "derived" in derived.calibrated["outside_cpu"]
     assert profile.cores == 1 and not has_outside(profile)  # the profile itself is left alone
     # a stored duration wins; a capped full-speed run says nothing of the duration
     assert calibration_duration({"duration": 9.5, "records_in": 100_000, "saturated_records": 58_349}) == 9.5
     assert calibration_duration({"records_in": 3000, "saturated_records": 3000}) is None
-    assert outside_from_background(derived, steps) is None  # it has its terms already
-    assert outside_from_background(CostProfile(calibrated={"background_cpu": 1.0}), steps) is None
+    assert outside_from_background(derived, records) is None  # it has its terms already
+    assert outside_from_background(CostProfile(calibrated={"background_cpu": 1.0}), records) is None
