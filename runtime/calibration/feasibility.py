@@ -64,17 +64,14 @@ def cannot_keep_up(profile: CostProfile, *, interval: float | None,
     tasks_cpu = 0.0
     for name, rate in sorted(rates.items()):
         cost = profile.step_cost(name)
-        cpu = ((cost.per_step + cost.outside_per_step) * rate.steps
-               + (cost.per_record + cost.outside_per_record) * rate.records)
+        cpu = cost.per_step * rate.steps + cost.per_record * rate.records
         busy = cpu + cost.wait_per_record * rate.records
         tasks_cpu += cpu
         if busy >= 1.0:
             wait = f" + {cost.wait_per_record * 1e6:.3g} us off-CPU" if cost.wait_per_record else ""
-            outside = (f" (+ {cost.outside_per_record * 1e6:.3g} us per record, {cost.outside_per_step * 1e6:.3g} us "
-                       "per step outside the steps)" if cost.outside_per_record or cost.outside_per_step else "")
             out.append(f"steps.{profile.step_entry(name)} ({name}): {cost.per_record * 1e6:.3g} us of CPU{wait} per "
                        f"record x {rate.records:,.0f} records/s + {cost.per_step * 1e6:.3g} us per step x "
-                       f"{rate.steps:,.0f} steps/s{outside} = {busy:.3g} s of work per second at the configured rate: the "
+                       f"{rate.steps:,.0f} steps/s = {busy:.3g} s of work per second at the configured rate: the "
                        "task cannot keep up")
     if cores is not None and rates and tasks_cpu + control >= cores:
         out.append(f"cores: the tasks need {tasks_cpu:.3g} cores' worth of CPU at the configured rate and the "

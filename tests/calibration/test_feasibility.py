@@ -42,19 +42,6 @@ def test_a_task_slower_per_record_than_the_rate_allows_is_named() -> None:
                             "path 0; the profile has 1 core(s)")
 
 
-def test_the_cpu_outside_a_tasks_steps_counts_toward_what_it_can_keep_up_with() -> None:
-    # 100 us per record in the function and 200 us per record outside it (calls, serialisation)
-    profile = CostProfile(steps={"default": StepCost(1e-5, 2e-6), "count": StepCost(1e-5, 100e-6, 0.0, 0.0, 200e-6)},
-                          cores=4)
-    rate = {"count[0]": TaskRate(records=4000, steps=40)}
-    assert cannot_keep_up(CostProfile(steps={"count": StepCost(1e-5, 100e-6)}, cores=4), interval=0.1,
-                          rates=rate) == []  # 0.4 s a second without the outside CPU
-    (line,) = cannot_keep_up(profile, interval=0.1, rates=rate)
-    assert line == ("steps.count (count[0]): 100 us of CPU per record x 4,000 records/s + 10 us per step x 40 steps/s "
-                    "(+ 200 us per record, 0 us per step outside the steps) = 1.2 s of work per second at the "
-                    "configured rate: the task cannot keep up")
-
-
 def test_calibrate_flags_a_profile_whose_control_path_cannot_keep_up() -> None:
     env = small_job(records=600, rate=5000, interval=0.1)
     profile, _ = predict.calibrate(env, "tight", executor="sim", costs=CostModel(cores=1, checkpoint_cpu=0.125))
