@@ -230,11 +230,7 @@ def predict_from(path: str) -> dict[str, Any]:
     made again from its saved profiles and sizes, compared with its saved measurements."""
     saved = fidelity_saved.load(path)
     predicted: dict[tuple[str, str], dict[str, Any]] = {}
-    profiles = {}
-    for scenario in saved.profiles:
-        profile = profiles[scenario] = saved.profile(scenario)
-        if "outside_cpu" in profile.calibrated:
-            print(f"{scenario}: CPU outside the steps {profile.calibrated['outside_cpu']}", flush=True)
+    for scenario, profile in saved.profiles.items():
         predicted.update(predict_modes(saved.measure, scenario, saved.query(scenario), saved.modes[scenario],
                                        profile, saved.bench, saved.nexmark_bench))
     doc = saved.doc
@@ -242,7 +238,7 @@ def predict_from(path: str) -> dict[str, Any]:
                "bench_profile": doc["bench_profile"], "nexmark_profile": doc.get("nexmark_profile"),
                "load_average_before": doc.get("load_average_before"),
                "load_average_after": doc.get("load_average_after"),
-               "profiles": {name: p.to_json() for name, p in profiles.items()}}
+               "profiles": {name: p.to_json() for name, p in saved.profiles.items()}}
     payload.update(compare(saved.measured, predicted))
     return payload
 

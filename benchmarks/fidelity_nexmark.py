@@ -53,7 +53,7 @@ def bench_profile(measure: str, quick: bool, *, seconds: float | None = None,
     return profile
 
 
-def run_job(executor: str, query: Any, mode: str, bench: nexmark.Profile, config: Any, count: int,
+def _run(executor: str, query: Any, mode: str, bench: nexmark.Profile, config: Any, count: int,
          rate: float | None, anchor: float | None, *, trace: bool = False,
          profile: CostProfile | None = None) -> tuple[Any, Any]:
     """One run of the query's job: (its `JobResult`, its job graph). `profile`: predicted with it
@@ -91,10 +91,10 @@ def calibrate_query(measure: str, query_name: str, bench: nexmark.Profile,
     anchor = 0.0 if measure == "sim" else time.time() + bench.lead
     load = os.getloadavg()[0]
     started = time.perf_counter()
-    result, graph = run_job(measure, query, "unaligned", bench, config, count, rate, anchor, trace=True)
+    result, graph = _run(measure, query, "unaligned", bench, config, count, rate, anchor, trace=True)
     took = time.perf_counter() - started
     started = time.perf_counter()
-    saturated, _ = run_job(measure, query, "unaligned", bench, config, min(count, full_speed_records(result)), None, None)
+    saturated, _ = _run(measure, query, "unaligned", bench, config, min(count, full_speed_records(result)), None, None)
     info = {"job": f"nexmark-{query_name}", "executor": measure, "seconds": round(took, 2),
             "load_average": round(load, 2), "cpus": os.cpu_count(), "records_in": result.metrics.records_in,
             "saturated_records": saturated.metrics.records_in,
@@ -124,8 +124,8 @@ def predict_query(query_name: str, mode: str, bench: nexmark.Profile, profile: C
     query = ALL[query_name]
     rate = float(config.event_rate)
     latency_events = int(rate * bench.seconds)
-    latency_run, _ = run_job("sim", query, mode, bench, config, latency_events, rate, 0.0, profile=profile)
-    throughput_run, _ = run_job("sim", query, mode, bench, config, events, None, None, profile=profile)
+    latency_run, _ = _run("sim", query, mode, bench, config, latency_events, rate, 0.0, profile=profile)
+    throughput_run, _ = _run("sim", query, mode, bench, config, events, None, None, profile=profile)
     combo = Combination("sim", scenario(query_name), mode, bench.parallelism)
     row = summarise(combo, latency_run, throughput_run, config=config, anchor=0.0, warmup=bench.warmup,
                     events=latency_events, rate=rate, throughput_events=events).row

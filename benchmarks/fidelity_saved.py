@@ -5,23 +5,18 @@ sized the runs (`bench_profile`, `nexmark_profile`), the fitted `CostProfile` pe
 (`profiles`) and every measured cell (`cells[].measured_runs`, one value per repeat). `load`
 turns it into a `SavedRun`; `benchmarks.fidelity` then runs only the (deterministic) simulator
 with the profiles as saved and compares with the saved measurements, so the cost model can be
-worked on without measuring again. A profile that holds no CPU outside the steps but measured
-some (`calibrated.background_cpu`) predicts with that CPU derived per record
-(`SavedRun.profile`, `runtime.calibration.outside`).
+worked on without measuring again.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks import checkpoint_modes as cm
-from benchmarks import fidelity_nexmark as fn
 from benchmarks import nexmark
-from runtime.calibration.outside import has_outside, outside_from_background
-from runtime.calibration.predict import predict
 from runtime.calibration.profile import CostProfile, ProfileError
 
 
@@ -51,36 +46,6 @@ class SavedRun:
     def query(self, scenario: str) -> str | None:
         """The NexMark query of a scenario (`nexmark-q5` -> `q5`), None for a checkpoint_modes one."""
         return scenario.removeprefix(nexmark.PREFIX) if scenario.startswith(nexmark.PREFIX) else None
-
-    def profile(self, scenario: str) -> CostProfile:
-        """The scenario's profile as predictions use it: as saved, or, when it holds no CPU
-        outside the steps but its calibration measured some, with that CPU per record derived
-        from what it stored (`runtime.calibration.outside`; its `calibrated.outside_cpu` says so)."""
-        profile = self.profiles[scenario]
-        if has_outside(profile) or not profile.calibrated.get("background_cpu"):
-            return profile
-        return outside_from_background(profile, self.calibration_records(scenario)) or profile
-
-    def calibration_records(self, scenario: str) -> dict[str, int]:
-        """Task name -> records its steps handled in the scenario's calibration run: the same
-        job (`records_in` records at the calibration's rate) replayed on the simulator."""
-        profile = self.profiles[scenario]
-        count = int(profile.calibrated.get("records_in") or 0)
-        query = self.query(scenario)
-        if query is not None:
-            from runtime.workloads.nexmark.config import NexmarkConfig
-            from runtime.workloads.nexmark.queries import QUERIES
-
-            config = NexmarkConfig()
-            result, _ = fn.run_job("sim", QUERIES[query], "unaligned", self.nexmark_bench, config, count,
-                                float(config.event_rate), 0.0, profile=profile)
-        else:
-            bench = replace(self.bench, duration=max(self.bench.duration, fn.CALIBRATION_SECONDS))
-            combo = cm.Combination("sim", scenario, "unaligned", bench.parallelism)
-            env = cm.make_env(combo, bench)
-            cm.build_job(env, combo, bench, rate=cm.open_loop_rate(combo, bench), count=count)
-            result = predict(env, combo.label.replace("/", "-"), profile, link_delays=cm.link_delays(combo, bench))
-        return {name: times.records for name, times in result.metrics.tasks.items()}
 
 
 def load(path: str | Path) -> SavedRun:

@@ -14,15 +14,10 @@ measured, the same on the simulator and on Ray.
   process's steps are stretched per record too: on Ray up to 3.9x, which read as off-CPU time
   capped a source's max-rate prediction). A vertex
   gets the (lower) median of its tasks; a task more than `OUTLIER` away from it keeps its own.
-* CPU outside the steps: what a task's process spent beyond its steps (Ray: data calls,
-  serialisation, thread hand-offs and the runtime's own threads; `StepTimes.overhead`, process
-  CPU less step CPU). With a full-speed run besides the calibration run, and every task's
-  process CPU measured in both, it is fitted per task as CPU per step and per record
-  (`fit_outside`: least squares over the two runs, whose records per step differ by ~100x, so
-  the split is well posed) and charged with each step on the task's core
-  (`StepCost.outside_per_step`, `outside_per_record`); the steps then share every core measured.
-  Without the two runs it cannot be split from time: per second of the calibration run it is
-  taken from the cores the steps share (`calibrated.background_cpu`).
+* Cores: the CPU the task processes spent outside their steps (Ray: calls, serialisation,
+  thread hand-offs and the runtime's own threads; measured as process CPU) comes mostly with
+  time, not with steps (a sink task that sends nothing spends as much): per second of the run
+  it is taken from the cores the steps share.
 * Transport: from the barrier trace, each barrier's time from its sender's snapshot to its
   arrival at the receiver (`barrier-in`): the uniform distribution with their median and 5th
   percentile. The calibration run takes unaligned checkpoints, whose barriers
@@ -57,8 +52,6 @@ from runtime.sim.costs import StepCost, quantile
 from vocabulary.links import resolve_link_delays
 from vocabulary.task_metrics import StepTimes
 
-#: `StepCost`'s fields of the CPU outside a step
-OUTSIDE_FIELDS = ("outside_per_step", "outside_per_record")
 #: steps of the trigger and acknowledgement delays' distributions (5 %: 21 points)
 QUANTILE_STEPS = 20
 #: relative distance from its vertex's median at which a task keeps its own step costs
@@ -96,19 +89,13 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     duration = result.metrics.duration
     background = sum(t.overhead for t in tasks.values()) / duration if duration > 0 else 0.0
     info["background_cpu"] = round(background, 3)  # cores' worth of CPU spent outside steps
-    info["duration"] = round(duration, 3)
-    outside = fit_outside([tasks, saturated.metrics.tasks]) if saturated is not None else {}
-    if saturated is not None and saturated.metrics.duration > 0:
-        info["saturated_duration"] = round(saturated.metrics.duration, 3)
-        info["saturated_background_cpu"] = round(sum(t.overhead for t in saturated.metrics.tasks.values())
-                                                 / saturated.metrics.duration, 3)
     if cores is not None:
         info["cores_measured"] = cores
-        cores = cores if outside else max(1, round(cores - background))
+        cores = max(1, round(cores - background))
     if saturated is not None:
         full = saturated.metrics.tasks
         tasks = {name: times.pooled(full[name]) if name in full else times for name, times in tasks.items()}
-    profile = CostProfile(steps=fit_steps(tasks, outside), cores=cores, calibrated=info)
+    profile = CostProfile(steps=fit_steps(tasks), cores=cores, calibrated=info)
     profile.latency_min, profile.latency_max = fit_transport(result.trace, graph, since, link_delays)
     profile.trigger_delay, profile.ack_delay, profile.finalize = fit_control(completed, graph)
     profile.trigger_delay_quantiles, profile.ack_delay_quantiles = fit_control_quantiles(completed, graph)
@@ -124,42 +111,9 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     return profile
 
 
-def fit_outside(runs: Sequence[Mapping[str, StepTimes]]) -> dict[str, tuple[float, float]]:
-    """Task name -> (CPU outside its steps per step, per record): least squares (>= 0) of each
-    run's `StepTimes.overhead` against its steps and records; empty unless there are two runs or
-    more and every task's process CPU was measured in each (`StepTimes.cpu`)."""
-    if len(runs) < 2 or not runs[0]:
-        return {}
-    names = list(runs[0])
-    if any(run.get(name) is None or run[name].cpu is None for run in runs for name in names):
-        return {}
-    return {name: fit_plane([(run[name].steps, run[name].records, run[name].overhead) for run in runs])
-            for name in names}
-
-
-def fit_plane(points: Sequence[tuple[float, float, float]]) -> tuple[float, float]:
-    """(a, b) >= 0 minimising the squared error of `a * x + b * y` against z over (x, y, z)
-    points, through the origin; one coefficient 0 when both would not be >= 0 or x and y are
-    proportional (then the one that fits better)."""
-    sxx = sum(x * x for x, _, _ in points)
-    syy = sum(y * y for _, y, _ in points)
-    sxy = sum(x * y for x, y, _ in points)
-    sxz = sum(x * z for x, _, z in points)
-    syz = sum(y * z for _, y, z in points)
-    det = sxx * syy - sxy * sxy
-    if det > 1e-9 * sxx * syy:
-        a, b = (sxz * syy - syz * sxy) / det, (syz * sxx - sxz * sxy) / det
-        if a >= 0 and b >= 0:
-            return a, b
-    candidates = [(max(0.0, sxz / sxx) if sxx > 0 else 0.0, 0.0), (0.0, max(0.0, syz / syy) if syy > 0 else 0.0)]
-    return min(candidates, key=lambda c: sum((c[0] * x + c[1] * y - z) ** 2 for x, y, z in points))
-
-
-def fit_steps(tasks: dict[str, StepTimes],
-              outside: Mapping[str, tuple[float, float]] | None = None) -> dict[str, StepCost]:
+def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
     """Step costs per vertex (median of its tasks) and per outlying task; "default": the median
-    over every task (`outside`: each task's CPU outside its steps per step and per record)."""
-    outside = outside or {}
+    over every task."""
     ratios = [t.wall / t.busy for t in tasks.values() if t.busy > 0]
     contention = max(1.0, statistics.median(ratios)) if ratios else 1.0
     fits: dict[str, tuple[float, float, float]] = {}
@@ -175,16 +129,14 @@ def fit_steps(tasks: dict[str, StepTimes],
     own: dict[str, StepCost] = {}
     for name, (per_step, per_record, wall) in fits.items():
         sleeps = wall > OFF_CPU_OUTLIER * stretch * per_record
-        own[name] = StepCost(per_step, per_record, max(0.0, wall - per_record * contention) if sleeps else 0.0,
-                             *outside.get(name, (0.0, 0.0)))
+        own[name] = StepCost(per_step, per_record, max(0.0, wall - per_record * contention) if sleeps else 0.0)
     vertices: dict[str, list[str]] = {}
     for name in own:
         vertices.setdefault(name.rpartition("[")[0] or name, []).append(name)
-    steps = {"default": StepCost(*(_median(getattr(c, f) for c in own.values()) for f in ("per_step", "per_record")),
-                                 0.0, *(_median(getattr(c, f) for c in own.values()) for f in OUTSIDE_FIELDS))}
+    steps = {"default": StepCost(_median(c.per_step for c in own.values()), _median(c.per_record for c in own.values()))}
     for vertex, names in vertices.items():
         typical = StepCost(*(_median_low(getattr(own[n], f) for n in names)
-                             for f in ("per_step", "per_record", "wait_per_record", *OUTSIDE_FIELDS)))
+                             for f in ("per_step", "per_record", "wait_per_record")))
         steps[vertex] = typical
         for name in names:
             if _far(own[name], typical):
@@ -304,8 +256,8 @@ def _far(cost: StepCost, typical: StepCost) -> bool:
     def apart(a: float, b: float) -> bool:
         return abs(a - b) > OUTLIER * max(abs(b), 1e-12) and abs(a - b) > 1e-7
 
-    return any(apart(getattr(cost, f), getattr(typical, f))
-               for f in ("per_record", "wait_per_record", "per_step", *OUTSIDE_FIELDS))
+    return apart(cost.per_record, typical.per_record) or apart(cost.wait_per_record, typical.wait_per_record) \
+        or apart(cost.per_step, typical.per_step)
 
 
 def _median_low(values: Iterable[float]) -> float:

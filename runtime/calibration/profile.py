@@ -6,8 +6,7 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
     {"format": "barrierflow-profile/1",
      "calibrated": {...what was run, where, and the machine's load...},
      "cores": 2,
-     "steps": {"default": {"per_step": s, "per_record": s, "wait_per_record": s,
-                           "outside_per_step": s, "outside_per_record": s},
+     "steps": {"default": {"per_step": s, "per_record": s, "wait_per_record": s},
                "count[1]": {...}, ...},                  # a task or vertex name -> its own costs
      "transport": {"latency_min": s, "latency_max": s},  # one data call, sender to receiver
      "control": {"trigger_delay": s, "trigger_delay_quantiles": [s, ...], "ack_delay": s,
@@ -17,9 +16,6 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
                   "write_cpu": s, "write_cpu_per_byte": s},  # the write's CPU, taken from its task
      "channels": {"in_flight_records": n, "buffer_timeout": s, "source_pacing": s}}
 
-`outside_per_step` and `outside_per_record` are the CPU a task's process spends outside its steps
-(`runtime.sim.costs.StepCost`); a profile without them (written before they were fitted) reads
-them as 0, and its `cores` then already leave out that CPU as a per-second background.
 `channels` is what a backpressured channel holds ahead of an aligned barrier (records) and the
 job's buffer timeout; 0 = not measured (a prediction keeps the job's own network settings). A
 profile read from Flink has them (`runtime.calibration.flink`); `runtime.calibration.predict`
@@ -49,7 +45,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
                  "write_cpu", "write_cpu_per_byte"),
     "channels": ("in_flight_records", "buffer_timeout", "source_pacing"),
 }
-STEP_FIELDS = ("per_step", "per_record", "wait_per_record", "outside_per_step", "outside_per_record")
+STEP_FIELDS = ("per_step", "per_record", "wait_per_record")
 #: fields that hold a list of seconds (ascending) rather than one number
 LIST_FIELDS = frozenset({"trigger_delay_quantiles", "ack_delay_quantiles"})
 
@@ -115,7 +111,6 @@ class CostProfile:
 
         default = self.steps.get("default", StepCost(0.0, 0.0))
         return CostModel(per_step=default.per_step, per_record=default.per_record,
-                         outside_per_step=default.outside_per_step, outside_per_record=default.outside_per_record,
                          task_costs={k: v for k, v in self.steps.items() if k != "default"},
                          cores=self.cores, sync_latency=self.sync_latency, sync_per_byte=self.sync_per_byte,
                          write_cpu=self.write_cpu, write_cpu_per_byte=self.write_cpu_per_byte,

@@ -19,29 +19,18 @@ from vocabulary.handles import TaskId
 @dataclass(frozen=True)
 class StepCost:
     """One task's (or vertex's) step cost in seconds: CPU per step (per buffer) and per record,
-    off-CPU time per record (a sleeping or I/O-bound function: busy, but no core), and the CPU
-    its process spends outside the step per step and per record (on Ray: the data calls,
-    serialisation, the work and helper threads), charged on the task's core with the step and
-    not slowed with it (`CostModel.slow_tasks`, `slow_records`: the function's cost only)."""
+    and off-CPU time per record (a sleeping or I/O-bound function: busy, but no core)."""
 
     per_step: float
     per_record: float
     wait_per_record: float = 0.0
-    outside_per_step: float = 0.0
-    outside_per_record: float = 0.0
 
 
-#: a task's step rates (`CostModel.step_rates`): per step, per record, off-CPU per record, slowdown
-#: factor, outside CPU per step, outside CPU per record
-StepRates = tuple[float, float, float, float, float, float]
-
-
-def times_of(rates: StepRates, records: int) -> tuple[float, float]:
+def times_of(rates: tuple[float, float, float, float], records: int) -> tuple[float, float]:
     """(CPU seconds, off-CPU seconds) of a step that handled `records`, from a task's
     `CostModel.step_rates`."""
-    per_step, per_record, wait, factor, outside_step, outside_record = rates
-    return ((per_step + records * per_record) * factor + outside_step + records * outside_record,
-            records * wait * factor)
+    per_step, per_record, wait, factor = rates
+    return (per_step + records * per_record) * factor, records * wait * factor
 
 
 @dataclass(frozen=True)
@@ -81,25 +70,18 @@ class CostModel:
     #: Ray executor's sources wake at most once per buffer timeout: a record waits for the next
     #: wake-up, ~half of it on average); 0: it steps whenever a record is due
     source_pacing: float = 0.0
-    #: CPU outside the steps of a task without costs of its own (`StepCost.outside_per_step`, ...)
-    outside_per_step: float = 0.0
-    outside_per_record: float = 0.0
-
-    @property
-    def _default(self) -> StepCost:
-        return StepCost(self.per_step, self.per_record, 0.0, self.outside_per_step, self.outside_per_record)
 
     def factor(self, task: TaskId) -> float:
         return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))
 
-    def step_rates(self, task: TaskId) -> StepRates:
+    def step_rates(self, task: TaskId) -> tuple[float, float, float, float]:
         """(seconds per step, CPU seconds per record, off-CPU seconds per record, slowdown
-        factor, CPU outside the step per step and per record) of `task`'s steps (`times_of`
-        turns them into a step's times)."""
-        own = self.task_costs.get(str(task)) or self.task_costs.get(task.vertex) or self._default
-        per_record = own.per_record * self.slow_records.get(str(task), self.slow_records.get(task.vertex, 1.0))
-        return (own.per_step, per_record, own.wait_per_record, self.factor(task), own.outside_per_step,
-                own.outside_per_record)
+        factor) of `task`'s steps (`times_of` turns them into a step's times)."""
+        own = self.task_costs.get(str(task)) or self.task_costs.get(task.vertex)
+        per_step, per_record, wait = (own.per_step, own.per_record, own.wait_per_record) if own is not None \
+            else (self.per_step, self.per_record, 0.0)
+        per_record *= self.slow_records.get(str(task), self.slow_records.get(task.vertex, 1.0))
+        return per_step, per_record, wait, self.factor(task)
 
     def step_times(self, task: TaskId, records: int) -> tuple[float, float]:
         """(CPU seconds, off-CPU seconds) of a step of `task` that handled `records`: the CPU

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runtime.core.task import Task
-from runtime.sim.costs import CpuCores, StepRates, times_of
+from runtime.sim.costs import CpuCores, times_of
 from vocabulary.handles import TaskId
 from vocabulary.task_metrics import StepTimes
 
@@ -42,7 +42,7 @@ class TaskRunner:
         #: the sources that read at a rate (`CostModel.source_pacing` paces them)
         self._rate_limited = {t for t in sim.source_ids if graph.vertex(t.vertex).is_rate_limited}
         #: each task's `CostModel.step_rates`, asked once per run (a step asks at every run)
-        self._step_rates: dict[TaskId, StepRates] = {}
+        self._step_rates: dict[TaskId, tuple[float, float, float, float]] = {}
         self._busy_until: dict[TaskId, float] = {}
         #: the shared cores (None: a core per task) and CPU a task owes for snapshots taken
         #: outside its steps (charged with its next step)
