@@ -48,7 +48,7 @@ from checkpoint.storage.layout import (
     StorageError,
     compute_checksum,
 )
-from checkpoint.storage.store import CompletedCheckpointStore, DiscardQueue, discard_checkpoint_files, run_of
+from checkpoint.storage.store import RetainingCheckpointStore, discard_checkpoint_files, run_of
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def decode_pointer(data: bytes, where: str) -> tuple[str, str]:
     return metadata_path, checksum
 
 
-class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
+class DefaultCompletedCheckpointStore(RetainingCheckpointStore):
     """Retains the latest `retained` checkpoints: metadata in storage, pointers in an HA backend.
 
     Args:
@@ -133,27 +133,11 @@ class DefaultCompletedCheckpointStore(CompletedCheckpointStore):
     def __init__(self, handles: StateHandleStore, storage: CheckpointStorage, job_id: str, retained: int = 1,
                  *, leader_election: LeaderElection | None = None, discard_executor: Executor | None = None) -> None:
         storage.job_dir(job_id)  # validates the job id
+        super().__init__(storage, job_id, check_retained(retained), discard_executor)
         self.handles = handles
-        self.storage = storage
-        self.job_id = job_id
-        self._retained = check_retained(retained)
         self.leader_election = leader_election
-        self._checkpoints: list[CompletedCheckpoint] = []
-        self._highest_seen = 0
         #: rounds the last `recover()` needed (1 = no concurrent modification seen)
         self.recovery_attempts = 0
-        self._deletes = DiscardQueue(job_id, discard_executor)
-
-    @property
-    def retained(self) -> int:
-        return self._retained
-
-    def get_all_checkpoints(self) -> list[CompletedCheckpoint]:
-        return list(self._checkpoints)
-
-    @property
-    def highest_checkpoint_id_seen(self) -> int:
-        return max(self._highest_seen, super().highest_checkpoint_id_seen)
 
     def add_checkpoint(self, completed: CompletedCheckpoint) -> list[CompletedCheckpoint]:
         """Write the metadata, register the pointer (fenced), drop checkpoints beyond `retained`.

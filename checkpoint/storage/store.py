@@ -170,7 +170,33 @@ class DiscardQueue:
                 log.error("deleting discarded checkpoint files of job %s failed", self.job_id, exc_info=exc)
 
 
-class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
+class RetainingCheckpointStore(CompletedCheckpointStore):
+    """What every store keeps in memory: its retained checkpoints (oldest first), the highest id
+    it saw and the queue that deletes dropped checkpoints' files. A subclass validates `retained`
+    and `job_id` (with the error it names) and adds how it makes a checkpoint durable."""
+
+    def __init__(self, storage: CheckpointStorage, job_id: str, retained: int,
+                 discard_executor: Executor | None) -> None:
+        self.storage = storage
+        self.job_id = job_id
+        self._retained = retained
+        self._checkpoints: list[CompletedCheckpoint] = []
+        self._highest_seen = 0
+        self._deletes = DiscardQueue(job_id, discard_executor)
+
+    @property
+    def retained(self) -> int:
+        return self._retained
+
+    def get_all_checkpoints(self) -> list[CompletedCheckpoint]:
+        return list(self._checkpoints)
+
+    @property
+    def highest_checkpoint_id_seen(self) -> int:
+        return max(self._highest_seen, super().highest_checkpoint_id_seen)
+
+
+class StandaloneCompletedCheckpointStore(RetainingCheckpointStore):
     """A store whose memory is one process, whose durability is `CheckpointStorage`.
 
     Args:
@@ -187,26 +213,10 @@ class StandaloneCompletedCheckpointStore(CompletedCheckpointStore):
         if not isinstance(retained, int) or isinstance(retained, bool) or retained < 1:
             raise ValueError(f"retained must be an integer >= 1, got {retained!r}")
         storage.job_dir(job_id)  # validates the job id
-        self.storage = storage
-        self.job_id = job_id
-        self._retained = retained
-        self._checkpoints: list[CompletedCheckpoint] = []
-        self._highest_seen = 0
+        super().__init__(storage, job_id, retained, discard_executor)
         #: reference counts of shared (incremental) state files; rebuilt by `recover`
         self.registry = SharedStateRegistry()
-        self._deletes = DiscardQueue(job_id, discard_executor)
         self.run_id = run_id
-
-    @property
-    def retained(self) -> int:
-        return self._retained
-
-    def get_all_checkpoints(self) -> list[CompletedCheckpoint]:
-        return list(self._checkpoints)
-
-    @property
-    def highest_checkpoint_id_seen(self) -> int:
-        return max(self._highest_seen, super().highest_checkpoint_id_seen)
 
     def add_checkpoint(self, completed: CompletedCheckpoint) -> list[CompletedCheckpoint]:
         if completed.job_id != self.job_id:
