@@ -249,7 +249,7 @@ class CoordinatorActor:
 
     # ------------------------------------------------------------------ driver-facing
 
-    def deploy(self, epoch: int, handles: dict[TaskId, Any], first: bool, committer: Any = None) -> None:
+    def deploy(self, epoch: int, handles: dict[TaskId, Any], committer: Any = None) -> None:
         """Tasks of `epoch` are up: route to them and (re)start periodic triggering; `committer`:
         the committer service, told of every completed checkpoint."""
         with self._lock:
@@ -259,8 +259,6 @@ class CoordinatorActor:
             self._notify_refs = []
             self._fail_request = None
             self._leader_lost = False
-            if not first:
-                self.coordinator.restart(self.graph.source_task_ids(), self.graph.task_ids())
             self.coordinator.start()
             self._flush()
 

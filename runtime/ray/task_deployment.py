@@ -77,7 +77,7 @@ class TaskDeployment:
             if self._dead:
                 continue
             if self.coordinator is not None:
-                ray.get(self.coordinator.deploy.remote(epoch, self.tasks, epoch == 0, self.committer), timeout=60)
+                ray.get(self.coordinator.deploy.remote(epoch, self.tasks, self.committer), timeout=60)
             for task_id in self.task_ids:
                 # not awaited: starting runs user code, and a task that fails or hangs there is
                 # caught by the heartbeats like anywhere else

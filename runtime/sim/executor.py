@@ -268,8 +268,6 @@ class SimExecutor(RunsOnJobMaster):
     def deploy_attempt(self, attempt: int) -> None:
         """`JobMasterGateway`: deploy attempt `attempt` (a restart, the first one included) and
         let the coordinator trigger."""
-        if attempt > 0:
-            self.coordinator.restart(list(self.source_ids), list(self.task_ids))
         epoch = self.epoch
         self._deploy()
         # (a task failing while it restores fails this attempt over at once: a new epoch)

@@ -122,11 +122,12 @@ def test_cancelling_an_attempt_stops_the_coordinator_and_aborts_silently() -> No
         calls.append(f"abort pending {reason.name}")
         plane.notify_aborted(TASKS["sink"], 4, reason)  # what the coordinator does for each
 
-    plane.attach(SimpleNamespace(stop=lambda: calls.append("stop"), abort_all_pending=abort_all_pending))
+    plane.attach(SimpleNamespace(stop=lambda: calls.append("stop"), abort_all_pending=abort_all_pending,
+                                 restart=lambda sources, tasks: calls.append("restart")))
     plane.attempt_deployed(0)
     plane.cancel_attempt(CheckpointFailureReason.TASK_FAILURE)
     plane.trigger_source(TASKS["source"], 5, 0.0)
     assert (calls, transport.log) == (["stop", "abort pending TASK_FAILURE"], [])
     plane.attempt_deployed(1)
     plane.trigger_source(TASKS["source"], 5, 0.0)
-    assert transport.log == ["trigger 5 to source x1"]
+    assert (calls[-1], transport.log) == ("restart", ["trigger 5 to source x1"])

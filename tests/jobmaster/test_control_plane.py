@@ -101,7 +101,8 @@ class ScriptedTransport:
 
 
 def _coordinator(final_id: int | None) -> Any:
-    return SimpleNamespace(is_final_checkpoint_complete=final_id is not None, final_checkpoint_id=final_id)
+    return SimpleNamespace(is_final_checkpoint_complete=final_id is not None, final_checkpoint_id=final_id,
+                           restart=lambda sources, tasks: None)
 
 
 def _plane(faults: Sequence[Any] = (), final_id: int | None = None) -> tuple[ControlPlane, ScriptedTransport]:
@@ -268,6 +269,30 @@ def test_a_late_owed_completion_of_an_ended_attempt_or_a_replaced_coordinator_is
         transport.fire()
         plane.trigger_source(TASKS["source"], 6, 1.0)
         assert transport.log == ["trigger 6 to source x1"], boundary
+
+
+def test_every_attempt_after_the_first_restarts_the_coordinator_before_it_is_routed_to() -> None:
+    """Both executors deploy an attempt through `attempt_deployed`; the coordinator starts over
+    for every attempt but the first, with the job's task lists, and what it aborts doing so goes
+    to no attempt."""
+    plane, transport = _plane()
+    restarts: list[tuple[list[str], list[str]]] = []
+
+    def restart(sources: Sequence[Any], tasks: Sequence[Any]) -> None:
+        restarts.append(([str(t) for t in sources], [str(t) for t in tasks]))
+        plane.notify_aborted(TASKS["sink"], 4, CheckpointFailureReason.TASK_FAILURE)
+
+    plane.coordinator.restart = restart
+    assert restarts == [], "the first attempt is deployed without a restart"
+    plane.attempt_cancelled()
+    plane.attempt_deployed(1)
+    assert restarts == [([str(t) for t in GRAPH.source_task_ids()], [str(t) for t in GRAPH.task_ids()])]
+    assert transport.log == [], "an abort while restarting reached a task"
+    plane.attempt_cancelled()
+    plane.attempt_deployed(2)
+    assert len(restarts) == 2
+    plane.trigger_source(TASKS["source"], 5, 1.0)
+    assert transport.log == ["trigger 5 to source x1"]
 
 
 def test_a_new_attempt_owes_nothing_and_a_new_coordinator_is_not_doomed() -> None:

@@ -33,7 +33,7 @@ def test_a_doomed_coordinator_notifies_no_task_and_no_listener(tmp_path) -> None
 
     try:
         coordinator.arm_faults(FaultPlan.of(CoordinatorCrashBeforeNotify(nth=1)), {})
-        coordinator.deploy(0, tasks, True)
+        coordinator.deploy(0, tasks)
         deadline = time.monotonic() + 20
         while not status()["doomed"]:
             assert time.monotonic() < deadline, "timed out waiting for the second completion"

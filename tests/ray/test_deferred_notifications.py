@@ -121,7 +121,7 @@ def test_sources_learn_of_completions_with_their_next_trigger(tmp_path, chaining
         return coordinator.status()["completed"] >= 4
 
     try:
-        coordinator.deploy(0, tasks, True)
+        coordinator.deploy(0, tasks)
         _wait(ack_everything, 10, "4 completed checkpoints")
         _wait(lambda: len(first_source.of("trigger")) > len(acked), 5, "the next trigger")
         coordinator.suspend()  # no further triggers: what was sent is final
@@ -151,7 +151,7 @@ def test_an_abort_does_not_hand_over_the_completion_a_source_was_not_told(tmp_pa
     tasks = {task: _Recorder() for task in graph.task_ids()}
     first_source = tasks[graph.source_task_ids()[0]]
     try:
-        coordinator.deploy(0, tasks, True)
+        coordinator.deploy(0, tasks)
         _wait(lambda: len(first_source.of("trigger")) >= 2, 5, "two checkpoints in flight")
         (completes, _), (declined, _) = first_source.of("trigger")[:2]
         for task in tasks:  # the first completes while the second is still pending...

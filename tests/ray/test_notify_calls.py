@@ -26,7 +26,7 @@ def test_only_listening_tasks_get_notify_complete_calls(tmp_path, listening: boo
     first_source = tasks[graph.source_task_ids()[0]]
     acked: set[int] = set()
     try:
-        coordinator.deploy(0, tasks, True)
+        coordinator.deploy(0, tasks)
         deadline = time.monotonic() + 10
         while coordinator.status()["completed"] < 5:
             assert time.monotonic() < deadline, "timed out waiting for 5 completed checkpoints"

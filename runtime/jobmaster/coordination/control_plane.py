@@ -185,7 +185,11 @@ class ControlPlane:
         self.coordinator.abort_all_pending(reason)
 
     def attempt_deployed(self, epoch: int) -> None:
-        """Attempt `epoch` is deployed: messages go to its tasks; nothing of an earlier one is owed."""
+        """Attempt `epoch` is deployed: messages go to its tasks; nothing of an earlier one is owed;
+        for every attempt after the first, the coordinator starts over (`restart`: what is
+        pending aborts, finished sources are forgotten, the checkpoint ids keep increasing)."""
+        if epoch > 0:  # (before the attempt is routed to: an abort of the old one goes nowhere)
+            self.coordinator.restart(self.graph.source_task_ids(), self.graph.task_ids())
         self.epoch = epoch
         self.notices.clear()
 
