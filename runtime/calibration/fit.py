@@ -33,11 +33,6 @@ measured, the same on the simulator and on Ray.
   checkpoint: the CPU of its processes (`JobMetrics.service_cpu`: coordinator and committer on
   Ray) over the run's completed checkpoints. It includes what they spend per second (status
   polls) and per staged record, so it is an upper bound at the calibration's rate.
-* Pacing: a Ray task ends a step after `STEP_TARGET` of elapsed time (`StepPacer`; Ray's rule,
-  not a fit: `step_budget`), and a step's elapsed time is its CPU stretched by the contention of
-  the machine (`step_stretch`: the tasks' median ratio of elapsed time to CPU over their steps, in
-  the full-speed run when there is one, where the pacer cuts steps short: on 2 shared cores
-  2-4x), so a prediction's steps hold as few records as Ray's and each pays its per-step cost.
 * Sources: a Ray run's rate-limited sources read at most once per buffer timeout
   (`source_pacing`: Ray's rule, not a fit; measured 2.5-3 ms between a record's due time and its
   read at a 5 ms buffer timeout, which the paced simulator reproduces).
@@ -53,7 +48,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from runtime.calibration.profile import CostProfile
-from runtime.core.step_pacing import STEP_TARGET
 from runtime.sim.costs import StepCost, quantile
 from vocabulary.links import resolve_link_delays
 from vocabulary.task_metrics import StepTimes
@@ -109,10 +103,6 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     # a rule of the executor, not a measurement: Ray wakes a rate-limited source at most once per
     # buffer timeout (a record waits ~half of it to be read); the simulator's own read when due
     profile.source_pacing = graph.buffer_timeout if result.executor == "ray" else 0.0
-    # also Ray's rule: a step ends after its elapsed-time budget (the simulator's steps take buffers)
-    if result.executor == "ray":
-        profile.step_budget = STEP_TARGET
-        profile.step_stretch = fit_stretch((saturated if saturated is not None else result).metrics.tasks)
     subtasks = [s for c in completed for s in c.subtasks.values()]
     sizes = [s.checkpointed_size for s in subtasks]
     profile.sync_latency, profile.sync_per_byte = fit_size_line(sizes, [s.sync_duration for s in subtasks])
@@ -124,7 +114,8 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
 def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
     """Step costs per vertex (median of its tasks) and per outlying task; "default": the median
     over every task."""
-    contention = fit_stretch(tasks)
+    ratios = [t.wall / t.busy for t in tasks.values() if t.busy > 0]
+    contention = max(1.0, statistics.median(ratios)) if ratios else 1.0
     fits: dict[str, tuple[float, float, float]] = {}
     for name, times in tasks.items():
         per_step, per_record = times.fit()
@@ -151,13 +142,6 @@ def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
             if _far(own[name], typical):
                 steps[name] = own[name]
     return steps
-
-
-def fit_stretch(tasks: Mapping[str, StepTimes]) -> float:
-    """The tasks' median ratio of their steps' elapsed time to their CPU (>= 1): the machine's
-    contention as the steps felt it."""
-    ratios = [t.wall / t.busy for t in tasks.values() if t.busy > 0]
-    return max(1.0, statistics.median(ratios)) if ratios else 1.0
 
 
 def fit_transport(trace: Sequence[tuple], graph: Any, since: float = float("-inf"),

@@ -14,8 +14,7 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
      "snapshot": {"sync_latency": s, "sync_per_byte": s, "write_latency": s, "write_latency_max": s,
                   "write_per_byte": s,                  # write_latency_max 0: every write write_latency
                   "write_cpu": s, "write_cpu_per_byte": s},  # the write's CPU, taken from its task
-     "channels": {"in_flight_records": n, "buffer_timeout": s, "source_pacing": s},
-     "pacing": {"step_budget": s, "step_stretch": x}}
+     "channels": {"in_flight_records": n, "buffer_timeout": s, "source_pacing": s}}
 
 `channels` is what a backpressured channel holds ahead of an aligned barrier (records) and the
 job's buffer timeout; 0 = not measured (a prediction keeps the job's own network settings). A
@@ -23,9 +22,6 @@ profile read from Flink has them (`runtime.calibration.flink`); `runtime.calibra
 turns them into the simulator's buffers. `source_pacing`: a rate-limited source reads at most
 once per this long (`CostModel.source_pacing`; a Ray calibration sets the job's buffer timeout,
 Ray's sources wake no more often; 0: whenever a record is due, as the simulator's own).
-`pacing`: a step lasts at most `step_budget` seconds of elapsed time, its modelled time stretched
-`step_stretch` times (`CostModel.step_budget`, `step_stretch`; a Ray calibration sets the budget
-of Ray's `StepPacer` and the stretch it measured; 0: steps take whole buffers).
 """
 
 from __future__ import annotations
@@ -48,7 +44,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_latency_max", "write_per_byte",
                  "write_cpu", "write_cpu_per_byte"),
     "channels": ("in_flight_records", "buffer_timeout", "source_pacing"),
-    "pacing": ("step_budget", "step_stretch"),
 }
 STEP_FIELDS = ("per_step", "per_record", "wait_per_record")
 #: fields that hold a list of seconds (ascending) rather than one number
@@ -95,10 +90,6 @@ class CostProfile:
     buffer_timeout: float = 0.0
     #: a rate-limited source reads at most once per this many seconds (`CostModel.source_pacing`)
     source_pacing: float = 0.0
-    #: a step lasts at most this many seconds of elapsed time (`CostModel.step_budget`; 0: whole buffers)
-    step_budget: float = 0.0
-    #: a step's elapsed time over its CPU and off-CPU time, as measured (`CostModel.step_stretch`)
-    step_stretch: float = 1.0
     #: what was run to measure it (free-form: job, executor, load average, seconds)
     calibrated: dict[str, Any] = field(default_factory=dict)
 
@@ -123,8 +114,7 @@ class CostProfile:
                          task_costs={k: v for k, v in self.steps.items() if k != "default"},
                          cores=self.cores, sync_latency=self.sync_latency, sync_per_byte=self.sync_per_byte,
                          write_cpu=self.write_cpu, write_cpu_per_byte=self.write_cpu_per_byte,
-                         checkpoint_cpu=self.checkpoint_cpu, source_pacing=self.source_pacing,
-                         step_budget=self.step_budget, step_stretch=self.step_stretch, **overrides)
+                         checkpoint_cpu=self.checkpoint_cpu, source_pacing=self.source_pacing, **overrides)
 
     def network(self, **overrides: Any) -> Any:
         """The simulator's `NetworkOptions` of this profile (`overrides`: e.g. `link_delays`)."""
@@ -199,9 +189,6 @@ class CostProfile:
         if 0 < profile.write_latency_max < profile.write_latency:
             raise ProfileError(f"{where}: field 'snapshot.write_latency_max' ({profile.write_latency_max}) is below "
                                f"'snapshot.write_latency' ({profile.write_latency}) (0: every write takes it)")
-        if profile.step_stretch <= 0:
-            raise ProfileError(f"{where}: field 'pacing.step_stretch' must be > 0 (1: no stretch), got "
-                               f"{profile.step_stretch!r}")
         if profile.latency_max < profile.latency_min:
             raise ProfileError(f"{where}: field 'transport.latency_max' ({profile.latency_max}) is below "
                                f"'transport.latency_min' ({profile.latency_min})")

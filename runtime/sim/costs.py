@@ -70,14 +70,6 @@ class CostModel:
     #: Ray executor's sources wake at most once per buffer timeout: a record waits for the next
     #: wake-up, ~half of it on average); 0: it steps whenever a record is due
     source_pacing: float = 0.0
-    #: seconds of elapsed time a step may last (`runtime.core.step_pacing.StepPacer`, as a Ray task
-    #: sizes its steps: as many records as fit at what its records cost so far, one until then and
-    #: when one costs more); 0: a step takes a whole input buffer (or `records_per_step`)
-    step_budget: float = 0.0
-    #: a step's elapsed time over its modelled time (CPU and off-CPU), as the pacer sees it: the
-    #: contention a calibration measured (on Ray the GIL and the shared cores stretch a step 1-4x);
-    #: the step still occupies a core only for its CPU
-    step_stretch: float = 1.0
 
     def factor(self, task: TaskId) -> float:
         return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))

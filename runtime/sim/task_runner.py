@@ -4,11 +4,8 @@ are charged `CostModel` virtual seconds; the task is busy until then.
 With `CostModel.cores` the tasks share that many cores (`runtime.sim.costs.CpuCores`): a task
 ready while every core is busy waits for one, FIFO, and so does the control path's CPU for a
 completed checkpoint (`CostModel.checkpoint_cpu`). A rate-limited source with
-`CostModel.source_pacing` wakes at most once per pacing interval. With `CostModel.step_budget`
-each task sizes its steps as a Ray task does (`StepPacer`, sources included): records per step
-from what its steps cost so far, their modelled time stretched by `CostModel.step_stretch` (the
-elapsed time a Ray task measures), so a step ends at about the budget. A task with output waiting
-for a full buffer is flushed after the job's buffer timeout. Whatever calls into a task (a step, a
+`CostModel.source_pacing` wakes at most once per pacing interval. A task with output waiting for
+a full buffer is flushed after the job's buffer timeout. Whatever calls into a task (a step, a
 flush, a trigger, a notification) fails the task when it raises, as on Ray.
 """
 
@@ -18,7 +15,6 @@ import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from runtime.core.step_pacing import StepPacer
 from runtime.core.task import Task
 from runtime.sim.costs import CpuCores, times_of
 from vocabulary.handles import TaskId
@@ -62,11 +58,6 @@ class TaskRunner:
         self._wake_scheduled: set[TaskId] = set()
         #: records each task handled over the run (across attempts: `TaskCrash` after records)
         self._records: dict[TaskId, int] = {}
-        if costs.step_budget < 0 or (costs.step_budget > 0 and costs.step_stretch <= 0):
-            raise ValueError(f"CostModel.step_budget must be >= 0 and step_stretch > 0, got {costs.step_budget!r} "
-                             f"and {costs.step_stretch!r}")
-        #: each task's step pacer in this deployment (`CostModel.step_budget`; none without it)
-        self._pacers: dict[TaskId, StepPacer] = {}
 
     def reset(self) -> None:
         """A new deployment: no task is busy, scheduled or owes CPU; the cores are free."""
@@ -78,7 +69,6 @@ class TaskRunner:
         self._run_times.clear()
         self._flush_scheduled.clear()
         self._wake_scheduled.clear()
-        self._pacers.clear()  # a new attempt measures its records again, as on Ray
 
     def busy_until(self, task_id: TaskId, until: float) -> None:
         """`task_id` takes no step before `until` (a `TaskStall`)."""
@@ -161,7 +151,6 @@ class TaskRunner:
             cores.wait(task_id)  # ready, no core: `_core_freed` runs it (no other run meanwhile)
             self._scheduled.add(task_id)
             return
-        pacer = self._pacer(task, task_id) if sim.costs.step_budget > 0 else None
         try:
             handled = task.step()
         except Exception as exc:  # a user function or protocol error: the task fails
@@ -173,8 +162,6 @@ class TaskRunner:
             rates = self._step_rates[task_id] = sim.costs.step_rates(task_id)
         cpu, wait = times_of(rates, handled)
         self._step_times(task_id).add(handled, cpu, cpu + wait)
-        if pacer is not None and handled:
-            pacer.measured(handled, (cpu + wait) * sim.costs.step_stretch)
         cpu += self._owed_cpu.pop(task_id, 0.0)
         if cores is not None:
             sim.at(cores.occupy(sim.now, cpu), self._core_freed, sim.epoch, "cpu")
@@ -200,17 +187,6 @@ class TaskRunner:
             sim.at(sim.now + sim.graph.buffer_timeout, lambda: self._flush(task_id), sim.epoch, "flush")
         if task.is_finished:
             self.check_done()
-
-    def _pacer(self, task: Task, task_id: TaskId) -> StepPacer:
-        """`task_id`'s pacer, its limit set on the task for the next step (with
-        `CostModel.records_per_step`, which bounds an input buffer's records, the lower)."""
-        pacer = self._pacers.get(task_id)
-        if pacer is None:
-            pacer = self._pacers[task_id] = StepPacer(self.sim.graph.buffer_size, self.sim.costs.step_budget)
-        limit = pacer.limit()
-        fixed = None if task.is_source else self.sim.costs.records_per_step
-        task.records_per_step = limit if fixed is None else fixed if limit is None else min(limit, fixed)
-        return pacer
 
     def into_task(self, task_id: TaskId, call: Callable[[], Any]) -> bool:
         """`call()`, a call into task `task_id` (user functions and sinks run in it: a flush, a

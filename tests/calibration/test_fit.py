@@ -3,14 +3,10 @@ model's parameters within 10 %, and predicting the same run with it reproduces i
 
 from __future__ import annotations
 
-import copy
-import statistics
-
 import pytest
 
 from runtime.calibration.fit import fit_line, fit_profile, fit_size_line, fit_steps, fit_transport
 from runtime.calibration.predict import METRICS, at_full_speed, calibrate, figures, predict
-from runtime.core.step_pacing import STEP_TARGET
 from runtime.sim.costs import CostModel, StepCost
 from runtime.sim.network import NetworkOptions
 from tests.calibration.jobs import small_job
@@ -207,25 +203,3 @@ def test_a_ray_runs_sources_are_paced_by_its_buffer_timeout(calibrated: tuple) -
     assert fit_profile(result, graph, cores=4).source_pacing == 0.0
     result.executor = "ray"
     assert fit_profile(result, graph, cores=4).source_pacing == graph.buffer_timeout == 0.005
-
-
-def test_a_ray_runs_steps_end_at_its_step_budget_stretched_as_measured(calibrated: tuple) -> None:
-    # a Ray task ends a step after `STEP_TARGET` of elapsed time (Ray's rule), and a step's elapsed
-    # time is its CPU stretched by the machine's contention: the profile of a Ray run carries both
-    # (the tasks' median stretch), so a prediction's steps are as small as Ray's; the simulator's
-    # own runs step whole buffers
-    _, measured = calibrated
-    result = copy.deepcopy(measured)
-    graph = small_job(records=4000, rate=5000).get_job_graph("known")
-    result.executor = "sim"
-    profile = fit_profile(result, graph, cores=4)
-    assert (profile.step_budget, profile.step_stretch) == (0.0, 1.0)
-    stretches = [1.2 + 0.5 * i for i in range(len(result.metrics.tasks))]
-    for times, stretch in zip(result.metrics.tasks.values(), stretches, strict=True):
-        times.wall = times.busy * stretch
-    result.executor = "ray"
-    profile = fit_profile(result, graph, cores=4)
-    assert profile.step_budget == STEP_TARGET
-    busy = [s for times, s in zip(result.metrics.tasks.values(), stretches, strict=True) if times.busy > 0]
-    assert profile.step_stretch == pytest.approx(statistics.median(busy)) and profile.step_stretch > 1.2
-    assert profile.cost_model().step_budget == STEP_TARGET
