@@ -42,7 +42,6 @@ from checkpoint.io.recovery import (
     NotLeaderError,
     RecoveryMode,
     check_name,
-    check_retained,
 )
 from checkpoint.storage.layout import CheckpointStorage
 
@@ -389,7 +388,7 @@ class InMemoryHighAvailabilityServices(CheckpointRecoveryFactory):
                      leader_election: LeaderElection | None = None,
                      discard_executor: Executor | None = None) -> DefaultCompletedCheckpointStore:
         return DefaultCompletedCheckpointStore(InMemoryStateHandleStore(self.service, job_id), storage, job_id,
-                                               check_retained(retained), leader_election=leader_election,
+                                               retained, leader_election=leader_election,
                                                discard_executor=discard_executor)
 
     def create_id_counter(self, job_id: str) -> InMemoryCheckpointIDCounter:

@@ -40,7 +40,6 @@ from checkpoint.io.recovery import (
     HighAvailabilityError,
     LeaderElection,
     NotLeaderError,
-    check_retained,
 )
 from checkpoint.storage.layout import (
     CheckpointStorage,
@@ -132,8 +131,7 @@ class DefaultCompletedCheckpointStore(RetainingCheckpointStore):
 
     def __init__(self, handles: StateHandleStore, storage: CheckpointStorage, job_id: str, retained: int = 1,
                  *, leader_election: LeaderElection | None = None, discard_executor: Executor | None = None) -> None:
-        storage.job_dir(job_id)  # validates the job id
-        super().__init__(storage, job_id, check_retained(retained), discard_executor)
+        super().__init__(storage, job_id, retained, discard_executor)
         self.handles = handles
         self.leader_election = leader_election
         #: rounds the last `recover()` needed (1 = no concurrent modification seen)

@@ -195,12 +195,6 @@ def check_name(kind: str, value: str) -> str:
     return value
 
 
-def check_retained(retained: int) -> int:
-    if not isinstance(retained, int) or isinstance(retained, bool) or retained < 1:
-        raise ValueError(f"invalid retained={retained!r}: must be an integer >= 1")
-    return retained
-
-
 class CheckpointRecoveryFactory(abc.ABC):
     """Builds a job's completed-checkpoint store, ID counter and leader election for one mode."""
 
@@ -258,7 +252,7 @@ class StandaloneCheckpointRecoveryFactory(CheckpointRecoveryFactory):
                      leader_election: LeaderElection | None = None,
                      discard_executor: Executor | None = None) -> CompletedCheckpointStore:
         return StandaloneCompletedCheckpointStore(storage, check_name("job_id", job_id),
-                                                  check_retained(retained), discard_executor=discard_executor)
+                                                  retained, discard_executor=discard_executor)
 
     def create_id_counter(self, job_id: str) -> CheckpointIDCounter:
         check_name("job_id", job_id)

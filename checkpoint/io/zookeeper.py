@@ -59,7 +59,6 @@ from checkpoint.io.recovery import (
     NotLeaderError,
     RecoveryMode,
     check_name,
-    check_retained,
 )
 from checkpoint.io.zookeeper_client import ensure_path, require_connected, start_within, wait
 from checkpoint.io.zookeeper_election import ZooKeeperLeaderElection
@@ -258,7 +257,7 @@ class ZooKeeperCompletedCheckpointStore(DefaultCompletedCheckpointStore):
         if not base_path.startswith("/") or base_path.endswith("/"):
             raise ValueError(f"invalid base_path {base_path!r}: must be an absolute znode path")
         handles = ZooKeeperStateHandleStore(client, f"{base_path}/{CHECKPOINTS_NODE}", timeout=timeout)
-        super().__init__(handles, storage, job_id or base_path.rpartition("/")[2], check_retained(retained),
+        super().__init__(handles, storage, job_id or base_path.rpartition("/")[2], retained,
                          leader_election=leader_election, discard_executor=discard_executor)
         self.base_path = base_path
 

@@ -170,13 +170,26 @@ class DiscardQueue:
                 log.error("deleting discarded checkpoint files of job %s failed", self.job_id, exc_info=exc)
 
 
+def check_retained(retained: int) -> None:
+    """Raise ValueError unless `retained` (how many completed checkpoints a store keeps) is an
+    integer >= 1."""
+    if not isinstance(retained, int) or isinstance(retained, bool) or retained < 1:
+        raise ValueError(f"invalid retained={retained!r}: must be an integer >= 1")
+
+
 class RetainingCheckpointStore(CompletedCheckpointStore):
     """What every store keeps in memory: its retained checkpoints (oldest first), the highest id
-    it saw and the queue that deletes dropped checkpoints' files. A subclass validates `retained`
-    and `job_id` (with the error it names) and adds how it makes a checkpoint durable."""
+    it saw and the queue that deletes dropped checkpoints' files. A subclass adds how it makes a
+    checkpoint durable.
+
+    Raises:
+        ValueError: `retained` is not an integer >= 1, or `job_id` is not a valid job id.
+    """
 
     def __init__(self, storage: CheckpointStorage, job_id: str, retained: int,
                  discard_executor: Executor | None) -> None:
+        check_retained(retained)
+        storage.job_dir(job_id)  # validates the job id
         self.storage = storage
         self.job_id = job_id
         self._retained = retained
@@ -210,9 +223,6 @@ class StandaloneCompletedCheckpointStore(RetainingCheckpointStore):
 
     def __init__(self, storage: CheckpointStorage, job_id: str, retained: int = 1,
                  discard_executor: Executor | None = None, *, run_id: str | None = None) -> None:
-        if not isinstance(retained, int) or isinstance(retained, bool) or retained < 1:
-            raise ValueError(f"retained must be an integer >= 1, got {retained!r}")
-        storage.job_dir(job_id)  # validates the job id
         super().__init__(storage, job_id, retained, discard_executor)
         #: reference counts of shared (incremental) state files; rebuilt by `recover`
         self.registry = SharedStateRegistry()

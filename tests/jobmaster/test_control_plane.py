@@ -275,14 +275,19 @@ def test_every_attempt_after_the_first_restarts_the_coordinator_before_it_is_rou
     """Both executors deploy an attempt through `attempt_deployed`; the coordinator starts over
     for every attempt but the first, with the job's task lists, and what it aborts doing so goes
     to no attempt."""
-    plane, transport = _plane()
+    transport = ScriptedTransport()
+    plane = ControlPlane(GRAPH, transport)
+    transport.plane = plane
     restarts: list[tuple[list[str], list[str]]] = []
 
     def restart(sources: Sequence[Any], tasks: Sequence[Any]) -> None:
         restarts.append(([str(t) for t in sources], [str(t) for t in tasks]))
         plane.notify_aborted(TASKS["sink"], 4, CheckpointFailureReason.TASK_FAILURE)
 
-    plane.coordinator.restart = restart
+    coordinator = _coordinator(None)
+    coordinator.restart = restart
+    plane.attach(coordinator)
+    plane.attempt_deployed(0)
     assert restarts == [], "the first attempt is deployed without a restart"
     plane.attempt_cancelled()
     plane.attempt_deployed(1)
