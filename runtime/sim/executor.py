@@ -177,10 +177,8 @@ class SimExecutor(RunsOnJobMaster):
                                                                                 what, path)
         self.metrics = JobMetrics()
 
-        self.task_ids = [
-            TaskId(v.name, s) for v in graph.vertices for s in range(v.parallelism)
-        ]
-        self.source_ids = [t for t in self.task_ids if graph.vertex(t.vertex).source is not None]
+        self.task_ids = graph.task_ids()
+        self.source_ids = graph.source_task_ids()
         #: the channels between the tasks and the control messages (`runtime.sim.network`)
         self.channels = SimNetwork(self, self.network)
         self.tasks: dict[TaskId, Task] = {}
