@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     add_sized_argument(parser, "--runs", full=5, quick=2, help="failovers measured")
     add_sized_argument(parser, "--records", full=4000, quick=1000, help="records per run")
     parser.add_argument("--session-timeout", type=float, default=2.0,
-                        help="ZooKeeper session timeout, seconds (the server allows 0.4-4; default 2.0)")
+                        help="ZooKeeper session timeout, seconds (the server allows 0.4-60; default 2.0)")
     args = parse_args(parser, argv)
     from checkpoint.io.zookeeper_server import ZooKeeperServer
     from runtime.ray.cluster import ensure_ray

@@ -1,8 +1,9 @@
 """Start and stop a standalone ZooKeeper 3.8 server without systemd (tests, benchmarks, the shell).
 
 Theory of operation: `ZooKeeperServer.start()` writes a `zoo.cfg` into the data directory (client
-port bound to 127.0.0.1, admin server off, the `ruok`/`srvr`/`stat`/`mntr` four-letter words
-allowed, a 200 ms tick so sessions can be as short as 400 ms), launches
+port bound to 127.0.0.1, admin server off, the `ruok`/`srvr`/`stat`/`mntr`/`cons` four-letter words
+allowed, a 200 ms tick so sessions can be as short as 400 ms, and as long as 60 s by default:
+above every client's default, which ZooKeeper would otherwise lower without a word), launches
 `java ... org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg` in its own process group with
 its output in `<data_dir>/zookeeper.log`, records the PID in `<data_dir>/zookeeper.pid`, and
 polls `ruok` and `srvr` until the server answers `imok` and reports its mode (it serves
@@ -100,20 +101,27 @@ class ZooKeeperServer:
         port: client port; None picks a free one.
         data_dir: where `zoo.cfg`, the snapshots, the log and the PID file go; None makes a
             temporary directory (removed by `cleanup()`).
-        tick_time_ms: ZooKeeper's tick; sessions may range from 2 to 20 ticks.
+        tick_time_ms: ZooKeeper's tick; the shortest session is 2 ticks.
+        max_session_timeout: the longest session, in seconds. A client asking for more gets
+            this much (the server negotiates it down), so it is above the HA default (10 s).
         start_timeout: seconds `start()` waits for the server to serve.
     """
 
     def __init__(self, port: int | None = None, data_dir: str | os.PathLike[str] | None = None, *,
-                 tick_time_ms: int = 200, start_timeout: float = 30.0, heap: str = "256m") -> None:
+                 tick_time_ms: int = 200, max_session_timeout: float = 60.0, start_timeout: float = 30.0,
+                 heap: str = "256m") -> None:
         if port is not None and not 0 < port < 65536:
             raise ValueError(f"ZooKeeper port must be in 1..65535, got {port}")
         if tick_time_ms <= 0:
             raise ValueError(f"tick_time_ms must be > 0, got {tick_time_ms}")
+        if not max_session_timeout * 1000 >= 2 * tick_time_ms:
+            raise ValueError(f"max_session_timeout must be at least two ticks ({2 * tick_time_ms / 1000:g} s), "
+                             f"got {max_session_timeout!r}")
         self.port = port if port is not None else free_port()
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="zk-")) if data_dir is None else Path(data_dir)
         self.tick_time_ms = tick_time_ms
+        self.max_session_timeout = max_session_timeout
         self.start_timeout = start_timeout
         self.heap = heap
         self._process: subprocess.Popen[bytes] | None = None
@@ -159,10 +167,10 @@ class ZooKeeperServer:
             f"clientPort={self.port}\n"
             "clientPortAddress=127.0.0.1\n"
             "admin.enableServer=false\n"
-            "4lw.commands.whitelist=ruok,srvr,stat,mntr\n"
+            "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons\n"
             f"tickTime={self.tick_time_ms}\n"
             f"minSessionTimeout={2 * self.tick_time_ms}\n"
-            f"maxSessionTimeout={20 * self.tick_time_ms}\n"
+            f"maxSessionTimeout={round(self.max_session_timeout * 1000)}\n"
         )
         return config
 

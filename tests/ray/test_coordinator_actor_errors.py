@@ -21,7 +21,7 @@ def _actor(tmp_path):
 
     graph = pageview_env(pageview_rows(10), storage=str(tmp_path / "chk"), interval=60.0).get_job_graph("errors")
     actor = CoordinatorActor("errors", graph, ("uri", str(tmp_path / "chk")))
-    actor.deploy(0, {}, True)
+    actor.deploy(0, {})
     return actor
 
 

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 from zk_helpers import REPO_ROOT, make_checkpoint
 
 import checkpoint.io.zookeeper_server as zk_server_module
@@ -28,6 +29,22 @@ def test_fixture_server_answers_ruok(zk_server):
     assert four_letter_word(zk_server.port, "ruok") == "imok"
     assert zk_server.hosts == f"127.0.0.1:{zk_server.port}"
     assert zk_server.pid is not None
+
+
+def test_a_client_keeps_the_session_timeout_it_asks_for(zk_server):
+    """The HA default session (10 s) is what the server grants, not lowered to its maximum; and
+    a maximum shorter than two ticks is refused, naming the option."""
+    client = KazooClient(hosts=zk_server.hosts, timeout=10.0)
+    client.start(timeout=10)
+    try:
+        session = f"sid=0x{client.client_id[0]:x},"
+        granted = [line for line in four_letter_word(zk_server.port, "cons").splitlines() if session in line]
+        assert len(granted) == 1 and ",to=10000," in granted[0], granted
+    finally:
+        client.stop()
+        client.close()
+    with pytest.raises(ValueError, match="max_session_timeout"):
+        ZooKeeperServer(tick_time_ms=200, max_session_timeout=0.3)
 
 
 def test_factory_builds_the_design_layout(zk_server, zk_client, cluster_id):
