@@ -242,6 +242,8 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         #: CPU seconds of the coordinator actors' and the committer's processes (`JobMetrics.service_cpu`)
         self.service_cpu: dict[str, float] = {}
         self._dead: set[TaskId] = set()
+        #: tasks of workers started but not yet deployed to (their processes may still be starting)
+        self._starting: set[TaskId] = set()
         #: task name -> node id of its actor (current epoch)
         self.placement: dict[str, str] = {}
         self._heartbeats: dict[TaskId, tuple[Any, float]] = {}
@@ -357,6 +359,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         else:
             self.storage_spec = ("uri", self.storage_uri)
         self.graph_ref = ray.put(self.graph)
+        self._start_workers()  # their processes start while the coordinator's does
         log.info("barrierflow ray: job %r on %d node(s), %d tasks, faults=%r", self.graph.job_name,
                  len(nodes), len(self.task_ids), self.faults)
         self.started = time.time()

@@ -49,7 +49,7 @@ class TaskDeployment:
         for _ in range(5):
             self.epoch += 1
             epoch = self.epoch
-            fresh = set()
+            fresh, self._starting = self._starting, set()
             for index, group in enumerate(self.groups):
                 if self.workers[index] is None or any(t in self._dead for t in group):
                     self._new_worker(index)
@@ -84,6 +84,14 @@ class TaskDeployment:
                 self.tasks[task_id].start.remote(epoch)
             return
         self._give_up(f"could not deploy the tasks of job {self.graph.job_name!r}: actors kept dying", None)
+
+    def _start_workers(self) -> None:
+        """Start every worker actor not started yet, without waiting for it: `_deploy` gives their
+        first deployment the time a process takes to start."""
+        for index, group in enumerate(self.groups):
+            if self.workers[index] is None:
+                self._new_worker(index)
+                self._starting.update(group)
 
     def _new_worker(self, index: int) -> None:
         """Start worker `index` (killing its predecessor, if any is left) and address its tasks."""
