@@ -49,11 +49,10 @@ class TaskDeployment:
         for _ in range(5):
             self.epoch += 1
             epoch = self.epoch
-            fresh, self._starting = self._starting, set()
             for index, group in enumerate(self.groups):
                 if self.workers[index] is None or any(t in self._dead for t in group):
                     self._new_worker(index)
-                    fresh.update(group)
+            fresh, self._starting = self._starting, set()
             self._dead.clear()
             self._final_counts = {}
             self.placement = {}
@@ -88,13 +87,13 @@ class TaskDeployment:
     def _start_workers(self) -> None:
         """Start every worker actor not started yet, without waiting for it: `_deploy` gives their
         first deployment the time a process takes to start."""
-        for index, group in enumerate(self.groups):
-            if self.workers[index] is None:
+        for index, worker in enumerate(self.workers):
+            if worker is None:
                 self._new_worker(index)
-                self._starting.update(group)
 
     def _new_worker(self, index: int) -> None:
-        """Start worker `index` (killing its predecessor, if any is left) and address its tasks."""
+        """Start worker `index` (killing its predecessor, if any is left) and address its tasks,
+        which count as starting until their first deployment."""
         old = self.workers[index]
         if old is not None:
             with contextlib.suppress(Exception):  # already gone
@@ -110,6 +109,7 @@ class TaskDeployment:
         self.processes.watch(worker)
         for task_id in group:
             self.tasks[task_id] = SlotHandle(worker, index, task_id)
+        self._starting.update(group)
 
     def _routes(self) -> tuple[dict[TaskId, dict[int, tuple[Any, int]]], dict[TaskId, dict[int, tuple[str, Any, int]]]]:
         outputs: dict[TaskId, dict[int, tuple[Any, int]]] = {t: {} for t in self.task_ids}
