@@ -15,7 +15,9 @@ outcome goes back to the task as mail ("written"), so the data path never waits 
   its files (an orphan at worst, never a wrong checkpoint).
 * Write faults. The attempt's `AttemptFaults` say which write fails (`StorageWriteFailure`) or
   tears (`TornWrite`) and whether a `SlowStorage` window is open; what that does to the write is
-  `runtime.jobmaster.coordination.task_reports`' decision (this thread sleeps out a slowdown).
+  `runtime.jobmaster.coordination.task_reports`' decision (this thread sleeps out a slowdown:
+  the storage write lasts `factor` times its own time; the wait for the stages before it is not
+  multiplied, as the simulator's write of the same snapshot has none).
 """
 
 from __future__ import annotations
@@ -119,9 +121,11 @@ class SnapshotUploads:
         port = _UploadStorage(self._writer, snapshot, faults)
         write_faults = WriteFaults(fail, tear, faults.write_slowdown(started))
         slowdown = write_started(write_faults, port)  # a `SlowStorage` window: it takes this many times as long
+        writing = time.time()
         outcome = write_snapshot_files(self._task_id, checkpoint_id, write_faults, port)
         if slowdown > 1.0 and outcome.error is None:
-            time.sleep((slowdown - 1.0) * (time.time() - started))
+            # the storage is slow, not the committer: the stages' wait is not multiplied
+            time.sleep((slowdown - 1.0) * (time.time() - writing))
         self._post("written", epoch, checkpoint_id, outcome, time.time() - started,
                    time.thread_time() - cpu_started)
 

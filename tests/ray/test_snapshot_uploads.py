@@ -1,0 +1,74 @@
+"""A task slot's snapshot-writer thread (`runtime.ray.snapshot_uploads`): a `SlowStorage` window
+makes the storage write take `factor` times as long, not the wait for the sinks' stages before it
+(the committer is not the storage; on a loaded machine that wait alone can be seconds)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from runtime.core.barriers import AlignmentStats
+from runtime.core.subtask_checkpoint import TaskSnapshot
+from runtime.jobmaster.faults.counts import AttemptFaults
+from runtime.ray.snapshot_uploads import SnapshotUploads
+from vocabulary.handles import TaskId
+
+#: how long the sink's stage takes to land
+STAGE_SECONDS = 1.0
+FACTOR = 20.0
+
+
+class _Writer:
+    """Writes nothing: the storage write takes no measurable time."""
+
+    files = None
+
+    def prepare(self, snapshot: TaskSnapshot) -> dict[str, bytes]:
+        return {}
+
+    def write(self, snapshot: TaskSnapshot, files: dict[str, bytes]) -> list[str]:
+        return []
+
+
+class _Task:
+    def is_cancelled(self, checkpoint_id: int) -> bool:
+        return False
+
+
+class _NoQueuedStages:
+    def send(self, queued: list[Any]) -> list[Any]:
+        return []
+
+
+@pytest.mark.ray
+def test_a_slow_storage_window_slows_the_write_not_the_wait_for_the_stages(ray_session) -> None:
+    ray = ray_session
+
+    @ray.remote(num_cpus=0)
+    def stage() -> None:
+        time.sleep(STAGE_SECONDS)
+
+    ray.get(stage.remote())  # a worker process for it, started before the clock runs
+    task_id = TaskId("sink", 0)
+    written: list[tuple[Any, ...]] = []
+    done = threading.Event()
+
+    def post(kind: str, *args: Any) -> None:
+        written.append((kind, *args))
+        done.set()
+
+    uploads = SnapshotUploads(_Writer(), task_id, live=lambda epoch: True, post=post, fail=written.append)
+    now = time.time()
+    faults = AttemptFaults({"slow_writes": [(now - 60.0, now + 60.0, FACTOR)]})
+    snapshot = TaskSnapshot(task_id, 1, now, AlignmentStats(1))
+    uploads.upload(0, _Task(), snapshot, ([], [stage.remote()]), _NoQueuedStages(), faults, False, None)
+    assert done.wait(timeout=FACTOR * STAGE_SECONDS + 30), "the write never reported"
+    (kind, epoch, checkpoint_id, outcome, seconds, _cpu), = written
+    assert (kind, epoch, checkpoint_id, outcome.error) == ("written", 0, 1, None)
+    assert faults.slowed == 1
+    # the stage's second counts once (the write's own time is what the window multiplies), where
+    # multiplying it too would make the write last FACTOR seconds
+    assert STAGE_SECONDS <= seconds < STAGE_SECONDS + 0.5 * (FACTOR - 1) * STAGE_SECONDS
