@@ -30,8 +30,10 @@ twice:
   100 ms interval checkpoints run back to back, and a mode whose checkpoints end sooner (unaligned,
   debloating) runs several times as many, each with its fixed cost (on Ray ~20 ms of CPU).
 
-On Ray, checkpoints go to a fresh local directory per run (as `barrierflow demo` does); on the
-simulator they stay in memory and writes are charged virtual time.
+On Ray, checkpoints go to a fresh local directory per run (as `barrierflow demo` does) and every
+task has a worker actor of its own (`slots_per_worker=1`, not Ray's default of one per pipeline):
+the structure the simulator models, so the two executors' rows run the same job the same way; on
+the simulator they stay in memory and writes are charged virtual time.
 
 Scenarios: `uniform` keys; `skewed` keys (Zipf); `slow-channel` (the generator gets one more
 subtask, reading a thin split — 0.25 % of the records — over a slow link, `link_delay` late: its
@@ -101,6 +103,7 @@ from benchmarks.targets import target_checks, targets  # noqa: F401  (part of th
 from benchmarks.windowed_join import add_windowed_join
 from checkpoint.modes import parse_mode
 from operators.sources import GeneratorSource
+from runtime.calibration.predict import SIMULATED_RAY_OPTIONS
 from vocabulary.options import InvalidOptionError
 
 MODES = ("none", "aligned", "unaligned", "aligned-timeout", "at-least-once", "aligned-debloat", "unaligned-debloat")
@@ -304,7 +307,7 @@ def _execute(combo: Combination, profile: Profile, *, rate: float | None, count:
         return env.execute(combo.label.replace("/", "-"), executor="sim", seed=1, costs=CostModel(slow_records=slow),
                            network=NetworkOptions(link_delays=links), trace_barriers=trace_barriers)
     return env.execute(combo.label.replace("/", "-"), executor="ray", trace_barriers=trace_barriers,
-                       **({"link_delays": links} if links else {}))
+                       **SIMULATED_RAY_OPTIONS, **({"link_delays": links} if links else {}))
 
 
 def open_loop_rate(combo: Combination, profile: Profile) -> float:

@@ -24,7 +24,7 @@ from benchmarks import nexmark
 from benchmarks.modes_outcome import Combination
 from benchmarks.report import local_checkpoint_dir
 from runtime.calibration.fit import fit_profile
-from runtime.calibration.predict import full_speed_records, predict
+from runtime.calibration.predict import SIMULATED_RAY_OPTIONS, full_speed_records, predict
 from runtime.calibration.profile import CostProfile
 
 QUERIES = ("q5", "q8")
@@ -70,7 +70,7 @@ def _run(executor: str, query: Any, mode: str, bench: nexmark.Profile, config: A
             return predict(env, name, profile, trace_barriers=trace), graph
         if executor == "sim":
             return env.execute(name, executor="sim", seed=1, trace_barriers=trace), graph
-        return env.execute(name, executor="ray", trace_barriers=trace), graph
+        return env.execute(name, executor="ray", trace_barriers=trace, **SIMULATED_RAY_OPTIONS), graph
 
     if executor == "sim" or profile is not None:
         return run(None)

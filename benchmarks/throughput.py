@@ -18,7 +18,8 @@ four of them are listener-less tasks downstream of the sources (what completion 
 riding on barriers saves: `runtime.jobmaster.coordination.completions`).
 
 `--slots N [N ...]` (Ray) runs the job with `slots_per_worker=N` (`runtime.ray.slots`: tasks per
-worker actor), each value in every repeat, interleaved, and reports every figure per value
+worker actor; `pipeline`, the default, is Ray's default: one worker per pipeline, here 2 tasks
+chained, 4 unchained), each value in every repeat, interleaved, and reports every figure per value
 (`slots` column; one summary row per value). Every checkpointed run reports
 `calls_per_checkpoint`: the coordinator actor's calls (triggers and notifications to the
 workers, acknowledgements from them, commits: `JobMetrics.coordinator_calls`) per checkpoint.
@@ -98,6 +99,7 @@ from benchmarks.report import (
     output_of,
     parse_args,
 )
+from runtime.ray.slots import PIPELINE, Slots, SlotsError, check_slots
 
 APPS = 50
 
@@ -183,7 +185,7 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
     return env
 
 
-def execute(executor: str, records: int, job_name: str = "pageview-bench", slots: int = 1,
+def execute(executor: str, records: int, job_name: str = "pageview-bench", slots: Slots = PIPELINE,
             checkpoint_dir: str | None = None, **build_args: Any) -> tuple[Any, float]:
     """Build the job (`build`'s arguments) and run it (on Ray with `slots_per_worker=slots`); on
     Ray it checkpoints to a fresh local directory, or in `checkpoint_dir` under a job name of its
@@ -204,7 +206,7 @@ CPU_WINDOW = (0.2, 0.9)
 
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
         mode: str = "aligned", buffer_size: int | None = None, credits: int = 8,
-        cpu_of: int | None = None, chaining: bool = True, slots: int = 1,
+        cpu_of: int | None = None, chaining: bool = True, slots: Slots = PIPELINE,
         warmup: float = 0.0, checkpoint_dir: str | None = None) -> dict[str, Any]:
     """One run's row; with `cpu_of` (a raylet's PID) and `rate`, also the job's CPU rate over
     `CPU_WINDOW` of the steady input (`cpu_cores`, `cpu_window_s`, `window_checkpoints`)."""
@@ -307,8 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unchained", action="store_true",
                         help="every operator its own task: source, to-app, count, sink (8 tasks)")
     parser.add_argument("--no-cpu", action="store_true", help="skip CPU per checkpoint (the steady runs without checkpoints)")
-    parser.add_argument("--slots", type=int, nargs="+", default=[1], metavar="N",
-                        help="Ray: tasks per worker actor (slots_per_worker); several values run interleaved (default 1)")
+    parser.add_argument("--slots", type=_slots, nargs="+", default=[PIPELINE], metavar="N",
+                        help="Ray: tasks per worker actor (slots_per_worker: N >= 1, or 'pipeline' for one worker "
+                        "per pipeline, Ray's default); several values run interleaved (default pipeline)")
     parser.add_argument("--address", metavar="HOST:PORT",
                         help="Ray: run on this Ray cluster (from one of its nodes) instead of a local Ray; "
                         "implies --no-cpu")
@@ -317,12 +320,10 @@ def main(argv: list[str] | None = None) -> int:
                         "fresh local directory per run; a cluster of several nodes needs one they all reach)")
     add_output_arguments(parser, "throughput_<executor>[_cluster][_<job>]")
     args = parse_args(parser, argv)
-    if args.executor != "ray" and args.slots != [1]:
+    if args.executor != "ray" and args.slots != [PIPELINE]:
         parser.error("--slots applies to --executor ray only")
     if args.executor != "ray" and (args.address or args.checkpoint_dir):
         parser.error("--address and --checkpoint-dir apply to --executor ray only")
-    if any(n < 1 for n in args.slots):
-        parser.error(f"--slots: every value must be >= 1, got {args.slots}")
     nodes = None
     if args.executor == "ray":
         nodes = _join_ray(parser, args.address, args.checkpoint_dir)
@@ -396,7 +397,15 @@ def _join_ray(parser: argparse.ArgumentParser, address: str | None, checkpoint_d
     return nodes
 
 
-def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: list[dict[str, Any]], slots: int,
+def _slots(text: str) -> Slots:
+    """`--slots`' values: an int >= 1 or "pipeline"."""
+    try:
+        return check_slots(text if text == PIPELINE else int(text))
+    except (ValueError, SlotsError) as exc:
+        raise argparse.ArgumentTypeError(f"an int >= 1 or {PIPELINE!r}, got {text!r}") from exc
+
+
+def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: list[dict[str, Any]], slots: Slots,
              rate: float, warmup: float) -> dict[str, Any]:
     """Medians over the repeats of one slots value's runs."""
     rows = [r for r in rows if r["slots"] == slots]

@@ -1,7 +1,8 @@
 """Calibrate a job (run it for real, fit a profile) and predict runs of it on the simulator.
 
 `calibrate` runs the job once with unaligned exactly-once checkpoints and the barrier trace on
-(unaligned barriers overtake queued data, so their transit times measure the transport, see
+(on Ray with one worker actor per task, the structure the simulator models:
+`SIMULATED_RAY_OPTIONS`; unaligned barriers overtake queued data, so their transit times measure the transport, see
 `runtime.calibration.fit`), then, when its sources read at a rate, briefly at full speed (the
 same job, its generators unthrottled: `at_full_speed`), and fits the profile from both. Around
 both runs it watches the machine (`runtime.calibration.machine_load`) and records in the profile
@@ -29,6 +30,11 @@ from runtime.jobmaster.registry import get_executor
 
 #: wall seconds a calibration run may take on Ray before it is failed as too long
 CALIBRATION_LIMIT = 60.0
+#: Ray options of a calibration run: one worker actor per task, the structure the simulator models
+#: (each channel a hop between processes, each acknowledgement a call of its own); Ray's default
+#: packs a pipeline into one worker, whose in-process channels and batched acknowledgements the
+#: simulator does not model
+SIMULATED_RAY_OPTIONS: dict[str, Any] = {"slots_per_worker": 1}
 #: checkpoint interval of a calibration run when the job sets none (seconds)
 CALIBRATION_INTERVAL = 0.05
 #: seconds' worth of the calibration run's records (at its rate) that its full-speed run reads
@@ -79,6 +85,8 @@ def calibrate(env: Any, job_name: str, *, executor: str = "ray", cores: int | No
     graph = env.get_job_graph(job_name)
     if executor == "ray":
         options.setdefault("max_duration", CALIBRATION_LIMIT)
+        for key, value in SIMULATED_RAY_OPTIONS.items():
+            options.setdefault(key, value)
         cores = cores if cores is not None else len(os.sched_getaffinity(0))
     elif cores is None and options.get("costs") is not None:
         cores = options["costs"].cores

@@ -6,9 +6,9 @@ The driver process plays Flink's JobMaster: it places the actors, watches them a
 failover; the actors run the *same* pure classes as the simulator (`Task`, the barrier handlers,
 `CheckpointCoordinator`, `SnapshotWriter`, `build_restores`) — only the transport differs.
 
-* Actors. One `WorkerActor` per `slots_per_worker` tasks (default 1: an actor per task;
-  `runtime.ray.slots` packs a worker pipeline by pipeline, and channels between tasks of one
-  worker are in-process; fractional CPUs, so 10+ actors fit on 2 cores; spread over the nodes
+* Actors. One `WorkerActor` per pipeline by default (subtask i of every vertex: Flink's slot
+  sharing) or per `slots_per_worker` tasks (1: an actor per task; `runtime.ray.slots`); channels
+  between tasks of one worker are in-process; fractional CPUs, so 10+ actors fit on 2 cores; spread over the nodes
   of a cluster), each task a `TaskActor` slot in it, one `CoordinatorActor`, one `CommitterService` (the sinks' external
   system, outliving task restarts) and, for in-memory checkpoints, one `BlobStoreService`. The
   job-wide actors are pinned to the driver's node, so losing a worker node loses tasks only.
@@ -103,7 +103,7 @@ from runtime.ray.fault_injection import DriverFaultInjection
 from runtime.ray.job_end import JobEnd
 from runtime.ray.job_services import JobServices
 from runtime.ray.processes import ActorProcesses
-from runtime.ray.slots import assign_slots, check_slots
+from runtime.ray.slots import PIPELINE, Slots, assign_slots, check_slots
 from runtime.ray.storage import StorageConfigError, check_storage_for_cluster, is_memory, open_storage
 from runtime.ray.task_deployment import TaskDeployment
 from runtime.ray.timers import WallClock
@@ -153,7 +153,8 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         job_id: storage directory name (default: the job name).
         task_cpus: CPUs each worker actor requests.
         slots_per_worker: tasks per worker actor (`runtime.ray.slots`: packed pipeline by
-            pipeline; 1, the default, is one actor per task). Calls between the tasks of one worker
+            pipeline; "pipeline", the default, is one worker per pipeline: subtask i of every vertex
+            in worker i; 1 is one actor per task). Calls between the tasks of one worker
             are in-process, and a checkpoint's triggers, notifications and acknowledgements go in
             one call per worker; a worker's death fails all its tasks (a global failover anyway).
         heartbeat_interval: seconds between polls of the actors (each poll is one Ray call per actor,
@@ -183,7 +184,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         progress: Callable[[dict[str, Any]], None] | None = None,
         job_id: str | None = None,
         task_cpus: float = 0.01,
-        slots_per_worker: int = 1,
+        slots_per_worker: Slots = PIPELINE,
         heartbeat_interval: float = 0.1,
         heartbeat_timeout: float = 30.0,
         stall_timeout: float | None = DEFAULT_STALL_TIMEOUT,

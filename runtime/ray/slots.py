@@ -6,6 +6,8 @@ are taken *pipeline by pipeline* — subtask 0 of every vertex in topological or
 1 of every vertex, ... — and cut into workers of `slots_per_worker`. So the subtasks i of
 consecutive vertices share a worker, and a forward edge between them is an in-process channel;
 with `slots_per_worker` = the number of vertices a worker is exactly one of Flink's shared slots.
+The default, `slots_per_worker="pipeline"`, is that whatever the parallelisms: worker i holds
+subtask i of every vertex, so there are as many workers as the job's highest parallelism.
 `slots_per_worker=1` is one actor per subtask.
 
 `SlotHandle` is what the driver, the coordinator and a sender hold for one subtask: a worker
@@ -18,28 +20,40 @@ subtask's mailbox (no Ray call), through the same methods a remote call reaches.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from vocabulary.handles import TaskId
+
+#: `slots_per_worker` of one worker per pipeline (subtask i of every vertex in worker i): the default
+PIPELINE = "pipeline"
+
+#: what `slots_per_worker` may be
+Slots = int | Literal["pipeline"]
 
 
 class SlotsError(ValueError):
     """An invalid `slots_per_worker`."""
 
 
-def check_slots(slots_per_worker: Any) -> int:
-    """Raises: SlotsError naming the option unless `slots_per_worker` is an int >= 1."""
+def check_slots(slots_per_worker: Any) -> Slots:
+    """Raises: SlotsError naming the option unless `slots_per_worker` is an int >= 1 or "pipeline"."""
+    if slots_per_worker == PIPELINE and isinstance(slots_per_worker, str):
+        return PIPELINE
     if isinstance(slots_per_worker, bool) or not isinstance(slots_per_worker, int) or slots_per_worker < 1:
-        raise SlotsError(f"slots_per_worker must be an int >= 1 (1: one actor per subtask), got {slots_per_worker!r}")
+        raise SlotsError(f"slots_per_worker must be an int >= 1 (1: one actor per subtask) or {PIPELINE!r} (one "
+                         f"worker per pipeline, the default), got {slots_per_worker!r}")
     return slots_per_worker
 
 
-def assign_slots(task_ids: list[TaskId], slots_per_worker: int) -> list[list[TaskId]]:
+def assign_slots(task_ids: list[TaskId], slots_per_worker: Slots) -> list[list[TaskId]]:
     """The subtasks of each worker: pipeline by pipeline (subtask index first, then the vertices
-    in the topological order of `task_ids`), `slots_per_worker` at a time."""
-    check_slots(slots_per_worker)
+    in the topological order of `task_ids`), `slots_per_worker` at a time; "pipeline": worker i
+    holds subtask i of every vertex that has one (Flink's slot sharing)."""
+    slots_per_worker = check_slots(slots_per_worker)
     order = {task: i for i, task in enumerate(task_ids)}
     pipelines = sorted(task_ids, key=lambda t: (t.subtask, order[t]))
+    if slots_per_worker == PIPELINE:
+        return [[t for t in pipelines if t.subtask == i] for i in sorted({t.subtask for t in task_ids})]
     return [pipelines[i:i + slots_per_worker] for i in range(0, len(pipelines), slots_per_worker)]
 
 

@@ -1,8 +1,9 @@
 """How many control calls a checkpoint costs on Ray: the coordinator actor sends a completion
 notification only to tasks with a completion listener (a user's listening sink; not a
 `CollectSink`, whose transactions the global committer commits: `runtime.jobmaster.coordination.completions`),
-and a real run makes sources + tasks + 1 calls per checkpoint (a trigger per source, an
-acknowledgement per task, one global commit). Calls are counted, not timed."""
+and a real run with one actor per task (`slots_per_worker=1`) makes sources + tasks + 1 calls per
+checkpoint (a trigger per source, an acknowledgement per task, one global commit; with task slots,
+one of each per worker: `test_ray_slots.py`). Calls are counted, not timed."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_calls_per_checkpoint_on_ray(ray_session, tmp_path, chaining: bool) -> N
     if not chaining:
         env.disable_chaining()
     graph = env.get_job_graph("calls")
-    result = env.execute("calls", executor="ray")
+    result = env.execute("calls", executor="ray", slots_per_worker=1)
     assert multiset(result.output("pv")) == expected_counts(rows), result.replay
     calls = result.metrics.control_calls
     assert set(calls) == {str(t) for t in graph.task_ids()}, calls

@@ -10,7 +10,8 @@ import pytest
 from ray_jobs import pageview_env, pageview_rows
 
 from runtime.ray import worker_actor
-from runtime.ray.slots import SlotsError, assign_slots
+from runtime.ray.executor import RayExecutor
+from runtime.ray.slots import PIPELINE, SlotsError, assign_slots
 from runtime.ray.worker_actor import WorkerReports
 from vocabulary.handles import TaskAcknowledgement, TaskId
 from vocabulary.reasons import CheckpointFailureReason
@@ -25,10 +26,21 @@ def test_subtasks_are_packed_pipeline_by_pipeline() -> None:
     assert assign_slots(graph.task_ids(), 1) == [[t] for t in sorted(graph.task_ids(), key=lambda t: t.subtask)]
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, None])
+def test_the_default_is_one_worker_per_pipeline_whatever_the_parallelisms() -> None:
+    graph = pageview_env(pageview_rows(10)).disable_chaining().get_job_graph("slots")
+    names = [[str(t) for t in group] for group in assign_slots(graph.task_ids(), PIPELINE)]
+    assert names == [["Source: collection[0]", "to-app[0]", "count[0]", "Sink: pv[0]"],
+                     ["Source: collection[1]", "to-app[1]", "count[1]", "Sink: pv[1]"]]
+    # a source of parallelism 1 before a vertex of 3: worker i holds subtask i of each vertex
+    src, count = [TaskId("src", 0)], [TaskId("count", i) for i in range(3)]
+    assert assign_slots(src + count, PIPELINE) == [[src[0], count[0]], [count[1]], [count[2]]]
+    assert RayExecutor(graph).groups == assign_slots(graph.task_ids(), PIPELINE)  # (Ray is not started)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, None, "pipelines", "Pipeline"])
 def test_an_invalid_slots_per_worker_is_refused_naming_the_option(bad: Any) -> None:
     env = pageview_env(pageview_rows(10))
-    with pytest.raises(SlotsError, match=r"slots_per_worker must be an int >= 1 .*got"):
+    with pytest.raises(SlotsError, match=r"slots_per_worker must be an int >= 1 .* or 'pipeline' .*got"):
         env.execute("slots", executor="ray", slots_per_worker=bad)
 
 
