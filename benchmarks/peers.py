@@ -13,10 +13,11 @@ Installing the peers
 * PyFlink: NOT in the extra. apache-flink 2.3 (through apache-beam 2.61) pins numpy<2.2, pyarrow<17,
   protobuf<6 and py4j==0.10.9.7, which would downgrade this environment's numpy/pyarrow/protobuf and
   break pyspark (py4j 0.10.9.9, pyarrow>=18) and ray. `python -m benchmarks.peers --setup-venv`
-  creates a separate venv (default `../peers-venv` next to the repository, i.e. /work/peers-venv;
-  override with $BARRIERFLOW_PEERS_VENV) and installs `apache-flink==2.3.0` and `bytewax==0.21.1`
-  there. Flink also needs Java 17 (`java` on PATH or $JAVA_HOME).
-Without either this prints how to install them and exits 0; nothing in the test suite depends on them.
+  creates a separate venv (`peers-venv` beside the repository's directory; override with
+  $BARRIERFLOW_PEERS_VENV) and installs `apache-flink==2.3.0` and `bytewax==0.21.1` there. Flink
+  also needs Java 17 (`java` on PATH or $JAVA_HOME).
+Without either this prints how to install them and exits 0. The test suite's own set-up
+(`scripts/test.sh`) creates the venv: the NexMark tests compare Flink SQL's results with barrierflow's.
 
 How it runs
 -----------

@@ -83,8 +83,8 @@ def run_queue_rows(before: dict[tuple[int, int], ThreadSample], after: dict[tupl
     return sorted(rows, key=lambda r: -r["wait_cores"])
 
 
-#: worker actors of the (chained) steady job, one subtask each
-WORKERS = 4
+#: worker actors of the (chained, parallelism 2) steady job: one per pipeline, Ray's default
+WORKERS = 2
 
 Reading = TypeVar("Reading")
 
@@ -96,28 +96,35 @@ def steady_readings(job: str, checkpoints: bool, rate: float, seconds: float, st
     reading) pairs.
 
     Raises:
-        RuntimeError: the run ended before the second reading.
+        RuntimeError: the run ended before the second reading (or before its worker actors were up).
     """
     readings: list[tuple[float, Reading]] = []
+    ended = threading.Event()
+    workers_seen = [0]
 
     def sample() -> None:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            roles = [process_role(pid) for pid in children_of(raylet)]
-            if roles.count("WorkerActor") >= WORKERS:
+        while not ended.is_set():
+            workers_seen[0] = [process_role(pid) for pid in children_of(raylet)].count("WorkerActor")
+            if workers_seen[0] >= WORKERS:
                 break
             time.sleep(0.1)
-        time.sleep(start)
-        for _ in range(2):
+        for wait in (start, window):
+            if ended.wait(wait):
+                return  # a reading after the run would count processes that are gone
             readings.append((time.time(), read()))
-            time.sleep(window)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    result, _ = throughput.execute("ray", int(rate * seconds), checkpoints=checkpoints, rate=rate, job=job,
-                                   warmup=2.0)
-    sampler.join()
+    try:
+        result, _ = throughput.execute("ray", int(rate * seconds), checkpoints=checkpoints, rate=rate, job=job,
+                                       warmup=2.0)
+    finally:
+        ended.set()
+        sampler.join()
     if len(readings) < 2:
+        if workers_seen[0] < WORKERS:
+            raise RuntimeError(f"the run ended with {workers_seen[0]} worker actors seen, waiting for {WORKERS} "
+                               "(WORKERS)")
         raise RuntimeError(f"the run ended before the second reading: make --seconds ({seconds}) longer "
                            f"than --start + --window ({start + window})")
     return result, readings[0], readings[1]

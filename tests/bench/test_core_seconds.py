@@ -68,7 +68,7 @@ def test_a_tiny_run_accounts_for_every_core_second(tmp_path: Path) -> None:
     assert sum(r["core_s"] for r in rows.values()) == pytest.approx(run["total_core_s"])
     for name in ("task work", "driver", "raylet", "GCS"):
         assert rows[name]["processes"] >= 1, rows
-    assert rows["task work"]["processes"] == 4  # one worker actor per subtask
+    assert rows["task work"]["processes"] == 2  # one worker actor per pipeline (parallelism 2)
     assert "other" not in rows, rows  # every process of the tree is recognised
     assert sum(t["core_s"] for t in run["task_threads"]) == pytest.approx(rows["task work"]["core_s"])
     assert "task work" in done.stdout and "total" in done.stdout
