@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from checkpoint.io.recovery import (
     DEFAULT_OPERATION_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
     CheckpointRecoveryFactory,
     RecoveryMode,
     StandaloneCheckpointRecoveryFactory,
@@ -17,7 +18,7 @@ from checkpoint.io.recovery import (
 
 def create_recovery_factory(mode: RecoveryMode | str = RecoveryMode.STANDALONE, *,
                             hosts: str | None = None, cluster_id: str = "default",
-                            session_timeout: float = 10.0,
+                            session_timeout: float = DEFAULT_SESSION_TIMEOUT,
                             operation_timeout: float = DEFAULT_OPERATION_TIMEOUT) -> CheckpointRecoveryFactory:
     """The HA services for `mode`.
 

@@ -43,6 +43,9 @@ from checkpoint.storage.store import CompletedCheckpointStore, StandaloneComplet
 #: operation_timeout=)`): a healthy ensemble answers in milliseconds; an unreachable one fails
 #: the job within seconds instead of blocking (kazoo waits for ever while disconnected)
 DEFAULT_OPERATION_TIMEOUT = 5.0
+#: seconds a ZooKeeper session outlives its client's last heartbeat, unless configured
+#: (`set_high_availability(session_timeout=)`): a dead leader is replaced this long after it died
+DEFAULT_SESSION_TIMEOUT = 10.0
 
 #: what leader-election callbacks look like: no arguments, called on grant or on revoke
 LeaderCallback = Callable[[], None]
@@ -276,13 +279,13 @@ class HighAvailabilityConfig:
     mode: RecoveryMode = RecoveryMode.STANDALONE
     hosts: str | None = None
     cluster_id: str = "default"
-    session_timeout: float = 10.0
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT
     #: seconds any one ZooKeeper call (and connecting) may take
     operation_timeout: float = DEFAULT_OPERATION_TIMEOUT
 
     @classmethod
     def of(cls, mode: RecoveryMode | str, *, hosts: str | None = None, cluster_id: str = "default",
-           session_timeout: float = 10.0,
+           session_timeout: float = DEFAULT_SESSION_TIMEOUT,
            operation_timeout: float = DEFAULT_OPERATION_TIMEOUT) -> HighAvailabilityConfig:
         for option, value in (("session_timeout", session_timeout), ("operation_timeout", operation_timeout)):
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):

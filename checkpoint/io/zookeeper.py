@@ -50,6 +50,7 @@ from checkpoint.ids import INITIAL_CHECKPOINT_ID, CheckpointIDCounter, check_cou
 from checkpoint.io.ha_store import DefaultCompletedCheckpointStore, PointerMissingError
 from checkpoint.io.recovery import (
     DEFAULT_OPERATION_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
     CheckpointExistsError,
     CheckpointRecoveryFactory,
     FencingToken,
@@ -286,7 +287,7 @@ class ZooKeeperCheckpointRecoveryFactory(CheckpointRecoveryFactory):
 
     mode = RecoveryMode.ZOOKEEPER
 
-    def __init__(self, hosts: str = "", *, cluster_id: str = "default", session_timeout: float = 10.0,
+    def __init__(self, hosts: str = "", *, cluster_id: str = "default", session_timeout: float = DEFAULT_SESSION_TIMEOUT,
                  operation_timeout: float = DEFAULT_OPERATION_TIMEOUT, client: KazooClient | None = None) -> None:
         check_name("cluster_id", cluster_id)
         for option, value in (("session_timeout", session_timeout), ("operation_timeout", operation_timeout)):

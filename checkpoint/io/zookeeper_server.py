@@ -103,7 +103,8 @@ class ZooKeeperServer:
             temporary directory (removed by `cleanup()`).
         tick_time_ms: ZooKeeper's tick; the shortest session is 2 ticks.
         max_session_timeout: the longest session, in seconds. A client asking for more gets
-            this much (the server negotiates it down), so it is above the HA default (10 s).
+            this much (the server negotiates it down), so it is above the HA default
+            (`checkpoint.io.recovery.DEFAULT_SESSION_TIMEOUT`, 10 s).
         start_timeout: seconds `start()` waits for the server to serve.
     """
 

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from checkpoint.io.recovery import DEFAULT_OPERATION_TIMEOUT, HighAvailabilityConfig
+from checkpoint.io.recovery import DEFAULT_OPERATION_TIMEOUT, DEFAULT_SESSION_TIMEOUT, HighAvailabilityConfig
 from checkpoint.modes import parse_mode
 from operators.base import Record
 from operators.sources import CollectionSource, GeneratorSource, Source
@@ -165,7 +165,7 @@ class StreamEnvironment:
 
     def set_high_availability(
         self, mode: str = "zookeeper", *, hosts: str | None = None, cluster_id: str = "default",
-        session_timeout: float = 10.0, operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT, operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
     ) -> StreamEnvironment:
         """Make the checkpoint coordinator highly available (Flink's HA services): checkpoint ids and
         completed checkpoints live in the HA services and a standby coordinator takes over by

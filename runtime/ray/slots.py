@@ -20,6 +20,7 @@ subtask's mailbox (no Ray call), through the same methods a remote call reaches.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import groupby
 from typing import Any, Literal
 
 from vocabulary.handles import TaskId
@@ -37,7 +38,7 @@ class SlotsError(ValueError):
 
 def check_slots(slots_per_worker: Any) -> Slots:
     """Raises: SlotsError naming the option unless `slots_per_worker` is an int >= 1 or "pipeline"."""
-    if slots_per_worker == PIPELINE and isinstance(slots_per_worker, str):
+    if isinstance(slots_per_worker, str) and slots_per_worker == PIPELINE:
         return PIPELINE
     if isinstance(slots_per_worker, bool) or not isinstance(slots_per_worker, int) or slots_per_worker < 1:
         raise SlotsError(f"slots_per_worker must be an int >= 1 (1: one actor per subtask) or {PIPELINE!r} (one "
@@ -53,7 +54,7 @@ def assign_slots(task_ids: list[TaskId], slots_per_worker: Slots) -> list[list[T
     order = {task: i for i, task in enumerate(task_ids)}
     pipelines = sorted(task_ids, key=lambda t: (t.subtask, order[t]))
     if slots_per_worker == PIPELINE:
-        return [[t for t in pipelines if t.subtask == i] for i in sorted({t.subtask for t in task_ids})]
+        return [list(pipeline) for _, pipeline in groupby(pipelines, key=lambda t: t.subtask)]
     return [pipelines[i:i + slots_per_worker] for i in range(0, len(pipelines), slots_per_worker)]
 
 

@@ -12,7 +12,7 @@ from zk_helpers import REPO_ROOT, make_checkpoint
 
 import checkpoint.io.zookeeper_server as zk_server_module
 from checkpoint.io.ha_services import create_recovery_factory
-from checkpoint.io.recovery import HighAvailabilityError, RecoveryMode
+from checkpoint.io.recovery import DEFAULT_SESSION_TIMEOUT, HighAvailabilityError, RecoveryMode
 from checkpoint.io.zookeeper import (
     ZooKeeperCheckpointIDCounter,
     ZooKeeperCheckpointRecoveryFactory,
@@ -34,7 +34,7 @@ def test_fixture_server_answers_ruok(zk_server):
 def test_a_client_keeps_the_session_timeout_it_asks_for(zk_server):
     """The HA default session (10 s) is what the server grants, not lowered to its maximum; and
     a maximum shorter than two ticks is refused, naming the option."""
-    client = KazooClient(hosts=zk_server.hosts, timeout=10.0)
+    client = KazooClient(hosts=zk_server.hosts, timeout=DEFAULT_SESSION_TIMEOUT)
     client.start(timeout=10)
     try:
         session = f"sid=0x{client.client_id[0]:x},"
