@@ -82,7 +82,9 @@ def main() -> None:
             removed["placement"] = dict(executor.placement)
             threading.Thread(target=cluster.remove_node, args=(workers[0],), daemon=True).start()
 
-    executor = RayExecutor(build().get_job_graph("pv"), progress=progress, max_duration=240)
+    # an actor per task, so the 4 tasks spread over all 3 nodes and the removed one hosts some (one
+    # worker per pipeline would be 2 actors, which may both miss it)
+    executor = RayExecutor(build().get_job_graph("pv"), progress=progress, max_duration=240, slots_per_worker=1)
     started = time.time()
     result = executor.run()
     out.update(
