@@ -39,36 +39,6 @@ SINK = "nexmark"
 EVENT_TIME, ARRIVED_AT, OPENED_AT = "event_time", "arrived_at", "opened_at"
 
 
-class BlockRows:
-    """`rows_fn` of a source, generating `block` events of a split at a time and handing out
-    copies: a rate-limited reader asks for one or two events per read, and building them with numpy
-    costs the same per call as a thousand (the generator is deterministic, so the events are the same)."""
-
-    def __init__(self, rows_fn: Any, stride: int, count: int, block: int = 1024) -> None:
-        self.rows_fn, self.stride, self.count, self.block = rows_fn, stride, count, block
-        self._blocks: dict[tuple[int, int], list[dict[str, Any]]] = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_blocks": {}}
-
-    def __call__(self, indices: Any) -> list[dict[str, Any]]:
-        import numpy as np
-
-        out = []
-        span = self.stride * self.block
-        for i in indices.tolist():
-            key = (i % self.stride, i // span)
-            rows = self._blocks.get(key)
-            if rows is None:
-                start = key[1] * span + key[0]
-                rows = self.rows_fn(np.arange(start, min(start + span, self.count), self.stride, dtype=np.int64))
-                if len(self._blocks) >= 2 * self.stride:
-                    self._blocks.pop(next(iter(self._blocks)))
-                self._blocks[key] = rows
-            out.append(dict(rows[(i % span) // self.stride]))
-        return out
-
-
 class ScheduledNexmarkSource(NexmarkSource):
     """A `NexmarkSource` whose every split runs on one schedule from `anchor` (clock seconds):
     position `p` is due at `anchor + p / rate`; None: each reader's own start (the base rule)."""
@@ -76,8 +46,6 @@ class ScheduledNexmarkSource(NexmarkSource):
     def __init__(self, config: NexmarkConfig, count: int, *, anchor: float | None = None, **options: Any) -> None:
         super().__init__(config, count, **options)
         self.anchor = anchor
-        if self.rate is not None:
-            self.rows_fn = BlockRows(self.rows_fn, self.num_splits, count)
 
     def reader(self, split: SourceSplit, clock: Any) -> GeneratorSplitReader:
         reader = super().reader(split, clock)

@@ -249,6 +249,12 @@ class GeneratorSource(Source):
             with a `rate`, "due" (when the record was due under the rate: the open-loop schedule
             of an external stream, so the time a due record waited for its source to read it
             counts as latency, instead of being left out, i.e. no coordinated omission).
+        read_ahead: with `batch_fn` or `rows_fn`, build at least this many records per call
+            (never past the split's end) and hand the rest out as later reads ask for them, due
+            or not yet: for functions whose cost per call dwarfs their cost per record (numpy
+            columns), called by a task that reads a few records per step. 1 (default): each call
+            builds exactly what is read. The records are the same either way (the functions are
+            deterministic); a restore drops what was built ahead.
 
     Raises:
         ValueError: an argument out of range (the message names it).
@@ -267,6 +273,7 @@ class GeneratorSource(Source):
         batch_fn: Callable[[np.ndarray], Any] | None = None,
         stamp: str = "read",
         rows_fn: Callable[[np.ndarray], list[Record]] | None = None,
+        read_ahead: int = 1,
     ) -> None:
         if stamp not in ("read", "due"):
             raise ValueError(f"generate: stamp must be 'read' or 'due', got {stamp!r}")
@@ -288,6 +295,8 @@ class GeneratorSource(Source):
             raise ValueError(f"generate: batch_fn must be callable, got {batch_fn!r}")
         if rows_fn is not None and not callable(rows_fn):
             raise ValueError(f"generate: rows_fn must be callable, got {rows_fn!r}")
+        if isinstance(read_ahead, bool) or not isinstance(read_ahead, int) or read_ahead < 1:
+            raise ValueError(f"generate: read_ahead must be an integer >= 1, got {read_ahead!r}")
         if sum(f is not None for f in (fn, batch_fn, rows_fn)) > 1:
             raise ValueError("generate: give one of fn (one record per index), batch_fn (a batch per index array) "
                              "or rows_fn (records per index array)")
@@ -301,6 +310,7 @@ class GeneratorSource(Source):
         self.name = name
         self.timestamp_field = timestamp_field
         self.stamp = stamp
+        self.read_ahead = read_ahead
 
     def total_records(self) -> int | None:
         """The total number of records over all splits, when bounded by count or rate * duration."""
@@ -347,10 +357,15 @@ class GeneratorSplitReader(SplitReader):
         self._deadline = (
             self._started_at + source.duration if source.duration is not None and source.rate is None else None
         )
+        #: what `batch_fn` / `rows_fn` built ahead (`read_ahead`): the records of positions
+        #: `_ahead_from` on, a batch or a list
+        self._ahead: Any = None
+        self._ahead_from = 0
 
     def seek(self, position: int) -> None:
         _check_position(self, position, self._limit)
         self.position = position
+        self._ahead = None
         if self._rate is not None:
             # the next record (number `position`) is due now; the pace continues from here
             self._started_at = self.clock.now() - position / self._rate
@@ -371,11 +386,11 @@ class GeneratorSplitReader(SplitReader):
             return []
         first = self.split.index + self.position * self._stride
         if self.source.batch_fn is not None:
-            batch = self._read_batch(first, n, now)
+            batch = self._stamp_batch(self._built(n, self._build_batch), n, now)
             self.position += n
             return batch
         if self.source.rows_fn is not None:
-            rows = self._read_rows(first, n, now)
+            rows = self._stamp_rows(self._built(n, self._build_rows), n, now)
             self.position += n
             return rows
         fn, field = self.source.fn, self.source.timestamp_field
@@ -403,7 +418,21 @@ class GeneratorSplitReader(SplitReader):
         self.position += n
         return out
 
-    def _read_batch(self, first: int, n: int, now: float) -> pa.RecordBatch:
+    def _built(self, n: int, build: Callable[[int, int], Any]) -> Any:
+        """The next `n` records (a batch or a list), from what was built ahead or built now: at
+        least `read_ahead` of them (never past the split's end), from the current position."""
+        ahead, offset = self._ahead, self.position - self._ahead_from
+        if ahead is None or offset + n > len(ahead):
+            count = max(n, self.source.read_ahead)
+            if self._limit is not None:
+                count = min(count, self._limit - self.position)
+            ahead, offset = build(self.split.index + self.position * self._stride, count), 0
+            self._ahead, self._ahead_from = (ahead, self.position) if count > n else (None, 0)
+        if offset == 0 and n == len(ahead):
+            return ahead
+        return ahead.slice(offset, n) if isinstance(ahead, pa.RecordBatch) else ahead[offset:offset + n]
+
+    def _build_batch(self, first: int, n: int) -> pa.RecordBatch:
         indices = np.arange(first, first + n * self._stride, self._stride, dtype=np.int64)
         what = f"Source: {self.source.name}"
         try:
@@ -418,15 +447,18 @@ class GeneratorSplitReader(SplitReader):
             got = f"{result.num_rows} rows" if isinstance(result, pa.RecordBatch) else type(result).__name__
             raise OperatorError(what, f"<indices {first}..{indices[-1]}>", TypeError(
                 f"batch_fn returned {got}, expected a RecordBatch, Table or dict of columns with {n} rows"))
+        return result
+
+    def _stamp_batch(self, batch: pa.RecordBatch, n: int, now: float) -> pa.RecordBatch:
         field = self.source.timestamp_field
         if field is None:
-            return result
+            return batch
         stamp = pa.array(self._stamps(n, now), type=pa.float64())
-        if field in result.schema.names:
-            return result.set_column(result.schema.get_field_index(field), field, stamp)
-        return result.append_column(field, stamp)
+        if field in batch.schema.names:
+            return batch.set_column(batch.schema.get_field_index(field), field, stamp)
+        return batch.append_column(field, stamp)
 
-    def _read_rows(self, first: int, n: int, now: float) -> list[Record]:
+    def _build_rows(self, first: int, n: int) -> list[Record]:
         indices = np.arange(first, first + n * self._stride, self._stride, dtype=np.int64)
         where = f"<indices {first}..{indices[-1]}>"
         try:
@@ -437,6 +469,9 @@ class GeneratorSplitReader(SplitReader):
             got = f"a list of {len(rows)}" if isinstance(rows, list) else type(rows).__name__
             raise OperatorError(f"Source: {self.source.name}", where, TypeError(
                 f"rows_fn returned {got}, expected a list of {n} dicts"))
+        return rows
+
+    def _stamp_rows(self, rows: list[Record], n: int, now: float) -> list[Record]:
         field = self.source.timestamp_field
         if field is not None:
             for row, stamp in zip(rows, self._stamps(n, now)):

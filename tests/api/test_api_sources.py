@@ -195,6 +195,8 @@ def test_generator_duration_without_rate_uses_the_clock():
         ({"fn": 3}, "fn must be callable"),
         ({"rows_fn": 3}, "rows_fn must be callable"),
         ({"fn": str, "rows_fn": list}, "give one of fn"),
+        ({"read_ahead": 0}, "read_ahead must be an integer >= 1, got 0"),
+        ({"read_ahead": True}, "read_ahead must be an integer >= 1"),
     ],
 )
 def test_generator_rejects_bad_arguments(kwargs, message):
@@ -229,6 +231,76 @@ def test_generator_rows_fn_errors_name_the_source_and_the_indices():
     src = GeneratorSource(count=3, rows_fn=lambda idx: 1 / 0)
     with pytest.raises(OperatorError, match="ZeroDivisionError"):
         src.reader(src.splits()[0], ManualClock()).read(3)
+
+
+def _columns(idx):
+    return {"i": idx, "sq": idx * idx}
+
+
+def _rows(idx):
+    return [{"i": int(i), "sq": int(i * i)} for i in idx]
+
+
+@settings(max_examples=150, deadline=None)
+@given(count=st.integers(0, 40), splits=st.integers(1, 3), read_ahead=st.integers(1, 12), vectorised=st.booleans(),
+       steps=st.lists(st.tuples(st.integers(1, 9), st.none() | st.integers(0, 40)), max_size=12))
+def test_generator_read_ahead_hands_out_what_reading_exactly_would(count, splits, read_ahead, vectorised, steps):
+    """Whatever the reads and seeks, a reader that builds ahead hands out the records, stamps
+    included, that one building only what is read does; it builds them in fewer calls."""
+    calls = {"exact": 0, "ahead": 0}
+
+    def counted(fn, who):
+        def build(idx):
+            calls[who] += 1
+            return fn(idx)
+        return build
+
+    fns = {"batch_fn": _columns} if vectorised else {"rows_fn": _rows}
+    exact = GeneratorSource(count=count, splits=splits, **{k: counted(f, "exact") for k, f in fns.items()})
+    ahead = GeneratorSource(count=count, splits=splits, read_ahead=read_ahead,
+                            **{k: counted(f, "ahead") for k, f in fns.items()})
+    for split in exact.splits():
+        clock = ManualClock()
+        readers = [exact.reader(split, clock), ahead.reader(split, clock)]
+        for n, seek in steps:
+            if seek is not None and seek <= (split.end or 0):
+                for reader in readers:
+                    reader.seek(seek)
+            got = [reader.read(n) for reader in readers]
+            if vectorised:
+                got = [g.to_pylist() if len(g) else [] for g in got]
+            assert got[0] == got[1], (split, n, seek)
+            assert readers[0].position == readers[1].position and readers[0].finished() == readers[1].finished()
+            clock.advance(0.5)
+    assert calls["ahead"] <= calls["exact"]
+
+
+def test_generator_read_ahead_builds_a_block_per_call_and_never_hands_out_a_record_before_it_is_due():
+    calls = []
+    src = GeneratorSource(count=100, rate=10.0, read_ahead=32, stamp="due",
+                          rows_fn=lambda idx: calls.append(idx.tolist()) or _rows(idx))
+    clock = ManualClock()
+    reader = src.reader(src.splits()[0], clock)
+    handed, early = [], []
+    for _ in range(42):
+        for record in reader.read(256):
+            handed.append((record["i"], record["created_at"]))
+            if record["created_at"] > clock.now():
+                early.append(record)
+        clock.advance(0.25)
+    # 10 records a second: 100 records, each handed out once it was due, in order
+    assert handed == [(i, i / 10) for i in range(100)] and not early
+    # built 32 at a time (the last block cut at the split's end), not a call per read
+    assert len(calls) == 4 and all(len(c) == 32 or c[-1] == 99 for c in calls), calls
+
+
+def test_generator_read_ahead_hands_out_each_built_record_once():
+    src = GeneratorSource(count=10, read_ahead=10, timestamp_field=None, rows_fn=_rows)
+    reader = src.reader(src.splits()[0], ManualClock())
+    first = reader.read(3)
+    first[0]["i"] = -1  # a downstream operator may change what it was given
+    reader.seek(0)
+    assert reader.read(3) == _rows(range(3)) and reader.read(20) == _rows(range(3, 10))
 
 
 def test_expected_records_for_fault_placement():

@@ -8,20 +8,28 @@ import json
 import numpy as np
 
 from benchmarks import nexmark as bench
-from benchmarks.nexmark_job import BlockRows
 from runtime.workloads.nexmark.config import NexmarkConfig
 from runtime.workloads.nexmark.generator import NexmarkGenerator
+from runtime.workloads.nexmark.source import READ_AHEAD, NexmarkSource
+from vocabulary.ports import ManualClock
 
 
-def test_block_rows_hand_out_the_generators_events_as_fresh_dicts() -> None:
-    generator = NexmarkGenerator(NexmarkConfig(seed=2), 500)
-    rows = BlockRows(generator.records, stride=2, count=500, block=7)
-    for first, n in ((1, 3), (0, 10), (13, 40), (497, 1), (498, 1), (1, 3)):
-        indices = np.arange(first, first + 2 * n, 2, dtype=np.int64)
-        assert rows(indices) == generator.records(indices), (first, n)
-    a, b = rows(np.array([4])), rows(np.array([4]))
-    a[0]["price"] = -1
-    assert b[0]["price"] != -1
+def test_the_nexmark_source_builds_its_events_ahead_and_hands_out_the_generators() -> None:
+    """A rate-limited reader asks for one or two events per read: the source builds them a block
+    at a time (`READ_AHEAD`), and hands out exactly the generator's events."""
+    config = NexmarkConfig(seed=2)
+    source = NexmarkSource(config, 3_000, splits=2, rate=1_000.0)
+    generator = NexmarkGenerator(config, 3_000)
+    calls = []
+    source.rows_fn = lambda idx: calls.append(len(idx)) or generator.records(idx)
+    clock = ManualClock()
+    reader = source.reader(source.splits()[1], clock)
+    got = []
+    while not reader.finished():
+        got += reader.read(256)
+        clock.advance(0.003)
+    assert got == generator.records(np.arange(1, 3_000, 2, dtype=np.int64))
+    assert calls == [READ_AHEAD, 1_500 - READ_AHEAD]
 
 
 def test_a_row_per_query_and_mode_with_latency_to_the_commit(tmp_path) -> None:
