@@ -19,16 +19,18 @@ work thread alone: the calls that come often only post mail to it (Flink's mailb
   failover, so a global failover only starts new processes for actors that actually died. Every
   call carries its epoch; calls of another epoch (in flight across a failover) are dropped, and
   so are timer callbacks and snapshot writes started in an earlier epoch.
-* Work. Inputs (`push`), returned credits (`add_credits`), checkpoint triggers and
+* Work. Inputs (`push`), returned credits (`add_credits`), `start`, checkpoint triggers and
   notifications, the writer thread's "snapshot written" reports and due timers are only
   queued, in arrival order, as mail (`_drain_inbox`) for the *work thread* (`WorkThread`),
   which applies them and *drives* the task (`_drive`): `step()` for one slice of about
   `WORK_SLICE` seconds, sending what `drain_sendable()` allows and returning owed credits at
   the end, and asks itself for the next slice while work is left. The rarer entry points
-  (deploy, start, stall, the final checkpoint's notification, cancel, finish) take the lock
-  (the work thread lets them go first), apply the mail first and act; they run no step (user
-  code runs on the work thread only: `_hand_over`). So no call waits behind more than one
-  slice: checkpoint triggers reach a busy source within a few milliseconds, and an unaligned
+  (deploy, stall, the final checkpoint's notification, cancel, finish: deployment, faults, the
+  job's end) take the lock (the work thread lets them go first), apply the mail first and act;
+  they run no step (user code runs on the work thread only: `_hand_over`). So no call waits
+  behind more than one slice, and while a job runs no call on the worker's main thread waits
+  for a step at all (a slow function's step would hold every subtask's heartbeat of the
+  worker): checkpoint triggers reach a busy source within a few milliseconds, and an unaligned
   barrier reaches a busy task's handler while the data before it still sits in the gate. A
   step is bounded in wall time (`runtime.ray.pacing.StepPacer` sets `Task.records_per_step`:
   ~2 ms of records, one record until their cost is known or when one takes longer), so that
@@ -226,11 +228,15 @@ class TaskActor(TaskFaultInjection):
                 self._fail(exc)
 
     def start(self, epoch: int) -> None:
-        """Begin work (once every task of the epoch is deployed): restored output goes first."""
-        with self._lock:
-            self._drain_inbox()
-            if self._live(epoch):
-                self._hand_over()
+        """Begin work (once every task of the epoch is deployed): restored output goes first.
+
+        Mail, like the control calls: input from a sibling subtask started before this one may
+        already have the work thread in a step of a slow function, and waiting for the lock here
+        would hold the worker's main thread — every heartbeat of the worker with it."""
+        self._post("call", epoch, self._begin, ())
+
+    def _begin(self) -> None:
+        """The work thread's drive after the mail sends the restored output and does the first steps."""
 
     def _live(self, epoch: int) -> bool:
         return epoch == self.epoch and not self._dead

@@ -19,6 +19,7 @@ import pytest
 
 from operators import CollectSink
 from runtime import StreamEnvironment
+from runtime.ray.worker_actor import WorkerActor
 
 SECONDS_PER_RECORD = 2.0
 
@@ -43,3 +44,29 @@ def test_a_function_slower_than_the_heartbeat_timeout_finishes_with_checkpoints(
     assert completed, "no checkpoint completed"
     if chaining:  # the source reads a record per step: periodic checkpoints complete between them
         assert len(completed) >= 2, [c.id for c in result.checkpoints]
+
+
+@pytest.mark.ray
+def test_starting_a_subtask_never_waits_for_its_step_in_progress(ray_session, tmp_path) -> None:
+    """In one worker, a sibling started first may hand a subtask input before the driver's
+    `start` for it arrives; its work thread is then in a step of the slow function, and a
+    `start` that waited for the step held the worker's main thread, so every heartbeat of the
+    worker went unanswered ("Source: collection[0] is hung: no heartbeat for 1.0 s")."""
+    env = StreamEnvironment()  # one task: the source, the slow function and the sink, chained
+    env.enable_checkpointing(interval=60.0)
+    env.from_collection([{"i": i} for i in range(3)]).map(model_call, name="score").sink_to(CollectSink("out"))
+    graph = env.get_job_graph()
+    [task] = graph.task_ids()
+    worker = WorkerActor(graph, 0, [task], {task: {"committer": None, "storage": ("uri", str(tmp_path)),
+                                                   "job_id": "liveness"}})
+    worker.deploy(task, 1, None, {}, {}, {}, None)
+    worker.call(task, "start", 1)
+    deadline = time.monotonic() + 5.0
+    while worker.call(task, "heartbeat")["busy_for"] is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert worker.call(task, "heartbeat")["busy_for"] is not None, "the slow step never began"
+    began = time.monotonic()
+    worker.call(task, "start", 1)  # what a late `start` does while the step runs
+    took = time.monotonic() - began
+    worker.call(task, "cancel")
+    assert took < SECONDS_PER_RECORD / 4, f"start waited {took:.2f} s for the step in progress"
