@@ -3,9 +3,10 @@
 State must be writable as Arrow (never pickled), so every value written to state is
 checked when it is written, not at checkpoint time when the error would be far from its cause.
 Scalars of the common types (`int` within int64, `float`, `str`, `bool`, `bytes`, `None`) are
-stored as they are. Anything else goes through `pa.scalar(value).as_py()`: that both checks the
-value and turns it into the form a restore will produce (tuples become lists, numpy scalars become
-Python ones), so a job behaves the same before and after a restore.
+stored as they are, and so is a copy of a record (a dict of str keys) holding only those or such
+records, which Arrow reads back equal. Anything else goes through `pa.scalar(value).as_py()`: that
+both checks the value and turns it into the form a restore will produce (tuples become lists, numpy
+scalars become Python ones), so a job behaves the same before and after a restore.
 
 Containers are stored privately and copied on the way out (`copy_value`), so a caller mutating a
 value it read, or a value it wrote, can never change state behind the backend's back; that keeps
