@@ -56,11 +56,10 @@ def normalize_value(value: Any) -> Any:
     Raises:
         UnrepresentableValue: Arrow cannot carry the value.
     """
-    t = type(value)
-    if t in SCALAR_TYPES and (t is not int or INT64_MIN <= value <= INT64_MAX):
+    if _is_plain_scalar(value):
         return value
-    if t is dict and _is_plain_record(value):
-        return _copy_record(value)  # what Arrow's struct of it reads back as, at a tenth of the cost
+    if type(value) is dict and _is_plain_record(value):
+        return copy_value(value)  # what Arrow's struct of it reads back as, at a tenth of the cost
     reject_sets(value)
     try:
         return pa.scalar(value).as_py()
@@ -71,20 +70,14 @@ def normalize_value(value: Any) -> Any:
 def _is_plain_record(value: dict[Any, Any]) -> bool:
     """Whether `value` maps str keys to plain scalars (ints within int64) or to such records: a
     record whose Arrow struct reads back as an equal dict."""
-    for key, item in value.items():
-        t = type(item)
-        if type(key) is not str:
-            return False
-        if t is dict:
-            if not _is_plain_record(item):
-                return False
-        elif t not in SCALAR_TYPES or (t is int and not INT64_MIN <= item <= INT64_MAX):
-            return False
-    return True
+    return all(type(key) is str and (_is_plain_record(item) if type(item) is dict else _is_plain_scalar(item))
+               for key, item in value.items())
 
 
-def _copy_record(value: dict[str, Any]) -> dict[str, Any]:
-    return {k: _copy_record(v) if type(v) is dict else v for k, v in value.items()}
+def _is_plain_scalar(value: Any) -> bool:
+    """A scalar stored as it is (an int only within int64)."""
+    t = type(value)
+    return t in SCALAR_TYPES and (t is not int or INT64_MIN <= value <= INT64_MAX)
 
 
 def copy_value(value: Any) -> Any:
