@@ -384,7 +384,6 @@ class GeneratorSplitReader(SplitReader):
         n = max(0, min(max_records, self._due(now) - self.position))
         if n == 0:
             return []
-        first = self.split.index + self.position * self._stride
         if self.source.batch_fn is not None:
             batch = self._stamp_batch(self._built(n, self._build_batch), n, now)
             self.position += n
@@ -394,6 +393,7 @@ class GeneratorSplitReader(SplitReader):
             self.position += n
             return rows
         fn, field = self.source.fn, self.source.timestamp_field
+        first = self.split.index + self.position * self._stride
         indices = range(first, first + n * self._stride, self._stride)
         stamps = self._stamps(n, now)
         if fn is None:
