@@ -17,7 +17,8 @@ columns, per completed checkpoint as barrierflow reports its own: alignment = th
 `alignment.duration` (barrierflow: the longest task alignment), start delay = the longest subtask
 `start_delay` (the barrier's trip from the trigger to the last subtask), persisted bytes = the
 checkpoint's `persisted_data` (in-flight data written by unaligned barriers), checkpointed bytes
-= its `checkpointed_size`. Subtasks that had finished before a checkpoint (bounded input) report
+= its `checkpointed_size`; `checkpoints_in_files` counts those Flink wrote as files (`external_path`
+a `file:` URI; one kept in the JobManager's memory has none). Subtasks that had finished before a checkpoint (bounded input) report
 no figures to it and are skipped. Standard library only: it runs in the PyFlink venv too.
 """
 
@@ -29,7 +30,7 @@ from typing import Any
 
 #: the fields of a `/checkpoints` history entry the document keeps
 HISTORY_FIELDS = ("id", "checkpoint_type", "trigger_timestamp", "end_to_end_duration", "checkpointed_size",
-                  "state_size", "persisted_data", "processed_data", "alignment_buffered")
+                  "state_size", "persisted_data", "processed_data", "alignment_buffered", "external_path")
 
 
 def get_json(base_url: str, path: str, timeout: float = 10.0) -> Any:
@@ -71,6 +72,7 @@ def checkpoint_figures(doc: dict[str, Any]) -> dict[str, Any]:
             number >= 0 (naming the checkpoint and field).
     """
     alignments, delays, persisted, checkpointed = [], [], [], []
+    in_files = sum(str(c.get("external_path", "")).startswith("file:") for c in doc["checkpoints"])
     for checkpoint in doc["checkpoints"]:
         where = f"Flink checkpoint {checkpoint.get('id')}"
         reported = [s for subtasks in checkpoint["tasks"].values() for s in subtasks if "alignment" in s]
@@ -86,7 +88,7 @@ def checkpoint_figures(doc: dict[str, Any]) -> dict[str, Any]:
         "alignment_time_max": _percentile(alignments, 100),
         "start_delay_p50": _percentile(delays, 50), "start_delay_max": _percentile(delays, 100),
         "persisted_bytes": sum(persisted) if persisted else None, "persisted_bytes_p50": _percentile(persisted, 50),
-        "checkpointed_bytes_p50": _percentile(checkpointed, 50),
+        "checkpointed_bytes_p50": _percentile(checkpointed, 50), "checkpoints_in_files": in_files,
     }
 
 

@@ -20,7 +20,7 @@ ROW_MARK = "BARRIERFLOW_PEER_ROW "
 #: barrierflow's from its own statistics; None when not read
 FIGURE_FIELDS = ("alignment_time_p50", "alignment_time_p99", "alignment_time_max", "start_delay_p50", "start_delay_max",
                "persisted_bytes", "persisted_bytes_p50", "checkpointed_bytes_p50", "rest_checkpoints_completed",
-               "rest_checkpoints_read")
+               "rest_checkpoints_read", "checkpoints_in_files")
 
 
 def row(executor: str, mode: str, *, status: str = "ok", throughput: float | None = None,

@@ -25,6 +25,8 @@ from benchmarks.report import percentile
 
 #: where a child records its job's checkpoint statistics, in its work directory
 CHECKPOINTS_FILE = "flink-checkpoints.json"
+#: where a child's job writes its checkpoints, in its work directory
+CHECKPOINT_DIR = "flink-checkpoint-data"
 #: checkpoints the REST endpoint keeps in its history (Flink's default is 10)
 CHECKPOINT_HISTORY = 100_000
 
@@ -95,8 +97,11 @@ def flink_checkpoints(lines: list[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- PyFlink (child side)
 
 
-def flink_config(mode: str) -> Any:
-    """The job's configuration in `mode` (PyFlink `Configuration`)."""
+def flink_config(mode: str, checkpoint_dir: str) -> Any:
+    """The job's configuration in `mode` (PyFlink `Configuration`), its checkpoints written as files
+    under `checkpoint_dir`, as barrierflow writes its own: Flink's default keeps them in the
+    JobManager's memory and fails every checkpoint above 5 MB (a job with growing state, such as
+    NexMark q7's join, then restarts for ever)."""
     from pyflink.common import Configuration
 
     config = Configuration()
@@ -109,6 +114,8 @@ def flink_config(mode: str) -> Any:
         config.set_string("execution.checkpointing.mode",
                           "AT_LEAST_ONCE" if mode == "at-least-once" else "EXACTLY_ONCE")
         config.set_string("execution.checkpointing.unaligned.enabled", str(mode == "unaligned").lower())
+        config.set_string("execution.checkpointing.storage", "filesystem")
+        config.set_string("execution.checkpointing.dir", "file://" + os.path.abspath(checkpoint_dir))
     return config
 
 
@@ -182,9 +189,11 @@ class FlinkJob:
 
     def __init__(self, mode: str, work: str, *, rest: bool = True) -> None:
         self.mode, self.work = mode, work
-        self.cluster = RestCluster(flink_config(mode)) if rest else None
+        checkpoints = os.path.join(work, CHECKPOINT_DIR)
+        self.cluster = RestCluster(flink_config(mode, checkpoints)) if rest else None
         try:
-            self.config = self.cluster.client_config(flink_config(mode)) if self.cluster else flink_config(mode)
+            config = flink_config(mode, checkpoints)
+            self.config = self.cluster.client_config(config) if self.cluster else config
             self.env, self.effective = _stream_env(mode, self.config, remote=self.cluster is not None)
         except BaseException:
             self.close()
