@@ -23,7 +23,8 @@ quarter of the CPU, is marked CONTENDED.
 writes) through Flink SQL in the PyFlink peers venv, same modes, interval and parallelism
 (`benchmarks.nexmark_flink`), rows `executor=flink-sql`, and Flink's output compared with the
 throughput run's committed output (`flink_agreement`). Output: `nexmark.md`, `nexmark.json`, PNG
-plots and `report.html` in `--out`; `--add-to PATH` also adds the rows to a `checkpoint_modes` JSON
+plots and `report.html` in `--out`; the JSON is also written after every run, marked `partial`, so a
+run stopped half-way keeps the rows it finished; `--add-to PATH` also adds the rows to a `checkpoint_modes` JSON
 and rewrites its table and report, so the NexMark queries sit next to its scenarios.
 """
 
@@ -148,9 +149,18 @@ def with_spread(merged: Outcome, runs: Sequence[Outcome]) -> Outcome:
     return replace(merged, row=row)
 
 
+def merged_runs(combos: Sequence[Combination],
+                runs: dict[Combination, list[Outcome]]) -> list[tuple[Outcome, list[Outcome]]]:
+    """Each combination that has run: its merged row (with spreads) and its runs."""
+    return [(with_spread(merge_runs(runs[c]), runs[c]), runs[c]) for c in combos if runs.get(c)]
+
+
 def run_matrix(combos: Sequence[Combination], profiles: dict[str, Profile], config: Any, events: dict[str, int],
-               repeat: int, on_run: Any = None) -> list[tuple[Outcome, list[Outcome]]]:
-    """Every combination, `repeat` times for wall-clock executors (interleaved, modes rotated)."""
+               repeat: int, on_run: Any = None,
+               on_progress: Any = None) -> list[tuple[Outcome, list[Outcome]]]:
+    """Every combination, `repeat` times for wall-clock executors (interleaved, modes rotated).
+    `on_run(combo, outcome)` sees each run with its output; `on_progress(merged)` the merged rows
+    so far (`merged_runs`) after each run."""
     schedule = [(r, c) for r in range(repeat) for c in rotated(combos, r) if r == 0 or c.executor != "sim"]
     runs: dict[Combination, list[Outcome]] = {c: [] for c in combos}
     ray_started = False
@@ -175,12 +185,14 @@ def run_matrix(combos: Sequence[Combination], profiles: dict[str, Profile], conf
                 on_run(combo, outcome)
             outcome.output = None  # type: ignore[attr-defined]
             runs[combo].append(outcome)
+            if on_progress is not None:
+                on_progress(merged_runs(combos, runs))
     finally:
         if ray_started:
             import ray
 
             ray.shutdown()
-    return [(with_spread(merge_runs(runs[c]), runs[c]), runs[c]) for c in combos]
+    return merged_runs(combos, runs)
 
 
 def shown(row: dict[str, Any], column: str) -> Any:
@@ -299,17 +311,33 @@ def run_from_args(args: argparse.Namespace) -> int:
             if query in FLINK_QUERIES:
                 ours[query] = query_output(result)
 
-    merged = run_matrix(combos, profiles, config, events, args.repeat, on_run=keep_output)
+    settings = {k: v for k, v in vars(args).items() if k != "func"}
+    out = output_of(args, "nexmark")
+    merged: list[tuple[Outcome, list[Outcome]]] = []
+
+    def summary() -> dict[str, Any]:
+        payload = payload_of(merged, flink_rows, settings, config)
+        payload["total_wall_s"] = round(time.perf_counter() - started, 1)
+        payload["load_average"] = (f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
+                                   f"(1-minute, {os.cpu_count()} cores)")
+        return payload
+
+    def save_progress(ray_rows: Any = None, flink: Any = None) -> None:
+        # a stopped run keeps every row finished so far
+        if ray_rows is not None:
+            merged[:] = ray_rows
+        if flink is not None:
+            flink_rows[:] = flink
+        write_json(out.json_path, {**summary(), "partial": "the run has not finished: rows so far"})
+
+    merged[:] = run_matrix(combos, profiles, config, events, args.repeat, on_run=keep_output,
+                           on_progress=save_progress)
     if args.flink:
         from benchmarks.nexmark_flink import run_flink
 
-        flink_rows = run_flink(args.query, args.modes, config, events[args.executor[0]], repeat=args.repeat, ours=ours)
-    settings = {k: v for k, v in vars(args).items() if k != "func"}
-    payload = payload_of(merged, flink_rows, settings, config)
-    payload["total_wall_s"] = round(time.perf_counter() - started, 1)
-    payload["load_average"] = (f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
-                               f"(1-minute, {os.cpu_count()} cores)")
-    out = output_of(args, "nexmark")
+        flink_rows[:] = run_flink(args.query, args.modes, config, events[args.executor[0]], repeat=args.repeat,
+                                  ours=ours, on_progress=lambda rows: save_progress(flink=rows))
+    payload = summary()
     files = write_all(payload, args.out, out.json_path, plots=not args.no_plots)
     if args.add_to:
         files += add_to(args.add_to, payload["rows"], payload["series"], plots=not args.no_plots)

@@ -30,7 +30,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks import peer_rows, peers
@@ -222,10 +222,22 @@ def _run(argv: list[str], env: dict[str, str]) -> list[tuple[int, str, str]]:
         kill_group(proc)
 
 
+def merged_rows(runs: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A row per (query, mode): the median of its runs, `results` the distinct verdicts."""
+    out = []
+    for rows in runs.values():
+        row = peer_rows.repeats_row(rows)
+        row["results"] = "; ".join(sorted({r.get("results") or r["status"] for r in rows}))
+        out.append(row)
+    return out
+
+
 def run_flink(queries: Sequence[str], modes: Sequence[str], config: Any, events: int, *, repeat: int = 1,
-              ours: dict[str, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+              ours: dict[str, list[dict[str, Any]]] | None = None,
+              on_progress: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
     """Flink SQL rows (`nexmark-<query>` scenarios, each the median of `repeat` interleaved runs)
-    with `results`: Flink's output against barrierflow's committed output (`ours`: query -> rows)."""
+    with `results`: Flink's output against barrierflow's committed output (`ours`: query -> rows).
+    `on_progress` gets the rows so far (`merged_rows`) after each run."""
     from benchmarks.nexmark_flink_sql import EVENT_TIME_QUERIES
     from runtime.workloads.nexmark.queries import QUERIES
 
@@ -250,12 +262,9 @@ def run_flink(queries: Sequence[str], modes: Sequence[str], config: Any, events:
                 print(f"nexmark:   -> {row['throughput'] or row['status']} ({time.perf_counter() - started:.1f} s); "
                       f"results: {row.get('results')}", flush=True)
                 runs.setdefault((q, mode), []).append(row)
-    out = []
-    for rows in runs.values():
-        row = peer_rows.repeats_row(rows)
-        row["results"] = "; ".join(sorted({r.get("results") or r["status"] for r in rows}))
-        out.append(row)
-    return out
+                if on_progress is not None:
+                    on_progress(merged_rows(runs))
+    return merged_rows(runs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,7 @@ def test_a_row_per_query_and_mode_with_latency_to_the_commit(tmp_path) -> None:
     assert bench.main(["--quick", "--query", "q2", "q9", "--modes", "none", "aligned", "unaligned", "--events", "3000",
                        "--seconds", "0.6", "--out", str(out)]) == 0
     payload = json.loads((out / "nexmark.json").read_text())
+    assert "partial" not in payload  # the finished run's JSON replaces the one written as it went
     rows = {(r["query"], r["mode"]): r for r in payload["rows"]}
     assert list(rows) == [(q, m) for q in ("q2", "q9") for m in ("none", "aligned", "unaligned")]
     for (query, mode), row in rows.items():
@@ -66,3 +67,30 @@ def test_add_to_puts_the_query_rows_next_to_the_checkpoint_modes_scenarios(tmp_p
     rows = json.loads(modes.read_text())["rows"]
     assert [(r["scenario"], r["mode"]) for r in rows] == [("uniform", "aligned"), ("nexmark-q1", "aligned")]
     assert "| sim | nexmark-q1 | aligned | ok |" in (modes.parent / "checkpoint_modes.md").read_text()
+
+
+def test_a_stopped_run_keeps_the_rows_it_finished(tmp_path, monkeypatch) -> None:
+    """The JSON is written after every run: stopped during its second combination, a run leaves
+    the first one's row, marked partial."""
+    finished = []
+    run_one = bench.run_combination
+
+    def stopped_at_the_second(*args, **kwargs):
+        if finished:
+            raise KeyboardInterrupt
+        finished.append(run_one(*args, **kwargs))
+        return finished[-1]
+
+    monkeypatch.setattr(bench, "run_combination", stopped_at_the_second)
+    out = tmp_path / "out"
+    try:
+        bench.main(["--quick", "--query", "q1", "q2", "--modes", "aligned", "--events", "2000", "--seconds", "0.5",
+                    "--no-plots", "--out", str(out)])
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the second combination should have stopped the run")
+    payload = json.loads((out / "nexmark.json").read_text())
+    assert payload["partial"]
+    assert [(r["query"], r["mode"], r["status"]) for r in payload["rows"]] == [("q1", "aligned", "ok")]
+    assert payload["rows"][0]["throughput"] == finished[0].row["throughput"]
