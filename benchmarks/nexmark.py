@@ -21,7 +21,8 @@ quarter of the CPU, is marked CONTENDED.
 
 `--flink`: the same events (written once as Parquet, the file `python -m runtime.workloads.nexmark`
 writes) through Flink SQL in the PyFlink peers venv, same modes, interval and parallelism
-(`benchmarks.nexmark_flink`), rows `executor=flink-sql`, and Flink's output compared with the
+(`benchmarks.nexmark_flink`), a round of them after each round of ours (Ray shut down meanwhile),
+rows `executor=flink-sql`, and Flink's output compared with the
 throughput run's committed output (`flink_agreement`). Output: `nexmark.md`, `nexmark.json`, PNG
 plots and `report.html` in `--out`; the JSON is also written after every run, marked `partial`, so a
 run stopped half-way keeps the rows it finished; `--add-to PATH` also adds the rows to a `checkpoint_modes` JSON
@@ -156,42 +157,46 @@ def merged_runs(combos: Sequence[Combination],
 
 
 def run_matrix(combos: Sequence[Combination], profiles: dict[str, Profile], config: Any, events: dict[str, int],
-               repeat: int, on_run: Any = None,
-               on_progress: Any = None) -> list[tuple[Outcome, list[Outcome]]]:
+               repeat: int, on_run: Any = None, on_progress: Any = None,
+               after_round: Any = None) -> list[tuple[Outcome, list[Outcome]]]:
     """Every combination, `repeat` times for wall-clock executors (interleaved, modes rotated).
     `on_run(combo, outcome)` sees each run with its output; `on_progress(merged)` the merged rows
-    so far (`merged_runs`) after each run."""
-    schedule = [(r, c) for r in range(repeat) for c in rotated(combos, r) if r == 0 or c.executor != "sim"]
+    so far (`merged_runs`) after each run; `after_round(r)` runs after round `r`, with Ray shut
+    down (a peer's round then has the machine to itself)."""
     runs: dict[Combination, list[Outcome]] = {c: [] for c in combos}
-    ray_started = False
-    try:
-        for i, (r, combo) in enumerate(schedule):
-            print(f"nexmark: [{i + 1}/{len(schedule)}] {combo.label}" + (f" (repeat {r + 1})" if repeat > 1 else ""),
-                  flush=True)
-            try:
-                if combo.executor == "ray" and not ray_started:
-                    from runtime.ray.cluster import ensure_ray
+    for r in range(repeat):
+        schedule = [c for c in rotated(combos, r) if r == 0 or c.executor != "sim"]
+        ray_started = False
+        try:
+            for i, combo in enumerate(schedule):
+                print(f"nexmark: [{i + 1}/{len(schedule)}] {combo.label}"
+                      + (f" (repeat {r + 1}/{repeat})" if repeat > 1 else ""), flush=True)
+                try:
+                    if combo.executor == "ray" and not ray_started:
+                        from runtime.ray.cluster import ensure_ray
 
-                    ray_started = ensure_ray()
-                with measured_load(combo) as machine:
-                    outcome = run_combination(combo, profiles[combo.executor], config, events[combo.executor])
-                outcome.row.update(load_fields(machine.result if machine is not None else None))
-            except Exception as exc:  # a row saying why, never made-up numbers
-                if os.environ.get("BARRIERFLOW_BENCH_DEBUG"):
-                    traceback.print_exc()
-                outcome = failed_outcome(combo, exc)
-                outcome.row["query"] = combo.scenario.removeprefix(PREFIX)
-            if on_run is not None:
-                on_run(combo, outcome)
-            outcome.output = None  # type: ignore[attr-defined]
-            runs[combo].append(outcome)
-            if on_progress is not None:
-                on_progress(merged_runs(combos, runs))
-    finally:
-        if ray_started:
-            import ray
+                        ray_started = ensure_ray()
+                    with measured_load(combo) as machine:
+                        outcome = run_combination(combo, profiles[combo.executor], config, events[combo.executor])
+                    outcome.row.update(load_fields(machine.result if machine is not None else None))
+                except Exception as exc:  # a row saying why, never made-up numbers
+                    if os.environ.get("BARRIERFLOW_BENCH_DEBUG"):
+                        traceback.print_exc()
+                    outcome = failed_outcome(combo, exc)
+                    outcome.row["query"] = combo.scenario.removeprefix(PREFIX)
+                if on_run is not None:
+                    on_run(combo, outcome)
+                outcome.output = None  # type: ignore[attr-defined]
+                runs[combo].append(outcome)
+                if on_progress is not None:
+                    on_progress(merged_runs(combos, runs))
+        finally:
+            if ray_started:
+                import ray
 
-            ray.shutdown()
+                ray.shutdown()
+        if after_round is not None:
+            after_round(r)
     return merged_runs(combos, runs)
 
 
@@ -330,13 +335,21 @@ def run_from_args(args: argparse.Namespace) -> int:
             flink_rows[:] = flink
         write_json(out.json_path, {**summary(), "partial": "the run has not finished: rows so far"})
 
-    merged[:] = run_matrix(combos, profiles, config, events, args.repeat, on_run=keep_output,
-                           on_progress=save_progress)
-    if args.flink:
-        from benchmarks.nexmark_flink import run_flink
+    if not args.flink:
+        merged[:] = run_matrix(combos, profiles, config, events, args.repeat, on_run=keep_output,
+                               on_progress=save_progress)
+    else:
+        from benchmarks.nexmark_flink import FlinkRounds
 
-        flink_rows[:] = run_flink(args.query, args.modes, config, events[args.executor[0]], repeat=args.repeat,
-                                  ours=ours, on_progress=lambda rows: save_progress(flink=rows))
+        with FlinkRounds(args.query, args.modes, config, events[args.executor[0]], repeat=args.repeat,
+                         ours=ours) as flink:
+            def flink_round(r: int) -> None:
+                flink.run_round(r)
+                save_progress(flink=flink.rows())
+
+            merged[:] = run_matrix(combos, profiles, config, events, args.repeat, on_run=keep_output,
+                                   on_progress=save_progress, after_round=flink_round)
+            flink_rows[:] = flink.rows()
     payload = summary()
     files = write_all(payload, args.out, out.json_path, plots=not args.no_plots)
     if args.add_to:

@@ -1,7 +1,7 @@
 """NexMark in Flink SQL beside barrierflow: the same events, queries and modes, results compared.
 
-Driver side (`run_flink`, called by `python -m benchmarks.nexmark --flink`): the events are written
-once as Parquet (`dataset.write_events`, the files `python -m runtime.workloads.nexmark` writes),
+Driver side (`FlinkRounds`, a round after each of barrierflow's rounds in `python -m benchmarks.nexmark
+--flink`; `run_flink` runs its rounds back to back): the events are written once as Parquet (`dataset.write_events`, the files `python -m runtime.workloads.nexmark` writes),
 then converted with pyarrow to CSV, because Flink's Parquet format (`flink-sql-parquet`) is not in
 PyFlink's distribution (`pyflink/lib` holds the csv and json formats) and Maven is not reachable
 here: two files for the stateless queries and q3, one file in event order for the event-time ones
@@ -30,7 +30,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import peer_rows, peers
@@ -223,48 +223,80 @@ def _run(argv: list[str], env: dict[str, str]) -> list[tuple[int, str, str]]:
 
 
 def merged_rows(runs: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """A row per (query, mode): the median of its runs, `results` the distinct verdicts."""
+    """A row per (query, mode): the median of its runs, `<field>_spread` their [min, max] (as
+    `benchmarks.nexmark` reports its own), `results` the distinct verdicts."""
     out = []
     for rows in runs.values():
         row = peer_rows.repeats_row(rows)
         row["results"] = "; ".join(sorted({r.get("results") or r["status"] for r in rows}))
+        for name in ("throughput", "checkpoint_duration_p50", "checkpoint_duration_p99"):
+            values = [r[name] for r in rows if r["status"] == "ok" and r.get(name) is not None]
+            row[f"{name}_spread"] = [min(values), max(values)] if len(values) > 1 else None
         out.append(row)
     return out
 
 
-def run_flink(queries: Sequence[str], modes: Sequence[str], config: Any, events: int, *, repeat: int = 1,
-              ours: dict[str, list[dict[str, Any]]] | None = None,
-              on_progress: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
-    """Flink SQL rows (`nexmark-<query>` scenarios, each the median of `repeat` interleaved runs)
-    with `results`: Flink's output against barrierflow's committed output (`ours`: query -> rows).
-    `on_progress` gets the rows so far (`merged_rows`) after each run."""
-    from benchmarks.nexmark_flink_sql import EVENT_TIME_QUERIES
-    from runtime.workloads.nexmark.queries import QUERIES
+class FlinkRounds:
+    """Flink SQL runs of every (query, mode), one round at a time (`run_round`), so they can be
+    interleaved with barrierflow's rounds; the events are written once, on entry. `rows()`: a row
+    per (query, mode) so far (`merged_rows`), `results` comparing Flink's output with barrierflow's
+    committed output (`ours`: query -> rows, read when a run ends)."""
 
-    plan = [(q, m) for q in queries if q in FLINK_QUERIES for m in modes if m in FLINK_MODES]
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    with tempfile.TemporaryDirectory(prefix="barrierflow-nexmark-events-") as work:
-        files = EventFiles(config, events, work)
+    def __init__(self, queries: Sequence[str], modes: Sequence[str], config: Any, events: int, *, repeat: int = 1,
+                 ours: dict[str, list[dict[str, Any]]] | None = None) -> None:
+        self.plan = [(q, m) for q in queries if q in FLINK_QUERIES for m in modes if m in FLINK_MODES]
+        self.config, self.events, self.repeat = config, events, repeat
+        self.ours = ours if ours is not None else {}
+        self.runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._work: tempfile.TemporaryDirectory[str] | None = None
+        self._files: EventFiles | None = None
+
+    def __enter__(self) -> FlinkRounds:
+        self._work = tempfile.TemporaryDirectory(prefix="barrierflow-nexmark-events-")
+        self._files = EventFiles(self.config, self.events, self._work.name)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._work is not None:
+            self._work.cleanup()
+
+    def run_round(self, r: int) -> None:
+        """Round `r`: each (query, mode) once."""
+        from benchmarks.nexmark_flink_sql import EVENT_TIME_QUERIES
+        from runtime.workloads.nexmark.queries import QUERIES
+
+        if self._files is None:
+            raise RuntimeError("FlinkRounds.run_round: use it as a context manager (the events are written on entry)")
+        for q, mode in self.plan:
+            print(f"nexmark: flink-sql {q} {mode} ({self.events:,} events)"
+                  + (f", repeat {r + 1}/{self.repeat}" if self.repeat > 1 else ""), flush=True)
+            started = time.perf_counter()
+            try:
+                row, rows = run_one(QUERIES[q], mode, self._files.directory(q in EVENT_TIME_QUERIES), self.config,
+                                    self.events)
+            except Exception as exc:  # a row saying why
+                row, rows = peer_rows.failed(EXECUTOR, mode, f"{type(exc).__name__}: {exc}"), []
+            if row["status"] == "ok":
+                row["results"] = compare(QUERIES[q], self.ours.get(q), rows)
+            row.update(scenario=f"nexmark-{q}", query=q, flink_rows=len(rows),
+                       load_average=round(os.getloadavg()[0], 2), cores=os.cpu_count(),
+                       contended=os.getloadavg()[0] > (os.cpu_count() or 1))
+            print(f"nexmark:   -> {row['throughput'] or row['status']} ({time.perf_counter() - started:.1f} s); "
+                  f"results: {row.get('results')}", flush=True)
+            self.runs.setdefault((q, mode), []).append(row)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return merged_rows(self.runs)
+
+
+def run_flink(queries: Sequence[str], modes: Sequence[str], config: Any, events: int, *, repeat: int = 1,
+              ours: dict[str, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+    """Flink SQL rows (`nexmark-<query>` scenarios, each the median of `repeat` rounds) with
+    `results`: Flink's output against barrierflow's committed output (`ours`: query -> rows)."""
+    with FlinkRounds(queries, modes, config, events, repeat=repeat, ours=ours) as rounds:
         for r in range(repeat):
-            for q, mode in plan:
-                print(f"nexmark: flink-sql {q} {mode} ({events:,} events)" + (f", repeat {r + 1}" if repeat > 1 else ""),
-                      flush=True)
-                started = time.perf_counter()
-                try:
-                    row, rows = run_one(QUERIES[q], mode, files.directory(q in EVENT_TIME_QUERIES), config, events)
-                except Exception as exc:  # a row saying why
-                    row, rows = peer_rows.failed(EXECUTOR, mode, f"{type(exc).__name__}: {exc}"), []
-                if row["status"] == "ok":
-                    row["results"] = compare(QUERIES[q], (ours or {}).get(q), rows)
-                row.update(scenario=f"nexmark-{q}", query=q, flink_rows=len(rows),
-                           load_average=round(os.getloadavg()[0], 2), cores=os.cpu_count(),
-                           contended=os.getloadavg()[0] > (os.cpu_count() or 1))
-                print(f"nexmark:   -> {row['throughput'] or row['status']} ({time.perf_counter() - started:.1f} s); "
-                      f"results: {row.get('results')}", flush=True)
-                runs.setdefault((q, mode), []).append(row)
-                if on_progress is not None:
-                    on_progress(merged_rows(runs))
-    return merged_rows(runs)
+            rounds.run_round(r)
+        return rounds.rows()
 
 
 def main(argv: list[str] | None = None) -> int:

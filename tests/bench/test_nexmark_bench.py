@@ -94,3 +94,19 @@ def test_a_stopped_run_keeps_the_rows_it_finished(tmp_path, monkeypatch) -> None
     assert payload["partial"]
     assert [(r["query"], r["mode"], r["status"]) for r in payload["rows"]] == [("q1", "aligned", "ok")]
     assert payload["rows"][0]["throughput"] == finished[0].row["throughput"]
+
+
+def test_each_round_runs_whole_before_the_next_and_after_round_follows_it() -> None:
+    """Rounds interleave with a peer's: `after_round(r)` runs once round r's runs are done and
+    before round r + 1 starts; the simulator runs in the first round only (it is deterministic)."""
+    from runtime.workloads.nexmark.config import NexmarkConfig as Config
+
+    combos = bench.plan(["sim"], ["q1"], ["none", "aligned"], 2)
+    profile = bench.Profile(seconds=0.3, events=1_000, warmup=0.1)
+    seen: list[tuple] = []
+    merged = bench.run_matrix(combos, {"sim": profile}, Config(), {"sim": 1_000}, 3,
+                              on_run=lambda combo, outcome: seen.append(("run", combo.mode)),
+                              after_round=lambda r: seen.append(("round", r)))
+    assert seen == [("run", "none"), ("run", "aligned"), ("round", 0), ("round", 1), ("round", 2)]
+    assert [(o.row["query"], o.row["mode"], len(runs)) for o, runs in merged] == [("q1", "none", 1),
+                                                                                  ("q1", "aligned", 1)]

@@ -68,3 +68,18 @@ def test_a_difference_names_the_rows_on_each_side() -> None:
     assert compare(q2, mine, mine[:1]) == "q2: Flink misses 1 row(s), e.g. [{'auction': 1230, 'price': 7}]"
     assert compare(q2, mine[:1], mine) == "q2: Flink has, barrierflow not: 1 row(s), e.g. [{'auction': 1230, 'price': 7}]"
     assert compare(q2, None, mine).startswith("not compared")
+
+
+def test_rounds_merge_into_a_median_row_with_spreads_and_every_verdict() -> None:
+    from benchmarks import peer_rows
+    from benchmarks.nexmark_flink import merged_rows
+
+    def run(throughput: float, results: str) -> dict:
+        row = peer_rows.row("flink-sql", "aligned", throughput=throughput, records=1_000)
+        return {**row, "scenario": "nexmark-q1", "query": "q1", "results": results}
+
+    failed = {**peer_rows.failed("flink-sql", "aligned", "the JVM died"), "scenario": "nexmark-q1", "query": "q1"}
+    [row] = merged_rows({("q1", "aligned"): [run(300.0, "equal"), failed, run(100.0, "equal"), run(200.0, "equal")]})
+    assert row["throughput"] == 200.0 and row["throughput_spread"] == [100.0, 300.0]
+    assert row["results"] == "equal; failed: the JVM died"
+    assert len(row["runs"]) == 4
