@@ -168,6 +168,11 @@ public class PageView {
             conf.put("execution.checkpointing.interval", interval + " ms");
             conf.put("execution.checkpointing.mode", a.get("mode").equals("at-least-once") ? "AT_LEAST_ONCE" : "EXACTLY_ONCE");
             conf.put("execution.checkpointing.unaligned.enabled", a.get("unaligned"));
+            // written as files, as barrierflow writes its own (Flink's default keeps them in the
+            // JobManager's memory)
+            conf.put("execution.checkpointing.storage", "filesystem");
+            conf.put("execution.checkpointing.dir",
+                     new java.io.File(a.get("work"), "flink-checkpoint-data").getAbsoluteFile().toURI().toString());
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(Configuration.fromMap(conf));
         env.setParallelism(PARALLELISM);
