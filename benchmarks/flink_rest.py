@@ -18,8 +18,8 @@ columns, per completed checkpoint as barrierflow reports its own: alignment = th
 `start_delay` (the barrier's trip from the trigger to the last subtask), persisted bytes = the
 checkpoint's `persisted_data` (in-flight data written by unaligned barriers), checkpointed bytes
 = its `checkpointed_size`; `checkpoints_in_files` counts those Flink wrote as files (`external_path`
-a `file:` URI; one kept in the JobManager's memory has none). Subtasks that had finished before a checkpoint (bounded input) report
-no figures to it and are skipped. Standard library only: it runs in the PyFlink venv too.
+a `file:` URI; one kept in the JobManager's memory has none). Subtasks that had finished before a
+checkpoint (bounded input) report no figures to it and are skipped. Standard library only: it runs in the PyFlink venv too.
 """
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ quarter of the CPU, is marked CONTENDED.
 `--flink`: the same events (written once as Parquet, the file `python -m runtime.workloads.nexmark`
 writes) through Flink SQL in the PyFlink peers venv, same modes, interval and parallelism
 (`benchmarks.nexmark_flink`), a round of them after each round of ours (Ray shut down meanwhile),
-rows `executor=flink-sql`, and Flink's output compared with the
-throughput run's committed output (`flink_agreement`). Output: `nexmark.md`, `nexmark.json`, PNG
-plots and `report.html` in `--out`; the JSON is also written after every run, marked `partial`, so a
-run stopped half-way keeps the rows it finished; `--add-to PATH` also adds the rows to a `checkpoint_modes` JSON
-and rewrites its table and report, so the NexMark queries sit next to its scenarios.
+rows `executor=flink-sql`, and Flink's output compared with the throughput run's committed output
+(`flink_agreement`). Output: `nexmark.md`, `nexmark.json`, PNG plots and `report.html` in `--out`;
+the JSON is also written after every run, marked `partial`, so a run stopped half-way keeps the
+rows it finished; `--add-to PATH` also adds the rows to a `checkpoint_modes` JSON and rewrites its
+table and report, so the NexMark queries sit next to its scenarios.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from benchmarks.report import (
     markdown_table,
     output_of,
     parse_args,
+    spread,
     write_json,
 )
 
@@ -145,8 +146,7 @@ def with_spread(merged: Outcome, runs: Sequence[Outcome]) -> Outcome:
     for name in ("state_bytes_p50", "output_rows", "throughput_events"):
         row[name] = runs[0].row.get(name)
     for name in SPREAD_FIELDS:
-        values = [o.row[name] for o in runs if o.row.get("status") == "ok" and o.row.get(name) is not None]
-        row[f"{name}_spread"] = [min(values), max(values)] if len(values) > 1 else None
+        row[f"{name}_spread"] = spread((o.row for o in runs), name)
     return replace(merged, row=row)
 
 

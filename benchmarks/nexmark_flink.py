@@ -1,7 +1,8 @@
 """NexMark in Flink SQL beside barrierflow: the same events, queries and modes, results compared.
 
-Driver side (`FlinkRounds`, a round after each of barrierflow's rounds in `python -m benchmarks.nexmark
---flink`; `run_flink` runs its rounds back to back): the events are written once as Parquet (`dataset.write_events`, the files `python -m runtime.workloads.nexmark` writes),
+Driver side (`FlinkRounds`, a round after each of barrierflow's rounds in `python -m
+benchmarks.nexmark --flink`; `run_flink` runs its rounds back to back): the events are written
+once as Parquet (`dataset.write_events`, the files `python -m runtime.workloads.nexmark` writes),
 then converted with pyarrow to CSV, because Flink's Parquet format (`flink-sql-parquet`) is not in
 PyFlink's distribution (`pyflink/lib` holds the csv and json formats) and Maven is not reachable
 here: two files for the stateless queries and q3, one file in event order for the event-time ones
@@ -35,6 +36,7 @@ from typing import Any
 
 from benchmarks import peer_rows, peers
 from benchmarks.peers_flink import flink_checkpoints, flink_task_span, log_lines, read_recorded
+from benchmarks.report import spread
 
 FLINK_MODES = ("none", "aligned", "unaligned", "at-least-once")
 #: queries whose output Flink's file sink can hold (append-only)
@@ -230,8 +232,7 @@ def merged_rows(runs: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[
         row = peer_rows.repeats_row(rows)
         row["results"] = "; ".join(sorted({r.get("results") or r["status"] for r in rows}))
         for name in ("throughput", "checkpoint_duration_p50", "checkpoint_duration_p99"):
-            values = [r[name] for r in rows if r["status"] == "ok" and r.get(name) is not None]
-            row[f"{name}_spread"] = [min(values), max(values)] if len(values) > 1 else None
+            row[f"{name}_spread"] = spread(rows, name)
         out.append(row)
     return out
 

@@ -153,6 +153,12 @@ def local_checkpoint_dir() -> Iterator[str]:
         yield path
 
 
+def spread(rows: Iterable[dict[str, Any]], field: str) -> list[float] | None:
+    """[min, max] of `field` over the rows whose status is ok and that have it; None below two."""
+    values = [r[field] for r in rows if r.get("status") == "ok" and r.get(field) is not None]
+    return [min(values), max(values)] if len(values) > 1 else None
+
+
 def median_row(rows: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
     """The row of the median `key` over repeated runs (the upper one of an even count)."""
     return sorted(rows, key=lambda r: r[key])[len(rows) // 2]
