@@ -6,7 +6,10 @@ full-speed events, warm-up). **Calibrated once** per query: its unaligned latenc
 measured executor with the barrier trace on (Ray: `CALIBRATION_SECONDS` of events at the NexMark
 rate, or the latency runs' length if longer; the simulator: the latency runs' length) and the same job at full speed
 (`runtime.calibration.predict.full_speed_records` events), fitted into a `CostProfile`.
-**Measured**: `nexmark.run_combination` (latency run + full-speed run). **Predicted**: the same
+**Measured**: `nexmark.run_combination` (latency run + full-speed run), on Ray with a worker
+actor per subtask as the calibration runs it (`SIMULATED_RAY_OPTIONS`, the structure the
+simulator models; `benchmarks.nexmark`'s default, a worker per pipeline, shares each worker's
+GIL among its subtasks, which the simulator does not model). **Predicted**: the same
 two runs on the simulator with the profile (`runtime.calibration.predict.predict`), summarised by
 `nexmark_job.summarise` as the measured ones are (on the simulator the schedule is anchored at
 0, so the warm-up and the commit latencies mean the same), checkpoint durations plus the
@@ -134,6 +137,7 @@ def predict_query(query_name: str, mode: str, bench: nexmark.Profile, profile: C
 
 def measure_query(measure: str, query_name: str, mode: str, bench: nexmark.Profile, config: Any,
                   events: int) -> dict[str, Any]:
-    """The measured row of (query, mode) on `measure`: exactly what `benchmarks.nexmark` runs."""
+    """The measured row of (query, mode) on `measure`: what `benchmarks.nexmark` runs, on Ray with
+    the calibration's deployment (`SIMULATED_RAY_OPTIONS`: a worker actor per subtask)."""
     combo = Combination(measure, scenario(query_name), mode, bench.parallelism)
-    return nexmark.run_combination(combo, bench, config, events).row
+    return nexmark.run_combination(combo, bench, config, events, ray_options=SIMULATED_RAY_OPTIONS).row

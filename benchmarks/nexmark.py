@@ -104,7 +104,10 @@ def plan(executors: Sequence[str], queries: Sequence[str], modes: Sequence[str],
     return [Combination(e, PREFIX + q, m, parallelism) for e in executors for q in queries for m in modes]
 
 
-def run_combination(combo: Combination, profile: Profile, config: Any, events: int) -> Outcome:
+def run_combination(combo: Combination, profile: Profile, config: Any, events: int,
+                    ray_options: dict[str, Any] | None = None) -> Outcome:
+    """The latency run and the full-speed run of (query, mode), summarised (`ray_options`: more
+    options of the Ray executor, e.g. its `slots_per_worker`)."""
     from benchmarks.nexmark_job import build_job, make_env, summarise
     from runtime.workloads.nexmark.queries import QUERIES
 
@@ -121,7 +124,7 @@ def run_combination(combo: Combination, profile: Profile, config: Any, events: i
             name = f"nexmark-{combo.executor}-{query.name}-{combo.mode}"
             if combo.executor == "sim":
                 return env.execute(name, executor="sim", seed=1)
-            return env.execute(name, executor="ray")
+            return env.execute(name, executor="ray", **(ray_options or {}))
         if combo.executor == "sim":
             return run(None)
         with local_checkpoint_dir() as storage:

@@ -161,3 +161,29 @@ def test_predict_from_names_the_file_and_what_it_lacks(tmp_path, capsys) -> None
     path.write_text("not json")
     with pytest.raises(fidelity_saved.SavedRunError, match="broken.json: not JSON"):
         fidelity_saved.load(path)
+
+
+def test_a_nexmark_cell_is_measured_on_ray_as_its_calibration_runs_it(monkeypatch) -> None:
+    """The simulator models a worker actor per subtask: Ray's measured rows must deploy the job so
+    too, or the prediction is compared with another deployment (a worker per pipeline shares one
+    GIL among its subtasks)."""
+    from runtime import StreamEnvironment
+    from runtime.workloads.nexmark.config import NexmarkConfig
+    from runtime.workloads.nexmark.queries import QUERIES
+
+    class Deployed(Exception):
+        pass
+
+    deployments = []
+
+    def execute(self, name, executor="sim", **options):
+        deployments.append((executor, options.get("slots_per_worker")))
+        raise Deployed
+
+    monkeypatch.setattr(StreamEnvironment, "execute", execute)
+    bench = fn.bench_profile("ray", True)
+    with pytest.raises(Deployed):
+        fn.measure_query("ray", "q5", "aligned", bench, NexmarkConfig(), 100)
+    with pytest.raises(Deployed):
+        fn._run("ray", QUERIES["q5"], "unaligned", bench, NexmarkConfig(), 100, 1000.0, 0.0, trace=True)
+    assert deployments == [("ray", 1), ("ray", 1)]
