@@ -16,8 +16,8 @@ latency, commit and throughput are defined), parallelism 2, checkpoints every 10
 Repeats (`--repeat N`, Ray: the simulator is deterministic and runs once) are interleaved: the
 whole matrix once per repeat, each query's modes started at another one each time; a row holds
 the median run's numbers (`modes_outcome.merge_runs`) and `*_spread` the [min, max] over the
-runs. A wall-clock row measured at a load above the core count, or while other processes took a
-quarter of the CPU, is marked CONTENDED.
+runs. A wall-clock row (Flink's too) measured while other processes took a quarter of the CPU, or
+at a load beyond the run's own CPU above the core count, is marked CONTENDED.
 
 `--flink`: the same events (written once as Parquet, the file `python -m runtime.workloads.nexmark`
 writes) through Flink SQL in the PyFlink peers venv, same modes, interval and parallelism
@@ -74,7 +74,8 @@ TABLE_UNITS = ("throughput in events/s (full-speed run); latencies in ms from an
                "its output; checkpoint durations and alignment (the longest task alignment per checkpoint) in ms "
                "(virtual on sim, wall on ray and flink-sql, Flink's from its REST API); "
                "bytes per checkpoint (median; state_bytes: the largest); results: Flink's output against ours; "
-               "machine: the 1-minute load average, CONTENDED above the core count")
+               "machine: the highest 1-minute load average, CONTENDED when other processes took a quarter of the "
+               "CPU or the load beyond the run's own CPU exceeded the core count")
 
 
 @dataclass(frozen=True)

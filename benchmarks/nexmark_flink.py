@@ -31,12 +31,14 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks import peer_rows, peers
+from benchmarks.modes_outcome import load_fields
 from benchmarks.peers_flink import flink_checkpoints, flink_task_span, log_lines, read_recorded
 from benchmarks.report import spread
+from runtime.calibration.machine_load import LoadSampler
 
 FLINK_MODES = ("none", "aligned", "unaligned", "at-least-once")
 #: queries whose output Flink's file sink can hold (append-only)
@@ -244,7 +246,9 @@ class FlinkRounds:
     committed output (`ours`: query -> rows, read when a run ends)."""
 
     def __init__(self, queries: Sequence[str], modes: Sequence[str], config: Any, events: int, *, repeat: int = 1,
-                 ours: dict[str, list[dict[str, Any]]] | None = None) -> None:
+                 ours: dict[str, list[dict[str, Any]]] | None = None,
+                 sampler: Callable[[], LoadSampler] = LoadSampler) -> None:
+        self.sampler = sampler  # the machine's load around each run (its own JVM is not "other")
         self.plan = [(q, m) for q in queries if q in FLINK_QUERIES for m in modes if m in FLINK_MODES]
         self.config, self.events, self.repeat = config, events, repeat
         self.ours = ours if ours is not None else {}
@@ -272,16 +276,15 @@ class FlinkRounds:
             print(f"nexmark: flink-sql {q} {mode} ({self.events:,} events)"
                   + (f", repeat {r + 1}/{self.repeat}" if self.repeat > 1 else ""), flush=True)
             started = time.perf_counter()
-            try:
-                row, rows = run_one(QUERIES[q], mode, self._files.directory(q in EVENT_TIME_QUERIES), self.config,
-                                    self.events)
-            except Exception as exc:  # a row saying why
-                row, rows = peer_rows.failed(EXECUTOR, mode, f"{type(exc).__name__}: {exc}"), []
+            with self.sampler() as machine:
+                try:
+                    row, rows = run_one(QUERIES[q], mode, self._files.directory(q in EVENT_TIME_QUERIES),
+                                        self.config, self.events)
+                except Exception as exc:  # a row saying why
+                    row, rows = peer_rows.failed(EXECUTOR, mode, f"{type(exc).__name__}: {exc}"), []
             if row["status"] == "ok":
                 row["results"] = compare(QUERIES[q], self.ours.get(q), rows)
-            row.update(scenario=f"nexmark-{q}", query=q, flink_rows=len(rows),
-                       load_average=round(os.getloadavg()[0], 2), cores=os.cpu_count(),
-                       contended=os.getloadavg()[0] > (os.cpu_count() or 1))
+            row.update(scenario=f"nexmark-{q}", query=q, flink_rows=len(rows), **load_fields(machine.result))
             print(f"nexmark:   -> {row['throughput'] or row['status']} ({time.perf_counter() - started:.1f} s); "
                   f"results: {row.get('results')}", flush=True)
             self.runs.setdefault((q, mode), []).append(row)

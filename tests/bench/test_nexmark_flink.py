@@ -83,3 +83,34 @@ def test_rounds_merge_into_a_median_row_with_spreads_and_every_verdict() -> None
     assert row["throughput"] == 200.0 and row["throughput_spread"] == [100.0, 300.0]
     assert row["results"] == "equal; failed: the JVM died"
     assert len(row["runs"]) == 4
+
+
+@pytest.mark.parametrize(("load", "contended"), [(3.0, False), (4.0, True)])
+def test_a_flink_row_is_contended_only_by_what_else_ran(monkeypatch, load, contended) -> None:
+    """Flink's own JVM (1.5 cores here) is the run, not contention: a load of 3 on 2 cores is 1.5
+    beyond it; a load of 4 is 2.5, more than the cores."""
+    import os
+
+    from benchmarks import nexmark_flink, peer_rows
+    from runtime.calibration.machine_load import LoadSampler
+
+    cpu = {"own": 0.0}
+    now = {"t": 0.0}
+
+    def run_one(query, mode, directory, config, events):
+        cpu["own"] += 1.5
+        now["t"] += 1.0
+        return peer_rows.row("flink-sql", mode, throughput=10.0, records=events), []
+
+    def sampler() -> LoadSampler:
+        return LoadSampler(period=60.0, clock=lambda: now["t"], loadavg=lambda: load,
+                           machine_cpu=lambda: cpu["own"], process_cpu=lambda pid: cpu["own"],
+                           descendants=lambda root: [root], cores=2)
+
+    monkeypatch.setattr(nexmark_flink, "run_one", run_one)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    with nexmark_flink.FlinkRounds(["q1"], ["aligned"], NexmarkConfig(seed=5), 20, sampler=sampler) as rounds:
+        rounds.run_round(0)
+    [row] = rounds.runs[("q1", "aligned")]
+    assert row["contended"] is contended
+    assert row["load_average"] == load and row["other_cpu_share"] == 0.0 and row["cores"] == 2
