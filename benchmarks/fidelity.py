@@ -21,7 +21,7 @@ windows); predicted checkpoint durations add the profile's coordinator `finalize
 NexMark q5 (sliding-window hot items) and q8 (window join of new persons and auctions) are
 cells too (`--query`, scenarios `nexmark-q5`, `nexmark-q8`): each query's job as
 `benchmarks.nexmark` runs it, calibrated, measured and predicted the same way
-(`benchmarks.fidelity_nexmark`); `--duration` and `--max-rate-records` size its latency and
+(`benchmarks.fidelity_nexmark`; on Ray with a worker actor per subtask, as the other scenarios); `--duration` and `--max-rate-records` size its latency and
 full-speed runs too.
 
 Per (scenario, mode, metric) cell: measured, predicted and the relative error
