@@ -41,7 +41,9 @@ the whole loop (calibration should then reproduce it closely).
 `--predict-from SAVED.json` measures nothing: it reads a fidelity JSON (`benchmarks.fidelity_saved`),
 predicts every saved cell again with the saved profiles at the saved sizes (the simulator is
 deterministic) and compares with the saved measurements: the same table and scores, for work on
-the cost model without a Ray run (the JSON gains `predicted_from`).
+the cost model without a Ray run (the JSON gains `predicted_from`). With `--refit` each profile's
+step costs and cores are first fitted again from the per-task step tallies its calibration kept
+(`calibrated.task_steps`), so a change to how CPU is fitted is judged without a Ray run too.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from benchmarks import checkpoint_modes as cm
 from benchmarks import fidelity_nexmark as fn
 from benchmarks import fidelity_saved
 from benchmarks.report import add_output_arguments, at_least_one, markdown_table, output_of, parse_args
-from runtime.calibration.fit import fit_profile
+from runtime.calibration.fit import CalibrationError, fit_profile, refit_cpu
 from runtime.calibration.predict import full_speed_records, predict
 from runtime.calibration.profile import CostProfile
 
@@ -225,20 +227,29 @@ def predict_modes(measure: str, scenario: str, query: str | None, modes: Sequenc
     return predicted
 
 
-def predict_from(path: str) -> dict[str, Any]:
+def predict_from(path: str, refit: bool = False) -> dict[str, Any]:
     """The payload of a saved fidelity run (`benchmarks.fidelity_saved`) with every prediction
-    made again from its saved profiles and sizes, compared with its saved measurements."""
+    made again from its saved profiles and sizes, compared with its saved measurements (`refit`:
+    each profile's steps and cores fitted again from the tallies its calibration kept,
+    `runtime.calibration.fit.refit_cpu`)."""
     saved = fidelity_saved.load(path)
+    profiles = saved.profiles
+    if refit:
+        try:
+            profiles = {name: refit_cpu(p) for name, p in profiles.items()}
+        except CalibrationError as exc:
+            raise fidelity_saved.SavedRunError(f"{path}: {exc}") from exc
     predicted: dict[tuple[str, str], dict[str, Any]] = {}
-    for scenario, profile in saved.profiles.items():
+    for scenario, profile in profiles.items():
         predicted.update(predict_modes(saved.measure, scenario, saved.query(scenario), saved.modes[scenario],
                                        profile, saved.bench, saved.nexmark_bench))
     doc = saved.doc
     payload = {"measure": saved.measure, "quick": saved.quick, "repeat": saved.repeat, "predicted_from": saved.path,
+               "refitted": refit,
                "bench_profile": doc["bench_profile"], "nexmark_profile": doc.get("nexmark_profile"),
                "load_average_before": doc.get("load_average_before"),
                "load_average_after": doc.get("load_average_after"),
-               "profiles": {name: p.to_json() for name, p in saved.profiles.items()}}
+               "profiles": {name: p.to_json() for name, p in profiles.items()}}
     payload.update(compare(saved.measured, predicted))
     return payload
 
@@ -298,7 +309,8 @@ def render(payload: dict[str, Any]) -> str:
     separated = payload.get("order_agreement_separated")
     before, after = payload.get("load_average_before"), payload.get("load_average_after")
     load = f", load average {before[0]:.1f} before, {after[0]:.1f} after" if before and after else ""
-    again = f"; predicted again from {payload['predicted_from']}" if payload.get("predicted_from") else ""
+    again = (f"; predicted again from {payload['predicted_from']}" + (", profiles fitted again" if payload.get("refitted")
+                                                                     else "")) if payload.get("predicted_from") else ""
     summary = (f"\nwithin_25pct_fraction: {fraction if fraction is None else round(fraction, 3)}; "
                f"order_agreement: {order if order is None else round(order, 3)}; "
                f"order_agreement_separated: {separated if separated is None else round(separated, 3)} "
@@ -329,10 +341,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--predict-from", metavar="PATH", default=None,
                         help="measure nothing: predict again, with the profiles and sizes saved in a fidelity JSON, "
                              "and compare with its measured cells (the other run options are the JSON's)")
+    parser.add_argument("--refit", action="store_true",
+                        help="with --predict-from: fit each saved profile's step costs and cores again, with "
+                             "this version's rules, from the per-task tallies its calibration kept")
     args = parse_args(parser, argv)
+    if args.refit and args.predict_from is None:
+        parser.error("--refit needs --predict-from (it fits a saved run's profiles again)")
     if args.predict_from is not None:
         try:
-            payload = predict_from(args.predict_from)
+            payload = predict_from(args.predict_from, refit=args.refit)
         except fidelity_saved.SavedRunError as exc:
             parser.error(f"--predict-from: {exc}")
         return _write(args, payload)

@@ -17,7 +17,8 @@ measured, the same on the simulator and on Ray.
 * Cores: the CPU the task processes spent outside their steps (Ray: calls, serialisation,
   thread hand-offs and the runtime's own threads; measured as process CPU) comes mostly with
   time, not with steps (a sink task that sends nothing spends as much): per second of the run
-  it is taken from the cores the steps share.
+  it is taken from the cores the steps share. The per-task tallies both fits read are kept in the
+  profile (`calibrated["task_steps"]`), so `refit_cpu` can fit a saved profile again.
 * Transport: from the barrier trace, each barrier's time from its sender's snapshot to its
   arrival at the receiver (`barrier-in`): the uniform distribution with their median and 5th
   percentile. The calibration run takes unaligned checkpoints, whose barriers
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from runtime.calibration.profile import CostProfile
@@ -66,6 +68,8 @@ OFF_CPU_OUTLIER = 3.0
 #: per byte), which a prediction's 60 KB of channel state turned into 10 ms and 120 ms per
 #: write; 0.9-76 KB (backpressure) gave 8 ns
 SIZE_SPAN = 8.0
+#: `CostProfile.calibrated` key of the per-task step tallies the CPU terms are fitted from
+TASK_STEPS = "task_steps"
 
 
 class CalibrationError(ValueError):
@@ -86,16 +90,17 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
         raise CalibrationError(f"job {result.job_name!r}: no checkpoint completed after the warm-up; calibration "
                                "needs checkpoints (a longer run or a shorter interval)")
     info = dict(calibrated or {})
-    duration = result.metrics.duration
-    background = sum(t.overhead for t in tasks.values()) / duration if duration > 0 else 0.0
-    info["background_cpu"] = round(background, 3)  # cores' worth of CPU spent outside steps
+    # what the CPU terms are fitted from, kept so a saved profile can be fitted again (`refit_cpu`)
+    info[TASK_STEPS] = {"duration": result.metrics.duration,
+                        "tasks": {name: t.to_json() for name, t in tasks.items()},
+                        "saturated": None if saturated is None else
+                        {name: t.to_json() for name, t in saturated.metrics.tasks.items()}}
     if cores is not None:
         info["cores_measured"] = cores
-        cores = max(1, round(cores - background))
-    if saturated is not None:
-        full = saturated.metrics.tasks
-        tasks = {name: times.pooled(full[name]) if name in full else times for name, times in tasks.items()}
-    profile = CostProfile(steps=fit_steps(tasks), cores=cores, calibrated=info)
+    steps, cores, background = fit_cpu(tasks, result.metrics.duration, cores,
+                                       None if saturated is None else saturated.metrics.tasks)
+    info["background_cpu"] = round(background, 3)  # cores' worth of CPU spent outside steps
+    profile = CostProfile(steps=steps, cores=cores, calibrated=info)
     profile.latency_min, profile.latency_max = fit_transport(result.trace, graph, since, link_delays)
     profile.trigger_delay, profile.ack_delay, profile.finalize = fit_control(completed, graph)
     profile.trigger_delay_quantiles, profile.ack_delay_quantiles = fit_control_quantiles(completed, graph)
@@ -109,6 +114,37 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     profile.write_latency, profile.write_per_byte = fit_size_line(sizes, [s.async_duration for s in subtasks])
     profile.write_cpu, profile.write_cpu_per_byte = fit_size_line(sizes, [s.async_cpu for s in subtasks])
     return profile
+
+
+def fit_cpu(tasks: Mapping[str, StepTimes], duration: float, cores: int | None,
+            saturated: Mapping[str, StepTimes] | None = None) -> tuple[dict[str, StepCost], int | None, float]:
+    """(step costs, the cores the steps share, the cores' worth of CPU outside steps) from the
+    calibration run's per-task tallies over its `duration` (`cores`: the machine's; None: a core
+    per task) and, when there is one, the full-speed run's (`saturated`), whose steps are pooled
+    with the calibration run's."""
+    background = sum(t.overhead for t in tasks.values()) / duration if duration > 0 else 0.0
+    if cores is not None:
+        cores = max(1, round(cores - background))
+    if saturated is not None:
+        tasks = {name: times.pooled(saturated[name]) if name in saturated else times for name, times in tasks.items()}
+    return fit_steps(dict(tasks)), cores, background
+
+
+def refit_cpu(profile: CostProfile) -> CostProfile:
+    """`profile` with its steps and cores fitted again, by this module's rules, from the per-task
+    tallies its calibration kept (`calibrated["task_steps"]`); the other terms as they are.
+    Raises CalibrationError when the profile has no tallies (fitted before they were kept)."""
+    kept = profile.calibrated.get(TASK_STEPS)
+    if not isinstance(kept, dict) or not kept.get("tasks"):
+        raise CalibrationError(f"profile of {profile.calibrated.get('job', 'a job')!r} keeps no per-task step "
+                               f"tallies ('calibrated.{TASK_STEPS}'): calibrate it again to fit it again")
+    tasks = {name: StepTimes.from_json(t) for name, t in kept["tasks"].items()}
+    saturated = {name: StepTimes.from_json(t) for name, t in kept["saturated"].items()} \
+        if kept.get("saturated") else None
+    steps, cores, background = fit_cpu(tasks, float(kept["duration"]), profile.calibrated.get("cores_measured"),
+                                       saturated)
+    info = {**profile.calibrated, "background_cpu": round(background, 3)}
+    return replace(profile, steps=steps, cores=cores, calibrated=info)
 
 
 def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:

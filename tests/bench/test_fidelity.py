@@ -27,6 +27,14 @@ def test_sim_self_check_writes_every_cell_and_the_two_scores(tmp_path) -> None:
     assert payload["within_25pct_fraction"] == 1.0
     assert payload["order_agreement"] == 1.0
     assert (tmp_path / "out" / "fidelity.md").exists()
+    # fitted again from the tallies the calibration kept: the same profile, the same predictions
+    again = tmp_path / "again.json"
+    assert fidelity.main(["--predict-from", str(path), "--refit", "--out", str(tmp_path / "again"),
+                          "--json", str(again)]) == 0
+    refitted = json.loads(again.read_text())
+    assert refitted["refitted"] is True
+    assert [c["predicted"] for c in refitted["cells"]] == [c["predicted"] for c in payload["cells"]]
+    assert refitted["profiles"]["uniform"]["steps"] == payload["profiles"]["uniform"]["steps"]
 
 
 def test_relative_error_and_within() -> None:
@@ -187,3 +195,13 @@ def test_a_nexmark_cell_is_measured_on_ray_as_its_calibration_runs_it(monkeypatc
     with pytest.raises(Deployed):
         fn._run("ray", QUERIES["q5"], "unaligned", bench, NexmarkConfig(), 100, 1000.0, 0.0, trace=True)
     assert deployments == [("ray", 1), ("ray", 1)]
+
+
+def test_refit_needs_a_saved_run_whose_profiles_kept_their_tallies(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        fidelity.main(["--refit", "--out", str(tmp_path)])
+    assert exit_.value.code == 2 and "--refit needs --predict-from" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # the fixture's profiles were fitted before tallies were kept
+        fidelity.main(["--predict-from", str(SAVED), "--refit", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and str(SAVED) in err and "keeps no per-task step tallies" in err

@@ -3,10 +3,22 @@ model's parameters within 10 %, and predicting the same run with it reproduces i
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 
-from runtime.calibration.fit import fit_line, fit_profile, fit_size_line, fit_steps, fit_transport
+from runtime.calibration.fit import (
+    CalibrationError,
+    fit_line,
+    fit_profile,
+    fit_size_line,
+    fit_steps,
+    fit_transport,
+    refit_cpu,
+)
 from runtime.calibration.predict import METRICS, at_full_speed, calibrate, figures, predict
+from runtime.calibration.profile import CostProfile
 from runtime.sim.costs import CostModel, StepCost
 from runtime.sim.network import NetworkOptions
 from tests.calibration.jobs import small_job
@@ -193,6 +205,26 @@ def test_cpu_outside_the_steps_takes_from_the_shared_cores(calibrated: tuple) ->
     profile = fit_profile(result, graph, cores=4)
     assert profile.cores == 3 and profile.calibrated["background_cpu"] == pytest.approx(1.2)
     assert profile.steps["count"].per_step == pytest.approx(3e-5, rel=0.1)  # the steps' own cost stays
+
+
+def test_a_saved_profile_is_fitted_again_from_the_tallies_it_kept(calibrated: tuple) -> None:
+    _, result = calibrated
+    graph = small_job(records=4000, rate=5000).get_job_graph("known")
+    for times in result.metrics.tasks.values():  # as on Ray: 0.3 cores per task outside its steps
+        times.cpu = times.busy + 0.3 * result.metrics.duration
+    fitted = fit_profile(result, graph, cores=4, saturated=result)
+    saved = CostProfile.from_json(json.loads(json.dumps(fitted.to_json())), "saved.json")
+    again = refit_cpu(saved)
+    assert again.steps == fitted.steps and again.cores == fitted.cores == 3
+    assert again.calibrated["background_cpu"] == fitted.calibrated["background_cpu"]
+    assert (again.latency_max, again.ack_delay_quantiles) == (fitted.latency_max, fitted.ack_delay_quantiles)
+    # the tallies, not the fitted costs, are what a refit reads: less CPU outside steps, more cores
+    for times in saved.calibrated["task_steps"]["tasks"].values():
+        times["cpu"] = times["busy"]
+    assert refit_cpu(saved).cores == 4
+    old = replace(saved, calibrated={k: v for k, v in saved.calibrated.items() if k != "task_steps"})
+    with pytest.raises(CalibrationError, match="keeps no per-task step tallies"):
+        refit_cpu(old)
 
 
 def test_a_ray_runs_sources_are_paced_by_its_buffer_timeout(calibrated: tuple) -> None:
