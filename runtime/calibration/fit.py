@@ -92,6 +92,7 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     info = dict(calibrated or {})
     # what the CPU terms are fitted from, kept so a saved profile can be fitted again (`refit_cpu`)
     info[TASK_STEPS] = {"duration": result.metrics.duration,
+                        "saturated_duration": None if saturated is None else saturated.metrics.duration,
                         "tasks": {name: t.to_json() for name, t in tasks.items()},
                         "saturated": None if saturated is None else
                         {name: t.to_json() for name, t in saturated.metrics.tasks.items()}}
