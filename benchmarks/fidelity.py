@@ -7,7 +7,8 @@
 Theory of operation
 -------------------
 For each scenario of `benchmarks.checkpoint_modes` (uniform, skewed, slow-channel,
-backpressure; `--quick`: the quick Ray profile's three) the job is **calibrated once**: its
+backpressure; `--quick`: the quick Ray profile's three) the job is **calibrated** (on a
+wall-clock executor once per round, see `--repeat`; on the simulator once): its
 unaligned latency run on the measured executor (`--measure`, default Ray), with the barrier
 trace on, and a short run of it at full speed (5 s of its records, as `calibrate` does) are
 fitted into a `CostProfile` (`runtime.calibration.fit`). Then every mode (none,
@@ -21,8 +22,8 @@ windows); predicted checkpoint durations add the profile's coordinator `finalize
 NexMark q5 (sliding-window hot items) and q8 (window join of new persons and auctions) are
 cells too (`--query`, scenarios `nexmark-q5`, `nexmark-q8`): each query's job as
 `benchmarks.nexmark` runs it, calibrated, measured and predicted the same way
-(`benchmarks.fidelity_nexmark`; on Ray with a worker actor per subtask, as the other scenarios); `--duration` and `--max-rate-records` size its latency and
-full-speed runs too.
+(`benchmarks.fidelity_nexmark`; on Ray with a worker actor per subtask, as the other
+scenarios); `--duration` and `--max-rate-records` size its latency and full-speed runs too.
 
 Per (scenario, mode, metric) cell: measured, predicted and the relative error
 (predicted / measured - 1). `within_25pct_fraction` is the share of cells within +-25 %
@@ -33,8 +34,14 @@ as the measurement does: every pair of modes whose measured values differ by mor
 `order_agreement_separated` judges only the pairs Ray itself orders in every repeat (no run of
 one mode on the other side of any run of the other): on Ray run-to-run noise reorders modes that
 differ by more than `TIE` (two runs of the same code, one used as the other's prediction,
-agreed on the order with median 0.938 and 1.0 in 13 of 42 pairs of runs, sessions 8-9).
-`--repeat N` measures N times (predictions are deterministic) and compares the per-cell median.
+agreed on the order with median 0.938 and 1.0 in 13 of 42 pairs of runs).
+`--repeat N` runs N rounds and compares the per-cell medians. On Ray each round calibrates
+every job again, predicts with that round's profile and measures: a calibration is a wall-clock
+sample too (two calibrations of NexMark q5 minutes apart fitted step costs 5-35 % apart, and
+moved the score by six of 26 cells), so the predicted value is the median of the rounds'
+predictions (`predicted_runs`; the JSON keeps every round's profile in `round_profiles`, and
+`profiles` holds the first). The simulator's predictions are deterministic, so on `--measure
+sim` it calibrates once.
 `--measure sim` measures on the simulator's default cost model instead: a fast self-check of
 the whole loop (calibration should then reproduce it closely).
 
@@ -52,7 +59,7 @@ import argparse
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -172,20 +179,26 @@ def _overlap(a: list[float], b: list[float]) -> bool:
 
 
 def compare(measured_rows: dict[tuple[str, str], list[dict[str, Any]]],
-            predicted_rows: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
-    """Cells, `within_25pct_fraction` and `order_agreement` of the median measured rows."""
+            predicted_rows: Mapping[tuple[str, str], dict[str, Any] | list[dict[str, Any]]]) -> dict[str, Any]:
+    """Cells, `within_25pct_fraction` and `order_agreement` of the median measured rows against
+    the predicted row (the median of the predicted rows, one per calibration, when a list)."""
     cells = []
     for (scenario, mode), runs in measured_rows.items():
-        predicted = predicted_rows[(scenario, mode)]
+        rounds = predicted_rows[(scenario, mode)]
+        rounds = [rounds] if isinstance(rounds, dict) else list(rounds)
         for metric in METRICS:
             values = [r[metric] for r in runs if r.get(metric) is not None]
             measured = statistics.median(values) if values else None
             spread = (min(values), max(values)) if values else None
-            cells.append({"scenario": scenario, "mode": mode, "metric": metric, "measured": measured,
-                          "measured_runs": [r.get(metric) for r in runs], "measured_spread": spread,
-                          "predicted": predicted.get(metric),
-                          "relative_error": relative_error(measured, predicted.get(metric)),
-                          "within_25pct": within(metric, measured, predicted.get(metric))})
+            guesses = [p[metric] for p in rounds if p.get(metric) is not None]
+            predicted = statistics.median(guesses) if guesses else None
+            cell = {"scenario": scenario, "mode": mode, "metric": metric, "measured": measured,
+                    "measured_runs": [r.get(metric) for r in runs], "measured_spread": spread,
+                    "predicted": predicted, "relative_error": relative_error(measured, predicted),
+                    "within_25pct": within(metric, measured, predicted)}
+            if len(rounds) > 1:
+                cell["predicted_runs"] = [p.get(metric) for p in rounds]
+            cells.append(cell)
     judged = [c for c in cells if c["within_25pct"] is not None]
     orders = []
     for scenario in dict.fromkeys(s for s, _ in measured_rows):
@@ -233,23 +246,27 @@ def predict_from(path: str, refit: bool = False) -> dict[str, Any]:
     each profile's steps and cores fitted again from the tallies its calibration kept,
     `runtime.calibration.fit.refit_cpu`)."""
     saved = fidelity_saved.load(path)
-    profiles = saved.profiles
+    profiles = saved.round_profiles
     if refit:
         try:
-            profiles = {name: refit_cpu(p) for name, p in profiles.items()}
+            profiles = {name: [refit_cpu(p) for p in ps] for name, ps in profiles.items()}
         except CalibrationError as exc:
             raise fidelity_saved.SavedRunError(f"{path}: {exc}") from exc
-    predicted: dict[tuple[str, str], dict[str, Any]] = {}
-    for scenario, profile in profiles.items():
-        predicted.update(predict_modes(saved.measure, scenario, saved.query(scenario), saved.modes[scenario],
-                                       profile, saved.bench, saved.nexmark_bench))
+    predicted: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for scenario, rounds in profiles.items():
+        for profile in rounds:
+            for key, row in predict_modes(saved.measure, scenario, saved.query(scenario), saved.modes[scenario],
+                                          profile, saved.bench, saved.nexmark_bench).items():
+                predicted.setdefault(key, []).append(row)
     doc = saved.doc
     payload = {"measure": saved.measure, "quick": saved.quick, "repeat": saved.repeat, "predicted_from": saved.path,
                "refitted": refit,
                "bench_profile": doc["bench_profile"], "nexmark_profile": doc.get("nexmark_profile"),
                "load_average_before": doc.get("load_average_before"),
                "load_average_after": doc.get("load_average_after"),
-               "profiles": {name: p.to_json() for name, p in profiles.items()}}
+               "profiles": {name: ps[0].to_json() for name, ps in profiles.items()}}
+    if any(len(ps) > 1 for ps in profiles.values()):
+        payload["round_profiles"] = {name: [p.to_json() for p in ps] for name, ps in profiles.items()}
     payload.update(compare(saved.measured, predicted))
     return payload
 
@@ -267,21 +284,22 @@ def run(measure: str, scenarios: Sequence[str], modes: Sequence[str], quick: boo
     if bench.scenarios is not None:
         scenarios = [s for s in scenarios if s in bench.scenarios]
     load_before = os.getloadavg()
-    profiles: dict[str, Any] = {}
+    profiles: dict[str, list[dict[str, Any]]] = {}
     measured: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    predicted: dict[tuple[str, str], dict[str, Any]] = {}
-    for scenario in scenarios:
-        profile, info = calibrate_scenario(measure, scenario, bench)
-        profiles[scenario] = profile.to_json()
-        print(f"calibrated {scenario} on {measure} in {info['seconds']} s (load {info['load_average']})", flush=True)
-        predicted.update(predict_modes(measure, scenario, None, modes, profile, bench, nexmark_bench))
-    for query in queries:
-        profile, info = fn.calibrate_query(measure, query, nexmark_bench, config)
-        profiles[fn.scenario(query)] = profile.to_json()
-        print(f"calibrated {fn.scenario(query)} on {measure} in {info['seconds']} s (load {info['load_average']})",
-              flush=True)
-        predicted.update(predict_modes(measure, fn.scenario(query), query, modes, profile, bench, nexmark_bench))
+    predicted: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    def calibrated(name: str, query: str | None, profile: CostProfile, info: dict[str, Any]) -> None:
+        profiles.setdefault(name, []).append(profile.to_json())
+        print(f"calibrated {name} on {measure} in {info['seconds']} s (load {info['load_average']})", flush=True)
+        for key, row in predict_modes(measure, name, query, modes, profile, bench, nexmark_bench).items():
+            predicted.setdefault(key, []).append(row)
+
     for r in range(repeat):
+        if r == 0 or measure != "sim":  # a wall-clock calibration is a sample: one per round
+            for scenario in scenarios:
+                calibrated(scenario, None, *calibrate_scenario(measure, scenario, bench))
+            for query in queries:
+                calibrated(fn.scenario(query), query, *fn.calibrate_query(measure, query, nexmark_bench, config))
         for scenario in scenarios:
             for mode in modes:
                 combo = cm.Combination(measure, scenario, mode, bench.parallelism)
@@ -295,7 +313,10 @@ def run(measure: str, scenarios: Sequence[str], modes: Sequence[str], quick: boo
                 print(f"  measured {measure}/{fn.scenario(query)}/{mode} (repeat {r + 1}/{repeat})", flush=True)
     payload = {"measure": measure, "quick": quick, "repeat": repeat, "bench_profile": cm._profile_json(bench),
                "nexmark_profile": vars(nexmark_bench) if queries else None,
-               "load_average_before": load_before, "load_average_after": os.getloadavg(), "profiles": profiles}
+               "load_average_before": load_before, "load_average_after": os.getloadavg(),
+               "profiles": {name: ps[0] for name, ps in profiles.items()}}
+    if any(len(ps) > 1 for ps in profiles.values()):
+        payload["round_profiles"] = profiles
     payload.update(compare(measured, predicted))
     return payload
 
@@ -333,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="NexMark queries (benchmarks.nexmark's jobs; none: only the scenarios)")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="checkpoint modes")
     parser.add_argument("--repeat", type=at_least_one, default=1,
-                        help="measured runs per cell; the median is compared (default 1)")
+                        help="rounds, each measuring every cell once (on Ray each also calibrates and predicts "
+                             "again); the medians are compared (default 1)")
     parser.add_argument("--duration", type=float, default=None,
                         help="seconds of each latency run, NexMark's too (default: the benchmark profiles')")
     parser.add_argument("--max-rate-records", type=int, default=None,

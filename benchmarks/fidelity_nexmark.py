@@ -2,7 +2,8 @@
 
 The job is `benchmarks.nexmark_job`'s, as `python -m benchmarks.nexmark` runs it (its `Profile`
 for the measured executor: parallelism, interval, alignment timeout, latency-run seconds,
-full-speed events, warm-up). **Calibrated once** per query: its unaligned latency run on the
+full-speed events, warm-up). **Calibrated** per query (on Ray once per round of
+`benchmarks.fidelity`): its unaligned latency run on the
 measured executor with the barrier trace on (Ray: `CALIBRATION_SECONDS` of events at the NexMark
 rate, or the latency runs' length if longer; the simulator: the latency runs' length) and the same job at full speed
 (`runtime.calibration.predict.full_speed_records` events), fitted into a `CostProfile`.

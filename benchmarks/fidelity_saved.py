@@ -2,7 +2,7 @@
 
 The JSON a fidelity run writes holds everything a prediction needs: the benchmark profiles that
 sized the runs (`bench_profile`, `nexmark_profile`), the fitted `CostProfile` per scenario
-(`profiles`) and every measured cell (`cells[].measured_runs`, one value per repeat). `load`
+(`profiles`; on Ray one per round too, `round_profiles`) and every measured cell (`cells[].measured_runs`, one value per repeat). `load`
 turns it into a `SavedRun`; `benchmarks.fidelity` then runs only the (deterministic) simulator
 with the profiles as saved and compares with the saved measurements, so the cost model can be
 worked on without measuring again.
@@ -34,8 +34,10 @@ class SavedRun:
     repeat: int
     bench: cm.Profile
     nexmark_bench: nexmark.Profile | None
-    #: scenario -> its fitted profile, in the saved order
+    #: scenario -> its fitted profile (the first round's), in the saved order
     profiles: dict[str, CostProfile]
+    #: scenario -> its profile of every round that calibrated (one when calibrated once)
+    round_profiles: dict[str, list[CostProfile]]
     #: scenario -> the modes measured, in the saved order
     modes: dict[str, list[str]]
     #: (scenario, mode) -> one row (metric -> value) per measured repeat
@@ -68,6 +70,8 @@ def load(path: str | Path) -> SavedRun:
         raise SavedRunError(f"{where}: field 'bench_profile' or 'nexmark_profile': {exc}") from exc
     try:
         profiles = {name: CostProfile.from_json(p, f"{where}: profiles.{name}") for name, p in doc["profiles"].items()}
+        rounds = {name: [CostProfile.from_json(p, f"{where}: round_profiles.{name}[{i}]") for i, p in enumerate(ps)]
+                  for name, ps in (doc.get("round_profiles") or {}).items()}
     except ProfileError as exc:
         raise SavedRunError(str(exc)) from exc
     modes: dict[str, list[str]] = {}
@@ -88,5 +92,7 @@ def load(path: str | Path) -> SavedRun:
             row[cell["metric"]] = value
     return SavedRun(path=where, measure=doc["measure"], quick=bool(doc.get("quick")), repeat=int(doc.get("repeat", 1)),
                     bench=bench, nexmark_bench=nexmark_bench,
-                    profiles={name: p for name, p in profiles.items() if name in modes}, modes=modes,
+                    profiles={name: p for name, p in profiles.items() if name in modes},
+                    round_profiles={name: rounds.get(name) or [p] for name, p in profiles.items() if name in modes},
+                    modes=modes,
                     measured=measured, doc=doc)

@@ -205,3 +205,50 @@ def test_refit_needs_a_saved_run_whose_profiles_kept_their_tallies(tmp_path, cap
         fidelity.main(["--predict-from", str(SAVED), "--refit", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and str(SAVED) in err and "keeps no per-task step tallies" in err
+
+
+def test_each_round_on_ray_calibrates_again_and_the_cells_compare_the_median_prediction(monkeypatch) -> None:
+    """A wall-clock calibration is a sample: each round calibrates, predicts with its profile and
+    measures, in that order; a cell compares the median of the rounds' predictions."""
+    from runtime.calibration.profile import CostProfile
+
+    events: list[str] = []
+    guesses = iter([30.0, 10.0, 20.0])  # the three rounds' predicted throughput
+    measures = iter([21.0, 19.0, 20.0])
+
+    def calibrate(measure, scenario, bench):
+        events.append("calibrate")
+        return CostProfile(cores=len(events)), {"seconds": 1.0, "load_average": 0.5}
+
+    def predict(measure, scenario, query, modes, profile, bench, nexmark_bench):
+        events.append(f"predict with cores={profile.cores}")
+        return {(scenario, "aligned"): {"throughput": next(guesses)}}
+
+    def measure(combo, bench):
+        events.append("measure")
+        return type("Outcome", (), {"row": {"throughput": next(measures)}})()
+
+    monkeypatch.setattr(fidelity, "calibrate_scenario", calibrate)
+    monkeypatch.setattr(fidelity, "predict_modes", predict)
+    monkeypatch.setattr(fidelity.cm, "run_combination", measure)
+    payload = fidelity.run("ray", ["uniform"], ["aligned"], True, 3, bench=fidelity.cm.PROFILES[("ray", True)])
+    assert events == ["calibrate", "predict with cores=1", "measure", "calibrate", "predict with cores=4", "measure",
+                      "calibrate", "predict with cores=7", "measure"]
+    cell = next(c for c in payload["cells"] if c["metric"] == "throughput")
+    assert (cell["predicted"], cell["predicted_runs"], cell["measured"]) == (20.0, [30.0, 10.0, 20.0], 20.0)
+    assert [p["cores"] for p in payload["round_profiles"]["uniform"]] == [1, 4, 7]
+    assert payload["profiles"]["uniform"]["cores"] == 1
+
+
+def test_a_saved_run_with_a_profile_per_round_is_predicted_again_with_each(tmp_path) -> None:
+    doc = json.loads(SAVED.read_text())
+    doc["round_profiles"] = {name: [p, p] for name, p in doc["profiles"].items()}
+    path = tmp_path / "rounds.json"
+    path.write_text(json.dumps(doc))
+    assert len(fidelity_saved.load(path).round_profiles["uniform"]) == 2
+    again = fidelity.predict_from(str(path))
+    before = {(c["scenario"], c["mode"], c["metric"]): c["predicted"] for c in doc["cells"]}
+    for cell in again["cells"]:  # the same profile twice: the same prediction twice
+        assert cell["predicted_runs"] == [cell["predicted"]] * 2
+        assert cell["predicted"] == before[(cell["scenario"], cell["mode"], cell["metric"])]
+    assert len(again["round_profiles"]["nexmark-q5"]) == 2
