@@ -134,7 +134,7 @@ def fit_cpu(tasks: Mapping[str, StepTimes], duration: float, cores: int | None,
 def refit_cpu(profile: CostProfile) -> CostProfile:
     """`profile` with its steps and cores fitted again, by this module's rules, from the per-task
     tallies its calibration kept (`calibrated["task_steps"]`); the other terms as they are.
-    Raises CalibrationError when the profile has no tallies (fitted before they were kept)."""
+    Raises CalibrationError when the profile has no tallies (a hand-written or older profile)."""
     kept = profile.calibrated.get(TASK_STEPS)
     if not isinstance(kept, dict) or not kept.get("tasks"):
         raise CalibrationError(f"profile of {profile.calibrated.get('job', 'a job')!r} keeps no per-task step "

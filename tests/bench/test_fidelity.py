@@ -201,7 +201,7 @@ def test_refit_needs_a_saved_run_whose_profiles_kept_their_tallies(tmp_path, cap
     with pytest.raises(SystemExit) as exit_:
         fidelity.main(["--refit", "--out", str(tmp_path)])
     assert exit_.value.code == 2 and "--refit needs --predict-from" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exit_:  # the fixture's profiles were fitted before tallies were kept
+    with pytest.raises(SystemExit) as exit_:  # the fixture's profiles keep no tallies
         fidelity.main(["--predict-from", str(SAVED), "--refit", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and str(SAVED) in err and "keeps no per-task step tallies" in err
