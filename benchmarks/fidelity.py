@@ -179,13 +179,12 @@ def _overlap(a: list[float], b: list[float]) -> bool:
 
 
 def compare(measured_rows: dict[tuple[str, str], list[dict[str, Any]]],
-            predicted_rows: Mapping[tuple[str, str], dict[str, Any] | list[dict[str, Any]]]) -> dict[str, Any]:
+            predicted_rows: Mapping[tuple[str, str], list[dict[str, Any]]]) -> dict[str, Any]:
     """Cells, `within_25pct_fraction` and `order_agreement` of the median measured rows against
-    the predicted row (the median of the predicted rows, one per calibration, when a list)."""
+    the median predicted rows (one per calibration)."""
     cells = []
     for (scenario, mode), runs in measured_rows.items():
         rounds = predicted_rows[(scenario, mode)]
-        rounds = [rounds] if isinstance(rounds, dict) else list(rounds)
         for metric in METRICS:
             values = [r[metric] for r in runs if r.get(metric) is not None]
             measured = statistics.median(values) if values else None
@@ -264,9 +263,7 @@ def predict_from(path: str, refit: bool = False) -> dict[str, Any]:
                "bench_profile": doc["bench_profile"], "nexmark_profile": doc.get("nexmark_profile"),
                "load_average_before": doc.get("load_average_before"),
                "load_average_after": doc.get("load_average_after"),
-               "profiles": {name: ps[0].to_json() for name, ps in profiles.items()}}
-    if any(len(ps) > 1 for ps in profiles.values()):
-        payload["round_profiles"] = {name: [p.to_json() for p in ps] for name, ps in profiles.items()}
+               **profiles_json({name: [p.to_json() for p in ps] for name, ps in profiles.items()})}
     payload.update(compare(saved.measured, predicted))
     return payload
 
@@ -313,12 +310,18 @@ def run(measure: str, scenarios: Sequence[str], modes: Sequence[str], quick: boo
                 print(f"  measured {measure}/{fn.scenario(query)}/{mode} (repeat {r + 1}/{repeat})", flush=True)
     payload = {"measure": measure, "quick": quick, "repeat": repeat, "bench_profile": cm._profile_json(bench),
                "nexmark_profile": vars(nexmark_bench) if queries else None,
-               "load_average_before": load_before, "load_average_after": os.getloadavg(),
-               "profiles": {name: ps[0] for name, ps in profiles.items()}}
-    if any(len(ps) > 1 for ps in profiles.values()):
-        payload["round_profiles"] = profiles
+               "load_average_before": load_before, "load_average_after": os.getloadavg(), **profiles_json(profiles)}
     payload.update(compare(measured, predicted))
     return payload
+
+
+def profiles_json(rounds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The JSON fields of the profiles of every round per scenario: `profiles` (the first round's)
+    and, when some scenario was calibrated more than once, `round_profiles` (every round's)."""
+    out: dict[str, Any] = {"profiles": {name: ps[0] for name, ps in rounds.items()}}
+    if any(len(ps) > 1 for ps in rounds.values()):
+        out["round_profiles"] = rounds
+    return out
 
 
 def render(payload: dict[str, Any]) -> str:

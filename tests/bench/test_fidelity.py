@@ -62,7 +62,7 @@ def test_the_separated_order_judges_only_pairs_whose_repeats_do_not_interleave()
     assert fidelity.order_agrees(measured, predicted, runs) is True
     assert fidelity.order_agrees(measured, {"none": 200.0, "aligned": 268.6, "unaligned": 233.6}, runs) is False
     payload = fidelity.compare({("u", m): [{"throughput": v} for v in runs[m]] for m in runs},
-                               {("u", m): {"throughput": v} for m, v in predicted.items()})
+                               {("u", m): [{"throughput": v}] for m, v in predicted.items()})
     assert (payload["order_agreement"], payload["order_agreement_separated"]) == (0.0, 1.0)
 
 
@@ -102,9 +102,9 @@ def test_nexmark_cells_compare_each_metric_and_judge_only_the_measured_ones() ->
          "alignment_time_p50": 4.0, "persisted_bytes_p50": 0.0},
         {"throughput": 50_000.0, "latency_p50": None, "checkpoint_duration_p50": 30.0, "checkpoint_duration_p99": 90.0,
          "alignment_time_p50": 6.0, "persisted_bytes_p50": 0.0}]}
-    predicted = {("nexmark-q5", "aligned"): {
+    predicted = {("nexmark-q5", "aligned"): [{
         "throughput": 36_000.0, "latency_p50": None, "checkpoint_duration_p50": 40.0, "checkpoint_duration_p99": 80.0,
-        "alignment_time_p50": 0.5, "persisted_bytes_p50": 512.0}}
+        "alignment_time_p50": 0.5, "persisted_bytes_p50": 512.0}]}
     payload = fidelity.compare(measured, predicted)
     cells = {c["metric"]: c for c in payload["cells"]}
     assert list(cells) == list(fidelity.METRICS)
@@ -150,7 +150,7 @@ def test_a_saved_run_gives_one_measured_row_per_repeat(tmp_path) -> None:
     rows = saved.measured[("uniform", "aligned")]
     assert [r["throughput"] for r in rows] == [1.0, 3.0, 2.0]
     assert fidelity.compare({k: v for k, v in saved.measured.items() if k[0] == "uniform"},
-                            {("uniform", m): {"throughput": 2.0} for m in ("aligned", "unaligned")}
+                            {("uniform", m): [{"throughput": 2.0}] for m in ("aligned", "unaligned")}
                             )["cells"][0]["measured"] == 2.0  # the median of the repeats
     assert (saved.query("nexmark-q5"), saved.query("uniform")) == ("q5", None)
     assert saved.nexmark_bench.events == doc["nexmark_profile"]["events"]
