@@ -37,6 +37,12 @@ measured, the same on the simulator and on Ray.
 * Sources: a Ray run's rate-limited sources read at most once per buffer timeout
   (`source_pacing`: Ray's rule, not a fit; measured 2.5-3 ms between a record's due time and its
   read at a 5 ms buffer timeout, which the paced simulator reproduces).
+* Step sizes: a Ray run's tasks size their steps to last about `STEP_TARGET` of wall time
+  (`step_target`: Ray's rule, not a fit). On a loaded machine a step's wall time is several times
+  its CPU (full speed on 2 cores: q5's counts 3.0x, 32 records a step where the CPU alone would
+  allow ~90), which the simulator reproduces by stretching each step's time by the work sharing
+  the cores. Whole buffers instead make the simulated steps cheaper per record than Ray's and
+  overestimated NexMark's throughput by 1.5x (q5) to 2.4x (q8).
 * Snapshots: least squares of `sync_duration`, of `async_duration` and of `async_cpu` (the
   write's CPU: on Ray the writer thread's, which takes the GIL from the task) against the
   snapshot's size, over every subtask of every completed checkpoint.
@@ -50,6 +56,7 @@ from dataclasses import replace
 from typing import Any
 
 from runtime.calibration.profile import CostProfile
+from runtime.core.pacing import STEP_TARGET
 from runtime.sim.costs import StepCost, quantile
 from vocabulary.links import resolve_link_delays
 from vocabulary.task_metrics import StepTimes
@@ -109,6 +116,7 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     # a rule of the executor, not a measurement: Ray wakes a rate-limited source at most once per
     # buffer timeout (a record waits ~half of it to be read); the simulator's own read when due
     profile.source_pacing = graph.buffer_timeout if result.executor == "ray" else 0.0
+    profile.step_target = step_target(result.executor)
     subtasks = [s for c in completed for s in c.subtasks.values()]
     sizes = [s.checkpointed_size for s in subtasks]
     profile.sync_latency, profile.sync_per_byte = fit_size_line(sizes, [s.sync_duration for s in subtasks])
@@ -132,8 +140,9 @@ def fit_cpu(tasks: Mapping[str, StepTimes], duration: float, cores: int | None,
 
 
 def refit_cpu(profile: CostProfile) -> CostProfile:
-    """`profile` with its steps and cores fitted again, by this module's rules, from the per-task
-    tallies its calibration kept (`calibrated["task_steps"]`); the other terms as they are.
+    """`profile` with its steps, cores and step sizes fitted again, by this module's rules, from the
+    per-task tallies its calibration kept (`calibrated["task_steps"]`) and the executor it ran on;
+    the other terms as they are.
     Raises CalibrationError when the profile has no tallies (a hand-written or older profile)."""
     kept = profile.calibrated.get(TASK_STEPS)
     if not isinstance(kept, dict) or not kept.get("tasks"):
@@ -145,7 +154,13 @@ def refit_cpu(profile: CostProfile) -> CostProfile:
     steps, cores, background = fit_cpu(tasks, float(kept["duration"]), profile.calibrated.get("cores_measured"),
                                        saturated)
     info = {**profile.calibrated, "background_cpu": round(background, 3)}
-    return replace(profile, steps=steps, cores=cores, calibrated=info)
+    return replace(profile, steps=steps, cores=cores, calibrated=info,
+                   step_target=step_target(profile.calibrated.get("executor")))
+
+
+def step_target(executor: str | None) -> float:
+    """How long the steps of a run on `executor` are sized to last (0: whole buffers)."""
+    return STEP_TARGET if executor == "ray" else 0.0
 
 
 def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:

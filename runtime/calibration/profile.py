@@ -14,7 +14,7 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
      "snapshot": {"sync_latency": s, "sync_per_byte": s, "write_latency": s, "write_latency_max": s,
                   "write_per_byte": s,                  # write_latency_max 0: every write write_latency
                   "write_cpu": s, "write_cpu_per_byte": s},  # the write's CPU, taken from its task
-     "channels": {"in_flight_records": n, "buffer_timeout": s, "source_pacing": s}}
+     "channels": {"in_flight_records": n, "buffer_timeout": s, "source_pacing": s, "step_target": s}}
 
 `channels` is what a backpressured channel holds ahead of an aligned barrier (records) and the
 job's buffer timeout; 0 = not measured (a prediction keeps the job's own network settings). A
@@ -22,6 +22,9 @@ profile read from Flink has them (`runtime.calibration.flink`); `runtime.calibra
 turns them into the simulator's buffers. `source_pacing`: a rate-limited source reads at most
 once per this long (`CostModel.source_pacing`; a Ray calibration sets the job's buffer timeout,
 Ray's sources wake no more often; 0: whenever a record is due, as the simulator's own).
+`step_target`: a task's steps are sized to last about this long, as the Ray executor sizes them
+(`CostModel.step_target`; a Ray calibration sets Ray's target; 0: whole buffers, as the
+simulator's own).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
                 "checkpoint_cpu"),
     "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_latency_max", "write_per_byte",
                  "write_cpu", "write_cpu_per_byte"),
-    "channels": ("in_flight_records", "buffer_timeout", "source_pacing"),
+    "channels": ("in_flight_records", "buffer_timeout", "source_pacing", "step_target"),
 }
 STEP_FIELDS = ("per_step", "per_record", "wait_per_record")
 #: fields that hold a list of seconds (ascending) rather than one number
@@ -90,6 +93,8 @@ class CostProfile:
     buffer_timeout: float = 0.0
     #: a rate-limited source reads at most once per this many seconds (`CostModel.source_pacing`)
     source_pacing: float = 0.0
+    #: a step is sized to last about this many seconds (`CostModel.step_target`; 0: whole buffers)
+    step_target: float = 0.0
     #: what was run to measure it (free-form: job, executor, load average, seconds)
     calibrated: dict[str, Any] = field(default_factory=dict)
 
@@ -114,7 +119,8 @@ class CostProfile:
                          task_costs={k: v for k, v in self.steps.items() if k != "default"},
                          cores=self.cores, sync_latency=self.sync_latency, sync_per_byte=self.sync_per_byte,
                          write_cpu=self.write_cpu, write_cpu_per_byte=self.write_cpu_per_byte,
-                         checkpoint_cpu=self.checkpoint_cpu, source_pacing=self.source_pacing, **overrides)
+                         checkpoint_cpu=self.checkpoint_cpu, source_pacing=self.source_pacing,
+                         step_target=self.step_target, **overrides)
 
     def network(self, **overrides: Any) -> Any:
         """The simulator's `NetworkOptions` of this profile (`overrides`: e.g. `link_delays`)."""

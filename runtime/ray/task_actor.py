@@ -32,7 +32,7 @@ work thread alone: the calls that come often only post mail to it (Flink's mailb
   for a step at all (a slow function's step would hold every subtask's heartbeat of the
   worker): checkpoint triggers reach a busy source within a few milliseconds, and an unaligned
   barrier reaches a busy task's handler while the data before it still sits in the gate. A
-  step is bounded in wall time (`runtime.ray.pacing.StepPacer` sets `Task.records_per_step`:
+  step is bounded in wall time (`runtime.core.pacing.StepPacer` sets `Task.records_per_step`:
   ~2 ms of records, one record until their cost is known or when one takes longer), so that
   holds even when one buffer takes longer than a slice; an unaligned barrier then overtakes
   the rest of the buffer too.
@@ -64,6 +64,7 @@ from typing import Any
 import ray
 
 from checkpoint.io.snapshot_writer import SnapshotWriter
+from runtime.core.pacing import StepPacer
 from runtime.core.subtask_checkpoint import TaskRestore, TaskSnapshot
 from runtime.core.task import Task
 from runtime.jobmaster.coordination.task_reports import WriteOutcome, snapshot_written
@@ -71,7 +72,6 @@ from runtime.jobmaster.master import TaskFinal
 from runtime.jobmaster.result import suppresses_restarts
 from runtime.ray.channels import InputChannels, OutputChannels
 from runtime.ray.errors import cause_of
-from runtime.ray.pacing import StepPacer
 from runtime.ray.services import RemoteCommitter
 from runtime.ray.snapshot_uploads import SnapshotUploads
 from runtime.ray.storage import open_storage

@@ -65,6 +65,13 @@ class CostModel:
     #: effect): charged when the checkpoint completes, so the tasks wait for it as on a real
     #: machine where it takes a core from the job
     checkpoint_cpu: float = 0.0
+    #: seconds: > 0, each task's steps are sized as the Ray executor sizes them
+    #: (`runtime.core.pacing.StepPacer` with this target), from each step's elapsed time: its CPU
+    #: stretched by the work sharing the `cores` when it starts (`CpuCores.sharing`: a machine
+    #: time-slices its cores among the runnable processes, so a Ray step at full speed lasts 2-7
+    #: times its CPU, and its pacer takes that many times fewer records) plus its off-CPU time;
+    #: 0: a step takes a whole input buffer (or `records_per_step` of it)
+    step_target: float = 0.0
     #: seconds: a rate-limited source wakes at most once per this long (from the step that armed
     #: the wake-up), reading every record due by then; returned credits still run it at once (the
     #: Ray executor's sources wake at most once per buffer timeout: a record waits for the next
@@ -126,6 +133,13 @@ class CpuCores:
         until = start + duration
         heapq.heapreplace(self._free_at, until)
         return until
+
+    def sharing(self, now: float) -> float:
+        """How many times its CPU a step that takes a free core at `now` lasts when the cores are
+        time-sliced among the work that wants them (the busy cores', the queue's and its own),
+        as an operating system does: at least 1."""
+        wanting = 1 + sum(1 for free_at in self._free_at if free_at > now) + len(self._waiting)
+        return max(1.0, wanting / self.cores)
 
     def wait(self, task: Hashable) -> None:
         """`task` is ready but no core is free: it queues (once)."""

@@ -4,7 +4,9 @@ are charged `CostModel` virtual seconds; the task is busy until then.
 With `CostModel.cores` the tasks share that many cores (`runtime.sim.costs.CpuCores`): a task
 ready while every core is busy waits for one, FIFO, and so does the control path's CPU for a
 completed checkpoint (`CostModel.checkpoint_cpu`). A rate-limited source with
-`CostModel.source_pacing` wakes at most once per pacing interval. A task with output waiting for
+`CostModel.source_pacing` wakes at most once per pacing interval. With `CostModel.step_target` a
+task's steps are sized by a `StepPacer` as on Ray, from their time as the shared cores stretch it.
+A task with output waiting for
 a full buffer is flushed after the job's buffer timeout. Whatever calls into a task (a step, a
 flush, a trigger, a notification) fails the task when it raises, as on Ray.
 """
@@ -15,6 +17,7 @@ import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from runtime.core.pacing import StepPacer
 from runtime.core.task import Task
 from runtime.sim.costs import CpuCores, times_of
 from vocabulary.handles import TaskId
@@ -58,6 +61,8 @@ class TaskRunner:
         self._wake_scheduled: set[TaskId] = set()
         #: records each task handled over the run (across attempts: `TaskCrash` after records)
         self._records: dict[TaskId, int] = {}
+        #: each deployed task's step sizes (`CostModel.step_target`)
+        self._pacers: dict[TaskId, StepPacer] = {}
 
     def reset(self) -> None:
         """A new deployment: no task is busy, scheduled or owes CPU; the cores are free."""
@@ -69,6 +74,7 @@ class TaskRunner:
         self._run_times.clear()
         self._flush_scheduled.clear()
         self._wake_scheduled.clear()
+        self._pacers.clear()
 
     def busy_until(self, task_id: TaskId, until: float) -> None:
         """`task_id` takes no step before `until` (a `TaskStall`)."""
@@ -151,6 +157,7 @@ class TaskRunner:
             cores.wait(task_id)  # ready, no core: `_core_freed` runs it (no other run meanwhile)
             self._scheduled.add(task_id)
             return
+        pacer = self._pacer(task_id, task) if sim.costs.step_target > 0 else None
         try:
             handled = task.step()
         except Exception as exc:  # a user function or protocol error: the task fails
@@ -162,6 +169,9 @@ class TaskRunner:
             rates = self._step_rates[task_id] = sim.costs.step_rates(task_id)
         cpu, wait = times_of(rates, handled)
         self._step_times(task_id).add(handled, cpu, cpu + wait)
+        if pacer is not None and handled:
+            pacer.measured(handled, cpu * (cores.sharing(sim.now) if cores is not None else 1.0) + wait)
+            task.records_per_step = self._step_limit(task, pacer)
         cpu += self._owed_cpu.pop(task_id, 0.0)
         if cores is not None:
             sim.at(cores.occupy(sim.now, cpu), self._core_freed, sim.epoch, "cpu")
@@ -187,6 +197,19 @@ class TaskRunner:
             sim.at(sim.now + sim.graph.buffer_timeout, lambda: self._flush(task_id), sim.epoch, "flush")
         if task.is_finished:
             self.check_done()
+
+    def _pacer(self, task_id: TaskId, task: Task) -> StepPacer:
+        """`task_id`'s pacer, new (one record a step until measured) for each deployment."""
+        pacer = self._pacers.get(task_id)
+        if pacer is None:
+            pacer = self._pacers[task_id] = StepPacer(self.sim.graph.buffer_size, self.sim.costs.step_target)
+            task.records_per_step = self._step_limit(task, pacer)
+        return pacer
+
+    def _step_limit(self, task: Task, pacer: StepPacer) -> int | None:
+        """The pacer's limit, within `CostModel.records_per_step` (of input buffers)."""
+        limit, fixed = pacer.limit(), None if task.is_source else self.sim.costs.records_per_step
+        return fixed if limit is None else limit if fixed is None else min(limit, fixed)
 
     def into_task(self, task_id: TaskId, call: Callable[[], Any]) -> bool:
         """`call()`, a call into task `task_id` (user functions and sinks run in it: a flush, a

@@ -19,6 +19,7 @@ from runtime.calibration.fit import (
 )
 from runtime.calibration.predict import METRICS, at_full_speed, calibrate, figures, predict
 from runtime.calibration.profile import CostProfile
+from runtime.core.pacing import STEP_TARGET
 from runtime.sim.costs import CostModel, StepCost
 from runtime.sim.network import NetworkOptions
 from tests.calibration.jobs import small_job
@@ -235,3 +236,18 @@ def test_a_ray_runs_sources_are_paced_by_its_buffer_timeout(calibrated: tuple) -
     assert fit_profile(result, graph, cores=4).source_pacing == 0.0
     result.executor = "ray"
     assert fit_profile(result, graph, cores=4).source_pacing == graph.buffer_timeout == 0.005
+
+
+def test_a_ray_runs_steps_are_sized_as_ray_sizes_them(calibrated: tuple) -> None:
+    # Ray's tasks size their steps to ~2 ms of wall time (`StepPacer`): the profile of a Ray run
+    # says so (`step_target`), the simulator's own run takes whole buffers; a saved profile fitted
+    # again gets it from the executor its calibration ran on
+    _, result = calibrated
+    graph = small_job(records=4000, rate=5000).get_job_graph("known")
+    result.executor = "sim"  # the fixture is shared: another test marks it a Ray run
+    sim = fit_profile(result, graph, cores=4, saturated=result)
+    assert sim.step_target == 0.0 and refit_cpu(sim).step_target == 0.0
+    result.executor = "ray"
+    ray = fit_profile(result, graph, cores=4, calibrated={"executor": "ray"}, saturated=result)
+    assert ray.step_target == STEP_TARGET and ray.cost_model().step_target == STEP_TARGET
+    assert refit_cpu(replace(ray, step_target=0.0)).step_target == STEP_TARGET  # a profile saved without it

@@ -16,7 +16,7 @@ def sample() -> CostProfile:
                        cores=2, latency_min=1e-4, latency_max=3e-3, trigger_delay=4e-3, ack_delay=5e-3,
                        finalize=6e-3, sync_latency=7e-4, sync_per_byte=1e-9, write_latency=2e-3,
                        write_latency_max=9e-3, write_per_byte=1e-8, in_flight_records=5000.0, buffer_timeout=0.1,
-                       source_pacing=0.005, checkpoint_cpu=0.02, ack_delay_quantiles=[1e-3, 4e-3, 6e-2],
+                       source_pacing=0.005, step_target=0.002, checkpoint_cpu=0.02, ack_delay_quantiles=[1e-3, 4e-3, 6e-2],
                        trigger_delay_quantiles=[2e-3, 3e-3],
                        calibrated={"job": "x:y"})
 
@@ -28,7 +28,8 @@ def test_round_trip_through_a_file(tmp_path: Path) -> None:
     doc = json.loads(path.read_text())
     assert doc["transport"] == {"latency_min": 1e-4, "latency_max": 3e-3}
     assert doc["steps"]["count[1]"]["wait_per_record"] == 3e-4
-    assert doc["channels"] == {"in_flight_records": 5000.0, "buffer_timeout": 0.1, "source_pacing": 0.005}
+    assert doc["channels"] == {"in_flight_records": 5000.0, "buffer_timeout": 0.1, "source_pacing": 0.005,
+                               "step_target": 0.002}
     assert doc["control"]["ack_delay_quantiles"] == [1e-3, 4e-3, 6e-2] and doc["control"]["checkpoint_cpu"] == 0.02
 
 
@@ -41,6 +42,7 @@ def test_a_profile_without_the_newer_groups_reads_with_them_off() -> None:
     profile = CostProfile.from_json(doc)
     assert (profile.in_flight_records, profile.buffer_timeout, profile.write_latency_max) == (0.0, 0.0, 0.0)
     assert profile.source_pacing == 0.0 and profile.cost_model().source_pacing == 0.0  # sources read when due
+    assert profile.step_target == 0.0 and profile.cost_model().step_target == 0.0  # steps take whole buffers
     assert (profile.checkpoint_cpu, profile.ack_delay_quantiles, profile.trigger_delay_quantiles) == (0.0, [], [])
     assert profile.network().write_latency_max is None  # every write takes write_latency
     assert profile.network().ack_delay_quantiles == ()  # every acknowledgement takes ack_delay
@@ -60,6 +62,7 @@ def test_simulator_terms() -> None:
     assert network.trigger_delay_quantiles == (2e-3, 3e-3)
     assert costs.checkpoint_cpu == 0.02
     assert costs.source_pacing == 0.005
+    assert costs.step_target == 0.002
 
 
 @pytest.mark.parametrize(("edit", "message"), [

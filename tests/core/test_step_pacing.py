@@ -8,7 +8,7 @@ average, so one cheap step among slow ones does not let the next take a buffer."
 
 from __future__ import annotations
 
-from runtime.ray.pacing import STEP_TARGET, StepPacer
+from runtime.core.pacing import STEP_TARGET, StepPacer
 
 BUFFER = 256
 

@@ -1,4 +1,4 @@
-"""`StepPacer`: how many records a task actor's next step may take (`Task.records_per_step`).
+"""`StepPacer`: how many records a task's next step may take (`Task.records_per_step`).
 
 A step runs user code under the task's lock, and whatever waits for that lock — a checkpoint
 trigger or barrier handed over as mail, a call of the driver — waits for the step. Steps are
@@ -11,7 +11,9 @@ lumps (one sleep or model call every few records) has cheap steps in between, an
 of those would let the next step take a whole buffer (measured: unaligned barriers waiting ~30 ms
 at a slow subtask instead of ~2).
 
-Pure: the actor measures, the pacer decides.
+Pure: the executor measures, the pacer decides. The Ray executor feeds it each step's wall time;
+the simulator, when its cost model asks for Ray's step sizes (`CostModel.step_target`), each
+step's virtual time as the shared cores stretch it.
 """
 
 from __future__ import annotations
@@ -27,13 +29,16 @@ class StepPacer:
 
     Args:
         ceiling: the job's buffer size: a limit this high is no limit (whole buffers).
+        target: seconds a step should last at most.
     """
 
-    __slots__ = ("ceiling", "_seconds", "_records")
+    __slots__ = ("ceiling", "target", "_seconds", "_records")
 
-    def __init__(self, ceiling: int) -> None:
+    def __init__(self, ceiling: int, target: float = STEP_TARGET) -> None:
         assert ceiling >= 1, ceiling
+        assert target > 0, target
         self.ceiling = ceiling
+        self.target = target
         self._seconds = 0.0
         self._records = 0.0
 
@@ -51,5 +56,5 @@ class StepPacer:
         per_record = self._seconds / self._records
         if per_record <= 0:
             return None
-        limit = round(STEP_TARGET / per_record)
+        limit = round(self.target / per_record)
         return None if limit >= self.ceiling else max(1, limit)
