@@ -42,7 +42,7 @@ measured, the same on the simulator and on Ray.
   its CPU (full speed on 2 cores: q5's counts 3.0x, 32 records a step where the CPU alone would
   allow ~90), which the simulator reproduces by stretching each step's time by the work sharing
   the cores. Whole buffers instead make the simulated steps cheaper per record than Ray's and
-  overestimated NexMark's throughput by 1.5x (q5) to 2.4x (q8).
+  overestimated NexMark's throughput by 1.2-1.4x (q5) and 1.6-2.7x (q8).
 * Snapshots: least squares of `sync_duration`, of `async_duration` and of `async_cpu` (the
   write's CPU: on Ray the writer thread's, which takes the GIL from the task) against the
   snapshot's size, over every subtask of every completed checkpoint.

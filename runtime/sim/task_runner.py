@@ -208,8 +208,9 @@ class TaskRunner:
 
     def _step_limit(self, task: Task, pacer: StepPacer) -> int | None:
         """The pacer's limit, within `CostModel.records_per_step` (of input buffers)."""
-        limit, fixed = pacer.limit(), None if task.is_source else self.sim.costs.records_per_step
-        return fixed if limit is None else limit if fixed is None else min(limit, fixed)
+        fixed = None if task.is_source else self.sim.costs.records_per_step
+        limits = [limit for limit in (pacer.limit(), fixed) if limit is not None]
+        return min(limits) if limits else None
 
     def into_task(self, task_id: TaskId, call: Callable[[], Any]) -> bool:
         """`call()`, a call into task `task_id` (user functions and sinks run in it: a flush, a

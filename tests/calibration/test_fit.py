@@ -234,7 +234,7 @@ def test_a_ray_runs_sources_are_paced_by_its_buffer_timeout(calibrated: tuple) -
     _, result = calibrated
     graph = small_job(records=4000, rate=5000).get_job_graph("known")
     assert fit_profile(result, graph, cores=4).source_pacing == 0.0
-    result.executor = "ray"
+    result = replace(result, executor="ray")  # the fixture is shared: a copy marked a Ray run
     assert fit_profile(result, graph, cores=4).source_pacing == graph.buffer_timeout == 0.005
 
 
@@ -244,10 +244,9 @@ def test_a_ray_runs_steps_are_sized_as_ray_sizes_them(calibrated: tuple) -> None
     # again gets it from the executor its calibration ran on
     _, result = calibrated
     graph = small_job(records=4000, rate=5000).get_job_graph("known")
-    result.executor = "sim"  # the fixture is shared: another test marks it a Ray run
     sim = fit_profile(result, graph, cores=4, saturated=result)
     assert sim.step_target == 0.0 and refit_cpu(sim).step_target == 0.0
-    result.executor = "ray"
+    result = replace(result, executor="ray")  # the fixture is shared: a copy marked a Ray run
     ray = fit_profile(result, graph, cores=4, calibrated={"executor": "ray"}, saturated=result)
     assert ray.step_target == STEP_TARGET and ray.cost_model().step_target == STEP_TARGET
     assert refit_cpu(replace(ray, step_target=0.0)).step_target == STEP_TARGET  # a profile saved without it
