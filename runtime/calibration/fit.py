@@ -41,7 +41,8 @@ measured, the same on the simulator and on Ray.
   (`step_target`: Ray's rule, not a fit). On a loaded machine a step's wall time is several times
   its CPU (full speed on 2 cores: q5's counts 3.0x, 32 records a step where the CPU alone would
   allow ~90), which the simulator reproduces by stretching each step's time by the work sharing
-  the cores. Whole buffers instead make the simulated steps cheaper per record than Ray's and
+  the machine's cores: the steps running and waiting, and the CPU outside the steps
+  (`machine_cores`, `background_cores`). Whole buffers instead make the simulated steps cheaper per record than Ray's and
   overestimated NexMark's throughput by 1.2-1.4x (q5) and 1.6-2.7x (q8).
 * Snapshots: least squares of `sync_duration`, of `async_duration` and of `async_cpu` (the
   write's CPU: on Ray the writer thread's, which takes the GIL from the task) against the
@@ -108,7 +109,7 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     steps, cores, background = fit_cpu(tasks, result.metrics.duration, cores,
                                        None if saturated is None else saturated.metrics.tasks)
     info["background_cpu"] = round(background, 3)  # cores' worth of CPU spent outside steps
-    profile = CostProfile(steps=steps, cores=cores, calibrated=info)
+    profile = CostProfile(steps=steps, cores=cores, calibrated=info, **machine(info.get("cores_measured"), background))
     profile.latency_min, profile.latency_max = fit_transport(result.trace, graph, since, link_delays)
     profile.trigger_delay, profile.ack_delay, profile.finalize = fit_control(completed, graph)
     profile.trigger_delay_quantiles, profile.ack_delay_quantiles = fit_control_quantiles(completed, graph)
@@ -155,7 +156,16 @@ def refit_cpu(profile: CostProfile) -> CostProfile:
                                        saturated)
     info = {**profile.calibrated, "background_cpu": round(background, 3)}
     return replace(profile, steps=steps, cores=cores, calibrated=info,
-                   step_target=step_target(profile.calibrated.get("executor")))
+                   step_target=step_target(profile.calibrated.get("executor")),
+                   **machine(profile.calibrated.get("cores_measured"), background))
+
+
+def machine(cores: int | None, background: float) -> dict[str, float]:
+    """A profile's `machine` terms from the calibration machine's `cores` (None: unknown, a core
+    per task) and the cores' worth of CPU outside the steps."""
+    if cores is None:
+        return {"machine_cores": 0.0, "background_cores": 0.0}
+    return {"machine_cores": float(cores), "background_cores": round(background, 3)}
 
 
 def step_target(executor: str | None) -> float:

@@ -14,7 +14,8 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
      "snapshot": {"sync_latency": s, "sync_per_byte": s, "write_latency": s, "write_latency_max": s,
                   "write_per_byte": s,                  # write_latency_max 0: every write write_latency
                   "write_cpu": s, "write_cpu_per_byte": s},  # the write's CPU, taken from its task
-     "channels": {"in_flight_records": n, "buffer_timeout": s, "source_pacing": s, "step_target": s}}
+     "channels": {"in_flight_records": n, "buffer_timeout": s, "source_pacing": s, "step_target": s},
+     "machine": {"machine_cores": n, "background_cores": n}}
 
 `channels` is what a backpressured channel holds ahead of an aligned barrier (records) and the
 job's buffer timeout; 0 = not measured (a prediction keeps the job's own network settings). A
@@ -25,6 +26,12 @@ Ray's sources wake no more often; 0: whenever a record is due, as the simulator'
 `step_target`: a task's steps are sized to last about this long, as the Ray executor sizes them
 (`CostModel.step_target`; a Ray calibration sets Ray's target; 0: whole buffers, as the
 simulator's own).
+
+`machine` is the machine the calibration ran on: its cores and the cores' worth of CPU its tasks
+spent outside their steps (on Ray: call handling). `cores` is what is left for the steps; a
+step's elapsed time, which sizes paced steps, is reckoned on the whole machine, where the work
+outside the steps wants the cores too (`CostModel.machine_cores`, `background_cores`; 0: the
+steps' `cores` and no such work).
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_latency_max", "write_per_byte",
                  "write_cpu", "write_cpu_per_byte"),
     "channels": ("in_flight_records", "buffer_timeout", "source_pacing", "step_target"),
+    "machine": ("machine_cores", "background_cores"),
 }
 STEP_FIELDS = ("per_step", "per_record", "wait_per_record")
 #: fields that hold a list of seconds (ascending) rather than one number
@@ -95,6 +103,10 @@ class CostProfile:
     source_pacing: float = 0.0
     #: a step is sized to last about this many seconds (`CostModel.step_target`; 0: whole buffers)
     step_target: float = 0.0
+    #: the calibration machine's cores (0: `cores`) and the cores' worth of CPU outside the steps
+    #: (`CostModel.machine_cores`, `background_cores`)
+    machine_cores: float = 0.0
+    background_cores: float = 0.0
     #: what was run to measure it (free-form: job, executor, load average, seconds)
     calibrated: dict[str, Any] = field(default_factory=dict)
 
@@ -120,7 +132,8 @@ class CostProfile:
                          cores=self.cores, sync_latency=self.sync_latency, sync_per_byte=self.sync_per_byte,
                          write_cpu=self.write_cpu, write_cpu_per_byte=self.write_cpu_per_byte,
                          checkpoint_cpu=self.checkpoint_cpu, source_pacing=self.source_pacing,
-                         step_target=self.step_target, **overrides)
+                         step_target=self.step_target, machine_cores=self.machine_cores or None,
+                         background_cores=self.background_cores, **overrides)
 
     def network(self, **overrides: Any) -> Any:
         """The simulator's `NetworkOptions` of this profile (`overrides`: e.g. `link_delays`)."""
@@ -195,6 +208,9 @@ class CostProfile:
         if 0 < profile.write_latency_max < profile.write_latency:
             raise ProfileError(f"{where}: field 'snapshot.write_latency_max' ({profile.write_latency_max}) is below "
                                f"'snapshot.write_latency' ({profile.write_latency}) (0: every write takes it)")
+        if 0 < profile.machine_cores < 1:
+            raise ProfileError(f"{where}: field 'machine.machine_cores': expected 0 (the steps' cores) or a number "
+                               f">= 1, got {profile.machine_cores!r}")
         if profile.latency_max < profile.latency_min:
             raise ProfileError(f"{where}: field 'transport.latency_max' ({profile.latency_max}) is below "
                                f"'transport.latency_min' ({profile.latency_min})")

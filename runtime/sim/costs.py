@@ -67,11 +67,18 @@ class CostModel:
     checkpoint_cpu: float = 0.0
     #: seconds: > 0, each task's steps are sized as the Ray executor sizes them
     #: (`runtime.core.pacing.StepPacer` with this target), from each step's elapsed time: its CPU
-    #: stretched by the work sharing the `cores` when it starts (`CpuCores.sharing`: a machine
-    #: time-slices its cores among the runnable processes, so a Ray step at full speed lasts 2-7
-    #: times its CPU, and its pacer takes that many times fewer records) plus its off-CPU time;
-    #: 0: a step takes a whole input buffer (or `records_per_step` of it)
+    #: stretched by the work sharing the machine's cores when it starts (`CpuCores.sharing`: a
+    #: machine time-slices its cores among the runnable processes, so a Ray step at full speed
+    #: lasts 2-7 times its CPU, and its pacer takes that many times fewer records) plus its
+    #: off-CPU time; 0: a step takes a whole input buffer (or `records_per_step` of it)
     step_target: float = 0.0
+    #: the machine's cores, which time-slice the steps and the work outside them (`CpuCores.sharing`;
+    #: None: `cores`). On Ray the steps get fewer cores than the machine has (`cores`), because the
+    #: tasks' call handling takes the rest, but every runnable process shares all of them.
+    machine_cores: float | None = None
+    #: cores' worth of work outside the steps on the same machine (on Ray: the tasks' call handling
+    #: and serialisation), which wants the cores too when a step's elapsed time is reckoned
+    background_cores: float = 0.0
     #: seconds: a rate-limited source wakes at most once per this long (from the step that armed
     #: the wake-up), reading every record due by then; returned credits still run it at once (the
     #: Ray executor's sources wake at most once per buffer timeout: a record waits for the next
@@ -111,10 +118,17 @@ class CostModel:
 class CpuCores:
     """The shared cores: when each frees, and who waits for one."""
 
-    def __init__(self, cores: int) -> None:
+    def __init__(self, cores: int, machine: float | None = None, background: float = 0.0) -> None:
         if cores < 1:
             raise ValueError(f"CostModel.cores must be >= 1, got {cores!r}")
+        if machine is not None and machine < 1:
+            raise ValueError(f"CostModel.machine_cores must be >= 1 or None, got {machine!r}")
+        if background < 0:
+            raise ValueError(f"CostModel.background_cores must be >= 0, got {background!r}")
         self.cores = cores
+        #: the cores that time-slice the runnable work (`sharing`), and the work outside steps
+        self.machine = machine if machine is not None else cores
+        self.background = background
         self._free_at: list[float] = [0.0] * cores
         self._waiting: dict[Hashable, None] = {}  # insertion-ordered: FIFO
 
@@ -135,11 +149,11 @@ class CpuCores:
         return until
 
     def sharing(self, now: float) -> float:
-        """How many times its CPU a step that takes a free core at `now` lasts when the cores are
-        time-sliced among the work that wants them (the busy cores', the queue's and its own),
-        as an operating system does: at least 1."""
-        wanting = 1 + sum(1 for free_at in self._free_at if free_at > now) + len(self._waiting)
-        return max(1.0, wanting / self.cores)
+        """How many times its CPU a step that takes a free core at `now` lasts when the machine's
+        cores are time-sliced among the work that wants them (the busy cores', the queue's, its
+        own and the work outside the steps), as an operating system does: at least 1."""
+        wanting = 1 + sum(1 for free_at in self._free_at if free_at > now) + len(self._waiting) + self.background
+        return max(1.0, wanting / self.machine)
 
     def wait(self, task: Hashable) -> None:
         """`task` is ready but no core is free: it queues (once)."""

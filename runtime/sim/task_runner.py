@@ -49,7 +49,8 @@ class TaskRunner:
         self._busy_until: dict[TaskId, float] = {}
         #: the shared cores (None: a core per task) and CPU a task owes for snapshots taken
         #: outside its steps (charged with its next step)
-        self._cores = CpuCores(costs.cores) if costs.cores is not None else None
+        self._cores = CpuCores(costs.cores, costs.machine_cores, costs.background_cores) \
+            if costs.cores is not None else None
         self._owed_cpu: dict[TaskId, float] = {}
         self._scheduled: set[TaskId] = set()
         #: when each scheduled run is due (a timer callback that came due runs the task earlier)

@@ -192,6 +192,22 @@ def test_shared_cores_stretch_a_step_by_the_work_that_wants_them() -> None:
     assert cores.sharing(1.0) == pytest.approx(1.5)  # both cores freed, the queue still wants them
 
 
+def test_the_work_outside_the_steps_shares_the_machines_cores_too() -> None:
+    # on Ray the steps get one of two cores (the tasks' call handling takes ~1 core's worth), but
+    # every runnable process shares both: a step's time is reckoned on the machine's 2 cores with
+    # the background among the work that wants them, not on the steps' one core
+    cores = CpuCores(1, machine=2, background=1.0)
+    assert cores.sharing(0.0) == 1.0  # the step and the background: one core each
+    cores.occupy(0.0, 1.0)
+    cores.wait("a")
+    cores.wait("b")
+    assert cores.sharing(0.5) == pytest.approx(2.5)  # (1 busy + 2 waiting + itself + 1 background) / 2
+    assert CpuCores(1).sharing(0.0) == CpuCores(1, machine=None, background=0.0).sharing(0.0) == 1.0
+    for bad, field in (({"machine": 0.5}, "machine_cores"), ({"background": -0.1}, "background_cores")):
+        with pytest.raises(ValueError, match=f"CostModel.{field}"):
+            CpuCores(1, **bad)
+
+
 def test_paced_steps_last_about_the_target_and_shared_cores_make_them_smaller() -> None:
     # 100 us a record at full speed: a 2 ms target takes ~17 records a step (with the per-step
     # cost) on a core of its own, Ray's pacer fed the step's time, where whole buffers take up to

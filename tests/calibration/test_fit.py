@@ -206,6 +206,12 @@ def test_cpu_outside_the_steps_takes_from_the_shared_cores(calibrated: tuple) ->
     profile = fit_profile(result, graph, cores=4)
     assert profile.cores == 3 and profile.calibrated["background_cpu"] == pytest.approx(1.2)
     assert profile.steps["count"].per_step == pytest.approx(3e-5, rel=0.1)  # the steps' own cost stays
+    # the machine keeps its 4 cores for reckoning a step's time: the CPU outside the steps shares them
+    assert profile.machine_cores == 4.0 and profile.background_cores == pytest.approx(1.2)
+    costs = profile.cost_model()
+    assert (costs.cores, costs.machine_cores, costs.background_cores) == (3, 4.0, profile.background_cores)
+    unknown = fit_profile(result, graph, cores=None)  # a core per task: no machine to share
+    assert (unknown.cores, unknown.machine_cores, unknown.background_cores) == (None, 0.0, 0.0)
 
 
 def test_a_saved_profile_is_fitted_again_from_the_tallies_it_kept(calibrated: tuple) -> None:
@@ -218,11 +224,13 @@ def test_a_saved_profile_is_fitted_again_from_the_tallies_it_kept(calibrated: tu
     again = refit_cpu(saved)
     assert again.steps == fitted.steps and again.cores == fitted.cores == 3
     assert again.calibrated["background_cpu"] == fitted.calibrated["background_cpu"]
+    assert (again.machine_cores, again.background_cores) == (fitted.machine_cores, fitted.background_cores) \
+        == (4.0, fitted.calibrated["background_cpu"])
     assert (again.latency_max, again.ack_delay_quantiles) == (fitted.latency_max, fitted.ack_delay_quantiles)
     # the tallies, not the fitted costs, are what a refit reads: less CPU outside steps, more cores
     for times in saved.calibrated["task_steps"]["tasks"].values():
         times["cpu"] = times["busy"]
-    assert refit_cpu(saved).cores == 4
+    assert refit_cpu(saved).cores == 4 and refit_cpu(saved).background_cores == 0.0
     old = replace(saved, calibrated={k: v for k, v in saved.calibrated.items() if k != "task_steps"})
     with pytest.raises(CalibrationError, match="keeps no per-task step tallies"):
         refit_cpu(old)

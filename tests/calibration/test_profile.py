@@ -17,7 +17,7 @@ def sample() -> CostProfile:
                        finalize=6e-3, sync_latency=7e-4, sync_per_byte=1e-9, write_latency=2e-3,
                        write_latency_max=9e-3, write_per_byte=1e-8, in_flight_records=5000.0, buffer_timeout=0.1,
                        source_pacing=0.005, step_target=0.002, checkpoint_cpu=0.02, ack_delay_quantiles=[1e-3, 4e-3, 6e-2],
-                       trigger_delay_quantiles=[2e-3, 3e-3],
+                       trigger_delay_quantiles=[2e-3, 3e-3], machine_cores=4.0, background_cores=1.5,
                        calibrated={"job": "x:y"})
 
 
@@ -30,12 +30,14 @@ def test_round_trip_through_a_file(tmp_path: Path) -> None:
     assert doc["steps"]["count[1]"]["wait_per_record"] == 3e-4
     assert doc["channels"] == {"in_flight_records": 5000.0, "buffer_timeout": 0.1, "source_pacing": 0.005,
                                "step_target": 0.002}
+    assert doc["machine"] == {"machine_cores": 4.0, "background_cores": 1.5}
     assert doc["control"]["ack_delay_quantiles"] == [1e-3, 4e-3, 6e-2] and doc["control"]["checkpoint_cpu"] == 0.02
 
 
 def test_a_profile_without_the_newer_groups_reads_with_them_off() -> None:
     doc = sample().to_json()
     del doc["channels"]
+    del doc["machine"]
     del doc["snapshot"]["write_latency_max"]
     for newer in ("ack_delay_quantiles", "trigger_delay_quantiles", "checkpoint_cpu"):
         del doc["control"][newer]
@@ -43,6 +45,8 @@ def test_a_profile_without_the_newer_groups_reads_with_them_off() -> None:
     assert (profile.in_flight_records, profile.buffer_timeout, profile.write_latency_max) == (0.0, 0.0, 0.0)
     assert profile.source_pacing == 0.0 and profile.cost_model().source_pacing == 0.0  # sources read when due
     assert profile.step_target == 0.0 and profile.cost_model().step_target == 0.0  # steps take whole buffers
+    costs = profile.cost_model()
+    assert (costs.machine_cores, costs.background_cores) == (None, 0.0)  # steps share the steps' cores alone
     assert (profile.checkpoint_cpu, profile.ack_delay_quantiles, profile.trigger_delay_quantiles) == (0.0, [], [])
     assert profile.network().write_latency_max is None  # every write takes write_latency
     assert profile.network().ack_delay_quantiles == ()  # every acknowledgement takes ack_delay
@@ -63,6 +67,7 @@ def test_simulator_terms() -> None:
     assert costs.checkpoint_cpu == 0.02
     assert costs.source_pacing == 0.005
     assert costs.step_target == 0.002
+    assert (costs.machine_cores, costs.background_cores) == (4.0, 1.5)
 
 
 @pytest.mark.parametrize(("edit", "message"), [
@@ -77,6 +82,9 @@ def test_simulator_terms() -> None:
     (lambda d: d.update(format="other/2"), "field 'format'"),
     (lambda d: d["snapshot"].update(write_latency_max=1e-3), "'snapshot.write_latency_max' (0.001) is below"),
     (lambda d: d["channels"].update(in_flight_records=-5), "'channels.in_flight_records': expected a number >= 0"),
+    (lambda d: d["machine"].update(machine_cores=0.5), "'machine.machine_cores': expected 0 (the steps' cores) or a "
+                                                       "number >= 1, got 0.5"),
+    (lambda d: d["machine"].update(background_cores=-1), "'machine.background_cores': expected a number >= 0"),
     (lambda d: d["control"].update(ack_delay_quantiles=[0.01, 0.002]), "'control.ack_delay_quantiles': the quantiles "
                                                                        "must be ascending"),
     (lambda d: d["control"].update(ack_delay_quantiles=0.01), "'control.ack_delay_quantiles': expected a list"),
