@@ -71,10 +71,10 @@ def ray_starts(tree: ast.Module) -> list[int]:
         if not isinstance(node, ast.Call) or id(node) in exempt:
             continue
         name = ast.unparse(node.func)
-        ray_executor = any(k.arg == "executor" and isinstance(k.value, ast.Constant) and k.value.value == "ray"
-                           for k in node.keywords)
         if name.split(".")[-1] == "replace":
             continue
+        ray_executor = any(k.arg == "executor" and isinstance(k.value, ast.Constant) and k.value.value == "ray"
+                           for k in node.keywords)
         if ray_executor or name.endswith("ensure_ray") or name == "ray.init":
             lines.append(node.lineno)
     return lines

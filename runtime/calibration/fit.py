@@ -106,10 +106,10 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
                         {name: t.to_json() for name, t in saturated.metrics.tasks.items()}}
     if cores is not None:
         info["cores_measured"] = cores
-    steps, cores, background = fit_cpu(tasks, result.metrics.duration, cores,
-                                       None if saturated is None else saturated.metrics.tasks)
+    terms, background = fit_cpu(tasks, result.metrics.duration, cores,
+                                None if saturated is None else saturated.metrics.tasks)
     info["background_cpu"] = round(background, 3)  # cores' worth of CPU spent outside steps
-    profile = CostProfile(steps=steps, cores=cores, calibrated=info, **machine(info.get("cores_measured"), background))
+    profile = CostProfile(calibrated=info, **terms)
     profile.latency_min, profile.latency_max = fit_transport(result.trace, graph, since, link_delays)
     profile.trigger_delay, profile.ack_delay, profile.finalize = fit_control(completed, graph)
     profile.trigger_delay_quantiles, profile.ack_delay_quantiles = fit_control_quantiles(completed, graph)
@@ -127,17 +127,21 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
 
 
 def fit_cpu(tasks: Mapping[str, StepTimes], duration: float, cores: int | None,
-            saturated: Mapping[str, StepTimes] | None = None) -> tuple[dict[str, StepCost], int | None, float]:
-    """(step costs, the cores the steps share, the cores' worth of CPU outside steps) from the
-    calibration run's per-task tallies over its `duration` (`cores`: the machine's; None: a core
-    per task) and, when there is one, the full-speed run's (`saturated`), whose steps are pooled
-    with the calibration run's."""
+            saturated: Mapping[str, StepTimes] | None = None) -> tuple[dict[str, Any], float]:
+    """(the profile's CPU terms: `steps`, the `cores` the steps share, `machine_cores` and
+    `background_cores`; and the cores' worth of CPU outside steps) from the calibration run's
+    per-task tallies over its `duration` (`cores`: the machine's; None: a core per task, no
+    machine to share) and, when there is one, the full-speed run's (`saturated`), whose steps
+    are pooled with the calibration run's."""
     background = sum(t.overhead for t in tasks.values()) / duration if duration > 0 else 0.0
-    if cores is not None:
-        cores = max(1, round(cores - background))
     if saturated is not None:
         tasks = {name: times.pooled(saturated[name]) if name in saturated else times for name, times in tasks.items()}
-    return fit_steps(dict(tasks)), cores, background
+    terms: dict[str, Any] = {"steps": fit_steps(dict(tasks)), "cores": None, "machine_cores": 0.0,
+                             "background_cores": 0.0}
+    if cores is not None:
+        terms.update(cores=max(1, round(cores - background)), machine_cores=float(cores),
+                     background_cores=round(background, 3))
+    return terms, background
 
 
 def refit_cpu(profile: CostProfile) -> CostProfile:
@@ -152,20 +156,9 @@ def refit_cpu(profile: CostProfile) -> CostProfile:
     tasks = {name: StepTimes.from_json(t) for name, t in kept["tasks"].items()}
     saturated = {name: StepTimes.from_json(t) for name, t in kept["saturated"].items()} \
         if kept.get("saturated") else None
-    steps, cores, background = fit_cpu(tasks, float(kept["duration"]), profile.calibrated.get("cores_measured"),
-                                       saturated)
+    terms, background = fit_cpu(tasks, float(kept["duration"]), profile.calibrated.get("cores_measured"), saturated)
     info = {**profile.calibrated, "background_cpu": round(background, 3)}
-    return replace(profile, steps=steps, cores=cores, calibrated=info,
-                   step_target=step_target(profile.calibrated.get("executor")),
-                   **machine(profile.calibrated.get("cores_measured"), background))
-
-
-def machine(cores: int | None, background: float) -> dict[str, float]:
-    """A profile's `machine` terms from the calibration machine's `cores` (None: unknown, a core
-    per task) and the cores' worth of CPU outside the steps."""
-    if cores is None:
-        return {"machine_cores": 0.0, "background_cores": 0.0}
-    return {"machine_cores": float(cores), "background_cores": round(background, 3)}
+    return replace(profile, calibrated=info, step_target=step_target(profile.calibrated.get("executor")), **terms)
 
 
 def step_target(executor: str | None) -> float:
