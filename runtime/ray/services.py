@@ -11,9 +11,9 @@ plus a client-side proxy that gives the pure core the interface it expects:
   remembers the calls: a task sends a snapshot's stages from its writer thread (off the data
   path) and waits for them to land before it acknowledges the checkpoint that staged them
   (`take_staged`, `send`), and waits for its commits before it reports itself done. Records
-  travel as one Arrow record batch per transaction (`Buffer.from_records`, the data path's own
-  conversion), so the committer process deserialises columns instead of unpickling a dict per
-  record; it converts back to dicts only when the result is read.
+  travel as one Arrow record batch per transaction, in a `Buffer` (the data path's own conversion
+  and its Arrow IPC stream over a hop), so the committer process reads columns instead of
+  unpickling a dict per record; it converts back to dicts only when the result is read.
 * `BlobStoreService` holds a `MemoryBlobStore` when the job keeps checkpoints "in memory":
   the memory is this actor's, so every task actor and the coordinator see the same blobs and a
   task or coordinator restart loses nothing. `RemoteBlobStore` is a `BlobStore` over it.
@@ -53,11 +53,11 @@ class CommitterService:
         self._cpu = ProcessCpu()
         freeze_startup_heap()
 
-    def stage(self, sink: str, transaction_id: str, records: pa.RecordBatch) -> None:
-        self._committer.stage(sink, transaction_id, records)
+    def stage(self, sink: str, transaction_id: str, records: Buffer) -> None:
+        self._committer.stage(sink, transaction_id, records.batch)
 
-    def commit(self, sink: str, transaction_id: str, records: pa.RecordBatch | None = None) -> None:
-        self._committer.commit(sink, transaction_id, records)
+    def commit(self, sink: str, transaction_id: str, records: Buffer | None = None) -> None:
+        self._committer.commit(sink, transaction_id, None if records is None else records.batch)
         self._last_commit_at = time.time()
 
     def commit_checkpoint(self, checkpoint_id: int) -> None:
@@ -112,12 +112,12 @@ def stage_failed(exc: BaseException) -> BaseException:
     return error
 
 
-def _as_batch(records: list[dict[str, Any]] | pa.RecordBatch) -> pa.RecordBatch:
+def _as_buffer(records: list[dict[str, Any]] | pa.RecordBatch) -> Buffer:
     """Raises: RecordConversionError naming a record Arrow cannot carry (not expected: the task
     checked the sink's input for one Arrow type per field)."""
     if isinstance(records, pa.RecordBatch):
-        return records
-    return Buffer.from_records(records, checked=True).batch
+        return Buffer.of(records)
+    return Buffer.from_records(records, checked=True)
 
 
 class RemoteCommitter:
@@ -166,24 +166,24 @@ class RemoteCommitter:
         refs = []
         for sink, txn, records in queued:
             try:
-                batch = _as_batch(records)
+                buffer = _as_buffer(records)
             except RecordConversionError as exc:
                 raise RecordConversionError(f"sink {sink!r} cannot stage transaction {txn!r}: {exc}") from exc
-            refs.append(self._handle.stage.remote(sink, txn, batch))
+            refs.append(self._handle.stage.remote(sink, txn, buffer))
         return refs
 
     def commit(self, sink: str, transaction_id: str, records: list[dict[str, Any]] | None = None) -> None:
         if self._queued:
             queued, self._queued = self._queued, []
             self._sent.extend(self.send(queued))
-        batch = None if records is None else _as_batch(records)
+        buffer = None if records is None else _as_buffer(records)
         if self._sender is None:
-            self._submit_commit(sink, transaction_id, batch)
+            self._submit_commit(sink, transaction_id, buffer)
         else:
-            self._sender.submit(self._submit_commit, sink, transaction_id, batch)
+            self._sender.submit(self._submit_commit, sink, transaction_id, buffer)
 
-    def _submit_commit(self, sink: str, transaction_id: str, batch: pa.RecordBatch | None) -> None:
-        self._refs.append(self._handle.commit.remote(sink, transaction_id, batch))
+    def _submit_commit(self, sink: str, transaction_id: str, buffer: Buffer | None) -> None:
+        self._refs.append(self._handle.commit.remote(sink, transaction_id, buffer))
         if len(self._refs) > 64:  # forget the commits applied; a failed one stays for `drain` to raise
             done, pending = ray.wait(self._refs, num_returns=len(self._refs), timeout=0)
             self._refs = [ref for ref in done if _failed(ref)] + pending

@@ -135,8 +135,23 @@ class Buffer:
     def __hash__(self) -> int:  # buffers are values but not used as keys; keep it cheap
         return hash(self.num_records)
 
-    def __reduce__(self):  # a hop carries the batch alone, never the python-object caches
-        return (Buffer.of, (self.batch,))
+    def __reduce__(self):
+        # a hop carries the batch alone (never the python-object caches), as one Arrow IPC stream:
+        # a pickler walks a batch object by object (Ray's ~260 µs for 140 NexMark events of 21
+        # columns; Arrow's own pickling drops the rows of a batch without columns), while the stream
+        # is written and read in one call each (~15 µs), and goes out of band under protocol 5
+        return (_buffer_from_ipc, (_ipc_stream(self.batch),))
+
+
+def _ipc_stream(batch: pa.RecordBatch) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def _buffer_from_ipc(stream: pa.Buffer) -> Buffer:
+    return Buffer(pa.ipc.open_stream(stream).read_next_batch())
 
     def __repr__(self) -> str:
         return f"Buffer(records={self.num_records}, bytes={self.size_bytes})"

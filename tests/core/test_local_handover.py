@@ -8,6 +8,9 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+import pyarrow as pa
+import pytest
+
 from operators import CollectSink
 from runtime import StreamEnvironment
 from runtime.core.task import Task
@@ -165,3 +168,44 @@ def test_channel_state_holds_the_records_as_they_were_in_flight_though_a_functio
     (snapshot,) = ports.snapshots
     persisted = buffers_from_bytes(snapshot.to_files()["input_channels"])[0]
     assert [r["i"] for batch in persisted for r in batch.to_pylist()] == list(range(32))
+
+
+def _hop(buffer: Buffer) -> Buffer:
+    """`buffer` pickled as a Ray call pickles its arguments: protocol 5, large buffers out of band."""
+    out_of_band: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(buffer, protocol=5, buffer_callback=out_of_band.append)
+    return pickle.loads(data, buffers=out_of_band)
+
+
+def test_a_hop_carries_a_buffer_as_one_arrow_ipc_stream() -> None:
+    """Pickling walks a batch object by object (~260 µs for 140 NexMark events of 21 columns, with
+    Ray's pickler); one Arrow IPC stream is written and read in one call each (~15 µs)."""
+    buffer = Buffer.from_records(ROWS[:37], checked=True)
+    rebuild, (stream,) = buffer.__reduce__()
+    assert isinstance(stream, pa.Buffer)
+    assert pa.ipc.open_stream(stream).read_all().to_batches() == [buffer.batch]
+    assert rebuild(stream) == buffer
+
+
+BATCHES = {
+    "nested lists and structs": pa.RecordBatch.from_pylist(
+        [{"tags": ["a", "b"], "point": {"x": 1.5, "y": None}}, {"tags": [], "point": None}]),
+    "dictionary encoded": pa.RecordBatch.from_arrays([pa.array(["a", "b", "a"]).dictionary_encode()], names=["d"]),
+    "no rows": pa.RecordBatch.from_pylist([], schema=pa.schema([("a", pa.int64()), ("s", pa.string())])),
+    "a slice": pa.RecordBatch.from_pydict({"a": list(range(10)), "s": [str(i) for i in range(10)]}).slice(3, 4),
+    "schema metadata": pa.RecordBatch.from_pydict({"a": [1]}).replace_schema_metadata({"origin": "test"}),
+    "timestamps with a zone, nulls only, large strings": pa.RecordBatch.from_arrays(
+        [pa.array([0, None], pa.timestamp("ms", tz="UTC")), pa.nulls(2), pa.array(["x", "y"], pa.large_string())],
+        names=["t", "n", "l"]),
+    # Arrow's own pickling of a batch without columns drops its rows (pyarrow 26: 3 -> 0)
+    "no columns, three rows": pa.RecordBatch.from_pydict({"a": [1, 2, 3]}).select([]),
+}
+
+
+@pytest.mark.parametrize("name", BATCHES)
+def test_a_hop_gives_back_the_batch_its_schema_rows_and_size(name: str) -> None:
+    batch = BATCHES[name]
+    hopped = _hop(Buffer.of(batch))
+    assert hopped.num_records == batch.num_rows
+    assert hopped.batch.equals(batch) and hopped.batch.schema.equals(batch.schema, check_metadata=True)
+    assert hopped.size_bytes == Buffer.of(batch).size_bytes
