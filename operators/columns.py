@@ -110,8 +110,9 @@ def _first_record(exc: Exception, data: list[Record]) -> Any:
 
 
 def compact(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """`batch` with buffers of its own size. A slice shares its parent's buffers, and pickling
-    (how buffers cross Ray) ships whole buffers, so a small slice of a big batch would carry it."""
+    """`batch` with buffers of its own size. A slice shares its parent's buffers, so a small slice
+    of a big batch, queued (an output queue, an in-process receiver's gate during alignment), would
+    keep the whole batch in memory."""
     if batch.get_total_buffer_size() > 2 * batch.nbytes + 4096:
         return batch.take(pa.array(range(batch.num_rows), type=pa.int64()))
     return batch
