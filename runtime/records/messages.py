@@ -142,6 +142,9 @@ class Buffer:
         # is written and read in one call each (~15 µs), and goes out of band under protocol 5
         return (_buffer_from_ipc, (_ipc_stream(self.batch),))
 
+    def __repr__(self) -> str:
+        return f"Buffer(records={self.num_records}, bytes={self.size_bytes})"
+
 
 def _ipc_stream(batch: pa.RecordBatch) -> pa.Buffer:
     sink = pa.BufferOutputStream()
@@ -152,9 +155,6 @@ def _ipc_stream(batch: pa.RecordBatch) -> pa.Buffer:
 
 def _buffer_from_ipc(stream: pa.Buffer) -> Buffer:
     return Buffer(pa.ipc.open_stream(stream).read_next_batch())
-
-    def __repr__(self) -> str:
-        return f"Buffer(records={self.num_records}, bytes={self.size_bytes})"
 
 
 def _to_batch(rows: list[dict[str, Any]], schema: pa.Schema | None, *, checked: bool

@@ -209,3 +209,8 @@ def test_a_hop_gives_back_the_batch_its_schema_rows_and_size(name: str) -> None:
     assert hopped.num_records == batch.num_rows
     assert hopped.batch.equals(batch) and hopped.batch.schema.equals(batch.schema, check_metadata=True)
     assert hopped.size_bytes == Buffer.of(batch).size_bytes
+
+
+def test_a_buffer_names_its_records_and_bytes_before_and_after_a_hop() -> None:
+    buffer = Buffer.from_records([{"a": 1}, {"a": 2}], checked=True, fields=("a",))
+    assert repr(buffer) == repr(_hop(buffer)) == f"Buffer(records=2, bytes={buffer.size_bytes})"
