@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from runtime.records.record_types import RecordConversionError, StreamSchema
+from state.serialization import IPC_OPTIONS
 
 
 class Buffer:
@@ -148,7 +149,7 @@ class Buffer:
 
 def _ipc_stream(batch: pa.RecordBatch) -> pa.Buffer:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
+    with pa.ipc.new_stream(sink, batch.schema, options=IPC_OPTIONS) as writer:
         writer.write_batch(batch)
     return sink.getvalue()
 
