@@ -11,7 +11,8 @@ alone (pure arithmetic):
   from the job);
 * each task: its CPU and off-CPU time per record and per step at the records per second it handles
   at the configured source rate, against its one thread;
-* the shared cores: every task's CPU plus the control path's, against `cores`.
+* the shared cores: every task's CPU plus the control path's, against `cores` (less what the
+  work outside the steps takes of them: `CostModel.steps_capacity`).
 
 Records and steps per second per task come from the calibration run (`task_rates`): the share of
 the source records each task handled there, scaled to the configured rate. A job whose sources
@@ -55,12 +56,13 @@ def cannot_keep_up(profile: CostProfile, *, interval: float | None,
     """One sentence per cost term the job cannot sustain (empty: none), naming the term (its
     profile field) and the figures."""
     out = []
-    cores = profile.cores
+    cores = profile.cost_model().steps_capacity(paced=bool(rates))
+    has = "" if cores is None else f"the profile has {cores:.3g} core(s)" + \
+        (" (what the work outside the steps leaves)" if cores < (profile.cores or 0) else "")
     control = profile.checkpoint_cpu / interval if interval and cores is not None else 0.0
     if cores is not None and control >= cores:
         out.append(f"control.checkpoint_cpu: {profile.checkpoint_cpu:.4g} s of CPU per checkpoint, one every "
-                   f"{interval:g} s, is {control:.3g} cores' worth; the profile has {cores} core(s): the control "
-                   "path alone cannot keep up")
+                   f"{interval:g} s, is {control:.3g} cores' worth; {has}: the control path alone cannot keep up")
     tasks_cpu = 0.0
     for name, rate in sorted(rates.items()):
         cost = profile.step_cost(name)
@@ -75,5 +77,5 @@ def cannot_keep_up(profile: CostProfile, *, interval: float | None,
                        "task cannot keep up")
     if cores is not None and rates and tasks_cpu + control >= cores:
         out.append(f"cores: the tasks need {tasks_cpu:.3g} cores' worth of CPU at the configured rate and the "
-                   f"control path {control:.3g}; the profile has {cores} core(s): the job cannot keep up")
+                   f"control path {control:.3g}; {has}: the job cannot keep up")
     return out

@@ -17,8 +17,11 @@ measured, the same on the simulator and on Ray.
 * Cores: the CPU the task processes spent outside their steps (Ray: calls, serialisation,
   thread hand-offs and the runtime's own threads; measured as process CPU) comes mostly with
   time, not with steps (a sink task that sends nothing spends as much): per second of the run
-  it is taken from the cores the steps share. The per-task tallies both fits read are kept in the
-  profile (`calibrated["task_steps"]`), so `refit_cpu` can fit a saved profile again.
+  it is taken from the cores the steps share. It is measured per regime: over the rate-limited
+  calibration run (`background_cores`) and over the full-speed run (`saturated_background_cores`),
+  whose bigger steps and buffers make other calls (q8 on Ray: 1.36-1.40 and 1.22-1.26 cores of 2). The
+  per-task tallies both fits read are kept in the profile (`calibrated["task_steps"]`), so
+  `refit_cpu` can fit a saved profile again.
 * Transport: from the barrier trace, each barrier's time from its sender's snapshot to its
   arrival at the receiver (`barrier-in`): the uniform distribution with their median and 5th
   percentile. The calibration run takes unaligned checkpoints, whose barriers
@@ -107,7 +110,8 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
     if cores is not None:
         info["cores_measured"] = cores
     terms, background = fit_cpu(tasks, result.metrics.duration, cores,
-                                None if saturated is None else saturated.metrics.tasks)
+                                None if saturated is None else saturated.metrics.tasks,
+                                None if saturated is None else saturated.metrics.duration)
     info["background_cpu"] = round(background, 3)  # cores' worth of CPU spent outside steps
     profile = CostProfile(calibrated=info, **terms)
     profile.latency_min, profile.latency_max = fit_transport(result.trace, graph, since, link_delays)
@@ -127,21 +131,29 @@ def fit_profile(result: Any, graph: Any, *, cores: int | None, calibrated: dict[
 
 
 def fit_cpu(tasks: Mapping[str, StepTimes], duration: float, cores: int | None,
-            saturated: Mapping[str, StepTimes] | None = None) -> tuple[dict[str, Any], float]:
-    """(the profile's CPU terms: `steps`, the `cores` the steps share, `machine_cores` and
-    `background_cores`; and the cores' worth of CPU outside steps) from the calibration run's
-    per-task tallies over its `duration` (`cores`: the machine's; None: a core per task, no
-    machine to share) and, when there is one, the full-speed run's (`saturated`), whose steps
-    are pooled with the calibration run's."""
-    background = sum(t.overhead for t in tasks.values()) / duration if duration > 0 else 0.0
+            saturated: Mapping[str, StepTimes] | None = None,
+            saturated_duration: float | None = None) -> tuple[dict[str, Any], float]:
+    """(the profile's CPU terms: `steps`, the `cores` the steps share, `machine_cores`,
+    `background_cores` and `saturated_background_cores`; and the cores' worth of CPU outside steps)
+    from the calibration run's per-task tallies over its `duration` (`cores`: the machine's; None:
+    a core per task, no machine to share) and, when there is one, the full-speed run's
+    (`saturated`, over `saturated_duration`), whose steps are pooled with the calibration run's
+    and whose CPU outside the steps is the full-speed regime's."""
+    background = _outside_steps(tasks, duration)
+    saturated_background = _outside_steps(saturated, saturated_duration) if saturated is not None else 0.0
     if saturated is not None:
         tasks = {name: times.pooled(saturated[name]) if name in saturated else times for name, times in tasks.items()}
     terms: dict[str, Any] = {"steps": fit_steps(dict(tasks)), "cores": None, "machine_cores": 0.0,
-                             "background_cores": 0.0}
+                             "background_cores": 0.0, "saturated_background_cores": 0.0}
     if cores is not None:
         terms.update(cores=max(1, round(cores - background)), machine_cores=float(cores),
-                     background_cores=round(background, 3))
+                     background_cores=round(background, 3), saturated_background_cores=round(saturated_background, 3))
     return terms, background
+
+
+def _outside_steps(tasks: Mapping[str, StepTimes], duration: float | None) -> float:
+    """Cores' worth of the tasks' CPU outside their steps over a run of `duration` seconds."""
+    return sum(t.overhead for t in tasks.values()) / duration if duration else 0.0
 
 
 def refit_cpu(profile: CostProfile) -> CostProfile:
@@ -156,7 +168,9 @@ def refit_cpu(profile: CostProfile) -> CostProfile:
     tasks = {name: StepTimes.from_json(t) for name, t in kept["tasks"].items()}
     saturated = {name: StepTimes.from_json(t) for name, t in kept["saturated"].items()} \
         if kept.get("saturated") else None
-    terms, background = fit_cpu(tasks, float(kept["duration"]), profile.calibrated.get("cores_measured"), saturated)
+    saturated_duration = kept.get("saturated_duration")
+    terms, background = fit_cpu(tasks, float(kept["duration"]), profile.calibrated.get("cores_measured"), saturated,
+                                None if saturated_duration is None else float(saturated_duration))
     info = {**profile.calibrated, "background_cpu": round(background, 3)}
     return replace(profile, calibrated=info, step_target=step_target(profile.calibrated.get("executor")), **terms)
 

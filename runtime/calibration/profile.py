@@ -15,7 +15,7 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
                   "write_per_byte": s,                  # write_latency_max 0: every write write_latency
                   "write_cpu": s, "write_cpu_per_byte": s},  # the write's CPU, taken from its task
      "channels": {"in_flight_records": n, "buffer_timeout": s, "source_pacing": s, "step_target": s},
-     "machine": {"machine_cores": n, "background_cores": n}}
+     "machine": {"machine_cores": n, "background_cores": n, "saturated_background_cores": n}}
 
 `channels` is what a backpressured channel holds ahead of an aligned barrier (records) and the
 job's buffer timeout; 0 = not measured (a prediction keeps the job's own network settings). A
@@ -28,10 +28,13 @@ Ray's sources wake no more often; 0: whenever a record is due, as the simulator'
 simulator's own).
 
 `machine` is the machine the calibration ran on: its cores and the cores' worth of CPU its tasks
-spent outside their steps (on Ray: call handling). `cores` is what is left for the steps; a
-step's elapsed time, which sizes paced steps, is reckoned on the whole machine, where the work
-outside the steps wants the cores too (`CostModel.machine_cores`, `background_cores`; 0: the
-steps' `cores` and no such work).
+spent outside their steps (on Ray: call handling), in the rate-limited calibration run
+(`background_cores`) and in the full-speed one (`saturated_background_cores`; 0: not measured,
+the rate-limited run's). `cores` is what is left for the steps in the rate-limited run, rounded;
+a prediction of the job at full speed gives the steps what the full-speed work leaves of the
+machine, as cores slowed by that work (`CostModel.shared_cores`). A step's elapsed time, which
+sizes paced steps, is reckoned on the whole machine, where the work outside the steps wants the
+cores too (`CostModel.machine_cores`, `background_cores`; 0: the steps' `cores` and no such work).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "snapshot": ("sync_latency", "sync_per_byte", "write_latency", "write_latency_max", "write_per_byte",
                  "write_cpu", "write_cpu_per_byte"),
     "channels": ("in_flight_records", "buffer_timeout", "source_pacing", "step_target"),
-    "machine": ("machine_cores", "background_cores"),
+    "machine": ("machine_cores", "background_cores", "saturated_background_cores"),
 }
 STEP_FIELDS = ("per_step", "per_record", "wait_per_record")
 #: fields that hold a list of seconds (ascending) rather than one number
@@ -107,6 +110,8 @@ class CostProfile:
     #: (`CostModel.machine_cores`, `background_cores`)
     machine_cores: float = 0.0
     background_cores: float = 0.0
+    #: the cores' worth of CPU outside the steps at full speed (0: not measured, `background_cores`)
+    saturated_background_cores: float = 0.0
     #: what was run to measure it (free-form: job, executor, load average, seconds)
     calibrated: dict[str, Any] = field(default_factory=dict)
 
@@ -133,7 +138,8 @@ class CostProfile:
                          write_cpu=self.write_cpu, write_cpu_per_byte=self.write_cpu_per_byte,
                          checkpoint_cpu=self.checkpoint_cpu, source_pacing=self.source_pacing,
                          step_target=self.step_target, machine_cores=self.machine_cores or None,
-                         background_cores=self.background_cores, **overrides)
+                         background_cores=self.background_cores,
+                         saturated_background_cores=self.saturated_background_cores or None, **overrides)
 
     def network(self, **overrides: Any) -> Any:
         """The simulator's `NetworkOptions` of this profile (`overrides`: e.g. `link_delays`)."""

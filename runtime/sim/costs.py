@@ -1,10 +1,11 @@
 """The simulator's cost model: virtual CPU time per step and record (`CostModel`, the terms
 `runtime.calibration` fits), and CPU contention when tasks share `cores` cores.
 
-A task's step occupies one core for its virtual cost. A task ready to step while every core is
-busy waits in a FIFO queue and takes the next core that frees, in the order the tasks became
-ready (deterministic: the event order decides, no randomness). Without a core count every task
-has a core of its own.
+A task's step occupies one core for its virtual cost, longer when work outside the steps (on Ray:
+the tasks' call handling) takes part of each core (`CostModel.shared_cores`). A task ready to step
+while every core is busy waits in a FIFO queue and takes the next core that frees, in the order
+the tasks became ready (deterministic: the event order decides, no randomness). Without a core
+count every task has a core of its own.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ class CostModel:
     #: cores' worth of work outside the steps on the same machine (on Ray: the tasks' call handling
     #: and serialisation), which wants the cores too when a step's elapsed time is reckoned
     background_cores: float = 0.0
+    #: the same work when the job runs at full speed (no source reads at a rate), which differs
+    #: from a rate-limited run's (other buffer sizes, other call rates) and takes its share of the
+    #: saturated machine from the steps (`shared_cores`); None: `background_cores`
+    saturated_background_cores: float | None = None
     #: seconds: a rate-limited source wakes at most once per this long (from the step that armed
     #: the wake-up), reading every record due by then; returned credits still run it at once (the
     #: Ray executor's sources wake at most once per buffer timeout: a record waits for the next
@@ -114,21 +119,73 @@ class CostModel:
         """CPU seconds of writing a snapshot of `size` bytes."""
         return self.write_cpu + size * self.write_cpu_per_byte
 
+    def shared_cores(self, paced: bool) -> CpuCores | None:
+        """The cores the steps of a job share (None: a core per task). `paced`: some source reads
+        at a rate: `cores` whole cores, which the work outside the steps (`background_cores`) only
+        makes a step's time longer (`CpuCores.sharing`): the machine has room for both. Else the job
+        runs at full speed, the machine is saturated, and with `machine_cores` the steps' capacity
+        is what the work outside them (`saturated_background_cores`) leaves (at least
+        `MIN_CAPACITY`): `cores` cores, each as fast as the capacity allows, at most a whole core
+        (a capacity above `cores` is not rounded up: a calibration's full-speed run can last under
+        a second, and its background with it). That work comes with the steps' own (it is their
+        calls), so other work displaces only the steps' share of the machine (`CpuCores.displaced`)."""
+        if self.cores is None:
+            return None
+        if paced or self.machine_cores is None:
+            return CpuCores(self.cores, self.machine_cores, self.background_cores)
+        left = self._left_for_steps(paced)
+        return CpuCores(self.cores, self.machine_cores, self._background(paced), speed=min(1.0, left / self.cores),
+                        share=min(1.0, left / self.machine_cores))
+
+    def steps_capacity(self, paced: bool) -> float | None:
+        """Cores' worth of CPU the steps have (None: a core per task): `cores`, or less when the work
+        outside the steps of the regime (`paced`: some source reads at a rate) leaves less of the
+        machine (at least `MIN_CAPACITY`)."""
+        if self.cores is None:
+            return None
+        if self.machine_cores is None:
+            return float(self.cores)
+        return min(float(self.cores), self._left_for_steps(paced))
+
+    def _background(self, paced: bool) -> float:
+        if paced or self.saturated_background_cores is None:
+            return self.background_cores
+        return self.saturated_background_cores
+
+    def _left_for_steps(self, paced: bool) -> float:
+        """What the regime's work outside the steps leaves of the machine (`machine_cores` set)."""
+        assert self.machine_cores is not None
+        return max(MIN_CAPACITY, self.machine_cores - self._background(paced))
+
+
+#: the least capacity, in cores, `CostModel.shared_cores` leaves the steps (a background measured
+#: at or above the machine's cores is a contended measurement, not a machine without room for steps)
+MIN_CAPACITY = 0.1
+
 
 class CpuCores:
-    """The shared cores: when each frees, and who waits for one."""
+    """The shared cores: when each frees, and who waits for one. `speed`: the share of a core a
+    step gets while the work outside the steps takes the rest (its CPU holds the core CPU / speed).
+    `share`: the steps' share of the machine's CPU, what other work displaces of them (`displaced`)."""
 
-    def __init__(self, cores: int, machine: float | None = None, background: float = 0.0) -> None:
+    def __init__(self, cores: int, machine: float | None = None, background: float = 0.0,
+                 speed: float = 1.0, share: float = 1.0) -> None:
         if cores < 1:
             raise ValueError(f"CostModel.cores must be >= 1, got {cores!r}")
         if machine is not None and machine < 1:
             raise ValueError(f"CostModel.machine_cores must be >= 1 or None, got {machine!r}")
         if background < 0:
             raise ValueError(f"CostModel.background_cores must be >= 0, got {background!r}")
+        if not 0 < speed <= 1:
+            raise ValueError(f"CpuCores: speed must be in (0, 1], got {speed!r}")
+        if not 0 < share <= 1:
+            raise ValueError(f"CpuCores: share must be in (0, 1], got {share!r}")
         self.cores = cores
         #: the cores that time-slice the runnable work (`sharing`), and the work outside steps
         self.machine = machine if machine is not None else cores
         self.background = background
+        self.speed = speed
+        self.share = share
         self._free_at: list[float] = [0.0] * cores
         self._waiting: dict[Hashable, None] = {}  # insertion-ordered: FIFO
 
@@ -141,10 +198,23 @@ class CpuCores:
         """Whether a core is free at `now`."""
         return self._free_at[0] <= now
 
-    def occupy(self, now: float, duration: float) -> float:
-        """Take the earliest free core from `now` for `duration`; returns when it frees."""
+    def displaced(self, cpu: float) -> float:
+        """The steps' CPU that `cpu` seconds of other work on the machine (the control path, a
+        snapshot's write) displace: their share of it. The work outside the steps (call handling)
+        comes with the steps' work, so on a busy machine other work slows it as much as the steps,
+        and takes from the steps only their share of the machine, not all of it."""
+        return cpu * self.share
+
+    def held(self, cpu: float) -> float:
+        """Seconds `cpu` seconds of CPU hold a core (longer than the CPU on a core slowed by the
+        work outside the steps)."""
+        return cpu / self.speed
+
+    def occupy(self, now: float, cpu: float) -> float:
+        """Take the earliest free core from `now` for `cpu` seconds of CPU (`held`); returns when
+        it frees."""
         start = max(now, self._free_at[0])
-        until = start + duration
+        until = start + self.held(cpu)
         heapq.heapreplace(self._free_at, until)
         return until
 

@@ -1,9 +1,10 @@
 """Running the tasks of a `SimExecutor`: each run is an event, one `Task.step()`, whose records
 are charged `CostModel` virtual seconds; the task is busy until then.
 
-With `CostModel.cores` the tasks share that many cores (`runtime.sim.costs.CpuCores`): a task
-ready while every core is busy waits for one, FIFO, and so does the control path's CPU for a
-completed checkpoint (`CostModel.checkpoint_cpu`). A rate-limited source with
+With `CostModel.cores` the tasks share that many cores (`CostModel.shared_cores`: a job without
+rate-limited sources gets them as fast as the work outside the steps leaves them): a task ready
+while every core is busy waits for one, FIFO, and so does the control path's CPU for a completed
+checkpoint (`CostModel.checkpoint_cpu`). A rate-limited source with
 `CostModel.source_pacing` wakes at most once per pacing interval. With `CostModel.step_target` a
 task's steps are sized by a `StepPacer` as on Ray, from their time as the shared cores stretch it.
 A task with output waiting for
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.pacing import StepPacer
 from runtime.core.task import Task
-from runtime.sim.costs import CpuCores, times_of
+from runtime.sim.costs import times_of
 from vocabulary.handles import TaskId
 from vocabulary.task_metrics import StepTimes
 
@@ -49,8 +50,7 @@ class TaskRunner:
         self._busy_until: dict[TaskId, float] = {}
         #: the shared cores (None: a core per task) and CPU a task owes for snapshots taken
         #: outside its steps (charged with its next step)
-        self._cores = CpuCores(costs.cores, costs.machine_cores, costs.background_cores) \
-            if costs.cores is not None else None
+        self._cores = costs.shared_cores(paced=bool(self._rate_limited))
         self._owed_cpu: dict[TaskId, float] = {}
         self._scheduled: set[TaskId] = set()
         #: when each scheduled run is due (a timer callback that came due runs the task earlier)
@@ -173,10 +173,13 @@ class TaskRunner:
         if pacer is not None and handled:
             pacer.measured(handled, cpu * (cores.sharing(sim.now) if cores is not None else 1.0) + wait)
             task.records_per_step = self._step_limit(task, pacer)
-        cpu += self._owed_cpu.pop(task_id, 0.0)
+        owed = self._owed_cpu.pop(task_id, 0.0)
+        cpu += owed if cores is None else cores.displaced(owed)
+        held = cpu
         if cores is not None:
+            held = cores.held(cpu)
             sim.at(cores.occupy(sim.now, cpu), self._core_freed, sim.epoch, "cpu")
-        self._busy_until[task_id] = sim.now + cpu + wait
+        self._busy_until[task_id] = sim.now + held + wait
         faults = sim.fault_actions
         if handled:
             sim.metrics.records_in += handled if task.is_source else 0
@@ -270,6 +273,7 @@ class TaskRunner:
         cores = self._cores
         if cores is None:
             return
+        cpu = cores.displaced(cpu)
         if cores.free(sim.now):
             sim.at(cores.occupy(sim.now, cpu), self._core_freed, sim.epoch, "cpu")
         else:

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from runtime.sim.costs import CostModel, CpuCores, StepCost
+from runtime.sim.costs import MIN_CAPACITY, CostModel, CpuCores, StepCost
 from runtime.sim.network import NetworkOptions
 from tests.calibration.jobs import small_job
 
@@ -206,6 +206,62 @@ def test_the_work_outside_the_steps_shares_the_machines_cores_too() -> None:
     for bad, field in (({"machine": 0.5}, "machine_cores"), ({"background": -0.1}, "background_cores")):
         with pytest.raises(ValueError, match=f"CostModel.{field}"):
             CpuCores(1, **bad)
+
+
+def test_the_work_outside_the_steps_takes_its_share_of_each_core_in_the_regime_the_job_runs_in() -> None:
+    # q8 on Ray, 2 cores: 1.43 cores of call handling in the rate-limited run, 1.28 at full speed.
+    # At full speed the machine is saturated: the steps' one core gets what is left, 0.72 of it.
+    # A rate-limited job leaves the machine room: whole cores, the background only stretches a
+    # step's time (`sharing`)
+    model = CostModel(cores=1, machine_cores=2.0, background_cores=1.43, saturated_background_cores=1.28)
+    paced, full = model.shared_cores(paced=True), model.shared_cores(paced=False)
+    assert (paced.cores, paced.background, paced.speed, paced.share) == (1, 1.43, 1.0, 1.0)
+    assert (full.cores, full.background, full.speed) == (1, 1.28, pytest.approx(0.72))
+    assert full.occupy(0.0, 0.72) == pytest.approx(1.0) and full.held(0.36) == pytest.approx(0.5)
+    # the call handling comes with the steps' work: other work (the control path, a snapshot's write)
+    # slows both, so it displaces only the steps' share of the machine (0.72 of 2 cores)
+    assert full.share == pytest.approx(0.36) and full.displaced(0.1) == pytest.approx(0.036)
+    assert CpuCores(2).displaced(0.1) == 0.1  # no work outside the steps: all of it
+    # more capacity than cores is not rounded up into another core (a full-speed calibration run can
+    # last under a second, and the background it measured with it), and a core is never faster
+    wide = CostModel(cores=1, machine_cores=4.0, background_cores=2.6, saturated_background_cores=1.5)
+    for paced in (True, False):
+        assert (wide.shared_cores(paced=paced).cores, wide.shared_cores(paced=paced).speed) == (1, 1.0)
+    # unmeasured at full speed: the rate-limited run's work
+    same = CostModel(cores=1, machine_cores=2.0, background_cores=1.43)
+    assert same.shared_cores(paced=False).speed == pytest.approx(0.57)
+    # a background at or over the machine (a contended measurement) still leaves the steps a sliver
+    crowded = CostModel(cores=1, machine_cores=2.0, background_cores=2.5).shared_cores(paced=False)
+    assert crowded.speed == pytest.approx(MIN_CAPACITY)
+    # without the machine's cores nothing is slowed; without cores there is a core per task
+    assert CostModel(cores=2, background_cores=1.0).shared_cores(paced=True).speed == 1.0
+    assert CostModel().shared_cores(paced=False) is None
+    for bad in ({"speed": 0.0}, {"speed": 1.5}, {"share": 0.0}, {"share": 1.5}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            CpuCores(1, **bad)
+
+
+def test_a_job_at_full_speed_runs_on_what_the_full_speed_background_leaves() -> None:
+    costs = dict(per_record=1e-4, per_step=2e-5, cores=1, machine_cores=2.0)
+    whole = run(CostModel(background_cores=1.0, saturated_background_cores=1.0, **costs), records=3000, rate=None)
+    half = run(CostModel(background_cores=1.0, saturated_background_cores=1.5, **costs), records=3000, rate=None)
+    # one core at 0.5 of its speed: the same CPU holds it twice as long
+    assert half.metrics.duration == pytest.approx(2 * whole.metrics.duration, rel=0.1)
+    assert sorted(r["n"] for r in half.output("out")) == sorted(r["n"] for r in whole.output("out"))
+    # a completed checkpoint's control-path CPU takes from the steps only their share of the machine
+    control = dict(checkpoint_cpu=0.02, per_record=1e-4, per_step=2e-5, cores=1, machine_cores=2.0,
+                   background_cores=1.0)
+    alone = run(CostModel(**control), records=3000, rate=None)
+    with_work = run(CostModel(**{**control, "machine_cores": 4.0, "background_cores": 3.0}), records=3000, rate=None)
+    completed = len(alone.completed_checkpoints)
+    assert completed >= 3 and len(with_work.completed_checkpoints) >= 3
+    free = run(CostModel(**{**control, "checkpoint_cpu": 0.0}), records=3000, rate=None)
+    # half the machine is the steps': 10 ms of each 20 ms; a quarter: 5 ms (each on a full-speed core)
+    assert alone.metrics.duration - free.metrics.duration == pytest.approx(0.01 * completed, rel=0.35)
+    assert with_work.metrics.duration < alone.metrics.duration
+    limited = [run(CostModel(background_cores=0.5, saturated_background_cores=s, **costs), records=2000,
+                   rate=2000) for s in (0.5, 1.9)]
+    assert limited[0].metrics.tasks == limited[1].metrics.tasks
 
 
 def test_paced_steps_last_about_the_target_and_shared_cores_make_them_smaller() -> None:

@@ -5,6 +5,7 @@ terminal."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,13 @@ def test_a_task_slower_per_record_than_the_rate_allows_is_named() -> None:
     (cores,) = cannot_keep_up(CostProfile(steps=profile.steps, cores=1), interval=0.1, rates=rates)
     assert cores.startswith("cores: the tasks need 1.51 cores' worth of CPU at the configured rate and the control "
                             "path 0; the profile has 1 core(s)")
+    # 1.5 cores' worth of call handling on a 2-core machine leaves the steps half of their one core
+    crowded = CostProfile(steps={"default": StepCost(1e-5, 2e-6), "count": StepCost(1e-5, 100e-6)}, cores=1,
+                          machine_cores=2.0, background_cores=1.5)
+    assert cannot_keep_up(replace(crowded, background_cores=0.5), interval=0.1, rates=rates) == []  # 0.506 of 1
+    (half,) = cannot_keep_up(crowded, interval=0.1, rates=rates)
+    assert half.startswith("cores: the tasks need 0.506 cores' worth of CPU at the configured rate and the control "
+                           "path 0; the profile has 0.5 core(s) (what the work outside the steps leaves)")
 
 
 def test_calibrate_flags_a_profile_whose_control_path_cannot_keep_up() -> None:

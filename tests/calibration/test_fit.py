@@ -3,6 +3,7 @@ model's parameters within 10 %, and predicting the same run with it reproduces i
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import replace
 
@@ -212,6 +213,25 @@ def test_cpu_outside_the_steps_takes_from_the_shared_cores(calibrated: tuple) ->
     assert (costs.cores, costs.machine_cores, costs.background_cores) == (3, 4.0, profile.background_cores)
     unknown = fit_profile(result, graph, cores=None)  # a core per task: no machine to share
     assert (unknown.cores, unknown.machine_cores, unknown.background_cores) == (None, 0.0, 0.0)
+
+
+def test_the_full_speed_runs_cpu_outside_the_steps_is_measured_as_its_own_regime(calibrated: tuple) -> None:
+    _, kept = calibrated
+    result, saturated = copy.deepcopy(kept), copy.deepcopy(kept)
+    graph = small_job(records=4000, rate=5000).get_job_graph("known")
+    for run, outside in ((result, 0.3), (saturated, 0.1)):  # cores' worth per task outside its steps
+        for times in run.metrics.tasks.values():
+            times.cpu = times.busy + outside * run.metrics.duration
+    profile = fit_profile(result, graph, cores=4, saturated=saturated)
+    assert profile.background_cores == pytest.approx(1.2) and profile.saturated_background_cores == pytest.approx(0.4)
+    assert profile.cores == 3  # the rate-limited run's, rounded
+    costs = profile.cost_model()
+    assert costs.shared_cores(paced=False).background == pytest.approx(0.4)
+    assert costs.shared_cores(paced=True).background == pytest.approx(1.2)
+    again = refit_cpu(CostProfile.from_json(json.loads(json.dumps(profile.to_json())), "saved.json"))
+    assert (again.background_cores, again.saturated_background_cores) == \
+        (profile.background_cores, profile.saturated_background_cores)
+    assert fit_profile(result, graph, cores=4).saturated_background_cores == 0.0  # no full-speed run: unmeasured
 
 
 def test_a_saved_profile_is_fitted_again_from_the_tallies_it_kept(calibrated: tuple) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ def sample() -> CostProfile:
                        write_latency_max=9e-3, write_per_byte=1e-8, in_flight_records=5000.0, buffer_timeout=0.1,
                        source_pacing=0.005, step_target=0.002, checkpoint_cpu=0.02, ack_delay_quantiles=[1e-3, 4e-3, 6e-2],
                        trigger_delay_quantiles=[2e-3, 3e-3], machine_cores=4.0, background_cores=1.5,
-                       calibrated={"job": "x:y"})
+                       saturated_background_cores=1.2, calibrated={"job": "x:y"})
 
 
 def test_round_trip_through_a_file(tmp_path: Path) -> None:
@@ -30,7 +31,7 @@ def test_round_trip_through_a_file(tmp_path: Path) -> None:
     assert doc["steps"]["count[1]"]["wait_per_record"] == 3e-4
     assert doc["channels"] == {"in_flight_records": 5000.0, "buffer_timeout": 0.1, "source_pacing": 0.005,
                                "step_target": 0.002}
-    assert doc["machine"] == {"machine_cores": 4.0, "background_cores": 1.5}
+    assert doc["machine"] == {"machine_cores": 4.0, "background_cores": 1.5, "saturated_background_cores": 1.2}
     assert doc["control"]["ack_delay_quantiles"] == [1e-3, 4e-3, 6e-2] and doc["control"]["checkpoint_cpu"] == 0.02
 
 
@@ -47,6 +48,7 @@ def test_a_profile_without_the_newer_groups_reads_with_them_off() -> None:
     assert profile.step_target == 0.0 and profile.cost_model().step_target == 0.0  # steps take whole buffers
     costs = profile.cost_model()
     assert (costs.machine_cores, costs.background_cores) == (None, 0.0)  # steps share the steps' cores alone
+    assert costs.saturated_background_cores is None  # at full speed too
     assert (profile.checkpoint_cpu, profile.ack_delay_quantiles, profile.trigger_delay_quantiles) == (0.0, [], [])
     assert profile.network().write_latency_max is None  # every write takes write_latency
     assert profile.network().ack_delay_quantiles == ()  # every acknowledgement takes ack_delay
@@ -67,7 +69,8 @@ def test_simulator_terms() -> None:
     assert costs.checkpoint_cpu == 0.02
     assert costs.source_pacing == 0.005
     assert costs.step_target == 0.002
-    assert (costs.machine_cores, costs.background_cores) == (4.0, 1.5)
+    assert (costs.machine_cores, costs.background_cores, costs.saturated_background_cores) == (4.0, 1.5, 1.2)
+    assert replace(profile, saturated_background_cores=0.0).cost_model().saturated_background_cores is None
 
 
 @pytest.mark.parametrize(("edit", "message"), [
@@ -85,6 +88,8 @@ def test_simulator_terms() -> None:
     (lambda d: d["machine"].update(machine_cores=0.5), "'machine.machine_cores': expected 0 (the steps' cores) or a "
                                                        "number >= 1, got 0.5"),
     (lambda d: d["machine"].update(background_cores=-1), "'machine.background_cores': expected a number >= 0"),
+    (lambda d: d["machine"].update(saturated_background_cores="high"),
+     "'machine.saturated_background_cores': expected a number >= 0, got 'high'"),
     (lambda d: d["control"].update(ack_delay_quantiles=[0.01, 0.002]), "'control.ack_delay_quantiles': the quantiles "
                                                                        "must be ascending"),
     (lambda d: d["control"].update(ack_delay_quantiles=0.01), "'control.ack_delay_quantiles': expected a list"),
