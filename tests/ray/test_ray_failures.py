@@ -122,8 +122,10 @@ def test_a_job_that_stops_making_progress_fails_after_stall_timeout_naming_it(ra
     # count[0]'s input is held back ten minutes: every task answers its heartbeats (nothing is
     # hung), the sources block on credits, nothing moves. The job must fail long before the stall
     # would end (by the watchdog, ~1.5 s after progress stopped; the bound leaves room for a
-    # loaded machine), not wait it out.
-    env = pageview_env(ROWS)
+    # loaded machine), not wait it out. The map takes ~1 s per subtask, so the stall, 0.1 s after
+    # deployment, lands while count[0] still has input to wait for: at full speed a warm Ray ran
+    # the whole job before it, and the stall held nothing
+    env = pageview_env(ROWS, fn=_slow_to_app)
     stalled = FaultPlan.of(ChannelStall(task="count[0]", at=0.1, duration=600.0))
     started = time.time()
     with pytest.raises(JobFailedError) as failed:
@@ -137,6 +139,11 @@ def test_a_job_that_stops_making_progress_fails_after_stall_timeout_naming_it(ra
     result = env.execute("paused", executor="ray", faults=paused, stall_timeout=6.0)
     assert result.restarts == 0
     assert multiset(result.output("pv")) == expected_counts(ROWS)
+
+
+def _slow_to_app(record: dict[str, Any]) -> dict[str, Any]:
+    time.sleep(0.0005)
+    return {"app": record["app"]}
 
 
 def _hang_with(marker: str, record: dict[str, Any]) -> dict[str, Any]:
