@@ -1,14 +1,14 @@
-"""Every core-second of a steady Ray run of the page-view job, by the process (and thread) it went to.
+"""Every core-second of a steady Ray run, by the process (and thread) it went to.
 
-    python -m benchmarks.core_seconds [--job udf|vectorised] [--rate 5000] [--seconds 14]
-                                      [--start 3] [--window 6] [--no-checkpoints]
+    python -m benchmarks.core_seconds [--job udf|vectorised|nexmark-<query>] [--slots-per-worker pipeline|N]
+                                      [--rate 5000] [--seconds 14] [--start 3] [--window 6] [--no-checkpoints]
                                       [--config lean|ray-defaults ...] [--repeat 1] [--json PATH]
 
 Each round starts an embedded local Ray with one `--config` (`lean`: barrierflow's
 `runtime.ray.cluster.LOCAL_SYSTEM_CONFIG`; `ray-defaults`: only the inline-argument size it
-needs, every other Ray setting at Ray's default), runs the `benchmarks.throughput` steady job
-(due stamps, 2 s warm-up, aligned checkpoints every 100 ms unless `--no-checkpoints`) and shuts
-Ray down again; several configs and `--repeat`s are interleaved (a, b, a, b, ...), so they share
+needs, every other Ray setting at Ray's default), runs a steady job (`benchmarks.steady_jobs`:
+the page-view job, default, or a NexMark query's; aligned checkpoints every 100 ms unless
+`--no-checkpoints`) and shuts Ray down again; several configs and `--repeat`s are interleaved (a, b, a, b, ...), so they share
 the machine's load. `--start` seconds after the job's worker actors are up and `--window`
 seconds later it reads `/proc/<pid>/stat` (user + system CPU) of every process this driver
 started — itself, GCS, raylet, Ray's helper processes and every worker — and, for the job's
@@ -32,8 +32,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from benchmarks.report import add_output_arguments, at_least_one, markdown_table, output_of, parse_args
-from benchmarks.run_queue import add_steady_arguments, steady_readings
+from benchmarks.run_queue import add_steady_arguments, latency_ms, steady_job_of, steady_readings
+from benchmarks.steady_jobs import SteadyJob
 from runtime.calibration.machine_load import cpu_seconds, descendants_of
+from vocabulary.task_metrics import StepTimes
 
 #: process categories, in table order
 CATEGORIES = ("task work", "coordinator", "committer", "job services", "driver", "raylet", "GCS",
@@ -154,9 +156,10 @@ def account(before: dict[str, Any], after: dict[str, Any], seconds: float) -> di
     return {"window_s": seconds, "total_core_s": total, "categories": rows, "task_threads": thread_rows}
 
 
-def measure(config: str, job: str, checkpoints: bool, rate: float, seconds: float, start: float,
-            window: float) -> dict[str, Any]:
-    """One round: an embedded Ray with `config`, a steady run, its core-seconds."""
+def measure(config: str, job: SteadyJob, checkpoints: bool, start: float, window: float) -> dict[str, Any]:
+    """One round: an embedded Ray with `config`, a steady run, its core-seconds (and, over the
+    whole run, the cores its tasks' steps took, what their processes took outside the steps and
+    their data calls per second: `step_cores`)."""
     import ray
 
     from runtime.ray.cluster import ensure_ray
@@ -168,17 +171,29 @@ def measure(config: str, job: str, checkpoints: bool, rate: float, seconds: floa
         driver = os.getpid()
         # the raylet is found in the tree, not asked through a task: a task would leave an idle worker
         raylet = next(pid for pid, role in classify(descendants_of(driver), driver).items() if role == "raylet")
-        result, (t0, before), (t1, after) = steady_readings(job, checkpoints, rate, seconds, start, window, raylet,
-                                                            lambda: read_tree(driver))
+        result, (t0, before), (t1, after) = steady_readings(job, start, window, raylet, lambda: read_tree(driver))
     finally:
         ray.shutdown()
     metrics = result.metrics
-    return {"config": config, "job": job, "checkpoints": checkpoints, "load_1m": os.getloadavg()[0],
-            "latency_p99_ms": metrics.latency_percentile(99) * 1e3, **account(before, after, t1 - t0)}
+    return {"config": config, "job": job.name, "checkpoints": checkpoints, "load_1m": os.getloadavg()[0],
+            "latency_p99_ms": latency_ms(metrics, 99), **step_cores(metrics.tasks.values(), metrics.duration),
+            **account(before, after, t1 - t0)}
+
+
+def step_cores(tasks: Iterable[StepTimes], duration: float) -> dict[str, Any]:
+    """Over a run of `duration` seconds: the cores the tasks' steps took, the cores their processes
+    took outside the steps (None unless every task had a process of its own: `--slots-per-worker
+    1`) and the data calls they sent per second."""
+    tasks = list(tasks)
+    per_second = 1.0 / duration if duration > 0 else 0.0
+    outside = None if any(t.cpu is None for t in tasks) else sum(t.overhead for t in tasks) * per_second
+    return {"steps_cores": sum(t.busy for t in tasks) * per_second, "outside_steps_cores": outside,
+            "data_calls_per_s": sum(t.calls for t in tasks) * per_second}
 
 
 def summary(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per category, a column of cores per round (`<config> #<n>`), and the total."""
+    """One row per category, a column of cores per round (`<config> #<n>`), the total, the load and
+the whole run's `step_cores`."""
     columns = [f"{r['config']} #{i + 1}" for i, r in enumerate(rounds)]
     rows = []
     for name in CATEGORIES:
@@ -188,6 +203,10 @@ def summary(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
             rows.append({"category (cores)": name, **cells})
     rows.append({"category (cores)": "total", **{col: r["total_core_s"] / r["window_s"] for col, r in zip(columns, rounds)}})
     rows.append({"category (cores)": "load (1 min)", **{col: r["load_1m"] for col, r in zip(columns, rounds)}})
+    for key, label in (("steps_cores", "whole run: the tasks' steps"),
+                       ("outside_steps_cores", "whole run: their processes outside the steps"),
+                       ("data_calls_per_s", "whole run: data calls per second")):
+        rows.append({"category (cores)": label, **{col: r.get(key) for col, r in zip(columns, rounds)}})
     return rows
 
 
@@ -203,17 +222,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.seconds, args.start, args.window = 5.0, 1.0, 2.0
     configs = args.config or ["lean"]
-    rounds = [measure(c, args.job, args.checkpoints, args.rate, args.seconds, args.start, args.window)
+    rounds = [measure(c, steady_job_of(args, args.checkpoints), args.checkpoints, args.start, args.window)
               for _ in range(args.repeat) for c in configs]
     parts = [markdown_table(summary(rounds))]
     for i, r in enumerate(rounds):
         parts.append(f"{r['config']} #{i + 1}: {r['total_core_s']:.3f} core-s in {r['window_s']:.2f} s, "
-                     f"steady p99 {r['latency_p99_ms']:.1f} ms\n\n"
+                     f"steady p99 {_ms(r['latency_p99_ms'])}\n\n"
                      f"{markdown_table(r['categories'])}\n\n{markdown_table(r['task_threads'])}")
     table = "\n\n".join(parts)
     print(table)
     output_of(args, "core_seconds").write({"rounds": rounds}, table)
     return 0
+
+
+def _ms(value: float | None) -> str:
+    return "- (the sink stamps no latency)" if value is None else f"{value:.1f} ms"
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """Where a steady record's latency goes on Ray when the machine is busy: run-queue wait per thread.
 
-    python -m benchmarks.run_queue [--job udf|vectorised] [--rate 5000] [--seconds 14]
-                                   [--start 3] [--window 6] [--json PATH]
+    python -m benchmarks.run_queue [--job udf|vectorised|nexmark-<query>] [--slots-per-worker pipeline|N]
+                                   [--rate 5000] [--seconds 14] [--start 3] [--window 6] [--json PATH]
 
-Runs the `benchmarks.throughput` steady job (due stamps, 2 s warm-up) with aligned checkpoints
-every 100 ms and without checkpoints. During each run it reads `/proc/<pid>/task/<tid>/schedstat`
+Runs a steady job (`benchmarks.steady_jobs`: the page-view job, default, or a NexMark query's)
+with aligned checkpoints every 100 ms and without checkpoints. During each run it reads `/proc/<pid>/task/<tid>/schedstat`
 (Linux: nanoseconds on a CPU, nanoseconds runnable but waiting for a core, time slices) of every
 thread of the job's processes (the driver and the raylet's workers) `--start` seconds after its
-four worker actors are up (past the 2 s warm-up) and `--window` seconds later, and reports per process role and thread name: CPU cores, wake-ups
+worker actors are all up (past the page-view job's 2 s warm-up) and `--window` seconds later, and reports per process role and thread name: CPU cores, wake-ups
 (slices) per second, mean run-queue wait per wake-up and the run-queue wait in cores. A record's
 path wakes several threads in turn (the sender's work thread, Ray's io threads, the receiver's
 main and work threads), each paying the wait for a core, which is what makes the tail on a loaded
@@ -24,9 +24,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from benchmarks import throughput
 from benchmarks.process_cpu import children_of, process_role, raylet_pid
 from benchmarks.report import add_output_arguments, markdown_table, output_of, parse_args
+from benchmarks.steady_jobs import JOBS, SteadyJob, steady_job
+from benchmarks.throughput import slots_argument
+from runtime.ray.slots import PIPELINE
 
 
 @dataclass(frozen=True)
@@ -83,17 +85,13 @@ def run_queue_rows(before: dict[tuple[int, int], ThreadSample], after: dict[tupl
     return sorted(rows, key=lambda r: -r["wait_cores"])
 
 
-#: worker actors of the (chained, parallelism 2) steady job: one per pipeline, Ray's default
-WORKERS = 2
-
 Reading = TypeVar("Reading")
 
 
-def steady_readings(job: str, checkpoints: bool, rate: float, seconds: float, start: float, window: float,
-                    raylet: int, read: Callable[[], Reading]) -> tuple[Any, tuple[float, Reading], tuple[float, Reading]]:
-    """One steady run of `seconds` with `read()` taken `start` seconds after its worker actors are
-    up (past the 2 s warm-up) and `window` seconds later: the `JobResult` and the two (time,
-    reading) pairs.
+def steady_readings(job: SteadyJob, start: float, window: float, raylet: int,
+                    read: Callable[[], Reading]) -> tuple[Any, tuple[float, Reading], tuple[float, Reading]]:
+    """One steady run of `job` with `read()` taken `start` seconds after its worker actors are
+    up and `window` seconds later: the `JobResult` and the two (time, reading) pairs.
 
     Raises:
         RuntimeError: the run ended before the second reading (or before its worker actors were up).
@@ -105,7 +103,7 @@ def steady_readings(job: str, checkpoints: bool, rate: float, seconds: float, st
     def sample() -> None:
         while not ended.is_set():
             workers_seen[0] = [process_role(pid) for pid in children_of(raylet)].count("WorkerActor")
-            if workers_seen[0] >= WORKERS:
+            if workers_seen[0] >= job.workers:
                 break
             time.sleep(0.1)
         for wait in (start, window):
@@ -116,41 +114,53 @@ def steady_readings(job: str, checkpoints: bool, rate: float, seconds: float, st
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        result, _ = throughput.execute("ray", int(rate * seconds), checkpoints=checkpoints, rate=rate, job=job,
-                                       warmup=2.0)
+        result = job.execute()
     finally:
         ended.set()
         sampler.join()
     if len(readings) < 2:
-        if workers_seen[0] < WORKERS:
-            raise RuntimeError(f"the run ended with {workers_seen[0]} worker actors seen, waiting for {WORKERS} "
-                               "(WORKERS)")
-        raise RuntimeError(f"the run ended before the second reading: make --seconds ({seconds}) longer "
-                           f"than --start + --window ({start + window})")
+        if workers_seen[0] < job.workers:
+            raise RuntimeError(f"{job.name}: the run ended with {workers_seen[0]} worker actors seen, waiting for "
+                               f"the {job.workers} it deploys")
+        raise RuntimeError(f"{job.name}: the run ended before the second reading: make --seconds ({job.seconds}) "
+                           f"longer than --start + --window ({start + window})")
     return result, readings[0], readings[1]
 
 
-def measure(job: str, checkpoints: bool, rate: float, seconds: float, start: float, window: float,
-            raylet: int) -> dict[str, Any]:
+def measure(job: SteadyJob, checkpoints: bool, start: float, window: float, raylet: int) -> dict[str, Any]:
     """One steady run with its threads read at `start` and `start + window` seconds."""
     result, (t0, before), (t1, after) = steady_readings(
-        job, checkpoints, rate, seconds, start, window, raylet,
-        lambda: read_threads(children_of(raylet) + [os.getpid()]))
+        job, start, window, raylet, lambda: read_threads(children_of(raylet) + [os.getpid()]))
     metrics = result.metrics
-    return {"job": job, "checkpoints": checkpoints, "load_1m": os.getloadavg()[0],
-            "latency_p50_ms": metrics.latency_percentile(50) * 1e3,
-            "latency_p99_ms": metrics.latency_percentile(99) * 1e3,
+    return {"job": job.name, "checkpoints": checkpoints, "load_1m": os.getloadavg()[0],
+            "latency_p50_ms": latency_ms(metrics, 50), "latency_p99_ms": latency_ms(metrics, 99),
             "threads": run_queue_rows(before, after, t1 - t0)}
 
 
+def latency_ms(metrics: Any, q: float) -> float | None:
+    """The run's `q`-th latency percentile in ms (None: its sink stamps none, as NexMark's)."""
+    seconds = metrics.latency_percentile(q)
+    return None if seconds is None else seconds * 1e3
+
+
 def add_steady_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--job`, `--rate`, `--seconds`, `--start`, `--window`: the steady run `steady_readings` reads."""
-    parser.add_argument("--job", default="udf", choices=throughput.JOBS)
-    parser.add_argument("--rate", type=float, default=5000.0, help="records/s (default 5000)")
+    """`--job`, `--rate`, `--seconds`, `--start`, `--window`, `--slots-per-worker`: the steady run
+    `steady_readings` reads (`steady_job_of` makes it)."""
+    parser.add_argument("--job", default="udf", choices=JOBS,
+                        help="the page-view job (udf, vectorised) or a NexMark query's (default udf)")
+    parser.add_argument("--slots-per-worker", default=PIPELINE, type=slots_argument,
+                        help="subtasks per worker actor: 'pipeline' (default) or a number (1: an actor per subtask)")
+    parser.add_argument("--rate", type=float, default=5000.0, help="records (NexMark: events) per second (default 5000)")
     parser.add_argument("--seconds", type=float, default=14.0, help="length of each run (default 14)")
     parser.add_argument("--start", type=float, default=3.0,
                         help="first reading, s after the worker actors are up (default 3)")
     parser.add_argument("--window", type=float, default=6.0, help="seconds between the readings (default 6)")
+
+
+def steady_job_of(args: argparse.Namespace, checkpoints: bool) -> SteadyJob:
+    """The steady job `add_steady_arguments`' options describe."""
+    return steady_job(args.job, checkpoints=checkpoints, rate=args.rate, seconds=args.seconds,
+                      slots=args.slots_per_worker)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ensure_ray()
     raylet = raylet_pid()
-    runs = [measure(args.job, on, args.rate, args.seconds, args.start, args.window, raylet) for on in (True, False)]
+    runs = [measure(steady_job_of(args, on), on, args.start, args.window, raylet) for on in (True, False)]
     tables = []
     for run in runs:
         head = {k: v for k, v in run.items() if k != "threads"}

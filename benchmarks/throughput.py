@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unchained", action="store_true",
                         help="every operator its own task: source, to-app, count, sink (8 tasks)")
     parser.add_argument("--no-cpu", action="store_true", help="skip CPU per checkpoint (the steady runs without checkpoints)")
-    parser.add_argument("--slots", type=_slots, nargs="+", default=[PIPELINE], metavar="N",
+    parser.add_argument("--slots", type=slots_argument, nargs="+", default=[PIPELINE], metavar="N",
                         help="Ray: tasks per worker actor (slots_per_worker: N >= 1, or 'pipeline' for one worker "
                         "per pipeline, Ray's default); several values run interleaved (default pipeline)")
     parser.add_argument("--address", metavar="HOST:PORT",
@@ -397,7 +397,7 @@ def _join_ray(parser: argparse.ArgumentParser, address: str | None, checkpoint_d
     return nodes
 
 
-def _slots(text: str) -> Slots:
+def slots_argument(text: str) -> Slots:
     """`--slots`' values: an int >= 1 or "pipeline"."""
     try:
         return check_slots(text if text == PIPELINE else int(text))

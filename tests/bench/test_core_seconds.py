@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.core_seconds import CATEGORIES, account, category
+from benchmarks.core_seconds import CATEGORIES, account, category, step_cores
+from benchmarks.steady_jobs import steady_job
+from vocabulary.task_metrics import StepTimes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,3 +74,42 @@ def test_a_tiny_run_accounts_for_every_core_second(tmp_path: Path) -> None:
     assert "other" not in rows, rows  # every process of the tree is recognised
     assert sum(t["core_s"] for t in run["task_threads"]) == pytest.approx(rows["task work"]["core_s"])
     assert "task work" in done.stdout and "total" in done.stdout
+
+
+def test_step_cores_needs_every_task_in_a_process_of_its_own_for_the_cpu_outside_the_steps() -> None:
+    alone = [StepTimes(steps=10, records=100, busy=1.0, cpu=1.5, calls=40),
+             StepTimes(steps=5, records=50, busy=0.5, cpu=2.5, calls=20)]
+    measured = step_cores(alone, 4.0)
+    assert measured == {"steps_cores": pytest.approx(0.375), "outside_steps_cores": pytest.approx(0.625),
+                        "data_calls_per_s": pytest.approx(15.0)}
+    shared = [alone[0], StepTimes(steps=5, records=50, busy=0.5, calls=20)]  # cpu None: shares a process
+    assert step_cores(shared, 4.0)["outside_steps_cores"] is None
+
+
+def test_a_steady_job_knows_its_worker_actors_and_an_unknown_one_is_named() -> None:
+    pipelines = steady_job("nexmark-q8", checkpoints=True, rate=100.0, seconds=1.0)
+    alone = steady_job("nexmark-q8", checkpoints=True, rate=100.0, seconds=1.0, slots=1)
+    assert pipelines.workers == 2  # parallelism 2, a worker per pipeline
+    assert alone.workers > pipelines.workers  # a worker per subtask
+    assert steady_job("udf", checkpoints=False, rate=100.0, seconds=1.0).workers == 2
+    with pytest.raises(ValueError, match="nexmark-q99"):
+        steady_job("nexmark-q99", checkpoints=True, rate=100.0, seconds=1.0)
+
+
+@pytest.mark.ray
+def test_a_nexmark_query_with_an_actor_per_subtask_accounts_for_its_cores_inside_and_outside_the_steps(
+        tmp_path: Path) -> None:
+    out = tmp_path / "core_seconds.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+           "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.core_seconds", "--quick", "--job", "nexmark-q3",
+                           "--slots-per-worker", "1", "--rate", "500", "--json", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    [run] = json.loads(out.read_text())["rounds"]
+    rows = {r["category"]: r for r in run["categories"]}
+    workers = steady_job("nexmark-q3", checkpoints=True, rate=500.0, seconds=5.0, slots=1).workers
+    assert rows["task work"]["processes"] == workers, rows
+    assert run["steps_cores"] > 0 and run["outside_steps_cores"] > 0 and run["data_calls_per_s"] > 0, run
+    assert run["latency_p99_ms"] is None  # NexMark's sink stamps commit times, not latencies
+    assert "outside the steps" in done.stdout and "the sink stamps no latency" in done.stdout
