@@ -11,8 +11,10 @@ subtask i of every vertex, so there are as many workers as the job's highest par
 `slots_per_worker=1` is one actor per subtask.
 
 `SlotHandle` is what the driver, the coordinator and a sender hold for one subtask: a worker
-actor handle plus the subtask, so `handle.push.remote(*args)` is
-`worker.call.remote(task, "push", *args)`.
+actor handle plus the subtask, so `handle.heartbeat.remote(*args)` is
+`worker.call.remote(task, "heartbeat", *args)`; the data path's calls, whose results no one reads
+(`SENT_METHODS`: `push`, `add_credits`), are `worker.send.remote((task, "push", args))`: one
+argument, no result object.
 `LocalSlot` is the same for a subtask in the caller's own worker: the call goes straight into that
 subtask's mailbox (no Ray call), through the same methods a remote call reaches.
 """
@@ -24,6 +26,9 @@ from itertools import groupby
 from typing import Any, Literal
 
 from vocabulary.handles import TaskId
+
+#: subtask methods called for their effect only, on the data path: sent packed, without a result
+SENT_METHODS = frozenset({"push", "add_credits"})
 
 #: `slots_per_worker` of one worker per pipeline (subtask i of every vertex in worker i): the default
 PIPELINE = "pipeline"
@@ -70,9 +75,22 @@ class _Call:
         return self._fn(*self._prefix, *args)
 
 
+class _Sent:
+    """`.remote(*args)` of a `SENT_METHODS` method of one slot: `send((task_id, method, args))`."""
+
+    __slots__ = ("_send", "_task_id", "_method")
+
+    def __init__(self, send: Callable[..., Any], task_id: TaskId, method: str) -> None:
+        self._send, self._task_id, self._method = send, task_id, method
+
+    def remote(self, *args: Any) -> None:
+        self._send((self._task_id, self._method, args))
+
+
 class SlotHandle:
     """One subtask on a worker actor: `handle.<method>.remote(*args)` calls
-    `worker.call.remote(task_id, method, *args)` (`deploy`: `worker.deploy.remote(task_id, *args)`,
+    `worker.call.remote(task_id, method, *args)` (`SENT_METHODS`: `worker.send.remote((task_id,
+    method, args))`; `deploy`: `worker.deploy.remote(task_id, *args)`,
     which makes the routes to the worker's own subtasks in-process). Picklable (it travels in
     deployments)."""
 
@@ -86,6 +104,8 @@ class SlotHandle:
             raise AttributeError(name)  # (unpickling looks attributes up before they are set)
         if name == "deploy":
             return _Call(self.worker.deploy.remote, (self.task_id,))
+        if name in SENT_METHODS:
+            return _Sent(self.worker.send.remote, self.task_id, name)
         return _Call(self.worker.call.remote, (self.task_id, name))
 
     def __repr__(self) -> str:

@@ -25,9 +25,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import ray
+
 from runtime.jobmaster.result import GcPauses
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
-from runtime.ray.slots import LocalSlot
+from runtime.ray.slots import SENT_METHODS, LocalSlot
 from runtime.ray.task_actor import TaskActor
 from runtime.ray.timers import ThreadTimers
 from vocabulary.handles import TaskAcknowledgement, TaskId
@@ -160,6 +162,17 @@ class WorkerActor:
         if method not in SLOT_METHODS:
             raise AttributeError(f"worker {self.index}: no subtask method {method!r}")
         return getattr(self._slots[task_id], method)(*args)
+
+    @ray.method(num_returns=0)
+    def send(self, call: tuple[TaskId, str, tuple[Any, ...]]) -> None:
+        """`call`: (subtask, method, args), one of `SENT_METHODS`, whose result no one reads. One
+        argument and no result object: Ray serialises each argument of a call apart and makes a
+        result for it, a quarter of a small call's CPU on each side (measured: ~380 µs a call
+        with six arguments and a result, ~290 µs packed without), and data calls are most calls."""
+        task_id, method, args = call
+        if method not in SENT_METHODS:
+            raise AttributeError(f"worker {self.index}: no subtask method {method!r} to send")
+        getattr(self._slots[task_id], method)(*args)
 
     def control(self, items: list[tuple[TaskId, str, tuple[Any, ...]]]) -> None:
         """The coordinator's control messages for this worker's subtasks, in order:

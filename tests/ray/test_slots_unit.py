@@ -3,7 +3,9 @@ batched reports go to the coordinator (`runtime.ray.slots`, `runtime.ray.worker_
 
 from __future__ import annotations
 
+import pickle
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,7 +13,7 @@ from ray_jobs import pageview_env, pageview_rows
 
 from runtime.ray import worker_actor
 from runtime.ray.executor import RayExecutor
-from runtime.ray.slots import PIPELINE, SlotsError, assign_slots
+from runtime.ray.slots import PIPELINE, SlotHandle, SlotsError, assign_slots
 from runtime.ray.worker_actor import WorkerReports
 from vocabulary.handles import TaskAcknowledgement, TaskId
 from vocabulary.reasons import CheckpointFailureReason
@@ -42,6 +44,35 @@ def test_an_invalid_slots_per_worker_is_refused_naming_the_option(bad: Any) -> N
     env = pageview_env(pageview_rows(10))
     with pytest.raises(SlotsError, match=r"slots_per_worker must be an int >= 1 .* or 'pipeline' .*got"):
         env.execute("slots", executor="ray", slots_per_worker=bad)
+
+
+class _Worker:
+    """Stands in for a worker actor's handle: records the Ray calls a `SlotHandle` makes on it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        for method in ("call", "send", "deploy"):
+            setattr(self, method, SimpleNamespace(remote=lambda *args, m=method: self.calls.append((m, args))))
+
+
+def test_data_path_calls_go_packed_in_one_argument_and_the_rest_as_calls() -> None:
+    worker, task = _Worker(), TaskId("count", 1)
+    handle = SlotHandle(worker, 0, task)
+    handle.push.remote(3, 0, 7, ["buffer"])
+    handle.add_credits.remote(3, {0: 2}, None)
+    handle.heartbeat.remote()
+    assert worker.calls == [("send", ((task, "push", (3, 0, 7, ["buffer"])),)),
+                            ("send", ((task, "add_credits", (3, {0: 2}, None)),)),
+                            ("call", (task, "heartbeat"))]
+    assert pickle.loads(pickle.dumps(SlotHandle("w", 0, task))).task_id == task  # it travels in deployments
+
+
+def test_a_worker_refuses_to_send_to_a_method_that_has_a_result() -> None:
+    actor = worker_actor.WorkerActor.__new__(worker_actor.WorkerActor)
+    actor.index = 4
+    with pytest.raises(AttributeError, match="worker 4: no subtask method 'heartbeat' to send"):
+        actor.send((TaskId("count", 1), "heartbeat", ()))
+    assert worker_actor.WorkerActor.send.__ray_num_returns__ == 0  # Ray makes no result object per data call
 
 
 class _Coordinator:
