@@ -156,7 +156,7 @@ def account(before: dict[str, Any], after: dict[str, Any], seconds: float) -> di
     return {"window_s": seconds, "total_core_s": total, "categories": rows, "task_threads": thread_rows}
 
 
-def measure(config: str, job: SteadyJob, checkpoints: bool, start: float, window: float) -> dict[str, Any]:
+def measure(config: str, job: SteadyJob, start: float, window: float) -> dict[str, Any]:
     """One round: an embedded Ray with `config`, a steady run, its core-seconds (and, over the
     whole run, the cores its tasks' steps took, what their processes took outside the steps and
     their data calls per second: `step_cores`)."""
@@ -175,7 +175,7 @@ def measure(config: str, job: SteadyJob, checkpoints: bool, start: float, window
     finally:
         ray.shutdown()
     metrics = result.metrics
-    return {"config": config, "job": job.name, "checkpoints": checkpoints, "load_1m": os.getloadavg()[0],
+    return {"config": config, "job": job.name, "checkpoints": job.checkpoints, "load_1m": os.getloadavg()[0],
             "latency_p99_ms": latency_ms(metrics, 99), **step_cores(metrics.tasks.values(), metrics.duration),
             **account(before, after, t1 - t0)}
 
@@ -193,7 +193,7 @@ def step_cores(tasks: Iterable[StepTimes], duration: float) -> dict[str, Any]:
 
 def summary(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per category, a column of cores per round (`<config> #<n>`), the total, the load and
-the whole run's `step_cores`."""
+    the whole run's `step_cores`."""
     columns = [f"{r['config']} #{i + 1}" for i, r in enumerate(rounds)]
     rows = []
     for name in CATEGORIES:
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.seconds, args.start, args.window = 5.0, 1.0, 2.0
     configs = args.config or ["lean"]
-    rounds = [measure(c, steady_job_of(args, args.checkpoints), args.checkpoints, args.start, args.window)
+    rounds = [measure(c, steady_job_of(args, args.checkpoints), args.start, args.window)
               for _ in range(args.repeat) for c in configs]
     parts = [markdown_table(summary(rounds))]
     for i, r in enumerate(rounds):

@@ -127,12 +127,12 @@ def steady_readings(job: SteadyJob, start: float, window: float, raylet: int,
     return result, readings[0], readings[1]
 
 
-def measure(job: SteadyJob, checkpoints: bool, start: float, window: float, raylet: int) -> dict[str, Any]:
+def measure(job: SteadyJob, start: float, window: float, raylet: int) -> dict[str, Any]:
     """One steady run with its threads read at `start` and `start + window` seconds."""
     result, (t0, before), (t1, after) = steady_readings(
         job, start, window, raylet, lambda: read_threads(children_of(raylet) + [os.getpid()]))
     metrics = result.metrics
-    return {"job": job.name, "checkpoints": checkpoints, "load_1m": os.getloadavg()[0],
+    return {"job": job.name, "checkpoints": job.checkpoints, "load_1m": os.getloadavg()[0],
             "latency_p50_ms": latency_ms(metrics, 50), "latency_p99_ms": latency_ms(metrics, 99),
             "threads": run_queue_rows(before, after, t1 - t0)}
 
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ensure_ray()
     raylet = raylet_pid()
-    runs = [measure(steady_job_of(args, on), on, args.start, args.window, raylet) for on in (True, False)]
+    runs = [measure(steady_job_of(args, on), args.start, args.window, raylet) for on in (True, False)]
     tables = []
     for run in runs:
         head = {k: v for k, v in run.items() if k != "threads"}

@@ -42,6 +42,8 @@ class SteadyJob:
     workers: int
     #: seconds of input it reads
     seconds: float
+    #: whether it takes checkpoints
+    checkpoints: bool
 
 
 def steady_job(name: str, *, checkpoints: bool, rate: float, seconds: float,
@@ -57,19 +59,21 @@ def steady_job(name: str, *, checkpoints: bool, rate: float, seconds: float,
         graph = throughput.build(count, checkpoints=checkpoints, rate=rate, job=name).get_job_graph("steady")
         workers = len(assign_slots(graph.task_ids(), slots))
         return SteadyJob(name, lambda: throughput.execute("ray", count, checkpoints=checkpoints, rate=rate, job=name,
-                                                          warmup=2.0, slots=slots)[0], workers, seconds)
+                                                          warmup=2.0, slots=slots)[0], workers, seconds,
+                         checkpoints)
     if name.startswith(PREFIX) and name.removeprefix(PREFIX) in QUERIES:
-        return _nexmark(name, QUERIES[name.removeprefix(PREFIX)], checkpoints, rate, seconds, slots)
+        return _nexmark(name, QUERIES[name.removeprefix(PREFIX)], checkpoints, rate, seconds, count, slots)
     raise ValueError(f"steady job {name!r}: not one of {', '.join(JOBS)}")
 
 
-def _nexmark(name: str, query: Any, checkpoints: bool, rate: float, seconds: float, slots: Slots) -> SteadyJob:
+def _nexmark(name: str, query: Any, checkpoints: bool, rate: float, seconds: float, count: int,
+             slots: Slots) -> SteadyJob:
     bench = PROFILES[("ray", False)]  # parallelism, interval and alignment timeout as `benchmarks.nexmark`'s
 
     def env(storage: str | None, anchor: float) -> Any:
         built = make_env("aligned" if checkpoints else "none", parallelism=bench.parallelism,
                          interval=bench.interval, alignment_timeout=bench.alignment_timeout, storage=storage)
-        build_job(built, query, NexmarkConfig(), int(rate * seconds), rate=rate, anchor=anchor)
+        build_job(built, query, NexmarkConfig(), count, rate=rate, anchor=anchor)
         return built
 
     def execute() -> Any:
@@ -77,4 +81,4 @@ def _nexmark(name: str, query: Any, checkpoints: bool, rate: float, seconds: flo
             return env(storage, time.time() + LEAD).execute(f"steady-{name}", executor="ray", slots_per_worker=slots)
 
     workers = len(assign_slots(env(None, 0.0).get_job_graph(name).task_ids(), slots))
-    return SteadyJob(name, execute, workers, seconds)
+    return SteadyJob(name, execute, workers, seconds, checkpoints)
