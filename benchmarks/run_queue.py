@@ -99,11 +99,14 @@ def steady_readings(job: SteadyJob, start: float, window: float, raylet: int,
     readings: list[tuple[float, Reading]] = []
     ended = threading.Event()
     workers_seen = [0]
+    submitted = time.monotonic()
+    workers_up: list[float] = []
 
     def sample() -> None:
         while not ended.is_set():
             workers_seen[0] = [process_role(pid) for pid in children_of(raylet)].count("WorkerActor")
             if workers_seen[0] >= job.workers:
+                workers_up.append(time.monotonic() - submitted)
                 break
             time.sleep(0.1)
         for wait in (start, window):
@@ -122,8 +125,10 @@ def steady_readings(job: SteadyJob, start: float, window: float, raylet: int,
         if workers_seen[0] < job.workers:
             raise RuntimeError(f"{job.name}: the run ended with {workers_seen[0]} worker actors seen, waiting for "
                                f"the {job.workers} it deploys")
-        raise RuntimeError(f"{job.name}: the run ended before the second reading: make --seconds ({job.seconds}) "
-                           f"longer than --start + --window ({start + window})")
+        raise RuntimeError(f"{job.name}: the run ended {time.monotonic() - submitted:.1f} s after submission, its "
+                           f"{job.workers} worker actors up after {workers_up[0]:.1f} s, before the second reading "
+                           f"(--start + --window = {start + window} s after they were up): make --seconds "
+                           f"({job.seconds}) longer")
     return result, readings[0], readings[1]
 
 

@@ -3,8 +3,9 @@
 * `udf`, `vectorised`: the `benchmarks.throughput` page-view job (due stamps, 2 s warm-up),
   aligned checkpoints every 100 ms unless checkpointing is off;
 * `nexmark-<query>`: a NexMark query's job as `benchmarks.nexmark` builds it (its parallelism,
-  events at the rate from `LEAD` seconds after submission), aligned checkpoints at its interval
-  (100 ms) unless checkpointing is off.
+  each source split's events at its share of the rate from when the split's reader opens, so the
+  input does not start before the worker actors are up however long they take), aligned
+  checkpoints at its interval (100 ms) unless checkpointing is off.
 
 Each runs with `slots_per_worker` (`pipeline`: a worker actor per pipeline, Ray's default; 1: one
 per subtask, as `benchmarks.fidelity` calibrates NexMark), and says how many worker actors it
@@ -13,7 +14,6 @@ deploys, so a reader knows when they are all up.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,8 +28,6 @@ from runtime.workloads.nexmark.queries import QUERIES
 
 #: the job names `steady_job` knows
 JOBS: tuple[str, ...] = (*throughput.JOBS, *(PREFIX + q for q in QUERIES))
-#: seconds from a NexMark job's submission to its first event's due time (its workers start meanwhile)
-LEAD = 2.0
 
 
 @dataclass(frozen=True)
@@ -70,15 +68,15 @@ def _nexmark(name: str, query: Any, checkpoints: bool, rate: float, seconds: flo
              slots: Slots) -> SteadyJob:
     bench = PROFILES[("ray", False)]  # parallelism, interval and alignment timeout as `benchmarks.nexmark`'s
 
-    def env(storage: str | None, anchor: float) -> Any:
+    def env(storage: str | None) -> Any:
         built = make_env("aligned" if checkpoints else "none", parallelism=bench.parallelism,
                          interval=bench.interval, alignment_timeout=bench.alignment_timeout, storage=storage)
-        build_job(built, query, NexmarkConfig(), count, rate=rate, anchor=anchor)
+        build_job(built, query, NexmarkConfig(), count, rate=rate, anchor=None)
         return built
 
     def execute() -> Any:
         with local_checkpoint_dir() as storage:
-            return env(storage, time.time() + LEAD).execute(f"steady-{name}", executor="ray", slots_per_worker=slots)
+            return env(storage).execute(f"steady-{name}", executor="ray", slots_per_worker=slots)
 
-    workers = len(assign_slots(env(None, 0.0).get_job_graph(name).task_ids(), slots))
+    workers = len(assign_slots(env(None).get_job_graph(name).task_ids(), slots))
     return SteadyJob(name, execute, workers, seconds, checkpoints)

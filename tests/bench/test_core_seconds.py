@@ -7,12 +7,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from benchmarks.core_seconds import CATEGORIES, account, category, step_cores
-from benchmarks.steady_jobs import steady_job
+from benchmarks.run_queue import steady_readings
+from benchmarks.steady_jobs import SteadyJob, steady_job
 from vocabulary.task_metrics import StepTimes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +96,13 @@ def test_a_steady_job_knows_its_worker_actors_and_an_unknown_one_is_named() -> N
     assert steady_job("udf", checkpoints=False, rate=100.0, seconds=1.0).workers == 2
     with pytest.raises(ValueError, match="nexmark-q99"):
         steady_job("nexmark-q99", checkpoints=True, rate=100.0, seconds=1.0)
+
+
+def test_a_run_that_ends_before_the_second_reading_says_when_its_workers_were_up_and_when_it_ended() -> None:
+    short = SteadyJob("short", lambda: time.sleep(0.3), workers=0, seconds=0.3, checkpoints=False)
+    with pytest.raises(RuntimeError, match=r"short: the run ended 0\.\d s after submission, its 0 worker actors up "
+                                           r"after 0\.\d s, before the second reading \(--start \+ --window = 1\.1 s"):
+        steady_readings(short, 0.1, 1.0, os.getpid(), dict)
 
 
 @pytest.mark.ray
