@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,6 +36,7 @@ from benchmarks.report import add_output_arguments, at_least_one, markdown_table
 from benchmarks.run_queue import add_steady_arguments, latency_ms, steady_job_of, steady_readings
 from benchmarks.steady_jobs import SteadyJob
 from runtime.calibration.machine_load import cpu_seconds, descendants_of
+from runtime.jobmaster.result import CONTROL_ITEM, REPORTS_SENT
 from vocabulary.task_metrics import StepTimes
 
 #: process categories, in table order
@@ -177,6 +179,7 @@ def measure(config: str, job: SteadyJob, start: float, window: float) -> dict[st
     metrics = result.metrics
     return {"config": config, "job": job.name, "checkpoints": job.checkpoints, "load_1m": os.getloadavg()[0],
             "latency_p99_ms": latency_ms(metrics, 99), **step_cores(metrics.tasks.values(), metrics.duration),
+            "worker_calls_per_s": worker_calls_per_s(metrics.worker_calls, metrics.duration),
             **account(before, after, t1 - t0)}
 
 
@@ -189,6 +192,19 @@ def step_cores(tasks: Iterable[StepTimes], duration: float) -> dict[str, Any]:
     outside = None if any(t.cpu is None for t in tasks) else sum(t.overhead for t in tasks) * per_second
     return {"steps_cores": sum(t.busy for t in tasks) * per_second, "outside_steps_cores": outside,
             "data_calls_per_s": sum(t.calls for t in tasks) * per_second}
+
+
+def worker_calls_per_s(worker_calls: dict[str, dict[str, int]], duration: float) -> dict[str, float]:
+    """Over a run of `duration` seconds: the calls all worker actors received per second, by the
+    subtask method they invoked (`JobMetrics.worker_calls`), most first, and their total
+    ("all received": a control call once, not its items)."""
+    per_second = 1.0 / duration if duration > 0 else 0.0
+    summed: Counter[str] = Counter()
+    for calls in worker_calls.values():
+        summed.update(calls)
+    received = sum(n for m, n in summed.items() if m != REPORTS_SENT and not m.startswith(CONTROL_ITEM))
+    rates = {m: n * per_second for m, n in summed.most_common()}
+    return {**rates, "all received": received * per_second}
 
 
 def summary(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -207,6 +223,10 @@ def summary(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
                        ("outside_steps_cores", "whole run: their processes outside the steps"),
                        ("data_calls_per_s", "whole run: data calls per second")):
         rows.append({"category (cores)": label, **{col: r.get(key) for col, r in zip(columns, rounds)}})
+    methods = dict.fromkeys(m for r in rounds for m in r.get("worker_calls_per_s", {}))
+    for method in methods:
+        rows.append({"category (cores)": f"whole run: worker calls per second: {method}",
+                     **{col: r["worker_calls_per_s"].get(method, 0.0) for col, r in zip(columns, rounds)}})
     return rows
 
 

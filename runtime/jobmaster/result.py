@@ -41,6 +41,12 @@ class GcPauses:
     total: float = 0.0
 
 
+#: `JobMetrics.worker_calls`: the key prefix of a control call's items, and the key of the
+#: acknowledgement reports a worker sent
+CONTROL_ITEM = "control: "
+REPORTS_SENT = "report (sent)"
+
+
 @dataclass
 class JobMetrics:
     """Run metrics; times are virtual seconds on the simulator, wall seconds on Ray."""
@@ -88,6 +94,11 @@ class JobMetrics:
     #: "Source: gen[0], count[0]"; "coordinator"; "committer"), its full garbage collections in
     #: the run (a pause of every task the process hosts); empty on the simulator
     gc_pauses: dict[str, GcPauses] = field(default_factory=dict)
+    #: Ray: per worker process (named as in `gc_pauses`) of the last attempt, the calls it received
+    #: by the subtask method they invoked (heartbeats, pushes, returned credits: a call each; a
+    #: `control` call counts as "control", each of its items as `CONTROL_ITEM` + its method) and
+    #: the acknowledgement reports it sent (`REPORTS_SENT`); empty on the simulator
+    worker_calls: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:

@@ -89,8 +89,11 @@ class JobEnd:
             [self.committer.committer.remote(), self.committer.last_commit_at.remote(),
              self.committer.process_cpu.remote(), self.committer.gc_pauses.remote()], timeout=60)
         self.service_cpu["committer"] = committer_cpu
-        gc_pauses = dict(zip((", ".join(map(str, group)) for group in self.groups),
-                             ray.get([worker.gc_pauses.remote() for worker in self.workers], timeout=60)))
+        names = [", ".join(map(str, group)) for group in self.groups]
+        per_worker = ray.get([worker.gc_pauses.remote() for worker in self.workers]
+                             + [worker.calls.remote() for worker in self.workers], timeout=60)
+        gc_pauses = dict(zip(names, per_worker[:len(self.workers)]))
+        worker_calls = dict(zip(names, per_worker[len(self.workers):]))
         gc_pauses["committer"] = committer_gc
         history: list[Any] = []
         if self.coordinator is not None:
@@ -112,6 +115,7 @@ class JobEnd:
         metrics.coordinator_calls = dict(self.coordinator_calls)
         metrics.service_cpu = dict(self.service_cpu)
         metrics.gc_pauses = gc_pauses
+        metrics.worker_calls = worker_calls
         trace: list[tuple[Any, ...]] = []
         source_now = 0
         for task_id, final in zip(self.task_ids, finals):

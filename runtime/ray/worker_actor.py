@@ -22,12 +22,13 @@ Death. Killing the worker kills every subtask it hosts; the driver fails the job
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
 
-from runtime.jobmaster.result import GcPauses
+from runtime.jobmaster.result import CONTROL_ITEM, REPORTS_SENT, GcPauses
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.slots import SENT_METHODS, LocalSlot
 from runtime.ray.task_actor import TaskActor
@@ -142,6 +143,8 @@ class WorkerActor:
         shared = len(task_ids) > 1
         self._slots = {t: TaskActor(graph, t, services[t], reports=self.reports, shares_process=shared)
                        for t in task_ids}
+        #: subtask method -> the calls (and control items) that invoked it (`calls`)
+        self._received: Counter[str] = Counter()
         freeze_startup_heap()
 
     def deploy(self, task_id: TaskId, epoch: int, restore: Any, outputs: dict[int, tuple[Any, int]],
@@ -159,6 +162,7 @@ class WorkerActor:
 
     def call(self, task_id: TaskId, method: str, *args: Any) -> Any:
         """`method(*args)` of the subtask `task_id` (a `TaskActor` entry point)."""
+        self._received[method] += 1
         return self._slot_method(task_id, method, SLOT_METHODS, "")(*args)
 
     @ray.method(num_returns=0)
@@ -168,6 +172,7 @@ class WorkerActor:
         result for it, a quarter of a small call's CPU on each side (measured: ~380 µs a call
         with six arguments and a result, ~290 µs packed without), and data calls are most calls."""
         task_id, method, args = call
+        self._received[method] += 1
         self._slot_method(task_id, method, SENT_METHODS, " to send")(*args)
 
     def _slot_method(self, task_id: TaskId, method: str, allowed: frozenset[str], what: str) -> Any:
@@ -179,11 +184,16 @@ class WorkerActor:
     def control(self, items: list[tuple[TaskId, str, tuple[Any, ...]]]) -> None:
         """The coordinator's control messages for this worker's subtasks, in order:
         (subtask, method, args) with `trigger_source`, `notify_complete` or `notify_aborted`."""
+        self._received["control"] += 1
         for task_id, method, args in items:
-            self.call(task_id, method, *args)
+            self._received[CONTROL_ITEM + method] += 1
+            self._slot_method(task_id, method, SLOT_METHODS, "")(*args)
 
-    def report_calls(self) -> int:
-        return self.reports.calls
+    def calls(self) -> dict[str, int]:
+        """The calls this worker received, by the subtask method they invoked (a `control` call
+        counts as "control", each of its items as `CONTROL_ITEM` + its method), and the `report`
+        calls it sent, as `REPORTS_SENT` (`JobMetrics.worker_calls`)."""
+        return {**self._received, REPORTS_SENT: self.reports.calls}
 
     def gc_pauses(self) -> GcPauses:
         """This worker process's full garbage collections (`JobMetrics.gc_pauses`)."""

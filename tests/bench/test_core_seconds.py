@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.core_seconds import CATEGORIES, account, category, step_cores
+from benchmarks.core_seconds import CATEGORIES, account, category, step_cores, worker_calls_per_s
 from benchmarks.run_queue import steady_readings
 from benchmarks.steady_jobs import SteadyJob, steady_job
 from vocabulary.task_metrics import StepTimes
@@ -88,6 +88,18 @@ def test_step_cores_needs_every_task_in_a_process_of_its_own_for_the_cpu_outside
     assert step_cores(shared, 4.0)["outside_steps_cores"] is None
 
 
+def test_worker_calls_are_summed_over_workers_per_second_and_a_control_call_counts_once() -> None:
+    calls = {"a[0]": {"push": 30, "heartbeat": 10, "control": 4, "control: trigger_source": 4,
+                      "control: notify_complete": 4, "report (sent)": 4},
+             "b[0]": {"push": 10, "add_credits": 20, "heartbeat": 10, "report (sent)": 2}}
+    rates = worker_calls_per_s(calls, 2.0)
+    assert rates["push"] == 20.0 and rates["heartbeat"] == 10.0 and rates["add_credits"] == 10.0
+    assert rates["control"] == 2.0 and rates["control: trigger_source"] == 2.0 and rates["report (sent)"] == 3.0
+    assert rates["all received"] == (40 + 20 + 20 + 4) / 2.0
+    assert list(rates)[0] == "push"  # most first
+    assert worker_calls_per_s({}, 2.0) == {"all received": 0.0}
+
+
 def test_a_steady_job_knows_its_worker_actors_and_an_unknown_one_is_named() -> None:
     pipelines = steady_job("nexmark-q8", checkpoints=True, rate=100.0, seconds=1.0)
     alone = steady_job("nexmark-q8", checkpoints=True, rate=100.0, seconds=1.0, slots=1)
@@ -120,5 +132,10 @@ def test_a_nexmark_query_with_an_actor_per_subtask_accounts_for_its_cores_inside
     workers = steady_job("nexmark-q3", checkpoints=True, rate=500.0, seconds=5.0, slots=1).workers
     assert rows["task work"]["processes"] == workers, rows
     assert run["steps_cores"] > 0 and run["outside_steps_cores"] > 0 and run["data_calls_per_s"] > 0, run
+    received = run["worker_calls_per_s"]
+    # every subtask polled by heartbeats, data pushed, the sources triggered through control calls
+    assert received["heartbeat"] > 0 and received["push"] > 0 and received["control: trigger_source"] > 0, received
+    assert received["all received"] >= received["push"] + received["heartbeat"] + received["control"], received
+    assert "worker calls per second: push" in done.stdout
     assert run["latency_p99_ms"] is None  # NexMark's sink stamps commit times, not latencies
     assert "outside the steps" in done.stdout and "the sink stamps no latency" in done.stdout
