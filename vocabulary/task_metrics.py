@@ -3,7 +3,10 @@
 Each step adds (records handled, seconds it took); the sums kept are those of an ordinary least
 squares fit of `seconds = per_step + per_record * records`, so calibration
 (`runtime.calibration.fit`) recovers a task's cost per step (per buffer) and per record without
-keeping every step. `cpu` is the task's whole CPU time where the executor can measure it (a Ray
+keeping every step. A step that handled no record but emitted some (a watermark or timer that
+fired windows: tens of milliseconds for thousands of results, where a step of a buffer takes one)
+is kept apart, out of that fit, with what it emitted: its cost per emitted record
+(`fit_emitted`) is what makes a window firing a burst rather than a cost spread over every step. `cpu` is the task's whole CPU time where the executor can measure it (a Ray
 actor's process time: the step work plus calls, serialisation and thread hand-offs), else the
 step time itself (the simulator).
 """
@@ -42,33 +45,55 @@ class StepTimes:
     #: Ray: the most data buffers one input channel held received but not yet consumed (the
     #: channel's credits bound it)
     max_unconsumed: int = 0
+    #: of `steps`, `busy` and `wall`: the emitting steps' (no record handled, some emitted), and
+    #: the records they emitted
+    emitting_steps: int = 0
+    emitting_busy: float = 0.0
+    emitting_wall: float = 0.0
+    emitted: int = 0
 
-    def add(self, records: int, seconds: float, wall: float | None = None) -> None:
-        """One step: `records` handled in `seconds` of CPU (`wall` elapsed; default the same)."""
+    def add(self, records: int, seconds: float, wall: float | None = None, emitted: int = 0) -> None:
+        """One step: `records` handled in `seconds` of CPU (`wall` elapsed; default the same),
+        `emitted` records sent on (counted only for a step that handled none)."""
+        wall = seconds if wall is None else wall
         self.steps += 1
         self.records += records
         self.busy += seconds
-        self.wall += seconds if wall is None else wall
+        self.wall += wall
+        if records == 0 and emitted > 0:
+            self.emitting_steps += 1
+            self.emitting_busy += seconds
+            self.emitting_wall += wall
+            self.emitted += emitted
+            return
         self.records_sq += records * records
         self.records_busy += records * seconds
-        self.records_wall += records * (seconds if wall is None else wall)
+        self.records_wall += records * wall
 
     def pooled(self, other: StepTimes) -> StepTimes:
         """The steps of both, for one fit (the least-squares sums add; the rest is this one's)."""
-        sums = ("steps", "records", "busy", "wall", "records_sq", "records_busy", "records_wall")
+        sums = ("steps", "records", "busy", "wall", "records_sq", "records_busy", "records_wall",
+                "emitting_steps", "emitting_busy", "emitting_wall", "emitted")
         return replace(self, **{name: getattr(self, name) + getattr(other, name) for name in sums})
 
     def fit(self) -> tuple[float, float]:
-        """(CPU seconds per step, per record) by least squares; when every step handled the
-        same number of records the split is unknowable and it all goes to the records."""
-        return self._fit(self.busy, self.records_busy)
+        """(CPU seconds per step, per record) by least squares over the steps that are not
+        emitting steps; when every step handled the same number of records the split is
+        unknowable and it all goes to the records."""
+        return self._fit(self.busy - self.emitting_busy, self.records_busy)
 
     def fit_wall(self) -> tuple[float, float]:
         """(elapsed seconds per step, per record), the same fit of `wall`."""
-        return self._fit(self.wall, self.records_wall)
+        return self._fit(self.wall - self.emitting_wall, self.records_wall)
+
+    def fit_emitted(self, per_step: float) -> float:
+        """CPU seconds per record an emitting step emitted, beyond `per_step` (0: none emitted)."""
+        if not self.emitted:
+            return 0.0
+        return max(0.0, (self.emitting_busy - self.emitting_steps * per_step) / self.emitted)
 
     def _fit(self, total: float, records_total: float) -> tuple[float, float]:
-        n = self.steps
+        n = self.steps - self.emitting_steps
         if n == 0:
             return 0.0, 0.0
         var = n * self.records_sq - self.records * self.records

@@ -10,7 +10,7 @@ alone (pure arithmetic):
   profile's `cores` (without cores it has a core of its own in the simulator and takes nothing
   from the job);
 * each task: its CPU and off-CPU time per record and per step at the records per second it handles
-  at the configured source rate, against its one thread;
+  at the configured source rate (and per record its window firings emit), against its one thread;
 * the shared cores: every task's CPU plus the control path's, against `cores` (less what the
   work outside the steps takes of them: `CostModel.steps_capacity`).
 
@@ -34,6 +34,8 @@ class TaskRate:
 
     records: float
     steps: float
+    #: records emitted by steps that handled none (window firings)
+    emitted: float = 0.0
 
 
 def task_rates(result: Any, graph: Any) -> dict[str, TaskRate]:
@@ -47,7 +49,7 @@ def task_rates(result: Any, graph: Any) -> dict[str, TaskRate]:
     read = result.metrics.records_in
     if read <= 0:
         return {}
-    return {name: TaskRate(times.records / read * rate, times.steps / read * rate)
+    return {name: TaskRate(times.records / read * rate, times.steps / read * rate, times.emitted / read * rate)
             for name, times in result.metrics.tasks.items()}
 
 
@@ -66,16 +68,21 @@ def cannot_keep_up(profile: CostProfile, *, interval: float | None,
     tasks_cpu = 0.0
     for name, rate in sorted(rates.items()):
         cost = profile.step_cost(name)
-        cpu = cost.per_step * rate.steps + cost.per_record * rate.records
+        fired = cost.per_emitted * rate.emitted
+        cpu = cost.per_step * rate.steps + cost.per_record * rate.records + fired
         busy = cpu + cost.wait_per_record * rate.records
         tasks_cpu += cpu
         if busy >= 1.0:
             wait = f" + {cost.wait_per_record * 1e6:.3g} us off-CPU" if cost.wait_per_record else ""
             out.append(f"steps.{profile.step_entry(name)} ({name}): {cost.per_record * 1e6:.3g} us of CPU{wait} per "
                        f"record x {rate.records:,.0f} records/s + {cost.per_step * 1e6:.3g} us per step x "
-                       f"{rate.steps:,.0f} steps/s = {busy:.3g} s of work per second at the configured rate: the "
-                       "task cannot keep up")
+                       f"{rate.steps:,.0f} steps/s{_firings(cost.per_emitted, rate.emitted)} = {busy:.3g} s of "
+                       "work per second at the configured rate: the task cannot keep up")
     if cores is not None and rates and tasks_cpu + control >= cores:
         out.append(f"cores: the tasks need {tasks_cpu:.3g} cores' worth of CPU at the configured rate and the "
                    f"control path {control:.3g}; {has}: the job cannot keep up")
     return out
+
+
+def _firings(per_emitted: float, emitted: float) -> str:
+    return f" + {per_emitted * 1e6:.3g} us per fired record x {emitted:,.0f} fired/s" if per_emitted and emitted else ""

@@ -185,27 +185,29 @@ def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
     over every task."""
     ratios = [t.wall / t.busy for t in tasks.values() if t.busy > 0]
     contention = max(1.0, statistics.median(ratios)) if ratios else 1.0
-    fits: dict[str, tuple[float, float, float]] = {}
+    fits: dict[str, tuple[float, float, float, float]] = {}
     for name, times in tasks.items():
         per_step, per_record = times.fit()
         if per_step < 0 or per_record < 0:  # noise: keep the total, drop the split
             per_step, per_record = max(0.0, per_step), max(0.0, per_record)
             if times.records:
-                per_record = max(0.0, (times.busy - per_step * times.steps) / times.records)
-        fits[name] = per_step, per_record, times.fit_wall()[1]
-    stretches = [wall / cpu for _, cpu, wall in fits.values() if cpu > 0]
+                fitted_steps = times.steps - times.emitting_steps
+                per_record = max(0.0, (times.busy - times.emitting_busy - per_step * fitted_steps) / times.records)
+        fits[name] = per_step, per_record, times.fit_wall()[1], times.fit_emitted(per_step)
+    stretches = [wall / cpu for _, cpu, wall, _ in fits.values() if cpu > 0]
     stretch = max(1.0, statistics.median(stretches)) if stretches else 1.0
     own: dict[str, StepCost] = {}
-    for name, (per_step, per_record, wall) in fits.items():
+    for name, (per_step, per_record, wall, per_emitted) in fits.items():
         sleeps = wall > OFF_CPU_OUTLIER * stretch * per_record
-        own[name] = StepCost(per_step, per_record, max(0.0, wall - per_record * contention) if sleeps else 0.0)
+        own[name] = StepCost(per_step, per_record, max(0.0, wall - per_record * contention) if sleeps else 0.0,
+                             per_emitted)
     vertices: dict[str, list[str]] = {}
     for name in own:
         vertices.setdefault(name.rpartition("[")[0] or name, []).append(name)
     steps = {"default": StepCost(_median(c.per_step for c in own.values()), _median(c.per_record for c in own.values()))}
     for vertex, names in vertices.items():
         typical = StepCost(*(_median_low(getattr(own[n], f) for n in names)
-                             for f in ("per_step", "per_record", "wait_per_record")))
+                             for f in ("per_step", "per_record", "wait_per_record", "per_emitted")))
         steps[vertex] = typical
         for name in names:
             if _far(own[name], typical):
@@ -326,7 +328,7 @@ def _far(cost: StepCost, typical: StepCost) -> bool:
         return abs(a - b) > OUTLIER * max(abs(b), 1e-12) and abs(a - b) > 1e-7
 
     return apart(cost.per_record, typical.per_record) or apart(cost.wait_per_record, typical.wait_per_record) \
-        or apart(cost.per_step, typical.per_step)
+        or apart(cost.per_step, typical.per_step) or apart(cost.per_emitted, typical.per_emitted)
 
 
 def _median_low(values: Iterable[float]) -> float:

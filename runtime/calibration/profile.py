@@ -59,7 +59,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "channels": ("in_flight_records", "buffer_timeout", "source_pacing", "step_target"),
     "machine": ("machine_cores", "background_cores", "saturated_background_cores"),
 }
-STEP_FIELDS = ("per_step", "per_record", "wait_per_record")
+STEP_FIELDS = ("per_step", "per_record", "wait_per_record", "per_emitted")
 #: fields that hold a list of seconds (ascending) rather than one number
 LIST_FIELDS = frozenset({"trigger_delay_quantiles", "ack_delay_quantiles"})
 

@@ -354,9 +354,11 @@ class TaskActor(TaskFaultInjection):
                     if not task.has_work():
                         break
                     started, cpu_started = time.perf_counter(), time.thread_time()
+                    records_out = task.records_out
                     handled = task.step()
                     elapsed = time.perf_counter() - started
-                    self._step_times.add(handled, time.thread_time() - cpu_started, elapsed)
+                    self._step_times.add(handled, time.thread_time() - cpu_started, elapsed,
+                                         task.records_out - records_out)
                     if handled:
                         self._pacer.measured(handled, elapsed)
                         task.records_per_step = self._pacer.limit()

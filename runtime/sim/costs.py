@@ -25,13 +25,16 @@ class StepCost:
     per_step: float
     per_record: float
     wait_per_record: float = 0.0
+    #: CPU per record a step that handled none emitted (a window firing; `StepTimes.fit_emitted`)
+    per_emitted: float = 0.0
 
 
-def times_of(rates: tuple[float, float, float, float], records: int) -> tuple[float, float]:
-    """(CPU seconds, off-CPU seconds) of a step that handled `records`, from a task's
-    `CostModel.step_rates`."""
-    per_step, per_record, wait, factor = rates
-    return (per_step + records * per_record) * factor, records * wait * factor
+def times_of(rates: tuple[float, float, float, float, float], records: int, emitted: int = 0) -> tuple[float, float]:
+    """(CPU seconds, off-CPU seconds) of a step that handled `records` and emitted `emitted`, from
+    a task's `CostModel.step_rates` (what a step emitted costs only when it handled no record)."""
+    per_step, per_record, wait, per_emitted, factor = rates
+    cpu = per_step + (records * per_record if records else emitted * per_emitted)
+    return cpu * factor, records * wait * factor
 
 
 @dataclass(frozen=True)
@@ -93,19 +96,21 @@ class CostModel:
     def factor(self, task: TaskId) -> float:
         return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))
 
-    def step_rates(self, task: TaskId) -> tuple[float, float, float, float]:
-        """(seconds per step, CPU seconds per record, off-CPU seconds per record, slowdown
-        factor) of `task`'s steps (`times_of` turns them into a step's times)."""
+    def step_rates(self, task: TaskId) -> tuple[float, float, float, float, float]:
+        """(seconds per step, CPU seconds per record, off-CPU seconds per record, CPU seconds per
+        record an emitting step emitted, slowdown factor) of `task`'s steps (`times_of` turns
+        them into a step's times)."""
         own = self.task_costs.get(str(task)) or self.task_costs.get(task.vertex)
-        per_step, per_record, wait = (own.per_step, own.per_record, own.wait_per_record) if own is not None \
-            else (self.per_step, self.per_record, 0.0)
+        per_step, per_record, wait, per_emitted = \
+            (own.per_step, own.per_record, own.wait_per_record, own.per_emitted) if own is not None \
+            else (self.per_step, self.per_record, 0.0, 0.0)
         per_record *= self.slow_records.get(str(task), self.slow_records.get(task.vertex, 1.0))
-        return per_step, per_record, wait, self.factor(task)
+        return per_step, per_record, wait, per_emitted, self.factor(task)
 
-    def step_times(self, task: TaskId, records: int) -> tuple[float, float]:
-        """(CPU seconds, off-CPU seconds) of a step of `task` that handled `records`: the CPU
-        occupies a core, the rest (sleeps, I/O) keeps only the task busy."""
-        return times_of(self.step_rates(task), records)
+    def step_times(self, task: TaskId, records: int, emitted: int = 0) -> tuple[float, float]:
+        """(CPU seconds, off-CPU seconds) of a step of `task` that handled `records` (and
+        `emitted`): the CPU occupies a core, the rest (sleeps, I/O) keeps only the task busy."""
+        return times_of(self.step_rates(task), records, emitted)
 
     def step_cost(self, task: TaskId, records: int) -> float:
         """Virtual seconds of a step of `task` that handled `records`."""

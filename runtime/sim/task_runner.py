@@ -46,7 +46,7 @@ class TaskRunner:
         #: the sources that read at a rate (`CostModel.source_pacing` paces them)
         self._rate_limited = {t for t in sim.source_ids if graph.vertex(t.vertex).is_rate_limited}
         #: each task's `CostModel.step_rates`, asked once per run (a step asks at every run)
-        self._step_rates: dict[TaskId, tuple[float, float, float, float]] = {}
+        self._step_rates: dict[TaskId, tuple[float, float, float, float, float]] = {}
         self._busy_until: dict[TaskId, float] = {}
         #: the shared cores (None: a core per task) and CPU a task owes for snapshots taken
         #: outside its steps (charged with its next step)
@@ -159,17 +159,19 @@ class TaskRunner:
             self._scheduled.add(task_id)
             return
         pacer = self._pacer(task_id, task) if sim.costs.step_target > 0 else None
+        records_out = task.records_out
         try:
             handled = task.step()
         except Exception as exc:  # a user function or protocol error: the task fails
             sim.master.task_failed(task_id, exc)
             return
+        emitted = task.records_out - records_out
         sim.channels.send_outputs(task_id)
         rates = self._step_rates.get(task_id)
         if rates is None:
             rates = self._step_rates[task_id] = sim.costs.step_rates(task_id)
-        cpu, wait = times_of(rates, handled)
-        self._step_times(task_id).add(handled, cpu, cpu + wait)
+        cpu, wait = times_of(rates, handled, emitted)
+        self._step_times(task_id).add(handled, cpu, cpu + wait, emitted)
         if pacer is not None and handled:
             pacer.measured(handled, cpu * (cores.sharing(sim.now) if cores is not None else 1.0) + wait)
             task.records_per_step = self._step_limit(task, pacer)

@@ -62,6 +62,37 @@ def test_task_costs_win_over_their_vertex_and_the_default() -> None:
 
 
 @pytest.mark.slow
+def test_a_step_that_handled_no_record_pays_for_what_it_emitted() -> None:
+    from vocabulary.handles import TaskId
+
+    model = CostModel(task_costs={"win": StepCost(1e-5, 2e-6, per_emitted=1e-4)})
+    assert model.step_times(TaskId("win", 0), 10, emitted=10) == pytest.approx((3e-5, 0.0))
+    assert model.step_times(TaskId("win", 0), 0, emitted=300) == pytest.approx((1e-5 + 0.03, 0.0))
+
+
+def test_a_window_firing_on_the_simulator_is_charged_per_result_it_emits() -> None:
+    from runtime import StreamEnvironment
+    from runtime.workloads.windows import build_windows_job, window_rows
+
+    def windows(costs: CostModel) -> object:
+        env = StreamEnvironment(parallelism=2)
+        env.enable_checkpointing(interval=0.02)
+        build_windows_job(env, window_rows(600), splits=3)
+        return env.execute("windows", executor="sim", seed=3, costs=costs)
+
+    plain = windows(CostModel())
+    firing = windows(CostModel(task_costs={"tumbling": StepCost(2e-5, 2e-6, per_emitted=1e-3)}))
+    for i in (0, 1):
+        before, after = plain.metrics.tasks[f"tumbling[{i}]"], firing.metrics.tasks[f"tumbling[{i}]"]
+        assert after.emitting_steps >= 1 and after.emitted > 0
+        assert after.emitted == before.emitted
+        # an emitting step costs its results; the other steps their records
+        assert after.emitting_busy == pytest.approx(after.emitting_steps * 2e-5 + after.emitted * 1e-3)
+        assert after.busy - after.emitting_busy == pytest.approx(
+            (after.steps - after.emitting_steps) * 2e-5 + after.records * 2e-6)
+    assert sorted(map(str, firing.output("tumbling"))) == sorted(map(str, plain.output("tumbling")))
+
+
 def test_the_control_paths_checkpoint_cpu_takes_a_shared_core() -> None:
     # max rate on one core: each completed checkpoint's 20 ms of coordinator CPU delays the job (the
     # job checkpoints every 20 ms: a control path that needs its whole core must not starve the tasks)

@@ -50,6 +50,16 @@ def test_a_task_slower_per_record_than_the_rate_allows_is_named() -> None:
                            "path 0; the profile has 0.5 core(s) (what the work outside the steps leaves)")
 
 
+def test_a_window_task_whose_firings_alone_outrun_its_thread_is_named_with_them() -> None:
+    profile = CostProfile(steps={"default": StepCost(1e-5, 2e-6), "win": StepCost(1e-5, 2e-6, per_emitted=50e-6)})
+    quiet = {"win[0]": TaskRate(records=1000, steps=100, emitted=1000)}
+    assert cannot_keep_up(profile, interval=0.1, rates=quiet) == []  # 0.053 s of work per second
+    (busy,) = cannot_keep_up(profile, interval=0.1, rates={"win[0]": TaskRate(records=1000, steps=100, emitted=20_000)})
+    assert busy == ("steps.win (win[0]): 2 us of CPU per record x 1,000 records/s + 10 us per step x 100 steps/s + "
+                    "50 us per fired record x 20,000 fired/s = 1 s of work per second at the configured rate: the "
+                    "task cannot keep up")
+
+
 def test_calibrate_flags_a_profile_whose_control_path_cannot_keep_up() -> None:
     env = small_job(records=600, rate=5000, interval=0.1)
     profile, _ = predict.calibrate(env, "tight", executor="sim", costs=CostModel(cores=1, checkpoint_cpu=0.125))

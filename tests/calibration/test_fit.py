@@ -104,6 +104,26 @@ def test_least_squares_splits_step_and_record_costs() -> None:
     assert same.fit() == pytest.approx((0.0, 1e-4))  # unknowable split: all per record
 
 
+def test_a_step_that_fires_windows_is_fitted_apart_per_emitted_record() -> None:
+    # a window task: steps of a buffer at 20 us + 3 us a record, and every so often a watermark
+    # that fires 3,000 results at 13 us each (measured on Ray: NexMark q5's counts, ~40 ms a firing).
+    # Pooled into the line, a firing raised every step's cost instead of being a burst of its own
+    times = StepTimes()
+    for i in range(400):
+        records = 1 + i % 50
+        times.add(records, 2e-5 + records * 3e-6, 2 * (2e-5 + records * 3e-6), emitted=records)
+        if i % 100 == 99:
+            times.add(0, 2e-5 + 3000 * 13e-6, 0.08, emitted=3000)
+    times.add(0, 1e-5)  # a watermark that fired nothing is an ordinary step
+    assert (times.emitting_steps, times.emitted) == (4, 12_000)
+    assert times.fit() == pytest.approx((2e-5, 3e-6), rel=0.05)
+    assert times.fit_emitted(2e-5) == pytest.approx(13e-6)
+    steps = fit_steps({"counts[0]": times, "counts[1]": times.pooled(StepTimes())})
+    assert steps["counts"].per_emitted == pytest.approx(13e-6, rel=0.05)
+    assert steps["counts"].per_step == pytest.approx(2e-5, rel=0.05)
+    assert StepTimes().fit_emitted(1e-5) == 0.0
+
+
 def test_off_cpu_time_per_step_is_contention_not_a_cost_per_record() -> None:
     # a low-rate task whose every step waits 1 ms for the GIL or a core, whatever its records:
     # charged per record it would cap a max-rate prediction at 1 ms / 3 records per step
