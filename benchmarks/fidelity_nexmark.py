@@ -26,6 +26,7 @@ from typing import Any
 
 from benchmarks import nexmark
 from benchmarks.modes_outcome import Combination
+from benchmarks.nexmark_job import on_time
 from benchmarks.report import local_checkpoint_dir
 from runtime.calibration.fit import fit_profile
 from runtime.calibration.predict import SIMULATED_RAY_OPTIONS, full_speed_records, predict
@@ -92,10 +93,21 @@ def calibrate_query(measure: str, query_name: str, bench: nexmark.Profile,
     rate = float(config.event_rate)
     seconds = bench.seconds if measure == "sim" else max(bench.seconds, CALIBRATION_SECONDS)
     count = int(rate * seconds)
-    anchor = 0.0 if measure == "sim" else time.time() + bench.lead
     load = os.getloadavg()[0]
     started = time.perf_counter()
-    result, graph = _run(measure, query, "unaligned", bench, config, count, rate, anchor, trace=True)
+    if measure == "sim":
+        anchor = 0.0
+        result, graph = _run(measure, query, "unaligned", bench, config, count, rate, anchor, trace=True)
+    else:
+        graphs: list[Any] = []
+
+        def paced(at: float) -> Any:
+            ran, graph = _run(measure, query, "unaligned", bench, config, count, rate, at, trace=True)
+            graphs.append(graph)
+            return ran
+
+        result, anchor = on_time(paced, bench.lead, f"calibrate nexmark-{query_name}")
+        graph = graphs[-1]
     took = time.perf_counter() - started
     started = time.perf_counter()
     saturated, _ = _run(measure, query, "unaligned", bench, config, min(count, full_speed_records(result)), None, None)

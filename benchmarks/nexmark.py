@@ -109,7 +109,7 @@ def run_combination(combo: Combination, profile: Profile, config: Any, events: i
                     ray_options: dict[str, Any] | None = None) -> Outcome:
     """The latency run and the full-speed run of (query, mode), summarised (`ray_options`: more
     options of the Ray executor, e.g. its `slots_per_worker`)."""
-    from benchmarks.nexmark_job import build_job, make_env, summarise
+    from benchmarks.nexmark_job import build_job, make_env, on_time, summarise
     from runtime.workloads.nexmark.queries import QUERIES
 
     query = QUERIES[combo.scenario.removeprefix(PREFIX)]
@@ -131,8 +131,11 @@ def run_combination(combo: Combination, profile: Profile, config: Any, events: i
         with local_checkpoint_dir() as storage:
             return run(storage)
 
-    anchor = 0.0 if combo.executor == "sim" else time.time() + profile.lead
-    latency_run = execute(latency_events, rate, anchor)
+    if combo.executor == "sim":
+        anchor, latency_run = 0.0, execute(latency_events, rate, 0.0)
+    else:
+        latency_run, anchor = on_time(lambda at: execute(latency_events, rate, at), profile.lead,
+                                      f"{combo.scenario}/{combo.mode}")
     throughput_run = execute(events, None, None)
     outcome = summarise(combo, latency_run, throughput_run, config=config, anchor=anchor, warmup=profile.warmup,
                         events=latency_events, rate=rate, throughput_events=events)

@@ -69,6 +69,9 @@ class JobMetrics:
     #: when the last sink transaction was committed, i.e. the job's output became visible (wall
     #: seconds, Ray only; None on the simulator)
     last_commit_at: float | None = None
+    #: when every task of the first attempt was deployed and started, and `duration` began (wall
+    #: seconds, Ray only; None on the simulator, whose job starts at 0)
+    running_since: float | None = None
     #: buffer debloating: per task with inputs, the buffer size (records) it last asked its
     #: senders for (empty without debloating)
     buffer_sizes: dict[str, int] = field(default_factory=dict)

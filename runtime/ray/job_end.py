@@ -111,6 +111,7 @@ class JobEnd:
                 ray.get(self.standby.shutdown.remote(), timeout=30)
         metrics = JobMetrics()
         metrics.duration = time.time() - self.running_since
+        metrics.running_since = self.running_since
         metrics.last_commit_at = last_commit_at
         metrics.coordinator_calls = dict(self.coordinator_calls)
         metrics.service_cpu = dict(self.service_cpu)

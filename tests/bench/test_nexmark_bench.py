@@ -4,10 +4,13 @@ committed output, the files it writes, and the events its rate-limited source re
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from benchmarks import nexmark as bench
+from benchmarks import nexmark_job
 from runtime.workloads.nexmark.config import NexmarkConfig
 from runtime.workloads.nexmark.generator import NexmarkGenerator
 from runtime.workloads.nexmark.source import READ_AHEAD, NexmarkSource
@@ -110,3 +113,40 @@ def test_each_round_runs_whole_before_the_next_and_after_round_follows_it() -> N
     assert seen == [("run", "none"), ("run", "aligned"), ("round", 0), ("round", 1), ("round", 2)]
     assert [(o.row["query"], o.row["mode"], len(runs)) for o, runs in merged] == [("q1", "none", 1),
                                                                                   ("q1", "aligned", 1)]
+
+
+def _ran(running_since: float | None) -> SimpleNamespace:
+    return SimpleNamespace(metrics=SimpleNamespace(running_since=running_since))
+
+
+def test_a_paced_run_that_started_after_its_first_event_was_due_runs_again_with_the_lead_it_took(
+        monkeypatch) -> None:
+    # on Ray with an actor per subtask q8's tasks ran 7.5 s after submission against a 3 s lead:
+    # 4.5 s of events were a backlog read at full speed, inside the measured window
+    clock = iter([100.0, 200.0, 300.0])
+    monkeypatch.setattr(nexmark_job.time, "time", lambda: next(clock))
+    monkeypatch.setattr(nexmark_job, "_measured_leads", {})
+    anchors: list[float] = []
+    runs = iter([7.5, 1.0, 1.0])  # each run's start, seconds after submission
+
+    def run(anchor: float) -> SimpleNamespace:
+        anchors.append(anchor)
+        submitted = anchor - (3.0 if len(anchors) == 1 else 8.5)
+        return _ran(submitted + next(runs))
+
+    result, anchor = nexmark_job.on_time(run, 3.0, "nexmark-q8/aligned")
+    assert anchors == [103.0, 200.0 + 7.5 + nexmark_job.LEAD_MARGIN] and anchor == anchors[-1]
+    assert result.metrics.running_since < anchor
+    # the next run of the job starts with the lead it needed; another job with its own
+    anchors.clear()
+    nexmark_job.on_time(run, 3.0, "nexmark-q8/aligned")
+    assert anchors == [300.0 + 8.5]
+
+
+def test_a_paced_run_late_even_with_the_measured_lead_is_an_error_naming_the_job(monkeypatch) -> None:
+    monkeypatch.setattr(nexmark_job, "_measured_leads", {})
+    with pytest.raises(nexmark_job.LateStartError, match=r"calibrate nexmark-q5: the paced run's tasks started "
+                                                         r"\d+\.\d s after submission, 5\.0 s after its first event"):
+        nexmark_job.on_time(lambda anchor: _ran(anchor + 5.0), 2.0, "calibrate nexmark-q5")
+    # a run on the simulator (no start time) or on time is taken as it is
+    assert nexmark_job.on_time(lambda anchor: _ran(None), 2.0, "sim")[0].metrics.running_since is None

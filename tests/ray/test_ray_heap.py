@@ -7,6 +7,8 @@ objects 1.5 s into a job, 74-84 ms, every worker at once: the uniform benchmark'
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from ray_jobs import expected_counts, pageview_env, pageview_rows
 
@@ -17,7 +19,10 @@ ROWS = pageview_rows(3000)
 
 @pytest.mark.ray
 def test_every_actor_process_froze_its_startup_heap_and_reports_its_full_collections(ray_session) -> None:
+    submitted = time.time()
     result = pageview_env(ROWS).execute("heap", executor="ray")
+    # when the tasks were running (a paced benchmark checks its first event was not due before)
+    assert submitted < result.metrics.running_since < time.time() - result.metrics.duration
     assert multiset(result.output("pv")) == expected_counts(ROWS)
     pauses = result.metrics.gc_pauses
     workers = set(pauses) - {"coordinator", "committer"}
