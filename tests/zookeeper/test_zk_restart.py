@@ -54,7 +54,9 @@ def test_restart_keeps_checkpoints_and_counter(own_server):
         assert time.monotonic() - start < OPERATION_TIMEOUT / 2, "calls while SUSPENDED must fail fast, not block"
 
         own_server.start()
-        assert election.await_leadership(10), "leadership regained after the restart"
+        # at the latest once the restarted server expires the old session, whose lock node it
+        # restored: a client that lost its session waits that long (seen in a full suite run)
+        assert election.await_leadership(SESSION_TIMEOUT + 10.0), "leadership regained after the restart"
         assert counter.get_and_increment() == 4
         recovered = services.create_store(JOB, storage, 2, leader_election=election).recover()
         assert [c.checkpoint_id for c in recovered] == [2, 3]
