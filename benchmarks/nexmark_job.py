@@ -62,21 +62,26 @@ def on_time(run: Callable[[float], Any], lead: float, job: str) -> tuple[Any, fl
     Raises:
         LateStartError: the second run started late too (naming the job, both leads, the lag).
     """
-    lead = max(lead, _measured_leads.get(job, 0.0))
-    for attempt in (1, 2):
-        submitted = time.time()
-        anchor = submitted + lead
-        result = run(anchor)
-        started = result.metrics.running_since
-        if started is None or started <= anchor:
-            return result, anchor
-        took = started - submitted
-        if attempt == 2:
-            raise LateStartError(f"{job}: the paced run's tasks started {took:.1f} s after submission, "
-                                 f"{started - anchor:.1f} s after its first event was due, with a {lead:.1f} s lead "
-                                 "measured on the run before: the machine is too busy to pace it")
-        lead = _measured_leads[job] = max(_measured_leads.get(job, 0.0), took + LEAD_MARGIN)
-    raise AssertionError("unreachable")
+    result, anchor, took = _paced(run, max(lead, _measured_leads.get(job, 0.0)))
+    if took is None:
+        return result, anchor
+    lead = _measured_leads[job] = max(_measured_leads.get(job, 0.0), took + LEAD_MARGIN)
+    result, anchor, took = _paced(run, lead)
+    if took is None:
+        return result, anchor
+    raise LateStartError(f"{job}: the paced run's tasks started {took:.1f} s after submission, "
+                         f"{took - lead:.1f} s after its first event was due, with a {lead:.1f} s lead "
+                         "measured on the run before: the machine is too busy to pace it")
+
+
+def _paced(run: Callable[[float], Any], lead: float) -> tuple[Any, float, float | None]:
+    """`run` with its anchor `lead` seconds from now: (its result, the anchor, the seconds from
+    submission to its tasks' start if that was after the anchor, else None)."""
+    submitted = time.time()
+    anchor = submitted + lead
+    result = run(anchor)
+    started = result.metrics.running_since
+    return result, anchor, None if started is None or started <= anchor else started - submitted
 
 
 class ScheduledNexmarkSource(NexmarkSource):

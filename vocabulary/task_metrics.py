@@ -76,11 +76,21 @@ class StepTimes:
                 "emitting_steps", "emitting_busy", "emitting_wall", "emitted")
         return replace(self, **{name: getattr(self, name) + getattr(other, name) for name in sums})
 
+    @property
+    def fitted_steps(self) -> int:
+        """The steps in the least-squares line: every step but the emitting ones."""
+        return self.steps - self.emitting_steps
+
+    @property
+    def fitted_busy(self) -> float:
+        """CPU seconds of the `fitted_steps`."""
+        return self.busy - self.emitting_busy
+
     def fit(self) -> tuple[float, float]:
-        """(CPU seconds per step, per record) by least squares over the steps that are not
-        emitting steps; when every step handled the same number of records the split is
-        unknowable and it all goes to the records."""
-        return self._fit(self.busy - self.emitting_busy, self.records_busy)
+        """(CPU seconds per step, per record) by least squares over the `fitted_steps`; when every
+        step handled the same number of records the split is unknowable and it all goes to the
+        records."""
+        return self._fit(self.fitted_busy, self.records_busy)
 
     def fit_wall(self) -> tuple[float, float]:
         """(elapsed seconds per step, per record), the same fit of `wall`."""
@@ -93,7 +103,7 @@ class StepTimes:
         return max(0.0, (self.emitting_busy - self.emitting_steps * per_step) / self.emitted)
 
     def _fit(self, total: float, records_total: float) -> tuple[float, float]:
-        n = self.steps - self.emitting_steps
+        n = self.fitted_steps
         if n == 0:
             return 0.0, 0.0
         var = n * self.records_sq - self.records * self.records

@@ -191,8 +191,7 @@ def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
         if per_step < 0 or per_record < 0:  # noise: keep the total, drop the split
             per_step, per_record = max(0.0, per_step), max(0.0, per_record)
             if times.records:
-                fitted_steps = times.steps - times.emitting_steps
-                per_record = max(0.0, (times.busy - times.emitting_busy - per_step * fitted_steps) / times.records)
+                per_record = max(0.0, (times.fitted_busy - per_step * times.fitted_steps) / times.records)
         fits[name] = per_step, per_record, times.fit_wall()[1], times.fit_emitted(per_step)
     stretches = [wall / cpu for _, cpu, wall, _ in fits.values() if cpu > 0]
     stretch = max(1.0, statistics.median(stretches)) if stretches else 1.0
