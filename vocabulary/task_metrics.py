@@ -51,6 +51,10 @@ class StepTimes:
     emitting_busy: float = 0.0
     emitting_wall: float = 0.0
     emitted: int = 0
+    #: Ray: the task's timer callbacks that ran (buffer timeouts, a paced source's wake-ups, its
+    #: operators' timers) and the seconds they ran after their due times, summed
+    timers: int = 0
+    timer_lateness: float = 0.0
 
     def add(self, records: int, seconds: float, wall: float | None = None, emitted: int = 0) -> None:
         """One step: `records` handled in `seconds` of CPU (`wall` elapsed; default the same),
@@ -85,6 +89,11 @@ class StepTimes:
     def fitted_busy(self) -> float:
         """CPU seconds of the `fitted_steps`."""
         return self.busy - self.emitting_busy
+
+    @property
+    def mean_timer_lateness(self) -> float:
+        """Seconds a timer callback ran after it was due, on average (0: none ran)."""
+        return self.timer_lateness / self.timers if self.timers else 0.0
 
     def fit(self) -> tuple[float, float]:
         """(CPU seconds per step, per record) by least squares over the `fitted_steps`; when every

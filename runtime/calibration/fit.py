@@ -40,6 +40,10 @@ measured, the same on the simulator and on Ray.
 * Sources: a Ray run's rate-limited sources read at most once per buffer timeout
   (`source_pacing`: Ray's rule, not a fit; measured 2.5-3 ms between a record's due time and its
   read at a 5 ms buffer timeout, which the paced simulator reproduces).
+* Timers: a Ray run's tasks count their timer callbacks and how long after their due time they
+  ran (`StepTimes.timer_lateness`); each task's mean is its `StepCost.timer_lateness` (a vertex's
+  lower median, the default the median over every task), so the simulator's wake-ups, flushes and
+  timers are as late as Ray's in that run (a loaded process's: NexMark q8's sources 5.4-6 ms).
 * Step sizes: a Ray run's tasks size their steps to last about `STEP_TARGET` of wall time
   (`step_target`: Ray's rule, not a fit). On a loaded machine a step's wall time is several times
   its CPU (full speed on 2 cores: q5's counts 3.0x, 32 records a step where the CPU alone would
@@ -59,7 +63,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from runtime.calibration.profile import CostProfile
+from runtime.calibration.profile import STEP_FIELDS, CostProfile
 from runtime.core.pacing import STEP_TARGET
 from runtime.sim.costs import StepCost, quantile
 from vocabulary.links import resolve_link_delays
@@ -185,28 +189,29 @@ def fit_steps(tasks: dict[str, StepTimes]) -> dict[str, StepCost]:
     over every task."""
     ratios = [t.wall / t.busy for t in tasks.values() if t.busy > 0]
     contention = max(1.0, statistics.median(ratios)) if ratios else 1.0
-    fits: dict[str, tuple[float, float, float, float]] = {}
+    fits: dict[str, tuple[float, float, float, float, float]] = {}
     for name, times in tasks.items():
         per_step, per_record = times.fit()
         if per_step < 0 or per_record < 0:  # noise: keep the total, drop the split
             per_step, per_record = max(0.0, per_step), max(0.0, per_record)
             if times.records:
                 per_record = max(0.0, (times.fitted_busy - per_step * times.fitted_steps) / times.records)
-        fits[name] = per_step, per_record, times.fit_wall()[1], times.fit_emitted(per_step)
-    stretches = [wall / cpu for _, cpu, wall, _ in fits.values() if cpu > 0]
+        fits[name] = (per_step, per_record, times.fit_wall()[1], times.fit_emitted(per_step),
+                      times.mean_timer_lateness)
+    stretches = [wall / cpu for _, cpu, wall, _, _ in fits.values() if cpu > 0]
     stretch = max(1.0, statistics.median(stretches)) if stretches else 1.0
     own: dict[str, StepCost] = {}
-    for name, (per_step, per_record, wall, per_emitted) in fits.items():
+    for name, (per_step, per_record, wall, per_emitted, lateness) in fits.items():
         sleeps = wall > OFF_CPU_OUTLIER * stretch * per_record
         own[name] = StepCost(per_step, per_record, max(0.0, wall - per_record * contention) if sleeps else 0.0,
-                             per_emitted)
+                             per_emitted, lateness)
     vertices: dict[str, list[str]] = {}
     for name in own:
         vertices.setdefault(name.rpartition("[")[0] or name, []).append(name)
-    steps = {"default": StepCost(_median(c.per_step for c in own.values()), _median(c.per_record for c in own.values()))}
+    steps = {"default": StepCost(_median(c.per_step for c in own.values()), _median(c.per_record for c in own.values()),
+                                 timer_lateness=_median(c.timer_lateness for c in own.values()))}
     for vertex, names in vertices.items():
-        typical = StepCost(*(_median_low(getattr(own[n], f) for n in names)
-                             for f in ("per_step", "per_record", "wait_per_record", "per_emitted")))
+        typical = StepCost(*(_median_low(getattr(own[n], f) for n in names) for f in STEP_FIELDS))
         steps[vertex] = typical
         for name in names:
             if _far(own[name], typical):

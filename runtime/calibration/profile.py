@@ -6,7 +6,8 @@ calibrate` (`runtime.calibration.fit`) unless someone edited it. Layout:
     {"format": "barrierflow-profile/1",
      "calibrated": {...what was run, where, and the machine's load...},
      "cores": 2,
-     "steps": {"default": {"per_step": s, "per_record": s, "wait_per_record": s},
+     "steps": {"default": {"per_step": s, "per_record": s, "wait_per_record": s,
+                           "per_emitted": s, "timer_lateness": s},
                "count[1]": {...}, ...},                  # a task or vertex name -> its own costs
      "transport": {"latency_min": s, "latency_max": s},  # one data call, sender to receiver
      "control": {"trigger_delay": s, "trigger_delay_quantiles": [s, ...], "ack_delay": s,
@@ -23,7 +24,8 @@ profile read from Flink has them (`runtime.calibration.flink`); `runtime.calibra
 turns them into the simulator's buffers. `source_pacing`: a rate-limited source reads at most
 once per this long (`CostModel.source_pacing`; a Ray calibration sets the job's buffer timeout,
 Ray's sources wake no more often; 0: whenever a record is due, as the simulator's own).
-`step_target`: a task's steps are sized to last about this long, as the Ray executor sizes them
+A `steps` entry's `timer_lateness`: its task's timers fire this long after they are due (measured
+on Ray; 0: when due). `step_target`: a task's steps are sized to last about this long, as the Ray executor sizes them
 (`CostModel.step_target`; a Ray calibration sets Ray's target; 0: whole buffers, as the
 simulator's own).
 
@@ -59,7 +61,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "channels": ("in_flight_records", "buffer_timeout", "source_pacing", "step_target"),
     "machine": ("machine_cores", "background_cores", "saturated_background_cores"),
 }
-STEP_FIELDS = ("per_step", "per_record", "wait_per_record", "per_emitted")
+STEP_FIELDS = ("per_step", "per_record", "wait_per_record", "per_emitted", "timer_lateness")
 #: fields that hold a list of seconds (ascending) rather than one number
 LIST_FIELDS = frozenset({"trigger_delay_quantiles", "ack_delay_quantiles"})
 
@@ -139,7 +141,8 @@ class CostProfile:
                          checkpoint_cpu=self.checkpoint_cpu, source_pacing=self.source_pacing,
                          step_target=self.step_target, machine_cores=self.machine_cores or None,
                          background_cores=self.background_cores,
-                         saturated_background_cores=self.saturated_background_cores or None, **overrides)
+                         saturated_background_cores=self.saturated_background_cores or None,
+                         timer_lateness=default.timer_lateness, **overrides)
 
     def network(self, **overrides: Any) -> Any:
         """The simulator's `NetworkOptions` of this profile (`overrides`: e.g. `link_delays`)."""

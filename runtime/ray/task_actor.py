@@ -562,6 +562,7 @@ class TaskActor(TaskFaultInjection):
         times.local_calls = self.outputs.local_calls
         times.max_unconsumed = self.inputs.max_unconsumed
         times.buffers_as_records = self.inputs.buffers_as_records
+        times.timers, times.timer_lateness = self._timers.fired, self._timers.lateness
         return times
 
     def finish(self) -> dict[str, Any]:

@@ -71,6 +71,11 @@ class ThreadTimers:
         self._dispatch = dispatch
         self._heap: list[tuple[float, int, _Timer]] = []
         self._seq = itertools.count()
+        #: callbacks run since the last `clear`, and the seconds they ran after their due times
+        #: (the wait for this thread, the dispatch and the lock: how late a loaded process's
+        #: timers are, `StepTimes.timer_lateness`)
+        self.fired = 0
+        self.lateness = 0.0
         self._cond = threading.Condition(threading.Lock())
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="barrierflow-timers", daemon=True)
@@ -84,7 +89,9 @@ class ThreadTimers:
         return timer
 
     def clear(self) -> None:
-        """Cancel every pending timer (a task actor redeployed for a new epoch)."""
+        """Cancel every pending timer and start counting `fired` and `lateness` again (a task
+        actor redeployed for a new epoch)."""
+        self.fired, self.lateness = 0, 0.0
         with self._cond:
             for _, _, timer in self._heap:
                 timer.cancelled = True
@@ -122,6 +129,8 @@ class ThreadTimers:
         """Under the lock: run `timer` unless it was cancelled meanwhile."""
         if timer.cancelled:
             return
+        self.fired += 1
+        self.lateness += max(0.0, time.time() - timer.due)
         try:
             timer.callback()
         except BaseException as exc:  # a timer must never kill the thread

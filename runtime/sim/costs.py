@@ -20,13 +20,18 @@ from vocabulary.handles import TaskId
 @dataclass(frozen=True)
 class StepCost:
     """One task's (or vertex's) step cost in seconds: CPU per step (per buffer) and per record,
-    and off-CPU time per record (a sleeping or I/O-bound function: busy, but no core)."""
+    and off-CPU time per record (a sleeping or I/O-bound function: busy, but no core); and how
+    late its timers fire."""
 
     per_step: float
     per_record: float
     wait_per_record: float = 0.0
     #: CPU per record a step that handled none emitted (a window firing; `StepTimes.fit_emitted`)
     per_emitted: float = 0.0
+    #: seconds each timer of the task (a buffer timeout, a paced source's wake-up, an operator's
+    #: timer) fires after it is due: on Ray the timer thread, the hand-over to the work thread
+    #: and the lock of a process sharing the machine's cores (`StepTimes.mean_timer_lateness`)
+    timer_lateness: float = 0.0
 
 
 def times_of(rates: tuple[float, float, float, float, float], records: int, emitted: int = 0) -> tuple[float, float]:
@@ -92,6 +97,14 @@ class CostModel:
     #: Ray executor's sources wake at most once per buffer timeout: a record waits for the next
     #: wake-up, ~half of it on average); 0: it steps whenever a record is due
     source_pacing: float = 0.0
+    #: seconds a task's timers fire after they are due when its `task_costs` entry has no
+    #: `timer_lateness` of its own (0: when due)
+    timer_lateness: float = 0.0
+
+    def lateness(self, task: TaskId) -> float:
+        """Seconds `task`'s timers fire after they are due (`StepCost.timer_lateness`)."""
+        own = self.task_costs.get(str(task)) or self.task_costs.get(task.vertex)
+        return own.timer_lateness if own is not None and own.timer_lateness else self.timer_lateness
 
     def factor(self, task: TaskId) -> float:
         return self.slow_tasks.get(str(task), self.slow_tasks.get(task.vertex, 1.0))

@@ -40,7 +40,7 @@ class SimTimer:
 
 class SimTimers:
     """Timers of the coordinator (`task_id` None: survive failover) or of one task (bound to the
-    epoch; they wait while the task is stalled)."""
+    epoch; they wait while the task is stalled, and fire `CostModel.lateness` after they are due)."""
 
     def __init__(self, sim: SimExecutor, epoch_bound: bool, task_id: TaskId | None = None,
                  kind: str = "timer") -> None:
@@ -57,7 +57,8 @@ class SimTimers:
                 return
             callback()
 
-        sim.at(sim.now + max(0.0, delay), fire, epoch, self.kind)
+        late = sim.costs.lateness(task_id) if task_id is not None else 0.0
+        sim.at(sim.now + max(0.0, delay) + late, fire, epoch, self.kind)
         return timer
 
 

@@ -7,8 +7,9 @@ while every core is busy waits for one, FIFO, and so does the control path's CPU
 checkpoint (`CostModel.checkpoint_cpu`). A rate-limited source with
 `CostModel.source_pacing` wakes at most once per pacing interval. With `CostModel.step_target` a
 task's steps are sized by a `StepPacer` as on Ray, from their time as the shared cores stretch it.
-A task with output waiting for
-a full buffer is flushed after the job's buffer timeout. Whatever calls into a task (a step, a
+A task with output waiting for a full buffer is flushed after the job's buffer timeout. A task's
+wake-ups, flushes and timers fire `CostModel.lateness` after they are due (a Ray process's timers
+are late when it shares the machine's cores). Whatever calls into a task (a step, a
 flush, a trigger, a notification) fails the task when it raises, as on Ray.
 """
 
@@ -126,7 +127,7 @@ class TaskRunner:
         sim = self.sim
         self._wake_scheduled.add(task_id)
         ready = task.next_ready_time()
-        at = max(ready if ready is not None else sim.now, sim.now + sim.costs.source_pacing)
+        at = max(ready if ready is not None else sim.now, sim.now + sim.costs.source_pacing) + sim.costs.lateness(task_id)
 
         def wake() -> None:
             self._wake_scheduled.discard(task_id)
@@ -200,7 +201,8 @@ class TaskRunner:
                 self.schedule_run(task_id, ready)
         if task.pending_output() and task_id not in self._flush_scheduled:
             self._flush_scheduled.add(task_id)
-            sim.at(sim.now + sim.graph.buffer_timeout, lambda: self._flush(task_id), sim.epoch, "flush")
+            sim.at(sim.now + sim.graph.buffer_timeout + sim.costs.lateness(task_id), lambda: self._flush(task_id),
+                   sim.epoch, "flush")
         if task.is_finished:
             self.check_done()
 

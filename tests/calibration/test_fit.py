@@ -124,6 +124,26 @@ def test_a_step_that_fires_windows_is_fitted_apart_per_emitted_record() -> None:
     assert StepTimes().fit_emitted(1e-5) == 0.0
 
 
+def test_timer_lateness_is_fitted_per_vertex_from_the_tasks_timers() -> None:
+    # Ray counts each task's timer callbacks and how late they ran: a vertex's typical task
+    # (the lower median) and the default (the median over every task) carry it to the simulator
+    def times(timers: int, late: float) -> StepTimes:
+        t = StepTimes(timers=timers, timer_lateness=timers * late)
+        for records in (5, 10, 20):
+            t.add(records, 2e-5 + records * 3e-6)
+        return t
+
+    tasks = {"Source: gen[0]": times(700, 6e-3), "Source: gen[1]": times(760, 5.4e-3),
+             "count[0]": times(300, 3.5e-3), "count[1]": times(320, 3.3e-3), "sink[0]": times(0, 0.0)}
+    assert tasks["count[0]"].mean_timer_lateness == pytest.approx(3.5e-3)
+    assert StepTimes().mean_timer_lateness == 0.0
+    steps = fit_steps(tasks)
+    assert steps["Source: gen"].timer_lateness == pytest.approx(5.4e-3)
+    assert steps["count"].timer_lateness == pytest.approx(3.3e-3)
+    assert steps["sink"].timer_lateness == 0.0
+    assert steps["default"].timer_lateness == pytest.approx(3.5e-3)
+
+
 def test_off_cpu_time_per_step_is_contention_not_a_cost_per_record() -> None:
     # a low-rate task whose every step waits 1 ms for the GIL or a core, whatever its records:
     # charged per record it would cap a max-rate prediction at 1 ms / 3 records per step

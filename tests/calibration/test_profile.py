@@ -13,7 +13,7 @@ from runtime.sim.costs import StepCost
 
 
 def sample() -> CostProfile:
-    return CostProfile(steps={"default": StepCost(1e-5, 2e-6), "count[1]": StepCost(1e-5, 2e-6, 3e-4, 1.3e-5)},
+    return CostProfile(steps={"default": StepCost(1e-5, 2e-6), "count[1]": StepCost(1e-5, 2e-6, 3e-4, 1.3e-5, 4e-3)},
                        cores=2, latency_min=1e-4, latency_max=3e-3, trigger_delay=4e-3, ack_delay=5e-3,
                        finalize=6e-3, sync_latency=7e-4, sync_per_byte=1e-9, write_latency=2e-3,
                        write_latency_max=9e-3, write_per_byte=1e-8, in_flight_records=5000.0, buffer_timeout=0.1,
@@ -29,6 +29,7 @@ def test_round_trip_through_a_file(tmp_path: Path) -> None:
     doc = json.loads(path.read_text())
     assert doc["transport"] == {"latency_min": 1e-4, "latency_max": 3e-3}
     assert doc["steps"]["count[1]"]["wait_per_record"] == 3e-4 and doc["steps"]["count[1]"]["per_emitted"] == 1.3e-5
+    assert doc["steps"]["count[1]"]["timer_lateness"] == 4e-3
     assert doc["channels"] == {"in_flight_records": 5000.0, "buffer_timeout": 0.1, "source_pacing": 0.005,
                                "step_target": 0.002}
     assert doc["machine"] == {"machine_cores": 4.0, "background_cores": 1.5, "saturated_background_cores": 1.2}
@@ -41,11 +42,13 @@ def test_a_profile_without_the_newer_groups_reads_with_them_off() -> None:
     del doc["machine"]
     del doc["snapshot"]["write_latency_max"]
     del doc["steps"]["count[1]"]["per_emitted"]
+    del doc["steps"]["count[1]"]["timer_lateness"]
     for newer in ("ack_delay_quantiles", "trigger_delay_quantiles", "checkpoint_cpu"):
         del doc["control"][newer]
     profile = CostProfile.from_json(doc)
     assert (profile.in_flight_records, profile.buffer_timeout, profile.write_latency_max) == (0.0, 0.0, 0.0)
     assert profile.steps["count[1]"].per_emitted == 0.0  # a window firing costs its step alone
+    assert profile.steps["count[1]"].timer_lateness == 0.0  # its timers fire when due
     assert profile.source_pacing == 0.0 and profile.cost_model().source_pacing == 0.0  # sources read when due
     assert profile.step_target == 0.0 and profile.cost_model().step_target == 0.0  # steps take whole buffers
     costs = profile.cost_model()
@@ -60,7 +63,7 @@ def test_simulator_terms() -> None:
     profile = sample()
     costs, network = profile.cost_model(), profile.network(link_delays={"a": 1.0})
     assert (costs.per_step, costs.per_record, costs.cores) == (1e-5, 2e-6, 2)
-    assert costs.task_costs == {"count[1]": StepCost(1e-5, 2e-6, 3e-4, 1.3e-5)}
+    assert costs.task_costs == {"count[1]": StepCost(1e-5, 2e-6, 3e-4, 1.3e-5, 4e-3)}
     assert (costs.sync_latency, costs.sync_per_byte) == (7e-4, 1e-9)
     assert (network.delay_min, network.delay_max, network.control_delay, network.ack_delay) == (1e-4, 3e-3, 4e-3, 5e-3)
     assert network.write_bandwidth == pytest.approx(1e8)
@@ -73,6 +76,9 @@ def test_simulator_terms() -> None:
     assert costs.step_target == 0.002
     assert (costs.machine_cores, costs.background_cores, costs.saturated_background_cores) == (4.0, 1.5, 1.2)
     assert replace(profile, saturated_background_cores=0.0).cost_model().saturated_background_cores is None
+    assert costs.timer_lateness == 0.0  # the default entry's timers fire when due
+    late = replace(profile, steps={**profile.steps, "default": StepCost(1e-5, 2e-6, timer_lateness=2e-3)})
+    assert late.cost_model().timer_lateness == 2e-3
 
 
 @pytest.mark.parametrize(("edit", "message"), [

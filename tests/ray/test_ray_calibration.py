@@ -40,6 +40,11 @@ def test_a_calibrated_profile_predicts_aligned_checkpoints(ray_session) -> None:
     writes = [s for c in calibration.completed_checkpoints for s in c.subtasks.values()]
     assert all(0 < s.async_cpu <= s.async_duration + 0.005 for s in writes), writes
     assert profile.write_cpu + profile.write_cpu_per_byte * max(s.checkpointed_size for s in writes) > 0
+    # each task counted its timers and how late they ran (paced sources: a wake-up and a flush per
+    # read), and the fit took that lateness (a late timer is never early: > 0 on a real process)
+    sources = [t for name, t in calibration.metrics.tasks.items() if name.startswith("Source: ")]
+    assert all(t.timers > 100 and 0 < t.mean_timer_lateness < 0.5 for t in sources), sources
+    assert profile.step_cost("Source: generator[0]").timer_lateness > 0
 
     aligned = small_job(**JOB, unaligned=False).execute("aligned", executor="ray", max_duration=120)
     measured = figures(aligned, since=min(c.trigger_time for c in aligned.checkpoints) + 0.5)

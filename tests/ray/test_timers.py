@@ -67,3 +67,22 @@ def test_a_failing_dispatched_timer_reports_to_on_error_and_later_timers_still_f
             fire()
     assert [type(e) for e in box.errors] == [ZeroDivisionError]
     assert fired == [2]
+
+
+def test_a_timer_counts_how_late_it_ran_until_the_timers_are_cleared(box: _Mailbox):
+    # a loaded Ray process runs its timers late (the timer thread, the mail, the lock): how late
+    # is what the simulator's timers are delayed by after a calibration
+    box.timers.schedule(0.0, lambda: None)
+    fire = box.next_mail()
+    threading.Event().wait(0.05)  # the work thread is busy before it applies the mail
+    with box.lock:
+        fire()
+    assert box.timers.fired == 1 and 0.05 <= box.timers.lateness < 1.0
+    cancelled = box.timers.schedule(0.0, lambda: None)
+    fire = box.next_mail()
+    cancelled.cancel()
+    with box.lock:
+        fire()
+    assert box.timers.fired == 1  # a timer cancelled after its dispatch did not run: not counted
+    box.timers.clear()
+    assert (box.timers.fired, box.timers.lateness) == (0, 0.0)
