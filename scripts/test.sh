@@ -3,7 +3,8 @@
 # Usage: bash scripts/test.sh [--fast] [pytest args...]
 #   The full run has two tiers, each given the pytest args: the tests that share the cores, on one
 #   pytest worker per core (`-n auto -m "not serial"`), then the ones that need the whole machine
-#   (`-m serial`: Ray, Spark, ZooKeeper, S3, Flink), one at a time. It fails if either fails.
+#   (`-m serial`: Ray, Spark, ZooKeeper, S3, Flink), one at a time. It fails if either fails. Each
+#   tier ends with its slowest tests (`--durations`), where the suite's time goes.
 #   --fast: the inner loop, once a full run has installed everything: ruff and the tests not marked
 #           `slow` (none starts Ray, Spark, ZooKeeper, S3, Flink or a browser, nor a subprocess CLI
 #           run), on one worker per core, without installing anything
@@ -64,9 +65,9 @@ tier() {
 }
 echo "== pytest: the tests that share the cores (-n auto -m 'not serial') =="
 first=0
-tier -n auto -m "not serial" "$@" || first=$?
+tier -n auto -m "not serial" --durations=15 "$@" || first=$?
 echo "== pytest: the tests that need the whole machine, one at a time (-m serial) =="
 second=0
-tier -m serial "$@" || second=$?
+tier -m serial --durations=25 "$@" || second=$?
 if [ "$first" != 0 ]; then exit "$first"; fi
 exit "$second"
