@@ -99,15 +99,9 @@ def calibrate_query(measure: str, query_name: str, bench: nexmark.Profile,
         anchor = 0.0
         result, graph = _run(measure, query, "unaligned", bench, config, count, rate, anchor, trace=True)
     else:
-        graphs: list[Any] = []
-
-        def paced(at: float) -> Any:
-            ran, graph = _run(measure, query, "unaligned", bench, config, count, rate, at, trace=True)
-            graphs.append(graph)
-            return ran
-
-        result, anchor = on_time(paced, bench.lead, f"calibrate nexmark-{query_name}")
-        graph = graphs[-1]
+        (result, graph), anchor = on_time(
+            lambda at: _run(measure, query, "unaligned", bench, config, count, rate, at, trace=True),
+            bench.lead, f"calibrate nexmark-{query_name}", result_of=lambda ran: ran[0])
     took = time.perf_counter() - started
     started = time.perf_counter()
     saturated, _ = _run(measure, query, "unaligned", bench, config, min(count, full_speed_records(result)), None, None)

@@ -53,35 +53,38 @@ class LateStartError(RuntimeError):
     """A paced run whose tasks started after its first event was due, even with the measured lead."""
 
 
-def on_time(run: Callable[[float], Any], lead: float, job: str) -> tuple[Any, float]:
+def on_time(run: Callable[[float], Any], lead: float, job: str,
+            result_of: Callable[[Any], Any] = lambda ran: ran) -> tuple[Any, float]:
     """`run(anchor)` (a paced Ray run whose first event is due at `anchor`) with its tasks started
-    before that: (its `JobResult`, the anchor). The anchor is `lead` seconds after submission, or the
+    before that: (what it returned, the anchor); `result_of` finds the run's `JobResult` in what
+    `run` returns (by default that is the result). The anchor is `lead` seconds after submission, or the
     lead measured for `job` before if longer; a run that started late (`JobMetrics.running_since`
     after the anchor) is run again once with the lead it took plus `LEAD_MARGIN`.
 
     Raises:
         LateStartError: the second run started late too (naming the job, both leads, the lag).
     """
-    result, anchor, took = _paced(run, max(lead, _measured_leads.get(job, 0.0)))
+    ran, anchor, took = _paced(run, max(lead, _measured_leads.get(job, 0.0)), result_of)
     if took is None:
-        return result, anchor
+        return ran, anchor
     lead = _measured_leads[job] = max(_measured_leads.get(job, 0.0), took + LEAD_MARGIN)
-    result, anchor, took = _paced(run, lead)
+    ran, anchor, took = _paced(run, lead, result_of)
     if took is None:
-        return result, anchor
+        return ran, anchor
     raise LateStartError(f"{job}: the paced run's tasks started {took:.1f} s after submission, "
                          f"{took - lead:.1f} s after its first event was due, with a {lead:.1f} s lead "
                          "measured on the run before: the machine is too busy to pace it")
 
 
-def _paced(run: Callable[[float], Any], lead: float) -> tuple[Any, float, float | None]:
-    """`run` with its anchor `lead` seconds from now: (its result, the anchor, the seconds from
-    submission to its tasks' start if that was after the anchor, else None)."""
+def _paced(run: Callable[[float], Any], lead: float,
+           result_of: Callable[[Any], Any]) -> tuple[Any, float, float | None]:
+    """`run` with its anchor `lead` seconds from now: (what it returned, the anchor, the seconds
+    from submission to its tasks' start if that was after the anchor, else None)."""
     submitted = time.time()
     anchor = submitted + lead
-    result = run(anchor)
-    started = result.metrics.running_since
-    return result, anchor, None if started is None or started <= anchor else started - submitted
+    ran = run(anchor)
+    started = result_of(ran).metrics.running_since
+    return ran, anchor, None if started is None or started <= anchor else started - submitted
 
 
 class ScheduledNexmarkSource(NexmarkSource):

@@ -150,3 +150,16 @@ def test_a_paced_run_late_even_with_the_measured_lead_is_an_error_naming_the_job
         nexmark_job.on_time(lambda anchor: _ran(anchor + 5.0), 2.0, "calibrate nexmark-q5")
     # a run on the simulator (no start time) or on time is taken as it is
     assert nexmark_job.on_time(lambda anchor: _ran(None), 2.0, "sim")[0].metrics.running_since is None
+
+
+def test_a_paced_run_that_returns_more_than_its_result_is_judged_by_the_result_inside(monkeypatch) -> None:
+    # the calibration's run returns (result, job graph): on_time hands both back, judged by the result
+    monkeypatch.setattr(nexmark_job, "_measured_leads", {})
+    runs = iter([(1.0, "late graph"), (-1.0, "on-time graph")])  # (start after the anchor, graph)
+
+    def run(anchor: float) -> tuple[SimpleNamespace, str]:
+        after, graph = next(runs)
+        return _ran(anchor + after), graph
+
+    (result, graph), anchor = nexmark_job.on_time(run, 2.0, "calibrate nexmark-q8", result_of=lambda ran: ran[0])
+    assert graph == "on-time graph" and result.metrics.running_since < anchor
