@@ -158,6 +158,21 @@ def ray_session():
     ray.shutdown()
 
 
+@pytest.fixture
+def no_idle_workers(ray_session):
+    """`ray_session` with no idle worker actor kept from an earlier test's jobs
+    (`runtime.ray.worker_pool`): the test's first job starts its workers; it leaves none either."""
+    from runtime.ray.worker_pool import IDLE_WORKERS
+
+    def kill_idle() -> None:
+        for worker in IDLE_WORKERS.clear():
+            ray_session.kill(worker, no_restart=True)
+
+    kill_idle()
+    yield IDLE_WORKERS
+    kill_idle()
+
+
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """moto's S3 server on 127.0.0.1 for the session (`tests/s3_server.py`), stopped by its PID;

@@ -90,7 +90,7 @@ class CoordinatorActor:
 
     def __init__(self, job_id: str, graph: Any, storage: StorageSpec, contender_id: str = "coordinator",
                  first_checkpoint_id: int | None = None, run_id: str | None = None, min_checkpoint_id: int = 1,
-                 capture_completed: bool = False) -> None:
+                 capture_completed: bool = False, first_epoch: int = 0) -> None:
         self._lock = threading.RLock()
         #: control messages decided but not sent yet: worker index -> (worker, [(task, method, args)])
         self._outbox: dict[int, tuple[Any, list[tuple[TaskId, str, tuple[Any, ...]]]]] = {}
@@ -137,7 +137,7 @@ class CoordinatorActor:
         self._capture = capture_completed
         self._completed: list[tuple[Any, CapturedFiles]] = []
         #: the coordinator's gateway: every decision about its messages to the tasks
-        self.plane = ControlPlane(graph, RayControlTransport(self))
+        self.plane = ControlPlane(graph, RayControlTransport(self), first_epoch)
         self.coordinator = CheckpointCoordinator(
             job_id, config, clock=WallClock(), timers=self._timers, gateway=self.plane, store=self.store,
             id_counter=self.id_counter, source_tasks=graph.source_task_ids(), all_tasks=graph.task_ids(),

@@ -59,7 +59,8 @@ class CoordinatorHandover:
                                            max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
                                                                   contender, self._first_checkpoint_id,
                                                                   self.run_id, self.master.first_checkpoint_id,
-                                                                  bool(self.master.checkpoint_listeners))
+                                                                  bool(self.master.checkpoint_listeners),
+                                                                  self.first_epoch)
         self.processes.watch(handle)
         self._arm_coordinator(handle)
         if self._first_checkpoint_id is None:  # the first one: its successors clean up this run's ids only

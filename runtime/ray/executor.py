@@ -32,7 +32,8 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
   files, read by the coordinator actor when they completed. Actors that died are replaced
   by new ones; the survivors host the new epoch's tasks (a new actor costs a process start, ~1 s).
   Every call carries its epoch and anything from an older epoch is dropped, so nothing leaks
-  from the failed attempt into the restored one.
+  from the failed attempt into the restored one. A job that ended cleanly leaves its workers to
+  the next job of this process (`runtime.ray.worker_pool`), whose epochs are all later ones.
   A dead coordinator is replaced by one that recovers the completed-checkpoint store.
 * High availability (`graph.high_availability`, ZOOKEEPER): two coordinator actors contend in
   ZooKeeper's leader election (see `coordinator_actor`); the driver deploys on the leader only.
@@ -107,6 +108,7 @@ from runtime.ray.slots import PIPELINE, Slots, assign_slots, check_slots
 from runtime.ray.storage import StorageConfigError, check_storage_for_cluster, is_memory, open_storage
 from runtime.ray.task_deployment import TaskDeployment
 from runtime.ray.timers import WallClock
+from runtime.ray.worker_pool import next_epoch
 from vocabulary.fault_plan import (
     ChannelDelay,
     ChannelStall,
@@ -172,6 +174,11 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
             channel, `snapshot`, `ack`, as on the simulator), for a barrier timeline.
         link_delays: task or vertex name -> extra seconds on everything it sends (a slow link,
             `vocabulary.links`), as the simulator's `NetworkOptions.link_delays`.
+        reuse_workers: when this process stays connected to Ray after the job (it was connected
+            before: the executor did not start Ray), the workers of a job that ended cleanly
+            wait idle and the next job's subtasks are hosted on them, as a Flink session cluster
+            keeps its TaskManagers (`runtime.ray.worker_pool`); False: this job neither takes
+            idle workers nor leaves its own.
     """
 
     def __init__(
@@ -195,6 +202,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         restore_from: tuple[Any, Any] | None = None,
         allow_non_restored_state: bool = False,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
+        reuse_workers: bool = True,
     ) -> None:
         #: attempts, restarts, restore planning and the result (`runtime.jobmaster`); checks a
         #: `restore_from` checkpoint against the job before anything starts (StateMismatchError)
@@ -231,7 +239,12 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         self.groups = assign_slots(self.task_ids, self.slots_per_worker)
         self._worker_of = {t: i for i, group in enumerate(self.groups) for t in group}
         self._resolve_faults()
+        self.reuse_workers = reuse_workers
+        #: the epoch of the first attempt; later attempts' are higher (`runtime.ray.worker_pool`)
+        self.first_epoch = next_epoch()
         self.epoch = -1
+        #: every task finished and reported: the workers may host a later job
+        self._ended_cleanly = False
         #: worker index -> its actor (None: not started yet or replaced)
         self.workers: list[Any] = [None] * len(self.groups)
         #: task -> its slot on its worker (`SlotHandle`)
@@ -311,7 +324,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
                 self._report(Phase.STOPPING)
             except Exception as exc:  # a failing progress display must not leave the actors running
                 log.warning("barrierflow ray: progress callback failed: %s", exc)
-            self._cleanup()
+            self._cleanup(keep_workers=self.reuse_workers and self._ended_cleanly and not started_ray)
             if started_ray:
                 ray.shutdown()
 
@@ -396,7 +409,9 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
                     self._failover(failure)
                     continue
                 self._report(Phase.COMMITTING)
-                return self._finish(finals)
+                result = self._finish(finals)
+                self._ended_cleanly = True
+                return result
             if self.progress is not None and now - last_progress >= 0.25:
                 last_progress = now
                 self.progress(self._progress_info())
@@ -464,9 +479,11 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         if self.progress is not None:
             self.progress({**self._progress_info(), "phase": phase.value})
 
-    def _cleanup(self) -> None:
+    def _cleanup(self, keep_workers: bool = False) -> None:
         if not ray.is_initialized():
             return
+        if keep_workers:
+            self._keep_workers()
         services = self.services.handles() if self.services is not None else []
         for handle in [*self.workers, self.coordinator, self.standby, *services]:
             if handle is not None:
@@ -512,7 +529,7 @@ def run_job(
             seed only, as on the simulator).
         progress: called periodically with a dict of progress figures.
         options: `RayExecutor` tuning (job_id, task_cpus, slots_per_worker, heartbeat_interval, heartbeat_timeout,
-            stall_timeout, max_duration, trace_barriers, link_delays), and what `runtime.api.environment`
+            stall_timeout, max_duration, trace_barriers, link_delays, reuse_workers), and what `runtime.api.environment`
             passes: restore_from, allow_non_restored_state, checkpoint_listeners, committer.
 
     Raises:

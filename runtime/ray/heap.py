@@ -27,6 +27,10 @@ class FullCollectionTimer:
 
     def __init__(self) -> None:
         self._started: float | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        """Count from now on."""
         self.count = 0
         self.longest = 0.0
         self.total = 0.0
@@ -53,9 +57,13 @@ _timer = FullCollectionTimer()
 
 def freeze_startup_heap() -> None:
     """Collect once, exempt every object alive now from later collections' scans, and time the
-    full collections from here on (`gc_pauses`). Called once an actor is built."""
+    full collections from here on (`gc_pauses`). Called once an actor is built, and again when a
+    worker hosts another job: what an earlier call froze is collectable again first (the earlier
+    job's objects in reference cycles would otherwise never be freed)."""
+    gc.unfreeze()
     gc.collect()
     gc.freeze()
+    _timer.reset()
     if _timer not in gc.callbacks:
         gc.callbacks.append(_timer)
 

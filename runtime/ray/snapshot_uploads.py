@@ -71,6 +71,11 @@ class SnapshotUploads:
         """Whether the writer keeps state per checkpoint (incremental files) that completions update."""
         return self._writer.files is not None
 
+    def close(self) -> None:
+        """The slot hosts another job's subtask now: the writer thread ends once it has written
+        what it was given."""
+        self._pool.shutdown(wait=False)
+
     def reset(self) -> None:
         """A new attempt starts: the writer forgets what it kept for the previous one."""
         self._pool.submit(self._writer.reset, [self._task_id])

@@ -565,6 +565,16 @@ class TaskActor(TaskFaultInjection):
         times.timers, times.timer_lateness = self._timers.fired, self._timers.lateness
         return times
 
+    def close(self) -> None:
+        """The worker hosts another job's subtask in this slot (`WorkerActor.rehost`): stop at
+        once and let every thread of this one end (what they were given is still done)."""
+        with self._lock:
+            self._dead = True
+            self._timers.close()
+            self._work.close()
+        self._sender.shutdown(wait=False)
+        self._uploads.close()
+
     def finish(self) -> dict[str, Any]:
         """After the job finished: wait for this task's commits, report final state and metrics."""
         self._committer.drain()

@@ -18,6 +18,7 @@ from runtime.ray import errors
 from runtime.ray.errors import describe
 from runtime.ray.slots import SlotHandle
 from runtime.ray.worker_actor import WorkerActor
+from runtime.ray.worker_pool import IDLE_WORKERS, next_epoch
 from vocabulary.handles import TaskId
 
 log = logging.getLogger("barrierflow.ray")
@@ -47,8 +48,8 @@ class TaskDeployment:
     def _deploy(self, restores: dict[TaskId, Any]) -> None:
         """Deploy a new epoch on the task actors, replacing the ones that died."""
         for _ in range(5):
-            self.epoch += 1
-            epoch = self.epoch
+            # never an epoch another job of this process had: a reused worker drops their late calls
+            self.epoch = epoch = self.first_epoch if self.epoch < self.first_epoch else next_epoch()
             for index, group in enumerate(self.groups):
                 if self.workers[index] is None or any(t in self._dead for t in group):
                     self._new_worker(index)
@@ -98,18 +99,39 @@ class TaskDeployment:
         if old is not None:
             with contextlib.suppress(Exception):  # already gone
                 ray.kill(old, no_restart=True)
-        options: dict[str, Any] = {"num_cpus": self.task_cpus, "max_restarts": 0, "max_task_retries": 0}
-        if self._multi_node:
-            options["scheduling_strategy"] = "SPREAD"
         group = self.groups[index]
         services = {t: {"committer": self.committer, "global_committer": self.checkpointing,
                         "storage": self.storage_spec, "job_id": self.job_id, "trace_barriers": self.trace_barriers,
                         "link_delay": self.link_delays.get(t, 0.0)} for t in group}
-        worker = self.workers[index] = _WorkerActor.options(**options).remote(self.graph_ref, index, group, services)
+        worker = IDLE_WORKERS.take(self._worker_options_key()) if self.reuse_workers else None
+        if worker is not None:  # an earlier job's: its process is up (calls after this one wait for it)
+            worker.rehost.remote(self.graph_ref, index, group, services)
+        else:
+            worker = _WorkerActor.options(**self._worker_options()).remote(self.graph_ref, index, group, services)
+            self._starting.update(group)
+        self.workers[index] = worker
         self.processes.watch(worker)
         for task_id in group:
             self.tasks[task_id] = SlotHandle(worker, index, task_id)
-        self._starting.update(group)
+
+    def _worker_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"num_cpus": self.task_cpus, "max_restarts": 0, "max_task_retries": 0}
+        if self._multi_node:
+            options["scheduling_strategy"] = "SPREAD"
+        return options
+
+    def _worker_options_key(self) -> tuple[Any, ...]:
+        """What a worker must have been created with to host this job's subtasks."""
+        return tuple(sorted(self._worker_options().items()))
+
+    def _keep_workers(self) -> None:
+        """The job ended cleanly: its workers wait idle for the next job of this process
+        (`runtime.ray.worker_pool`); the ones there is no room for are killed."""
+        workers = [w for w in self.workers if w is not None]
+        self.workers = [None] * len(self.groups)
+        for worker in IDLE_WORKERS.keep(self._worker_options_key(), workers):
+            with contextlib.suppress(Exception):  # already gone
+                ray.kill(worker, no_restart=True)
 
     def _routes(self) -> tuple[dict[TaskId, dict[int, tuple[Any, int]]], dict[TaskId, dict[int, tuple[str, Any, int]]]]:
         outputs: dict[TaskId, dict[int, tuple[Any, int]]] = {t: {} for t in self.task_ids}

@@ -21,6 +21,7 @@ Death. Killing the worker kills every subtask it hosts; the driver fails the job
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,8 @@ from runtime.ray.task_actor import TaskActor
 from runtime.ray.timers import ThreadTimers
 from vocabulary.handles import TaskAcknowledgement, TaskId
 from vocabulary.reasons import CheckpointFailureReason
+
+log = logging.getLogger("barrierflow.ray")
 
 #: seconds a worker holds an acknowledgement waiting for its sibling subtasks' of the same
 #: checkpoint (see `WorkerReports`)
@@ -112,6 +115,11 @@ class WorkerReports:
             self._epoch, self._coordinator = epoch, coordinator
         self._items.append(item)
 
+    def close(self) -> None:
+        """The worker hosts another job: its threads end once they sent what they were given."""
+        self._timers.close()
+        self._sender.shutdown(wait=False)
+
     def _on_timer(self) -> None:
         self._timer = None
         self._flush("timer")
@@ -127,6 +135,10 @@ class WorkerReports:
             self.calls += 1
 
 
+def _ignore(*args: Any) -> None:
+    """A late call to a subtask of an earlier job."""
+
+
 class WorkerActor:
     """Hosts the subtasks `task_ids` (one `TaskActor` each). Wrapped with `ray.remote` by the executor.
 
@@ -138,6 +150,12 @@ class WorkerActor:
     """
 
     def __init__(self, graph: Any, index: int, task_ids: list[TaskId], services: dict[TaskId, dict[str, Any]]) -> None:
+        self._slots: dict[TaskId, TaskActor] = {}
+        #: subtasks an earlier job hosted here (a late call to one of them is dropped)
+        self._former: set[TaskId] = set()
+        self._host(graph, index, task_ids, services)
+
+    def _host(self, graph: Any, index: int, task_ids: list[TaskId], services: dict[TaskId, dict[str, Any]]) -> None:
         self.index = index
         self.reports = WorkerReports(task_ids)
         shared = len(task_ids) > 1
@@ -146,6 +164,22 @@ class WorkerActor:
         #: subtask method -> the calls (and control items) that invoked it (`calls`)
         self._received: Counter[str] = Counter()
         freeze_startup_heap()
+
+    def rehost(self, graph: Any, index: int, task_ids: list[TaskId], services: dict[TaskId, dict[str, Any]]) -> None:
+        """Host another job's subtasks (`runtime.ray.worker_pool`): the ones hosted so far are
+        closed and forgotten, and the worker is as `__init__` left it, its process aside.
+
+        A worker that cannot host them exits (the driver's next call finds it dead and starts a
+        fresh one, whose constructor raises what failed here, as a worker that never ran a job)."""
+        for slot in self._slots.values():
+            slot.close()
+        self.reports.close()
+        self._former |= self._slots.keys()
+        try:
+            self._host(graph, index, task_ids, services)
+        except Exception:
+            log.exception("barrierflow ray: worker %d could not host the next job's subtasks; it exits", index)
+            ray.actor.exit_actor()
 
     def deploy(self, task_id: TaskId, epoch: int, restore: Any, outputs: dict[int, tuple[Any, int]],
                inputs: dict[int, tuple[str, Any, int]], faults: dict[str, Any], coordinator: Any,
@@ -178,10 +212,16 @@ class WorkerActor:
         bound(*args)
 
     def _slot_method(self, task_id: TaskId, method: str, allowed: frozenset[str], what: str) -> Any:
-        """The subtask's bound `method`, if it is one of `allowed` (else an error naming it)."""
+        """The subtask's bound `method`, if it is one of `allowed` (else an error naming it); a
+        no-op for a subtask of an earlier job that is not hosted now (a call that was late)."""
         if method not in allowed:
             raise AttributeError(f"worker {self.index}: no subtask method {method!r}{what}")
-        return getattr(self._slots[task_id], method)
+        slot = self._slots.get(task_id)
+        if slot is None and task_id in self._former:
+            return _ignore
+        if slot is None:
+            raise KeyError(f"worker {self.index} hosts no subtask {task_id}")
+        return getattr(slot, method)
 
     def control(self, items: list[tuple[TaskId, str, tuple[Any, ...]]]) -> None:
         """The coordinator's control messages for this worker's subtasks, in order:

@@ -300,6 +300,27 @@ def test_every_attempt_after_the_first_restarts_the_coordinator_before_it_is_rou
     assert transport.log == ["trigger 5 to source x1"]
 
 
+@pytest.mark.parametrize("first", [0, 17])
+def test_the_first_attempt_is_the_planes_first_epoch_whatever_its_number(first: int) -> None:
+    """On Ray a job's epochs are numbered for the whole driver process (a reused worker drops an
+    earlier job's late calls by their epoch): a job's first attempt may be epoch 17, and it is
+    deployed without a restart; the next epoch restarts, as attempt 1 does on the simulator."""
+    transport = ScriptedTransport()
+    plane = ControlPlane(GRAPH, transport, first_epoch=first)
+    transport.plane = plane
+    restarts: list[int] = []
+    coordinator = _coordinator(None)
+    coordinator.restart = lambda sources, tasks: restarts.append(plane.epoch)
+    plane.attach(coordinator)
+    plane.attempt_deployed(first)
+    assert restarts == [], "the job's first attempt restarted the coordinator"
+    plane.attempt_cancelled()
+    plane.attempt_deployed(first + 3)  # (a deployment retried after actors died skips epochs)
+    assert len(restarts) == 1
+    plane.trigger_source(TASKS["source"], 5, 1.0)
+    assert transport.log == ["trigger 5 to source x1"]
+
+
 def test_a_new_attempt_owes_nothing_and_a_new_coordinator_is_not_doomed() -> None:
     plane, transport = _plane([CoordinatorCrashBeforeNotify(nth=0)])
     plane.notify_complete(TASKS["source"], 3)

@@ -38,6 +38,40 @@ def test_freezing_the_startup_heap_leaves_full_collections_almost_nothing_to_sca
     assert heap["full"] == 1 and 0 < heap["longest"] == heap["total"], heap
 
 
+#: a worker that hosts another job freezes again: the earlier job's frozen cycles are collected
+#: first, and the full collections are counted from there
+REFREEZE = """
+import gc, json
+from runtime.ray.heap import freeze_startup_heap, gc_pauses
+
+class Node:
+    pass
+
+freeze_startup_heap()
+job = []  # the earlier job's objects, in reference cycles, alive when a freeze froze them
+for _ in range(1000):
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    job.append(a)
+freeze_startup_heap()
+del job, a, b  # the job ended: garbage, but frozen, so no collection frees the cycles
+gc.collect()
+frozen_with_cycles = gc.get_freeze_count()
+full_before = gc_pauses().full_collections
+freeze_startup_heap()
+print(json.dumps({"with": frozen_with_cycles, "after": gc.get_freeze_count(), "full_before": full_before,
+                  "full_after": gc_pauses().full_collections}))
+"""
+
+
+@pytest.mark.slow
+def test_freezing_again_frees_the_frozen_cycles_and_counts_anew() -> None:
+    out = subprocess.run([sys.executable, "-c", REFREEZE], capture_output=True, text=True, timeout=120, check=True)
+    heap = json.loads(out.stdout)
+    assert heap["with"] - heap["after"] >= 1900, heap  # the 2,000 nodes in cycles, collected at last
+    assert heap["full_before"] >= 1 and heap["full_after"] == 0, heap
+
+
 def test_the_timer_counts_full_collections_only() -> None:
     timer = FullCollectionTimer()
     for generation in (0, 1, 2, 2):

@@ -1,6 +1,7 @@
 """Starting a job on Ray: the worker actors' processes start while the coordinator's does (each
 process start is most of a second), and their first deployment waits as long as a new process
-may take to start, not only a heartbeat timeout."""
+may take to start, not only a heartbeat timeout; the next job's, on the workers the first one
+left (`runtime.ray.worker_pool`), waits only a heartbeat timeout."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ ROWS = pageview_rows(500)
 
 @pytest.mark.ray
 def test_workers_start_beside_the_coordinator_and_their_first_deployment_waits_for_their_processes(
-        ray_session, monkeypatch) -> None:
+        no_idle_workers, monkeypatch) -> None:
     workers_at_coordinator_start: list[list[bool]] = []
     new_coordinator = CoordinatorHandover._new_coordinator
 
@@ -44,3 +45,10 @@ def test_workers_start_beside_the_coordinator_and_their_first_deployment_waits_f
     assert workers_at_coordinator_start == [[True] * len(executor.groups)], workers_at_coordinator_start
     first_deployment = deploy_timeouts[:len(executor.task_ids)]
     assert first_deployment == [task_deployment.ACTOR_START_TIMEOUT] * len(executor.task_ids), deploy_timeouts
+
+    deploy_timeouts.clear()
+    workers_at_coordinator_start.clear()
+    again = RayExecutor(pageview_env(ROWS).get_job_graph("startup-again"), slots_per_worker=2, heartbeat_timeout=5.0)
+    assert multiset(again.run().output("pv")) == expected_counts(ROWS)
+    assert workers_at_coordinator_start == [[True] * len(again.groups)], workers_at_coordinator_start
+    assert deploy_timeouts[:len(again.task_ids)] == [5.0] * len(again.task_ids), "a kept worker's process is up"

@@ -140,11 +140,14 @@ class ControlPlane:
     Args:
         graph: the `JobGraph` (who listens for completions, which tasks are sources).
         transport: the executor's side.
+        first_epoch: the epoch of the job's first attempt (later ones are higher; on Ray, epochs
+            are numbered for the whole driver process).
     """
 
-    def __init__(self, graph: Any, transport: ControlTransport) -> None:
+    def __init__(self, graph: Any, transport: ControlTransport, first_epoch: int = 0) -> None:
         self.graph = graph
         self.transport = transport
+        self.first_epoch = first_epoch
         #: the plan's control-message faults (None: none)
         self.faults: FaultSchedule | None = None
         #: the attempt messages go to (None: none runs — a failover is under way)
@@ -188,7 +191,7 @@ class ControlPlane:
         """Attempt `epoch` is deployed: messages go to its tasks; nothing of an earlier one is owed;
         for every attempt after the first, the coordinator starts over (`restart`: what is
         pending aborts, finished sources are forgotten, the checkpoint ids keep increasing)."""
-        if epoch > 0:  # (before the attempt is routed to: an abort of the old one goes nowhere)
+        if epoch > self.first_epoch:  # (before the attempt is routed to: an abort of the old one goes nowhere)
             self.coordinator.restart(self.graph.source_task_ids(), self.graph.task_ids())
         self.epoch = epoch
         self.notices.clear()
