@@ -160,13 +160,14 @@ def ray_session():
 
 @pytest.fixture
 def no_idle_workers(ray_session):
-    """`ray_session` with no idle worker actor kept from an earlier test's jobs
-    (`runtime.ray.worker_pool`): the test's first job starts its workers; it leaves none either."""
-    from runtime.ray.worker_pool import IDLE_WORKERS
+    """`ray_session` with no idle worker or service actor kept from an earlier test's jobs
+    (`runtime.ray.worker_pool`): the test's first job starts its own; it leaves none either.
+    Yields the idle workers (`IDLE_WORKERS`)."""
+    from runtime.ray.worker_pool import IDLE_SERVICES, IDLE_WORKERS
 
     def kill_idle() -> None:
-        for worker in IDLE_WORKERS.clear():
-            ray_session.kill(worker, no_restart=True)
+        for actor in IDLE_WORKERS.clear() + IDLE_SERVICES.clear():
+            ray_session.kill(actor, no_restart=True)
 
     kill_idle()
     yield IDLE_WORKERS

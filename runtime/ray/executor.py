@@ -175,10 +175,10 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         link_delays: task or vertex name -> extra seconds on everything it sends (a slow link,
             `vocabulary.links`), as the simulator's `NetworkOptions.link_delays`.
         reuse_workers: when this process stays connected to Ray after the job (it was connected
-            before: the executor did not start Ray), the workers of a job that ended cleanly
-            wait idle and the next job's subtasks are hosted on them, as a Flink session cluster
-            keeps its TaskManagers (`runtime.ray.worker_pool`); False: this job neither takes
-            idle workers nor leaves its own.
+            before: the executor did not start Ray), the workers and services (committer,
+            in-memory storage) of a job that ended cleanly wait idle and the next job runs on
+            them, as a Flink session cluster keeps its TaskManagers (`runtime.ray.worker_pool`);
+            False: this job neither takes idle actors nor leaves its own.
     """
 
     def __init__(
@@ -365,7 +365,8 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         check_storage_for_cluster(self.storage_uri, len(nodes))
         self._multi_node = len(nodes) > 1
         self._pin = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self.services = JobServices(self._committer_seed, is_memory(self.storage_uri), self._pin, self.graph)
+        self.services = JobServices(self._committer_seed, is_memory(self.storage_uri), self._pin, self.graph,
+                                    token=self.first_epoch, reuse=self.reuse_workers)
         for handle in self.services.handles():
             self.processes.watch(handle)
         if is_memory(self.storage_uri):
@@ -484,6 +485,8 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
             return
         if keep_workers:
             self._keep_workers()
+            if self.services is not None:
+                self.services.keep()
         services = self.services.handles() if self.services is not None else []
         for handle in [*self.workers, self.coordinator, self.standby, *services]:
             if handle is not None:

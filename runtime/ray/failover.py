@@ -54,7 +54,7 @@ class DriverFailover:
         start returned."""
         if death.fatal:
             self._give_up(f"job {self.graph.job_name!r} failed: {death.message}", death.cause)
-        self.processes.watch(self.committer)  # its replacement
+        self.processes.watch(self.committer.actor)  # its replacement
         return death.message, death.cause
 
     def cancel_attempt(self, attempt: int, reason: CheckpointFailureReason) -> None:

@@ -129,7 +129,9 @@ class DriverFaultInjection:
     def kill_process(self, process: str, task_id: TaskId) -> None:
         """`ProcessKill`: SIGKILL the process; the poll that finds it dead starts the failover
         (or, for a service, whatever its death leads to)."""
+        services = self.services
         handle = {"worker": self.workers[self._worker_of[task_id]], "coordinator": self.coordinator,
-                  "committer": self.committer, "blob_store": self.services and self.services.blob_store}[process]
+                  "committer": services and services.committer and services.committer.actor,
+                  "blob_store": services and services.blob_store and services.blob_store.actor}[process]
         if handle is None or not self.processes.kill(handle):
             log.info("barrierflow ray: ProcessKill of the %s process (task %s): no such process running", process, task_id)

@@ -28,12 +28,15 @@ from runtime.jobmaster.committer.durable import DurableCollectCommitter
 from runtime.jobmaster.committer.file_publisher import register_publishers
 from runtime.ray.errors import describe
 from runtime.ray.service_deaths import memory_committer_died, memory_storage_died
-from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService
+from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService, ServiceHandle
+from runtime.ray.worker_pool import IDLE_SERVICES
 
 log = logging.getLogger("barrierflow.ray")
 
 #: seconds between pings of a service: a death is noticed within about this (and a call's time)
 PING_INTERVAL = 1.0
+#: seconds an idle service may take to start serving a new job (it is up: milliseconds)
+SERVE_TIMEOUT = 30.0
 
 # No task events (see runtime.ray.executor).
 _Committer = ray.remote(enable_task_events=False)(CommitterService)
@@ -50,7 +53,8 @@ class ServiceDeath:
 
 
 class JobServices:
-    """Starts the job's service actors, pinned to the driver's node, and watches them (`poll`).
+    """Starts the job's service actors, pinned to the driver's node (or takes idle ones an
+    earlier job left, `runtime.ray.worker_pool`), and watches them (`poll`).
 
     Args:
         committer: the sinks' committer to serve (a durable one is reloaded from its folder if
@@ -58,27 +62,59 @@ class JobServices:
         memory_storage: the job keeps checkpoints in memory: start a `BlobStoreService`.
         pin: the scheduling strategy that keeps them on the driver's node.
         graph: the job's graph (a reloaded committer publishes its sinks' files again).
+        token: the job's token (its first epoch): every call of the job carries it (`ServiceHandle`).
+        reuse: take idle services of an earlier job, and leave these to a later one (`keep`).
     """
 
-    def __init__(self, committer: CollectCommitter | None, memory_storage: bool, pin: Any, graph: Any) -> None:
+    def __init__(self, committer: CollectCommitter | None, memory_storage: bool, pin: Any, graph: Any,
+                 token: int = 0, reuse: bool = False) -> None:
         self._seed = committer
         self._pin = pin
         self._graph = graph
-        self.committer: Any = self._start_committer(committer)
-        self.blob_store: Any = None
+        self._token = token
+        self._reuse = reuse
+        self.committer: ServiceHandle | None = self._start_committer(committer)
+        self.blob_store: ServiceHandle | None = None
         if memory_storage:
-            self.blob_store = _BlobStore.options(num_cpus=SERVICE_CPUS, scheduling_strategy=pin).remote()
+            self.blob_store = self._take("storage", ()) or ServiceHandle(
+                _BlobStore.options(num_cpus=SERVICE_CPUS, scheduling_strategy=pin).remote(token), token)
         #: service name -> its ping in flight, and when the last one was sent
         self._pings: dict[str, Any] = {}
         self._pinged: dict[str, float] = {}
         #: committer services started to replace a dead one
         self.replaced = 0
 
-    def _start_committer(self, committer: CollectCommitter | None) -> Any:
-        return _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote(committer)
+    def _start_committer(self, committer: CollectCommitter | None) -> ServiceHandle:
+        return self._take("committer", (committer,)) or ServiceHandle(
+            _Committer.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin).remote(committer, self._token),
+            self._token)
+
+    def _key(self, kind: str) -> tuple[str, str]:
+        return kind, self._pin.node_id
+
+    def _take(self, kind: str, state: tuple[Any, ...]) -> ServiceHandle | None:
+        """An idle `kind` service of an earlier job, serving this one now (None: none alive)."""
+        while self._reuse and (actor := IDLE_SERVICES.take(self._key(kind))) is not None:
+            try:
+                ray.get(actor.serve.remote(self._token, *state), timeout=SERVE_TIMEOUT)
+                return ServiceHandle(actor, self._token)
+            except RayError as exc:  # died while idle: the next one, or a new one
+                log.info("barrierflow ray: an idle %s service is gone: %s", kind, describe(exc))
+                _kill_quietly(actor)
+        return None
+
+    def keep(self) -> None:
+        """The job ended cleanly: its services wait idle for a later job of this process (the
+        ones there is no room for are killed)."""
+        for kind, handle in (("committer", self.committer), ("storage", self.blob_store)):
+            if handle is not None:
+                for actor in IDLE_SERVICES.keep(self._key(kind), [handle.actor]):
+                    _kill_quietly(actor)
+        self.committer = self.blob_store = None
 
     def handles(self) -> list[Any]:
-        return [h for h in (self.committer, self.blob_store) if h is not None]
+        """The service actors."""
+        return [h.actor for h in (self.committer, self.blob_store) if h is not None]
 
     def poll(self, now: float) -> ServiceDeath | None:
         """Ping each service (one ping in flight each, `PING_INTERVAL` apart); a death noticed
@@ -115,7 +151,7 @@ class JobServices:
         seed = self._seed
         if not isinstance(seed, DurableCollectCommitter):
             return ServiceDeath(memory_committer_died(describe(exc)), exc, fatal=True)
-        _kill_quietly(self.committer)
+        _kill_quietly(self.committer.actor)
         # the files are the committer: a new one reads them back (what the dead one never wrote was
         # never acknowledged, so the tasks that staged it fail over too)
         self._seed = register_publishers(DurableCollectCommitter(seed.blob_store, seed.directory), self._graph)

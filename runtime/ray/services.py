@@ -36,6 +36,7 @@ from runtime.jobmaster.result import GcPauses
 from runtime.ray.errors import describe
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.service_deaths import memory_storage_died
+from runtime.ray.slots import PrefixedCall
 from runtime.ray.timers import ProcessCpu
 from runtime.records.messages import Buffer, RecordConversionError
 
@@ -44,10 +45,49 @@ log = logging.getLogger(__name__)
 SERVICE_CPUS = 0.01
 
 
-class CommitterService:
+class ServesOneJob:
+    """A service actor the next job of the driver may take over (`runtime.ray.worker_pool`): it
+    serves one job at a time (`serve`, with the job's token), and the job's calls come through
+    `call(token, method, *args)` (`ServiceHandle`), so a late call of an earlier job — a stage
+    sent before its task was cancelled, a snapshot write of a cancelled attempt — is dropped
+    instead of reaching the next job's output or checkpoints."""
+
+    _token: int | None = None
+
+    def call(self, token: int, method: str, *args: Any) -> Any:
+        """`method(*args)` for the job of `token`; None, doing nothing, for another job's."""
+        if token != self._token:
+            return None
+        if method.startswith("_") or method in ("call", "serve"):
+            raise AttributeError(f"{type(self).__name__}: no service method {method!r}")
+        return getattr(self, method)(*args)
+
+
+class ServiceHandle:
+    """A job's handle on a service actor: `handle.<method>.remote(*args)` is
+    `actor.call.remote(token, method, *args)`. Picklable (it travels to tasks and the coordinator)."""
+
+    def __init__(self, actor: Any, token: int) -> None:
+        self.actor, self.token = actor, token
+
+    def __getattr__(self, name: str) -> PrefixedCall:
+        if name.startswith("_") or name in ("actor", "token"):
+            raise AttributeError(name)  # (unpickling looks attributes up before they are set)
+        return PrefixedCall(self.actor.call.remote, (self.token, name))
+
+    def __repr__(self) -> str:
+        return f"ServiceHandle({self.actor}, job {self.token})"
+
+
+class CommitterService(ServesOneJob):
     """The job's sink committer, as an actor."""
 
-    def __init__(self, committer: CollectCommitter | None = None) -> None:
+    def __init__(self, committer: CollectCommitter | None = None, token: int | None = None) -> None:
+        self.serve(token, committer)
+
+    def serve(self, token: int | None, committer: CollectCommitter | None = None) -> None:
+        """Serve the job of `token` from now on, with `committer` (None: a new one in memory)."""
+        self._token = token
         self._committer = committer if committer is not None else CollectCommitter()
         self._last_commit_at: float | None = None
         self._cpu = ProcessCpu()
@@ -205,10 +245,15 @@ def _failed(ref: Any) -> bool:
     return False
 
 
-class BlobStoreService:
+class BlobStoreService(ServesOneJob):
     """A `MemoryBlobStore`, as an actor."""
 
-    def __init__(self) -> None:
+    def __init__(self, token: int | None = None) -> None:
+        self.serve(token)
+
+    def serve(self, token: int | None) -> None:
+        """Serve the job of `token` from now on, with an empty store."""
+        self._token = token
         self._store = MemoryBlobStore()
         freeze_startup_heap()
 

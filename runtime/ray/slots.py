@@ -63,8 +63,9 @@ def assign_slots(task_ids: list[TaskId], slots_per_worker: Slots) -> list[list[T
     return [pipelines[i:i + slots_per_worker] for i in range(0, len(pipelines), slots_per_worker)]
 
 
-class _Call:
-    """`.remote(*args)` of one method of one slot: `fn(*prefix, *args)`."""
+class PrefixedCall:
+    """`.remote(*args)` of one method addressed through a generic entry point (a slot's, a
+    service's): `fn(*prefix, *args)`."""
 
     __slots__ = ("_fn", "_prefix")
 
@@ -99,14 +100,14 @@ class SlotHandle:
     def __init__(self, worker: Any, worker_index: int, task_id: TaskId) -> None:
         self.worker, self.worker_index, self.task_id = worker, worker_index, task_id
 
-    def __getattr__(self, name: str) -> _Call:
+    def __getattr__(self, name: str) -> PrefixedCall:
         if name.startswith("_") or name in ("worker", "worker_index", "task_id"):
             raise AttributeError(name)  # (unpickling looks attributes up before they are set)
         if name == "deploy":
-            return _Call(self.worker.deploy.remote, (self.task_id,))
+            return PrefixedCall(self.worker.deploy.remote, (self.task_id,))
         if name in SENT_METHODS:
             return _Sent(self.worker.send.remote, self.task_id, name)
-        return _Call(self.worker.call.remote, (self.task_id, name))
+        return PrefixedCall(self.worker.call.remote, (self.task_id, name))
 
     def __repr__(self) -> str:
         return f"SlotHandle({self.task_id} on worker {self.worker_index})"

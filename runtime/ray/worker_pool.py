@@ -1,19 +1,21 @@
-"""Idle worker actors kept between jobs, and the epochs that keep their jobs apart.
+"""Idle worker and service actors kept between jobs, and the epochs that keep their jobs apart.
 
 Starting a worker actor costs a process start: ~0.8 s of CPU for Python, Ray and its core
 worker, and ~0.25 s more to import barrierflow (measured on 2 cores), against a few milliseconds
 to host a new job's subtasks in a process that is already up. So, as a Flink session cluster keeps
 its TaskManagers between jobs, a driver process that stays connected to Ray keeps the workers of
-a job that ended cleanly (`IdleWorkers.keep`) and the next job it runs hosts its subtasks on them
-(`WorkerActor.rehost`) instead of starting new ones. A job that failed, or whose executor started
-Ray itself (and stops it), keeps none. What a reused process keeps is what any long-lived worker
+a job that ended cleanly (`IDLE_WORKERS`) and the next job it runs hosts its subtasks on them
+(`WorkerActor.rehost`) instead of starting new ones; so with its committer and in-memory storage
+services (`ServesOneJob.serve`). A job that failed, or whose executor started Ray itself (and
+stops it), keeps none. What a reused process keeps is what any long-lived worker
 keeps: its imported modules and their module-level state (a Flink TaskManager's static fields).
 
 Epochs. Every call to a subtask carries the epoch it belongs to, and a subtask drops anything of
 another epoch. A call of an earlier job may still be on its way to a reused worker when the next
 job's subtasks are deployed on it (credits returned after a sender finished, a late copy of a
 control message): so epochs are numbered for the whole driver process (`next_epoch`), never twice,
-and such a call can only carry an epoch the new subtasks never have.
+and such a call can only carry an epoch the new subtasks never have. A service's calls carry the
+job's token instead (its first epoch, `ServiceHandle`), checked the same way.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import ray
 #: idle workers kept at most (each is a process holding its memory): a larger job's extra
 #: workers are killed when it ends
 MAX_IDLE_WORKERS = 4
+#: idle services kept at most: a committer and an in-memory storage
+MAX_IDLE_SERVICES = 2
 
 _epochs = itertools.count()
 _epochs_lock = threading.Lock()
@@ -46,15 +50,15 @@ def _session() -> tuple[str, str]:
     return context.get_node_id(), context.get_job_id()
 
 
-class IdleWorkers:
-    """Worker actors of ended jobs, by the options they were created with (`key`).
+class IdleActors:
+    """Actors of ended jobs, by what they are and the options they were created with (`key`).
 
     Args:
         capacity: workers kept at most.
         session: which Ray connection this process has now (a worker kept in another is gone).
     """
 
-    def __init__(self, capacity: int = MAX_IDLE_WORKERS, session: Callable[[], Hashable] = _session) -> None:
+    def __init__(self, capacity: int, session: Callable[[], Hashable] = _session) -> None:
         self.capacity = capacity
         self._session = session
         self._lock = threading.Lock()
@@ -63,14 +67,14 @@ class IdleWorkers:
     def __len__(self) -> int:
         return len(self._idle)
 
-    def workers(self) -> list[Any]:
-        """The idle workers, oldest first."""
+    def actors(self) -> list[Any]:
+        """The idle actors, oldest first."""
         with self._lock:
             return [worker for _, _, worker in self._idle]
 
     def take(self, key: Hashable) -> Any | None:
-        """An idle worker created with options `key` in this Ray connection (None: none left).
-        It may have died meanwhile: its next call raises `RayActorError`, as for any dead worker."""
+        """An idle actor kept under `key` in this Ray connection (None: none left). It may have
+        died meanwhile: its next call raises `RayActorError`."""
         session = self._session()
         with self._lock:
             self._idle = [entry for entry in self._idle if entry[0] == session]  # the others are gone
@@ -80,22 +84,24 @@ class IdleWorkers:
                     return worker
         return None
 
-    def keep(self, key: Hashable, workers: list[Any]) -> list[Any]:
-        """Keep `workers` (idle, alive, created with options `key`) for later jobs, up to the
-        capacity; the ones not kept are returned (for the caller to kill)."""
+    def keep(self, key: Hashable, actors: list[Any]) -> list[Any]:
+        """Keep `actors` (idle, alive, all under `key`) for later jobs, up to the capacity; the
+        ones not kept are returned (for the caller to kill)."""
         session = self._session()
         with self._lock:
             self._idle = [entry for entry in self._idle if entry[0] == session]
             room = max(0, self.capacity - len(self._idle))
-            self._idle.extend((session, key, worker) for worker in workers[:room])
-            return workers[room:]
+            self._idle.extend((session, key, actor) for actor in actors[:room])
+            return actors[room:]
 
     def clear(self) -> list[Any]:
-        """Forget every idle worker; they are returned (for the caller to kill)."""
+        """Forget every idle actor; they are returned (for the caller to kill)."""
         with self._lock:
             idle, self._idle = self._idle, []
         return [worker for _, _, worker in idle]
 
 
 #: this driver process's idle workers
-IDLE_WORKERS = IdleWorkers()
+IDLE_WORKERS = IdleActors(MAX_IDLE_WORKERS)
+#: this driver process's idle committer and in-memory storage services
+IDLE_SERVICES = IdleActors(MAX_IDLE_SERVICES)

@@ -70,7 +70,7 @@ def kill_when_running(executors: list[RayExecutor], service: str) -> Any:
     def progress(info: dict[str, Any]) -> None:
         if not killed and info.get("records in", 0) >= len(ROWS) // 10 and executors:
             services = executors[-1].services
-            ray.kill(services.committer if service == "committer" else services.blob_store, no_restart=True)
+            ray.kill((services.committer if service == "committer" else services.blob_store).actor, no_restart=True)
             killed.append(time.monotonic())
 
     progress.killed = killed  # type: ignore[attr-defined]
@@ -138,7 +138,7 @@ def test_a_killed_in_memory_storage_fails_the_job_with_one_line_whoever_notices_
 
     def progress(info: dict[str, Any]) -> None:
         if not killed and info.get("records in", 0) >= len(ROWS) // 10 and executors:
-            ray.kill(executors[-1].services.blob_store, no_restart=True)
+            ray.kill(executors[-1].services.blob_store.actor, no_restart=True)
             ray.kill(executors[-1].coordinator, no_restart=True)
             killed.append(time.monotonic())
 

@@ -1,6 +1,7 @@
-"""Workers kept between the jobs of one driver process (`runtime.ray.worker_pool`): the next job
-runs on them, each job commits every record once, a late call of an earlier job changes nothing,
-and a job that failed, opted out or started Ray itself leaves no worker behind."""
+"""Workers and services kept between the jobs of one driver process (`runtime.ray.worker_pool`):
+the next job runs on them, each job commits every record once, a late call of an earlier job
+changes nothing, one that died while idle is replaced, and a job that failed or opted out leaves
+none behind."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from ray_jobs import expected_counts, pageview_env, pageview_rows
 from operators import CollectSink
 from runtime import FaultPlan, StreamEnvironment, TaskCrash
 from runtime.jobmaster.result import JobFailedError
+from runtime.ray.services import BlobStoreService, CommitterService
 from runtime.ray.worker_actor import WorkerActor
-from runtime.ray.worker_pool import IdleWorkers, next_epoch
+from runtime.ray.worker_pool import IDLE_SERVICES, IdleActors, next_epoch
 from runtime.records.messages import Buffer
 from runtime.workloads.seeded import multiset
 from vocabulary.handles import TaskId
@@ -25,7 +27,7 @@ from vocabulary.options import RestartStrategy
 
 def test_idle_workers_are_taken_by_their_options_up_to_the_capacity_in_their_own_session() -> None:
     session = ["ray-1"]
-    idle = IdleWorkers(capacity=3, session=lambda: session[0])
+    idle = IdleActors(capacity=3, session=lambda: session[0])
     assert idle.keep("cpus=0.01", ["w1", "w2"]) == []
     assert idle.keep("cpus=1", ["w3", "w4"]) == ["w4"], "over the capacity: returned to be killed"
     assert idle.take("cpus=0.5") is None
@@ -35,7 +37,7 @@ def test_idle_workers_are_taken_by_their_options_up_to_the_capacity_in_their_own
     session[0] = "ray-2"  # Ray shut down and started again: that worker is gone with the old one
     assert idle.take("cpus=0.01") is None and len(idle) == 0
     idle.keep("cpus=0.01", ["w6"])
-    assert idle.workers() == ["w6"] and idle.clear() == ["w6"] and len(idle) == 0
+    assert idle.actors() == ["w6"] and idle.clear() == ["w6"] and len(idle) == 0
 
 
 def test_epochs_never_repeat_in_a_process() -> None:
@@ -55,8 +57,10 @@ def test_the_next_job_runs_on_the_workers_the_last_one_left_and_each_commits_eve
     rows = pageview_rows(3_000)
     first = pageview_env(rows).execute("reuse-1", executor="ray")
     assert first.restarts == 0, first.failures
-    kept = _actor_ids(no_idle_workers.workers())
+    kept = _actor_ids(no_idle_workers.actors())
     assert len(kept) == 2, "a clean end keeps its two workers"
+    services = _actor_ids(IDLE_SERVICES.actors())
+    assert len(services) == 2, "a clean end keeps its committer and in-memory storage"
     # the second job crashes a task mid-run: the failover replaces that worker and the survivors
     # host the new epoch, as on fresh workers
     crash = FaultPlan.of(TaskCrash(task="count[1]", after_records=700))
@@ -64,8 +68,9 @@ def test_the_next_job_runs_on_the_workers_the_last_one_left_and_each_commits_eve
     assert second.restarts == 1 and second.restored_checkpoints, second.failures
     for result in (first, second):
         assert multiset(result.output("pv")) == expected_counts(rows), "a record committed twice or lost"
-    now = _actor_ids(no_idle_workers.workers())
+    now = _actor_ids(no_idle_workers.actors())
     assert len(now) == 2 and len(set(now) & set(kept)) >= 1, "the second job started every worker anew"
+    assert _actor_ids(IDLE_SERVICES.actors()) == services, "the second job started its own services"
 
 
 @pytest.mark.ray
@@ -77,6 +82,8 @@ def test_a_kept_worker_that_died_or_cannot_host_the_next_job_is_replaced(no_idle
     assert multiset(pageview_env(rows).execute("keep", executor="ray").output("pv")) == expected_counts(rows)
     dead, broken = no_idle_workers.clear()
     ray.kill(dead, no_restart=True)  # died while idle (the OOM killer, say)
+    for service in IDLE_SERVICES.actors():  # the services too: new ones serve the next job
+        ray.kill(service, no_restart=True)
     graph = pageview_env(rows).get_job_graph("broken")
     broken.rehost.remote(graph, 0, graph.task_ids()[:1], {})  # no services for its subtask: it cannot host it
     with pytest.raises(RayActorError):
@@ -84,7 +91,35 @@ def test_a_kept_worker_that_died_or_cannot_host_the_next_job_is_replaced(no_idle
     no_idle_workers.keep(_key_of_a_job_on_this_node(), [dead])
     result = pageview_env(rows).execute("after-a-death", executor="ray")
     assert result.restarts == 0 and multiset(result.output("pv")) == expected_counts(rows)
-    assert dead._actor_id.hex() not in _actor_ids(no_idle_workers.workers()), "the dead worker was kept again"
+    assert dead._actor_id.hex() not in _actor_ids(no_idle_workers.actors()), "the dead worker was kept again"
+    assert len(IDLE_SERVICES) == 2
+
+
+@pytest.mark.ray
+def test_a_late_call_of_an_earlier_job_to_a_service_is_dropped(ray_session) -> None:
+    """A service serving the next job (its token) ignores the earlier job's calls: a stage of a
+    cancelled task, a snapshot write of a cancelled attempt."""
+    import ray
+
+    from runtime.ray.services import ServiceHandle
+
+    committer = ray.remote(num_cpus=0)(CommitterService).remote(None, 1)
+    earlier = ServiceHandle(committer, 1)
+    ray.get(earlier.stage.remote("out", "t-1", Buffer.from_records([{"i": 1}])))
+    ray.get(committer.serve.remote(2))
+    later = ServiceHandle(committer, 2)
+    assert ray.get(earlier.stage.remote("out", "t-2", Buffer.from_records([{"i": 2}]))) is None
+    ray.get(later.commit.remote("out", "t-3", Buffer.from_records([{"i": 3}])))
+    kept = ray.get(later.committer.remote())
+    assert kept.output("out") == [{"i": 3}] and kept.staged_transactions("out") == [], \
+        "the earlier job's stage reached the later one"
+    store = ray.remote(num_cpus=0)(BlobStoreService).remote(1)
+    ray.get(ServiceHandle(store, 1).put.remote("a/chk-1/x", b"1"))
+    ray.get(store.serve.remote(2))
+    ray.get(ServiceHandle(store, 1).put.remote("a/chk-2/x", b"2"))
+    assert ray.get(ServiceHandle(store, 2).list.remote("a/")) == []
+    with pytest.raises(ray.exceptions.RayTaskError, match="no service method"):
+        ray.get(committer.call.remote(2, "_committer"))
 
 
 def _key_of_a_job_on_this_node() -> tuple[Any, ...]:
