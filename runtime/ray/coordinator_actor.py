@@ -151,6 +151,12 @@ class CoordinatorActor:
 
     # ------------------------------------------------------------------ faults
 
+    def serve(self, *args: Any) -> None:
+        """Coordinate another job (`runtime.ray.worker_pool`): this actor's job was shut down
+        (`shutdown`), and `args` are the constructor's. The process is kept; the rest is new: a
+        report of the earlier job still on its way carries an epoch the new plane never has."""
+        self.__init__(*args)
+
     def arm_faults(self, plan: FaultPlan, counts: dict[tuple[str, TaskId | None], int]) -> None:
         """Apply `plan`'s control-message faults to the triggers, completions and aborts this
         coordinator sends, and its `CoordinatorStorageFailure`s to its storage writes; `counts`:

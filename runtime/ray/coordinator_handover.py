@@ -20,6 +20,7 @@ from runtime.jobmaster.faults.actions import coordinator_crash
 from runtime.ray.coordinator_actor import CoordinatorActor
 from runtime.ray.errors import describe
 from runtime.ray.services import SERVICE_CPUS
+from runtime.ray.worker_pool import IDLE_SERVICES
 from vocabulary.reasons import CheckpointFailureReason
 
 log = logging.getLogger("barrierflow.ray")
@@ -55,12 +56,12 @@ class CoordinatorHandover:
     def _new_coordinator(self) -> Any:
         contender = f"coordinator-{self._contenders}"
         self._contenders += 1
-        handle = _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
-                                           max_restarts=0).remote(self.job_id, self.graph_ref, self.storage_spec,
-                                                                  contender, self._first_checkpoint_id,
-                                                                  self.run_id, self.master.first_checkpoint_id,
-                                                                  bool(self.master.checkpoint_listeners),
-                                                                  self.first_epoch)
+        args = (self.job_id, self.graph_ref, self.storage_spec, contender, self._first_checkpoint_id, self.run_id,
+                self.master.first_checkpoint_id, bool(self.master.checkpoint_listeners), self.first_epoch)
+        handle = IDLE_SERVICES.take_serving(self._coordinator_key(), *args) if self._keeps_coordinator() else None
+        if handle is None:
+            handle = _CoordinatorActor.options(num_cpus=SERVICE_CPUS, scheduling_strategy=self._pin,
+                                               max_restarts=0).remote(*args)
         self.processes.watch(handle)
         self._arm_coordinator(handle)
         if self._first_checkpoint_id is None:  # the first one: its successors clean up this run's ids only
@@ -69,6 +70,21 @@ class CoordinatorHandover:
             except RayError as exc:  # it did not start: the next one is asked (its floor is only higher)
                 log.warning("barrierflow ray: coordinator did not start: %s", describe(exc))
         return handle
+
+    def _coordinator_key(self) -> tuple[str, str]:
+        return "coordinator", self._pin.node_id
+
+    def _keeps_coordinator(self) -> bool:
+        """Whether this job's coordinator may come from an earlier job and be left to a later one
+        (`runtime.ray.worker_pool`): not with HA, where contenders come and go with elections."""
+        return self.reuse_workers and self.ha is None
+
+    def _keep_coordinator(self) -> None:
+        """The job ended cleanly (its coordinator was shut down): the coordinator waits idle for
+        a later job of this process."""
+        if self.coordinator is not None and self._keeps_coordinator():
+            IDLE_SERVICES.keep_or_kill(self._coordinator_key(), [self.coordinator])
+            self.coordinator = None
 
     def _await_leader(self, first: bool = False) -> None:
         """HA: make whichever contender leads now `self.coordinator` (promoted: it recovered the

@@ -175,9 +175,9 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         link_delays: task or vertex name -> extra seconds on everything it sends (a slow link,
             `vocabulary.links`), as the simulator's `NetworkOptions.link_delays`.
         reuse_workers: when this process stays connected to Ray after the job (it was connected
-            before: the executor did not start Ray), the workers and services (committer,
-            in-memory storage) of a job that ended cleanly wait idle and the next job runs on
-            them, as a Flink session cluster keeps its TaskManagers (`runtime.ray.worker_pool`);
+            before: the executor did not start Ray), the workers and services (coordinator
+            without HA, committer, in-memory storage) of a job that ended cleanly wait idle and
+            the next job runs on them, as a Flink session cluster keeps its TaskManagers (`runtime.ray.worker_pool`);
             False: this job neither takes idle actors nor leaves its own.
     """
 
@@ -485,6 +485,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
             return
         if keep_workers:
             self._keep_workers()
+            self._keep_coordinator()
             if self.services is not None:
                 self.services.keep()
         services = self.services.handles() if self.services is not None else []

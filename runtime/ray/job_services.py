@@ -29,14 +29,12 @@ from runtime.jobmaster.committer.file_publisher import register_publishers
 from runtime.ray.errors import describe
 from runtime.ray.service_deaths import memory_committer_died, memory_storage_died
 from runtime.ray.services import SERVICE_CPUS, BlobStoreService, CommitterService, ServiceHandle
-from runtime.ray.worker_pool import IDLE_SERVICES
+from runtime.ray.worker_pool import IDLE_SERVICES, kill_quietly
 
 log = logging.getLogger("barrierflow.ray")
 
 #: seconds between pings of a service: a death is noticed within about this (and a call's time)
 PING_INTERVAL = 1.0
-#: seconds an idle service may take to start serving a new job (it is up: milliseconds)
-SERVE_TIMEOUT = 30.0
 
 # No task events (see runtime.ray.executor).
 _Committer = ray.remote(enable_task_events=False)(CommitterService)
@@ -94,22 +92,15 @@ class JobServices:
 
     def _take(self, kind: str, state: tuple[Any, ...]) -> ServiceHandle | None:
         """An idle `kind` service of an earlier job, serving this one now (None: none alive)."""
-        while self._reuse and (actor := IDLE_SERVICES.take(self._key(kind))) is not None:
-            try:
-                ray.get(actor.serve.remote(self._token, *state), timeout=SERVE_TIMEOUT)
-                return ServiceHandle(actor, self._token)
-            except RayError as exc:  # died while idle: the next one, or a new one
-                log.info("barrierflow ray: an idle %s service is gone: %s", kind, describe(exc))
-                _kill_quietly(actor)
-        return None
+        actor = IDLE_SERVICES.take_serving(self._key(kind), self._token, *state) if self._reuse else None
+        return ServiceHandle(actor, self._token) if actor is not None else None
 
     def keep(self) -> None:
         """The job ended cleanly: its services wait idle for a later job of this process (the
         ones there is no room for are killed)."""
         for kind, handle in (("committer", self.committer), ("storage", self.blob_store)):
             if handle is not None:
-                for actor in IDLE_SERVICES.keep(self._key(kind), [handle.actor]):
-                    _kill_quietly(actor)
+                IDLE_SERVICES.keep_or_kill(self._key(kind), [handle.actor])
         self.committer = self.blob_store = None
 
     def handles(self) -> list[Any]:
@@ -151,7 +142,7 @@ class JobServices:
         seed = self._seed
         if not isinstance(seed, DurableCollectCommitter):
             return ServiceDeath(memory_committer_died(describe(exc)), exc, fatal=True)
-        _kill_quietly(self.committer.actor)
+        kill_quietly(self.committer.actor)
         # the files are the committer: a new one reads them back (what the dead one never wrote was
         # never acknowledged, so the tasks that staged it fail over too)
         self._seed = register_publishers(DurableCollectCommitter(seed.blob_store, seed.directory), self._graph)
@@ -181,11 +172,3 @@ class JobServices:
     @staticmethod
     def _storage_died(exc: BaseException) -> ServiceDeath:
         return ServiceDeath(memory_storage_died(describe(exc)), exc, fatal=True)
-
-
-def _kill_quietly(handle: Any) -> None:
-    """`ray.kill` a service that may already be gone."""
-    try:
-        ray.kill(handle, no_restart=True)
-    except Exception as exc:  # already gone
-        log.debug("barrierflow ray: killing a dead service: %s", exc)

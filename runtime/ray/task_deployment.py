@@ -129,9 +129,7 @@ class TaskDeployment:
         (`runtime.ray.worker_pool`); the ones there is no room for are killed."""
         workers = [w for w in self.workers if w is not None]
         self.workers = [None] * len(self.groups)
-        for worker in IDLE_WORKERS.keep(self._worker_options_key(), workers):
-            with contextlib.suppress(Exception):  # already gone
-                ray.kill(worker, no_restart=True)
+        IDLE_WORKERS.keep_or_kill(self._worker_options_key(), workers)
 
     def _routes(self) -> tuple[dict[TaskId, dict[int, tuple[Any, int]]], dict[TaskId, dict[int, tuple[str, Any, int]]]]:
         outputs: dict[TaskId, dict[int, tuple[Any, int]]] = {t: {} for t in self.task_ids}

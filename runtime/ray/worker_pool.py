@@ -5,8 +5,8 @@ worker, and ~0.25 s more to import barrierflow (measured on 2 cores), against a 
 to host a new job's subtasks in a process that is already up. So, as a Flink session cluster keeps
 its TaskManagers between jobs, a driver process that stays connected to Ray keeps the workers of
 a job that ended cleanly (`IDLE_WORKERS`) and the next job it runs hosts its subtasks on them
-(`WorkerActor.rehost`) instead of starting new ones; so with its committer and in-memory storage
-services (`ServesOneJob.serve`). A job that failed, or whose executor started Ray itself (and
+(`WorkerActor.rehost`) instead of starting new ones; so with its coordinator (`CoordinatorActor.serve`),
+committer and in-memory storage (`ServesOneJob.serve`). A job that failed, or whose executor started Ray itself (and
 stops it), keeps none. What a reused process keeps is what any long-lived worker
 keeps: its imported modules and their module-level state (a Flink TaskManager's static fields).
 
@@ -21,17 +21,23 @@ job's token instead (its first epoch, `ServiceHandle`), checked the same way.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
 import ray
+from ray.exceptions import RayError
 
-#: idle workers kept at most (each is a process holding its memory): a larger job's extra
-#: workers are killed when it ends
+log = logging.getLogger("barrierflow.ray")
+
+#: idle workers kept at most with one set of actor options (each is a process holding its
+#: memory): a larger job's extra workers are killed when it ends
 MAX_IDLE_WORKERS = 4
-#: idle services kept at most: a committer and an in-memory storage
-MAX_IDLE_SERVICES = 2
+#: idle services of each kind (coordinator, committer, in-memory storage) kept at most on a node
+MAX_IDLE_SERVICES = 1
+#: seconds an idle actor may take to start serving a new job (it is up: milliseconds)
+SERVE_TIMEOUT = 30.0
 
 _epochs = itertools.count()
 _epochs_lock = threading.Lock()
@@ -54,7 +60,7 @@ class IdleActors:
     """Actors of ended jobs, by what they are and the options they were created with (`key`).
 
     Args:
-        capacity: workers kept at most.
+        capacity: actors kept at most under one key.
         session: which Ray connection this process has now (a worker kept in another is gone).
     """
 
@@ -84,13 +90,31 @@ class IdleActors:
                     return worker
         return None
 
+    def take_serving(self, key: Hashable, *args: Any) -> Any | None:
+        """An idle actor kept under `key` that now serves a new job: its `serve(*args)` returned
+        (None: none is left; one that died while idle, or whose `serve` raised, is killed and the
+        next one tried)."""
+        while (actor := self.take(key)) is not None:
+            try:
+                ray.get(actor.serve.remote(*args), timeout=SERVE_TIMEOUT)
+                return actor
+            except RayError as exc:
+                log.info("barrierflow ray: an idle %s cannot serve the next job: %s", key, str(exc).splitlines()[0])
+                kill_quietly(actor)
+        return None
+
+    def keep_or_kill(self, key: Hashable, actors: list[Any]) -> None:
+        """`keep` the actors; kill the ones there is no room for."""
+        for actor in self.keep(key, actors):
+            kill_quietly(actor)
+
     def keep(self, key: Hashable, actors: list[Any]) -> list[Any]:
-        """Keep `actors` (idle, alive, all under `key`) for later jobs, up to the capacity; the
-        ones not kept are returned (for the caller to kill)."""
+        """Keep `actors` (idle, alive, all under `key`) for later jobs, up to the capacity under
+        `key`; the ones not kept are returned (for the caller to kill)."""
         session = self._session()
         with self._lock:
             self._idle = [entry for entry in self._idle if entry[0] == session]
-            room = max(0, self.capacity - len(self._idle))
+            room = max(0, self.capacity - sum(1 for entry in self._idle if entry[1] == key))
             self._idle.extend((session, key, actor) for actor in actors[:room])
             return actors[room:]
 
@@ -99,6 +123,14 @@ class IdleActors:
         with self._lock:
             idle, self._idle = self._idle, []
         return [worker for _, _, worker in idle]
+
+
+def kill_quietly(actor: Any) -> None:
+    """`ray.kill` an actor that may already be gone."""
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception as exc:  # already gone
+        log.debug("barrierflow ray: killing an actor that is gone: %s", exc)
 
 
 #: this driver process's idle workers

@@ -47,3 +47,34 @@ def test_a_doomed_coordinator_notifies_no_task_and_no_listener(tmp_path) -> None
         assert captured == [first], f"the listeners got checkpoint {doomed}, which its coordinator died announcing"
     finally:
         coordinator.shutdown()
+
+
+def test_a_coordinator_serving_the_next_job_drops_the_acknowledgements_of_the_last(tmp_path) -> None:
+    """A coordinator kept between jobs (`runtime.ray.worker_pool`) is built anew by `serve`; an
+    acknowledgement of the earlier job (its epoch) arriving late completes nothing of the next."""
+    from runtime.ray.worker_pool import next_epoch
+    from vocabulary.handles import TaskAcknowledgement
+
+    graph = pageview_env(pageview_rows(200), interval=0.02).get_job_graph("first")
+    earlier, later = next_epoch(), next_epoch()
+    coordinator = CoordinatorActor("first", graph, ("uri", str(tmp_path)), first_epoch=earlier)
+    coordinator.deploy(earlier, {task: _Recorder() for task in graph.task_ids()})
+    coordinator.shutdown()
+    coordinator.serve("second", graph, ("uri", str(tmp_path)), "coordinator", None, None, 1, False, later)
+    tasks = {task: _Recorder() for task in graph.task_ids()}
+    source = tasks[graph.source_task_ids()[0]]
+    try:
+        coordinator.deploy(later, tasks)
+        deadline = time.monotonic() + 20
+        while not source.of("trigger"):
+            assert time.monotonic() < deadline, "the second job's coordinator never triggered"
+            time.sleep(0.005)
+        checkpoint_id = source.of("trigger")[0][0]
+        for task in tasks:
+            coordinator.report([("ack", earlier, TaskAcknowledgement(task, checkpoint_id))])
+        assert coordinator.status()["completed"] == 0, "the earlier job's acknowledgements completed a checkpoint"
+        for task in tasks:
+            coordinator.report([("ack", later, TaskAcknowledgement(task, checkpoint_id))])
+        assert coordinator.status()["completed"] == 1
+    finally:
+        coordinator.shutdown()

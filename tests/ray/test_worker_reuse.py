@@ -25,11 +25,11 @@ from vocabulary.options import RestartStrategy
 # ---------------------------------------------------------------------------- without Ray
 
 
-def test_idle_workers_are_taken_by_their_options_up_to_the_capacity_in_their_own_session() -> None:
+def test_idle_actors_are_taken_by_their_key_up_to_the_capacity_per_key_in_their_own_session() -> None:
     session = ["ray-1"]
-    idle = IdleActors(capacity=3, session=lambda: session[0])
+    idle = IdleActors(capacity=2, session=lambda: session[0])
     assert idle.keep("cpus=0.01", ["w1", "w2"]) == []
-    assert idle.keep("cpus=1", ["w3", "w4"]) == ["w4"], "over the capacity: returned to be killed"
+    assert idle.keep("cpus=1", ["w3", "w4", "w7"]) == ["w7"], "over the capacity: returned to be killed"
     assert idle.take("cpus=0.5") is None
     assert idle.take("cpus=1") == "w3"
     assert [idle.take("cpus=0.01"), idle.take("cpus=0.01"), idle.take("cpus=0.01")] == ["w1", "w2", None]
@@ -60,7 +60,7 @@ def test_the_next_job_runs_on_the_workers_the_last_one_left_and_each_commits_eve
     kept = _actor_ids(no_idle_workers.actors())
     assert len(kept) == 2, "a clean end keeps its two workers"
     services = _actor_ids(IDLE_SERVICES.actors())
-    assert len(services) == 2, "a clean end keeps its committer and in-memory storage"
+    assert len(services) == 3, "a clean end keeps its coordinator, committer and in-memory storage"
     # the second job crashes a task mid-run: the failover replaces that worker and the survivors
     # host the new epoch, as on fresh workers
     crash = FaultPlan.of(TaskCrash(task="count[1]", after_records=700))
@@ -92,7 +92,7 @@ def test_a_kept_worker_that_died_or_cannot_host_the_next_job_is_replaced(no_idle
     result = pageview_env(rows).execute("after-a-death", executor="ray")
     assert result.restarts == 0 and multiset(result.output("pv")) == expected_counts(rows)
     assert dead._actor_id.hex() not in _actor_ids(no_idle_workers.actors()), "the dead worker was kept again"
-    assert len(IDLE_SERVICES) == 2
+    assert len(IDLE_SERVICES) == 3
 
 
 @pytest.mark.ray
