@@ -4,7 +4,7 @@
 
 In one driver connected to Ray, runs `--jobs` small page-view jobs (parallelism 2, aligned
 checkpoints every 50 ms, `--records` records) one after the other, twice per round: with
-`reuse_workers=False` (every job starts its two workers, coordinator, committer and in-memory
+`reuse_actors=False` (every job starts its two workers, coordinator, committer and in-memory
 storage: five processes) and with the default (a job that ended cleanly leaves them to the next,
 `runtime.ray.worker_pool`; the round starts with none kept). The two alternate, round after round.
 For each job: its wall seconds (`execute` call to result) and the CPU seconds the whole machine
@@ -51,7 +51,7 @@ def run_job(records: int, reuse: bool) -> tuple[float, float]:
     env.from_collection([{"user": i, "app": f"app{i % 3}"} for i in range(records)], splits=2) \
        .key_by("app").process(CountPerKey(), name="count").sink_to(CollectSink("pv"))
     cpu, started = machine_cpu_seconds() or 0.0, time.perf_counter()
-    result = env.execute("job-start", executor="ray", reuse_workers=reuse)
+    result = env.execute("job-start", executor="ray", reuse_actors=reuse)
     wall, cpu = time.perf_counter() - started, (machine_cpu_seconds() or 0.0) - cpu
     if len(result.output("pv")) != records:
         raise RuntimeError(f"job-start: {len(result.output('pv'))} records committed, not {records}")

@@ -77,7 +77,7 @@ class CoordinatorHandover:
     def _keeps_coordinator(self) -> bool:
         """Whether this job's coordinator may come from an earlier job and be left to a later one
         (`runtime.ray.worker_pool`): not with HA, where contenders come and go with elections."""
-        return self.reuse_workers and self.ha is None
+        return self.reuse_actors and self.ha is None
 
     def _keep_coordinator(self) -> None:
         """The job ended cleanly (its coordinator was shut down): the coordinator waits idle for

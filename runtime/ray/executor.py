@@ -174,7 +174,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
             channel, `snapshot`, `ack`, as on the simulator), for a barrier timeline.
         link_delays: task or vertex name -> extra seconds on everything it sends (a slow link,
             `vocabulary.links`), as the simulator's `NetworkOptions.link_delays`.
-        reuse_workers: when this process stays connected to Ray after the job (it was connected
+        reuse_actors: when this process stays connected to Ray after the job (it was connected
             before: the executor did not start Ray), the workers and services (coordinator
             without HA, committer, in-memory storage) of a job that ended cleanly wait idle and
             the next job runs on them, as a Flink session cluster keeps its TaskManagers (`runtime.ray.worker_pool`);
@@ -202,7 +202,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         restore_from: tuple[Any, Any] | None = None,
         allow_non_restored_state: bool = False,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
-        reuse_workers: bool = True,
+        reuse_actors: bool = True,
     ) -> None:
         #: attempts, restarts, restore planning and the result (`runtime.jobmaster`); checks a
         #: `restore_from` checkpoint against the job before anything starts (StateMismatchError)
@@ -239,7 +239,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         self.groups = assign_slots(self.task_ids, self.slots_per_worker)
         self._worker_of = {t: i for i, group in enumerate(self.groups) for t in group}
         self._resolve_faults()
-        self.reuse_workers = reuse_workers
+        self.reuse_actors = reuse_actors
         #: the epoch of the first attempt; later attempts' are higher (`runtime.ray.worker_pool`)
         self.first_epoch = next_epoch()
         self.epoch = -1
@@ -324,7 +324,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
                 self._report(Phase.STOPPING)
             except Exception as exc:  # a failing progress display must not leave the actors running
                 log.warning("barrierflow ray: progress callback failed: %s", exc)
-            self._cleanup(keep_workers=self.reuse_workers and self._ended_cleanly and not started_ray)
+            self._cleanup(keep_workers=self.reuse_actors and self._ended_cleanly and not started_ray)
             if started_ray:
                 ray.shutdown()
 
@@ -366,7 +366,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         self._multi_node = len(nodes) > 1
         self._pin = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self.services = JobServices(self._committer_seed, is_memory(self.storage_uri), self._pin, self.graph,
-                                    token=self.first_epoch, reuse=self.reuse_workers)
+                                    token=self.first_epoch, reuse=self.reuse_actors)
         for handle in self.services.handles():
             self.processes.watch(handle)
         if is_memory(self.storage_uri):
@@ -533,7 +533,7 @@ def run_job(
             seed only, as on the simulator).
         progress: called periodically with a dict of progress figures.
         options: `RayExecutor` tuning (job_id, task_cpus, slots_per_worker, heartbeat_interval, heartbeat_timeout,
-            stall_timeout, max_duration, trace_barriers, link_delays, reuse_workers), and what `runtime.api.environment`
+            stall_timeout, max_duration, trace_barriers, link_delays, reuse_actors), and what `runtime.api.environment`
             passes: restore_from, allow_non_restored_state, checkpoint_listeners, committer.
 
     Raises:

@@ -103,7 +103,7 @@ class TaskDeployment:
         services = {t: {"committer": self.committer, "global_committer": self.checkpointing,
                         "storage": self.storage_spec, "job_id": self.job_id, "trace_barriers": self.trace_barriers,
                         "link_delay": self.link_delays.get(t, 0.0)} for t in group}
-        worker = IDLE_WORKERS.take(self._worker_options_key()) if self.reuse_workers else None
+        worker = IDLE_WORKERS.take(self._worker_options_key()) if self.reuse_actors else None
         if worker is not None:  # an earlier job's: its process is up (calls after this one wait for it)
             worker.rehost.remote(self.graph_ref, index, group, services)
         else:

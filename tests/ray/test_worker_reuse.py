@@ -131,7 +131,7 @@ def _key_of_a_job_on_this_node() -> tuple[Any, ...]:
 
 
 @pytest.mark.ray
-@pytest.mark.parametrize("how", ["failed", "reuse_workers=False"])
+@pytest.mark.parametrize("how", ["failed", "reuse_actors=False"])
 def test_a_failed_job_or_one_that_opted_out_leaves_no_idle_worker(no_idle_workers, how: str) -> None:
     env = StreamEnvironment(parallelism=2)
     env.set_restart_strategy(RestartStrategy.no_restart())
@@ -141,7 +141,7 @@ def test_a_failed_job_or_one_that_opted_out_leaves_no_idle_worker(no_idle_worker
             env.execute("fails", executor="ray")
     else:
         env.from_collection([{"i": i} for i in range(100)]).sink_to(CollectSink("out"))
-        assert len(env.execute("opted-out", executor="ray", reuse_workers=False).output("out")) == 100
+        assert len(env.execute("opted-out", executor="ray", reuse_actors=False).output("out")) == 100
     assert len(no_idle_workers) == 0
 
 
