@@ -71,7 +71,6 @@ failover; the actors run the *same* pure classes as the simulator (`Task`, the b
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -108,7 +107,7 @@ from runtime.ray.slots import PIPELINE, Slots, assign_slots, check_slots
 from runtime.ray.storage import StorageConfigError, check_storage_for_cluster, is_memory, open_storage
 from runtime.ray.task_deployment import TaskDeployment
 from runtime.ray.timers import WallClock
-from runtime.ray.worker_pool import next_epoch
+from runtime.ray.worker_pool import kill_quietly, next_epoch
 from vocabulary.fault_plan import (
     ChannelDelay,
     ChannelStall,
@@ -324,7 +323,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
                 self._report(Phase.STOPPING)
             except Exception as exc:  # a failing progress display must not leave the actors running
                 log.warning("barrierflow ray: progress callback failed: %s", exc)
-            self._cleanup(keep_workers=self.reuse_actors and self._ended_cleanly and not started_ray)
+            self._cleanup(keep_actors=self.reuse_actors and self._ended_cleanly and not started_ray)
             if started_ray:
                 ray.shutdown()
 
@@ -480,10 +479,12 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         if self.progress is not None:
             self.progress({**self._progress_info(), "phase": phase.value})
 
-    def _cleanup(self, keep_workers: bool = False) -> None:
+    def _cleanup(self, keep_actors: bool = False) -> None:
+        """Kill the job's actors; `keep_actors`: leave its workers and services to a later job
+        instead (`runtime.ray.worker_pool`)."""
         if not ray.is_initialized():
             return
-        if keep_workers:
+        if keep_actors:
             self._keep_workers()
             self._keep_coordinator()
             if self.services is not None:
@@ -491,8 +492,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         services = self.services.handles() if self.services is not None else []
         for handle in [*self.workers, self.coordinator, self.standby, *services]:
             if handle is not None:
-                with contextlib.suppress(Exception):  # already gone
-                    ray.kill(handle, no_restart=True)
+                kill_quietly(handle)
         self.tasks = {}
         self.workers = [None] * len(self.groups)
 

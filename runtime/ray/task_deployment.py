@@ -18,7 +18,7 @@ from runtime.ray import errors
 from runtime.ray.errors import describe
 from runtime.ray.slots import SlotHandle
 from runtime.ray.worker_actor import WorkerActor
-from runtime.ray.worker_pool import IDLE_WORKERS, next_epoch
+from runtime.ray.worker_pool import IDLE_WORKERS, kill_quietly, next_epoch
 from vocabulary.handles import TaskId
 
 log = logging.getLogger("barrierflow.ray")
@@ -97,8 +97,7 @@ class TaskDeployment:
         which count as starting until their first deployment."""
         old = self.workers[index]
         if old is not None:
-            with contextlib.suppress(Exception):  # already gone
-                ray.kill(old, no_restart=True)
+            kill_quietly(old)
         group = self.groups[index]
         services = {t: {"committer": self.committer, "global_committer": self.checkpointing,
                         "storage": self.storage_spec, "job_id": self.job_id, "trace_barriers": self.trace_barriers,

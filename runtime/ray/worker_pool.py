@@ -76,7 +76,7 @@ class IdleActors:
     def actors(self) -> list[Any]:
         """The idle actors, oldest first."""
         with self._lock:
-            return [worker for _, _, worker in self._idle]
+            return [actor for _, _, actor in self._idle]
 
     def take(self, key: Hashable) -> Any | None:
         """An idle actor kept under `key` in this Ray connection (None: none left). It may have
@@ -84,10 +84,10 @@ class IdleActors:
         session = self._session()
         with self._lock:
             self._idle = [entry for entry in self._idle if entry[0] == session]  # the others are gone
-            for i, (_, kept_key, worker) in enumerate(self._idle):
+            for i, (_, kept_key, actor) in enumerate(self._idle):
                 if kept_key == key:
                     del self._idle[i]
-                    return worker
+                    return actor
         return None
 
     def take_serving(self, key: Hashable, *args: Any) -> Any | None:
@@ -122,7 +122,7 @@ class IdleActors:
         """Forget every idle actor; they are returned (for the caller to kill)."""
         with self._lock:
             idle, self._idle = self._idle, []
-        return [worker for _, _, worker in idle]
+        return [actor for _, _, actor in idle]
 
 
 def kill_quietly(actor: Any) -> None:
