@@ -41,10 +41,11 @@ class GcPauses:
     total: float = 0.0
 
 
-#: `JobMetrics.worker_calls`: the key prefix of a control call's items, and the key of the
-#: acknowledgement reports a worker sent
+#: `JobMetrics.worker_calls`: the key prefix of a control call's items, the key of the
+#: acknowledgement reports a worker sent, and of the data calls that came as socket frames
 CONTROL_ITEM = "control: "
 REPORTS_SENT = "report (sent)"
+DATA_FRAMES = "data frames (socket)"
 
 
 @dataclass
@@ -99,8 +100,9 @@ class JobMetrics:
     gc_pauses: dict[str, GcPauses] = field(default_factory=dict)
     #: Ray: per worker process (named as in `gc_pauses`) of the last attempt, the calls it received
     #: by the subtask method they invoked (heartbeats, pushes, returned credits: a call each; a
-    #: `control` call counts as "control", each of its items as `CONTROL_ITEM` + its method) and
-    #: the acknowledgement reports it sent (`REPORTS_SENT`); empty on the simulator
+    #: `control` call counts as "control", each of its items as `CONTROL_ITEM` + its method), the
+    #: acknowledgement reports it sent (`REPORTS_SENT`) and, with `data_transport="socket"`, how
+    #: many of the data calls came as socket frames (`DATA_FRAMES`); empty on the simulator
     worker_calls: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property

@@ -14,7 +14,8 @@ subtask i of every vertex, so there are as many workers as the job's highest par
 actor handle plus the subtask, so `handle.heartbeat.remote(*args)` is
 `worker.call.remote(task, "heartbeat", *args)`; the data path's calls, whose results no one reads
 (`SENT_METHODS`: `push`, `add_credits`), are `worker.send.remote((task, "push", args))`: one
-argument, no result object.
+argument, no result object (with `data_transport="socket"`, a frame on the sending process's
+connection to the worker instead: `runtime.ray.data_links`).
 `LocalSlot` is the same for a subtask in the caller's own worker: the call goes straight into that
 subtask's mailbox (no Ray call), through the same methods a remote call reaches.
 """
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from itertools import groupby
 from typing import Any, Literal
 
+from runtime.ray.data_links import link_to
 from vocabulary.handles import TaskId
 
 #: subtask methods called for their effect only, on the data path: sent packed, without a result
@@ -97,15 +99,18 @@ class SlotHandle:
 
     local = False
 
-    def __init__(self, worker: Any, worker_index: int, task_id: TaskId) -> None:
+    def __init__(self, worker: Any, worker_index: int, task_id: TaskId, data_transport: str = "ray") -> None:
         self.worker, self.worker_index, self.task_id = worker, worker_index, task_id
+        self.data_transport = data_transport
 
     def __getattr__(self, name: str) -> PrefixedCall:
-        if name.startswith("_") or name in ("worker", "worker_index", "task_id"):
+        if name.startswith("_") or name in ("worker", "worker_index", "task_id", "data_transport"):
             raise AttributeError(name)  # (unpickling looks attributes up before they are set)
         if name == "deploy":
             return PrefixedCall(self.worker.deploy.remote, (self.task_id,))
         if name in SENT_METHODS:
+            if self.data_transport == "socket":
+                return _Sent(link_to(self.worker).send, self.task_id, name)
             return _Sent(self.worker.send.remote, self.task_id, name)
         return PrefixedCall(self.worker.call.remote, (self.task_id, name))
 

@@ -111,7 +111,7 @@ class TaskDeployment:
         self.workers[index] = worker
         self.processes.watch(worker)
         for task_id in group:
-            self.tasks[task_id] = SlotHandle(worker, index, task_id)
+            self.tasks[task_id] = SlotHandle(worker, index, task_id, self.data_transport)
 
     def _worker_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"num_cpus": self.task_cpus, "max_restarts": 0, "max_task_retries": 0}

@@ -29,7 +29,8 @@ from typing import Any
 
 import ray
 
-from runtime.jobmaster.result import CONTROL_ITEM, REPORTS_SENT, GcPauses
+from runtime.jobmaster.result import CONTROL_ITEM, DATA_FRAMES, REPORTS_SENT, GcPauses
+from runtime.ray.data_links import DataInbox
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.slots import SENT_METHODS, LocalSlot
 from runtime.ray.task_actor import TaskActor
@@ -153,6 +154,9 @@ class WorkerActor:
         self._slots: dict[TaskId, TaskActor] = {}
         #: subtasks an earlier job hosted here (a late call to one of them is dropped)
         self._former: set[TaskId] = set()
+        #: where data calls come as socket frames (`data_transport="socket"`), opened on first ask
+        self._inbox: DataInbox | None = None
+        self._inbox_lock = threading.Lock()
         self._host(graph, index, task_ids, services)
 
     def _host(self, graph: Any, index: int, task_ids: list[TaskId], services: dict[TaskId, dict[str, Any]]) -> None:
@@ -163,6 +167,8 @@ class WorkerActor:
                        for t in task_ids}
         #: subtask method -> the calls (and control items) that invoked it (`calls`)
         self._received: Counter[str] = Counter()
+        if self._inbox is not None:
+            self._inbox.frames = 0
         freeze_startup_heap()
 
     def rehost(self, graph: Any, index: int, task_ids: list[TaskId], services: dict[TaskId, dict[str, Any]]) -> None:
@@ -200,6 +206,14 @@ class WorkerActor:
         self._received[method] += 1
         return bound(*args)
 
+    def data_address(self) -> tuple[str, int, bytes]:
+        """(host, port, token) of this worker's `DataInbox`, opened on the first ask: where a
+        sender's `DataLink` connects, and what it must send first."""
+        with self._inbox_lock:
+            if self._inbox is None:
+                self._inbox = DataInbox(self.send, ray.util.get_node_ip_address())
+        return (*self._inbox.address, self._inbox.token)
+
     @ray.method(num_returns=0)
     def send(self, call: tuple[TaskId, str, tuple[Any, ...]]) -> None:
         """`call`: (subtask, method, args), one of `SENT_METHODS`, whose result no one reads. One
@@ -234,9 +248,11 @@ class WorkerActor:
 
     def calls(self) -> dict[str, int]:
         """The calls this worker received, by the subtask method they invoked (a `control` call
-        counts as "control", each of its items as `CONTROL_ITEM` + its method), and the `report`
-        calls it sent, as `REPORTS_SENT` (`JobMetrics.worker_calls`)."""
-        return {**self._received, REPORTS_SENT: self.reports.calls}
+        counts as "control", each of its items as `CONTROL_ITEM` + its method), the `report`
+        calls it sent, as `REPORTS_SENT`, and the data calls of those that came as socket frames,
+        as `DATA_FRAMES` (`JobMetrics.worker_calls`)."""
+        frames = {DATA_FRAMES: self._inbox.frames} if self._inbox is not None else {}
+        return {**self._received, REPORTS_SENT: self.reports.calls, **frames}
 
     def gc_pauses(self) -> GcPauses:
         """This worker process's full garbage collections (`JobMetrics.gc_pauses`)."""

@@ -1,0 +1,172 @@
+"""Data calls between workers over TCP sockets instead of Ray actor calls (`data_transport="socket"`).
+
+A Ray actor call costs a worker ~0.6-1 ms of CPU on each side when the calls come a few hundred a
+second (its threads wake for every call), a frame on a socket ~0.1-0.2 ms
+(`benchmarks.transport_cost`), and the data calls (`push`, `add_credits`: `SENT_METHODS`) are
+most of a job's calls. So with `data_transport="socket"` they go as frames on one TCP
+connection per sending process and receiving worker, as Flink's TaskManagers exchange buffers over
+their own Netty connections while the control messages go through its RPC system:
+
+* `DataInbox`: a worker's listening socket on its node's address. Each connection is read by a
+  thread of its own, which hands every call to the worker exactly as Ray's call would
+  (`WorkerActor.send`: the subtask's mailbox). A connection must first send the inbox's token,
+  which only a Ray call to the worker gives (`WorkerActor.data_address`): the socket takes pickles,
+  so no one else may write to it.
+* `DataLink`: the connection from this process to one worker's inbox. Frames are written whole
+  under a lock, so the calls of one channel (always sent from one thread) keep their order.
+
+Failure, as for a Ray call whose result no one reads: a send never raises. A link to a worker
+that died drops what is sent to it (the driver finds the death by its heartbeats and fails the
+job over; the next attempt's workers are other actors, with links of their own) and tries to
+reconnect at most once a `RECONNECT_INTERVAL`; a frame lost on a connection that broke while both
+ends lived is a gap in the channel's sequence numbers, which the receiver's check turns into a
+task failure.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import pickle
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("barrierflow.ray")
+
+#: what `data_transport` may be: Ray actor calls (the default) or `DataLink` sockets
+DATA_TRANSPORTS = ("ray", "socket")
+#: seconds between attempts to reach a worker whose connection failed
+RECONNECT_INTERVAL = 1.0
+#: seconds a connection attempt or a worker's address lookup may take
+CONNECT_TIMEOUT = 10.0
+
+_HEADER = struct.Struct("!I")
+_TOKEN_BYTES = 32
+
+
+def check_data_transport(value: str) -> str:
+    """Raises: ValueError naming the option and what it may be."""
+    if value not in DATA_TRANSPORTS:
+        raise ValueError(f"data_transport must be one of {', '.join(map(repr, DATA_TRANSPORTS))}, got {value!r}")
+    return value
+
+
+class DataInbox:
+    """A worker's listening socket: every frame of every connection is a call `(subtask, method,
+    args)` handed to `deliver`, in the order the connection carried them.
+
+    Args:
+        deliver: takes one call (`WorkerActor.send`); what it raises is logged, the connection
+            goes on.
+        host: the address to listen on (the node's).
+    """
+
+    def __init__(self, deliver: Callable[[Any], None], host: str) -> None:
+        self._deliver = deliver
+        #: frames delivered (`WorkerActor.calls`)
+        self.frames = 0
+        self.token = os.urandom(_TOKEN_BYTES)
+        self._server = socket.create_server((host, 0))
+        self.address: tuple[str, int] = self._server.getsockname()[:2]
+        threading.Thread(target=self._accept, daemon=True, name="barrierflow-inbox").start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._read, args=(conn,), daemon=True, name="barrierflow-inbox-conn").start()
+
+    def _read(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb", buffering=1 << 16) as reader:
+            if not hmac.compare_digest(reader.read(_TOKEN_BYTES), self.token):
+                log.warning("barrierflow ray: a connection to a worker's data inbox without its token was closed")
+                return
+            while header := reader.read(_HEADER.size):
+                body = reader.read(_HEADER.unpack(header)[0]) if len(header) == _HEADER.size else b""
+                try:
+                    call = pickle.loads(body)
+                except Exception:  # a sender that died mid-frame: the connection ends here
+                    return
+                self.frames += 1
+                try:
+                    self._deliver(call)
+                except Exception:
+                    log.exception("barrierflow ray: a data call on a worker's socket failed")
+
+    def close(self) -> None:
+        self._server.close()
+
+
+class DataLink:
+    """This process's connection to one worker's `DataInbox`; `send` never raises (see the module)."""
+
+    def __init__(self, worker: Any) -> None:
+        self._worker = worker
+        self._lock = threading.Lock()
+        self._socket: socket.socket | None = None
+        self._failed_at: float | None = None
+        self.dropped = 0
+
+    def send(self, call: tuple[Any, str, tuple[Any, ...]]) -> None:
+        """Send one call `(subtask, method, args)` to the worker."""
+        frame = pickle.dumps(call, protocol=5)
+        frame = _HEADER.pack(len(frame)) + frame
+        with self._lock:
+            if self._socket is None and not self._connect():
+                self.dropped += 1
+                return
+            try:
+                self._socket.sendall(frame)
+            except OSError as exc:
+                self._lost(f"sending failed: {exc}")
+                self.dropped += 1
+
+    def _connect(self) -> bool:
+        if self._failed_at is not None and time.monotonic() - self._failed_at < RECONNECT_INTERVAL:
+            return False
+        import ray  # (here: the handles' module is imported where Ray is not, e.g. by the benchmarks' parsers)
+
+        try:
+            host, port, token = ray.get(self._worker.data_address.remote(), timeout=CONNECT_TIMEOUT)
+            sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
+            sock.settimeout(None)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(token)
+        except Exception as exc:  # the worker died (a Ray error) or cannot be reached: dropped, as its calls were
+            self._lost(f"connecting failed: {exc}")
+            return False
+        self._socket, self._failed_at = sock, None
+        return True
+
+    def _lost(self, why: str) -> None:
+        if self._socket is not None:
+            self._socket.close()
+        self._socket, self._failed_at = None, time.monotonic()
+        log.info("barrierflow ray: data link to %s: %s (what is sent meanwhile is dropped)", self._worker, why)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._socket is not None:
+                self._socket.close()
+            self._socket = None
+
+
+_links: dict[Any, DataLink] = {}
+_links_lock = threading.Lock()
+
+
+def link_to(worker: Any) -> DataLink:
+    """This process's `DataLink` to the worker actor `worker` (one per worker, made on first use)."""
+    key = worker._actor_id  # (an actor's id is never reused)
+    link = _links.get(key)
+    if link is None:
+        with _links_lock:
+            link = _links.setdefault(key, DataLink(worker))
+    return link
