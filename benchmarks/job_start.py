@@ -26,9 +26,10 @@ from benchmarks.report import (
     add_output_arguments,
     add_sized_argument,
     at_least_one,
+    load_line,
     markdown_table,
-    output_of,
     parse_args,
+    write_with_plot,
 )
 from runtime.calibration.machine_load import machine_cpu_seconds
 
@@ -117,14 +118,9 @@ def main(argv: list[str] | None = None) -> int:
             jobs = [dict(zip(("wall_s", "cpu_s"), run_job(args.records, reuse))) for _ in range(args.jobs)]
             runs.append({"round": round_, "mode": mode, "jobs": jobs})
     rows = summary(runs)
-    load = f"load average {load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} cores"
-    table = f"{markdown_table(rows)}\n\n{load}"
-    print(table)
-    out = output_of(args, "job_start")
-    files = out.write({"runs": runs, "rows": rows, "load": load, "records": args.records}, table)
-    png = os.path.join(out.out_dir, "job_start.png")
-    plot(runs, png)
-    print("wrote", ", ".join([*files, png]))
+    load = load_line(load_before)
+    write_with_plot(args, "job_start", {"runs": runs, "rows": rows, "load": load, "records": args.records},
+                    f"{markdown_table(rows)}\n\n{load}", lambda p: plot(runs, p))
     return 0
 
 

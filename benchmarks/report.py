@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +108,23 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
 def output_of(args: argparse.Namespace, name: str) -> BenchOutput:
     """The outputs of a benchmark parsed by `parse_args`; `name` is the file stem."""
     return BenchOutput(name, args.out, args.json or os.path.join(args.out, f"{name}.json"))
+
+
+def load_line(before: Sequence[float]) -> str:
+    """The line under a table: the load average `before` (`os.getloadavg()`) the runs and now, and the cores."""
+    return f"load average {before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} cores"
+
+
+def write_with_plot(args: argparse.Namespace, name: str, payload: Any, table: str,
+                    plot: Callable[[str], None]) -> None:
+    """Print `table`, write it and the JSON `payload` (`output_of(args, name)`), draw `plot(path)`
+    to OUT/<name>.png, and print what was written."""
+    print(table)
+    out = output_of(args, name)
+    files = out.write(payload, table)
+    png = os.path.join(out.out_dir, f"{name}.png")
+    plot(png)
+    print("wrote", ", ".join([*files, png]))
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:

@@ -28,6 +28,7 @@ from benchmarks.process_cpu import children_of, process_role, raylet_pid
 from benchmarks.report import add_output_arguments, markdown_table, output_of, parse_args
 from benchmarks.steady_jobs import JOBS, SteadyJob, steady_job
 from benchmarks.throughput import slots_argument
+from runtime.ray.data_links import DATA_TRANSPORTS
 from runtime.ray.slots import PIPELINE
 
 
@@ -149,12 +150,14 @@ def latency_ms(metrics: Any, q: float) -> float | None:
 
 
 def add_steady_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--job`, `--rate`, `--seconds`, `--start`, `--window`, `--slots-per-worker`: the steady run
-    `steady_readings` reads (`steady_job_of` makes it)."""
+    """`--job`, `--rate`, `--seconds`, `--start`, `--window`, `--slots-per-worker`,
+    `--data-transport`: the steady run `steady_readings` reads (`steady_job_of` makes it)."""
     parser.add_argument("--job", default="udf", choices=JOBS,
                         help="the page-view job (udf, vectorised) or a NexMark query's (default udf)")
     parser.add_argument("--slots-per-worker", default=PIPELINE, type=slots_argument,
                         help="subtasks per worker actor: 'pipeline' (default) or a number (1: an actor per subtask)")
+    parser.add_argument("--data-transport", default="ray", choices=DATA_TRANSPORTS,
+                        help="how data calls go between workers: Ray actor calls (default) or sockets")
     parser.add_argument("--rate", type=float, default=5000.0, help="records (NexMark: events) per second (default 5000)")
     parser.add_argument("--seconds", type=float, default=14.0, help="length of each run (default 14)")
     parser.add_argument("--start", type=float, default=3.0,
@@ -165,7 +168,7 @@ def add_steady_arguments(parser: argparse.ArgumentParser) -> None:
 def steady_job_of(args: argparse.Namespace, checkpoints: bool) -> SteadyJob:
     """The steady job `add_steady_arguments`' options describe."""
     return steady_job(args.job, checkpoints=checkpoints, rate=args.rate, seconds=args.seconds,
-                      slots=args.slots_per_worker)
+                      slots=args.slots_per_worker, data_transport=args.data_transport)
 
 
 def main(argv: list[str] | None = None) -> int:

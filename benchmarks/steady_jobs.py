@@ -45,9 +45,10 @@ class SteadyJob:
 
 
 def steady_job(name: str, *, checkpoints: bool, rate: float, seconds: float,
-               slots: Slots = PIPELINE) -> SteadyJob:
+               slots: Slots = PIPELINE, data_transport: str = "ray") -> SteadyJob:
     """The job `name` (one of `JOBS`) reading `rate` records (NexMark: events) per second for
-    `seconds`, on Ray with `slots` slots per worker.
+    `seconds`, on Ray with `slots` slots per worker and its data calls between workers as
+    `data_transport` says.
 
     Raises:
         ValueError: `name` is not one of `JOBS`.
@@ -57,15 +58,17 @@ def steady_job(name: str, *, checkpoints: bool, rate: float, seconds: float,
         graph = throughput.build(count, checkpoints=checkpoints, rate=rate, job=name).get_job_graph("steady")
         workers = len(assign_slots(graph.task_ids(), slots))
         return SteadyJob(name, lambda: throughput.execute("ray", count, checkpoints=checkpoints, rate=rate, job=name,
-                                                          warmup=2.0, slots=slots)[0], workers, seconds,
+                                                          warmup=2.0, slots=slots, data_transport=data_transport)[0],
+                         workers, seconds,
                          checkpoints)
     if name.startswith(PREFIX) and name.removeprefix(PREFIX) in QUERIES:
-        return _nexmark(name, QUERIES[name.removeprefix(PREFIX)], checkpoints, rate, seconds, count, slots)
+        return _nexmark(name, QUERIES[name.removeprefix(PREFIX)], checkpoints, rate, seconds, count, slots,
+                        data_transport)
     raise ValueError(f"steady job {name!r}: not one of {', '.join(JOBS)}")
 
 
 def _nexmark(name: str, query: Any, checkpoints: bool, rate: float, seconds: float, count: int,
-             slots: Slots) -> SteadyJob:
+             slots: Slots, data_transport: str) -> SteadyJob:
     bench = PROFILES[("ray", False)]  # parallelism, interval and alignment timeout as `benchmarks.nexmark`'s
 
     def env(storage: str | None) -> Any:
@@ -76,7 +79,8 @@ def _nexmark(name: str, query: Any, checkpoints: bool, rate: float, seconds: flo
 
     def execute() -> Any:
         with local_checkpoint_dir() as storage:
-            return env(storage).execute(f"steady-{name}", executor="ray", slots_per_worker=slots)
+            return env(storage).execute(f"steady-{name}", executor="ray", slots_per_worker=slots,
+                                        data_transport=data_transport)
 
     workers = len(assign_slots(env(None).get_job_graph(name).task_ids(), slots))
     return SteadyJob(name, execute, workers, seconds, checkpoints)

@@ -99,6 +99,7 @@ from benchmarks.report import (
     output_of,
     parse_args,
 )
+from runtime.ray.data_links import DATA_TRANSPORTS
 from runtime.ray.slots import PIPELINE, Slots, SlotsError, check_slots
 
 APPS = 50
@@ -186,11 +187,11 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
 
 
 def execute(executor: str, records: int, job_name: str = "pageview-bench", slots: Slots = PIPELINE,
-            checkpoint_dir: str | None = None, **build_args: Any) -> tuple[Any, float]:
-    """Build the job (`build`'s arguments) and run it (on Ray with `slots_per_worker=slots`); on
-    Ray it checkpoints to a fresh local directory, or in `checkpoint_dir` under a job name of its
-    own. Returns the `JobResult` and the wall seconds of `execute`."""
-    options = {"slots_per_worker": slots} if executor == "ray" else {}
+            checkpoint_dir: str | None = None, data_transport: str = "ray", **build_args: Any) -> tuple[Any, float]:
+    """Build the job (`build`'s arguments) and run it (on Ray with `slots_per_worker=slots` and
+    `data_transport`); on Ray it checkpoints to a fresh local directory, or in `checkpoint_dir`
+    under a job name of its own. Returns the `JobResult` and the wall seconds of `execute`."""
+    options = {"slots_per_worker": slots, "data_transport": data_transport} if executor == "ray" else {}
     if checkpoint_dir is not None:
         job_name = f"{job_name}-{uuid.uuid4().hex[:12]}"
     with local_checkpoint_dir() if checkpoint_dir is None else contextlib.nullcontext(checkpoint_dir) as storage:
@@ -207,7 +208,7 @@ CPU_WINDOW = (0.2, 0.9)
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
         mode: str = "aligned", buffer_size: int | None = None, credits: int = 8,
         cpu_of: int | None = None, chaining: bool = True, slots: Slots = PIPELINE,
-        warmup: float = 0.0, checkpoint_dir: str | None = None) -> dict[str, Any]:
+        warmup: float = 0.0, checkpoint_dir: str | None = None, data_transport: str = "ray") -> dict[str, Any]:
     """One run's row; with `cpu_of` (a raylet's PID) and `rate`, also the job's CPU rate over
     `CPU_WINDOW` of the steady input (`cpu_cores`, `cpu_window_s`, `window_checkpoints`)."""
     if cpu_of is not None and not rate:
@@ -216,7 +217,8 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
     with sampler:
         result, wall = execute(executor, records, checkpoints=checkpoints, rate=rate, job=job, mode=mode,
                                buffer_size=buffer_size, credits=credits, chaining=chaining, slots=slots,
-                               warmup=warmup if rate else 0.0, checkpoint_dir=checkpoint_dir)
+                               warmup=warmup if rate else 0.0, checkpoint_dir=checkpoint_dir,
+                               data_transport=data_transport)
     output = result.output("pv")
     assert len(output) == records, f"{len(output)} records committed, expected {records}"
     counts: dict[str, int] = {}
@@ -250,6 +252,7 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         "executor": executor,
         "job": job,
         "slots": slots,
+        "data_transport": data_transport,
         "run": ("steady" if rate else "max rate") + (f" {mode}" if checkpoints else " no checkpoints"),
         "records": records,
         "records_per_s": throughput,
@@ -312,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slots", type=slots_argument, nargs="+", default=[PIPELINE], metavar="N",
                         help="Ray: tasks per worker actor (slots_per_worker: N >= 1, or 'pipeline' for one worker "
                         "per pipeline, Ray's default); several values run interleaved (default pipeline)")
+    parser.add_argument("--data-transport", nargs="+", default=["ray"], choices=DATA_TRANSPORTS,
+                        help="Ray: how data calls go between workers, Ray actor calls or sockets "
+                        "(`data_transport`); several values run interleaved, as --slots (default ray)")
     parser.add_argument("--address", metavar="HOST:PORT",
                         help="Ray: run on this Ray cluster (from one of its nodes) instead of a local Ray; "
                         "implies --no-cpu")
@@ -320,8 +326,8 @@ def main(argv: list[str] | None = None) -> int:
                         "fresh local directory per run; a cluster of several nodes needs one they all reach)")
     add_output_arguments(parser, "throughput_<executor>[_cluster][_<job>]")
     args = parse_args(parser, argv)
-    if args.executor != "ray" and args.slots != [PIPELINE]:
-        parser.error("--slots applies to --executor ray only")
+    if args.executor != "ray" and (args.slots != [PIPELINE] or args.data_transport != ["ray"]):
+        parser.error("--slots and --data-transport apply to --executor ray only")
     if args.executor != "ray" and (args.address or args.checkpoint_dir):
         parser.error("--address and --checkpoint-dir apply to --executor ray only")
     nodes = None
@@ -340,18 +346,19 @@ def main(argv: list[str] | None = None) -> int:
     costs: list[dict[str, Any]] = []
     if with_bound:
         from benchmarks.ray_pipe_bound import run as bound_run
+    variants = [(slots, transport) for slots in args.slots for transport in args.data_transport]
     rows: list[dict[str, Any]] = []
     bounds: list[dict[str, Any]] = []
     per_repeat: list[dict[str, Any]] = []
     for i in range(args.repeat):  # interleaved, so machine noise hits both modes (and the bound) alike
         if with_bound:
             bounds.append(bound_run(records, args.buffer_size or BUFFER_SIZES[args.job], args.credits))
-        for slots in args.slots:  # ... and every slots value alike
-            kw_slots = {**kw, "slots": slots}
+        for slots, transport in variants:  # ... and every slots value and transport alike
+            kw_slots = {**kw, "slots": slots, "data_transport": transport}
             aligned_row = run(args.executor, records, checkpoints=True, **kw_slots)
             off_row = run(args.executor, records, checkpoints=False, **kw_slots)
             rows += [aligned_row, off_row]
-            ratios = {"repeat": i + 1, "slots": slots,
+            ratios = {"repeat": i + 1, "slots": slots, "data_transport": transport,
                       "aligned_vs_off": aligned_row["records_per_s"] / off_row["records_per_s"]}
             if aligned_row["visible_records_per_s"] and off_row["visible_records_per_s"]:
                 ratios["aligned_vs_off_visible"] = (aligned_row["visible_records_per_s"]
@@ -363,15 +370,15 @@ def main(argv: list[str] | None = None) -> int:
                 on_row = run(args.executor, steady_records, checkpoints=True, **steady_kw)
                 off_row = run(args.executor, steady_records, checkpoints=False, **steady_kw)
                 rows += [on_row, off_row]
-                costs.append(cost := {"slots": slots, **cpu_cost(on_row, off_row)})
+                costs.append(cost := {"slots": slots, "data_transport": transport, **cpu_cost(on_row, off_row)})
                 ratios |= {key: value for key, value in cost.items() if key.startswith("cpu_per_checkpoint_ms")}
                 ratios["calls_per_checkpoint"] = on_row["calls_per_checkpoint"]
             per_repeat.append(ratios)
     if not with_cpu:
-        for slots in args.slots:
+        for slots, transport in variants:
             rows.append(run(args.executor, steady_records, checkpoints=True, rate=args.rate, warmup=args.warmup, **kw,
-                            slots=slots))
-    summaries = [_summary(rows, costs, bounds, slots, args.rate, args.warmup) for slots in args.slots]
+                            slots=slots, data_transport=transport))
+    summaries = [_summary(rows, costs, bounds, slots, transport, args.rate, args.warmup) for slots, transport in variants]
     if args.address:
         summaries = [{"address": args.address, "nodes": nodes, **summary} for summary in summaries]
     summary = summaries[0]
@@ -406,9 +413,9 @@ def slots_argument(text: str) -> Slots:
 
 
 def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: list[dict[str, Any]], slots: Slots,
-             rate: float, warmup: float) -> dict[str, Any]:
-    """Medians over the repeats of one slots value's runs."""
-    rows = [r for r in rows if r["slots"] == slots]
+             transport: str, rate: float, warmup: float) -> dict[str, Any]:
+    """Medians over the repeats of one slots value's and transport's runs."""
+    rows = [r for r in rows if r["slots"] == slots and r["data_transport"] == transport]
 
     def median(run_name: str, column: str = "records_per_s") -> float:
         return median_row([r for r in rows if r["run"] == run_name], column)[column]
@@ -418,6 +425,7 @@ def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: li
     aligned, off = median("max rate aligned"), median("max rate no checkpoints")
     summary: dict[str, Any] = {
         "slots": slots,
+        "data_transport": transport,
         "aligned_records_per_s": aligned,
         "off_records_per_s": off,
         "aligned_vs_off": aligned / off if off else None,
@@ -441,9 +449,11 @@ def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: li
     checkpointed = [r for r in steady_runs if r["calls_per_checkpoint"] is not None]
     if checkpointed:
         summary["calls_per_checkpoint"] = median_row(checkpointed, "calls_per_checkpoint")["calls_per_checkpoint"]
-    if measured := [c for c in costs if c["slots"] == slots and c["cpu_per_checkpoint_ms"] is not None]:
+    if measured := [c for c in costs if (c["slots"], c["data_transport"]) == (slots, transport)
+                    and c["cpu_per_checkpoint_ms"] is not None]:
         middle = median_row(measured, "cpu_per_checkpoint_ms")  # one repeat's figures, consistent
-        summary |= {key: value for key, value in middle.items() if key not in ("window_checkpoints", "slots")}
+        summary |= {key: value for key, value in middle.items()
+                    if key not in ("window_checkpoints", "slots", "data_transport")}
     if bounds:
         summary["raw_bound_records_per_s"] = median_row(bounds, "records_per_s")["records_per_s"]
         summary["aligned_vs_bound"] = aligned / summary["raw_bound_records_per_s"]
