@@ -28,7 +28,7 @@ from benchmarks.process_cpu import children_of, process_role, raylet_pid
 from benchmarks.report import add_output_arguments, markdown_table, output_of, parse_args
 from benchmarks.steady_jobs import JOBS, SteadyJob, steady_job
 from benchmarks.throughput import slots_argument
-from runtime.ray.data_links import DATA_TRANSPORTS
+from runtime.ray.data_links import DATA_TRANSPORTS, DEFAULT_DATA_TRANSPORT
 from runtime.ray.slots import PIPELINE
 
 
@@ -156,7 +156,7 @@ def add_steady_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the page-view job (udf, vectorised) or a NexMark query's (default udf)")
     parser.add_argument("--slots-per-worker", default=PIPELINE, type=slots_argument,
                         help="subtasks per worker actor: 'pipeline' (default) or a number (1: an actor per subtask)")
-    parser.add_argument("--data-transport", default="ray", choices=DATA_TRANSPORTS,
+    parser.add_argument("--data-transport", default=DEFAULT_DATA_TRANSPORT, choices=DATA_TRANSPORTS,
                         help="how data calls go between workers: Ray actor calls (default) or sockets")
     parser.add_argument("--rate", type=float, default=5000.0, help="records (NexMark: events) per second (default 5000)")
     parser.add_argument("--seconds", type=float, default=14.0, help="length of each run (default 14)")

@@ -22,6 +22,7 @@ from benchmarks import throughput
 from benchmarks.nexmark import PREFIX, PROFILES
 from benchmarks.nexmark_job import build_job, make_env
 from benchmarks.report import local_checkpoint_dir
+from runtime.ray.data_links import DEFAULT_DATA_TRANSPORT
 from runtime.ray.slots import PIPELINE, Slots, assign_slots
 from runtime.workloads.nexmark.config import NexmarkConfig
 from runtime.workloads.nexmark.queries import QUERIES
@@ -45,7 +46,7 @@ class SteadyJob:
 
 
 def steady_job(name: str, *, checkpoints: bool, rate: float, seconds: float,
-               slots: Slots = PIPELINE, data_transport: str = "ray") -> SteadyJob:
+               slots: Slots = PIPELINE, data_transport: str = DEFAULT_DATA_TRANSPORT) -> SteadyJob:
     """The job `name` (one of `JOBS`) reading `rate` records (NexMark: events) per second for
     `seconds`, on Ray with `slots` slots per worker and its data calls between workers as
     `data_transport` says.

@@ -99,7 +99,7 @@ from benchmarks.report import (
     output_of,
     parse_args,
 )
-from runtime.ray.data_links import DATA_TRANSPORTS
+from runtime.ray.data_links import DATA_TRANSPORTS, DEFAULT_DATA_TRANSPORT
 from runtime.ray.slots import PIPELINE, Slots, SlotsError, check_slots
 
 APPS = 50
@@ -187,7 +187,7 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
 
 
 def execute(executor: str, records: int, job_name: str = "pageview-bench", slots: Slots = PIPELINE,
-            checkpoint_dir: str | None = None, data_transport: str = "ray", **build_args: Any) -> tuple[Any, float]:
+            checkpoint_dir: str | None = None, data_transport: str = DEFAULT_DATA_TRANSPORT, **build_args: Any) -> tuple[Any, float]:
     """Build the job (`build`'s arguments) and run it (on Ray with `slots_per_worker=slots` and
     `data_transport`); on Ray it checkpoints to a fresh local directory, or in `checkpoint_dir`
     under a job name of its own. Returns the `JobResult` and the wall seconds of `execute`."""
@@ -208,7 +208,7 @@ CPU_WINDOW = (0.2, 0.9)
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
         mode: str = "aligned", buffer_size: int | None = None, credits: int = 8,
         cpu_of: int | None = None, chaining: bool = True, slots: Slots = PIPELINE,
-        warmup: float = 0.0, checkpoint_dir: str | None = None, data_transport: str = "ray") -> dict[str, Any]:
+        warmup: float = 0.0, checkpoint_dir: str | None = None, data_transport: str = DEFAULT_DATA_TRANSPORT) -> dict[str, Any]:
     """One run's row; with `cpu_of` (a raylet's PID) and `rate`, also the job's CPU rate over
     `CPU_WINDOW` of the steady input (`cpu_cores`, `cpu_window_s`, `window_checkpoints`)."""
     if cpu_of is not None and not rate:
@@ -315,9 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slots", type=slots_argument, nargs="+", default=[PIPELINE], metavar="N",
                         help="Ray: tasks per worker actor (slots_per_worker: N >= 1, or 'pipeline' for one worker "
                         "per pipeline, Ray's default); several values run interleaved (default pipeline)")
-    parser.add_argument("--data-transport", nargs="+", default=["ray"], choices=DATA_TRANSPORTS,
+    parser.add_argument("--data-transport", nargs="+", default=[DEFAULT_DATA_TRANSPORT], choices=DATA_TRANSPORTS,
                         help="Ray: how data calls go between workers, Ray actor calls or sockets "
-                        "(`data_transport`); several values run interleaved, as --slots (default ray)")
+                        f"(`data_transport`); several values run interleaved, as --slots (default {DEFAULT_DATA_TRANSPORT})")
     parser.add_argument("--address", metavar="HOST:PORT",
                         help="Ray: run on this Ray cluster (from one of its nodes) instead of a local Ray; "
                         "implies --no-cpu")
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                         "fresh local directory per run; a cluster of several nodes needs one they all reach)")
     add_output_arguments(parser, "throughput_<executor>[_cluster][_<job>]")
     args = parse_args(parser, argv)
-    if args.executor != "ray" and (args.slots != [PIPELINE] or args.data_transport != ["ray"]):
+    if args.executor != "ray" and (args.slots != [PIPELINE] or args.data_transport != [DEFAULT_DATA_TRANSPORT]):
         parser.error("--slots and --data-transport apply to --executor ray only")
     if args.executor != "ray" and (args.address or args.checkpoint_dir):
         parser.error("--address and --checkpoint-dir apply to --executor ray only")

@@ -1,4 +1,5 @@
-"""Data calls between workers over TCP sockets instead of Ray actor calls (`data_transport="socket"`).
+"""Data calls between workers over TCP sockets instead of Ray actor calls (`data_transport="socket"`,
+the default).
 
 A Ray actor call costs a worker ~0.6-1 ms of CPU on each side when the calls come a few hundred a
 second (its threads wake for every call), a frame on a socket ~0.1-0.2 ms
@@ -38,8 +39,10 @@ from typing import Any
 
 log = logging.getLogger("barrierflow.ray")
 
-#: what `data_transport` may be: Ray actor calls (the default) or `DataLink` sockets
+#: what `data_transport` may be: Ray actor calls or `DataLink` sockets
 DATA_TRANSPORTS = ("ray", "socket")
+#: the executor's default: sockets (see the module docstring and `benchmarks/README.md`)
+DEFAULT_DATA_TRANSPORT = "socket"
 #: seconds between attempts to reach a worker whose connection failed
 RECONNECT_INTERVAL = 1.0
 #: seconds a connection attempt or a worker's address lookup may take
@@ -108,6 +111,11 @@ class DataLink:
     """This process's connection to one worker's `DataInbox`; `send` never raises (see the module)."""
 
     def __init__(self, worker: Any) -> None:
+        from ray import cloudpickle  # (here, as `ray` below: see `_connect`)
+
+        #: Ray's pickler, as a Ray call's arguments are pickled (a class defined in the driver's
+        #: `__main__` goes by value); the inbox reads it with `pickle.loads`
+        self._dumps = cloudpickle.dumps
         self._worker = worker
         self._lock = threading.Lock()
         self._socket: socket.socket | None = None
@@ -116,7 +124,7 @@ class DataLink:
 
     def send(self, call: tuple[Any, str, tuple[Any, ...]]) -> None:
         """Send one call `(subtask, method, args)` to the worker."""
-        frame = pickle.dumps(call, protocol=5)
+        frame = self._dumps(call, protocol=5)
         frame = _HEADER.pack(len(frame)) + frame
         with self._lock:
             if self._socket is None and not self._connect():

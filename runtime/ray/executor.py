@@ -97,7 +97,7 @@ from runtime.jobmaster.registry import check_options
 from runtime.jobmaster.result import JobFailedError, JobResult
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_handover import CoordinatorHandover
-from runtime.ray.data_links import check_data_transport
+from runtime.ray.data_links import DEFAULT_DATA_TRANSPORT, check_data_transport
 from runtime.ray.errors import describe, project_error
 from runtime.ray.failover import DriverFailover
 from runtime.ray.fault_injection import DriverFaultInjection
@@ -180,10 +180,10 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
             the next job runs on them, as a Flink session cluster keeps its TaskManagers (`runtime.ray.worker_pool`);
             False: this job neither takes idle actors nor leaves its own.
         data_transport: how the data calls between workers (pushed buffers, returned credits) go:
-            "ray", the default, as Ray actor calls; "socket", as frames on a TCP connection per
-            sending process and receiving worker (`runtime.ray.data_links`: ~0.2 ms of CPU a call
-            against ~1-2 ms when the calls come a few hundred a second). Calls between the
-            subtasks of one worker are in-process either way.
+            "socket", the default, as frames on a TCP connection per sending process and receiving
+            worker (`runtime.ray.data_links`: ~0.2-0.4 ms of CPU a call for both sides against
+            ~1.3-1.8 ms as a Ray call, when the calls come a few hundred a second); "ray", as Ray
+            actor calls. Calls between the subtasks of one worker are in-process either way.
     """
 
     def __init__(
@@ -208,7 +208,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         allow_non_restored_state: bool = False,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
         reuse_actors: bool = True,
-        data_transport: str = "ray",
+        data_transport: str = DEFAULT_DATA_TRANSPORT,
     ) -> None:
         #: attempts, restarts, restore planning and the result (`runtime.jobmaster`); checks a
         #: `restore_from` checkpoint against the job before anything starts (StateMismatchError)

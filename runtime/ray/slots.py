@@ -26,7 +26,7 @@ from collections.abc import Callable
 from itertools import groupby
 from typing import Any, Literal
 
-from runtime.ray.data_links import link_to
+from runtime.ray.data_links import DEFAULT_DATA_TRANSPORT, link_to
 from vocabulary.handles import TaskId
 
 #: subtask methods called for their effect only, on the data path: sent packed, without a result
@@ -99,7 +99,7 @@ class SlotHandle:
 
     local = False
 
-    def __init__(self, worker: Any, worker_index: int, task_id: TaskId, data_transport: str = "ray") -> None:
+    def __init__(self, worker: Any, worker_index: int, task_id: TaskId, data_transport: str = DEFAULT_DATA_TRANSPORT) -> None:
         self.worker, self.worker_index, self.task_id = worker, worker_index, task_id
         self.data_transport = data_transport
 

@@ -96,7 +96,7 @@ def test_an_unknown_data_transport_is_named() -> None:
 @pytest.mark.ray
 def test_every_data_call_between_workers_goes_as_a_frame_and_a_crash_loses_or_repeats_nothing(no_idle_workers) -> None:
     rows = pageview_rows(4_000)
-    first = pageview_env(rows).execute("sockets-1", executor="ray", data_transport="socket")
+    first = pageview_env(rows).execute("sockets-1", executor="ray")  # sockets: the default
     # the second job runs on the workers the first left (their inboxes stay open), and a crash
     # kills the worker of count[1], which the other worker was sending to
     crash = FaultPlan.of(TaskCrash(task="count[1]", after_records=900))
@@ -109,3 +109,12 @@ def test_every_data_call_between_workers_goes_as_a_frame_and_a_crash_loses_or_re
         for worker, received in calls.items():
             data = received.get("push", 0) + received.get("add_credits", 0)
             assert data > 0 and received.get(DATA_FRAMES) == data, f"{worker}: a data call went through Ray: {received}"
+
+
+@pytest.mark.ray
+def test_with_ray_calls_as_the_data_transport_no_data_call_goes_as_a_frame(no_idle_workers) -> None:
+    rows = pageview_rows(2_000)
+    result = pageview_env(rows).execute("ray-calls", executor="ray", data_transport="ray")
+    assert multiset(result.output("pv")) == expected_counts(rows)
+    for worker, received in result.metrics.worker_calls.items():
+        assert received.get("push", 0) > 0 and DATA_FRAMES not in received, f"{worker}: {received}"

@@ -34,6 +34,7 @@ BAD = 3000  # the index of the record the UDF rejects
 def reject_one(record: dict[str, Any]) -> dict[str, Any]:
     if record["i"] == BAD:
         raise ValueError("malformed page view")
+    time.sleep(0.0002)  # so checkpoints complete before the bad record, however fast the data path
     return {"app": record["app"]}
 
 
