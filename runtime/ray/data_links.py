@@ -120,7 +120,6 @@ class DataLink:
         self._lock = threading.Lock()
         self._socket: socket.socket | None = None
         self._failed_at: float | None = None
-        self.dropped = 0
 
     def send(self, call: tuple[Any, str, tuple[Any, ...]]) -> None:
         """Send one call `(subtask, method, args)` to the worker."""
@@ -128,13 +127,11 @@ class DataLink:
         frame = _HEADER.pack(len(frame)) + frame
         with self._lock:
             if self._socket is None and not self._connect():
-                self.dropped += 1
                 return
             try:
                 self._socket.sendall(frame)
             except OSError as exc:
                 self._lost(f"sending failed: {exc}")
-                self.dropped += 1
 
     def _connect(self) -> bool:
         if self._failed_at is not None and time.monotonic() - self._failed_at < RECONNECT_INTERVAL:
@@ -158,12 +155,6 @@ class DataLink:
             self._socket.close()
         self._socket, self._failed_at = None, time.monotonic()
         log.info("barrierflow ray: data link to %s: %s (what is sent meanwhile is dropped)", self._worker, why)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._socket is not None:
-                self._socket.close()
-            self._socket = None
 
 
 _links: dict[Any, DataLink] = {}

@@ -5,7 +5,10 @@ Slots. The executor packs subtasks into workers (`runtime.ray.slots.assign_slots
 timers and snapshot writer, exactly as when it had an actor of its own — so a worker changes the
 transport, not the task. Calls address a subtask (`SlotHandle`: `call(task, method, *args)`);
 the worker's main thread executes them in each caller's submission order (the channels' FIFO
-guarantee), and the data calls only post to the subtask's mailbox, as before.
+guarantee), and the data calls only post to the subtask's mailbox, as before. With
+`data_transport="socket"` (the default) the data calls from other workers come instead as frames
+on the worker's `DataInbox` (`runtime.ray.data_links`), one thread per sending process, each in
+that connection's order, into the same `send`.
 
 In-process channels. `deploy` replaces the routes to subtasks of this worker by `LocalSlot`s:
 a push or returned credits go straight into the peer's mailbox (`runtime.ray.channels`).
