@@ -12,6 +12,7 @@ import pytest
 from ray_jobs import pageview_env, pageview_rows
 
 from runtime.ray import worker_actor
+from runtime.ray.data_links import link_to
 from runtime.ray.executor import RayExecutor
 from runtime.ray.slots import PIPELINE, SlotHandle, SlotsError, assign_slots
 from runtime.ray.worker_actor import WorkerReports
@@ -57,7 +58,7 @@ class _Worker:
 
 def test_data_path_calls_go_packed_in_one_argument_and_the_rest_as_calls() -> None:
     worker, task = _Worker(), TaskId("count", 1)
-    handle = SlotHandle(worker, 0, task)
+    handle = SlotHandle(worker, 0, task, data_transport="ray")
     handle.push.remote(3, 0, 7, ["buffer"])
     handle.add_credits.remote(3, {0: 2}, None)
     handle.heartbeat.remote()
@@ -65,6 +66,18 @@ def test_data_path_calls_go_packed_in_one_argument_and_the_rest_as_calls() -> No
                             ("send", ((task, "add_credits", (3, {0: 2}, None)),)),
                             ("call", (task, "heartbeat"))]
     assert pickle.loads(pickle.dumps(SlotHandle("w", 0, task))).task_id == task  # it travels in deployments
+
+
+def test_with_sockets_the_data_calls_go_to_the_link_of_their_worker_and_the_rest_as_calls() -> None:
+    worker, task = _Worker(), TaskId("count", 1)
+    worker._actor_id = "actor-1"
+    handle = SlotHandle(worker, 0, task)  # sockets: the default
+    assert handle.push._send == link_to(worker).send and handle.add_credits._send == link_to(worker).send
+    assert link_to(worker) is link_to(worker), "one link per worker in a process"
+    handle.heartbeat.remote()
+    assert worker.calls == [("call", (task, "heartbeat"))]
+    travelled = pickle.loads(pickle.dumps(SlotHandle("w", 0, task)))
+    assert travelled.data_transport == "socket"
 
 
 def test_a_worker_refuses_to_send_to_a_method_that_has_a_result() -> None:
