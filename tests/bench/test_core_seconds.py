@@ -91,9 +91,10 @@ def test_step_cores_needs_every_task_in_a_process_of_its_own_for_the_cpu_outside
 def test_worker_calls_are_summed_over_workers_per_second_and_a_control_call_counts_once() -> None:
     calls = {"a[0]": {"push": 30, "heartbeat": 10, "control": 4, "control: trigger_source": 4,
                       "control: notify_complete": 4, "report (sent)": 4},
-             "b[0]": {"push": 10, "add_credits": 20, "heartbeat": 10, "report (sent)": 2}}
+             "b[0]": {"push": 10, "add_credits": 20, "heartbeat": 10, "report (sent)": 2, "data frames (socket)": 30}}
     rates = worker_calls_per_s(calls, 2.0)
     assert rates["push"] == 20.0 and rates["heartbeat"] == 10.0 and rates["add_credits"] == 10.0
+    assert rates["data frames (socket)"] == 15.0  # b's push and credits came as frames: counted once below
     assert rates["control"] == 2.0 and rates["control: trigger_source"] == 2.0 and rates["report (sent)"] == 3.0
     assert rates["all received"] == (40 + 20 + 20 + 4) / 2.0
     assert list(rates)[0] == "push"  # most first
