@@ -103,16 +103,20 @@ class SlotHandle:
         self.worker, self.worker_index, self.task_id = worker, worker_index, task_id
         self.data_transport = data_transport
 
-    def __getattr__(self, name: str) -> PrefixedCall:
+    def __getattr__(self, name: str) -> PrefixedCall | _Sent:
         if name.startswith("_") or name in ("worker", "worker_index", "task_id", "data_transport"):
             raise AttributeError(name)  # (unpickling looks attributes up before they are set)
         if name == "deploy":
             return PrefixedCall(self.worker.deploy.remote, (self.task_id,))
         if name in SENT_METHODS:
-            if self.data_transport == "socket":
-                return _Sent(link_to(self.worker).send, self.task_id, name)
-            return _Sent(self.worker.send.remote, self.task_id, name)
+            send = link_to(self.worker).send if self.data_transport == "socket" else self.worker.send.remote
+            sent = _Sent(send, self.task_id, name)
+            setattr(self, name, sent)  # the data path asks for it per buffer: found at once from now on
+            return sent
         return PrefixedCall(self.worker.call.remote, (self.task_id, name))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: self.__dict__[k] for k in ("worker", "worker_index", "task_id", "data_transport")}
 
     def __repr__(self) -> str:
         return f"SlotHandle({self.task_id} on worker {self.worker_index})"

@@ -159,7 +159,6 @@ class WorkerActor:
         self._former: set[TaskId] = set()
         #: where data calls come as socket frames (`data_transport="socket"`), opened on first ask
         self._inbox: DataInbox | None = None
-        self._inbox_lock = threading.Lock()
         self._host(graph, index, task_ids, services)
 
     def _host(self, graph: Any, index: int, task_ids: list[TaskId], services: dict[TaskId, dict[str, Any]]) -> None:
@@ -212,9 +211,8 @@ class WorkerActor:
     def data_address(self) -> tuple[str, int, bytes]:
         """(host, port, token) of this worker's `DataInbox`, opened on the first ask: where a
         sender's `DataLink` connects, and what it must send first."""
-        with self._inbox_lock:
-            if self._inbox is None:
-                self._inbox = DataInbox(self.send, ray.util.get_node_ip_address())
+        if self._inbox is None:  # (only Ray's one thread of this synchronous actor runs it)
+            self._inbox = DataInbox(self.send, ray.util.get_node_ip_address())
         return (*self._inbox.address, self._inbox.token)
 
     @ray.method(num_returns=0)

@@ -80,6 +80,17 @@ def test_with_sockets_the_data_calls_go_to_the_link_of_their_worker_and_the_rest
     assert travelled.data_transport == "socket"
 
 
+def test_a_handle_makes_its_data_path_callers_once_and_travels_without_them() -> None:
+    worker, task = _Worker(), TaskId("count", 1)
+    handle = SlotHandle(worker, 0, task, data_transport="ray")
+    assert handle.push is handle.push and handle.add_credits is handle.add_credits
+    handle.push.remote(3, 0, 7, ["buffer"])
+    assert worker.calls == [("send", ((task, "push", (3, 0, 7, ["buffer"])),))]
+    handle.worker = "w"  # (its lambdas would not pickle: the test worker is not a Ray handle)
+    travelled = pickle.loads(pickle.dumps(handle))
+    assert vars(travelled) == {"worker": "w", "worker_index": 0, "task_id": task, "data_transport": "ray"}
+
+
 def test_a_worker_refuses_to_send_to_a_method_that_has_a_result() -> None:
     actor = worker_actor.WorkerActor.__new__(worker_actor.WorkerActor)
     actor.index = 4
