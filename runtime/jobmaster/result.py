@@ -88,7 +88,8 @@ class JobMetrics:
     tasks: dict[str, StepTimes] = field(default_factory=dict)
     #: Ray: calls the coordinator actors sent (`control`: triggers and notifications, batched per
     #: worker; `commit`) and received (`report`: acknowledgements, batched per worker), and the
-    #: messages they carried (`control messages`, `acks`); empty on the simulator
+    #: messages they carried (`control messages`, `acks`); `report frames`: the reports that came
+    #: as socket frames (`data_transport="socket"`), not Ray calls; empty on the simulator
     coordinator_calls: dict[str, int] = field(default_factory=dict)
     #: CPU seconds of the control-path services, by name: on Ray the processes of the
     #: coordinator actors ("coordinator") and of the committer service ("committer"); on the

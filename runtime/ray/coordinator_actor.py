@@ -74,6 +74,7 @@ from runtime.jobmaster.faults.storage import CoordinatorWriteFaults
 from runtime.jobmaster.restore.state_assignment import restore_latest_valid
 from runtime.jobmaster.result import GcPauses
 from runtime.ray.control_transport import RayControlTransport
+from runtime.ray.data_links import DataInbox
 from runtime.ray.errors import describe
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.storage import StorageSpec, open_storage
@@ -97,6 +98,8 @@ class CoordinatorActor:
         #: calls sent ("control", "commit") and received ("report"), and messages in them
         self._calls: Counter[str] = Counter()
         self._cpu = ProcessCpu()
+        #: where the workers' reports come as socket frames (`data_address`); kept by `serve`
+        self._inbox: DataInbox | None = getattr(self, "_inbox", None)
         # every timer callback sends what it queued when it returns (`_flush`)
         self._timers = _FlushingTimers(ThreadTimers(self._lock, on_error=self._internal_error), self._flush)
         self.graph = graph
@@ -366,6 +369,20 @@ class CoordinatorActor:
             self.ha_factory.close()
 
     # ------------------------------------------------------------------ task-facing
+
+    def data_address(self) -> tuple[str, int, bytes]:
+        """(host, port, token) of this actor's `DataInbox`, opened on the first ask: where the
+        workers' reports come as frames (`runtime.ray.data_links.ReportsBySocket`)."""
+        if self._inbox is None:
+            self._inbox = DataInbox(self._report_frame, ray.util.get_node_ip_address())
+        return (*self._inbox.address, self._inbox.token)
+
+    def _report_frame(self, call: tuple[list[tuple[Any, ...]], str]) -> None:
+        """A `report` that came as a frame (on the inbox's thread: `report` takes the lock)."""
+        items, cause = call
+        with self._lock:
+            self._calls["report frames"] += 1
+        self.report(items, cause)
 
     def report(self, items: list[tuple[Any, ...]], cause: str = "at once") -> None:
         """A worker's reports, in the order its subtasks made them: ("ack", epoch, ack),

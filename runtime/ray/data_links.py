@@ -15,6 +15,9 @@ their own Netty connections while the control messages go through its RPC system
   so no one else may write to it.
 * `DataLink`: the connection from this process to one worker's inbox. Frames are written whole
   under a lock, so the calls of one channel (always sent from one thread) keep their order.
+* `ReportsBySocket`: the tasks' reports to the coordinator (acknowledgements, declines, "source
+  finished", batched per worker by `WorkerReports`) as frames to the coordinator actor's inbox,
+  whose address the driver hands to the tasks in their deployment.
 
 Failure, as for a Ray call whose result no one reads: a send never raises. A link to a worker
 that died drops what is sent to it (the driver finds the death by its heartbeats and fails the
@@ -101,35 +104,39 @@ class DataInbox:
                 try:
                     self._deliver(call)
                 except Exception:
-                    log.exception("barrierflow ray: a data call on a worker's socket failed")
+                    log.exception("barrierflow ray: a call that came on an actor's socket failed")
 
     def close(self) -> None:
         self._server.close()
 
 
 class DataLink:
-    """This process's connection to one worker's `DataInbox`; `send` never raises (see the module)."""
+    """This process's connection to one actor's `DataInbox` (a worker's, or the coordinator's for
+    the reports); `send` never raises (see the module)."""
 
-    def __init__(self, worker: Any) -> None:
+    def __init__(self, worker: Any, address: tuple[str, int, bytes] | None = None) -> None:
         from ray import cloudpickle  # (here, as `ray` below: see `_connect`)
 
         #: Ray's pickler, as a Ray call's arguments are pickled (a class defined in the driver's
         #: `__main__` goes by value); the inbox reads it with `pickle.loads`
         self._dumps = cloudpickle.dumps
         self._worker = worker
+        #: (host, port, token) when the caller knew it; else asked of the actor on first connect
+        self._address = address
         self._lock = threading.Lock()
         self._socket: socket.socket | None = None
         self._failed_at: float | None = None
 
     def send(self, call: tuple[Any, str, tuple[Any, ...]]) -> None:
-        """Send one call `(subtask, method, args)` to the worker."""
+        """Send one call to the actor: `(subtask, method, args)` to a worker, `(items, cause)` to the
+        coordinator."""
         frame = self._dumps(call, protocol=5)
-        frame = _HEADER.pack(len(frame)) + frame
+        header = _HEADER.pack(len(frame))
         with self._lock:
             if self._socket is None and not self._connect():
                 return
             try:
-                self._socket.sendall(frame)
+                _send_frame(self._socket, header, frame)
             except OSError as exc:
                 self._lost(f"sending failed: {exc}")
 
@@ -139,7 +146,7 @@ class DataLink:
         import ray  # (here: the handles' module is imported where Ray is not, e.g. by the benchmarks' parsers)
 
         try:
-            host, port, token = ray.get(self._worker.data_address.remote(), timeout=CONNECT_TIMEOUT)
+            host, port, token = self._address or ray.get(self._worker.data_address.remote(), timeout=CONNECT_TIMEOUT)
             sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -157,15 +164,50 @@ class DataLink:
         log.info("barrierflow ray: data link to %s: %s (what is sent meanwhile is dropped)", self._worker, why)
 
 
+def _send_frame(sock: socket.socket, header: bytes, frame: bytes) -> None:
+    """Write `header` then `frame` whole, without joining them (a frame may be tens of KB)."""
+    sent = sock.sendmsg((header, frame))
+    if sent < len(header):
+        sock.sendall(header[sent:])
+        sent = len(header)
+    if sent - len(header) < len(frame):
+        sock.sendall(memoryview(frame)[sent - len(header):])
+
+
 _links: dict[Any, DataLink] = {}
 _links_lock = threading.Lock()
 
 
-def link_to(worker: Any) -> DataLink:
-    """This process's `DataLink` to the worker actor `worker` (one per worker, made on first use)."""
+def link_to(worker: Any, address: tuple[str, int, bytes] | None = None) -> DataLink:
+    """This process's `DataLink` to the actor `worker` (one per actor, made on first use; `address`:
+    its inbox's, when known, so the first send asks the actor nothing)."""
     key = worker._actor_id  # (an actor's id is never reused)
     link = _links.get(key)
     if link is None:
         with _links_lock:
-            link = _links.setdefault(key, DataLink(worker))
+            link = _links.setdefault(key, DataLink(worker, address))
     return link
+
+
+class _Report:
+    __slots__ = ("_link",)
+
+    def __init__(self, link: DataLink) -> None:
+        self._link = link
+
+    def remote(self, items: list[tuple[Any, ...]], cause: str) -> None:
+        self._link.send((items, cause))
+
+
+class ReportsBySocket:
+    """Where a task sends its reports (`WorkerReports`) when they go as frames: `report.remote(items,
+    cause)` is a frame to the coordinator actor's inbox (`CoordinatorActor.data_address`, asked
+    once per attempt by the driver, so a worker never waits on a busy coordinator to connect).
+    Picklable: it travels in deployments."""
+
+    def __init__(self, coordinator: Any, address: tuple[str, int, bytes]) -> None:
+        self.coordinator, self.address = coordinator, address
+
+    @property
+    def report(self) -> _Report:
+        return _Report(link_to(self.coordinator, self.address))

@@ -97,7 +97,7 @@ from runtime.jobmaster.registry import check_options
 from runtime.jobmaster.result import JobFailedError, JobResult
 from runtime.ray.cluster import alive_nodes, ensure_ray
 from runtime.ray.coordinator_handover import CoordinatorHandover
-from runtime.ray.data_links import DEFAULT_DATA_TRANSPORT, check_data_transport
+from runtime.ray.data_links import DEFAULT_DATA_TRANSPORT, ReportsBySocket, check_data_transport
 from runtime.ray.errors import describe, project_error
 from runtime.ray.failover import DriverFailover
 from runtime.ray.fault_injection import DriverFaultInjection
@@ -272,6 +272,8 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         self._coord_status: dict[str, Any] = {}
         self._coord_ref: Any = None
         self.coordinator: Any = None
+        #: where the tasks send their reports with sockets (`TaskDeployment._reports_to`)
+        self._reports: ReportsBySocket | None = None
         #: the driver killed the coordinator for a fault (its failover reads as the simulator's)
         self._coordinator_crashed = False
         #: the coordinator died while an attempt was being deployed (its replacement's constructor

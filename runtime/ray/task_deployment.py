@@ -15,6 +15,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from runtime.ray import errors
+from runtime.ray.data_links import ReportsBySocket
 from runtime.ray.errors import describe
 from runtime.ray.slots import SlotHandle
 from runtime.ray.worker_actor import WorkerActor
@@ -60,8 +61,9 @@ class TaskDeployment:
             outputs, inputs = self._routes()
             self._status = {}
             self._heartbeats = {}
+            reports_to = self._reports_to()
             refs = {t: self.tasks[t].deploy.remote(epoch, restores.get(t), outputs[t], inputs[t],
-                                                   self.counts.task_faults(t, time.time()), self.coordinator,
+                                                   self.counts.task_faults(t, time.time()), reports_to,
                                                    self.committer)
                     for t in self.task_ids}
             for task_id, ref in refs.items():
@@ -84,6 +86,17 @@ class TaskDeployment:
                 self.tasks[task_id].start.remote(epoch)
             return
         self._give_up(f"could not deploy the tasks of job {self.graph.job_name!r}: actors kept dying", None)
+
+    def _reports_to(self) -> Any:
+        """Where the tasks send their reports: the coordinator actor, or with `data_transport="socket"`
+        its inbox (asked here, once per coordinator: a busy coordinator delays the deployment, not a
+        worker's report)."""
+        if self.coordinator is None or self.data_transport != "socket":
+            return self.coordinator
+        if self._reports is None or self._reports.coordinator is not self.coordinator:
+            address = ray.get(self.coordinator.data_address.remote(), timeout=60)
+            self._reports = ReportsBySocket(self.coordinator, address)
+        return self._reports
 
     def _start_workers(self) -> None:
         """Start every worker actor not started yet, without waiting for it: `_deploy` gives their

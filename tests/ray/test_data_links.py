@@ -1,7 +1,8 @@
 """Data calls between workers over sockets (`data_transport="socket"`, `runtime.ray.data_links`):
 a worker's inbox delivers whole frames in order and only to whoever holds its token; on Ray every
 data call between workers goes as a frame, and a job commits every record once through a crash
-that kills a worker its peers were sending to, and again on the workers it leaves."""
+that kills a worker its peers were sending to, and again on the workers it leaves; the tasks'
+reports to the coordinator go as frames too."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ray_jobs import expected_counts, pageview_env, pageview_rows
 
 from runtime import FaultPlan, TaskCrash
 from runtime.jobmaster.result import DATA_FRAMES
-from runtime.ray.data_links import DataInbox
+from runtime.ray.data_links import DataInbox, _send_frame
 from runtime.workloads.seeded import multiset
 
 
@@ -88,6 +89,32 @@ def test_a_frame_cut_short_by_a_dying_sender_is_not_delivered_and_what_came_befo
         inbox.close()
 
 
+class _ShortWrites:
+    """A socket whose every write takes at most `most` bytes, as a full send buffer may."""
+
+    def __init__(self, most: int) -> None:
+        self.most, self.written = most, bytearray()
+
+    def sendmsg(self, buffers: tuple[bytes, ...]) -> int:
+        return self.send(b"".join(buffers))
+
+    def send(self, data: bytes) -> int:
+        self.written += bytes(data[:self.most])
+        return min(len(data), self.most)
+
+    def sendall(self, data: bytes) -> None:
+        data = memoryview(data)
+        while data:
+            data = data[self.send(data):]
+
+
+@pytest.mark.parametrize("most", [1, 3, 4, 5, 1000, 10**6])
+def test_a_frame_written_in_pieces_arrives_whole_after_its_header(most: int) -> None:
+    sock, frame = _ShortWrites(most), b"".join(bytes([i % 251]) for i in range(3000))
+    _send_frame(sock, struct.pack("!I", len(frame)), frame)  # type: ignore[arg-type]
+    assert bytes(sock.written) == struct.pack("!I", len(frame)) + frame
+
+
 def test_an_unknown_data_transport_is_named() -> None:
     with pytest.raises(ValueError, match="data_transport must be one of 'ray', 'socket', got 'tcp'"):
         pageview_env(pageview_rows(10)).execute("bad-transport", executor="ray", data_transport="tcp")
@@ -109,6 +136,9 @@ def test_every_data_call_between_workers_goes_as_a_frame_and_a_crash_loses_or_re
         for worker, received in calls.items():
             data = received.get("push", 0) + received.get("add_credits", 0)
             assert data > 0 and received.get(DATA_FRAMES) == data, f"{worker}: a data call went through Ray: {received}"
+        # the tasks' reports (acknowledgements, "source finished") come to the coordinator as frames
+        coordinator = result.metrics.coordinator_calls
+        assert coordinator["report"] > 0 and coordinator["report frames"] == coordinator["report"], coordinator
 
 
 @pytest.mark.ray
@@ -118,3 +148,4 @@ def test_with_ray_calls_as_the_data_transport_no_data_call_goes_as_a_frame(no_id
     assert multiset(result.output("pv")) == expected_counts(rows)
     for worker, received in result.metrics.worker_calls.items():
         assert received.get("push", 0) > 0 and DATA_FRAMES not in received, f"{worker}: {received}"
+    assert result.metrics.coordinator_calls["report"] > 0 and "report frames" not in result.metrics.coordinator_calls
