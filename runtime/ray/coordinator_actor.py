@@ -98,8 +98,11 @@ class CoordinatorActor:
         #: calls sent ("control", "commit") and received ("report"), and messages in them
         self._calls: Counter[str] = Counter()
         self._cpu = ProcessCpu()
-        #: where the workers' reports come as socket frames (`data_address`); kept by `serve`
+        #: where the workers' reports come as socket frames (`data_address`); kept by `serve`,
+        #: counting this job's frames
         self._inbox: DataInbox | None = getattr(self, "_inbox", None)
+        if self._inbox is not None:
+            self._inbox.frames = 0
         # every timer callback sends what it queued when it returns (`_flush`)
         self._timers = _FlushingTimers(ThreadTimers(self._lock, on_error=self._internal_error), self._flush)
         self.graph = graph
@@ -214,9 +217,11 @@ class CoordinatorActor:
 
     def call_counts(self) -> dict[str, int]:
         """Calls this coordinator sent (`control` to workers, `commit` to the committer) and
-        received (`report` from workers), and the messages they carried."""
+        received (`report` from workers; `report frames`: those that came as socket frames), and
+        the messages they carried."""
         with self._lock:
-            return dict(self._calls)
+            frames = {"report frames": self._inbox.frames} if self._inbox is not None and self._inbox.frames else {}
+            return {**self._calls, **frames}
 
     def process_cpu(self) -> float:
         """CPU seconds this actor's process spent since it started (every thread)."""
@@ -373,16 +378,9 @@ class CoordinatorActor:
     def data_address(self) -> tuple[str, int, bytes]:
         """(host, port, token) of this actor's `DataInbox`, opened on the first ask: where the
         workers' reports come as frames (`runtime.ray.data_links.ReportsBySocket`)."""
-        if self._inbox is None:
-            self._inbox = DataInbox(self._report_frame, ray.util.get_node_ip_address())
+        if self._inbox is None:  # (each frame is `report`'s arguments; `report` takes the lock)
+            self._inbox = DataInbox(lambda call: self.report(*call), ray.util.get_node_ip_address())
         return (*self._inbox.address, self._inbox.token)
-
-    def _report_frame(self, call: tuple[list[tuple[Any, ...]], str]) -> None:
-        """A `report` that came as a frame (on the inbox's thread: `report` takes the lock)."""
-        items, cause = call
-        with self._lock:
-            self._calls["report frames"] += 1
-        self.report(items, cause)
 
     def report(self, items: list[tuple[Any, ...]], cause: str = "at once") -> None:
         """A worker's reports, in the order its subtasks made them: ("ack", epoch, ack),

@@ -63,12 +63,13 @@ def check_data_transport(value: str) -> str:
 
 
 class DataInbox:
-    """A worker's listening socket: every frame of every connection is a call `(subtask, method,
-    args)` handed to `deliver`, in the order the connection carried them.
+    """An actor's listening socket: every frame of every connection is a call handed to
+    `deliver`, in the order the connection carried them (a worker's: `(subtask, method, args)`; the
+    coordinator's: a report `(items, cause)`).
 
     Args:
-        deliver: takes one call (`WorkerActor.send`); what it raises is logged, the connection
-            goes on.
+        deliver: takes one call (`WorkerActor.send`, `CoordinatorActor.report`); what it raises is
+            logged, the connection goes on.
         host: the address to listen on (the node's).
     """
 
@@ -114,13 +115,13 @@ class DataLink:
     """This process's connection to one actor's `DataInbox` (a worker's, or the coordinator's for
     the reports); `send` never raises (see the module)."""
 
-    def __init__(self, worker: Any, address: tuple[str, int, bytes] | None = None) -> None:
+    def __init__(self, actor: Any, address: tuple[str, int, bytes] | None = None) -> None:
         from ray import cloudpickle  # (here, as `ray` below: see `_connect`)
 
         #: Ray's pickler, as a Ray call's arguments are pickled (a class defined in the driver's
         #: `__main__` goes by value); the inbox reads it with `pickle.loads`
         self._dumps = cloudpickle.dumps
-        self._worker = worker
+        self._actor = actor
         #: (host, port, token) when the caller knew it; else asked of the actor on first connect
         self._address = address
         self._lock = threading.Lock()
@@ -146,7 +147,7 @@ class DataLink:
         import ray  # (here: the handles' module is imported where Ray is not, e.g. by the benchmarks' parsers)
 
         try:
-            host, port, token = self._address or ray.get(self._worker.data_address.remote(), timeout=CONNECT_TIMEOUT)
+            host, port, token = self._address or ray.get(self._actor.data_address.remote(), timeout=CONNECT_TIMEOUT)
             sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -161,7 +162,7 @@ class DataLink:
         if self._socket is not None:
             self._socket.close()
         self._socket, self._failed_at = None, time.monotonic()
-        log.info("barrierflow ray: data link to %s: %s (what is sent meanwhile is dropped)", self._worker, why)
+        log.info("barrierflow ray: data link to %s: %s (what is sent meanwhile is dropped)", self._actor, why)
 
 
 def _send_frame(sock: socket.socket, header: bytes, frame: bytes) -> None:
@@ -178,14 +179,14 @@ _links: dict[Any, DataLink] = {}
 _links_lock = threading.Lock()
 
 
-def link_to(worker: Any, address: tuple[str, int, bytes] | None = None) -> DataLink:
-    """This process's `DataLink` to the actor `worker` (one per actor, made on first use; `address`:
-    its inbox's, when known, so the first send asks the actor nothing)."""
-    key = worker._actor_id  # (an actor's id is never reused)
+def link_to(actor: Any, address: tuple[str, int, bytes] | None = None) -> DataLink:
+    """This process's `DataLink` to `actor` (one per actor, made on first use; `address`: its
+    inbox's, when known, so the first send asks the actor nothing)."""
+    key = actor._actor_id  # (an actor's id is never reused)
     link = _links.get(key)
     if link is None:
         with _links_lock:
-            link = _links.setdefault(key, DataLink(worker, address))
+            link = _links.setdefault(key, DataLink(actor, address))
     return link
 
 
