@@ -91,6 +91,7 @@ from runtime.jobmaster.lifecycle.watchdog import (
     Progress,
     ProgressWatchdog,
     check_timeout,
+    no_progress_message,
 )
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster
 from runtime.jobmaster.registry import check_options
@@ -450,8 +451,7 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
             return None
         limit = self._watchdog.stall_timeout
         if not stall.hung:
-            self._give_up(f"job made no progress for {stall.seconds:.0f} s (stall_timeout={limit}: no record "
-                          f"processed, no task finished, no checkpoint completed); {self._stuck()}", None)
+            self._give_up(f"{no_progress_message(stall, limit)}; {self._stuck()}", None)
         hung = [t for t in self.task_ids if str(t) in stall.hung]
         for task_id in hung:
             self._kill(task_id)

@@ -29,6 +29,9 @@ module of its own, reached through the executor:
 * Invariants: an `ExecutionObserver` (`runtime.jobmaster.observer`; `env.execute(...,
   invariants=True)` passes `runtime.checker.invariants.InvariantChecker`) is told what each event
   did and checks it after every event.
+* Liveness: a run ends at `max_time` virtual seconds or `max_events` events at most, and sooner
+  when the `ProgressWatchdog` sees nothing move for `stall_timeout` virtual seconds (the Ray
+  executor's watchdog, in wall seconds there).
 """
 
 from __future__ import annotations
@@ -55,6 +58,12 @@ from runtime.jobmaster.faults.schedule import FaultSchedule
 from runtime.jobmaster.faults.storage import CoordinatorWriteFaults
 from runtime.jobmaster.lifecycle.attempt_boundary import begin_attempt
 from runtime.jobmaster.lifecycle.progress import progress_figures, reading_phase
+from runtime.jobmaster.lifecycle.watchdog import (
+    DEFAULT_STALL_TIMEOUT,
+    Progress,
+    ProgressWatchdog,
+    no_progress_message,
+)
 from runtime.jobmaster.master import AttemptPlan, JobMaster, RunsOnJobMaster, TaskFinal
 from runtime.jobmaster.observer import ExecutionObserver
 from runtime.jobmaster.registry import check_options
@@ -98,6 +107,7 @@ class SimExecutor(RunsOnJobMaster):
         trace_barriers: bool = False,
         max_time: float = 3600.0,
         max_events: int = 20_000_000,
+        stall_timeout: float | None = DEFAULT_STALL_TIMEOUT,
         progress: Callable[[dict[str, Any]], None] | None = None,
         restore_from: tuple[Any, Any] | None = None,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
@@ -133,6 +143,11 @@ class SimExecutor(RunsOnJobMaster):
         self.trace_barriers = trace or trace_barriers
         self.max_time = max_time
         self.max_events = max_events
+        #: a job with no record handled, task finished, checkpoint completed or new attempt for
+        #: `stall_timeout` virtual seconds fails (a final checkpoint that expires forever, tasks
+        #: that wait on each other while timers still fire); watched every tenth of it
+        self._watchdog = ProgressWatchdog(stall_timeout)
+        self._next_watch = 0.0 if stall_timeout is not None else float("inf")
         self.progress = progress
         self.rng = random.Random(seed)
         self.trace: list[tuple] = []
@@ -367,6 +382,8 @@ class SimExecutor(RunsOnJobMaster):
                 invariants.after_event()
             if self._saturation is not None and self.now >= self._saturation.next_at:
                 self._watch_saturation()
+            if self.now >= self._next_watch and self._watch_progress():
+                break
             if self.progress is not None and self.events % PROGRESS_EVERY_EVENTS == 0:
                 self.progress(self._progress_info())
             if self.lease is not None and self.lease.lost is not None:  # another writer: stop writing
@@ -382,6 +399,24 @@ class SimExecutor(RunsOnJobMaster):
             raise self.error
         self._discard_orphans(finished=True)
         return self._result()
+
+    def _watch_progress(self) -> bool:
+        """Observe the job for the `ProgressWatchdog`; a stuck job fails for good (True). A step
+        takes no virtual time here, so no task is ever hung: the job as a whole is stuck."""
+        limit = self._watchdog.stall_timeout
+        assert limit is not None
+        self._next_watch = self.now + limit / 10
+        completed = sum(1 for c in self.coordinator_history() if c.completed)
+        finished = [task.is_finished for task in self.tasks.values()]
+        progress = Progress(attempt=self.epoch, records=self.runner.records_handled(), finished=sum(finished),
+                            checkpoints=completed)
+        stall = self._watchdog.observe(self.now, progress)
+        if stall is None:
+            return False
+        stuck = [str(t) for t, task in self.tasks.items() if not task.is_finished]
+        self.master.fail_for_good(f"{no_progress_message(stall, limit, 'virtual s')}; unfinished tasks {stuck} "
+                                  f"(seed={self.seed})", None)
+        return True
 
     def _watch_saturation(self) -> None:
         """Sample the run for the saturation monitor; a run that cannot keep up fails for good."""

@@ -66,6 +66,10 @@ class TaskRunner:
         #: each deployed task's step sizes (`CostModel.step_target`)
         self._pacers: dict[TaskId, StepPacer] = {}
 
+    def records_handled(self) -> int:
+        """Records the tasks handled over the run, every attempt's."""
+        return sum(self._records.values())
+
     def reset(self) -> None:
         """A new deployment: no task is busy, scheduled or owes CPU; the cores are free."""
         self._busy_until.clear()

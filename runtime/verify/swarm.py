@@ -156,7 +156,11 @@ def run_config(config: SwarmConfig, *, invariants: Callable[[Counter], Any] | No
         try:
             run = (_two_phases if config.rescale_to is not None else _one_phase)(config, Path(tmp), checker)
         except RunFailed as failed:
-            if failed.kind == "liveness" and _timeouts_explain(config, factory):
+            rerun = _with_the_default_timeout(config, factory, known_bugs) if failed.kind == "liveness" else None
+            if rerun is not None and rerun.kind not in ("ok", "liveness"):  # judged as any run: a violation
+                return replace(rerun, detail=f"with the default timeout (timeout={config.timeout:g} s does not "
+                                             f"finish): {rerun.detail}")
+            if rerun is not None and rerun.kind == "ok":
                 failed.kind, failed.detail = "expected", (
                     f"does not finish with timeout={config.timeout:g} s but does with the default: its "
                     f"checkpoints take longer, so the final one never completes (tolerable_failures="
@@ -168,12 +172,15 @@ def run_config(config: SwarmConfig, *, invariants: Callable[[Counter], Any] | No
     return _verdict(config, *judge(config, run, want_output, want_state), run, known_bugs)
 
 
-def _timeouts_explain(config: SwarmConfig, factory: Callable[[Counter], Any] | None) -> bool:
-    """Whether a run that did not finish does finish with the default (long) checkpoint timeout."""
+def _with_the_default_timeout(config: SwarmConfig, factory: Callable[[Counter], Any] | None,
+                              known_bugs: bool) -> Verdict | None:
+    """The verdict of a run that did not finish, run again with the default (long) checkpoint
+    timeout (its config names that timeout, so its replay line reproduces it); None when `config`
+    has that timeout already."""
     default = SwarmConfig(seed=0).timeout
     if config.timeout >= default:
-        return False
-    return run_config(replace(config, timeout=default), invariants=factory, known_bugs=False).kind != "liveness"
+        return None
+    return run_config(replace(config, timeout=default), invariants=factory, known_bugs=known_bugs)
 
 
 def _verdict(config: SwarmConfig, kind: str, detail: str, run: Observed | None, known_bugs: bool) -> Verdict:
@@ -244,6 +251,10 @@ def _execute(config: SwarmConfig, env: Any, faults: FaultPlan, checker: Callable
         # (1.5 x timeout) checkpoints are still triggered every `interval` and subsumed (vopr seed
         # 204729: 4,881 of them, 1.4 M events, then "ok")
         max_time=5.0 + 3 * config.timeout * (1 + waits), max_events=MAX_EVENTS * (1 + waits),
+        # nothing moving for this long: stuck (a final checkpoint that outlasts a short timeout
+        # expires forever). Above every legitimate pause: a `TaskStall` (1.5 x timeout), a wait
+        # fault's timeout, restart delays, a `SlowStorage` spell
+        stall_timeout=1.0 + 3 * config.timeout * (1 + waits),
     )
     if checker is not None:
         options["invariants"] = checker()

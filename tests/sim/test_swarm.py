@@ -128,7 +128,20 @@ def test_a_job_whose_checkpoints_outlast_their_timeout_is_expected_not_a_pass() 
     short = SwarmConfig(seed=1321, rows=20, stages=(), timeout=0.003)
     verdict = run_config(short)
     assert verdict.kind == "expected" and "does not finish with timeout=0.003 s" in verdict.detail, verdict.summary()
+    # ended by the watchdog (nothing moved for its stall_timeout), not by the run's time bound
+    assert "made no progress for" in verdict.detail, verdict.summary()
     assert run_config(replace(short, timeout=0.05)).kind == "ok"
+
+
+def test_a_violation_of_the_run_again_with_the_default_timeout_is_reported_not_excused(monkeypatch) -> None:
+    """A run that does not finish with its short timeout is run again with the default one; what
+    that run does wrong is a violation (planted: its judgement finds a duplicate), whose replay line
+    names the timeout it happened with."""
+    monkeypatch.setattr(swarm, "judge", lambda config, run, output, state: ("duplicated", "planted"))
+    verdict = run_config(SwarmConfig(seed=1321, rows=20, stages=(), timeout=0.003))
+    assert verdict.kind == "duplicated" and verdict.violation, verdict.summary()
+    assert verdict.detail == "with the default timeout (timeout=0.003 s does not finish): planted", verdict.detail
+    assert verdict.config.timeout == SwarmConfig(seed=0).timeout and "timeout=0.003" not in verdict.replay, verdict.replay
 
 
 #: configurations the search found failing, shrunk (each fails on the code before its fix)

@@ -92,3 +92,10 @@ class ProgressWatchdog:
         if any(seconds < limit for seconds in busy.values()):
             return None  # a record (or snapshot) in progress: moving, for now
         return Stall(stuck, hung=tuple(sorted(busy)))
+
+
+def no_progress_message(stall: Stall, stall_timeout: float, unit: str = "s") -> str:
+    """What a job that made no progress (no task hung) fails with, on either executor; `unit`:
+    the seconds the executor counts ("s" on Ray, "virtual s" on the simulator)."""
+    return (f"job made no progress for {stall.seconds:.3g} {unit} (stall_timeout={stall_timeout:g}: no record "
+            "processed, no task finished, no checkpoint completed)")
