@@ -91,6 +91,7 @@ from runtime.jobmaster.lifecycle.watchdog import (
     Progress,
     ProgressWatchdog,
     check_timeout,
+    hung_message,
     no_progress_message,
 )
 from runtime.jobmaster.master import JobMaster, RunsOnJobMaster
@@ -452,12 +453,10 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         limit = self._watchdog.stall_timeout
         if not stall.hung:
             self._give_up(f"{no_progress_message(stall, limit)}; {self._stuck()}", None)
-        hung = [t for t in self.task_ids if str(t) in stall.hung]
-        for task_id in hung:
-            self._kill(task_id)
-        named = ", ".join(f"{t} for {busy[str(t)]:.0f} s" for t in hung)
-        return (f"task {hung[0]} is hung: in one step (a record in its function, a snapshot) with nothing else "
-                f"moving ({named}; stall_timeout={limit}: a record that takes longer needs a larger one)"), None
+        for task_id in self.task_ids:
+            if str(task_id) in stall.hung:
+                self._kill(task_id)
+        return hung_message(stall, busy, limit), None
 
     def _stuck(self) -> str:
         unfinished = [str(t) for t in self.task_ids if not self._status.get(t, {}).get("finished")]

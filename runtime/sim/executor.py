@@ -29,9 +29,10 @@ module of its own, reached through the executor:
 * Invariants: an `ExecutionObserver` (`runtime.jobmaster.observer`; `env.execute(...,
   invariants=True)` passes `runtime.checker.invariants.InvariantChecker`) is told what each event
   did and checks it after every event.
-* Liveness: a run ends at `max_time` virtual seconds or `max_events` events at most, and sooner
-  when the `ProgressWatchdog` sees nothing move for `stall_timeout` virtual seconds (the Ray
-  executor's watchdog, in wall seconds there).
+* Liveness: a run ends at `max_time` virtual seconds or `max_events` events at most, and, given
+  a `stall_timeout`, sooner when the `ProgressWatchdog` sees nothing move for that many virtual
+  seconds (the Ray executor's watchdog, in wall seconds there); a task stalled that long is hung,
+  and the job fails over.
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ from runtime.jobmaster.faults.storage import CoordinatorWriteFaults
 from runtime.jobmaster.lifecycle.attempt_boundary import begin_attempt
 from runtime.jobmaster.lifecycle.progress import progress_figures, reading_phase
 from runtime.jobmaster.lifecycle.watchdog import (
-    DEFAULT_STALL_TIMEOUT,
     Progress,
     ProgressWatchdog,
+    hung_message,
     no_progress_message,
 )
 from runtime.jobmaster.master import AttemptPlan, JobMaster, RunsOnJobMaster, TaskFinal
@@ -107,7 +108,7 @@ class SimExecutor(RunsOnJobMaster):
         trace_barriers: bool = False,
         max_time: float = 3600.0,
         max_events: int = 20_000_000,
-        stall_timeout: float | None = DEFAULT_STALL_TIMEOUT,
+        stall_timeout: float | None = None,
         progress: Callable[[dict[str, Any]], None] | None = None,
         restore_from: tuple[Any, Any] | None = None,
         checkpoint_listeners: Sequence[Callable[[Any, Any], None]] = (),
@@ -145,7 +146,9 @@ class SimExecutor(RunsOnJobMaster):
         self.max_events = max_events
         #: a job with no record handled, task finished, checkpoint completed or new attempt for
         #: `stall_timeout` virtual seconds fails (a final checkpoint that expires forever, tasks
-        #: that wait on each other while timers still fire); watched every tenth of it
+        #: that wait on each other while timers still fire); watched every tenth of it. Off by
+        #: default: a lost message holds its checkpoint, and aligned input behind it, for the whole
+        #: checkpoint timeout (600 s by default), which `max_time` leaves room for
         self._watchdog = ProgressWatchdog(stall_timeout)
         self._next_watch = 0.0 if stall_timeout is not None else float("inf")
         self.progress = progress
@@ -357,8 +360,17 @@ class SimExecutor(RunsOnJobMaster):
         if invariants is not None:
             invariants.after_event()
         while self._heap and not self.done:
-            when, _, fn, epoch, kind = heapq.heappop(self._heap)
+            entry = heapq.heappop(self._heap)
+            when, _, fn, epoch, kind = entry
             if epoch is not None and epoch != self.epoch:
+                continue
+            if when > self._next_watch and self._next_watch <= self.max_time:
+                # the watchdog looks at quiet times too (a stall with nothing due until it ends):
+                # at its own time, the event after it goes back on the heap, untouched
+                heapq.heappush(self._heap, entry)
+                self.now = self._next_watch
+                if self._watch_progress():
+                    break
                 continue
             if when > self.max_time or self.events >= self.max_events:
                 self.master.fail_for_good(f"job did not finish within {self.max_time} virtual seconds / "
@@ -382,8 +394,6 @@ class SimExecutor(RunsOnJobMaster):
                 invariants.after_event()
             if self._saturation is not None and self.now >= self._saturation.next_at:
                 self._watch_saturation()
-            if self.now >= self._next_watch and self._watch_progress():
-                break
             if self.progress is not None and self.events % PROGRESS_EVERY_EVENTS == 0:
                 self.progress(self._progress_info())
             if self.lease is not None and self.lease.lost is not None:  # another writer: stop writing
@@ -401,8 +411,9 @@ class SimExecutor(RunsOnJobMaster):
         return self._result()
 
     def _watch_progress(self) -> bool:
-        """Observe the job for the `ProgressWatchdog`; a stuck job fails for good (True). A step
-        takes no virtual time here, so no task is ever hung: the job as a whole is stuck."""
+        """Observe the job for the `ProgressWatchdog` (every tenth of `stall_timeout`). A stalled
+        task (`TaskStall`) is in one step: hung once that step has lasted `stall_timeout`, the
+        job fails over, as on Ray. Stuck with no task in a step: the job fails for good (True)."""
         limit = self._watchdog.stall_timeout
         assert limit is not None
         self._next_watch = self.now + limit / 10
@@ -410,8 +421,12 @@ class SimExecutor(RunsOnJobMaster):
         finished = [task.is_finished for task in self.tasks.values()]
         progress = Progress(attempt=self.epoch, records=self.runner.records_handled(), finished=sum(finished),
                             checkpoints=completed)
-        stall = self._watchdog.observe(self.now, progress)
+        busy = {str(t): seconds for t, seconds in self.fault_actions.stalled_for().items()}
+        stall = self._watchdog.observe(self.now, progress, busy)
         if stall is None:
+            return False
+        if stall.hung:
+            self.master.failover(hung_message(stall, busy, limit, "virtual s"))
             return False
         stuck = [str(t) for t, task in self.tasks.items() if not task.is_finished]
         self.master.fail_for_good(f"{no_progress_message(stall, limit, 'virtual s')}; unfinished tasks {stuck} "

@@ -28,6 +28,8 @@ class SimFaultActions:
         self.sim = sim
         #: stalled tasks (`TaskStall`): what reached them meanwhile, applied in order when they resume
         self._held_for: dict[TaskId, list[Callable[[], None]]] = {}
+        #: when each stalled task's stall began
+        self._stalled_at: dict[TaskId, float] = {}
 
     @property
     def any_held(self) -> bool:
@@ -42,9 +44,14 @@ class SimFaultActions:
         held.append(fn)
         return True
 
+    def stalled_for(self) -> dict[TaskId, float]:
+        """Each stalled task's virtual seconds in its stall so far (a step that has not returned)."""
+        return {task_id: self.sim.now - at for task_id, at in self._stalled_at.items()}
+
     def reset(self) -> None:
         """A new deployment: a stalled task of the failed attempt is gone with it."""
         self._held_for.clear()
+        self._stalled_at.clear()
 
     def fire(self, index: int) -> None:
         """A fault placed at a time or at the sources' progress starts now."""
@@ -93,9 +100,11 @@ class SimFaultActions:
         until = sim.now + duration
         sim.trace_event("fault", "TaskStall", str(task_id), duration)
         self._held_for[task_id] = []
+        self._stalled_at[task_id] = sim.now
         sim.runner.busy_until(task_id, until)
 
         def resume() -> None:
+            self._stalled_at.pop(task_id, None)
             for fn in self._held_for.pop(task_id, []):
                 fn()
             sim.runner.schedule_run(task_id)

@@ -1,6 +1,7 @@
-"""The simulator's progress watchdog, in virtual seconds: a job that stops moving fails once
-`stall_timeout` passes with no record handled, no task finished, no checkpoint completed and no
-new attempt, naming its unfinished tasks; a job that moves, however slowly, is never cut."""
+"""The simulator's progress watchdog, in virtual seconds (off unless `stall_timeout` is given): a
+job that stops moving fails once `stall_timeout` passes with no record handled, no task finished,
+no checkpoint completed and no new attempt, naming its unfinished tasks; a task stalled that long
+is hung and the job fails over; a job that moves, however slowly, is never cut."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from runtime.core.graph import JobGraphError
 from runtime.sim.network import NetworkOptions
 from runtime.workloads.seeded import multiset
 from tests.sim.sim_jobs import EXPECTED, pageview
+from vocabulary.fault_plan import FaultPlan, TaskStall
 from vocabulary.options import CheckpointingMode
 
 #: every snapshot write takes 50 ms against a 5 ms checkpoint timeout: no checkpoint completes,
@@ -37,9 +39,10 @@ def test_a_job_whose_final_checkpoint_never_completes_fails_once_nothing_moved_f
     assert "unfinished tasks ['Source: collection[0]', 'Source: collection[1]'" in message, message
 
 
-def test_without_the_watchdog_the_same_job_runs_to_the_time_bound() -> None:
+@pytest.mark.parametrize("off", [{}, {"stall_timeout": None}], ids=["default", "None"])
+def test_without_the_watchdog_the_same_job_runs_to_the_time_bound(off: dict) -> None:
     with pytest.raises(JobFailedError) as failed:
-        stuck_job().execute("stuck", executor="sim", stall_timeout=None, max_time=2.0, **NEVER_COMPLETES)
+        stuck_job().execute("stuck", executor="sim", max_time=2.0, **off, **NEVER_COMPLETES)
     assert "did not finish within 2.0 virtual seconds" in str(failed.value), failed.value
 
 
@@ -62,3 +65,26 @@ def test_the_same_job_with_checkpoints_that_complete_is_not_cut() -> None:
 def test_an_invalid_stall_timeout_is_named_before_the_job_runs(value: object) -> None:
     with pytest.raises(JobGraphError, match="stall_timeout"):
         stuck_job().execute("stuck", executor="sim", stall_timeout=value)
+
+
+def test_a_task_stalled_past_stall_timeout_is_hung_and_the_job_fails_over_exactly_once() -> None:
+    """A `TaskStall` is a step that does not return: with nothing else moving it counts as progress
+    until it has lasted `stall_timeout`, then the task is hung and the job fails over (as on Ray);
+    the quiet time is watched although no event falls in it."""
+    faults = FaultPlan.of(TaskStall(task="count[0]", at=0.005, duration=30.0))
+    result = pageview(CheckpointingMode.EXACTLY_ONCE).execute("pv", executor="sim", faults=faults, stall_timeout=0.5)
+    assert multiset(result.output("pv")) == EXPECTED, result.replay
+    assert len(result.failures) == 1, result.failures
+    failure = result.failures[0]
+    assert "task count[0] is hung" in failure and "stall_timeout=0.5" in failure, failure
+    # hung once nothing else moved for 0.5 s either (the other subtask went on a while)
+    seconds = float(re.search(r"count\[0\] for ([0-9.]+) virtual s", failure).group(1))
+    assert 0.5 <= seconds <= 1.0, failure
+    assert result.metrics.duration < 5.0  # not after the 30 s stall
+
+
+def test_a_stall_shorter_than_stall_timeout_is_waited_out() -> None:
+    faults = FaultPlan.of(TaskStall(task="count[0]", at=0.005, duration=0.3))
+    result = pageview(CheckpointingMode.EXACTLY_ONCE).execute("pv", executor="sim", faults=faults, stall_timeout=0.5)
+    assert multiset(result.output("pv")) == EXPECTED, result.replay
+    assert result.failures == [] and result.metrics.duration > 0.3

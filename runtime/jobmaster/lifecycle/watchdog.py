@@ -94,8 +94,15 @@ class ProgressWatchdog:
         return Stall(stuck, hung=tuple(sorted(busy)))
 
 
+def hung_message(stall: Stall, busy: Mapping[str, float], stall_timeout: float, unit: str = "s") -> str:
+    """What the failover of a hung task (`stall.hung`, in one step `busy[task]` seconds) says."""
+    named = ", ".join(f"{task} for {busy[task]:.3g} {unit}" for task in stall.hung)
+    return (f"task {stall.hung[0]} is hung: in one step (a record in its function, a snapshot) with nothing else "
+            f"moving ({named}; stall_timeout={stall_timeout}: a record that takes longer needs a larger one)")
+
+
 def no_progress_message(stall: Stall, stall_timeout: float, unit: str = "s") -> str:
     """What a job that made no progress (no task hung) fails with, on either executor; `unit`:
     the seconds the executor counts ("s" on Ray, "virtual s" on the simulator)."""
-    return (f"job made no progress for {stall.seconds:.3g} {unit} (stall_timeout={stall_timeout:g}: no record "
+    return (f"job made no progress for {stall.seconds:.3g} {unit} (stall_timeout={stall_timeout}: no record "
             "processed, no task finished, no checkpoint completed)")
