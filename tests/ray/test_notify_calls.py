@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from ray_jobs import ListeningSink, expected_counts, pageview_env, pageview_rows
+from ray_jobs import ListeningSink, expected_counts, pageview_env, pageview_rows, to_app
 from test_deferred_notifications import _Recorder, acknowledge_new_triggers
 
 from runtime.ray.coordinator_actor import CoordinatorActor
@@ -43,11 +43,18 @@ def test_only_listening_tasks_get_notify_complete_calls(tmp_path, listening: boo
         coordinator.shutdown()
 
 
+def _paced_to_app(record: dict) -> dict:
+    """0.2 ms a record: the job lasts ~0.4 s on any machine, several checkpoint intervals (at full
+    speed a warm run could end within two, with fewer than three checkpoints)."""
+    time.sleep(0.0002)
+    return to_app(record)
+
+
 @pytest.mark.ray
 @pytest.mark.parametrize("chaining", [True, False], ids=["chained-4-tasks", "unchained-8-tasks"])
 def test_calls_per_checkpoint_on_ray(ray_session, tmp_path, chaining: bool) -> None:
     rows = pageview_rows(4000)
-    env = pageview_env(rows, interval=0.05, buffer_size=16, storage=str(tmp_path))
+    env = pageview_env(rows, interval=0.05, buffer_size=16, storage=str(tmp_path), fn=_paced_to_app)
     if not chaining:
         env.disable_chaining()
     graph = env.get_job_graph("calls")
