@@ -124,6 +124,7 @@ def test_nexmark_cells_compare_each_metric_and_judge_only_the_measured_ones() ->
 SAVED = Path(__file__).parent / "fixtures" / "fidelity_sim.json"  # a `--measure sim` self-check's JSON
 
 
+@pytest.mark.slow  # every cell of a saved run simulated again
 def test_predict_from_a_saved_run_makes_the_same_predictions_and_keeps_its_measurements(tmp_path) -> None:
     # the simulator is deterministic: the saved profiles at the saved sizes predict what they did
     path = tmp_path / "again.json"
@@ -242,6 +243,7 @@ def test_each_round_on_ray_calibrates_again_and_the_cells_compare_the_median_pre
     assert payload["profiles"]["uniform"]["cores"] == 1
 
 
+@pytest.mark.slow  # every cell of a saved run simulated again
 def test_a_saved_run_with_a_profile_per_round_is_predicted_again_with_each(tmp_path) -> None:
     doc = json.loads(SAVED.read_text())
     doc["round_profiles"] = {name: [p, p] for name, p in doc["profiles"].items()}
