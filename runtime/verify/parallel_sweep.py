@@ -45,10 +45,16 @@ def judge_seed(seed: int) -> Verdict:
         return run_config(draw_config(seed))
 
 
+#: seeds queued per worker process ahead of the one the consumer waits for
+AHEAD = 16
+
+
 def verdicts(seeds: Iterable[int], jobs: int | None = None) -> Iterator[Verdict]:
     """The verdict of each of `seeds`, in their order, judged by `jobs` worker processes (every core
-    when None; 1: in this process). At most two seeds per worker are in flight, so a consumer that
-    stops early (a deadline) leaves little running; what is left is cancelled."""
+    when None; 1: in this process). Up to `AHEAD` seeds per worker are queued, so a seed that
+    runs long at the head of the stream leaves no other worker idle; only one per worker runs, so
+    a consumer that stops early (a deadline) leaves little running, and the queued rest is
+    cancelled."""
     jobs = default_jobs() if jobs is None else jobs
     if jobs <= 1:
         yield from (judge_seed(seed) for seed in seeds)
@@ -58,7 +64,7 @@ def verdicts(seeds: Iterable[int], jobs: int | None = None) -> Iterator[Verdict]
     try:
         for seed in seeds:
             pending.append(pool.submit(judge_seed, seed))
-            if len(pending) >= 2 * jobs:
+            if len(pending) >= AHEAD * jobs:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
