@@ -412,8 +412,9 @@ class SimExecutor(RunsOnJobMaster):
 
     def _watch_progress(self) -> bool:
         """Observe the job for the `ProgressWatchdog` (every tenth of `stall_timeout`). A stalled
-        task (`TaskStall`) is in one step: hung once that step has lasted `stall_timeout`, the
-        job fails over, as for a function that never returns on Ray. Stuck with no task in a step: the job fails for good (True)."""
+        task (`TaskStall`) is in one step: hung once that step has lasted `stall_timeout`, and the
+        job fails over, as for a function that never returns on Ray. Stuck with no task in a
+        step: the job fails for good (True)."""
         limit = self._watchdog.stall_timeout
         assert limit is not None
         self._next_watch = self.now + limit / 10

@@ -69,8 +69,8 @@ def test_an_invalid_stall_timeout_is_named_before_the_job_runs(value: object) ->
 
 def test_a_task_stalled_past_stall_timeout_is_hung_and_the_job_fails_over_exactly_once() -> None:
     """A `TaskStall` is a step that does not return: with nothing else moving it counts as progress
-    until it has lasted `stall_timeout`, then the task is hung and the job fails over (as for a function that never returns on Ray);
-    the quiet time is watched although no event falls in it."""
+    until it has lasted `stall_timeout`, then the task is hung and the job fails over (as for a
+    function that never returns on Ray); the quiet time is watched although no event falls in it."""
     faults = FaultPlan.of(TaskStall(task="count[0]", at=0.005, duration=30.0))
     result = pageview(CheckpointingMode.EXACTLY_ONCE).execute("pv", executor="sim", faults=faults, stall_timeout=0.5)
     assert multiset(result.output("pv")) == EXPECTED, result.replay
