@@ -8,13 +8,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from sim_jobs import EXPECTED, pageview
 
 from operators import CollectSink, GeneratorSource
 from runtime import JobFailedError, StreamEnvironment
 from runtime.core.graph import JobGraphError
 from runtime.sim.network import NetworkOptions
 from runtime.workloads.seeded import multiset
-from tests.sim.sim_jobs import EXPECTED, pageview
 from vocabulary.fault_plan import FaultPlan, TaskStall
 from vocabulary.options import CheckpointingMode
 
