@@ -48,6 +48,8 @@ class SimCoordinatorLink:
         self.sim = sim
         #: the coordinators' gateway: every decision about their messages
         self.plane = ControlPlane(sim.graph, self)
+        #: checkpoints completed over the run, every coordinator's (the watchdog's progress)
+        self.completions = 0
 
     # ------------------------------------------------------------------ `ControlTransport`
 
@@ -96,6 +98,7 @@ class SimCoordinatorLink:
     def completed(self, completed: Any) -> None:
         sim = self.sim
         sim.trace_event("completed", completed.checkpoint_id)
+        self.completions += 1
         sim.runner.charge_checkpoint_cpu()
         if sim.invariants is not None:
             sim.invariants.on_completed(completed)

@@ -400,8 +400,8 @@ class SimExecutor(RunsOnJobMaster):
                 self.master.fail_for_good(self.lease.lost, None)
                 break
         if not self.done and self.error is None:
-            stuck = [str(t) for t, task in self.tasks.items() if not task.is_finished]
-            self.master.fail_for_good(f"job stalled with unfinished tasks {stuck} (seed={self.seed})", None)
+            self.master.fail_for_good(f"job stalled with unfinished tasks {self._unfinished()} (seed={self.seed})",
+                                      None)
         self.coordinator.stop()
         if invariants is not None:
             invariants.finished(self.error is None)
@@ -418,10 +418,9 @@ class SimExecutor(RunsOnJobMaster):
         limit = self._watchdog.stall_timeout
         assert limit is not None
         self._next_watch = self.now + limit / 10
-        completed = sum(1 for c in self.coordinator_history() if c.completed)
-        finished = [task.is_finished for task in self.tasks.values()]
-        progress = Progress(attempt=self.epoch, records=self.runner.records_handled(), finished=sum(finished),
-                            checkpoints=completed)
+        finished = len(self.tasks) - len(self._unfinished())
+        progress = Progress(attempt=self.epoch, records=self.runner.records_handled(), finished=finished,
+                            checkpoints=self.coordinator_link.completions)
         busy = {str(t): seconds for t, seconds in self.fault_actions.stalled_for().items()}
         stall = self._watchdog.observe(self.now, progress, busy)
         if stall is None:
@@ -429,10 +428,12 @@ class SimExecutor(RunsOnJobMaster):
         if stall.hung:
             self.master.failover(hung_message(stall, busy, limit, "virtual s"))
             return False
-        stuck = [str(t) for t, task in self.tasks.items() if not task.is_finished]
-        self.master.fail_for_good(f"{no_progress_message(stall, limit, 'virtual s')}; unfinished tasks {stuck} "
-                                  f"(seed={self.seed})", None)
+        self.master.fail_for_good(f"{no_progress_message(stall, limit, 'virtual s')}; unfinished tasks "
+                                  f"{self._unfinished()} (seed={self.seed})", None)
         return True
+
+    def _unfinished(self) -> list[str]:
+        return [str(t) for t, task in self.tasks.items() if not task.is_finished]
 
     def _watch_saturation(self) -> None:
         """Sample the run for the saturation monitor; a run that cannot keep up fails for good."""

@@ -26,10 +26,9 @@ class SimFaultActions:
 
     def __init__(self, sim: SimExecutor) -> None:
         self.sim = sim
-        #: stalled tasks (`TaskStall`): what reached them meanwhile, applied in order when they resume
-        self._held_for: dict[TaskId, list[Callable[[], None]]] = {}
-        #: when each stalled task's stall began
-        self._stalled_at: dict[TaskId, float] = {}
+        #: stalled tasks (`TaskStall`): when the stall began, and what reached them meanwhile,
+        #: applied in order when they resume
+        self._held_for: dict[TaskId, tuple[float, list[Callable[[], None]]]] = {}
 
     @property
     def any_held(self) -> bool:
@@ -38,20 +37,19 @@ class SimFaultActions:
 
     def held(self, task_id: TaskId, fn: Callable[[], None]) -> bool:
         """True (and `fn` kept for later) while `task_id` is stalled."""
-        held = self._held_for.get(task_id)
-        if held is None:
+        stall = self._held_for.get(task_id)
+        if stall is None:
             return False
-        held.append(fn)
+        stall[1].append(fn)
         return True
 
     def stalled_for(self) -> dict[TaskId, float]:
         """Each stalled task's virtual seconds in its stall so far (a step that has not returned)."""
-        return {task_id: self.sim.now - at for task_id, at in self._stalled_at.items()}
+        return {task_id: self.sim.now - since for task_id, (since, _) in self._held_for.items()}
 
     def reset(self) -> None:
         """A new deployment: a stalled task of the failed attempt is gone with it."""
         self._held_for.clear()
-        self._stalled_at.clear()
 
     def fire(self, index: int) -> None:
         """A fault placed at a time or at the sources' progress starts now."""
@@ -99,13 +97,11 @@ class SimFaultActions:
             return
         until = sim.now + duration
         sim.trace_event("fault", "TaskStall", str(task_id), duration)
-        self._held_for[task_id] = []
-        self._stalled_at[task_id] = sim.now
+        self._held_for[task_id] = (sim.now, [])
         sim.runner.busy_until(task_id, until)
 
         def resume() -> None:
-            self._stalled_at.pop(task_id, None)
-            for fn in self._held_for.pop(task_id, []):
+            for fn in self._held_for.pop(task_id, (None, []))[1]:
                 fn()
             sim.runner.schedule_run(task_id)
 
