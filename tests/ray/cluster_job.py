@@ -7,8 +7,10 @@ cluster needs a fresh driver: Ray's driver keeps the token and cluster it first 
     python cluster_job.py execute ADDRESS STORAGE PARALLELISM JOB   # env.execute(JOB, executor="ray", address=...)
     python cluster_job.py restore ADDRESS STORAGE PARALLELISM JOB   # the same, restore_from(STORAGE) first
 
-It prints a `PROGRESS {json}` line about four times a second (the test decides from them when to
-kill a node) and a `RESULT {json}` line at the end.
+In `execute` mode it first submits the job with checkpoints in a local folder, which a cluster of
+several nodes refuses, and prints the refusal as a `LOCAL_PATH {json}` line. Then it prints a
+`PROGRESS {json}` line about four times a second (the test decides from them when to kill a node)
+and a `RESULT {json}` line at the end.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from operators import CollectSink
 from runtime import StreamEnvironment
+from runtime.ray.storage import StorageConfigError
 from runtime.workloads.seeded import CountPerKey
 from vocabulary.options import RestartStrategy
 
@@ -67,7 +70,19 @@ def _emit(kind: str, payload: dict[str, Any]) -> None:
     print(f"{kind} {json.dumps(payload, default=str)}", flush=True)
 
 
+def local_path_refusal(address: str, parallelism: int, job: str) -> str | None:
+    """What submitting the job with checkpoints in a local folder raises (None: it ran)."""
+    try:
+        build(parallelism, "/tmp/barrierflow-local-path").execute(job, executor="ray", address=address,
+                                                                  max_duration=300)
+    except StorageConfigError as exc:
+        return str(exc)
+    return None
+
+
 def main(mode: str, address: str, storage: str, parallelism: int, job: str) -> None:
+    if mode == "execute":
+        _emit("LOCAL_PATH", {"error": local_path_refusal(address, parallelism, job)})
     env = build(parallelism, storage)
     if mode == "restore":
         env.restore_from(storage, job_id=job)

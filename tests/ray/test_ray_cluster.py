@@ -2,9 +2,10 @@
 127.0.0.1, token authentication on: `ray_nodes.py`) with its checkpoints on an S3 server (moto's:
 `tests/s3_server.py`), as a user who outgrows one machine runs it:
 
-1. submitted with `env.execute(executor="ray", address=...)`: its tasks run on both nodes; the
-   worker node is killed mid-run (every one of its processes, by PID) and the job recovers on the
-   head node, exactly once;
+1. submitted with `env.execute(executor="ray", address=...)`: with its checkpoints in a local
+   folder it is refused (the nodes do not share it); with them on S3 its tasks run on both nodes;
+   the worker node is killed mid-run (every one of its processes, by PID) and the job recovers on
+   the head node, exactly once;
 2. submitted with `barrierflow run --address ...` (a new worker node joined): its tasks run on both
    nodes; mid-run the whole cluster goes down (the driver and every node killed);
 3. a new cluster: `restore_from("s3://...")` finishes that job with another parallelism, its
@@ -164,6 +165,8 @@ def test_a_job_on_separate_ray_nodes_survives_a_lost_node_and_restores_on_a_new_
     try:
         # 1. env.execute(executor="ray", address=...): the worker node dies mid-run
         driver = job_driver("execute", first, f"s3://{s3_bucket}/execute", 2, "pv")
+        refusal = driver.wait_for(lambda line: line.startswith("LOCAL_PATH ") and json.loads(line[len("LOCAL_PATH "):]))
+        assert refusal["error"] and "shared pyarrow.fs URI" in refusal["error"], refusal
         before = driver.wait_for(running(0.3))
         sockets = first.head.listening()  # the head listens on loopback only; a worker node's raylet and
         # actors bind every interface where the machine has a default route (Ray's choice for a node
