@@ -44,6 +44,19 @@ class _NoQueuedStages:
         return []
 
 
+def _uploads(task_id: TaskId) -> tuple[SnapshotUploads, list[tuple[Any, ...]], threading.Event]:
+    """A writer thread for `task_id` whose reports go to the returned list; the event is set by
+    the first."""
+    written: list[tuple[Any, ...]] = []
+    done = threading.Event()
+
+    def post(kind: str, *args: Any) -> None:
+        written.append((kind, *args))
+        done.set()
+
+    return SnapshotUploads(_Writer(), task_id, live=lambda epoch: True, post=post, fail=written.append), written, done
+
+
 @pytest.mark.ray
 def test_a_slow_storage_window_slows_the_write_not_the_wait_for_the_stages(ray_session) -> None:
     ray = ray_session
@@ -54,14 +67,7 @@ def test_a_slow_storage_window_slows_the_write_not_the_wait_for_the_stages(ray_s
 
     ray.get(stage.remote())  # a worker process for it, started before the clock runs
     task_id = TaskId("sink", 0)
-    written: list[tuple[Any, ...]] = []
-    done = threading.Event()
-
-    def post(kind: str, *args: Any) -> None:
-        written.append((kind, *args))
-        done.set()
-
-    uploads = SnapshotUploads(_Writer(), task_id, live=lambda epoch: True, post=post, fail=written.append)
+    uploads, written, done = _uploads(task_id)
     now = time.time()
     faults = AttemptFaults({"slow_writes": [(now - 60.0, now + 60.0, FACTOR)]})
     snapshot = TaskSnapshot(task_id, 1, now, AlignmentStats(1))
@@ -93,14 +99,7 @@ def test_the_sinks_stages_are_part_of_the_writes_time_and_cpu() -> None:
     """Converting and sending the stages is the sink's part of the write: it counts in the
     subtask's `async_duration` and `async_cpu` (else it showed as a gap before the ack)."""
     task_id = TaskId("sink", 0)
-    written: list[tuple[Any, ...]] = []
-    done = threading.Event()
-
-    def post(kind: str, *args: Any) -> None:
-        written.append((kind, *args))
-        done.set()
-
-    uploads = SnapshotUploads(_Writer(), task_id, live=lambda epoch: True, post=post, fail=written.append)
+    uploads, written, done = _uploads(task_id)
     snapshot = TaskSnapshot(task_id, 1, time.time(), AlignmentStats(1))
     uploads.upload(0, _Task(), snapshot, ([("sink", "t1", [{"a": 1}])], []), _SlowToConvert(), AttemptFaults({}),
                    False, None)
