@@ -108,9 +108,9 @@ class SnapshotUploads:
         if not self._live(epoch):
             return
         cancelled = task.is_cancelled(checkpoint_id)
-        # the sinks' stages are part of the write (`async_duration`, `async_cpu`): turning a
-        # checkpoint interval's records into Arrow and sending them takes the UDF job's sink
-        # ~25 ms at full speed, which would otherwise show as an unexplained gap before its ack
+        # the sinks' stages are part of the write (`async_duration`, `async_cpu`): at full speed,
+        # turning a checkpoint interval's records into Arrow and sending them takes tens of ms,
+        # which would otherwise show as an unexplained gap before the acknowledgement
         started, cpu_started = time.time(), time.thread_time()
         try:
             # sent even for a cancelled snapshot: its transactions stay pending in the sinks and

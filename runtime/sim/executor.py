@@ -418,7 +418,7 @@ class SimExecutor(RunsOnJobMaster):
         limit = self._watchdog.stall_timeout
         assert limit is not None
         self._next_watch = self.now + limit / 10
-        finished = len(self.tasks) - len(self._unfinished())
+        finished = sum(1 for task in self.tasks.values() if task.is_finished)
         progress = Progress(attempt=self.epoch, records=self.runner.records_handled(), finished=finished,
                             checkpoints=self.coordinator_link.completions)
         busy = {str(t): seconds for t, seconds in self.fault_actions.stalled_for().items()}

@@ -12,7 +12,7 @@ wait in `held` until it resumes, then apply in order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from runtime.jobmaster.faults.actions import crash_after_records, fire_fault, injected_crash
 from vocabulary.handles import TaskId
@@ -21,14 +21,20 @@ if TYPE_CHECKING:
     from runtime.sim.executor import SimExecutor
 
 
+class _Stall(NamedTuple):
+    """A stalled task (`TaskStall`): when its stall began, and what reached it meanwhile."""
+
+    since: float
+    held: list[Callable[[], None]]
+
+
 class SimFaultActions:
     """The faults of one `SimExecutor`'s run, carried out in virtual time."""
 
     def __init__(self, sim: SimExecutor) -> None:
         self.sim = sim
-        #: stalled tasks (`TaskStall`): when the stall began, and what reached them meanwhile,
-        #: applied in order when they resume
-        self._held_for: dict[TaskId, tuple[float, list[Callable[[], None]]]] = {}
+        #: stalled tasks; what reached them is applied in order when they resume
+        self._held_for: dict[TaskId, _Stall] = {}
 
     @property
     def any_held(self) -> bool:
@@ -40,12 +46,12 @@ class SimFaultActions:
         stall = self._held_for.get(task_id)
         if stall is None:
             return False
-        stall[1].append(fn)
+        stall.held.append(fn)
         return True
 
     def stalled_for(self) -> dict[TaskId, float]:
         """Each stalled task's virtual seconds in its stall so far (a step that has not returned)."""
-        return {task_id: self.sim.now - since for task_id, (since, _) in self._held_for.items()}
+        return {task_id: self.sim.now - stall.since for task_id, stall in self._held_for.items()}
 
     def reset(self) -> None:
         """A new deployment: a stalled task of the failed attempt is gone with it."""
@@ -97,11 +103,12 @@ class SimFaultActions:
             return
         until = sim.now + duration
         sim.trace_event("fault", "TaskStall", str(task_id), duration)
-        self._held_for[task_id] = (sim.now, [])
+        self._held_for[task_id] = _Stall(sim.now, [])
         sim.runner.busy_until(task_id, until)
 
         def resume() -> None:
-            for fn in self._held_for.pop(task_id, (None, []))[1]:
+            stall = self._held_for.pop(task_id, None)
+            for fn in stall.held if stall is not None else ():
                 fn()
             sim.runner.schedule_run(task_id)
 

@@ -79,8 +79,12 @@ class Driver:
                 return found
         pytest.fail(f"not seen within {timeout:g} s:\n{self.output()}", pytrace=False)
 
+    def line(self, kind: str) -> dict[str, Any]:
+        """The JSON of the next `KIND {json}` line of `cluster_job.py`."""
+        return self.wait_for(lambda line: line.startswith(f"{kind} ") and json.loads(line[len(kind) + 1:]))
+
     def result(self) -> dict[str, Any]:
-        return self.wait_for(lambda line: line.startswith("RESULT ") and json.loads(line[len("RESULT "):]))
+        return self.line("RESULT")
 
     def progress(self) -> list[dict[str, Any]]:
         return [json.loads(line[len("PROGRESS "):]) for line in self.lines if line.startswith("PROGRESS ")]
@@ -165,7 +169,7 @@ def test_a_job_on_separate_ray_nodes_survives_a_lost_node_and_restores_on_a_new_
     try:
         # 1. env.execute(executor="ray", address=...): the worker node dies mid-run
         driver = job_driver("execute", first, f"s3://{s3_bucket}/execute", 2, "pv")
-        refusal = driver.wait_for(lambda line: line.startswith("LOCAL_PATH ") and json.loads(line[len("LOCAL_PATH "):]))
+        refusal = driver.line("LOCAL_PATH")
         assert refusal["error"] and "shared pyarrow.fs URI" in refusal["error"], refusal
         before = driver.wait_for(running(0.3))
         sockets = first.head.listening()  # the head listens on loopback only; a worker node's raylet and
