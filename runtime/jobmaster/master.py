@@ -325,6 +325,7 @@ class JobMaster:
             parallelism={v.name: v.parallelism for v in self.graph.vertices},
             high_availability=self.high_availability,
             promotions=len(self.coordinators.promotion_times),
+            coordinator_crashes=len(self.coordinators.crash_times),
             trace=trace if trace is not None else [],
             replay=self.replay,
             sink_names=sinks,

@@ -202,6 +202,10 @@ class JobResult:
     #: id 'c'"; None: standalone), and how many times a standby took over
     high_availability: str | None = None
     promotions: int = 0
+    #: how many times an injected fault (`CoordinatorCrash`, `CoordinatorCrashBeforeNotify`) killed
+    #: the checkpoint coordinator; on Ray, one that struck while a failover was cancelling the
+    #: attempt is counted here though `failures` does not list it (that failover covers it)
+    coordinator_crashes: int = 0
     trace: list[tuple] = field(default_factory=list, repr=False)
     replay: str = ""
     #: this run's id, recorded in the metadata of every checkpoint it took (`restore_from(dir,

@@ -5,9 +5,9 @@ join and a co-group commit exactly the plain-Python reference through crashes, a
 and with an alignment timeout, and after a restore at another parallelism.
 
 Every run crashes the coordinator right after the first checkpoint became durable
-(`CoordinatorCrashBeforeNotify(nth=0)`), so each recovery has a completed checkpoint to restore
-whatever the pace of the machine; the task crashes sit at a fraction of their task's records
-(or at the end of its input, if that comes first)."""
+(`CoordinatorCrashBeforeNotify(nth=0)`), so a recovery restores a completed checkpoint whatever
+the pace of the machine; the task crashes sit at a fraction of their task's records (or at the
+end of its input, if that comes first), before or after that checkpoint."""
 
 from __future__ import annotations
 
@@ -36,14 +36,22 @@ def combined_env(mode: str, parallelism: int, storage: str | None = None, attemp
     return env
 
 
+def assert_both_crashes_struck(result, task: str) -> None:
+    """The task crash failed the job over, and the coordinator crash struck: listed as a failover of
+    its own, or not listed when it came while the task's failover was cancelling the attempt (that
+    failover covers it; how soon the first checkpoint completes decides which)."""
+    failures = sorted(f.split(": injected fault: ")[0] for f in result.failures)
+    assert failures in (["coordinator crash", f"task {task} failed"], [f"task {task} failed"]), result.failures
+    assert result.coordinator_crashes == 1, (result.coordinator_crashes, result.failures)
+
+
 @pytest.mark.ray
 @pytest.mark.parametrize("mode", ["aligned", "unaligned", "aligned-timeout"])
 def test_the_combined_job_commits_exactly_the_reference_through_crashes_on_ray(ray_session, mode) -> None:
     task = TASK_CRASH[mode]
     plan = FaultPlan.of(CoordinatorCrashBeforeNotify(nth=0), TaskCrash(task=task, at_fraction=0.7))
     result = combined_env(mode, 2).execute("combined-ray", executor="ray", slots_per_worker=SLOTS, faults=plan)
-    assert sorted(f.split(": injected fault: ")[0] for f in result.failures) == [
-        "coordinator crash", f"task {task} failed"], result.failures
+    assert_both_crashes_struck(result, task)
     # the recovery from the coordinator crash restored checkpoint 1 or a later one
     assert [c for c in result.restored_checkpoints if c is not None], result.restored_checkpoints
     check(result, LEFT, RIGHT)
@@ -58,8 +66,7 @@ def test_the_combined_job_loses_nothing_at_least_once_through_crashes_on_ray(ray
     plan = FaultPlan.of(CoordinatorCrashBeforeNotify(nth=0), TaskCrash(task=task, at_fraction=0.7))
     result = combined_env("at-least-once", 2).execute("combined-ray", executor="ray", slots_per_worker=SLOTS,
                                                       faults=plan)
-    assert sorted(f.split(": injected fault: ")[0] for f in result.failures) == [
-        "coordinator crash", f"task {task} failed"], result.failures
+    assert_both_crashes_struck(result, task)
     assert [c for c in result.restored_checkpoints if c is not None], result.restored_checkpoints
     check(result, LEFT, RIGHT, exactly_once=False)
 

@@ -60,7 +60,7 @@ def test_killing_the_leader_coordinator_elects_the_standby_which_recovers(ray_se
     result = executor.run()
 
     assert multiset(result.output("pv")) == expected_counts(ROWS), "not exactly-once"
-    assert len(executor.coordinators.crash_times) == 1
+    assert len(executor.coordinators.crash_times) == 1 and result.coordinator_crashes == 1
     assert len(executor.coordinators.promotion_times) == 1, "the standby was not promoted"
     assert result.failures == ["coordinator crash (standby took over)"], result.failures  # the simulator's words
     killed = executor.coordinators.crash_times[0]

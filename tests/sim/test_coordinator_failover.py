@@ -93,4 +93,6 @@ def test_the_simulator_records_the_crash_and_the_promotion_as_ray_does() -> None
     assert any(c.trigger_time > 0.03 for c in result.checkpoints)
     # the result says how the coordinators were highly available, and how often a standby took over
     assert result.high_availability.startswith("the simulator's in-memory leader election") and result.promotions == 1
-    assert run(3, 3, ha=False, faults=FaultPlan()).high_availability is None
+    assert result.coordinator_crashes == 1
+    quiet = run(3, 3, ha=False, faults=FaultPlan())
+    assert quiet.high_availability is None and quiet.coordinator_crashes == 0
