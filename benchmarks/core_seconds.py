@@ -36,7 +36,7 @@ from benchmarks.report import add_output_arguments, at_least_one, markdown_table
 from benchmarks.run_queue import add_steady_arguments, latency_ms, steady_job_of, steady_readings
 from benchmarks.steady_jobs import SteadyJob
 from runtime.calibration.machine_load import cpu_seconds, descendants_of
-from runtime.jobmaster.result import CONTROL_ITEM, DATA_FRAMES, REPORTS_SENT
+from runtime.jobmaster.result import CONTROL_FRAMES, CONTROL_ITEM, DATA_FRAMES, REPORTS_SENT
 from vocabulary.task_metrics import StepTimes
 
 #: process categories, in table order
@@ -203,7 +203,7 @@ def worker_calls_per_s(worker_calls: dict[str, dict[str, int]], duration: float)
     summed: Counter[str] = Counter()
     for calls in worker_calls.values():
         summed.update(calls)
-    received = sum(n for m, n in summed.items() if m not in (REPORTS_SENT, DATA_FRAMES) and not m.startswith(CONTROL_ITEM))
+    received = sum(n for m, n in summed.items() if m not in (REPORTS_SENT, DATA_FRAMES, CONTROL_FRAMES) and not m.startswith(CONTROL_ITEM))
     rates = {m: n * per_second for m, n in summed.most_common()}
     return {**rates, "all received": received * per_second}
 

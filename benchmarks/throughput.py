@@ -22,7 +22,8 @@ worker actor; `pipeline`, the default, is Ray's default: one worker per pipeline
 chained, 4 unchained), each value in every repeat, interleaved, and reports every figure per value
 (`slots` column; one summary row per value). Every checkpointed run reports
 `calls_per_checkpoint`: the coordinator actor's calls (triggers and notifications to the
-workers, acknowledgements from them, commits: `JobMetrics.coordinator_calls`) per checkpoint.
+workers, acknowledgements from them, commits: `JobMetrics.coordinator_calls`; with sockets the
+triggers and acknowledgements that went as frames count too) per checkpoint.
 
 Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` does).
 
@@ -265,7 +266,7 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         "messages_per_checkpoint": metrics.calls_per_checkpoint(len(durations)),
         "checkpoint_p50_ms": _ms(statistics.median(durations)) if durations else None,
         "alignment_max_ms": _ms(max((c.alignment_time for c in result.completed_checkpoints), default=0.0)),
-        "calls_per_checkpoint": (sum(calls.get(k, 0) for k in ("control", "report", "commit")) / len(result.checkpoints)
+        "calls_per_checkpoint": (sum(calls.get(k, 0) for k in ("control", "control frames", "report", "commit")) / len(result.checkpoints)
                                  if calls and result.checkpoints else None),
         "wall_s": wall,
         "load_1m": os.getloadavg()[0],

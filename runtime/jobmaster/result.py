@@ -46,6 +46,7 @@ class GcPauses:
 CONTROL_ITEM = "control: "
 REPORTS_SENT = "report (sent)"
 DATA_FRAMES = "data frames (socket)"
+CONTROL_FRAMES = "control frames (socket)"
 
 
 @dataclass
@@ -89,7 +90,8 @@ class JobMetrics:
     #: Ray: calls the coordinator actors sent (`control`: triggers and notifications, batched per
     #: worker; `commit`) and received (`report`: acknowledgements, batched per worker), and the
     #: messages they carried (`control messages`, `acks`); `report frames`: the reports that came
-    #: as socket frames (`data_transport="socket"`), not Ray calls; empty on the simulator
+    #: as socket frames (`data_transport="socket"`), not Ray calls, and `control frames` the
+    #: `control` batches sent so (counted apart from `control`); empty on the simulator
     coordinator_calls: dict[str, int] = field(default_factory=dict)
     #: CPU seconds of the control-path services, by name: on Ray the processes of the
     #: coordinator actors ("coordinator") and of the committer service ("committer"); on the
@@ -103,7 +105,8 @@ class JobMetrics:
     #: by the subtask method they invoked (heartbeats, pushes, returned credits: a call each; a
     #: `control` call counts as "control", each of its items as `CONTROL_ITEM` + its method), the
     #: acknowledgement reports it sent (`REPORTS_SENT`) and, with `data_transport="socket"`, how
-    #: many of the data calls came as socket frames (`DATA_FRAMES`); empty on the simulator
+    #: many of the data calls came as socket frames (`DATA_FRAMES`) and how many of the `control`
+    #: calls (`CONTROL_FRAMES`); empty on the simulator
     worker_calls: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property

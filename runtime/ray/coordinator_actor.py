@@ -74,7 +74,7 @@ from runtime.jobmaster.faults.storage import CoordinatorWriteFaults
 from runtime.jobmaster.restore.state_assignment import restore_latest_valid
 from runtime.jobmaster.result import GcPauses
 from runtime.ray.control_transport import RayControlTransport
-from runtime.ray.data_links import DataInbox
+from runtime.ray.data_links import CONTROL, DataInbox, link_to
 from runtime.ray.errors import describe
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.storage import StorageSpec, open_storage
@@ -201,15 +201,22 @@ class CoordinatorActor:
 
     def _queue(self, handle: Any, method: str, *args: Any) -> None:
         """Queue `method(*args)` for the subtask of `handle` (a `SlotHandle`); sent by `_flush`."""
-        self._outbox.setdefault(handle.worker_index, (handle.worker, []))[1].append((handle.task_id, method, args))
+        self._outbox.setdefault(handle.worker_index, (handle, []))[1].append((handle.task_id, method, args))
 
     def _flush(self) -> None:
-        """Under the lock: one `control` call per worker with what was queued for it, in order."""
+        """Under the lock: one `control` call per worker with what was queued for it, in order.
+        With `data_transport="socket"` a batch of triggers only is a frame on the worker's inbox
+        (`WorkerActor.deliver_frame`) instead: nobody waits for it, where a notification's call is
+        awaited (`wait_notifications`; the final one is applied before its call returns)."""
         outbox, self._outbox = self._outbox, {}
-        for worker, items in outbox.values():
-            ref = worker.control.remote(items)
-            self._calls["control"] += 1
+        for handle, items in outbox.values():
             self._calls["control messages"] += len(items)
+            if handle.data_transport == "socket" and all(method == "trigger_source" for _, method, _ in items):
+                link_to(handle.worker).send((None, CONTROL, items))
+                self._calls["control frames"] += 1
+                continue
+            ref = handle.worker.control.remote(items)
+            self._calls["control"] += 1
             if any(method == "notify_complete" for _, method, _ in items):
                 self._notify_refs.append(ref)
         if len(self._notify_refs) > 256:

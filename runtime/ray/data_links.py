@@ -51,6 +51,10 @@ RECONNECT_INTERVAL = 1.0
 #: seconds a connection attempt or a worker's address lookup may take
 CONNECT_TIMEOUT = 10.0
 
+#: the method of a frame to a worker that carries the coordinator's control messages
+#: (`(None, CONTROL, items)`: `WorkerActor.control`)
+CONTROL = "control"
+
 _HEADER = struct.Struct("!I")
 _TOKEN_BYTES = 32
 

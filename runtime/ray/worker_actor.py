@@ -32,8 +32,8 @@ from typing import Any
 
 import ray
 
-from runtime.jobmaster.result import CONTROL_ITEM, DATA_FRAMES, REPORTS_SENT, GcPauses
-from runtime.ray.data_links import DataInbox
+from runtime.jobmaster.result import CONTROL_FRAMES, CONTROL_ITEM, DATA_FRAMES, REPORTS_SENT, GcPauses
+from runtime.ray.data_links import CONTROL, DataInbox
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.slots import SENT_METHODS, LocalSlot
 from runtime.ray.task_actor import TaskActor
@@ -169,6 +169,8 @@ class WorkerActor:
                        for t in task_ids}
         #: subtask method -> the calls (and control items) that invoked it (`calls`)
         self._received: Counter[str] = Counter()
+        #: the `control` calls of those that came as frames
+        self._control_frames = 0
         if self._inbox is not None:
             self._inbox.frames = 0
         freeze_startup_heap()
@@ -212,8 +214,17 @@ class WorkerActor:
         """(host, port, token) of this worker's `DataInbox`, opened on the first ask: where a
         sender's `DataLink` connects, and what it must send first."""
         if self._inbox is None:  # (only Ray's one thread of this synchronous actor runs it)
-            self._inbox = DataInbox(self.send, ray.util.get_node_ip_address())
+            self._inbox = DataInbox(self.deliver_frame, ray.util.get_node_ip_address())
         return (*self._inbox.address, self._inbox.token)
+
+    def deliver_frame(self, call: tuple[Any, str, Any]) -> None:
+        """A call that came on the inbox (on its connection's thread): a data call (`send`), or
+        the coordinator's control messages (`(None, CONTROL, items)`: `control`)."""
+        if call[1] == CONTROL:
+            self._control_frames += 1
+            self.control(call[2])
+        else:
+            self.send(call)
 
     @ray.method(num_returns=0)
     def send(self, call: tuple[TaskId, str, tuple[Any, ...]]) -> None:
@@ -250,9 +261,11 @@ class WorkerActor:
     def calls(self) -> dict[str, int]:
         """The calls this worker received, by the subtask method they invoked (a `control` call
         counts as "control", each of its items as `CONTROL_ITEM` + its method), the `report`
-        calls it sent, as `REPORTS_SENT`, and the data calls of those that came as socket frames,
-        as `DATA_FRAMES` (`JobMetrics.worker_calls`)."""
-        frames = {DATA_FRAMES: self._inbox.frames} if self._inbox is not None else {}
+        calls it sent, as `REPORTS_SENT`, and of those it received, the data calls that came as
+        socket frames, as `DATA_FRAMES`, and the `control` calls, as `CONTROL_FRAMES`
+        (`JobMetrics.worker_calls`)."""
+        frames = {DATA_FRAMES: self._inbox.frames - self._control_frames,
+                  CONTROL_FRAMES: self._control_frames} if self._inbox is not None else {}
         return {**self._received, REPORTS_SENT: self.reports.calls, **frames}
 
     def gc_pauses(self) -> GcPauses:

@@ -2,7 +2,7 @@
 a worker's inbox delivers whole frames in order and only to whoever holds its token; on Ray every
 data call between workers goes as a frame, and a job commits every record once through a crash
 that kills a worker its peers were sending to, and again on the workers it leaves; the tasks'
-reports to the coordinator go as frames too."""
+reports to the coordinator and its triggers to them go as frames too."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from ray_jobs import expected_counts, pageview_env, pageview_rows
 
 from runtime import FaultPlan, TaskCrash
-from runtime.jobmaster.result import DATA_FRAMES
+from runtime.jobmaster.result import CONTROL_FRAMES, CONTROL_ITEM, DATA_FRAMES
 from runtime.ray.data_links import DataInbox, _send_frame
 from runtime.workloads.seeded import multiset
 
@@ -139,6 +139,15 @@ def test_every_data_call_between_workers_goes_as_a_frame_and_a_crash_loses_or_re
         # the tasks' reports (acknowledgements, "source finished") come to the coordinator as frames
         coordinator = result.metrics.coordinator_calls
         assert coordinator["report"] > 0 and coordinator["report frames"] == coordinator["report"], coordinator
+        # and the coordinator's triggers come to the workers as frames; its notifications, which
+        # it waits for, as Ray calls
+        triggers = sum(received.get(CONTROL_ITEM + "trigger_source", 0) for received in calls.values())
+        assert triggers > 0 and coordinator["control frames"] > 0, coordinator
+        received_frames = sum(received.get(CONTROL_FRAMES, 0) for received in calls.values())
+        # (the crashed worker's count goes with it, and what was sent to it while it died is dropped)
+        assert 0 < received_frames <= coordinator["control frames"], (received_frames, coordinator)
+    assert sum(r.get(CONTROL_FRAMES, 0) for r in first.metrics.worker_calls.values()) == \
+        first.metrics.coordinator_calls["control frames"], first.metrics.worker_calls
 
 
 @pytest.mark.ray
@@ -148,4 +157,5 @@ def test_with_ray_calls_as_the_data_transport_no_data_call_goes_as_a_frame(no_id
     assert multiset(result.output("pv")) == expected_counts(rows)
     for worker, received in result.metrics.worker_calls.items():
         assert received.get("push", 0) > 0 and DATA_FRAMES not in received, f"{worker}: {received}"
-    assert result.metrics.coordinator_calls["report"] > 0 and "report frames" not in result.metrics.coordinator_calls
+    coordinator = result.metrics.coordinator_calls
+    assert coordinator["report"] > 0 and "report frames" not in coordinator and "control frames" not in coordinator

@@ -38,6 +38,7 @@ class _Recorder:
         self.notify_complete = _Method(self.calls, "complete")
         self.notify_aborted = _Method(self.calls, "aborted")
         self.worker, self.worker_index, self.task_id = SimpleNamespace(control=self), id(self), None
+        self.data_transport = "ray"  # (every batch a `control` call; frames: test_data_links.py)
         self.control_calls = 0
 
     def remote(self, items: list[tuple[Any, str, tuple[Any, ...]]]) -> None:

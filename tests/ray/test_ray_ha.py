@@ -108,6 +108,7 @@ class _FakeTask:
     def __init__(self) -> None:
         self.triggers: list[int] = []
         self.worker, self.worker_index, self.task_id = SimpleNamespace(control=self), 0, None
+        self.data_transport = "ray"  # (every batch a `control` call; frames: test_data_links.py)
 
     def remote(self, items: list[tuple[Any, str, tuple[Any, ...]]]) -> None:
         self.triggers += [args[1] for _, method, args in items if method == "trigger_source"]
