@@ -1,5 +1,5 @@
 """Sinks. `CollectSink` is a two-phase-commit sink: end-to-end exactly-once
-(`docs/semantics.md`, "Exactly-once sinks").
+(`docs/semantics.md`, "Exactly-once sinks"); `DiscardingSink` drops its input.
 
 Theory of operation
 -------------------
@@ -183,3 +183,30 @@ class CollectSink(StreamOperator):
 
     def __repr__(self) -> str:
         return f"CollectSink({self.sink_name!r}, staged={self._open_rows}, pending={self.pending_transactions})"
+
+
+class DiscardingSink(CollectSink):
+    """Drops every record, as Flink's `DiscardingSink`: the end of a job whose output nobody
+    keeps. It stages and commits nothing (`result.output(name)` is empty) and checks no record's
+    types, so a run measures what checkpoints cost the job without a transactional sink's work.
+
+    Args:
+        name: the sink name; unique per job (default "discard").
+
+    Raises:
+        ValueError: `name` is empty or not a string, or contains '/'.
+    """
+
+    stages_records = False
+
+    def __init__(self, name: str = "discard") -> None:
+        super().__init__(name)
+
+    def process_batch(self, records: list[Record]) -> list[Record]:
+        return []
+
+    def process_columns(self, batch: Any) -> list[Record]:
+        return []
+
+    def __repr__(self) -> str:
+        return f"DiscardingSink({self.sink_name!r})"

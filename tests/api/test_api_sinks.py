@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from api_fakes import RecordingCommitter, make_ctx
 
@@ -326,3 +327,38 @@ def test_collect_committer_names_the_newest_checkpoint_it_committed_output_of():
     # SparkSink's file-name transactions
     assert [transaction_checkpoint(t) for t in ("my-sink-1-7-0a1b2c3d", "my-sink-0-end-after-9", "my-sink-2-final")] \
         == [7, 9, None]
+
+
+def test_a_discarding_sink_stages_commits_and_keeps_nothing():
+    from operators import DiscardingSink
+
+    committer = RecordingCommitter()
+    sink = DiscardingSink()
+    sink.open(make_ctx(committer=committer, subtask=0, checkpointing=True, keyed=False))
+    assert sink.process_batch(recs(1, 2)) == [] and sink.process_columns(pa.RecordBatch.from_pylist(recs(3))) == []
+    assert sink.snapshot_state(1) == {}
+    sink.notify_checkpoint_complete(1)
+    assert sink.end_input() == []
+    assert committer.staged == {} and committer.calls == [] and sink.num_staged == 0
+    assert repr(sink) == "DiscardingSink('discard')"
+    with pytest.raises(ValueError, match="non-empty string"):
+        DiscardingSink("a/b")
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_a_job_into_a_discarding_sink_runs_its_checkpoints_and_commits_nothing(checkpointing: bool):
+    """The job's work and checkpoints happen (its keyed counts are all there), its output is
+    dropped, and records whose field changes type (which a `CollectSink` refuses) pass."""
+    from operators import DiscardingSink
+    from runtime import StreamEnvironment
+
+    env = StreamEnvironment(parallelism=2)
+    if checkpointing:
+        env.enable_checkpointing(interval=0.01)
+    rows = [{"k": i % 3} for i in range(60)]
+    (env.from_collection(rows, splits=2).key_by("k").count(name="count")
+     .map(lambda r: {"n": r["count"] if r["count"] % 2 else str(r["count"])}).sink_to(DiscardingSink()))
+    result = env.execute("discard", executor="sim", seed=3)
+    assert result.output("discard") == [] and result.committer.transactions("discard") == []
+    assert result.final_state["count"]["count"] == {0: 20, 1: 20, 2: 20}
+    assert bool(result.completed_checkpoints) == checkpointing

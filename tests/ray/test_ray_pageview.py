@@ -1,6 +1,7 @@
 """The page-view job on real Ray: exactly-once under actor kills, at-least-once loses nothing,
 a failure-free run agrees with the simulator (an agreement test across executors), its
-stream unioned with itself counts every record twice, and NaN keys are one key."""
+stream unioned with itself counts every record twice, NaN keys are one key, and a `DiscardingSink`
+keeps nothing while the counts stay exact through a crash."""
 
 from __future__ import annotations
 
@@ -133,3 +134,14 @@ def test_nan_records_count_as_one_key_on_ray(ray_session, vectorised: bool) -> N
     result = env.execute("nans", executor="ray", faults=FaultPlan.of(TaskCrash(task="count[1]", after_records=1500)))
     assert result.restarts == 1 and result.restored_checkpoints, result.failures
     assert nan_key_counts(result) == {"count": [2000], "per-key": [2000]}
+
+
+@pytest.mark.ray
+def test_a_discarding_sink_keeps_nothing_through_a_crash_while_the_counts_stay_exact(ray_session) -> None:
+    from operators import DiscardingSink
+
+    plan = FaultPlan.of(TaskCrash(task="count[1]", after_records=1500))
+    result = pageview_env(ROWS, sink=DiscardingSink("pv")).execute("pv-discard", executor="ray", faults=plan)
+    assert result.restarts == 1 and result.completed_checkpoints, (result.failures, result.checkpoints)
+    assert result.output("pv") == [] and result.committer.transactions("pv") == []
+    assert result.final_state["count"]["count"] == APP_COUNTS
