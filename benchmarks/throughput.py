@@ -2,8 +2,8 @@
 
     python -m benchmarks.throughput [--executor ray|sim] [--job udf|vectorised] [--records N]
                                     [--rate 5000] [--steady-seconds S] [--warmup 2] [--repeat 3]
-                                    [--unchained] [--slots 1 2] [--address HOST:PORT --checkpoint-dir URI]
-                                    [--json PATH]
+                                    [--unchained] [--slots 1 2] [--sink collect discard]
+                                    [--address HOST:PORT --checkpoint-dir URI] [--json PATH]
 
 The page-view job, parallelism 2, in two forms (`--job`):
 
@@ -24,6 +24,15 @@ chained, 4 unchained), each value in every repeat, interleaved, and reports ever
 `calls_per_checkpoint`: the coordinator actor's calls (triggers and notifications to the
 workers, acknowledgements from them, commits: `JobMetrics.coordinator_calls`; with sockets the
 triggers and acknowledgements that went as frames count too) per checkpoint.
+
+`--sink collect discard` runs the job into its exactly-once `CollectSink` and into a
+`DiscardingSink`, interleaved as `--slots`, and reports each (`sink` column). With checkpoints the
+`CollectSink` stages every checkpoint's records in the committer during the run; without, it
+commits them all at end of input, after the last record was counted. The discarding runs show
+what the checkpoints cost the job without that sink work, as the peers measure with their
+discarding sinks (`benchmarks.peers`); they commit nothing, so they have no visible throughput,
+their throughput runs to the last record counted in both jobs, and the run checks the keyed counts
+instead of the output.
 
 Checkpoints go to a fresh local directory per run on Ray (as `barrierflow demo` does).
 
@@ -137,17 +146,22 @@ JOBS = ("udf", "vectorised")
 MODES = ("aligned", "unaligned", "at-least-once")
 #: network buffer size per job unless `--buffer-size`
 BUFFER_SIZES = {"udf": 1000, "vectorised": 10_000}
+#: the job's sink (`--sink`): the exactly-once `CollectSink`, or a `DiscardingSink` (as the peers'
+#: discarding sinks), which stages and commits nothing
+SINKS = ("collect", "discard")
 
 
 def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_size: int | None = None,
           buffer_timeout: float = 0.005, job: str = "udf", mode: str = "aligned",
-          storage: str | None = None, credits: int = 8, chaining: bool = True, warmup: float = 0.0) -> Any:
+          storage: str | None = None, credits: int = 8, chaining: bool = True, warmup: float = 0.0,
+          sink: str = "collect") -> Any:
     """The page-view job (`job`: "udf" or "vectorised"); `mode` (with `checkpoints`): "aligned",
     "unaligned" or "at-least-once"; checkpoints in `storage` (None: in memory); `chaining=False`:
-    every operator its own task (8 tasks instead of 4). With a `rate` records are stamped when
-    due and the first `warmup` seconds of them are left out of the latencies; without, when read."""
+    every operator its own task (8 tasks instead of 4); `sink`: one of `SINKS`. With a `rate`
+    records are stamped when due and the first `warmup` seconds of them are left out of the
+    latencies; without, when read."""
     from checkpoint.modes import parse_mode
-    from operators import CollectSink, KeyedProcessFunction
+    from operators import CollectSink, DiscardingSink, KeyedProcessFunction
     from runtime import StreamEnvironment
 
     class CountStamped(KeyedProcessFunction):
@@ -159,6 +173,9 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
 
     if job not in JOBS:
         raise ValueError(f"job must be one of {JOBS}, got {job!r}")
+    if sink not in SINKS:
+        raise ValueError(f"sink must be one of {SINKS}, got {sink!r}")
+    sink_operator = DiscardingSink("pv") if sink == "discard" else CollectSink("pv")
     stamp = "due" if rate else "read"
     size = buffer_size or BUFFER_SIZES[job]
     env = StreamEnvironment(parallelism=2, buffer_size=size, credits=credits, buffer_timeout=buffer_timeout)
@@ -174,7 +191,7 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
             .map_batches(to_app_batch, name="to-app")
             .key_by("app")
             .count(name="count")
-            .sink_to(CollectSink("pv"))
+            .sink_to(sink_operator)
         )
         return env
     (
@@ -182,7 +199,7 @@ def build(records: int, *, checkpoints: bool, rate: float | None = None, buffer_
         .map(to_app, name="to-app")
         .key_by("app")
         .process(CountStamped(), name="count")
-        .sink_to(CollectSink("pv"))
+        .sink_to(sink_operator)
     )
     return env
 
@@ -209,7 +226,8 @@ CPU_WINDOW = (0.2, 0.9)
 def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = None, job: str = "udf",
         mode: str = "aligned", buffer_size: int | None = None, credits: int = 8,
         cpu_of: int | None = None, chaining: bool = True, slots: Slots = PIPELINE,
-        warmup: float = 0.0, checkpoint_dir: str | None = None, data_transport: str = DEFAULT_DATA_TRANSPORT) -> dict[str, Any]:
+        warmup: float = 0.0, checkpoint_dir: str | None = None, data_transport: str = DEFAULT_DATA_TRANSPORT,
+        sink: str = "collect") -> dict[str, Any]:
     """One run's row; with `cpu_of` (a raylet's PID) and `rate`, also the job's CPU rate over
     `CPU_WINDOW` of the steady input (`cpu_cores`, `cpu_window_s`, `window_checkpoints`)."""
     if cpu_of is not None and not rate:
@@ -219,18 +237,22 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         result, wall = execute(executor, records, checkpoints=checkpoints, rate=rate, job=job, mode=mode,
                                buffer_size=buffer_size, credits=credits, chaining=chaining, slots=slots,
                                warmup=warmup if rate else 0.0, checkpoint_dir=checkpoint_dir,
-                               data_transport=data_transport)
+                               data_transport=data_transport, sink=sink)
     output = result.output("pv")
-    assert len(output) == records, f"{len(output)} records committed, expected {records}"
-    counts: dict[str, int] = {}
-    for r in output:
-        counts[r["app"]] = max(counts.get(r["app"], 0), r["count"])
+    if sink == "discard":  # nothing committed: the keyed counts say every record was counted
+        assert not output, f"{len(output)} records committed into a DiscardingSink"
+        counts = result.final_state["count"]["count"]
+    else:
+        assert len(output) == records, f"{len(output)} records committed, expected {records}"
+        counts = {}
+        for r in output:
+            counts[r["app"]] = max(counts.get(r["app"], 0), r["count"])
     assert sum(counts.values()) == records, f"final counts add up to {sum(counts.values())}, expected {records}"
-    if job == "udf":
+    if job == "udf" and sink == "collect":
         first = min(r["created_at"] for r in output)
         last = max(r["done_at"] for r in output)
         throughput = records / (last - first) if last > first else 0.0
-    else:  # first record created -> last record reached the count task, as above
+    else:  # first record created -> last record reached the count task (as above, without the output)
         throughput = result.metrics.end_to_end_throughput or 0.0
     metrics = result.metrics
     visible = None
@@ -254,6 +276,7 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         "job": job,
         "slots": slots,
         "data_transport": data_transport,
+        "sink": sink,
         "run": ("steady" if rate else "max rate") + (f" {mode}" if checkpoints else " no checkpoints"),
         "records": records,
         "records_per_s": throughput,
@@ -319,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-transport", nargs="+", default=[DEFAULT_DATA_TRANSPORT], choices=DATA_TRANSPORTS,
                         help="Ray: how data calls go between workers, Ray actor calls or sockets "
                         f"(`data_transport`); several values run interleaved, as --slots (default {DEFAULT_DATA_TRANSPORT})")
+    parser.add_argument("--sink", nargs="+", default=["collect"], choices=SINKS,
+                        help="the job's sink: the exactly-once CollectSink, or a DiscardingSink that stages and "
+                        "commits nothing (as the peers' sinks); several values run interleaved, as --slots "
+                        "(default collect)")
     parser.add_argument("--address", metavar="HOST:PORT",
                         help="Ray: run on this Ray cluster (from one of its nodes) instead of a local Ray; "
                         "implies --no-cpu")
@@ -347,19 +374,20 @@ def main(argv: list[str] | None = None) -> int:
     costs: list[dict[str, Any]] = []
     if with_bound:
         from benchmarks.ray_pipe_bound import run as bound_run
-    variants = [(slots, transport) for slots in args.slots for transport in args.data_transport]
+    variants = [(slots, transport, sink) for slots in args.slots for transport in args.data_transport
+                for sink in args.sink]
     rows: list[dict[str, Any]] = []
     bounds: list[dict[str, Any]] = []
     per_repeat: list[dict[str, Any]] = []
     for i in range(args.repeat):  # interleaved, so machine noise hits both modes (and the bound) alike
         if with_bound:
             bounds.append(bound_run(records, args.buffer_size or BUFFER_SIZES[args.job], args.credits))
-        for slots, transport in variants:  # ... and every slots value and transport alike
-            kw_slots = {**kw, "slots": slots, "data_transport": transport}
+        for slots, transport, sink in variants:  # ... and every slots value, transport and sink alike
+            kw_slots = {**kw, "slots": slots, "data_transport": transport, "sink": sink}
             aligned_row = run(args.executor, records, checkpoints=True, **kw_slots)
             off_row = run(args.executor, records, checkpoints=False, **kw_slots)
             rows += [aligned_row, off_row]
-            ratios = {"repeat": i + 1, "slots": slots, "data_transport": transport,
+            ratios = {"repeat": i + 1, "slots": slots, "data_transport": transport, "sink": sink,
                       "aligned_vs_off": aligned_row["records_per_s"] / off_row["records_per_s"]}
             if aligned_row["visible_records_per_s"] and off_row["visible_records_per_s"]:
                 ratios["aligned_vs_off_visible"] = (aligned_row["visible_records_per_s"]
@@ -371,15 +399,16 @@ def main(argv: list[str] | None = None) -> int:
                 on_row = run(args.executor, steady_records, checkpoints=True, **steady_kw)
                 off_row = run(args.executor, steady_records, checkpoints=False, **steady_kw)
                 rows += [on_row, off_row]
-                costs.append(cost := {"slots": slots, "data_transport": transport, **cpu_cost(on_row, off_row)})
+                costs.append(cost := {"slots": slots, "data_transport": transport, "sink": sink,
+                                      **cpu_cost(on_row, off_row)})
                 ratios |= {key: value for key, value in cost.items() if key.startswith("cpu_per_checkpoint_ms")}
                 ratios["calls_per_checkpoint"] = on_row["calls_per_checkpoint"]
             per_repeat.append(ratios)
     if not with_cpu:
-        for slots, transport in variants:
+        for slots, transport, sink in variants:
             rows.append(run(args.executor, steady_records, checkpoints=True, rate=args.rate, warmup=args.warmup, **kw,
-                            slots=slots, data_transport=transport))
-    summaries = [_summary(rows, costs, bounds, slots, transport, args.rate, args.warmup) for slots, transport in variants]
+                            slots=slots, data_transport=transport, sink=sink))
+    summaries = [_summary(rows, costs, bounds, variant, args.rate, args.warmup) for variant in variants]
     if args.address:
         summaries = [{"address": args.address, "nodes": nodes, **summary} for summary in summaries]
     summary = summaries[0]
@@ -413,10 +442,11 @@ def slots_argument(text: str) -> Slots:
         raise argparse.ArgumentTypeError(f"an int >= 1 or {PIPELINE!r}, got {text!r}") from exc
 
 
-def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: list[dict[str, Any]], slots: Slots,
-             transport: str, rate: float, warmup: float) -> dict[str, Any]:
-    """Medians over the repeats of one slots value's and transport's runs."""
-    rows = [r for r in rows if r["slots"] == slots and r["data_transport"] == transport]
+def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: list[dict[str, Any]],
+             variant: tuple[Slots, str, str], rate: float, warmup: float) -> dict[str, Any]:
+    """Medians over the repeats of one variant's runs (slots value, transport, sink)."""
+    slots, transport, sink = variant
+    rows = [r for r in rows if (r["slots"], r["data_transport"], r["sink"]) == variant]
 
     def median(run_name: str, column: str = "records_per_s") -> float:
         return median_row([r for r in rows if r["run"] == run_name], column)[column]
@@ -427,6 +457,7 @@ def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: li
     summary: dict[str, Any] = {
         "slots": slots,
         "data_transport": transport,
+        "sink": sink,
         "aligned_records_per_s": aligned,
         "off_records_per_s": off,
         "aligned_vs_off": aligned / off if off else None,
@@ -450,11 +481,11 @@ def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: li
     checkpointed = [r for r in steady_runs if r["calls_per_checkpoint"] is not None]
     if checkpointed:
         summary["calls_per_checkpoint"] = median_row(checkpointed, "calls_per_checkpoint")["calls_per_checkpoint"]
-    if measured := [c for c in costs if (c["slots"], c["data_transport"]) == (slots, transport)
+    if measured := [c for c in costs if (c["slots"], c["data_transport"], c["sink"]) == variant
                     and c["cpu_per_checkpoint_ms"] is not None]:
         middle = median_row(measured, "cpu_per_checkpoint_ms")  # one repeat's figures, consistent
         summary |= {key: value for key, value in middle.items()
-                    if key not in ("window_checkpoints", "slots", "data_transport")}
+                    if key not in ("window_checkpoints", "slots", "data_transport", "sink")}
     if bounds:
         summary["raw_bound_records_per_s"] = median_row(bounds, "records_per_s")["records_per_s"]
         summary["aligned_vs_bound"] = aligned / summary["raw_bound_records_per_s"]

@@ -1,6 +1,6 @@
 """benchmarks.throughput's steady runs: records stamped when due, the first `--warmup`
-seconds left out of the latencies, and the control messages per checkpoint counted (on the simulator:
-the same `Task` counts them on Ray)."""
+seconds left out of the latencies, the control messages per checkpoint counted (on the simulator:
+the same `Task` counts them on Ray), and the job into either sink."""
 
 from __future__ import annotations
 
@@ -23,6 +23,20 @@ def test_a_steady_run_is_due_stamped_warmed_up_and_counts_its_calls(chaining: bo
 def test_a_max_rate_run_measures_every_record() -> None:
     row = throughput.run("sim", 1000, checkpoints=True, warmup=5.0)  # no rate: no warm-up
     assert row["warmup_records"] == 0 and row["latency_p99_ms"] is not None
+
+
+def test_both_sinks_run_interleaved_and_only_the_collecting_one_keeps_output(tmp_path) -> None:
+    """`--sink collect discard`: a summary per sink; the discarding runs commit nothing, yet
+    every record was counted (the run checks the keyed counts), and their checkpoints complete."""
+    import json
+
+    assert throughput.main(["--executor", "sim", "--quick", "--records", "2000", "--steady-seconds", "1",
+                            "--warmup", "0", "--sink", "collect", "discard", "--out", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "throughput_sim.json").read_text())
+    assert [s["sink"] for s in saved["summaries"]] == ["collect", "discard"]
+    runs = {(r["sink"], r["run"]): r for r in saved["runs"]}
+    assert len(runs) == 6, sorted(runs)  # max rate aligned and off, steady aligned, per sink
+    assert runs["discard", "max rate aligned"]["checkpoints"] > 0 and runs["discard", "max rate aligned"]["records_per_s"] > 0
 
 
 def test_a_warm_up_as_long_as_the_run_is_refused(capsys) -> None:
