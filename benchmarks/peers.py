@@ -3,7 +3,8 @@
 The driver (this module); what the children run: `benchmarks.peers_flink` (PyFlink, the Flink
 log), `benchmarks.peers_bytewax`; the rows: `benchmarks.peer_rows`.
 
-    python -m benchmarks.peers [--quick] [--json PATH] [--out DIR]
+    python -m benchmarks.peers [--quick] [--repeat N] [--sink collect discard] [--only VARIANT ...]
+                               [--json PATH] [--out DIR]
     python -m benchmarks.peers --setup-venv          (PyFlink + Bytewax into a separate venv)
     python -m benchmarks.checkpoint_modes --peers ...   (peers in the same run)
 
@@ -84,7 +85,11 @@ run, so the comparison needs no second table (`benchmarks.throughput` builds bot
   vectorised keyed `count()` -> CollectSink, Arrow batches end to end (the counterpart of
   `flink-sql` and `bytewax`); buffers of 10,000 records.
 Latency = arrival at the count task - creation; throughput = records / (last arrival - first
-creation). Checkpoint columns from barrierflow's own statistics; checkpoints to a local directory. Records: 500,000 / 100,000 (udf),
+creation). `--sink discard` (or `--sink collect discard`) runs them into a `DiscardingSink` as well,
+rows `barrierflow-udf-discarding` and `barrierflow-vectorised-discarding`: the peers' sinks keep no
+output (Flink's `DiscardingSink`, the SQL blackhole, Bytewax's stamp sink), where `CollectSink`
+stages every checkpoint's records in its committer during the run and, without checkpoints,
+commits them all after the last record was counted. `--only NAME ...` runs those variants alone. Checkpoint columns from barrierflow's own statistics; checkpoints to a local directory. Records: 500,000 / 100,000 (udf),
 10,000,000 / 2,000,000 (vectorised).
 
 For the Flink variants `checkpoints_completed`, `checkpoint_duration_*` and `checkpoint_size_max`
@@ -144,6 +149,10 @@ CHILD_TIMEOUT_S = 1800
 FLINK_MODES = ("none", "aligned", "unaligned", "at-least-once")
 BYTEWAX_MODES = ("none", "aligned")
 BARRIERFLOW_MODES = FLINK_MODES
+#: every variant `--only` can name
+VARIANTS = ("barrierflow-udf", "barrierflow-vectorised", "flink-java", "pyflink-udf", "flink-sql", "bytewax")
+#: barrierflow's sinks (`--sink`): the row name's suffix for each
+SINK_SUFFIX = {"collect": "", "discard": "-discarding"}
 
 
 def peers_venv() -> str:
@@ -323,16 +332,22 @@ def run_flink_java(mode: str, records: int) -> dict[str, Any]:
         return stamp_row("flink-java", mode, os.path.join(work, "stamps"), records, checkpoints)
 
 
-def run_barrierflow(variant: str, mode: str, records: int) -> dict[str, Any]:
-    """One `barrierflow-udf` / `barrierflow-vectorised` row on (local) Ray, in this process."""
+def run_barrierflow(variant: str, mode: str, records: int, sink: str = "collect") -> dict[str, Any]:
+    """One `barrierflow-udf` / `barrierflow-vectorised` row on (local) Ray, in this process, into
+    `sink` (`SINK_SUFFIX`: the row is named with its suffix)."""
     from benchmarks.throughput import execute
     from runtime.ray.cluster import ensure_ray
 
     ensure_ray()
     result, _ = execute("ray", records, f"peers-{variant}-{mode}", checkpoints=mode != "none",
-                        job=variant.removeprefix("barrierflow-"), mode=mode if mode != "none" else "aligned")
+                        job=variant.removeprefix("barrierflow-"), mode=mode if mode != "none" else "aligned", sink=sink)
+    variant += SINK_SUFFIX[sink]
     committed = len(result.output("pv"))
-    if committed != records:
+    if sink == "discard":  # nothing committed: the keyed counts say every record was counted
+        counted = sum(result.final_state["count"]["count"].values())
+        if committed or counted != records:
+            return failed(variant, mode, f"{committed} records committed and {counted} counted for {records}")
+    elif committed != records:
         return failed(variant, mode, f"{committed} records committed for {records}")
     done = result.completed_checkpoints
     durations = sorted(c.duration * 1e3 for c in done)
@@ -358,10 +373,11 @@ def _guarded(executor: str, mode: str, fn: Any, *args: Any) -> dict[str, Any]:
         return failed(executor, mode, f"{type(exc).__name__}: {exc}")
 
 
-def run_peers(quick: bool = False, console: Any = None, repeat: int = 1) -> list[dict[str, Any]]:
-    """Every peer variant that can run here, as `checkpoint_modes` rows (each the median of
-    `repeat` runs, the repeats interleaved: every variant once per round); [] (after printing the
-    install hint) when neither peer is installed."""
+def run_peers(quick: bool = False, console: Any = None, repeat: int = 1, sinks: tuple[str, ...] = ("collect",),
+              only: tuple[str, ...] = VARIANTS) -> list[dict[str, Any]]:
+    """Every peer variant of `only` that can run here, as `checkpoint_modes` rows (each the
+    median of `repeat` runs, the repeats interleaved: every variant once per round), barrierflow's
+    into each of `sinks`; [] (after printing the install hint) when neither peer is installed."""
     def say(msg: str) -> None:
         if console is None:
             print(msg, flush=True)
@@ -372,26 +388,10 @@ def run_peers(quick: bool = False, console: Any = None, repeat: int = 1) -> list
     if not any(have.values()):
         say(f"peers: apache-flink and bytewax are not installed; to compare with them: {INSTALL_HINT}")
         return []
-    # (variant, mode, records, where it runs, function, its arguments)
-    plan: list[tuple[str, str, int, str, Any, tuple[Any, ...]]] = []
-    for variant, n in (("barrierflow-udf", 100_000 if quick else 500_000),
-                       ("barrierflow-vectorised", 2_000_000 if quick else 10_000_000)):
-        plan += [(variant, mode, n, "Ray", run_barrierflow, (variant, mode, n)) for mode in BARRIERFLOW_MODES]
-    if have["flink"]:
-        n = 3_000_000 if quick else 5_000_000
-        plan += [("flink-java", mode, n, "javac + java against PyFlink's jars", run_flink_java, (mode, n))
-                 for mode in FLINK_MODES]
-        for variant, n in (("pyflink-udf", 50_000 if quick else 500_000),
-                           ("flink-sql", 1_000_000 if quick else 10_000_000)):
-            plan += [(variant, mode, n, str(interpreter_for("pyflink")), run_variant, (variant, mode, n))
-                     for mode in FLINK_MODES]
-    else:
+    plan = run_plan(quick, have, sinks, only)
+    if not have["flink"]:
         say(f"peers: apache-flink is not installed ({INSTALL_HINT})")
-    if have["bytewax"]:
-        n = 1_000_000 if quick else 10_000_000
-        plan += [("bytewax", mode, n, str(interpreter_for("bytewax")), run_variant, ("bytewax", mode, n))
-                 for mode in BYTEWAX_MODES]
-    else:
+    if not have["bytewax"]:
         say(f"peers: bytewax is not installed ({INSTALL_HINT})")
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in range(repeat):
@@ -406,6 +406,33 @@ def run_peers(quick: bool = False, console: Any = None, repeat: int = 1) -> list
     return [repeats_row(rs) for rs in runs.values()]
 
 
+def run_plan(quick: bool, have: dict[str, bool], sinks: tuple[str, ...],
+             only: tuple[str, ...]) -> list[tuple[str, str, int, str, Any, tuple[Any, ...]]]:
+    """What one round runs, in order: (row name, mode, records, where it runs, function, its
+    arguments) for each variant of `only` whose system is installed (`have`)."""
+    plan: list[tuple[str, str, int, str, Any, tuple[Any, ...]]] = []
+    for variant, n in (("barrierflow-udf", 100_000 if quick else 500_000),
+                       ("barrierflow-vectorised", 2_000_000 if quick else 10_000_000)):
+        if variant in only:
+            plan += [(variant + SINK_SUFFIX[sink], mode, n, "Ray", run_barrierflow, (variant, mode, n, sink))
+                     for sink in sinks for mode in BARRIERFLOW_MODES]
+    if have["flink"]:
+        n = 3_000_000 if quick else 5_000_000
+        if "flink-java" in only:
+            plan += [("flink-java", mode, n, "javac + java against PyFlink's jars", run_flink_java, (mode, n))
+                     for mode in FLINK_MODES]
+        for variant, n in (("pyflink-udf", 50_000 if quick else 500_000),
+                           ("flink-sql", 1_000_000 if quick else 10_000_000)):
+            if variant in only:
+                plan += [(variant, mode, n, str(interpreter_for("pyflink")), run_variant, (variant, mode, n))
+                         for mode in FLINK_MODES]
+    if have["bytewax"] and "bytewax" in only:
+        n = 1_000_000 if quick else 10_000_000
+        plan += [("bytewax", mode, n, str(interpreter_for("bytewax")), run_variant, ("bytewax", mode, n))
+                 for mode in BYTEWAX_MODES]
+    return plan
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__.split("\n\n")[0])
     add_output_arguments(parser, "checkpoint_modes", quick_help="fewer records per peer run",
@@ -413,6 +440,11 @@ def main(argv: list[str] | None = None) -> int:
                                    "default OUT/checkpoint_modes.json)")
     parser.add_argument("--repeat", type=at_least_one, default=3, metavar="N",
                         help="runs per row, interleaved; every row reports the median (default 3)")
+    parser.add_argument("--sink", nargs="+", default=["collect"], choices=tuple(SINK_SUFFIX),
+                        help="barrierflow's sink: its exactly-once CollectSink, a DiscardingSink (as the peers' "
+                        "sinks, rows named -discarding), or both (default collect)")
+    parser.add_argument("--only", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="VARIANT",
+                        help=f"run these variants alone (of {', '.join(VARIANTS)}; default all)")
     parser.add_argument("--setup-venv", action="store_true",
                         help=f"create {peers_venv()} with {FLINK_PIN} and {BYTEWAX_PIN}")
     # internal: one variant inside a child process
@@ -431,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmarks.peers: the optional peers are not installed. Install them with:\n  {INSTALL_HINT}")
         return 0
     started = time.perf_counter()
-    rows = run_peers(quick=args.quick, repeat=args.repeat)
+    rows = run_peers(quick=args.quick, repeat=args.repeat, sinks=tuple(args.sink), only=tuple(args.only))
     from benchmarks.modes_table import UNITS, render_table, write_outputs
 
     json_path = output_of(args, "checkpoint_modes").json_path

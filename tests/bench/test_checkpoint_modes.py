@@ -371,3 +371,15 @@ def test_the_windowed_join_scenario_pairs_the_records_and_checkpoints_the_open_w
                        for scenario in ("windowed-join", "uniform"))
     assert joined["status"] == "ok" and joined["checkpoints_completed"] > 0
     assert joined["state_bytes"] > 10 * uniform["state_bytes"], (joined["state_bytes"], uniform["state_bytes"])
+
+
+def test_peers_plan_runs_barrierflow_into_each_sink_and_only_the_variants_named() -> None:
+    have = {"flink": True, "bytewax": True}
+    plan = peers.run_plan(False, have, ("collect", "discard"), ("barrierflow-udf", "bytewax"))
+    names = sorted({(name, fn.__name__, args[-1] if fn is peers.run_barrierflow else None) for name, _, _, _, fn, args in plan})
+    assert names == [("barrierflow-udf", "run_barrierflow", "collect"),
+                     ("barrierflow-udf-discarding", "run_barrierflow", "discard"), ("bytewax", "run_variant", None)]
+    assert [mode for name, mode, *_ in plan if name == "barrierflow-udf-discarding"] == list(peers.BARRIERFLOW_MODES)
+    # a system that is not installed has no rows, whatever `only` names
+    assert {p[0] for p in peers.run_plan(True, {"flink": False, "bytewax": False}, ("collect",), peers.VARIANTS)} == \
+        {"barrierflow-udf", "barrierflow-vectorised"}
