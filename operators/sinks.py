@@ -198,9 +198,15 @@ class DiscardingSink(CollectSink):
     """
 
     stages_records = False
+    #: nothing to commit, so no commit calls per checkpoint for its job (when it has no other sink)
+    staged_in_committer = False
 
     def __init__(self, name: str = "discard") -> None:
         super().__init__(name)
+
+    def listens_for_completion(self) -> bool:
+        """False: a completion has nothing for it to commit or forget."""
+        return False
 
     def process_batch(self, records: list[Record]) -> list[Record]:
         return []

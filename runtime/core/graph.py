@@ -164,6 +164,17 @@ class JobVertex:
         return False
 
     @property
+    def stages_in_committer(self) -> bool:
+        """Whether a sink of the chain stages its transactions in the job's committer
+        (`CollectSink.staged_in_committer`), so each completed checkpoint has something to commit
+        there; an operator not built from a template counts as staging."""
+        for factory in self.operator_factories:
+            template = getattr(factory, "template", None)
+            if template is None or getattr(template, "staged_in_committer", False):
+                return True
+        return False
+
+    @property
     def needs_watermarks(self) -> bool:
         """Whether the chain makes or uses event time: a source strategy, or an operator whose
         `needs_watermarks()` says so (timestamp assigners, timers, windows)."""
@@ -355,6 +366,12 @@ class JobGraph:
     @property
     def sink_names(self) -> list[str]:
         return [s for v in self.vertices for s in v.sink_names]
+
+    @property
+    def stages_in_committer(self) -> bool:
+        """Whether any sink of the job stages its transactions in the committer
+        (`JobVertex.stages_in_committer`): else a completed checkpoint has nothing to commit."""
+        return any(v.stages_in_committer for v in self.vertices)
 
     @property
     def checkpointing_enabled(self) -> bool:

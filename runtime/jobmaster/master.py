@@ -296,6 +296,7 @@ class JobMaster:
         sinks = list(self.graph.sink_names)
         metrics.restarts = len(self.failures)
         metrics.records_out = sum(len(committer.output(s)) for s in sinks)
+        metrics.global_commits = self.graph.stages_in_committer
         final_state: dict[str, dict[str, dict[Any, Any]]] = {}
         for final in finals:
             for name, entries in final.keyed_state.items():

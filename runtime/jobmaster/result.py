@@ -55,6 +55,9 @@ class JobMetrics:
 
     records_in: int = 0  # records read by sources (replays included)
     records_out: int = 0  # records committed by sinks
+    #: whether a sink stages in the committer, so each completed checkpoint is committed with one
+    #: call (`JobGraph.stages_in_committer`; not when every sink is a `DiscardingSink`)
+    global_commits: bool = True
     duration: float = 0.0
     restarts: int = 0
     #: end-to-end latencies of the records that reached a sink task, merged over tasks: exact
@@ -134,13 +137,13 @@ class JobMetrics:
     def calls_per_checkpoint(self, completed: int) -> float | None:
         """Control calls per completed checkpoint (`completed` of them): every trigger,
         acknowledgement, decline, abort and non-final completion notification of `control_calls`,
-        plus the one global commit per completed checkpoint (`commit_checkpoint`); the final
-        checkpoint's notifications (one per task, a fixed cost per job) are left out. None when
-        nothing completed or no task reported its calls."""
+        plus the one global commit per completed checkpoint (`commit_checkpoint`, when there are
+        `global_commits`); the final checkpoint's notifications (one per task, a fixed cost per
+        job) are left out. None when nothing completed or no task reported its calls."""
         if completed <= 0 or not self.control_calls:
             return None
         calls = sum(n for kinds in self.control_calls.values() for kind, n in kinds.items() if kind != "complete_final")
-        return (calls + completed) / completed
+        return (calls + (completed if self.global_commits else 0)) / completed
 
     def latency_percentile(self, q: float) -> float | None:
         """The `q`-th latency percentile (0-100, nearest rank; within 1 %), None without stamps."""

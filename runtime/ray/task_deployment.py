@@ -79,7 +79,9 @@ class TaskDeployment:
             if self._dead:
                 continue
             if self.coordinator is not None:
-                ray.get(self.coordinator.deploy.remote(epoch, self.tasks, self.committer), timeout=60)
+                # (a job whose sinks stage nothing there, as a `DiscardingSink`, gets no commit calls)
+                committer = self.committer if self.graph.stages_in_committer else None
+                ray.get(self.coordinator.deploy.remote(epoch, self.tasks, committer), timeout=60)
             for task_id in self.task_ids:
                 # not awaited: starting runs user code, and a task that fails or hangs there is
                 # caught by the heartbeats like anywhere else

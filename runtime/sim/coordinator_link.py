@@ -74,8 +74,11 @@ class SimCoordinatorLink:
         sim.at(sim.now + delay, callback, sim.epoch, "control")
 
     def commit(self, checkpoint_id: int) -> None:
-        # the global committer, for every sink (a message, as on Ray; it dies with a failed-over epoch)
+        # the global committer, for every sink (a message, as on Ray; it dies with a failed-over epoch);
+        # none when no sink stages there (a `DiscardingSink`'s job), as on Ray
         sim = self.sim
+        if not sim.graph.stages_in_committer:
+            return
         committer = sim.sink_committer
 
         def commit() -> None:

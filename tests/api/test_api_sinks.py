@@ -305,6 +305,7 @@ def test_a_sink_chained_into_its_source_task_commits_everything(checkpointing: b
     if checkpointing:
         env.enable_checkpointing(interval=0.01)
     env.generate(count=25).map(lambda r: {"i": r["i"]}).sink_to(CollectSink("o"))
+    assert env.get_job_graph("chained-sink").stages_in_committer
     result = env.execute("chained-sink", executor="sim", seed=3)
     assert sorted(r["i"] for r in result.output("o")) == list(range(25))
 
@@ -358,6 +359,7 @@ def test_a_job_into_a_discarding_sink_runs_its_checkpoints_and_commits_nothing(c
     rows = [{"k": i % 3} for i in range(60)]
     (env.from_collection(rows, splits=2).key_by("k").count(name="count")
      .map(lambda r: {"n": r["count"] if r["count"] % 2 else str(r["count"])}).sink_to(DiscardingSink()))
+    assert not env.get_job_graph("discard").stages_in_committer  # nothing to commit per checkpoint
     result = env.execute("discard", executor="sim", seed=3)
     assert result.output("discard") == [] and result.committer.transactions("discard") == []
     assert result.final_state["count"]["count"] == {0: 20, 1: 20, 2: 20}

@@ -37,6 +37,9 @@ def test_both_sinks_run_interleaved_and_only_the_collecting_one_keeps_output(tmp
     runs = {(r["sink"], r["run"]): r for r in saved["runs"]}
     assert len(runs) == 6, sorted(runs)  # max rate aligned and off, steady aligned, per sink
     assert runs["discard", "max rate aligned"]["checkpoints"] > 0 and runs["discard", "max rate aligned"]["records_per_s"] > 0
+    # a trigger per source and an acknowledgement per task; the global commit only with something to commit
+    assert runs["collect", "max rate aligned"]["messages_per_checkpoint"] == 2 + 4 + 1
+    assert runs["discard", "max rate aligned"]["messages_per_checkpoint"] == 2 + 4
 
 
 def test_a_warm_up_as_long_as_the_run_is_refused(capsys) -> None:

@@ -145,3 +145,5 @@ def test_a_discarding_sink_keeps_nothing_through_a_crash_while_the_counts_stay_e
     assert result.restarts == 1 and result.completed_checkpoints, (result.failures, result.checkpoints)
     assert result.output("pv") == [] and result.committer.transactions("pv") == []
     assert result.final_state["count"]["count"] == APP_COUNTS
+    # nothing to commit: the coordinator sends the committer no call per checkpoint
+    assert result.metrics.coordinator_calls.get("commit", 0) == 0, result.metrics.coordinator_calls
