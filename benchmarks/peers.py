@@ -335,20 +335,16 @@ def run_flink_java(mode: str, records: int) -> dict[str, Any]:
 def run_barrierflow(variant: str, mode: str, records: int, sink: str = "collect") -> dict[str, Any]:
     """One `barrierflow-udf` / `barrierflow-vectorised` row on (local) Ray, in this process, into
     `sink` (`SINK_SUFFIX`: the row is named with its suffix)."""
-    from benchmarks.throughput import execute
+    from benchmarks.throughput import execute, unaccounted
     from runtime.ray.cluster import ensure_ray
 
     ensure_ray()
     result, _ = execute("ray", records, f"peers-{variant}-{mode}", checkpoints=mode != "none",
                         job=variant.removeprefix("barrierflow-"), mode=mode if mode != "none" else "aligned", sink=sink)
     variant += SINK_SUFFIX[sink]
-    committed = len(result.output("pv"))
-    if sink == "discard":  # nothing committed: the keyed counts say every record was counted
-        counted = sum(result.final_state["count"]["count"].values())
-        if committed or counted != records:
-            return failed(variant, mode, f"{committed} records committed and {counted} counted for {records}")
-    elif committed != records:
-        return failed(variant, mode, f"{committed} records committed for {records}")
+    problem = unaccounted(result, records, sink)
+    if problem is not None:
+        return failed(variant, mode, problem)
     done = result.completed_checkpoints
     durations = sorted(c.duration * 1e3 for c in done)
     alignments = sorted(c.alignment_time * 1e3 for c in done)

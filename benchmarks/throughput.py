@@ -238,16 +238,9 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
                                buffer_size=buffer_size, credits=credits, chaining=chaining, slots=slots,
                                warmup=warmup if rate else 0.0, checkpoint_dir=checkpoint_dir,
                                data_transport=data_transport, sink=sink)
+    problem = unaccounted(result, records, sink)
+    assert problem is None, problem
     output = result.output("pv")
-    if sink == "discard":  # nothing committed: the keyed counts say every record was counted
-        assert not output, f"{len(output)} records committed into a DiscardingSink"
-        counts = result.final_state["count"]["count"]
-    else:
-        assert len(output) == records, f"{len(output)} records committed, expected {records}"
-        counts = {}
-        for r in output:
-            counts[r["app"]] = max(counts.get(r["app"], 0), r["count"])
-    assert sum(counts.values()) == records, f"final counts add up to {sum(counts.values())}, expected {records}"
     if job == "udf" and sink == "collect":
         first = min(r["created_at"] for r in output)
         last = max(r["done_at"] for r in output)
@@ -295,6 +288,26 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         "load_1m": os.getloadavg()[0],
         **cpu,
     }
+
+
+def unaccounted(result: Any, records: int, sink: str) -> str | None:
+    """What is wrong with the output of a run of `records` into `sink` (None: every record counted
+    once): a `CollectSink` committed each record, its final counts add up; a `DiscardingSink`
+    committed nothing, and the keyed counts say every record was counted."""
+    output = result.output("pv")
+    if sink == "discard":
+        if output:
+            return f"{len(output)} records committed into a DiscardingSink"
+        counts = result.final_state["count"]["count"]
+    else:
+        if len(output) != records:
+            return f"{len(output)} records committed, expected {records}"
+        counts = {}
+        for r in output:
+            counts[r["app"]] = max(counts.get(r["app"], 0), r["count"])
+    if sum(counts.values()) != records:
+        return f"final counts add up to {sum(counts.values())}, expected {records}"
+    return None
 
 
 def cpu_cost(on_row: dict[str, Any], off_row: dict[str, Any]) -> dict[str, Any]:

@@ -48,6 +48,8 @@ class SimCoordinatorLink:
         self.sim = sim
         #: the coordinators' gateway: every decision about their messages
         self.plane = ControlPlane(sim.graph, self)
+        #: whether a sink stages in the committer: else no global commit is sent
+        self._commits = sim.graph.stages_in_committer
         #: checkpoints completed over the run, every coordinator's (the watchdog's progress)
         self.completions = 0
 
@@ -77,7 +79,7 @@ class SimCoordinatorLink:
         # the global committer, for every sink (a message, as on Ray; it dies with a failed-over epoch);
         # none when no sink stages there (a `DiscardingSink`'s job), as on Ray
         sim = self.sim
-        if not sim.graph.stages_in_committer:
+        if not self._commits:
             return
         committer = sim.sink_committer
 
