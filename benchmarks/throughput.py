@@ -51,6 +51,11 @@ processes are spread over the nodes (`--no-cpu` is implied). The output is named
   output became visible. Without checkpoints the exactly-once sink stages and commits all its
   records at end of input, after the last record was counted, so the first figure leaves that
   sink work out for "off" only; `aligned_vs_off_visible` compares like with like.
+  `write_cpu_us_per_record`: the CPU the tasks' writer threads spent on the completed
+  checkpoints (`SubtaskCheckpointStats.async_cpu`: serialising and writing the snapshots, and
+  the sinks' stages: turning a checkpoint's records into Arrow and sending them to the committer),
+  per record of the run, in µs (0 on the simulator, which measures no CPU); the summary's
+  `aligned_write_cpu_us_per_record` is its median over the max-rate aligned runs.
 * **steady**: the generator paced at `--rate` records/s with checkpoints every 100 ms aligned;
   p50/p99 end-to-end latency and checkpoint durations. The latency of a record is from the time
   it was *due* under the rate schedule (`generate(stamp="due")`: record k of a split is due
@@ -281,6 +286,7 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         "checkpoints": len(durations),
         "messages_per_checkpoint": metrics.calls_per_checkpoint(len(durations)),
         "checkpoint_p50_ms": _ms(statistics.median(durations)) if durations else None,
+        "write_cpu_us_per_record": write_cpu_per_record(result.completed_checkpoints, records) if durations else None,
         "alignment_max_ms": _ms(max((c.alignment_time for c in result.completed_checkpoints), default=0.0)),
         "calls_per_checkpoint": (sum(calls.get(k, 0) for k in ("control", "control frames", "report", "commit")) / len(result.checkpoints)
                                  if calls and result.checkpoints else None),
@@ -288,6 +294,12 @@ def run(executor: str, records: int, *, checkpoints: bool, rate: float | None = 
         "load_1m": os.getloadavg()[0],
         **cpu,
     }
+
+
+def write_cpu_per_record(completed: list[Any], records: int) -> float:
+    """µs of writer-thread CPU per record: every subtask's `async_cpu` of the `completed`
+    checkpoints (`checkpoint.stats.CheckpointStats`), over the run's `records`."""
+    return sum(s.async_cpu for c in completed for s in c.subtasks.values()) / records * 1e6
 
 
 def unaccounted(result: Any, records: int, sink: str) -> str | None:
@@ -475,6 +487,9 @@ def _summary(rows: list[dict[str, Any]], costs: list[dict[str, Any]], bounds: li
         "off_records_per_s": off,
         "aligned_vs_off": aligned / off if off else None,
     }
+    if written := [r for r in rows if r["run"] == "max rate aligned" and r["write_cpu_us_per_record"] is not None]:
+        summary["aligned_write_cpu_us_per_record"] = median_row(written, "write_cpu_us_per_record")[
+            "write_cpu_us_per_record"]
     if all(r["visible_records_per_s"] for r in rows):
         aligned_v = median("max rate aligned", "visible_records_per_s")
         off_v = median("max rate no checkpoints", "visible_records_per_s")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import throughput
+from checkpoint.stats import CheckpointStats, SubtaskCheckpointStats
 
 
 @pytest.mark.slow
@@ -23,6 +24,19 @@ def test_a_steady_run_is_due_stamped_warmed_up_and_counts_its_calls(chaining: bo
 def test_a_max_rate_run_measures_every_record() -> None:
     row = throughput.run("sim", 1000, checkpoints=True, warmup=5.0)  # no rate: no warm-up
     assert row["warmup_records"] == 0 and row["latency_p99_ms"] is not None
+    assert row["write_cpu_us_per_record"] == 0.0  # the simulator measures no CPU
+    assert throughput.run("sim", 1000, checkpoints=False)["write_cpu_us_per_record"] is None
+
+
+def test_the_write_cpu_per_record_sums_every_subtask_of_the_completed_checkpoints() -> None:
+    def subtask(task: str, cpu: float) -> SubtaskCheckpointStats:
+        return SubtaskCheckpointStats(task, 0.0, 0.0, 0.0, 2 * cpu, 0, 0, 0.01, 100, async_cpu=cpu)
+
+    completed = [CheckpointStats(1, True, None, 0.0, 0.1, subtasks={"count[0]": subtask("count[0]", 0.002),
+                                                                    "count[1]": subtask("count[1]", 0.003)}),
+                 CheckpointStats(2, True, None, 0.2, 0.1, subtasks={"count[0]": subtask("count[0]", 0.005)})]
+    assert throughput.write_cpu_per_record(completed, 10_000) == pytest.approx(1.0)  # 10 ms over 10,000 records
+    assert throughput.write_cpu_per_record([], 10_000) == 0.0
 
 
 def test_both_sinks_run_interleaved_and_only_the_collecting_one_keeps_output(tmp_path) -> None:
@@ -34,6 +48,7 @@ def test_both_sinks_run_interleaved_and_only_the_collecting_one_keeps_output(tmp
                             "--warmup", "0", "--sink", "collect", "discard", "--out", str(tmp_path)]) == 0
     saved = json.loads((tmp_path / "throughput_sim.json").read_text())
     assert [s["sink"] for s in saved["summaries"]] == ["collect", "discard"]
+    assert all(s["aligned_write_cpu_us_per_record"] == 0.0 for s in saved["summaries"])
     runs = {(r["sink"], r["run"]): r for r in saved["runs"]}
     assert len(runs) == 6, sorted(runs)  # max rate aligned and off, steady aligned, per sink
     assert runs["discard", "max rate aligned"]["checkpoints"] > 0 and runs["discard", "max rate aligned"]["records_per_s"] > 0
