@@ -5,7 +5,7 @@ from operators.co_process import CoFlatMapFunction, CoMapFunction, CoProcessFunc
 from operators.interval_join import ProcessJoinFunction
 from operators.keyed import KeyedContext, KeyedProcessFunction
 from operators.side_outputs import OutputTag
-from operators.sinks import CollectSink, DiscardingSink
+from operators.sinks import CollectSink, DiscardingSink, Sink
 from operators.sources import CollectionSource, GeneratorSource, Source, SourceSplit, SplitReader
 from operators.timer_service import TimeDomain, TimerService
 from operators.watermarks import WatermarkStrategy
@@ -52,6 +52,7 @@ __all__ = [
     "PurgingTrigger",
     "SlidingEventTimeWindows",
     "SlidingProcessingTimeWindows",
+    "Sink",
     "Source",
     "SourceSplit",
     "SplitReader",

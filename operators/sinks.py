@@ -1,5 +1,5 @@
-"""Sinks. `CollectSink` is a two-phase-commit sink: end-to-end exactly-once
-(`docs/semantics.md`, "Exactly-once sinks"); `DiscardingSink` drops its input.
+"""Sinks: `Sink`, what `sink_to` takes; `CollectSink`, a two-phase-commit sink, end-to-end
+exactly-once (`docs/semantics.md`, "Exactly-once sinks"); `DiscardingSink`, which drops its input.
 
 Theory of operation
 -------------------
@@ -45,7 +45,29 @@ from operators.columns import Batch, as_records, concat, num_rows
 from operators.timestamps import split_batch, strip
 
 
-class CollectSink(StreamOperator):
+class Sink(StreamOperator):
+    """The end of a stream, what `DataStream.sink_to` takes: an operator with a job-wide unique
+    name that emits nothing.
+
+    Args:
+        name: the sink name; unique per job.
+
+    Raises:
+        ValueError: `name` is empty or not a string, or contains '/'.
+    """
+
+    #: its transactions are staged in `ctx.committer`, which then has something to commit per
+    #: completed checkpoint (`runtime.core.graph.JobVertex.stages_in_committer`)
+    staged_in_committer = False
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"{type(self).__name__} name must be a non-empty string without '/', got {name!r}")
+        self.sink_name = name
+        self.name = f"Sink: {name}"
+
+
+class CollectSink(Sink):
     """Collects records into the job result, committed in checkpoint-aligned transactions
     (without their event timestamps, as a Flink sink's values).
 
@@ -57,10 +79,7 @@ class CollectSink(StreamOperator):
     """
 
     def __init__(self, name: str) -> None:
-        if not isinstance(name, str) or not name or "/" in name:
-            raise ValueError(f"CollectSink name must be a non-empty string without '/', got {name!r}")
-        self.sink_name = name
-        self.name = f"Sink: {name}"
+        super().__init__(name)
         #: the open transaction: record lists and Arrow batches, in arrival order
         self._open: list[Batch] = []
         self._open_rows = 0
@@ -185,10 +204,11 @@ class CollectSink(StreamOperator):
         return f"CollectSink({self.sink_name!r}, staged={self._open_rows}, pending={self.pending_transactions})"
 
 
-class DiscardingSink(CollectSink):
+class DiscardingSink(Sink):
     """Drops every record, as Flink's `DiscardingSink`: the end of a job whose output nobody
-    keeps. It stages and commits nothing (`result.output(name)` is empty) and checks no record's
-    types, so a run measures what checkpoints cost the job without a transactional sink's work.
+    keeps. It has no state, stages and commits nothing (`result.output(name)` is empty) and checks
+    no record's types, so a run measures what checkpoints cost the job without a transactional
+    sink's work.
 
     Args:
         name: the sink name; unique per job (default "discard").
@@ -197,16 +217,10 @@ class DiscardingSink(CollectSink):
         ValueError: `name` is empty or not a string, or contains '/'.
     """
 
-    stages_records = False
-    #: nothing to commit, so no commit calls per checkpoint for its job (when it has no other sink)
-    staged_in_committer = False
+    accepts_columns = True
 
     def __init__(self, name: str = "discard") -> None:
         super().__init__(name)
-
-    def listens_for_completion(self) -> bool:
-        """False: a completion has nothing for it to commit or forget."""
-        return False
 
     def process_batch(self, records: list[Record]) -> list[Record]:
         return []

@@ -16,7 +16,7 @@ from operators.keyed import (
     ReduceOperator,
 )
 from operators.side_outputs import OutputTag
-from operators.sinks import CollectSink
+from operators.sinks import Sink
 from operators.transforms import (
     FilterOperator,
     FlatMapOperator,
@@ -212,17 +212,18 @@ class DataStream:
 
     # ------------------------------------------------------------------ sinks
 
-    def sink_to(self, sink: CollectSink) -> DataStreamSink:
+    def sink_to(self, sink: Sink) -> DataStreamSink:
         """Send the stream to `sink`; every parallel instance gets its own copy of it.
 
         Returns:
             A handle to set the sink's parallelism.
 
         Raises:
-            JobGraphError: `sink` is not a `CollectSink` (or another sink operator).
+            JobGraphError: `sink` is not a `Sink` (a `CollectSink`, a `DiscardingSink`...).
         """
-        if not isinstance(sink, CollectSink):
-            raise JobGraphError(f"sink_to: expected a CollectSink, got {type(sink).__name__} {sink!r}")
+        if not isinstance(sink, Sink):
+            raise JobGraphError(f"sink_to: expected a Sink (CollectSink, DiscardingSink...), got "
+                                f"{type(sink).__name__} {sink!r}")
         node = self._env._add_node(sink.name, inputs=[(self._node, self._exchange)], operator=sink,
                                    sink_name=sink.sink_name)
         return DataStreamSink(node)

@@ -122,7 +122,7 @@ class JobVertex:
         source: the source at the head of the chain, or None for a vertex with inputs.
         operator_factories: the chained operators after the source, in chain order.
         operator_names: their names (unique in the graph), parallel to `operator_factories`.
-        sink_names: names of the `CollectSink`s in this chain.
+        sink_names: names of the sinks (`operators.sinks.Sink`) in this chain.
         default_splits: the source's number of splits was not given and follows the parallelism
             (`from_collection(rows)`, `generate(...)`); a restore keeps the checkpoint's instead.
         watermark_strategy: the source's `WatermarkStrategy` (per-split timestamps and

@@ -278,7 +278,7 @@ def test_bad_arguments_to_sources_sinks_and_transformations():
     stream = env.from_collection(ROWS)
     with pytest.raises(JobGraphError, match="map: expected a function, got int"):
         stream.map(3)
-    with pytest.raises(JobGraphError, match="sink_to: expected a CollectSink, got list"):
+    with pytest.raises(JobGraphError, match=r"sink_to: expected a Sink \(CollectSink, DiscardingSink...\), got list"):
         stream.sink_to([])
     with pytest.raises(JobGraphError, match="name must be a non-empty string"):
         stream.name("")

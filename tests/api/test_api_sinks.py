@@ -6,7 +6,8 @@ import pyarrow as pa
 import pytest
 from api_fakes import RecordingCommitter, make_ctx
 
-from operators import CollectSink
+from operators import CollectSink, Sink
+from operators.base import DeclaredState
 
 
 def sink_with(committer: RecordingCommitter, *, subtask: int = 0, checkpointing: bool = True) -> CollectSink:
@@ -340,10 +341,33 @@ def test_a_discarding_sink_stages_commits_and_keeps_nothing():
     assert sink.snapshot_state(1) == {}
     sink.notify_checkpoint_complete(1)
     assert sink.end_input() == []
-    assert committer.staged == {} and committer.calls == [] and sink.num_staged == 0
+    assert committer.staged == {} and committer.calls == []
     assert repr(sink) == "DiscardingSink('discard')"
-    with pytest.raises(ValueError, match="non-empty string"):
+    # a sink of its own, not a transactional one: no state, no pending-transaction bookkeeping
+    assert isinstance(sink, Sink) and not isinstance(sink, CollectSink)
+    assert sink.declared_state() == DeclaredState() and not sink.listens_for_completion()
+    with pytest.raises(ValueError, match="DiscardingSink name must be a non-empty string"):
         DiscardingSink("a/b")
+
+
+def test_sink_to_takes_a_users_own_sink():
+    """`Sink` is what `sink_to` takes: a user's sink (here one keeping what it saw in the
+    operator, a test double of an external system) ends a job as the built-in ones do."""
+    from runtime import StreamEnvironment
+
+    seen: list[dict] = []
+
+    class Remembering(Sink):
+        def process_batch(self, records):
+            seen.extend(records)
+            return []
+
+    env = StreamEnvironment(parallelism=1)
+    env.from_collection([{"x": i} for i in range(5)]).sink_to(Remembering("mine"))
+    graph = env.get_job_graph("own-sink")
+    assert graph.sink_names == ["mine"] and not graph.stages_in_committer
+    result = env.execute("own-sink", executor="sim", seed=1)
+    assert sorted(r["x"] for r in seen) == [0, 1, 2, 3, 4] and result.output("mine") == []
 
 
 @pytest.mark.parametrize("checkpointing", [False, True])
