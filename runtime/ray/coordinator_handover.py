@@ -201,7 +201,12 @@ class CoordinatorHandover:
 
     def _kill_coordinator(self) -> None:
         """Kill the coordinator actor (`CoordinatorCrash`, `CoordinatorCrashBeforeNotify`), keeping
-        its statistics and fault counts; the next poll finds it dead and replaces it."""
+        its statistics and fault counts; the next poll finds it dead and replaces it. Once: Ray's
+        kill is asynchronous, and the killed actor may still answer a status poll saying it is
+        doomed — that is the crash already made, not another one."""
+        if self.coordinator is self._killed_coordinator:
+            return
+        self._killed_coordinator = self.coordinator
         history: list[Any] = []
         with contextlib.suppress(RayError):
             history = ray.get(self.coordinator.history.remote(), timeout=10)

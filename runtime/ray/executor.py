@@ -278,6 +278,8 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         self._reports: ReportsBySocket | None = None
         #: the driver killed the coordinator for a fault (its failover reads as the simulator's)
         self._coordinator_crashed = False
+        #: the coordinator actor the driver killed last (a kill is asynchronous: it may still answer)
+        self._killed_coordinator: Any = None
         #: the coordinator died while an attempt was being deployed (its replacement's constructor
         #: failed, say): the failover to start instead of that attempt, which never ran (`runtime.ray.failover`)
         self._failed_deploy: tuple[Any, ...] | None = None
