@@ -161,9 +161,9 @@ class CoordinatorHandover:
 
     def _coordinator_died(self, exc: RayActorError) -> tuple[Any, ...]:
         """Replace the dead coordinator; the failover to start (`JobMaster.failover`'s arguments)."""
+        injected = self._killed_for_a_fault
         self._replace_coordinator()
-        if self._coordinator_crashed:  # an injected crash: the failure reads as the simulator's
-            self._coordinator_crashed = False
+        if injected:  # an injected crash: the failure reads as the simulator's
             return coordinator_crash(standby=self.ha is not None), None, CheckpointFailureReason.COORDINATOR_SHUTDOWN
         return f"checkpoint coordinator died: {describe(exc)}", exc
 
@@ -199,12 +199,17 @@ class CoordinatorHandover:
         stands (a failover then, not a hang)."""
         return retry_while_suspended(read, self.ha.session_timeout if self.ha is not None else 0.0)
 
+    @property
+    def _killed_for_a_fault(self) -> bool:
+        """Whether the current coordinator is the one the driver killed for an injected crash."""
+        return self.coordinator is not None and self.coordinator is self._killed_coordinator
+
     def _kill_coordinator(self) -> None:
         """Kill the coordinator actor (`CoordinatorCrash`, `CoordinatorCrashBeforeNotify`), keeping
         its statistics and fault counts; the next poll finds it dead and replaces it. Once: Ray's
         kill is asynchronous, and the killed actor may still answer a status poll saying it is
         doomed — that is the crash already made, not another one."""
-        if self.coordinator is self._killed_coordinator:
+        if self._killed_for_a_fault:
             return
         self._killed_coordinator = self.coordinator
         history: list[Any] = []
@@ -214,7 +219,6 @@ class CoordinatorHandover:
         self._coord_status = {**self._coord_status, "doomed": False}
         self.master.coordinators.crashed(history)
         self._add_coordinator_calls(self.coordinator)
-        self._coordinator_crashed = True
         ray.kill(self.coordinator, no_restart=True)
 
     def _arm_coordinator(self, handle: Any) -> None:

@@ -276,9 +276,8 @@ class RayExecutor(CoordinatorHandover, DriverFaultInjection, TaskDeployment, Dri
         self.coordinator: Any = None
         #: where the tasks send their reports with sockets (`TaskDeployment._reports_to`)
         self._reports: ReportsBySocket | None = None
-        #: the driver killed the coordinator for a fault (its failover reads as the simulator's)
-        self._coordinator_crashed = False
-        #: the coordinator actor the driver killed last (a kill is asynchronous: it may still answer)
+        #: the coordinator actor the driver killed last for a fault (a kill is asynchronous: it may
+        #: still answer; until it is replaced, its failover reads as the simulator's)
         self._killed_coordinator: Any = None
         #: the coordinator died while an attempt was being deployed (its replacement's constructor
         #: failed, say): the failover to start instead of that attempt, which never ran (`runtime.ray.failover`)

@@ -64,7 +64,7 @@ class DriverFailover:
             try:
                 ray.get(self.coordinator.suspend.remote(reason), timeout=30)
             except (RayActorError, GetTimeoutError) as exc:  # it died with the failure being handled
-                injected, self._coordinator_crashed = self._coordinator_crashed, False
+                injected = self._killed_for_a_fault
                 self._replace_coordinator()
                 if not injected:  # (an injected crash the failover covers reads as on the simulator)
                     state = "died" if isinstance(exc, RayActorError) else "did not answer"

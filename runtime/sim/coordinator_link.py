@@ -78,9 +78,9 @@ class SimCoordinatorLink:
     def commit(self, checkpoint_id: int) -> None:
         # the global committer, for every sink (a message, as on Ray; it dies with a failed-over epoch);
         # none when no sink stages there (a `DiscardingSink`'s job), as on Ray
-        sim = self.sim
         if not self._commits:
             return
+        sim = self.sim
         committer = sim.sink_committer
 
         def commit() -> None:
