@@ -46,7 +46,9 @@ process), joins the leader election, and uses the ZooKeeper ID counter and the Z
 fenced by its election. Only the leader triggers (the control plane asks
 `RayControlTransport.leads`). The driver `promote()`s a contender once it leads: it waits for
 the grant, then recovers the store from ZooKeeper. A revoked leadership (session lost or suspended) stops triggering at once, aborts
-what is pending and is reported in `status()["leader_lost"]`, so the driver fails over.
+what is pending and is reported in `status()["leader_lost"]` until the contender is promoted again,
+so the driver fails over through a new election even when the failover began for another reason
+(a trigger that found ZooKeeper suspended before the revocation reached the coordinator).
 """
 
 from __future__ import annotations
@@ -249,6 +251,9 @@ class CoordinatorActor:
         """
         if self.election is None:
             return True
+        # A loss from here on stays reported, even one whose revocation races this promotion: the
+        # driver fails over once more rather than deploy a coordinator that does not lead.
+        self._leader_lost = False
         if not self.election.await_leadership(timeout):  # not under the lock: the grant may need it
             return False
         with self._lock:
@@ -279,7 +284,6 @@ class CoordinatorActor:
             self._handles = dict(handles)
             self._notify_refs = []
             self._fail_request = None
-            self._leader_lost = False
             self.coordinator.start()
             self._flush()
 

@@ -151,13 +151,13 @@ class CoordinatorHandover:
         except RayActorError as exc:
             return self._coordinator_died(exc)
         self._land(self._coord_status)
-        if self._coord_status.get("fail_request"):
-            return self._coord_status["fail_request"], None
+        failure = self._coord_status.get("fail_request")
         if self.ha is not None and self._coord_status.get("leader_lost"):
+            # whatever the failover is for, the attempt it deploys needs a coordinator that leads
             self._await_leader()
             self._coord_ref = None
-            return "checkpoint coordinator lost its ZooKeeper leadership", None
-        return None
+            failure = failure or "checkpoint coordinator lost its ZooKeeper leadership"
+        return (failure, None) if failure else None
 
     def _coordinator_died(self, exc: RayActorError) -> tuple[Any, ...]:
         """Replace the dead coordinator; the failover to start (`JobMaster.failover`'s arguments)."""

@@ -160,3 +160,30 @@ def test_session_expiry_makes_the_leader_coordinator_step_down(zk_server, tmp_pa
         leader.shutdown()
         if standby is not None:
             standby.shutdown()
+
+
+def test_a_lost_leadership_stays_reported_through_a_deploy_until_the_next_promotion(zk_server, tmp_path) -> None:
+    """A failover begun for another reason (a trigger that found ZooKeeper suspended fails the
+    coordinator before its revocation lands) deploys the next attempt: the loss must still be
+    reported, or the driver never awaits a leader and the job waits for triggers that never come."""
+    graph = ha_env(zk_server).get_job_graph("ha-lost-deploy")
+    source = graph.source_task_ids()[0]
+    leader = CoordinatorActor("ha-lost-deploy", graph, ("uri", str(tmp_path)), "coordinator-0")
+    try:
+        assert leader.promote(10.0)
+        task = _FakeTask()
+        leader.deploy(0, {source: task})
+        _expire(leader.ha_factory.client, zk_server.hosts)
+        _wait(lambda: leader.status()["leader_lost"], 5, "the leader to notice it lost leadership")
+
+        leader.suspend()
+        leader.deploy(1, {source: task})
+        assert leader.status()["leader_lost"], "deploying the next attempt erased the lost leadership"
+
+        assert leader.promote(10.0), "the only contender was not elected again"
+        status = leader.status()
+        assert status["leader"] and not status["leader_lost"]
+        count = len(task.triggers)
+        _wait(lambda: len(task.triggers) > count, 5, "the re-elected leader to trigger")
+    finally:
+        leader.shutdown()
