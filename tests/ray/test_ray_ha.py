@@ -13,6 +13,7 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 from ray_jobs import expected_counts, pageview_env, pageview_rows
 
+from checkpoint.io.zookeeper_client import close_session
 from checkpoint.io.zookeeper_server import ZooKeeperServer
 from runtime import FaultPlan
 from runtime.ray.coordinator_actor import CoordinatorActor
@@ -99,6 +100,36 @@ def test_zookeeper_restart_mid_job_loses_no_completed_checkpoint(ray_session, zk
         assert recovered is not None and recovered >= restarted[0]
     assert_ids_strictly_increase(result.checkpoints)
     assert zk_server.is_running
+
+
+@pytest.mark.ray
+def test_the_leaders_session_expiring_mid_job_elects_the_standby_which_recovers(ray_session, zk_server) -> None:
+    """The leader coordinator lives on but ZooKeeper ends its session (as after a long GC pause or
+    a partition): it must step down, the standby lead, and the job finish exactly-once from a
+    checkpoint no older than the last one completed before."""
+    graph = ha_env(zk_server).get_job_graph("ha-session-expiry")
+    executor = RayExecutor(graph)
+    expired: list[int] = []
+
+    def progress(info: dict[str, Any]) -> None:
+        status = executor._coord_status
+        if not expired and info["checkpoints completed"] >= 3 and status.get("zk_session"):
+            expired.append(status["latest_id"])
+            close_session(zk_server.hosts, status["zk_session"])  # a forced expiry of a live leader
+
+    executor.progress = progress
+    result = executor.run()
+
+    assert expired, "the leader's session was never expired mid-job"
+    assert multiset(result.output("pv")) == expected_counts(ROWS), "not exactly-once"
+    assert len(executor.coordinators.promotion_times) >= 1, "no contender was promoted after the expiry"
+    # the revocation, or a trigger that met the lost session first: either way one failover
+    assert len(result.failures) == 1 and "ZooKeeper" in result.failures[0], result.failures
+    completed_ids = [c.id for c in result.checkpoints if c.completed]
+    assert max(completed_ids) > expired[0], "no checkpoint completed after the failover"
+    for recovered in executor.coordinators.recovered_checkpoints:
+        assert recovered is not None and recovered >= expired[0]
+    assert_ids_strictly_increase(result.checkpoints)
 
 
 class _FakeTask:
