@@ -76,7 +76,7 @@ from runtime.jobmaster.faults.storage import CoordinatorWriteFaults
 from runtime.jobmaster.restore.state_assignment import restore_latest_valid
 from runtime.jobmaster.result import GcPauses
 from runtime.ray.control_transport import RayControlTransport
-from runtime.ray.data_links import CONTROL, DataInbox, link_to
+from runtime.ray.data_links import CONTROL, DataInbox, DataLinkError, link_to
 from runtime.ray.errors import describe
 from runtime.ray.heap import freeze_startup_heap, gc_pauses
 from runtime.ray.storage import StorageSpec, open_storage
@@ -214,7 +214,10 @@ class CoordinatorActor:
         for handle, items in outbox.values():
             self._calls["control messages"] += len(items)
             if handle.data_transport == "socket" and all(method == "trigger_source" for _, method, _ in items):
-                link_to(handle.worker).send((None, CONTROL, items))
+                try:
+                    link_to(handle.worker).send((None, CONTROL, items))
+                except DataLinkError as exc:  # lost triggers: their checkpoints time out, as for a lost message
+                    log.warning("checkpoint coordinator of job %s: triggers not sent: %s", self.job_id, exc)
                 self._calls["control frames"] += 1
                 continue
             ref = handle.worker.control.remote(items)

@@ -19,12 +19,15 @@ their own Netty connections while the control messages go through its RPC system
   finished", batched per worker by `WorkerReports`) as frames to the coordinator actor's inbox,
   whose address the driver hands to the tasks in their deployment.
 
-Failure, as for a Ray call whose result no one reads: a send never raises. A link to a worker
-that died drops what is sent to it (the driver finds the death by its heartbeats and fails the
-job over; the next attempt's workers are other actors, with links of their own) and tries to
-reconnect at most once a `RECONNECT_INTERVAL`; a frame lost on a connection that broke while both
-ends lived is a gap in the channel's sequence numbers, which the receiver's check turns into a
-task failure.
+Failure. A link to a worker that died drops what is sent to it, as a Ray call whose result no
+one reads is lost (the driver finds the death by its heartbeats and fails the job over; the next
+attempt's workers are other actors, with links of their own), and tries to reconnect at most once
+a `RECONNECT_INTERVAL`. A frame lost on a connection that broke while both ends lived is a gap in
+the channel's sequence numbers, which the receiver's check turns into a task failure. A worker
+that lives but does not tell its address within `CONNECT_TIMEOUT` (a busy or starting process) is
+neither: what is sent to it cannot be dropped — a channel's last frames (its end of partition)
+have no later frame to show the gap, and the receiver would wait for them forever — so `send`
+raises `DataLinkError` and the sending task fails over instead.
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ CONNECT_TIMEOUT = 10.0
 CONTROL = "control"
 
 _HEADER = struct.Struct("!I")
+
+
+class DataLinkError(RuntimeError):
+    """A frame could not be sent to an actor that may still be alive (see the module docstring)."""
+
 _TOKEN_BYTES = 32
 
 
@@ -134,7 +142,12 @@ class DataLink:
 
     def send(self, call: tuple[Any, str, tuple[Any, ...]]) -> None:
         """Send one call to the actor: `(subtask, method, args)` to a worker, `(items, cause)` to the
-        coordinator."""
+        coordinator.
+
+        Raises:
+            DataLinkError: the actor did not tell its address within `CONNECT_TIMEOUT` (nothing
+                was sent; the next send asks again).
+        """
         frame = self._dumps(call, protocol=5)
         header = _HEADER.pack(len(frame))
         with self._lock:
@@ -149,14 +162,22 @@ class DataLink:
         if self._failed_at is not None and time.monotonic() - self._failed_at < RECONNECT_INTERVAL:
             return False
         import ray  # (here: the handles' module is imported where Ray is not, e.g. by the benchmarks' parsers)
+        from ray.exceptions import GetTimeoutError
 
         try:
             host, port, token = self._address or ray.get(self._actor.data_address.remote(), timeout=CONNECT_TIMEOUT)
+        except GetTimeoutError as exc:  # alive but busy or starting: not a death, so nothing may be dropped
+            raise DataLinkError(f"{self._actor} did not tell its data address within {CONNECT_TIMEOUT:g} s: "
+                                f"frames to it cannot be sent") from exc
+        except Exception as exc:  # the worker died (a Ray error): dropped, as its calls were
+            self._lost(f"asking its address failed: {exc}")
+            return False
+        try:
             sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.sendall(token)
-        except Exception as exc:  # the worker died (a Ray error) or cannot be reached: dropped, as its calls were
+        except Exception as exc:  # its process is gone (its inbox refuses or resets): dropped, as its calls were
             self._lost(f"connecting failed: {exc}")
             return False
         self._socket, self._failed_at = sock, None

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -71,6 +72,7 @@ from runtime.jobmaster.coordination.task_reports import WriteOutcome, snapshot_w
 from runtime.jobmaster.master import TaskFinal
 from runtime.jobmaster.result import suppresses_restarts
 from runtime.ray.channels import InputChannels, OutputChannels
+from runtime.ray.data_links import DataLinkError
 from runtime.ray.errors import cause_of
 from runtime.ray.services import RemoteCommitter
 from runtime.ray.snapshot_uploads import SnapshotUploads
@@ -212,7 +214,7 @@ class TaskActor(TaskFaultInjection):
             # credits go back from the sender thread, like acknowledgements: a backpressured task
             # returns the most credits, and its work thread is the job's bottleneck
             self.inputs = InputChannels(inputs, str(self.task_id), epoch, threshold=self.graph.credits // 2,
-                                        submit=self._sender.submit)
+                                        submit=self._submit_credits)
             self.task = None
             try:
                 self.task = Task(self.task_id, self.graph, self.vertex, clock=self._clock,
@@ -386,6 +388,19 @@ class TaskActor(TaskFaultInjection):
                 callback()
 
         return fire
+
+    def _submit_credits(self, send: Callable[..., Any], *args: Any) -> None:
+        """Send credits from the sender thread. A link that cannot deliver them to a live sender
+        (`DataLinkError`) fails this task: its sender would wait for those credits forever."""
+        epoch = self.epoch
+
+        def call() -> None:
+            try:
+                send(*args)
+            except DataLinkError as exc:
+                self._post("call", epoch, self._fail, (exc,))
+
+        self._sender.submit(call)
 
     def _send(self) -> None:
         drained = self.task.drain_sendable()

@@ -159,3 +159,50 @@ def test_with_ray_calls_as_the_data_transport_no_data_call_goes_as_a_frame(no_id
         assert received.get("push", 0) > 0 and DATA_FRAMES not in received, f"{worker}: {received}"
     coordinator = result.metrics.coordinator_calls
     assert coordinator["report"] > 0 and "report frames" not in coordinator and "control frames" not in coordinator
+
+
+class _Answer:
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    def remote(self) -> object:
+        return self.answer
+
+
+class _Actor:
+    """An actor handle whose `data_address.remote()` "ref" is what `ray.get` is told to answer."""
+
+    def __init__(self) -> None:
+        self.data_address = _Answer("address")
+
+
+def test_a_link_to_a_worker_slow_to_tell_its_address_raises_rather_than_drop_what_is_sent(monkeypatch) -> None:
+    """A live worker that does not answer in time (a busy or starting process) must not lose the
+    frames sent meanwhile: a channel's last frame has no later one to show the gap."""
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
+
+    from runtime.ray.data_links import DataLink, DataLinkError
+
+    inbox, got, arrived = _inbox()
+    answers: list[object] = [GetTimeoutError("not ready"), (*inbox.address, inbox.token)]
+
+    def get(ref: object, timeout: float | None = None) -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(ray, "get", get)
+    link = DataLink(_Actor())
+    with pytest.raises(DataLinkError, match="did not tell its data address"):
+        link.send(("count[0]", "push", ("end of partition",)))
+    link.send(("count[0]", "push", ("end of partition",)))  # answered now: no reconnect delay
+    assert arrived.wait(5) and got == [("count[0]", "push", ("end of partition",))]
+
+    # a worker that died: what is sent to it is dropped, as a Ray call to it is, and nothing raises
+    answers[:] = [RayActorError()]
+    dead = DataLink(_Actor())
+    dead.send(("count[1]", "push", ("end of partition",)))
+    assert got == [("count[0]", "push", ("end of partition",))]
+    inbox.close()
