@@ -216,9 +216,9 @@ class CoordinatorActor:
             if handle.data_transport == "socket" and all(method == "trigger_source" for _, method, _ in items):
                 try:
                     link_to(handle.worker).send((None, CONTROL, items))
+                    self._calls["control frames"] += 1
                 except DataLinkError as exc:  # lost triggers: their checkpoints time out, as for a lost message
                     log.warning("checkpoint coordinator of job %s: triggers not sent: %s", self.job_id, exc)
-                self._calls["control frames"] += 1
                 continue
             ref = handle.worker.control.remote(items)
             self._calls["control"] += 1

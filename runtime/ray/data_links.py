@@ -59,12 +59,11 @@ CONNECT_TIMEOUT = 10.0
 CONTROL = "control"
 
 _HEADER = struct.Struct("!I")
+_TOKEN_BYTES = 32
 
 
 class DataLinkError(RuntimeError):
     """A frame could not be sent to an actor that may still be alive (see the module docstring)."""
-
-_TOKEN_BYTES = 32
 
 
 def check_data_transport(value: str) -> str:
