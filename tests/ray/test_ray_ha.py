@@ -123,8 +123,9 @@ def test_the_leaders_session_expiring_mid_job_elects_the_standby_which_recovers(
     assert expired, "the leader's session was never expired mid-job"
     assert multiset(result.output("pv")) == expected_counts(ROWS), "not exactly-once"
     assert len(executor.coordinators.promotion_times) >= 1, "no contender was promoted after the expiry"
-    # the revocation, or a trigger that met the lost session first: either way one failover
-    assert len(result.failures) == 1 and "ZooKeeper" in result.failures[0], result.failures
+    # the revocation, or a trigger that met the lost session first; when that trigger's failover
+    # starts before the revocation lands, the revocation is one more failover (never forgotten)
+    assert 1 <= len(result.failures) <= 2 and all("ZooKeeper" in f for f in result.failures), result.failures
     completed_ids = [c.id for c in result.checkpoints if c.completed]
     assert max(completed_ids) > expired[0], "no checkpoint completed after the failover"
     for recovered in executor.coordinators.recovered_checkpoints:
