@@ -155,7 +155,6 @@ class CoordinatorHandover:
         if self.ha is not None and self._coord_status.get("leader_lost"):
             # whatever the failover is for, the attempt it deploys needs a coordinator that leads
             self._await_leader()
-            self._coord_ref = None
             failure = failure or "checkpoint coordinator lost its ZooKeeper leadership"
         return (failure, None) if failure else None
 

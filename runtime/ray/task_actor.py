@@ -390,17 +390,16 @@ class TaskActor(TaskFaultInjection):
         return fire
 
     def _submit_credits(self, send: Callable[..., Any], *args: Any) -> None:
-        """Send credits from the sender thread. A link that cannot deliver them to a live sender
-        (`DataLinkError`) fails this task: its sender would wait for those credits forever."""
-        epoch = self.epoch
+        """Send credits from the sender thread (`_send_credits`)."""
+        self._sender.submit(self._send_credits, self.epoch, send, args)
 
-        def call() -> None:
-            try:
-                send(*args)
-            except DataLinkError as exc:
-                self._post("call", epoch, self._fail, (exc,))
-
-        self._sender.submit(call)
+    def _send_credits(self, epoch: int, send: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """On the sender thread. A link that cannot deliver the credits to a live sender
+        (`DataLinkError`) fails this task: its sender would wait for them forever."""
+        try:
+            send(*args)
+        except DataLinkError as exc:
+            self._post("call", epoch, self._fail, (exc,))
 
     def _send(self) -> None:
         drained = self.task.drain_sendable()
