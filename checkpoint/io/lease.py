@@ -271,7 +271,9 @@ class JobLease:
 
 def lease_for(storage: CheckpointStorage, job_id: str, run_id: str) -> JobLease | None:
     """A run's lease of its job's checkpoint directory, taken and kept fresh (None: the storage is
-    in memory, one run's alone). The caller `release`s it when the run ends.
+    in memory, one run's alone), and the job recorded in the directory (`record_job`: a restore
+    then knows the job ran here even if it failed before its first checkpoint). The caller
+    `release`s it when the run ends.
 
     Raises:
         CheckpointDirectoryInUseError: another live run (or gc) holds it (named).
@@ -281,6 +283,11 @@ def lease_for(storage: CheckpointStorage, job_id: str, run_id: str) -> JobLease 
         return None
     lease = JobLease(storage, job_id, holder=f"run {run_id}", run_id=run_id)
     lease.acquire()
+    try:
+        storage.record_job(job_id, run_id)
+    except BaseException:
+        lease.release()
+        raise
     lease.keep_renewing()
     return lease
 

@@ -39,6 +39,7 @@ from checkpoint.storage.committer_files import unneeded_files
 from checkpoint.storage.errors import CheckpointToolError, NoCompletedCheckpointError
 from checkpoint.storage.keyed_files import read_keyed_snapshots
 from checkpoint.storage.layout import (
+    JOB_FILE,
     METADATA_FILE,
     SHARED_DIR,
     BlobNotFoundError,
@@ -120,11 +121,12 @@ def open_checkpoints(location: str) -> CheckpointStorage:
 
 
 def list_jobs(storage: CheckpointStorage) -> list[str]:
-    """Job ids with checkpoint data in the storage, sorted."""
+    """Job ids with checkpoint data in the storage, or a record that a run of theirs started
+    there (`_job`: it may have failed before its first checkpoint), sorted."""
     jobs = set()
     for key in storage.blob_store.list(storage.root + "/" if storage.root else ""):
         parts = key[len(storage.root) + 1 if storage.root else 0:].split("/")
-        if len(parts) >= 3 and _JOB_ENTRY.match(parts[1]):
+        if (len(parts) >= 3 and _JOB_ENTRY.match(parts[1])) or parts[1:] == [JOB_FILE]:
             jobs.add(parts[0])
     return sorted(jobs)
 
@@ -221,6 +223,10 @@ def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int
     if run_id is not None and run_id not in runs and checkpoint_id is None:
         known = ", ".join(f"{r} (newest checkpoint {c})" for r, c in runs.items() if r is not None) or "none"
         raise CheckpointToolError(f"no checkpoint of run {run_id!r} of job {job!r} in {location}; runs: {known}")
+    if not ids and checkpoint_id is None and run_id is None:
+        raise NoCompletedCheckpointError(
+            f"no checkpoint of job {job!r} in {location} was taken (its runs there ended before their first one "
+            f"began: {storage.describe(storage.job_file(job))})", storage, job)
     if not runs and run_id is None and checkpoint_id is None and all(
             isinstance(p, MissingMetadataError) for p in missing):
         raise NoCompletedCheckpointError(
@@ -302,8 +308,8 @@ def collect_garbage(storage: CheckpointStorage, job_id: str, *, dry_run: bool = 
     A valid checkpoint keeps its `_metadata` and every file its handles name; everything else
     under `chk-<id>/` and `shared/` (incomplete `chk-<id>/` directories and what interrupted
     writes left included) is an orphan (`checkpoint.io.cleanup.unreferenced_files`). Files directly
-    in the job directory (the id counter that keeps runs from reusing ids, the lease) are never
-    touched, nor is anything behind a symbolic link (`GcReport.links`).
+    in the job directory (the id counter that keeps runs from reusing ids, the lease, the job's
+    record `_job`) are never touched, nor is anything behind a symbolic link (`GcReport.links`).
 
     A running job's upload in progress would look like orphans: `gc` holds the job's lease while
     it works (a run starting meanwhile is refused, naming gc), and refuses a job whose lease a live
@@ -409,9 +415,10 @@ def _jobs(args: Any) -> tuple[CheckpointStorage, list[str]]:
 
 
 def _is_job_folder(storage: CheckpointStorage) -> bool:
-    """Whether the storage's top level holds `chk-<id>/` or `shared/` (a job's own folder)."""
+    """Whether the storage's top level holds `chk-<id>/`, `shared/` or `_job` (a job's own folder)."""
     prefix = storage.root + "/" if storage.root else ""
-    return any(_JOB_ENTRY.match(key[len(prefix):].split("/", 1)[0]) for key in storage.blob_store.list(prefix))
+    return any(_JOB_ENTRY.match(top) or top == JOB_FILE
+               for top in (key[len(prefix):].split("/", 1)[0] for key in storage.blob_store.list(prefix)))
 
 
 def milliseconds(seconds: float | None) -> str:
@@ -447,9 +454,13 @@ def cmd_ls(args: Any) -> int:
         verify = not getattr(args, "metadata_only", False)
         for job in jobs:
             print(f"job {job}{_running(storage, job)}")
+            infos = list_checkpoints(storage, job, verify_files=verify)
+            if not infos:
+                print("  no checkpoint: a run of the job started here, and none of its checkpoints began")
+                continue
             print(f"{'id':>6} {'valid':>5} {'tasks':>5} {'files':>6} {'bytes':>12} {'shared':>6} "
                   f"{'shared bytes':>12} {'state bytes':>12} {'duration':>10}  run")
-            for info in list_checkpoints(storage, job, verify_files=verify):
+            for info in infos:
                 if not info.valid:
                     print(f"{info.checkpoint_id:>6} {'no':>5}  {info.problem}")
                     continue

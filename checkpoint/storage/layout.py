@@ -22,6 +22,7 @@ Two layers, so the protocol code never sees a filesystem:
       <root>/<job_id>/chk-<id>/_metadata           JSON: {"format", "version", "checksum", "body"}
       <root>/<job_id>/chk-<id>/taskowned/<name>    files written for one task in one checkpoint
       <root>/<job_id>/shared/<name>                files referenced across checkpoints
+      <root>/<job_id>/_job                         JSON: the job ran here (written by its first run)
 
   Every file is checksummed (SHA-256, hex) when written: the checksum of a task file travels in
   its `StateHandle`, the checksum of the metadata is embedded next to the body it covers (over the
@@ -61,7 +62,7 @@ from checkpoint.storage.errors import (
 from vocabulary.handles import StateHandle
 
 #: the blob stores and errors live in their own modules; this one is where callers import them
-__all__ = ["METADATA_FILE", "METADATA_FORMAT", "METADATA_VERSION", "SHARED_DIR", "TASK_OWNED_DIR",
+__all__ = ["JOB_FILE", "METADATA_FILE", "METADATA_FORMAT", "METADATA_VERSION", "SHARED_DIR", "TASK_OWNED_DIR",
            "BlobNotFoundError", "BlobStore", "CheckpointStorage", "CorruptCheckpointError", "ForwardingBlobStore",
            "MemoryBlobStore", "MissingMetadataError", "StorageError", "StorageFileError",
            "StorageTimeoutError", "checksum_matches", "compute_checksum", "is_checksum", "list_links",
@@ -72,6 +73,10 @@ METADATA_FORMAT = "barrierflow-checkpoint-metadata"
 METADATA_VERSION = 1
 TASK_OWNED_DIR = "taskowned"
 SHARED_DIR = "shared"
+#: the job's record in its directory: a run writes it when it starts (blob stores have no empty
+#: directories), so a job that failed before its first checkpoint is still known to have run there
+JOB_FILE = "_job"
+JOB_FORMAT = "barrierflow-job"
 
 _CHK_DIR = re.compile(r"^chk-(\d+)$")
 _METADATA_PATH = re.compile(r"(?:^|/)chk-(\d+)/" + METADATA_FILE + r"$")
@@ -183,6 +188,22 @@ class CheckpointStorage:
 
     def shared_dir(self, job_id: str) -> str:
         return self._join(_check_job_id(job_id), SHARED_DIR)
+
+    def job_file(self, job_id: str) -> str:
+        return self._join(_check_job_id(job_id), JOB_FILE)
+
+    # -- the job's record --
+
+    def record_job(self, job_id: str, run_id: str) -> None:
+        """Write the job's `_job` file unless it is there (Flink creates a job's checkpoint
+        directory when the job starts): from then on the directory says the job ran here, even if
+        no checkpoint of it was ever begun. `run_id`: the run that writes it, kept for people.
+
+        Raises:
+            StorageError: the write failed.
+        """
+        document = {"format": JOB_FORMAT, "version": 1, "job": job_id, "first_run": run_id}
+        put_if_absent(self.blob_store, self.job_file(job_id), canonical_json(document))
 
     # -- state files --
 

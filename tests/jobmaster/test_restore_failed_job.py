@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.io.tools import CheckpointToolError, load_checkpoint
+from checkpoint.io.tools import CheckpointToolError, list_jobs, load_checkpoint, open_checkpoints
 from runtime import FaultPlan, TaskCrash
 from runtime.jobmaster.result import JobFailedError
 from tests.jobmaster.restore_jobs import collect_job, committed_output, expected_output, restore_env
@@ -80,3 +80,30 @@ def test_starting_over_is_refused_when_output_was_committed(failed_before_any_ch
     (committed / "commit-0000000001.txn").write_bytes(b"output a completed checkpoint once made visible")
     with pytest.raises(CheckpointToolError, match=r"committer holds committed output .*commit-0000000001.txn"):
         collect_job(failed_before_any_checkpoint).restore_from(str(failed_before_any_checkpoint))
+
+
+def test_a_run_that_failed_before_its_first_checkpoint_began_restores_from_the_beginning(tmp_path: Path,
+                                                                                         caplog) -> None:
+    """No checkpoint was triggered at all (a crash in the first records, or a slow start on Ray):
+    the job's directory still says the job ran there, so the restore starts over, as it does when
+    checkpoint 1 began and never completed."""
+    env = collect_job(tmp_path / "ckpts")
+    env.enable_checkpointing(interval=60.0, storage=str(tmp_path / "ckpts"))  # never before the crash
+    with pytest.raises(JobFailedError):
+        env.execute("job", executor="sim", seed=1, faults=FaultPlan.of(TaskCrash(task="count[1]", after_records=5)))
+    assert not list((tmp_path / "ckpts" / "job").glob("chk-*")), "no checkpoint was begun"
+    assert list_jobs(open_checkpoints(str(tmp_path / "ckpts"))) == ["job"]
+    env = collect_job(tmp_path / "ckpts", parallelism=3).restore_from(str(tmp_path / "ckpts"), job_id="job")
+    assert "no checkpoint of job 'job' in" in caplog.text and "was taken" in caplog.text
+    result = env.execute("job", executor="sim", seed=2)
+    assert sorted((r["k"], r["count"]) for r in result.output("out")) == \
+        sorted((k, n) for k in range(3) for n in range(1, 2001))  # every record once
+    assert result.restored_checkpoints == [None]
+
+
+def test_a_job_that_never_ran_in_the_directory_is_not_started_over(tmp_path: Path) -> None:
+    """Starting over is for a job known to have run there: a job named wrongly, or a directory
+    given wrongly, is an error naming the jobs that are there."""
+    collect_job(tmp_path / "ckpts").execute("job", executor="sim", seed=1)
+    with pytest.raises(CheckpointToolError, match=r"no checkpoints of job 'jbo' in .*; jobs: \['job'\]"):
+        collect_job(tmp_path / "ckpts").restore_from(str(tmp_path / "ckpts"), job_id="jbo")
