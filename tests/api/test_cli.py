@@ -125,14 +125,13 @@ def test_a_job_failed_for_good_restores_in_a_new_process_with_another_parallelis
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("executor", ["sim", pytest.param("ray", marks=pytest.mark.ray)])
-def test_a_job_that_failed_before_its_first_checkpoint_restores_from_the_beginning(job_dir: Path,
-                                                                                   executor: str) -> None:
+def test_a_job_that_failed_before_its_first_checkpoint_restores_from_the_beginning(job_dir: Path) -> None:
     """The checkpoint interval is longer than the failed run: no checkpoint of it began (on Ray a
-    slow start does the same to a short job). The job's folder still says it ran there: `ls`
-    shows it, and the restore starts from the beginning, every record once."""
-    failed = barrierflow("run", "myjob:fragile", "--executor", executor, "--checkpoint-dir", "ckpts",
-                         "--interval", "600", "--crashes", "1", "--seed", "2", cwd=job_dir)
+    slow start does the same to a short job; `tests/ray/test_ray_restore.py`). The job's folder
+    still says it ran there: `ls` shows it, and the restore starts from the beginning, every record
+    once."""
+    failed = barrierflow("run", "myjob:fragile", "--checkpoint-dir", "ckpts", "--interval", "600", "--crashes", "1",
+                         "--seed", "2", cwd=job_dir)
     assert failed.returncode == 1 and "TaskCrash" in failed.stderr, (failed.stdout, failed.stderr)
     assert not list((job_dir / "ckpts" / "fragile").glob("chk-*")), "a checkpoint began"
     for listed in (barrierflow("checkpoints", "ls", "ckpts", cwd=job_dir),
@@ -141,14 +140,14 @@ def test_a_job_that_failed_before_its_first_checkpoint_restores_from_the_beginni
         assert "job fragile\n  no checkpoint: a run of the job started here" in listed.stdout, listed.stdout
     collected = barrierflow("checkpoints", "gc", "ckpts", cwd=job_dir)  # keeps the job's record
     assert collected.returncode == 0 and "job fragile: removed" in collected.stdout, collected.stderr
-    restored = barrierflow("run", "myjob:fragile", "--executor", executor, "--restore-from", "ckpts",
+    other = barrierflow("run", "myjob:build", "--restore-from", "ckpts", cwd=job_dir)
+    assert other.returncode == 2 and "no checkpoints of job 'build'" in other.stderr, other.stderr
+    restored = barrierflow("run", "myjob:fragile", "--restore-from", "ckpts",
                            "--checkpoint-dir", "ckpts", "--interval", "0.05", "--parallelism", "3", cwd=job_dir)
     assert restored.returncode == 0, restored.stderr
     assert "│ out  │            20,000 │" in restored.stdout, restored.stdout  # every record once
     assert "restored from the beginning: no checkpoint of job 'fragile' in ckpts was taken" in restored.stdout, \
         restored.stdout
-    other = barrierflow("run", "myjob:build", "--executor", executor, "--restore-from", "ckpts", cwd=job_dir)
-    assert other.returncode == 2 and "no checkpoints of job 'build'" in other.stderr, other.stderr
 
 
 @pytest.mark.slow

@@ -63,6 +63,21 @@ def test_a_failed_job_restores_at_the_same_parallelism_exactly_once(failed, tmp_
     assert committed_output(restore(failed, tmp_path, 2, mode)) == expected_output()
 
 
+def test_a_job_failed_before_its_first_checkpoint_restores_from_the_beginning_exactly_once(ray_session,
+                                                                                            tmp_path: Path) -> None:
+    """The interval is longer than the failed run, so no checkpoint of it began: the run's record of
+    its job in the directory makes the restore start over, every record once."""
+    first, out = tmp_path / "first", tmp_path / "out"
+    with pytest.raises(JobFailedError, match="poison record 2200"):
+        restore_env(first, out, parallelism=2, poison=True, interval=600.0, buffer_size=64).execute(
+            "job", executor="ray")
+    assert not list((first / "job").glob("chk-*")), "a checkpoint began"
+    env = restore_env(tmp_path / "second", out, parallelism=3, poison=False, interval=0.05, buffer_size=64)
+    result = env.restore_from(str(first)).execute("job", executor="ray")
+    assert result.restored_from.describe(result.parallelism).startswith("the beginning: no checkpoint of job 'job'")
+    assert committed_output(out) == expected_output()
+
+
 class RecordingListener:
     """A checkpoint listener as `land_checkpoints_to` installs (its `close` is called at the end)."""
 
