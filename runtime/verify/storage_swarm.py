@@ -7,8 +7,9 @@ Theory of operation
 -------------------
 One seed draws a job (parallelism, state backend, retained checkpoints, a `CollectSink` or a
 `SparkSink`) and a history for its checkpoint directory: runs that fail for good part-way (a task
-crash, no restarts) and restore from the directory, then one that finishes; between runs, what a
-careless operator or a crashed writer leaves there — symbolic links out of the directory (a
+crash, no restarts; some before their first checkpoint began) and restore from the directory,
+then one that finishes; between runs, what a careless operator or a crashed writer leaves there —
+symbolic links out of the directory (a
 `chk-<id>`, a `taskowned/` folder, a folder in `shared/` or `committed/`, a file) and one into
 it, temporary files of interrupted writes, an incomplete checkpoint with torn metadata, the lease
 of a process that died, the lease of a run that is still alive. During runs, at drawn
@@ -23,6 +24,8 @@ It checks, after every step:
 * gc on a quiescent directory removes exactly what its dry run listed, nothing a valid checkpoint
   needs (every checkpoint that verified before still verifies after, every committer folder of a
   run with a valid checkpoint still opens), and nothing more when run again;
+* a run restores the newest valid checkpoint; where the job ran before and no checkpoint of it
+  ever wrote its metadata, the restore starts from the beginning;
 * the history ends exactly once: the last run restores the newest valid checkpoint and the sink's
   committed output (records, or files) equals that of a failure-free run.
 
@@ -36,6 +39,7 @@ import argparse
 import hashlib
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -93,6 +97,8 @@ class StorageConfig:
     gc_during: tuple[tuple[tuple[int, bool], ...], ...]
     #: per run, whether a second run on the same directory is attempted
     concurrent: tuple[bool, ...]
+    #: per run, whether it fails before its first checkpoint begins (its interval outlasts it)
+    early: tuple[bool, ...] = ()
 
 
 def draw(seed: int) -> StorageConfig:
@@ -107,6 +113,7 @@ def draw(seed: int) -> StorageConfig:
         gc_during=tuple(tuple((rng.randint(1, 4), rng.random() < 0.5) for _ in range(rng.randint(0, 2)))
                         for _ in range(runs)),
         concurrent=tuple(rng.random() < 0.4 for _ in range(runs)),
+        early=tuple(rng.random() < 0.25 for _ in range(runs - 1)) + (False,),  # drawn last: older fields keep
     )
 
 
@@ -140,9 +147,13 @@ def check(condition: bool, message: str | Callable[[], str]) -> None:
 # --------------------------------------------------------------------------- the job
 
 
-def _env(config: StorageConfig, ckpts: Path, out: Path, *, restore: bool) -> StreamEnvironment:
+#: the interval of a run drawn `early`: no checkpoint begins before it fails
+EARLY_INTERVAL = 600.0
+
+
+def _env(config: StorageConfig, ckpts: Path, out: Path, *, restore: bool, interval: float = 0.002) -> StreamEnvironment:
     env = StreamEnvironment(parallelism=config.parallelism, buffer_size=16)
-    env.enable_checkpointing(interval=0.002, storage=str(ckpts), retained=config.retained,
+    env.enable_checkpointing(interval=interval, storage=str(ckpts), retained=config.retained,
                              **BACKENDS[config.backend])
     env.set_restart_strategy(RestartStrategy.no_restart())
     rows = [{"id": i, "key": f"k{i % config.keys}"} for i in range(config.rows)]
@@ -241,8 +252,10 @@ class Run:
 
     def _execute(self, index: int, crash: float | None) -> Any:
         config = self.config
-        restore = bool(_valid(self.ckpts))
-        env = _env(config, self.ckpts, self.out, restore=restore)
+        starts_over = index > 0 and self._no_metadata()
+        restore = bool(_valid(self.ckpts)) or starts_over
+        early = bool(config.early) and config.early[index]
+        env = _env(config, self.ckpts, self.out, restore=restore, interval=EARLY_INTERVAL if early else 0.002)
         faults = FaultPlan()
         if crash is not None:
             per_subtask = max(1, int(crash * config.rows / config.parallelism))
@@ -259,11 +272,22 @@ class Run:
                 self._gc_refused(run_id, dry_run=during[seen[0]])
 
         try:
-            return env.execute(JOB, executor="sim", seed=config.seed + index, faults=faults,
-                               checkpoint_listeners=[listener])
+            result = env.execute(JOB, executor="sim", seed=config.seed + index, faults=faults,
+                                 checkpoint_listeners=[listener])
         except JobFailedError as exc:
             check(crash is not None and "injected" in str(exc), f"run {index + 1} failed: {exc}")
             return None
+        if starts_over:
+            check(result.restored_from is not None and result.restored_from.checkpoint_id is None,
+                  f"run {index + 1} restored a job none of whose checkpoints wrote metadata, yet it did not start "
+                  f"from the beginning: {result.restored_from}")
+        return result
+
+    def _no_metadata(self) -> bool:
+        """Whether no checkpoint in the directory has `_metadata` (as the storage lists it: not
+        through a link). After a run of the job, a restore must then start from the beginning."""
+        storage = open_checkpoints(str(self.ckpts))
+        return not any(re.search(r"(^|/)chk-\d+/_metadata$", path) for path in storage.list_job_files(JOB))
 
     def _second_run_refused(self, run_id: str | None) -> None:
         try:

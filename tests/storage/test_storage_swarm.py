@@ -1,7 +1,7 @@
 """The storage-tool swarm (`runtime.verify.storage_swarm`) in CI: a fixed set of seeds, each a
-checkpoint directory put through failing runs and restores, links out of and into it, torn and
-temporary files, dead and live leases, and gc (dry and real) at random moments — and the checker
-catching each planted bug. Longer: `python -m runtime.verify.storage_swarm --minutes M`."""
+checkpoint directory put through failing runs (some before their first checkpoint) and restores,
+links out of and into it, torn and temporary files, dead and live leases, and gc (dry and real) at
+random moments — and the checker catching each planted bug. Longer: `python -m runtime.verify.storage_swarm --minutes M`."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ def test_the_drawn_histories_cover_every_hostile_kind_and_both_sinks() -> None:
     assert {c.spark_sink for c in configs} == {False, True}
     assert {c.backend for c in configs} == set(storage_swarm.BACKENDS)
     assert any(c.gc_during[0] for c in configs) and any(any(c.concurrent) for c in configs)
+    assert any(any(c.early) for c in configs)  # a run that fails before its first checkpoint began
     assert draw(7) == draw(7)
 
 
