@@ -225,8 +225,8 @@ def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int
         raise CheckpointToolError(f"no checkpoint of run {run_id!r} of job {job!r} in {location}; runs: {known}")
     if not ids and checkpoint_id is None and run_id is None:
         raise NoCompletedCheckpointError(
-            f"no checkpoint of job {job!r} in {location} was taken (its runs there ended before their first one "
-            f"began: {storage.describe(storage.job_file(job))})", storage, job)
+            f"no checkpoint of job {job!r} in {location} was taken (a run of it started there: "
+            f"{storage.describe(storage.job_file(job))})", storage, job)
     if not runs and run_id is None and checkpoint_id is None and all(
             isinstance(p, MissingMetadataError) for p in missing):
         raise NoCompletedCheckpointError(

@@ -98,7 +98,7 @@ class StorageConfig:
     #: per run, whether a second run on the same directory is attempted
     concurrent: tuple[bool, ...]
     #: per run, whether it fails before its first checkpoint begins (its interval outlasts it)
-    early: tuple[bool, ...] = ()
+    early: tuple[bool, ...]
 
 
 def draw(seed: int) -> StorageConfig:
@@ -254,8 +254,8 @@ class Run:
         config = self.config
         starts_over = index > 0 and self._no_metadata()
         restore = bool(_valid(self.ckpts)) or starts_over
-        early = bool(config.early) and config.early[index]
-        env = _env(config, self.ckpts, self.out, restore=restore, interval=EARLY_INTERVAL if early else 0.002)
+        env = _env(config, self.ckpts, self.out, restore=restore,
+                   interval=EARLY_INTERVAL if config.early[index] else 0.002)
         faults = FaultPlan()
         if crash is not None:
             per_subtask = max(1, int(crash * config.rows / config.parallelism))
