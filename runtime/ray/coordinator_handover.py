@@ -169,6 +169,8 @@ class CoordinatorHandover:
     def _replace_coordinator(self) -> None:
         ray.kill(self.coordinator, no_restart=True)
         self._coord_ref = None
+        # the last status is the dead one's: its doom, if it said so, is the crash being handled
+        self._coord_status = {**self._coord_status, "doomed": False}
         if self.ha is not None:
             self._close_dead_leader_session()
             self.coordinator, self.standby = self.standby, None

@@ -66,3 +66,23 @@ def test_a_doomed_coordinator_answering_after_its_kill_is_not_killed_again(drive
     executor._coord_status = {"doomed": True}
     executor._inject_faults(1.2)
     assert killed == [doomed, replacement] and len(executor.master.coordinators.crash_times) == 2
+
+
+def test_the_status_a_killed_coordinator_gave_does_not_doom_its_replacement(driver, monkeypatch) -> None:
+    """The doomed actor answers once more before its kill lands, then the poll finds it dead and
+    replaces it: that last status is the dead one's, and its crash is made — the replacement, with
+    no crash planned for it, lives."""
+    from ray.exceptions import RayActorError
+
+    executor, killed = driver
+    doomed, replacement = FakeCoordinator(), FakeCoordinator()
+    executor.coordinator = doomed
+    executor.running_since = 0.0
+    executor._coord_status = {"doomed": True}
+    assert executor._inject_faults(1.0)
+    executor._coord_status = {"doomed": True}  # its answer to a poll sent before the kill
+    monkeypatch.setattr(executor, "_new_coordinator", lambda: replacement)
+    failure = executor._coordinator_died(RayActorError())
+    assert failure[0] == "coordinator crash" and executor.coordinator is replacement
+    executor._inject_faults(1.1)
+    assert replacement not in killed and len(executor.master.coordinators.crash_times) == 1
