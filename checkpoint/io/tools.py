@@ -58,6 +58,12 @@ log = logging.getLogger(__name__)
 _JOB_ENTRY = re.compile(rf"^(chk-\d+|{SHARED_DIR})$")
 
 
+def _in_a_job(below: list[str]) -> bool:
+    """Whether a file at path `below` (split on "/") inside a job's folder shows a job there: a
+    file in `chk-<id>/` or `shared/`, or the job's record `_job`."""
+    return (len(below) >= 2 and _JOB_ENTRY.match(below[0]) is not None) or below == [JOB_FILE]
+
+
 class JobRunningError(CheckpointToolError):
     """`gc` refuses a job whose directory a live run holds (its lease names the run)."""
 
@@ -126,7 +132,7 @@ def list_jobs(storage: CheckpointStorage) -> list[str]:
     jobs = set()
     for key in storage.blob_store.list(storage.root + "/" if storage.root else ""):
         parts = key[len(storage.root) + 1 if storage.root else 0:].split("/")
-        if (len(parts) >= 3 and _JOB_ENTRY.match(parts[1])) or parts[1:] == [JOB_FILE]:
+        if _in_a_job(parts[1:]):
             jobs.add(parts[0])
     return sorted(jobs)
 
@@ -190,6 +196,10 @@ def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int
     storage = open_checkpoints(location)
     job = resolve_job(storage, job_id)
     ids = storage.list_checkpoint_ids(job)
+    if not ids and checkpoint_id is None and run_id is None:
+        raise NoCompletedCheckpointError(
+            f"no checkpoint of job {job!r} in {location} was taken (a run of it started there: "
+            f"{storage.describe(storage.job_file(job))})", storage, job)
     if checkpoint_id is not None:
         if checkpoint_id not in ids:
             raise CheckpointToolError(f"job {job!r} has no checkpoint {checkpoint_id} in {location}; it has {ids}")
@@ -223,10 +233,6 @@ def load_checkpoint(location: str, job_id: str | None = None, checkpoint_id: int
     if run_id is not None and run_id not in runs and checkpoint_id is None:
         known = ", ".join(f"{r} (newest checkpoint {c})" for r, c in runs.items() if r is not None) or "none"
         raise CheckpointToolError(f"no checkpoint of run {run_id!r} of job {job!r} in {location}; runs: {known}")
-    if not ids and checkpoint_id is None and run_id is None:
-        raise NoCompletedCheckpointError(
-            f"no checkpoint of job {job!r} in {location} was taken (a run of it started there: "
-            f"{storage.describe(storage.job_file(job))})", storage, job)
     if not runs and run_id is None and checkpoint_id is None and all(
             isinstance(p, MissingMetadataError) for p in missing):
         raise NoCompletedCheckpointError(
@@ -417,8 +423,7 @@ def _jobs(args: Any) -> tuple[CheckpointStorage, list[str]]:
 def _is_job_folder(storage: CheckpointStorage) -> bool:
     """Whether the storage's top level holds `chk-<id>/`, `shared/` or `_job` (a job's own folder)."""
     prefix = storage.root + "/" if storage.root else ""
-    return any(_JOB_ENTRY.match(top) or top == JOB_FILE
-               for top in (key[len(prefix):].split("/", 1)[0] for key in storage.blob_store.list(prefix)))
+    return any(_in_a_job(key[len(prefix):].split("/")) for key in storage.blob_store.list(prefix))
 
 
 def milliseconds(seconds: float | None) -> str:

@@ -39,7 +39,6 @@ import argparse
 import hashlib
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile
@@ -287,7 +286,8 @@ class Run:
         """Whether no checkpoint in the directory has `_metadata` (as the storage lists it: not
         through a link). After a run of the job, a restore must then start from the beginning."""
         storage = open_checkpoints(str(self.ckpts))
-        return not any(re.search(r"(^|/)chk-\d+/_metadata$", path) for path in storage.list_job_files(JOB))
+        return not any(storage.blob_store.exists(storage.metadata_path(JOB, checkpoint_id))
+                       for checkpoint_id in storage.list_checkpoint_ids(JOB))
 
     def _second_run_refused(self, run_id: str | None) -> None:
         try:
